@@ -1,0 +1,61 @@
+"""Prove from Open MPI's own traffic (pml monitoring) what a rules file makes it run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env, mpirun_args
+from colltune.collectives import Collective
+from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, run_kernel
+from colltune.kernel.traffic import MONITORING_MCA, Traffic, internal_traffic
+from colltune.slots import place
+from colltune.tuner.space import Config
+
+REPS = 6
+
+
+def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, str]) -> Traffic:
+    """Collective-internal traffic of a fixed number of calls of `coll` at `size`."""
+    exe = build_kernel(mpi)
+    placement = place(np, env={})
+    plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, size)], warmup=0, min_reps=REPS,
+                      max_reps=REPS)
+    cmd = mpirun_args(mpi, np, placement.oversubscribe, mca=MONITORING_MCA)
+    out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
+    if out.status != "ok" or not out.results or out.results[0].status != "ok":
+        raise ColltuneError(f"traffic run of {coll.name} failed: {out.status} {out.message}",
+                            "run the kernel by hand with the same settings")
+    if not out.other_lines:
+        raise ColltuneError("pml monitoring printed nothing",
+                            "this Open MPI may lack the monitoring component")
+    return internal_traffic(out.other_lines)
+
+
+def under_rules(mpi: OpenMPI, coll: Collective, np: int, size: int, rules: Path) -> Traffic:
+    return traffic(mpi, coll, np, size, {
+        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+        "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(Path(rules).resolve()),
+    })
+
+
+def forced(mpi: OpenMPI, coll: Collective, np: int, size: int, cfg: Config,
+           catalog: Catalog) -> Traffic:
+    """Traffic with `cfg` forced through MCA variables (algorithm 0: no dynamic rules)."""
+    if cfg.algorithm == 0:
+        return traffic(mpi, coll, np, size, {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"})
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
+    env.update({f"OMPI_MCA_{k}": str(v) for k, v in forcing_vars(
+        coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog).items()})
+    return traffic(mpi, coll, np, size, env)
+
+
+@dataclass
+class RuleCheck:
+    size: int
+    expected: Config
+    applied: bool
+    rules_traffic: Traffic
+    forced_traffic: Traffic

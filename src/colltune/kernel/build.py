@@ -1,0 +1,73 @@
+"""Compile collbench with the target MPI's mpicc, cached per MPI installation."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from colltune.backends.openmpi import OpenMPI, launch_env
+from colltune.errors import ColltuneError
+
+CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra"]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "colltune" / "kernels"
+
+
+def kernel_source() -> bytes:
+    return resources.files("colltune.kernel").joinpath("collbench.c").read_bytes()
+
+
+def _compiler_identity(mpi: OpenMPI) -> str:
+    """What the binary depends on: wrapper path, wrapper flags and version."""
+    env = launch_env()
+    parts = [str(mpi.mpicc.resolve()), mpi.version]
+    for flag in ("--showme", "--showme:version"):
+        try:
+            out = subprocess.run([str(mpi.mpicc), flag], capture_output=True, text=True,
+                                 timeout=30, env=env, check=False)
+            parts.append(out.stdout.strip())
+        except (OSError, subprocess.TimeoutExpired):
+            parts.append("?")
+    return "\n".join(parts)
+
+
+def kernel_path(mpi: OpenMPI) -> Path:
+    h = hashlib.sha256(kernel_source() + _compiler_identity(mpi).encode()).hexdigest()[:16]
+    return cache_dir() / h / "collbench"
+
+
+def build_kernel(mpi: OpenMPI, force: bool = False) -> Path:
+    """Path to a collbench built for `mpi`, compiling it on first use."""
+    exe = kernel_path(mpi)
+    if exe.exists() and not force:
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
+        src = Path(tmp) / "collbench.c"
+        src.write_bytes(kernel_source())
+        out = Path(tmp) / "collbench"
+        cmd = [str(mpi.mpicc), *CFLAGS, "-o", str(out), str(src), "-lm"]
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                                 env=launch_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise ColltuneError(f"cannot run {mpi.mpicc}: {e}",
+                                "check that the MPI's compiler wrapper works") from None
+        if res.returncode != 0 or not out.exists():
+            msg = (res.stderr or res.stdout).strip().splitlines()
+            first = next((ln for ln in msg if "error" in ln), msg[0] if msg else "no output")
+            raise ColltuneError(
+                f"compiling the benchmark kernel with {mpi.mpicc} failed: {first}",
+                "check that the MPI's development files and a C compiler are installed "
+                "(Debian: libopenmpi-dev and gcc)",
+            )
+        os.replace(out, exe)  # atomic: concurrent tuners never see half a binary
+    (exe.parent / "identity.txt").write_text(_compiler_identity(mpi) + "\n")
+    return exe

@@ -1,0 +1,888 @@
+/*
+ * collbench: measures one MPI collective over a list of (configuration, size)
+ * points and prints one JSON object per line on rank 0's stdout.
+ *
+ * The kernel is MPI-agnostic: a configuration is a list of MPI_T control
+ * variable assignments chosen by the Python side. Per configuration the
+ * kernel writes them, duplicates MPI_COMM_WORLD (libraries read their
+ * selection variables when a communicator is created) and measures on the
+ * duplicate.
+ *
+ * Methodology (see docs/methodology.md):
+ *  - ranks are synchronised before every repetition by a dissemination
+ *    barrier built from point-to-point messages, never by MPI_Barrier, which
+ *    is itself a collective of the library under test;
+ *  - the time of a repetition is the maximum of the ranks' local times;
+ *  - repetitions continue until the 95% confidence interval of the median is
+ *    within a relative tolerance, a time budget is spent, or max_reps is hit;
+ *  - results are checked for correctness; a wrong answer marks the point
+ *    invalid;
+ *  - configurations and sizes are visited in a seeded random order.
+ *
+ * Usage: collbench PLANFILE
+ * Test-only fault switch: COLLTUNE_TEST_FAULT=kind:cid with kind one of
+ * hang, crash, wrong. Unset in normal use.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_NAME 256
+#define MAX_ASSIGN 16
+#define TAG_SYNC 30001
+#define TAG_CTL 30002
+
+/* ------------------------------------------------------------------ */
+/* Plan                                                                */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    char name[MAX_NAME];
+    long long value;
+} assign_t;
+
+typedef struct {
+    int cid;
+    int nassign;
+    assign_t assign[MAX_ASSIGN];
+} config_t;
+
+typedef struct {
+    int cid;
+    long long size;
+} point_t;
+
+typedef struct {
+    char collective[64];
+    int warmup;
+    int min_reps;
+    int max_reps;
+    double rel_ci;
+    double point_time;
+    unsigned long long seed;
+    int nconfig;
+    config_t *configs;
+    int npoint;
+    point_t *points;
+} plan_t;
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "collbench: %s\n", msg);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+static int read_plan(const char *path, plan_t *plan)
+{
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    int cap_c = 16, cap_p = 64;
+    if (!f)
+        return -1;
+    memset(plan, 0, sizeof(*plan));
+    plan->warmup = 2;
+    plan->min_reps = 5;
+    plan->max_reps = 1000;
+    plan->rel_ci = 0.05;
+    plan->point_time = 0.5;
+    plan->seed = 1;
+    plan->configs = calloc((size_t)cap_c, sizeof(config_t));
+    plan->points = calloc((size_t)cap_p, sizeof(point_t));
+    while (fgets(line, sizeof(line), f)) {
+        char key[64];
+        int off = 0;
+        if (sscanf(line, "%63s%n", key, &off) != 1 || key[0] == '#')
+            continue;
+        if (!strcmp(key, "collective")) {
+            sscanf(line + off, "%63s", plan->collective);
+        } else if (!strcmp(key, "warmup")) {
+            sscanf(line + off, "%d", &plan->warmup);
+        } else if (!strcmp(key, "min_reps")) {
+            sscanf(line + off, "%d", &plan->min_reps);
+        } else if (!strcmp(key, "max_reps")) {
+            sscanf(line + off, "%d", &plan->max_reps);
+        } else if (!strcmp(key, "rel_ci")) {
+            sscanf(line + off, "%lf", &plan->rel_ci);
+        } else if (!strcmp(key, "point_time")) {
+            sscanf(line + off, "%lf", &plan->point_time);
+        } else if (!strcmp(key, "seed")) {
+            sscanf(line + off, "%llu", &plan->seed);
+        } else if (!strcmp(key, "config")) {
+            config_t *c;
+            char *p = line + off;
+            int n = 0;
+            if (plan->nconfig == cap_c) {
+                cap_c *= 2;
+                plan->configs = realloc(plan->configs, (size_t)cap_c * sizeof(config_t));
+            }
+            c = &plan->configs[plan->nconfig];
+            memset(c, 0, sizeof(*c));
+            if (sscanf(p, "%d %d%n", &c->cid, &c->nassign, &n) != 2 || c->nassign > MAX_ASSIGN) {
+                fclose(f);
+                return -2;
+            }
+            p += n;
+            for (int i = 0; i < c->nassign; i++) {
+                if (sscanf(p, "%255s %lld%n", c->assign[i].name, &c->assign[i].value, &n) != 2) {
+                    fclose(f);
+                    return -2;
+                }
+                p += n;
+            }
+            plan->nconfig++;
+        } else if (!strcmp(key, "point")) {
+            if (plan->npoint == cap_p) {
+                cap_p *= 2;
+                plan->points = realloc(plan->points, (size_t)cap_p * sizeof(point_t));
+            }
+            if (sscanf(line + off, "%d %lld", &plan->points[plan->npoint].cid,
+                       &plan->points[plan->npoint].size) != 2) {
+                fclose(f);
+                return -2;
+            }
+            plan->npoint++;
+        }
+    }
+    fclose(f);
+    return plan->collective[0] ? 0 : -3;
+}
+
+/* ------------------------------------------------------------------ */
+/* Seeded shuffle: identical on every rank because the seed is shared  */
+/* ------------------------------------------------------------------ */
+
+static unsigned long long rng_state;
+
+static unsigned long long rng_next(void)
+{
+    /* splitmix64: tiny, good enough to randomise measurement order */
+    unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static void shuffle_ints(int *a, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rng_next() % (unsigned long long)(i + 1));
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Synchronisation and control, point-to-point only on MPI_COMM_WORLD   */
+/* ------------------------------------------------------------------ */
+
+static int g_rank, g_size;
+
+static void sync_barrier(void)
+{
+    /* dissemination barrier: ceil(log2 p) rounds of zero-byte exchanges */
+    char s = 0, r = 0;
+    for (int k = 1; k < g_size; k <<= 1) {
+        int to = (g_rank + k) % g_size;
+        int from = (g_rank - k + g_size) % g_size;
+        MPI_Sendrecv(&s, 0, MPI_CHAR, to, TAG_SYNC, &r, 0, MPI_CHAR, from, TAG_SYNC,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+}
+
+/* binomial-tree maximum of a double towards rank 0 */
+static double ctl_max(double v)
+{
+    for (int k = 1; k < g_size; k <<= 1) {
+        if (g_rank & k) {
+            MPI_Send(&v, 1, MPI_DOUBLE, g_rank - k, TAG_CTL, MPI_COMM_WORLD);
+            break;
+        }
+        if (g_rank + k < g_size) {
+            double o;
+            MPI_Recv(&o, 1, MPI_DOUBLE, g_rank + k, TAG_CTL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (o > v)
+                v = o;
+        }
+    }
+    return v;
+}
+
+/* binomial-tree broadcast of an int from rank 0 */
+static int ctl_bcast(int v)
+{
+    int top = 1;
+    while (top < g_size)
+        top <<= 1;
+    for (int k = top >> 1; k >= 1; k >>= 1) {
+        if (g_rank % (2 * k) == 0 && g_rank + k < g_size)
+            MPI_Send(&v, 1, MPI_INT, g_rank + k, TAG_CTL, MPI_COMM_WORLD);
+        else if (g_rank % (2 * k) == k)
+            MPI_Recv(&v, 1, MPI_INT, g_rank - k, TAG_CTL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------ */
+/* Output (rank 0 only)                                                 */
+/* ------------------------------------------------------------------ */
+
+static void put_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+/* ------------------------------------------------------------------ */
+/* MPI_T control variables                                              */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    char name[MAX_NAME];
+    int found;
+    MPI_T_cvar_handle handle;
+    MPI_Datatype type;
+    long long initial;
+} cvar_t;
+
+static cvar_t *g_cvars;
+static int g_ncvars;
+static int g_mpit_open;
+
+static int cvar_read(cvar_t *cv, long long *out)
+{
+    if (cv->type == MPI_INT || cv->type == MPI_UNSIGNED) {
+        int v = 0;
+        if (MPI_T_cvar_read(cv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    } else if (cv->type == MPI_LONG || cv->type == MPI_UNSIGNED_LONG) {
+        long v = 0;
+        if (MPI_T_cvar_read(cv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    } else {
+        long long v = 0;
+        if (MPI_T_cvar_read(cv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    }
+    return 0;
+}
+
+static int cvar_write(cvar_t *cv, long long value)
+{
+    if (cv->type == MPI_INT || cv->type == MPI_UNSIGNED) {
+        int v = (int)value;
+        return MPI_T_cvar_write(cv->handle, &v) == MPI_SUCCESS ? 0 : -1;
+    } else if (cv->type == MPI_LONG || cv->type == MPI_UNSIGNED_LONG) {
+        long v = (long)value;
+        return MPI_T_cvar_write(cv->handle, &v) == MPI_SUCCESS ? 0 : -1;
+    }
+    return MPI_T_cvar_write(cv->handle, &value) == MPI_SUCCESS ? 0 : -1;
+}
+
+static cvar_t *cvar_lookup(const char *name)
+{
+    for (int i = 0; i < g_ncvars; i++)
+        if (!strcmp(g_cvars[i].name, name))
+            return &g_cvars[i];
+    return NULL;
+}
+
+static void cvars_init(const plan_t *plan)
+{
+    int prov, total = 0;
+    for (int c = 0; c < plan->nconfig; c++)
+        total += plan->configs[c].nassign;
+    g_cvars = calloc((size_t)(total + 1), sizeof(cvar_t));
+    if (total == 0)
+        return;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS)
+        die("MPI_T_init_thread failed");
+    g_mpit_open = 1;
+    for (int c = 0; c < plan->nconfig; c++) {
+        for (int a = 0; a < plan->configs[c].nassign; a++) {
+            const char *name = plan->configs[c].assign[a].name;
+            cvar_t *cv;
+            int idx, count, verb, bind, scope;
+            MPI_T_enum en;
+            char nm[MAX_NAME];
+            int nmlen = MAX_NAME;
+            if (cvar_lookup(name))
+                continue;
+            cv = &g_cvars[g_ncvars++];
+            snprintf(cv->name, sizeof(cv->name), "%s", name);
+            if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS)
+                continue;
+            if (MPI_T_cvar_get_info(idx, nm, &nmlen, &verb, &cv->type, &en, NULL, NULL, &bind,
+                                    &scope) != MPI_SUCCESS)
+                continue;
+            if (MPI_T_cvar_handle_alloc(idx, NULL, &cv->handle, &count) != MPI_SUCCESS)
+                continue;
+            if (cvar_read(cv, &cv->initial) != 0)
+                continue;
+            cv->found = 1;
+        }
+    }
+}
+
+/* Restores every variable to its launch value, then applies the
+ * configuration, so no setting leaks from one configuration to the next. */
+static int cvars_apply(const config_t *cfg, char *why, size_t whylen)
+{
+    for (int i = 0; i < g_ncvars; i++)
+        if (g_cvars[i].found && cvar_write(&g_cvars[i], g_cvars[i].initial) != 0) {
+            snprintf(why, whylen, "cannot restore %s", g_cvars[i].name);
+            return -1;
+        }
+    for (int a = 0; a < cfg->nassign; a++) {
+        cvar_t *cv = cvar_lookup(cfg->assign[a].name);
+        long long back = 0;
+        if (!cv || !cv->found) {
+            snprintf(why, whylen, "no MPI_T control variable %s", cfg->assign[a].name);
+            return -1;
+        }
+        if (cvar_write(cv, cfg->assign[a].value) != 0) {
+            snprintf(why, whylen, "MPI_T refused %s=%lld", cv->name, cfg->assign[a].value);
+            return -1;
+        }
+        if (cvar_read(cv, &back) != 0 || back != cfg->assign[a].value) {
+            snprintf(why, whylen, "%s reads back %lld after writing %lld", cv->name, back,
+                     cfg->assign[a].value);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Buffers, the collective call and its correctness check               */
+/* ------------------------------------------------------------------ */
+
+typedef enum {
+    C_ALLGATHER, C_ALLGATHERV, C_ALLREDUCE, C_ALLTOALL, C_ALLTOALLV, C_BARRIER, C_BCAST,
+    C_EXSCAN, C_GATHER, C_REDUCE, C_REDUCE_SCATTER, C_REDUCE_SCATTER_BLOCK, C_SCAN, C_SCATTER,
+    C_UNKNOWN
+} coll_t;
+
+static const char *coll_names[] = {"allgather", "allgatherv", "allreduce", "alltoall",
+                                   "alltoallv", "barrier", "bcast", "exscan", "gather",
+                                   "reduce", "reduce_scatter", "reduce_scatter_block", "scan",
+                                   "scatter"};
+
+static coll_t coll_from_name(const char *n)
+{
+    for (int i = 0; i < (int)C_UNKNOWN; i++)
+        if (!strcmp(coll_names[i], n))
+            return (coll_t)i;
+    return C_UNKNOWN;
+}
+
+static int is_reduction(coll_t c)
+{
+    return c == C_ALLREDUCE || c == C_REDUCE || c == C_REDUCE_SCATTER ||
+           c == C_REDUCE_SCATTER_BLOCK || c == C_SCAN || c == C_EXSCAN;
+}
+
+/* `size` is the per-rank block in bytes (the count a caller passes times the
+ * datatype size). Reductions use MPI_DOUBLE holding small integers, so sums
+ * are exact and can be checked bit for bit; the rest use MPI_BYTE. */
+typedef struct {
+    coll_t coll;
+    long long size;
+    int count; /* elements per block */
+    void *sbuf, *rbuf;
+    int *counts, *displs;
+} bufs_t;
+
+static unsigned char pat(int a, int b, long long i)
+{
+    return (unsigned char)((a * 31 + b * 7 + i) & 0xff);
+}
+
+static int bufs_alloc(bufs_t *b, coll_t coll, long long size)
+{
+    size_t p = (size_t)g_size, blk;
+    memset(b, 0, sizeof(*b));
+    b->coll = coll;
+    b->size = size;
+    b->count = (int)(is_reduction(coll) ? size / (long long)sizeof(double) : size);
+    blk = (size_t)size;
+    b->counts = calloc(p, sizeof(int));
+    b->displs = calloc(p, sizeof(int));
+    for (size_t i = 0; i < p; i++) {
+        b->counts[i] = b->count;
+        b->displs[i] = (int)i * b->count;
+    }
+    switch (coll) {
+    case C_BARRIER:
+        b->sbuf = malloc(1);
+        b->rbuf = malloc(1);
+        break;
+    case C_BCAST:
+        b->sbuf = malloc(blk + 1);
+        b->rbuf = malloc(1);
+        break;
+    case C_ALLREDUCE:
+    case C_REDUCE:
+    case C_SCAN:
+    case C_EXSCAN:
+        b->sbuf = malloc(blk + 8);
+        b->rbuf = malloc(blk + 8);
+        break;
+    case C_ALLGATHER:
+    case C_ALLGATHERV:
+    case C_GATHER:
+        b->sbuf = malloc(blk + 1);
+        b->rbuf = malloc(blk * p + 1);
+        break;
+    case C_SCATTER:
+        b->sbuf = malloc(blk * p + 1);
+        b->rbuf = malloc(blk + 1);
+        break;
+    case C_ALLTOALL:
+    case C_ALLTOALLV:
+        b->sbuf = malloc(blk * p + 1);
+        b->rbuf = malloc(blk * p + 1);
+        break;
+    case C_REDUCE_SCATTER:
+    case C_REDUCE_SCATTER_BLOCK:
+        b->sbuf = malloc(blk * p + 8);
+        b->rbuf = malloc(blk + 8);
+        break;
+    default:
+        return -1;
+    }
+    return (b->sbuf && b->rbuf) ? 0 : -1;
+}
+
+static void bufs_free(bufs_t *b)
+{
+    free(b->sbuf);
+    free(b->rbuf);
+    free(b->counts);
+    free(b->displs);
+}
+
+/* Fills inputs with a rank-dependent pattern and clears outputs. */
+static void bufs_fill(bufs_t *b)
+{
+    long long n = b->size, p = g_size, r = g_rank;
+    unsigned char *s = b->sbuf, *rb = b->rbuf;
+    double *sd = b->sbuf, *rd = b->rbuf;
+    switch (b->coll) {
+    case C_BCAST:
+        for (long long i = 0; i < n; i++)
+            s[i] = r == 0 ? pat(1, 2, i) : 0;
+        break;
+    case C_ALLREDUCE:
+    case C_REDUCE:
+    case C_SCAN:
+    case C_EXSCAN:
+        for (long long i = 0; i < b->count; i++) {
+            sd[i] = (double)(r + 1 + i % 13);
+            rd[i] = -1.0;
+        }
+        break;
+    case C_REDUCE_SCATTER:
+    case C_REDUCE_SCATTER_BLOCK:
+        for (long long i = 0; i < (long long)b->count * p; i++)
+            sd[i] = (double)(r + 1 + i % 13);
+        for (long long i = 0; i < b->count; i++)
+            rd[i] = -1.0;
+        break;
+    case C_ALLGATHER:
+    case C_ALLGATHERV:
+    case C_GATHER:
+        for (long long i = 0; i < n; i++)
+            s[i] = pat((int)r, 0, i);
+        memset(rb, 0, (size_t)(n * p));
+        break;
+    case C_SCATTER:
+        for (long long d = 0; d < p; d++)
+            for (long long i = 0; i < n; i++)
+                s[d * n + i] = r == 0 ? pat((int)d, 3, i) : 0;
+        memset(rb, 0, (size_t)n);
+        break;
+    case C_ALLTOALL:
+    case C_ALLTOALLV:
+        for (long long d = 0; d < p; d++)
+            for (long long i = 0; i < n; i++)
+                s[d * n + i] = pat((int)r, (int)d, i);
+        memset(rb, 0, (size_t)(n * p));
+        break;
+    default:
+        break;
+    }
+}
+
+static int run_coll(bufs_t *b, MPI_Comm comm)
+{
+    int c = b->count;
+    switch (b->coll) {
+    case C_BARRIER:
+        return MPI_Barrier(comm);
+    case C_BCAST:
+        return MPI_Bcast(b->sbuf, c, MPI_BYTE, 0, comm);
+    case C_REDUCE:
+        return MPI_Reduce(b->sbuf, b->rbuf, c, MPI_DOUBLE, MPI_SUM, 0, comm);
+    case C_ALLREDUCE:
+        return MPI_Allreduce(b->sbuf, b->rbuf, c, MPI_DOUBLE, MPI_SUM, comm);
+    case C_SCAN:
+        return MPI_Scan(b->sbuf, b->rbuf, c, MPI_DOUBLE, MPI_SUM, comm);
+    case C_EXSCAN:
+        return MPI_Exscan(b->sbuf, b->rbuf, c, MPI_DOUBLE, MPI_SUM, comm);
+    case C_REDUCE_SCATTER:
+        return MPI_Reduce_scatter(b->sbuf, b->rbuf, b->counts, MPI_DOUBLE, MPI_SUM, comm);
+    case C_REDUCE_SCATTER_BLOCK:
+        return MPI_Reduce_scatter_block(b->sbuf, b->rbuf, c, MPI_DOUBLE, MPI_SUM, comm);
+    case C_ALLGATHER:
+        return MPI_Allgather(b->sbuf, c, MPI_BYTE, b->rbuf, c, MPI_BYTE, comm);
+    case C_ALLGATHERV:
+        return MPI_Allgatherv(b->sbuf, c, MPI_BYTE, b->rbuf, b->counts, b->displs, MPI_BYTE,
+                              comm);
+    case C_GATHER:
+        return MPI_Gather(b->sbuf, c, MPI_BYTE, b->rbuf, c, MPI_BYTE, 0, comm);
+    case C_SCATTER:
+        return MPI_Scatter(b->sbuf, c, MPI_BYTE, b->rbuf, c, MPI_BYTE, 0, comm);
+    case C_ALLTOALL:
+        return MPI_Alltoall(b->sbuf, c, MPI_BYTE, b->rbuf, c, MPI_BYTE, comm);
+    case C_ALLTOALLV:
+        return MPI_Alltoallv(b->sbuf, b->counts, b->displs, MPI_BYTE, b->rbuf, b->counts,
+                             b->displs, MPI_BYTE, comm);
+    default:
+        return MPI_ERR_OTHER;
+    }
+}
+
+/* Returns 1 when this rank's output is what the collective must produce. */
+static int bufs_check(const bufs_t *b)
+{
+    long long n = b->size, p = g_size, r = g_rank;
+    const unsigned char *s = b->sbuf, *rb = b->rbuf;
+    const double *rd = b->rbuf;
+    switch (b->coll) {
+    case C_BARRIER:
+        return 1;
+    case C_BCAST:
+        for (long long i = 0; i < n; i++)
+            if (s[i] != pat(1, 2, i))
+                return 0;
+        return 1;
+    case C_REDUCE:
+    case C_ALLREDUCE:
+        if (b->coll == C_REDUCE && r != 0)
+            return 1;
+        for (long long i = 0; i < b->count; i++)
+            if (rd[i] != (double)(p * (p + 1) / 2 + p * (i % 13)))
+                return 0;
+        return 1;
+    case C_SCAN:
+    case C_EXSCAN: {
+        long long upto = b->coll == C_SCAN ? r + 1 : r; /* ranks 0..upto-1 contribute */
+        if (upto == 0)
+            return 1; /* exscan leaves rank 0's buffer undefined */
+        for (long long i = 0; i < b->count; i++)
+            if (rd[i] != (double)(upto * (upto + 1) / 2 + upto * (i % 13)))
+                return 0;
+        return 1;
+    }
+    case C_REDUCE_SCATTER:
+    case C_REDUCE_SCATTER_BLOCK:
+        for (long long i = 0; i < b->count; i++) {
+            long long gi = r * b->count + i;
+            if (rd[i] != (double)(p * (p + 1) / 2 + p * (gi % 13)))
+                return 0;
+        }
+        return 1;
+    case C_GATHER:
+        if (r != 0)
+            return 1;
+        /* fall through */
+    case C_ALLGATHER:
+    case C_ALLGATHERV:
+        for (long long q = 0; q < p; q++)
+            for (long long i = 0; i < n; i++)
+                if (rb[q * n + i] != pat((int)q, 0, i))
+                    return 0;
+        return 1;
+    case C_SCATTER:
+        for (long long i = 0; i < n; i++)
+            if (rb[i] != pat((int)r, 3, i))
+                return 0;
+        return 1;
+    case C_ALLTOALL:
+    case C_ALLTOALLV:
+        for (long long q = 0; q < p; q++)
+            for (long long i = 0; i < n; i++)
+                if (rb[q * n + i] != pat((int)q, (int)r, i))
+                    return 0;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void corrupt_output(bufs_t *b)
+{
+    /* test-only: simulate an algorithm that returns a wrong answer */
+    if (b->coll == C_BCAST && g_rank != 0 && b->size > 0)
+        ((unsigned char *)b->sbuf)[0] ^= 0xff;
+    else if (is_reduction(b->coll) && b->count > 0)
+        ((double *)b->rbuf)[0] += 1.0;
+    else if (b->size > 0)
+        ((unsigned char *)b->rbuf)[0] ^= 0xff;
+}
+
+/* ------------------------------------------------------------------ */
+/* Statistics needed for the stopping rule                              */
+/* ------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Distribution-free 95% CI of the median from order statistics. */
+static void median_ci(const double *samples, int n, double *scratch, double *med, double *lo,
+                      double *hi)
+{
+    int j, k;
+    double half;
+    memcpy(scratch, samples, (size_t)n * sizeof(double));
+    qsort(scratch, (size_t)n, sizeof(double), cmp_double);
+    *med = n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+    half = 0.98 * sqrt((double)n); /* 1.96 * sqrt(n) / 2 */
+    j = (int)((double)n / 2.0 - half);
+    k = (int)((double)n / 2.0 + half + 0.999999);
+    if (j < 0)
+        j = 0;
+    if (k > n - 1)
+        k = n - 1;
+    *lo = scratch[j];
+    *hi = scratch[k];
+}
+
+/* ------------------------------------------------------------------ */
+/* Measuring one point                                                  */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    char kind[16];
+    int cid;
+} fault_t;
+
+static fault_t g_fault;
+
+static void measure_point(const plan_t *plan, coll_t coll, int cid, long long size,
+                          MPI_Comm comm)
+{
+    bufs_t b;
+    int ok = 1, stop = 0, n = 0, rc;
+    int cap = plan->max_reps > 0 ? plan->max_reps : 1;
+    double *samples = NULL, *scratch = NULL, t_begin;
+    int wrong = !strcmp(g_fault.kind, "wrong") && g_fault.cid == cid;
+
+    if (g_rank == 0) {
+        printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cid, size);
+        fflush(stdout);
+    }
+    if (bufs_alloc(&b, coll, size) != 0)
+        die("out of memory");
+
+    /* correctness: the first call on fresh inputs must give the right answer */
+    bufs_fill(&b);
+    sync_barrier();
+    rc = run_coll(&b, comm);
+    if (wrong)
+        corrupt_output(&b);
+    ok = (rc == MPI_SUCCESS) && bufs_check(&b);
+    ok = ctl_max(ok ? 0.0 : 1.0) == 0.0;
+    ok = ctl_bcast(ok);
+    if (!ok) {
+        if (g_rank == 0) {
+            printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"invalid\","
+                   "\"message\":\"wrong result on at least one rank\"}\n",
+                   cid, size);
+            fflush(stdout);
+        }
+        bufs_free(&b);
+        return;
+    }
+    for (int w = 0; w < plan->warmup; w++) {
+        sync_barrier();
+        run_coll(&b, comm);
+    }
+
+    if (g_rank == 0) {
+        samples = malloc((size_t)cap * sizeof(double));
+        scratch = malloc((size_t)cap * sizeof(double));
+    }
+    t_begin = MPI_Wtime();
+    while (!stop) {
+        double t0, t1, tmax;
+        sync_barrier();
+        t0 = MPI_Wtime();
+        run_coll(&b, comm);
+        t1 = MPI_Wtime();
+        tmax = ctl_max(t1 - t0);
+        if (g_rank == 0) {
+            samples[n++] = tmax;
+            if (n >= cap) {
+                stop = 1;
+            } else if (n >= plan->min_reps) {
+                double med, lo, hi;
+                if (MPI_Wtime() - t_begin > plan->point_time) {
+                    stop = 1;
+                } else {
+                    median_ci(samples, n, scratch, &med, &lo, &hi);
+                    if (med > 0 && (hi - lo) / 2.0 <= plan->rel_ci * med)
+                        stop = 1;
+                }
+            }
+        }
+        stop = ctl_bcast(stop);
+    }
+    if (g_rank == 0) {
+        double med, lo, hi, sum = 0, mn = samples[0], mx = samples[0];
+        median_ci(samples, n, scratch, &med, &lo, &hi);
+        for (int i = 0; i < n; i++) {
+            sum += samples[i];
+            if (samples[i] < mn)
+                mn = samples[i];
+            if (samples[i] > mx)
+                mx = samples[i];
+        }
+        printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
+               "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
+               "\"max\":%.9g,\"samples\":[",
+               cid, size, n, med, lo, hi, sum / n, mn, mx);
+        for (int i = 0; i < n; i++)
+            printf(i ? ",%.9g" : "%.9g", samples[i]);
+        printf("]}\n");
+        fflush(stdout);
+    }
+    free(samples);
+    free(scratch);
+    bufs_free(&b);
+}
+
+/* ------------------------------------------------------------------ */
+/* Main: plan -> per configuration (apply, dup, measure sizes)          */
+/* ------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    plan_t plan;
+    coll_t coll;
+    int *order;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int liblen = 0;
+    const char *fault = getenv("COLLTUNE_TEST_FAULT");
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (argc != 2)
+        die("usage: collbench PLANFILE");
+    if (read_plan(argv[1], &plan) != 0)
+        die("cannot read the plan file");
+    coll = coll_from_name(plan.collective);
+    if (coll == C_UNKNOWN)
+        die("unknown collective in plan");
+    if (fault && sscanf(fault, "%15[a-z]:%d", g_fault.kind, &g_fault.cid) != 2)
+        memset(&g_fault, 0, sizeof(g_fault));
+    rng_state = plan.seed;
+
+    MPI_Get_library_version(lib, &liblen);
+    cvars_init(&plan);
+    if (g_rank == 0) {
+        printf("{\"event\":\"start\",\"np\":%d,\"collective\":\"%s\",\"configs\":%d,"
+               "\"points\":%d,\"library\":",
+               g_size, plan.collective, plan.nconfig, plan.npoint);
+        put_json_string(lib);
+        printf("}\n");
+        fflush(stdout);
+    }
+
+    order = malloc((size_t)(plan.nconfig + 1) * sizeof(int));
+    for (int i = 0; i < plan.nconfig; i++)
+        order[i] = i;
+    shuffle_ints(order, plan.nconfig);
+
+    for (int oi = 0; oi < plan.nconfig; oi++) {
+        const config_t *cfg = &plan.configs[order[oi]];
+        char why[512] = "";
+        int bad, npts = 0, *pidx;
+        MPI_Comm comm;
+
+        bad = cvars_apply(cfg, why, sizeof(why)) != 0;
+        bad = ctl_bcast((int)ctl_max(bad ? 1.0 : 0.0));
+        if (bad) {
+            if (g_rank == 0) {
+                printf("{\"event\":\"rejected\",\"cid\":%d,\"message\":", cfg->cid);
+                put_json_string(why[0] ? why : "rejected on another rank");
+                printf("}\n");
+                fflush(stdout);
+            }
+            continue;
+        }
+        if (g_rank == 0) {
+            printf("{\"event\":\"config\",\"cid\":%d}\n", cfg->cid);
+            fflush(stdout);
+        }
+        if (!strcmp(g_fault.kind, "hang") && g_fault.cid == cfg->cid) {
+            if (g_rank == 0) {
+                printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cfg->cid, -1LL);
+                fflush(stdout);
+            }
+            for (;;)
+                sleep(1);
+        }
+        if (!strcmp(g_fault.kind, "crash") && g_fault.cid == cfg->cid && g_rank == g_size - 1)
+            raise(SIGSEGV);
+
+        MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+        pidx = malloc((size_t)(plan.npoint + 1) * sizeof(int));
+        for (int p = 0; p < plan.npoint; p++)
+            if (plan.points[p].cid == cfg->cid)
+                pidx[npts++] = p;
+        shuffle_ints(pidx, npts);
+        for (int k = 0; k < npts; k++)
+            measure_point(&plan, coll, cfg->cid, plan.points[pidx[k]].size, comm);
+        free(pidx);
+        MPI_Comm_free(&comm);
+    }
+    if (g_rank == 0) {
+        printf("{\"event\":\"done\"}\n");
+        fflush(stdout);
+    }
+    free(order);
+    free(plan.configs);
+    free(plan.points);
+    /* MPI_T must be closed before MPI_Finalize, or components that report
+     * at finalize (pml monitoring) stay silent */
+    if (g_mpit_open)
+        MPI_T_finalize();
+    free(g_cvars);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,235 @@
+"""Launch collbench under mpirun, stream its JSON lines, and kill hung jobs with all their ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class KernelConfig:
+    """One configuration as the kernel sees it: an id and variable assignments."""
+
+    cid: int
+    assign: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class KernelPlan:
+    collective: str
+    configs: list[KernelConfig]
+    points: list[tuple[int, int]]  # (cid, size)
+    warmup: int = 2
+    min_reps: int = 7
+    max_reps: int = 400
+    rel_ci: float = 0.05
+    point_time: float = 0.25
+    seed: int = 1
+
+    def render(self) -> str:
+        lines = [
+            "# collbench plan written by colltune",
+            f"collective {self.collective}",
+            f"warmup {self.warmup}",
+            f"min_reps {self.min_reps}",
+            f"max_reps {self.max_reps}",
+            f"rel_ci {self.rel_ci}",
+            f"point_time {self.point_time}",
+            f"seed {self.seed}",
+        ]
+        for c in self.configs:
+            kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
+            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip())
+        lines += [f"point {cid} {size}" for cid, size in self.points]
+        return "\n".join(lines) + "\n"
+
+
+@dataclass
+class PointResult:
+    cid: int
+    size: int
+    status: str  # ok | invalid | rejected | timeout | crashed | skipped
+    n: int = 0
+    median: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    samples: list[float] = field(default_factory=list)
+    message: str = ""
+
+
+@dataclass
+class LaunchOutcome:
+    results: list[PointResult]
+    status: str  # ok | timeout | crashed
+    library: str | None = None
+    stuck: tuple[int, int] | None = None  # (cid, size) in progress when the job died
+    stuck_cid: int | None = None
+    message: str = ""
+    other_lines: list[str] = field(default_factory=list)  # stdout lines that are not events
+    stderr: str = ""
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every process whose session id is `sid` (mpirun and all the ranks it started)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # fields after the parenthesised command: state ppid pgrp session ...
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 3 and int(rest[3]) == sid:
+            pids.append(int(entry))
+    return pids
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL the whole session; ranks may leave mpirun's process group, not its session."""
+    for _ in range(5):
+        pids = session_pids(sid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def _parse_result(ev: dict) -> PointResult:
+    return PointResult(
+        cid=int(ev["cid"]), size=int(ev["size"]), status=str(ev.get("status", "ok")),
+        n=int(ev.get("n", 0)), median=ev.get("median"), ci_lo=ev.get("ci_lo"),
+        ci_hi=ev.get("ci_hi"), mean=ev.get("mean"), min=ev.get("min"), max=ev.get("max"),
+        samples=[float(x) for x in ev.get("samples", [])], message=str(ev.get("message", "")),
+    )
+
+
+def run_kernel(
+    cmd_prefix: list[str],
+    exe: Path,
+    plan: KernelPlan,
+    env: dict[str, str],
+    point_timeout: float = 60.0,
+    start_timeout: float = 120.0,
+    on_event: Callable[[dict], None] | None = None,
+) -> LaunchOutcome:
+    """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung."""
+    with tempfile.NamedTemporaryFile("w", suffix=".plan", delete=False) as f:
+        f.write(plan.render())
+        plan_path = f.name
+    lines: queue.Queue[str | None] = queue.Queue()
+    err_chunks: list[str] = []
+    out = LaunchOutcome(results=[], status="ok")
+    proc = subprocess.Popen(
+        [*cmd_prefix, str(exe), plan_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True, env=env, start_new_session=True,
+    )
+
+    def pump_out() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    def pump_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            err_chunks.append(line)
+
+    threads = [threading.Thread(target=pump_out, daemon=True),
+               threading.Thread(target=pump_err, daemon=True)]
+    for t in threads:
+        t.start()
+    current: tuple[int, int] | None = None
+    current_cid: int | None = None
+    started = False
+    done = False
+    last = time.monotonic()
+    try:
+        while True:
+            limit = point_timeout if started else start_timeout
+            try:
+                line = lines.get(timeout=max(0.05, limit - (time.monotonic() - last)))
+            except queue.Empty:
+                out.status = "timeout"
+                out.message = f"no progress for {limit:.0f} s"
+                break
+            if line is None:
+                break
+            last = time.monotonic()
+            ev = None
+            if line.startswith("{"):
+                try:
+                    ev = json.loads(line)
+                except json.JSONDecodeError:
+                    ev = None
+            if not isinstance(ev, dict) or "event" not in ev:
+                out.other_lines.append(line.rstrip("\n"))
+                continue
+            kind = ev["event"]
+            if kind == "start":
+                started = True
+                out.library = ev.get("library")
+            elif kind == "config":
+                current_cid = int(ev["cid"])
+            elif kind == "begin":
+                current = (int(ev["cid"]), int(ev["size"]))
+                current_cid = current[0]
+            elif kind == "result":
+                out.results.append(_parse_result(ev))
+                current = None
+            elif kind == "rejected":
+                out.results.append(PointResult(cid=int(ev["cid"]), size=-1, status="rejected",
+                                               message=str(ev.get("message", ""))))
+            elif kind == "done":
+                done = True
+            if on_event:
+                on_event(ev)
+    finally:
+        kill_session(proc.pid)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for t in threads:
+            t.join(timeout=5)
+        os.unlink(plan_path)
+    out.stderr = "".join(err_chunks)
+    if out.status == "ok" and (not done or proc.returncode not in (0, None)):
+        out.status = "crashed"
+        out.message = _crash_message(out.stderr, proc.returncode)
+    if out.status != "ok":
+        out.stuck = current
+        out.stuck_cid = current[0] if current else current_cid
+    return out
+
+
+def _crash_message(stderr: str, rc: int | None) -> str:
+    """The library's own words about the failure, without its banner lines."""
+    keep = [
+        ln.strip() for ln in stderr.splitlines()
+        if ln.strip() and not set(ln.strip()) <= set("-*=")
+    ]
+    signal_lines = [ln for ln in keep if "signal" in ln.lower() or "exited" in ln.lower()]
+    chosen = signal_lines[:3] or keep[:3]
+    text = " | ".join(chosen)[:500]
+    return f"exit status {rc}: {text}" if text else f"exit status {rc}"

@@ -1,0 +1,285 @@
+"""Open MPI coll/tuned dynamic rules files (classic and rule-file-version-2): write, read, check.
+
+Open MPI reads these files with %li and skips unknown characters one by one; any
+error drops the whole file without a word. So the writer emits only plain
+decimal numbers, one rule per line, and the reader here is stricter than Open
+MPI's: it rejects everything Open MPI would drop OR misread, with a line number.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from colltune.collectives import COLLECTIVE_BY_ID, OMPI_MAX_COLLECTIVES, OMPI_UNTUNED_IDS
+
+V2_HEADER = "[rule-file-version-2]"
+
+
+@dataclass
+class MsgRule:
+    msgsize: int
+    alg: int
+    faninout: int = 0
+    segsize: int = 0
+    maxreq: int | None = None
+    line: int = 0  # where the reader found it (0 when built in memory)
+
+
+@dataclass
+class CommRule:
+    comsize: int
+    rules: list[MsgRule] = field(default_factory=list)
+    line: int = 0
+
+
+@dataclass
+class RulesFile:
+    version: int = 1  # 1 = classic, 2 = rule-file-version-2
+    collectives: dict[int, list[CommRule]] = field(default_factory=dict)
+    comments: list[str] = field(default_factory=list)
+    notes: dict[tuple[int, int], list[str]] = field(default_factory=dict)  # (coll, comsize)
+
+    def set_section(self, coll_id: int, section: CommRule, notes: list[str] | None = None) -> None:
+        """Replaces (or adds) one comm-size section, keeping the others sorted."""
+        secs = [s for s in self.collectives.get(coll_id, []) if s.comsize != section.comsize]
+        secs.append(section)
+        self.collectives[coll_id] = sorted(secs, key=lambda s: s.comsize)
+        if notes is not None:
+            self.notes[(coll_id, section.comsize)] = notes
+
+
+class RulesError(Exception):
+    """A rules file Open MPI would drop or misread; `line` is 1-based (0 = whole file)."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason
+
+
+# ---------------------------------------------------------------------------
+# Writing
+# ---------------------------------------------------------------------------
+
+
+def _comment(text: str) -> str:
+    return "# " + text.replace("\n", " ").replace("\r", " ")
+
+
+def render(rf: RulesFile) -> str:
+    out: list[str] = []
+    if rf.version == 2:
+        out.append(V2_HEADER)  # must be the very first bytes of the file
+    out += [_comment(c) for c in rf.comments]
+    out.append(f"{len(rf.collectives)}  # number of collectives")
+    for cid in sorted(rf.collectives):
+        name = COLLECTIVE_BY_ID[cid].name if cid in COLLECTIVE_BY_ID else f"id {cid}"
+        secs = rf.collectives[cid]
+        out.append(f"{cid}  # {name}")
+        out.append(f"{len(secs)}  # number of communicator sizes")
+        for sec in secs:
+            for note in rf.notes.get((cid, sec.comsize), []):
+                out.append(_comment(note))
+            out.append(f"{sec.comsize}  # communicator size")
+            out.append(f"{len(sec.rules)}  # number of message sizes")
+            for r in sec.rules:
+                cols = [r.msgsize, r.alg, r.faninout, r.segsize]
+                if rf.version == 2:
+                    cols.append(r.maxreq or 0)
+                out.append(" ".join(str(int(c)) for c in cols))
+    return "\n".join(out) + "\n"
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write through a temporary file and rename, so readers see the old or the new file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent or "."))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ---------------------------------------------------------------------------
+# Reading (strict)
+# ---------------------------------------------------------------------------
+
+_NUM = re.compile(r"[0-9]+")
+
+
+@dataclass
+class _Tok:
+    value: int
+    line: int
+
+
+def _tokens(text: str, path: str) -> tuple[list[list[_Tok]], bool]:
+    """Numbers grouped by line, and whether the file starts with the v2 header."""
+    has_header = text.startswith(V2_HEADER)
+    body = text[len(V2_HEADER):] if has_header else text
+    lines: list[list[_Tok]] = []
+    for i, raw in enumerate(body.split("\n"), start=1):
+        content = raw.split("#", 1)[0]
+        toks: list[_Tok] = []
+        for word in content.split():
+            if word == V2_HEADER:
+                raise RulesError(path, i, f"'{V2_HEADER}' must be the very first bytes of "
+                                          "the file; anywhere else Open MPI reads it as text")
+            if not _NUM.fullmatch(word):
+                raise RulesError(path, i, f"unexpected text '{word[:30]}': Open MPI skips it "
+                                          "character by character and would read any digits "
+                                          "in it as numbers")
+            if len(word) > 1 and word[0] == "0":
+                raise RulesError(path, i, f"zero-padded number '{word}': Open MPI reads a "
+                                          "leading 0 as octal")
+            toks.append(_Tok(int(word), i))
+        lines.append(toks)
+    return lines, has_header
+
+
+def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]] | None = None,
+          allow_v2: bool | None = None) -> RulesFile:
+    """Reads a rules file the way Open MPI does and rejects what it would drop or misread.
+
+    `valid_algs(coll_id)` returns the algorithm ids the installed library accepts;
+    `allow_v2` False rejects the version-2 header (Open MPI before 4.1.8 / 5.0.7)."""
+    if "\x00" in text:
+        raise RulesError(path, 0, "binary data (NUL byte) in a rules file")
+    lines, has_header = _tokens(text, path)
+    if has_header and allow_v2 is False:
+        raise RulesError(path, 1, f"'{V2_HEADER}' is not understood by this Open MPI "
+                                  "(needs 4.1.8+ or 5.0.7+): it drops the whole file")
+    version = 2 if has_header else 1
+    flat = [(li, t) for li, toks in enumerate(lines) for t in toks]
+    pos = 0
+
+    def take(what: str) -> _Tok:
+        nonlocal pos
+        if pos >= len(flat):
+            last = flat[-1][1].line if flat else 1
+            raise RulesError(path, last, f"file ends where {what} was expected (truncated?)")
+        tok = flat[pos][1]
+        pos += 1
+        return tok
+
+    rf = RulesFile(version=version)
+    ncol = take("the number of collectives")
+    if ncol.value > OMPI_MAX_COLLECTIVES:
+        raise RulesError(path, ncol.line, f"{ncol.value} collectives: Open MPI accepts at "
+                                          f"most {OMPI_MAX_COLLECTIVES}")
+    for _ in range(ncol.value):
+        cid = take("a collective id")
+        if cid.value in OMPI_UNTUNED_IDS or cid.value not in COLLECTIVE_BY_ID:
+            what = OMPI_UNTUNED_IDS.get(cid.value, "no collective")
+            raise RulesError(path, cid.line, f"collective id {cid.value} ({what}) has no "
+                                             "dynamic rules in coll/tuned")
+        if cid.value in rf.collectives:
+            raise RulesError(path, cid.line, f"collective id {cid.value} appears twice")
+        ncs = take("the number of communicator sizes")
+        secs: list[CommRule] = []
+        for _ in range(ncs.value):
+            cs = take("a communicator size")
+            if secs and cs.value <= secs[-1].comsize:
+                raise RulesError(path, cs.line, f"communicator size {cs.value} after "
+                                                f"{secs[-1].comsize}: sizes must ascend or "
+                                                "Open MPI's lookup silently misbehaves")
+            nms = take("the number of message sizes")
+            if nms.value == 0:
+                raise RulesError(path, nms.line, "a communicator size with no message rules")
+            sec = CommRule(cs.value, line=cs.line)
+            for k in range(nms.value):
+                ms = take("a message size")
+                rule_line = lines[ms.line - 1]
+                idx = next(i for i, t in enumerate(rule_line) if t is ms)
+                if idx != 0:
+                    raise RulesError(path, ms.line, "a rule must start its own line "
+                                                    "(message size, algorithm, fan in/out, "
+                                                    "segment size)")
+                alg = take("an algorithm id")
+                fan = take("a fan in/out")
+                seg = take("a segment size")
+                if not (alg.line == fan.line == seg.line == ms.line):
+                    raise RulesError(path, ms.line, "a rule's four numbers must be on one "
+                                                    "line")
+                extra = rule_line[4:]
+                maxreq = None
+                if version == 2 and extra:
+                    maxreq = take("max requests").value
+                    extra = extra[1:]
+                if extra:
+                    raise RulesError(path, ms.line, f"{len(rule_line)} numbers on a rule line: "
+                                                    "Open MPI would read the extra ones as the "
+                                                    "next rule" + ("" if version == 2 else
+                                                                   " (max_requests needs the "
+                                                                   "version-2 header)"))
+                if k == 0 and ms.value != 0:
+                    raise RulesError(path, ms.line, f"first rule has message size {ms.value}: "
+                                                    "Open MPI requires 0 and drops the file")
+                if sec.rules and ms.value <= sec.rules[-1].msgsize:
+                    raise RulesError(path, ms.line, f"message size {ms.value} after "
+                                                    f"{sec.rules[-1].msgsize}: sizes must "
+                                                    "ascend")
+                if valid_algs is not None and alg.value != 0:
+                    ok = valid_algs(cid.value)
+                    if ok and alg.value not in ok:
+                        cname = COLLECTIVE_BY_ID[cid.value].name
+                        valid = ", ".join(map(str, sorted(ok)))
+                        raise RulesError(path, alg.line, f"algorithm {alg.value} does not exist "
+                                                         f"for {cname} in this Open MPI (valid: "
+                                                         f"{valid}; 0 = fixed decision)")
+                sec.rules.append(MsgRule(ms.value, alg.value, fan.value, seg.value, maxreq,
+                                         line=ms.line))
+            secs.append(sec)
+        rf.collectives[cid.value] = secs
+    if pos < len(flat):
+        raise RulesError(path, flat[pos][1].line, "numbers after the last collective: Open MPI "
+                                                  "ignores them (wrong collective count?)")
+    return rf
+
+
+def read(path: str | Path, **kw: object) -> RulesFile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise RulesError(str(p), 0, "not a text file") from None
+    except OSError as e:
+        raise RulesError(str(p), 0, f"cannot read: {e.strerror or e}") from None
+    return parse(text, str(p), **kw)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Lookup, as coll/tuned does it
+# ---------------------------------------------------------------------------
+
+
+def lookup(rf: RulesFile, coll_id: int, comm_size: int, msg_size: int
+           ) -> tuple[CommRule, MsgRule] | None:
+    """The rule Open MPI applies: the last comm-size section with COMSIZE <= comm_size
+    (the first also serves smaller communicators), then the last rule with MSGSIZE <= size."""
+    secs = rf.collectives.get(coll_id)
+    if not secs:
+        return None
+    chosen = secs[0]
+    for s in secs:
+        if s.comsize <= comm_size:
+            chosen = s
+    rule = chosen.rules[0]
+    for r in chosen.rules:
+        if r.msgsize <= msg_size:
+            rule = r
+    return chosen, rule

@@ -1,0 +1,67 @@
+"""How many ranks fit where: cores here, a Slurm allocation, or a hostfile."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from colltune.backends.openmpi import cores
+from colltune.errors import ColltuneError
+
+
+@dataclass(frozen=True)
+class Placement:
+    np: int
+    oversubscribe: bool
+    hostfile: str | None
+    nodes: int
+    ppn: int
+    warning: str | None = None
+
+
+def hostfile_slots(path: str) -> int:
+    total = 0
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ColltuneError(f"cannot read hostfile {path}: {e.strerror}",
+                            "pass a readable hostfile with --hostfile") from None
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = re.search(r"slots\s*=\s*(\d+)", line)
+        total += int(m.group(1)) if m else 1
+    return total
+
+
+def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None) -> Placement:
+    """Decide oversubscription, or refuse when an allocation is too small."""
+    env = os.environ if env is None else env
+    if np < 2:
+        raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks to tune",
+                            "pass --np 2 or more")
+    if "SLURM_JOB_ID" in env:
+        slots = int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or 0)
+        nodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
+        if slots and np > slots:
+            raise ColltuneError(
+                f"--np {np} is more than the {slots} tasks of Slurm job {env['SLURM_JOB_ID']}",
+                f"request more tasks (salloc -n {np}) or lower --np",
+            )
+        return Placement(np, False, hostfile, nodes, -(-np // nodes))
+    if hostfile:
+        slots = hostfile_slots(hostfile)
+        if np > slots:
+            raise ColltuneError(f"--np {np} is more than the {slots} slots in {hostfile}",
+                                "add hosts or slots to the hostfile, or lower --np")
+        return Placement(np, False, hostfile, 1, np)
+    n = cores()
+    if np > n:
+        return Placement(np, True, None, 1, np,
+                         warning=f"{np} ranks on {n} cores: running oversubscribed, so timings "
+                                 "include scheduling effects")
+    return Placement(np, False, None, 1, np)

@@ -1,0 +1,173 @@
+"""SQLite store of every measurement with its full context; the source for decisions."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from colltune.errors import ColltuneError
+from colltune.kernel.launch import PointResult
+from colltune.tuner.space import Config
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    mpi_name TEXT NOT NULL,
+    mpi_version TEXT NOT NULL,
+    mpi_path TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    nodes INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    algorithm INTEGER NOT NULL,
+    segsize INTEGER NOT NULL,
+    fanout INTEGER NOT NULL,
+    max_requests INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    median REAL, ci_lo REAL, ci_hi REAL, mean REAL, min REAL, max REAL,
+    samples TEXT NOT NULL,
+    message TEXT NOT NULL,
+    sweep TEXT NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
+);
+"""
+
+
+def default_db_path() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "colltune" / "colltune.db"
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where and with what a measurement was taken."""
+
+    mpi_key: str
+    mpi_name: str
+    mpi_version: str
+    mpi_path: str
+    host: str
+    np: int
+    ppn: int
+    nodes: int
+    collective: str
+
+
+@dataclass
+class Measurement:
+    config: Config
+    size: int
+    status: str
+    n: int
+    median: float | None
+    ci_lo: float | None
+    ci_hi: float | None
+    samples: list[float]
+    message: str
+
+
+class Store:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+        except (sqlite3.Error, OSError) as e:
+            raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
+                                "pass a writable file with --db PATH") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """An immediate transaction, retried while another tuner holds the lock."""
+        for attempt in range(50):
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                time.sleep(min(0.05 * (attempt + 1), 1.0))
+        else:
+            raise ColltuneError(f"the store {self.path} stayed locked",
+                                "another tuner holds it; wait for it or use --db")
+        try:
+            yield self.db
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def add(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
+        """Stores one point; a point already stored (same context, config, size) is kept."""
+        row = (
+            ctx.mpi_key, ctx.mpi_name, ctx.mpi_version, ctx.mpi_path, ctx.host, ctx.np,
+            ctx.ppn, ctx.nodes, ctx.collective, cfg.key, cfg.algorithm, cfg.segsize,
+            cfg.fanout, cfg.max_requests, r.size, r.status, r.n, r.median, r.ci_lo, r.ci_hi,
+            r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        try:
+            with self._write() as db:
+                db.execute(
+                    "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
+                    "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
+                    "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
+                    "mean, min, max, samples, message, sweep, created) VALUES "
+                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row,
+                )
+        except sqlite3.Error as e:
+            raise ColltuneError(f"cannot write to the store {self.path}: {e}",
+                                "check free disk space and permissions; finished "
+                                "measurements are kept and a rerun resumes") from None
+
+    def done(self, ctx: Context) -> set[tuple[str, int]]:
+        cur = self.db.execute(
+            "SELECT config_key, size FROM measurements WHERE mpi_key=? AND host=? AND np=? "
+            "AND ppn=? AND collective=?",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
+        )
+        return {(k, int(s)) for k, s in cur}
+
+    def measurements(self, ctx: Context) -> list[Measurement]:
+        cur = self.db.execute(
+            "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message "
+            "FROM measurements WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND "
+            "collective=? ORDER BY size, config_key",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
+        )
+        return [
+            Measurement(Config.from_key(k), int(s), st, int(n), med, lo, hi, json.loads(sm), msg)
+            for k, s, st, n, med, lo, hi, sm, msg in cur
+        ]
+
+    def contexts(self, mpi_key: str | None = None) -> list[Context]:
+        q = ("SELECT DISTINCT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
+             "collective FROM measurements")
+        args: tuple[str, ...] = ()
+        if mpi_key:
+            q += " WHERE mpi_key=?"
+            args = (mpi_key,)
+        return [Context(*row) for row in self.db.execute(q, args)]
+
+    def count(self) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])

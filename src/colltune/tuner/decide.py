@@ -1,0 +1,157 @@
+"""Turn stored measurements into per-size decisions and a rules-file section."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+
+from colltune.backends.openmpi import Catalog
+from colltune.collectives import Collective
+from colltune.rules.ompi_classic import CommRule, MsgRule
+from colltune.store import Measurement
+from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.stats import compare, median
+
+
+@dataclass
+class Decision:
+    """What to run at one measured size, and the evidence for it."""
+
+    size: int  # per-rank block in bytes (-1: one decision for every size)
+    lookup_size: int  # what Open MPI compares
+    chosen: Config
+    best: Config | None
+    best_median: float | None
+    default_median: float | None
+    p_value: float | None
+    significant: bool
+    n_best: int = 0
+    n_default: int = 0
+    reason: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best_median and self.default_median and self.chosen != DEFAULT:
+            return self.default_median / self.best_median
+        return 1.0 if self.default_median else None
+
+    def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
+        def cfg(c: Config) -> dict[str, object]:
+            return {**asdict(c), "name": catalog.algorithm_name(coll, c.algorithm)}
+
+        d = asdict(self)
+        d["chosen"] = cfg(self.chosen)
+        d["best"] = cfg(self.best) if self.best else None
+        d["speedup"] = self.speedup
+        return d
+
+
+def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
+    out: dict[int, dict[Config, Measurement]] = defaultdict(dict)
+    for m in ms:
+        out[m.size][m.config] = m
+    return out
+
+
+def decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
+                min_gain: float) -> Decision:
+    ok = {c: m for c, m in points.items() if m.status == "ok" and m.samples}
+    default = ok.get(DEFAULT)
+    if not ok:
+        return Decision(size, lookup, DEFAULT, None, None, None, None, False,
+                        reason="nothing measured successfully")
+    best_cfg = min(ok, key=lambda c: (median(ok[c].samples), c))
+    best = ok[best_cfg]
+    if default is None:
+        return Decision(size, lookup, DEFAULT, best_cfg, median(best.samples), None, None, False,
+                        n_best=best.n, reason="the library default was not measured; kept")
+    if best_cfg == DEFAULT:
+        return Decision(size, lookup, DEFAULT, DEFAULT, median(default.samples),
+                        median(default.samples), None, False, default.n, default.n,
+                        reason="the default is the fastest")
+    cmp = compare(best.samples, default.samples, alpha, min_gain)
+    return Decision(
+        size, lookup, best_cfg if cmp.significant else DEFAULT, best_cfg, cmp.candidate_median,
+        cmp.baseline_median, cmp.p_value, cmp.significant, best.n, default.n,
+        reason="significantly faster" if cmp.significant else "no significant win: default kept",
+    )
+
+
+def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: float,
+                   min_gain: float, lookup: int) -> Decision:
+    """One decision for collectives whose rule lookup ignores the message size: the
+    configuration with the best geometric-mean ratio to the default, adopted only if it
+    wins significantly at most sizes and loses significantly at none."""
+    ratios: dict[Config, list[float]] = defaultdict(list)
+    for pts in points_by_size.values():
+        d = pts.get(DEFAULT)
+        if not d or d.status != "ok" or not d.samples:
+            continue
+        dm = median(d.samples)
+        for c, m in pts.items():
+            if m.status == "ok" and m.samples and dm > 0:
+                ratios[c].append(median(m.samples) / dm)
+    nsizes = len(points_by_size)
+    full = {c: r for c, r in ratios.items() if len(r) == nsizes}
+    if DEFAULT not in full:
+        return Decision(-1, lookup, DEFAULT, None, None, None, None, False,
+                        reason="the library default was not measured at every size; kept")
+    gm = {c: math.exp(sum(math.log(x) for x in r) / len(r)) for c, r in full.items()}
+    best = min(gm, key=lambda c: (gm[c], c))
+    if best == DEFAULT:
+        return Decision(-1, lookup, DEFAULT, DEFAULT, 1.0, 1.0, None, False,
+                        reason="the default is the fastest")
+    wins = losses = 0
+    worst_p = 0.0
+    for pts in points_by_size.values():
+        a, d = pts[best], pts[DEFAULT]
+        cmp = compare(a.samples, d.samples, alpha, min_gain)
+        wins += cmp.significant
+        worst_p = max(worst_p, cmp.p_value)
+        if compare(d.samples, a.samples, alpha, min_gain).significant:
+            losses += 1
+    adopt = wins * 2 > nsizes and losses == 0
+    return Decision(
+        -1, lookup, best if adopt else DEFAULT, best, gm[best], 1.0, worst_p, adopt,
+        reason=(f"faster at {wins} of {nsizes} sizes (geometric mean ratio {gm[best]:.3f})"
+                if adopt else
+                f"wins at {wins}, losses at {losses} of {nsizes} sizes: default kept"),
+    )
+
+
+def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01,
+           min_gain: float = 0.03) -> list[Decision]:
+    by_size = _by_size(ms)
+    if not by_size:
+        return []
+    if not coll.size_dependent:
+        return [decide_overall(by_size, alpha, min_gain, coll.lookup_size(0, np))]
+    return [decide_size(s, coll.lookup_size(s, np), by_size[s], alpha, min_gain)
+            for s in sorted(by_size)]
+
+
+def boundaries(lookups: list[int]) -> list[int]:
+    """Start of each size's rule: 0, then the geometric midpoint between neighbours."""
+    out = [0]
+    for a, b in zip(lookups, lookups[1:], strict=False):
+        out.append(max(out[-1] + 1, math.isqrt(a * b) + 1 if a else 1))
+    return out
+
+
+def section(np: int, decisions: list[Decision]) -> CommRule:
+    """The comm-size section for `np`; adjacent sizes with the same choice share a rule."""
+    sec = CommRule(np)
+    if not decisions:
+        sec.rules.append(MsgRule(0, 0))
+        return sec
+    ordered = sorted(decisions, key=lambda d: d.lookup_size)
+    starts = boundaries([d.lookup_size for d in ordered])
+    prev: Config | None = None
+    for start, d in zip(starts, ordered, strict=False):
+        if d.chosen == prev:
+            continue
+        c = d.chosen
+        sec.rules.append(MsgRule(start, c.algorithm, c.fanout, c.segsize, c.max_requests))
+        prev = c
+    return sec

@@ -1,0 +1,224 @@
+"""Measure the points of a plan with the kernel, store each result as it arrives, survive hangs."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env, mpirun_args
+from colltune.collectives import Collective
+from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel, cache_dir
+from colltune.kernel.launch import (
+    KernelConfig,
+    KernelPlan,
+    LaunchOutcome,
+    PointResult,
+    run_kernel,
+)
+from colltune.kernel.traffic import MONITORING_MCA, internal_traffic
+from colltune.slots import Placement, place
+from colltune.store import Context, Store
+from colltune.tuner.space import Config
+
+
+@dataclass
+class MeasureSettings:
+    warmup: int = 2
+    min_reps: int = 7
+    max_reps: int = 400
+    rel_ci: float = 0.05
+    point_time: float = 0.25
+    seed: int = 1
+    timeout: float = 60.0  # seconds without progress before a launch is killed as hung
+
+
+class Reporter:
+    """Progress callbacks; the CLI draws a progress bar, the API stays silent."""
+
+    def begin(self, total: int, what: str) -> None: ...
+    def advance(self, desc: str) -> None: ...
+    def note(self, text: str) -> None: ...
+    def end(self) -> None: ...
+
+
+def context_for(mpi: OpenMPI, coll: Collective, placement: Placement) -> Context:
+    return Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
+                   placement.np, placement.ppn, placement.nodes, coll.name)
+
+
+def _check_library(mpi: OpenMPI, library: str | None) -> bool:
+    return library is None or mpi.version in library
+
+
+def measure(
+    mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
+    points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
+    sweep: str = "mpit", reporter: Reporter | None = None,
+) -> list[tuple[Config, PointResult]]:
+    """Measure every (config, size) not yet in the store; returns the failures seen."""
+    rep = reporter or Reporter()
+    ctx = context_for(mpi, coll, placement)
+    done = store.done(ctx)
+    todo = [(c, s) for c, s in points if (c.key, s) not in done]
+    failures: list[tuple[Config, PointResult]] = []
+    if not todo:
+        return failures
+    exe = build_kernel(mpi)
+    cfgs = sorted({c for c, _ in todo})
+    cid_of = {c: i for i, c in enumerate(cfgs)}
+    rep.begin(len(todo), f"{coll.name} np={placement.np}")
+
+    def record(cfg: Config, r: PointResult) -> None:
+        store.add(ctx, cfg, r, sweep)
+        todo_set.discard((cfg, r.size))
+        if r.status != "ok":
+            failures.append((cfg, r))
+        rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
+
+    todo_set = set(todo)
+    rebuilt = False
+    while todo_set:
+        batch = sorted(todo_set)
+        if sweep == "mpit":
+            groups = [batch]
+        else:  # one launch per configuration, forced through MCA environment variables
+            groups = [[p for p in batch if p[0] == c] for c in sorted({c for c, _ in batch})]
+        progressed = False
+        for group in groups:
+            outcome, got = _launch(mpi, catalog, coll, placement, exe, group, cid_of, settings,
+                                   sweep, record)
+            if not _check_library(mpi, outcome.library):
+                if rebuilt:
+                    raise ColltuneError(
+                        f"the kernel reports '{outcome.library}' but {mpi.describe()} launched it",
+                        "check LD_LIBRARY_PATH: it may load another MPI's libraries")
+                exe = build_kernel(mpi, force=True)  # built against another MPI: rebuild
+                rebuilt = True
+                progressed = True
+                break
+            progressed = progressed or got > 0
+            if outcome.status != "ok":
+                _blame(outcome, group, cid_of, sweep, sorted(todo_set), record)
+                progressed = True
+                if sweep == "mpit":
+                    break  # relaunch with what is left
+        if not progressed:
+            raise ColltuneError(f"no progress measuring {coll.name} at np={placement.np}",
+                                "run with a larger --timeout, or report the kernel output")
+    rep.end()
+    return failures
+
+
+def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict[Config, int],
+           sweep: str, remaining: list[tuple[Config, int]],
+           record: Callable[[Config, PointResult], None]) -> None:
+    """Record the point a dead launch was measuring as timed out or crashed, and exclude
+    the rest of its configuration (a configuration that hung once costs no more time)."""
+    if sweep == "mpit":
+        cfg_by_cid = {v: k for k, v in cid_of.items()}
+        stuck_cfg = cfg_by_cid.get(outcome.stuck_cid) if outcome.stuck_cid is not None else None
+    else:
+        stuck_cfg = group[0][0]
+    if stuck_cfg is None:
+        raise ColltuneError(
+            f"the MPI job failed before measuring anything ({outcome.status}): {outcome.message}",
+            "check that this MPI runs a hello-world with the same --np; see the error above")
+    mine = [s for c, s in remaining if c == stuck_cfg]
+    stuck_size = outcome.stuck[1] if outcome.stuck and outcome.stuck[1] in mine else mine[0]
+    for s in mine:
+        if s == stuck_size:
+            r = PointResult(cid_of[stuck_cfg], s, outcome.status, message=outcome.message)
+        else:
+            r = PointResult(cid_of[stuck_cfg], s, "skipped",
+                            message=f"configuration {outcome.status} at {stuck_size} B; excluded")
+        record(stuck_cfg, r)
+
+
+def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement, exe: Path,
+            group: list[tuple[Config, int]], cid_of: dict[Config, int],
+            settings: MeasureSettings, sweep: str,
+            record: Callable[[Config, PointResult], None]) -> tuple[LaunchOutcome, int]:
+    cfgs = sorted({c for c, _ in group})
+    env_extra = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
+    if sweep == "mpit":
+        kcfgs = [KernelConfig(cid_of[c], _vars(coll, c, catalog)) for c in cfgs]
+    else:
+        assert len(cfgs) == 1
+        env_extra.update({f"OMPI_MCA_{k}": str(v)
+                          for k, v in _vars(coll, cfgs[0], catalog).items()})
+        kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
+    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group],
+                      settings.warmup, settings.min_reps, settings.max_reps, settings.rel_ci,
+                      settings.point_time, settings.seed)
+    cfg_by_cid = {cid_of[c]: c for c in cfgs}
+    count = 0
+
+    def on_event(ev: dict) -> None:
+        nonlocal count
+        if ev["event"] == "result":
+            r = PointResult(int(ev["cid"]), int(ev["size"]), str(ev.get("status", "ok")),
+                            int(ev.get("n", 0)), ev.get("median"), ev.get("ci_lo"),
+                            ev.get("ci_hi"), ev.get("mean"), ev.get("min"), ev.get("max"),
+                            [float(x) for x in ev.get("samples", [])],
+                            str(ev.get("message", "")))
+            record(cfg_by_cid[r.cid], r)
+            count += 1
+        elif ev["event"] == "rejected":
+            c = cfg_by_cid[int(ev["cid"])]
+            for cc, s in group:
+                if cc == c:
+                    record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
+                    count += 1
+
+    cmd = mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile)
+    outcome = run_kernel(cmd, exe, plan, launch_env(env_extra), point_timeout=settings.timeout,
+                         start_timeout=max(120.0, settings.timeout), on_event=on_event)
+    return outcome, count
+
+
+def _vars(coll: Collective, c: Config, catalog: Catalog) -> dict[str, int]:
+    if c.algorithm == 0:
+        return {}  # the launch values: algorithm 0, the library's own decision
+    return forcing_vars(coll.name, c.algorithm, c.segsize, c.fanout, c.max_requests, catalog)
+
+
+def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
+    """Proves, once per installation, that an algorithm written through MPI_T is the one
+    that runs: a forced linear and a forced binomial reduce must leave different traffic
+    in pml monitoring. None when monitoring is unavailable (nothing proven either way)."""
+    marker = cache_dir().parent / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
+    if marker.exists():
+        try:
+            return bool(json.loads(marker.read_text())["ok"])
+        except (ValueError, KeyError):
+            pass
+    names = {v: k for k, v in catalog.algorithms.get("reduce", {}).items()}
+    if "linear" not in names or "binomial" not in names:
+        return None
+    exe = build_kernel(mpi)
+    placement = place(4, env={})
+    size, reps = 65536, 5
+    patterns = {}
+    for name in ("linear", "binomial"):
+        alg = names[name]
+        plan = KernelPlan("reduce", [KernelConfig(0, forcing_vars("reduce", alg, 0, 0, 0,
+                                                                  catalog))],
+                          [(0, size)], warmup=0, min_reps=reps, max_reps=reps)
+        cmd = mpirun_args(mpi, 4, placement.oversubscribe, mca=MONITORING_MCA)
+        out = run_kernel(cmd, exe, plan,
+                         launch_env({"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}),
+                         point_timeout=60)
+        traffic = internal_traffic(out.other_lines, min_bytes=size)
+        if out.status != "ok" or not traffic:
+            return None
+        patterns[name] = set(traffic)
+    ok = (3, 0) in patterns["linear"] and (3, 2) in patterns["binomial"] and \
+        (3, 2) not in patterns["linear"]
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
+                                                         patterns.items()}}))
+    return ok

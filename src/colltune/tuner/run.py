@@ -1,0 +1,231 @@
+"""The tuning pipeline as a Python API: plan -> measure -> store -> decide -> write."""
+
+from __future__ import annotations
+
+import json
+import socket
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from colltune import __version__
+from colltune.backends.openmpi import (
+    Catalog,
+    OpenMPI,
+    find_openmpi,
+    read_catalog,
+    supports_rules_v2,
+)
+from colltune.collectives import COLLECTIVES, get_collective
+from colltune.errors import ColltuneError
+from colltune.rules import ompi_classic as rules
+from colltune.slots import Placement, place
+from colltune.store import Store, default_db_path
+from colltune.tuner.decide import Decision, decide, section
+from colltune.tuner.measure import (
+    MeasureSettings,
+    Reporter,
+    context_for,
+    measure,
+    mpit_takes_effect,
+)
+from colltune.tuner.space import configurations, sizes_for, useful_at
+
+
+@dataclass
+class TuneOptions:
+    collectives: list[str]
+    nps: list[int]
+    out: Path | None = None
+    mpi: str | None = None
+    db: Path | None = None
+    sizes: list[int] | None = None
+    segsizes: list[int] | None = None
+    max_requests: list[int] | None = None
+    strategy: str = "grid"
+    sweep: str = "mpit"
+    rules_version: int | None = None
+    from_db: bool = False
+    hostfile: str | None = None
+    summary_json: Path | None = None
+    alpha: float = 0.01
+    min_gain: float = 0.03
+    settings: MeasureSettings = field(default_factory=MeasureSettings)
+
+
+@dataclass
+class TuneResult:
+    mpi: OpenMPI
+    catalog: Catalog
+    rules_version: int
+    decisions: dict[str, dict[int, list[Decision]]]
+    rules_file: rules.RulesFile | None
+    failures: list[str]
+    summary: dict[str, object]
+
+
+def _expand(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for n in names:
+        if n == "all":
+            out += sorted(COLLECTIVES)
+        else:
+            out.append(get_collective(n).name)
+    return list(dict.fromkeys(out))
+
+
+def load_merge_base(path: Path, mpi: OpenMPI, catalog: Catalog) -> rules.RulesFile | None:
+    """The existing rules file to merge into; a malformed one stops the run untouched."""
+    if not path.exists():
+        return None
+    try:
+        return rules.read(path, valid_algs=_valid_algs(catalog))
+    except rules.RulesError as e:
+        raise ColltuneError(f"will not merge into {e}",
+                            "fix or move that file, or choose another --out; it was not "
+                            "changed") from None
+
+
+def _valid_algs(catalog: Catalog):  # type: ignore[no-untyped-def]
+    from colltune.collectives import COLLECTIVE_BY_ID
+
+    def valid(coll_id: int) -> set[int]:
+        c = COLLECTIVE_BY_ID.get(coll_id)
+        return set(catalog.algorithms.get(c.name, {})) if c else set()
+
+    return valid
+
+
+def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
+    v2 = supports_rules_v2(mpi.version_tuple)
+    if requested is None:
+        return 2 if v2 else 1
+    if requested == 2 and not v2:
+        raise ColltuneError(f"Open MPI {mpi.version} does not read rule-file-version-2",
+                            "use --rules-version 1 (needs 4.1.8+ or 5.0.7+ for version 2)")
+    return requested
+
+
+def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
+    rep = reporter or Reporter()
+    if opts.strategy != "grid":
+        raise ColltuneError(f"unknown strategy '{opts.strategy}'", "use --strategy grid")
+    if opts.sweep not in ("mpit", "relaunch"):
+        raise ColltuneError(f"unknown sweep '{opts.sweep}'", "use --sweep mpit or relaunch")
+    colls = _expand(opts.collectives)
+    if not opts.nps:
+        raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
+    placements: list[Placement] = [place(np, opts.hostfile) for np in opts.nps]
+    mpi = find_openmpi(opts.mpi)
+    rep.note(f"tuning {mpi.describe()}")
+    catalog = read_catalog(mpi)
+    version = choose_rules_version(mpi, opts.rules_version)
+    base = load_merge_base(opts.out, mpi, catalog) if opts.out else None
+    if base and base.version == 1 and version == 2:
+        base.version = 2
+    elif base and base.version == 2 and version == 1:
+        raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI {mpi.version} "
+                            "reads only the classic format", "choose another --out")
+    store = Store(opts.db or default_db_path())
+    sweep = opts.sweep
+    failures: list[str] = []
+    try:
+        if not opts.from_db:
+            for w in {p.warning for p in placements if p.warning}:
+                rep.note(f"warning: {w}")
+            if sweep == "mpit":
+                verified = mpit_takes_effect(mpi, catalog)
+                if verified is False:
+                    rep.note("warning: an algorithm written through MPI_T did not change what "
+                             "this Open MPI ran; relaunching per configuration instead")
+                    sweep = "relaunch"
+                elif verified is None:
+                    rep.note("note: pml monitoring unavailable; trusting MPI_T read-back")
+            for placement in placements:
+                for name in colls:
+                    coll = get_collective(name)
+                    mreqs = None if version == 2 else [0]
+                    cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
+                    pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
+                           if useful_at(c, s, coll, placement.np)]
+                    for cfg, r in measure(mpi, catalog, coll, placement, pts, store,
+                                          opts.settings, sweep, rep):
+                        failures.append(f"{coll.name} np={placement.np} "
+                                        f"{cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
+                                        + (f" ({r.message})" if r.message else ""))
+        decisions: dict[str, dict[int, list[Decision]]] = {}
+        for placement in placements:
+            for name in colls:
+                coll = get_collective(name)
+                ms = store.measurements(context_for(mpi, coll, placement))
+                if not ms:
+                    if opts.from_db:
+                        raise ColltuneError(
+                            f"no stored measurements of {name} at np={placement.np} for "
+                            f"{mpi.describe()} on {socket.gethostname()}",
+                            "run without --from-db to measure first, or pass the --db used")
+                    continue
+                decisions.setdefault(name, {})[placement.np] = decide(
+                    coll, placement.np, ms, opts.alpha, opts.min_gain)
+    finally:
+        store.close()
+    rf = build_rules(base, version, decisions, mpi, catalog)
+    if opts.out:
+        try:
+            rules.write_atomic(opts.out, rules.render(rf))
+        except OSError as e:
+            raise ColltuneError(f"cannot write {opts.out}: {e.strerror or e}",
+                                "choose a writable --out; measurements are in the store, so "
+                                "rerun with --from-db to write without measuring") from None
+    summary = make_summary(mpi, catalog, version, decisions, failures, opts)
+    if opts.summary_json:
+        rules.write_atomic(opts.summary_json, json.dumps(summary, indent=2) + "\n")
+    return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+def build_rules(base: rules.RulesFile | None, version: int,
+                decisions: dict[str, dict[int, list[Decision]]], mpi: OpenMPI,
+                catalog: Catalog) -> rules.RulesFile:
+    rf = base or rules.RulesFile(version=version)
+    rf.version = version
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rf.comments = [
+        f"Open MPI coll/tuned dynamic rules written by colltune {__version__}",
+        f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} ({mpi.prefix}), {stamp}",
+        "use: mpirun --mca coll_tuned_use_dynamic_rules 1 "
+        "--mca coll_tuned_dynamic_rules_filename THIS_FILE ...",
+    ]
+    for name, per_np in decisions.items():
+        coll = get_collective(name)
+        for np, ds in per_np.items():
+            notes = [f"{name} at {np} ranks, {stamp}; message sizes are what Open MPI compares"]
+            for d in sorted(ds, key=lambda d: d.lookup_size):
+                where = f"{d.size} B per rank" if d.size >= 0 else "every size"
+                if d.default_median and d.best_median and d.best:
+                    notes.append(
+                        f"  {where} (lookup {d.lookup_size}): {d.chosen.label(catalog, name)}; "
+                        f"best {d.best.label(catalog, name)} {d.best_median * 1e6:.1f} us vs "
+                        f"default {d.default_median * 1e6:.1f} us" if d.size >= 0 else
+                        f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
+                else:
+                    notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
+            rf.set_section(coll.ompi_id, section(np, ds), notes)
+    return rf
+
+
+def make_summary(mpi: OpenMPI, catalog: Catalog, version: int,
+                 decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
+                 opts: TuneOptions) -> dict[str, object]:
+    return {
+        "colltune": __version__,
+        "mpi": {"name": mpi.name, "version": mpi.version, "prefix": str(mpi.prefix)},
+        "host": socket.gethostname(),
+        "rules_version": version,
+        "rules_file": str(opts.out) if opts.out else None,
+        "catalog_source": catalog.source,
+        "collectives": {
+            name: {str(np): [d.as_json(catalog, name) for d in ds] for np, ds in per_np.items()}
+            for name, per_np in decisions.items()
+        },
+        "failures": failures,
+    }

@@ -1,0 +1,111 @@
+"""Configurations (algorithm, segment size, fanout, max_requests) and the grid over them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from colltune.backends.openmpi import FAN, MAXREQ, SEG, Catalog
+from colltune.collectives import Collective, SizeRule
+from colltune.errors import ColltuneError
+
+DEFAULT_SEGSIZES = [0] + [1024 << i for i in range(8)]  # 0, 1 KiB .. 128 KiB
+DEFAULT_MAX_REQUESTS = [0, 8]
+# per-rank block sizes; reductions need a multiple of 8 (one double)
+DEFAULT_SIZES = [8, 64, 512, 4096, 16384, 65536, 262144, 1048576]
+# a rank never allocates more than this for one point (alltoall: np blocks)
+MAX_BUFFER_BYTES = 256 << 20
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """One way to run a collective. algorithm 0 is the library's own decision."""
+
+    algorithm: int
+    segsize: int = 0
+    fanout: int = 0
+    max_requests: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"a{self.algorithm}/s{self.segsize}/f{self.fanout}/r{self.max_requests}"
+
+    @classmethod
+    def from_key(cls, key: str) -> Config:
+        m = re.fullmatch(r"a(\d+)/s(\d+)/f(\d+)/r(\d+)", key)
+        if not m:
+            raise ValueError(f"bad configuration key {key!r}")
+        return cls(*(int(x) for x in m.groups()))
+
+    def label(self, catalog: Catalog, coll: str) -> str:
+        name = catalog.algorithm_name(coll, self.algorithm)
+        extra = []
+        if self.segsize:
+            extra.append(f"seg={self.segsize}")
+        if self.fanout:
+            extra.append(f"fanout={self.fanout}")
+        if self.max_requests:
+            extra.append(f"maxreq={self.max_requests}")
+        return f"{name}({self.algorithm})" + (" " + " ".join(extra) if extra else "")
+
+
+DEFAULT = Config(0)
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(i?[bB])?\s*", text)
+    if not m:
+        raise ColltuneError(f"cannot read size '{text}'", "write sizes like 8, 4K, 1M (bytes)")
+    mult = {"": 1, "k": 1024, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return int(m.group(1)) * mult
+
+
+def parse_sizes(text: str) -> list[int]:
+    return sorted({parse_size(t) for t in text.split(",") if t.strip()})
+
+
+def fanouts_for(np: int) -> list[int]:
+    """Chain counts worth trying: powers of two below the number of non-root ranks."""
+    out = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)]
+    return out or [1]
+
+
+def configurations(coll: Collective, catalog: Catalog, np: int,
+                   segsizes: list[int] | None = None,
+                   max_requests: list[int] | None = None) -> list[Config]:
+    """Every configuration of the grid, the library default first."""
+    segs = DEFAULT_SEGSIZES if segsizes is None else segsizes
+    mreqs = DEFAULT_MAX_REQUESTS if max_requests is None else max_requests
+    out = [DEFAULT]
+    for alg, name in sorted(catalog.algorithms.get(coll.name, {}).items()):
+        if name == "two_proc" and np != 2:
+            continue  # only defined for exactly two ranks
+        seg_opts = segs if catalog.uses(coll.name, alg, SEG) else [0]
+        fan_opts = fanouts_for(np) if catalog.uses(coll.name, alg, FAN) else [0]
+        req_opts = mreqs if catalog.uses(coll.name, alg, MAXREQ) else [0]
+        for s in seg_opts:
+            for f in fan_opts:
+                for r in req_opts:
+                    if r and coll.name == "reduce" and s == 0:
+                        continue  # an unsegmented reduce posts one request: nothing to limit
+                    out.append(Config(alg, s, f, r))
+    return out
+
+
+def useful_at(cfg: Config, size: int, coll: Collective, np: int) -> bool:
+    """False when the point would only repeat another: a segment at least as large as
+    the message is no segmentation at all."""
+    if cfg.segsize and cfg.segsize >= size:
+        return False
+    return True
+
+
+def sizes_for(coll: Collective, np: int, sizes: list[int] | None = None) -> list[int]:
+    if not coll.has_sizes:
+        return [0]
+    chosen = DEFAULT_SIZES if sizes is None else sizes
+    g = coll.granularity
+    rounded = sorted({max(g, -(-s // g) * g) for s in chosen})
+    many = coll.size_rule is SizeRule.TOTAL or coll.name in ("allgatherv", "alltoallv")
+    per_rank_blocks = np if many else 1
+    return [s for s in rounded if s * per_rank_blocks <= MAX_BUFFER_BYTES]
