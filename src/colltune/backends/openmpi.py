@@ -132,16 +132,10 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
 
 def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for Open MPI tools: root allowed, no inherited coll/tuned settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("OMPI_MCA_coll_tuned_") and k != "COLLTUNE_TEST_FAULT"
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_MCA_coll_tuned_")}
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    if "COLLTUNE_TEST_FAULT" in os.environ and os.environ.get("COLLTUNE_ALLOW_FAULTS") == "1":
-        env["COLLTUNE_TEST_FAULT"] = os.environ["COLLTUNE_TEST_FAULT"]
     env.update(extra or {})
     return env
 
@@ -211,8 +205,13 @@ class Catalog:
     """Algorithms (id -> name) and settable parameters per collective, for one installation."""
 
     algorithms: dict[str, dict[int, str]] = field(default_factory=dict)
-    params: dict[str, set[str]] = field(default_factory=dict)  # collective -> {segsize, ...}
+    # collective -> the parameter variables it has, e.g. coll_tuned_bcast_algorithm_segmentsize
+    variables: dict[str, set[str]] = field(default_factory=dict)
     source: str = "builtin"
+
+    def has(self, coll: str, param: str) -> bool:
+        return any(_PARAM_SUFFIX[v.split(f"coll_tuned_{coll}", 1)[1]] == param
+                   for v in self.variables.get(coll, set()))
 
     def algorithm_name(self, coll: str, alg: int) -> str:
         if alg == 0:
@@ -222,8 +221,7 @@ class Catalog:
     def uses(self, coll: str, alg: int, param: str) -> bool:
         name = self.algorithm_name(coll, alg)
         return param in ALGORITHM_PARAMS.get(coll, {}).get(name, frozenset()) and (
-            param in self.params.get(coll, set())
-        )
+            self.has(coll, param))
 
 
 _PARAM_SUFFIX = {
@@ -250,7 +248,8 @@ def parse_ompi_info(text: str) -> Catalog:
             continue
         m = param_re.match(line.strip())
         if m and m.group(2) in _PARAM_SUFFIX:
-            cat.params.setdefault(m.group(1), set()).add(_PARAM_SUFFIX[m.group(2)])
+            cat.variables.setdefault(m.group(1), set()).add(
+                f"coll_tuned_{m.group(1)}{m.group(2)}")
     return cat
 
 
@@ -258,7 +257,9 @@ def builtin_catalog() -> Catalog:
     cat = Catalog(source="builtin")
     for coll, names in BUILTIN_CATALOG.items():
         cat.algorithms[coll] = {i + 1: n for i, n in enumerate(names)}
-        cat.params[coll] = {p for ps in ALGORITHM_PARAMS.get(coll, {}).values() for p in ps}
+        used = {p for ps in ALGORITHM_PARAMS.get(coll, {}).values() for p in ps}
+        cat.variables[coll] = {f"coll_tuned_{coll}{suffix}"
+                               for suffix, p in _PARAM_SUFFIX.items() if p in used}
     return cat
 
 
@@ -287,20 +288,14 @@ def forcing_vars(coll: str, alg: int, segsize: int, fanout: int, max_requests: i
                  catalog: Catalog) -> dict[str, int]:
     """MCA / MPI_T variable assignments that force one configuration.
 
-    Every parameter the collective has is set, so nothing leaks from a previous
-    configuration; the fanout goes to both the chain and the tree variable because
-    coll/tuned reads one or the other depending on the algorithm.
+    Every parameter variable the collective has is set, so nothing leaks from a
+    previous configuration; the fanout goes to both the chain and the tree variable
+    because coll/tuned reads one or the other depending on the algorithm.
     """
-    base = f"coll_tuned_{coll}_algorithm"
-    out = {base: alg}
-    have = catalog.params.get(coll, set())
-    if SEG in have:
-        out[f"{base}_segmentsize"] = segsize
-    if FAN in have:
-        out[f"{base}_chain_fanout"] = fanout or 4
-        out[f"{base}_tree_fanout"] = fanout or 4
-    if MAXREQ in have:
-        out[f"{base}_max_requests"] = max_requests
+    value = {SEG: segsize, FAN: fanout or 4, MAXREQ: max_requests}
+    out = {f"coll_tuned_{coll}_algorithm": alg}
+    for var in sorted(catalog.variables.get(coll, set())):
+        out[var] = value[_PARAM_SUFFIX[var.split(f"coll_tuned_{coll}", 1)[1]]]
     return out
 
 

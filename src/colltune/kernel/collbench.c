@@ -20,8 +20,10 @@
  *  - configurations and sizes are visited in a seeded random order.
  *
  * Usage: collbench PLANFILE
- * Test-only fault switch: COLLTUNE_TEST_FAULT=kind:cid with kind one of
- * hang, crash, wrong. Unset in normal use.
+ * Test-only fault switch: COLLTUNE_TEST_FAULT=KIND:NAME=VALUE makes every
+ * configuration that sets control variable NAME to VALUE (through MPI_T, or
+ * through OMPI_MCA_NAME in the environment) hang, crash (SIGSEGV) or return a
+ * wrong result; KIND is hang, crash or wrong. Unset in normal use.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -257,6 +259,7 @@ typedef struct {
     char name[MAX_NAME];
     int found;
     MPI_T_cvar_handle handle;
+    int settable;
     MPI_Datatype type;
     long long initial;
 } cvar_t;
@@ -339,6 +342,9 @@ static void cvars_init(const plan_t *plan)
             if (cvar_read(cv, &cv->initial) != 0)
                 continue;
             cv->found = 1;
+            /* Open MPI registers some variables (coll_tuned_allgatherv_*) as
+             * constant: they can only be set at launch */
+            cv->settable = scope != MPI_T_SCOPE_CONSTANT && scope != MPI_T_SCOPE_READONLY;
         }
     }
 }
@@ -348,7 +354,8 @@ static void cvars_init(const plan_t *plan)
 static int cvars_apply(const config_t *cfg, char *why, size_t whylen)
 {
     for (int i = 0; i < g_ncvars; i++)
-        if (g_cvars[i].found && cvar_write(&g_cvars[i], g_cvars[i].initial) != 0) {
+        if (g_cvars[i].found && g_cvars[i].settable &&
+            cvar_write(&g_cvars[i], g_cvars[i].initial) != 0) {
             snprintf(why, whylen, "cannot restore %s", g_cvars[i].name);
             return -1;
         }
@@ -357,6 +364,10 @@ static int cvars_apply(const config_t *cfg, char *why, size_t whylen)
         long long back = 0;
         if (!cv || !cv->found) {
             snprintf(why, whylen, "no MPI_T control variable %s", cfg->assign[a].name);
+            return -1;
+        }
+        if (!cv->settable) {
+            snprintf(why, whylen, "%s is not settable through MPI_T", cv->name);
             return -1;
         }
         if (cvar_write(cv, cfg->assign[a].value) != 0) {
@@ -687,19 +698,35 @@ static void median_ci(const double *samples, int n, double *scratch, double *med
 
 typedef struct {
     char kind[16];
-    int cid;
+    char name[MAX_NAME];
+    long long value;
 } fault_t;
 
 static fault_t g_fault;
 
-static void measure_point(const plan_t *plan, coll_t coll, int cid, long long size,
-                          MPI_Comm comm)
+static int fault_hits(const config_t *cfg, const char *kind)
 {
+    char env[MAX_NAME + 16];
+    const char *v;
+    if (!g_fault.kind[0] || strcmp(g_fault.kind, kind))
+        return 0;
+    for (int a = 0; a < cfg->nassign; a++)
+        if (!strcmp(cfg->assign[a].name, g_fault.name) && cfg->assign[a].value == g_fault.value)
+            return 1;
+    snprintf(env, sizeof(env), "OMPI_MCA_%s", g_fault.name);
+    v = getenv(env);
+    return v && atoll(v) == g_fault.value;
+}
+
+static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
+                          long long size, MPI_Comm comm)
+{
+    int cid = cfg->cid;
     bufs_t b;
     int ok = 1, stop = 0, n = 0, rc;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
     double *samples = NULL, *scratch = NULL, t_begin;
-    int wrong = !strcmp(g_fault.kind, "wrong") && g_fault.cid == cid;
+    int wrong = fault_hits(cfg, "wrong");
 
     if (g_rank == 0) {
         printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cid, size);
@@ -808,7 +835,8 @@ int main(int argc, char **argv)
     coll = coll_from_name(plan.collective);
     if (coll == C_UNKNOWN)
         die("unknown collective in plan");
-    if (fault && sscanf(fault, "%15[a-z]:%d", g_fault.kind, &g_fault.cid) != 2)
+    if (fault && sscanf(fault, "%15[a-z]:%255[^=]=%lld", g_fault.kind, g_fault.name,
+                        &g_fault.value) != 3)
         memset(&g_fault, 0, sizeof(g_fault));
     rng_state = plan.seed;
 
@@ -849,7 +877,7 @@ int main(int argc, char **argv)
             printf("{\"event\":\"config\",\"cid\":%d}\n", cfg->cid);
             fflush(stdout);
         }
-        if (!strcmp(g_fault.kind, "hang") && g_fault.cid == cfg->cid) {
+        if (fault_hits(cfg, "hang")) {
             if (g_rank == 0) {
                 printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cfg->cid, -1LL);
                 fflush(stdout);
@@ -857,7 +885,7 @@ int main(int argc, char **argv)
             for (;;)
                 sleep(1);
         }
-        if (!strcmp(g_fault.kind, "crash") && g_fault.cid == cfg->cid && g_rank == g_size - 1)
+        if (fault_hits(cfg, "crash") && g_rank == g_size - 1)
             raise(SIGSEGV);
 
         MPI_Comm_dup(MPI_COMM_WORLD, &comm);
@@ -867,7 +895,7 @@ int main(int argc, char **argv)
                 pidx[npts++] = p;
         shuffle_ints(pidx, npts);
         for (int k = 0; k < npts; k++)
-            measure_point(&plan, coll, cfg->cid, plan.points[pidx[k]].size, comm);
+            measure_point(&plan, coll, cfg, plan.points[pidx[k]].size, comm);
         free(pidx);
         MPI_Comm_free(&comm);
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import queue
@@ -113,7 +114,18 @@ def kill_session(sid: int) -> None:
         time.sleep(0.05)
 
 
-def _parse_result(ev: dict) -> PointResult:
+def _die_with_parent() -> None:
+    """In the child before exec: new session (so the job can be killed as a whole) and
+    SIGKILL when the tuner dies, so a killed tuner leaves no MPI job behind."""
+    os.setsid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def parse_result(ev: dict) -> PointResult:
+    """A kernel `result` event as a PointResult."""
     return PointResult(
         cid=int(ev["cid"]), size=int(ev["size"]), status=str(ev.get("status", "ok")),
         n=int(ev.get("n", 0)), median=ev.get("median"), ci_lo=ev.get("ci_lo"),
@@ -140,7 +152,7 @@ def run_kernel(
     out = LaunchOutcome(results=[], status="ok")
     proc = subprocess.Popen(
         [*cmd_prefix, str(exe), plan_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True, env=env, start_new_session=True,
+        stdin=subprocess.DEVNULL, text=True, env=env, preexec_fn=_die_with_parent,
     )
 
     def pump_out() -> None:
@@ -194,7 +206,7 @@ def run_kernel(
                 current = (int(ev["cid"]), int(ev["size"]))
                 current_cid = current[0]
             elif kind == "result":
-                out.results.append(_parse_result(ev))
+                out.results.append(parse_result(ev))
                 current = None
             elif kind == "rejected":
                 out.results.append(PointResult(cid=int(ev["cid"]), size=-1, status="rejected",

@@ -17,6 +17,7 @@ from colltune.kernel.launch import (
     KernelPlan,
     LaunchOutcome,
     PointResult,
+    parse_result,
     run_kernel,
 )
 from colltune.kernel.traffic import MONITORING_MCA, internal_traffic
@@ -73,24 +74,25 @@ def measure(
     rep.begin(len(todo), f"{coll.name} np={placement.np}")
 
     def record(cfg: Config, r: PointResult) -> None:
-        store.add(ctx, cfg, r, sweep)
+        store.add(ctx, cfg, r, "relaunch" if cfg in via_env else "mpit")
         todo_set.discard((cfg, r.size))
         if r.status != "ok":
             failures.append((cfg, r))
         rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
 
     todo_set = set(todo)
+    via_env: set[Config] = set() if sweep == "mpit" else set(cfgs)
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
-        if sweep == "mpit":
-            groups = [batch]
-        else:  # one launch per configuration, forced through MCA environment variables
-            groups = [[p for p in batch if p[0] == c] for c in sorted({c for c, _ in batch})]
+        # one launch for everything MPI_T can switch, one per configuration for the rest
+        groups = [[p for p in batch if p[0] not in via_env]]
+        groups += [[p for p in batch if p[0] == c] for c in sorted(via_env)]
         progressed = False
-        for group in groups:
+        for group in (g for g in groups if g):
+            how = "relaunch" if group[0][0] in via_env else "mpit"
             outcome, got = _launch(mpi, catalog, coll, placement, exe, group, cid_of, settings,
-                                   sweep, record)
+                                   how, record, via_env)
             if not _check_library(mpi, outcome.library):
                 if rebuilt:
                     raise ColltuneError(
@@ -102,9 +104,9 @@ def measure(
                 break
             progressed = progressed or got > 0
             if outcome.status != "ok":
-                _blame(outcome, group, cid_of, sweep, sorted(todo_set), record)
+                _blame(outcome, group, cid_of, how, sorted(todo_set), record)
                 progressed = True
-                if sweep == "mpit":
+                if how == "mpit":
                     break  # relaunch with what is left
         if not progressed:
             raise ColltuneError(f"no progress measuring {coll.name} at np={placement.np}",
@@ -141,7 +143,8 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict
 def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement, exe: Path,
             group: list[tuple[Config, int]], cid_of: dict[Config, int],
             settings: MeasureSettings, sweep: str,
-            record: Callable[[Config, PointResult], None]) -> tuple[LaunchOutcome, int]:
+            record: Callable[[Config, PointResult], None], via_env: set[Config]
+            ) -> tuple[LaunchOutcome, int]:
     cfgs = sorted({c for c, _ in group})
     env_extra = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
     if sweep == "mpit":
@@ -160,15 +163,15 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
     def on_event(ev: dict) -> None:
         nonlocal count
         if ev["event"] == "result":
-            r = PointResult(int(ev["cid"]), int(ev["size"]), str(ev.get("status", "ok")),
-                            int(ev.get("n", 0)), ev.get("median"), ev.get("ci_lo"),
-                            ev.get("ci_hi"), ev.get("mean"), ev.get("min"), ev.get("max"),
-                            [float(x) for x in ev.get("samples", [])],
-                            str(ev.get("message", "")))
+            r = parse_result(ev)
             record(cfg_by_cid[r.cid], r)
             count += 1
         elif ev["event"] == "rejected":
             c = cfg_by_cid[int(ev["cid"])]
+            if "not settable through MPI_T" in str(ev.get("message")):
+                via_env.add(c)  # set it at launch instead
+                count += 1
+                return
             for cc, s in group:
                 if cc == c:
                     record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))

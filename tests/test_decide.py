@@ -1,0 +1,96 @@
+"""Statistics and decisions on synthetic samples with known answers."""
+
+from __future__ import annotations
+
+import random
+
+from colltune.backends.openmpi import builtin_catalog
+from colltune.collectives import COLLECTIVES, get_collective
+from colltune.store import Measurement
+from colltune.tuner.decide import boundaries, decide, section
+from colltune.tuner.space import DEFAULT, Config, configurations, sizes_for, useful_at
+from colltune.tuner.stats import compare, mann_whitney_less, median, median_ci
+
+
+def _samples(rng: random.Random, mu: float, n: int = 40) -> list[float]:
+    return [rng.lognormvariate(0, 0.1) * mu for _ in range(n)]
+
+
+def test_rank_test_finds_a_20_percent_faster_distribution() -> None:
+    rng = random.Random(3)
+    found = sum(compare(_samples(rng, 0.8), _samples(rng, 1.0)).significant for _ in range(200))
+    assert found >= 195
+
+
+def test_equal_distributions_are_called_equal_at_the_stated_rate() -> None:
+    rng = random.Random(4)
+    alpha = 0.05
+    p = [mann_whitney_less(_samples(rng, 1.0), _samples(rng, 1.0)) for _ in range(1000)]
+    false_pos = sum(x < alpha for x in p) / len(p)
+    assert false_pos <= alpha * 1.5
+    assert false_pos >= alpha * 0.3  # the test is not vacuous either
+
+
+def test_median_ci_covers_the_true_median() -> None:
+    rng = random.Random(5)
+    hits = 0
+    for _ in range(400):
+        xs = [rng.expovariate(1.0) for _ in range(41)]
+        lo, hi = median_ci(xs)
+        hits += lo <= 0.6931 <= hi
+    assert 0.92 <= hits / 400 <= 0.995
+    assert median([3.0, 1.0, 2.0, 10.0]) == 2.5
+
+
+def _m(cfg: Config, size: int, xs: list[float], status: str = "ok") -> Measurement:
+    return Measurement(cfg, size, status, len(xs), median(xs), None, None, xs, "")
+
+
+def test_decisions_keep_default_without_significant_win_and_skip_invalid() -> None:
+    rng = random.Random(6)
+    coll = get_collective("reduce")
+    fast, same, wrong = Config(5), Config(1), Config(7)
+    ms = []
+    for size in (8, 1024, 65536):
+        ms.append(_m(DEFAULT, size, _samples(rng, 10.0)))
+        ms.append(_m(same, size, _samples(rng, 10.0)))
+        ms.append(_m(fast, size, _samples(rng, 10.0 if size == 8 else 6.0)))
+        ms.append(_m(wrong, size, _samples(rng, 1.0), status="invalid"))  # fastest, but wrong
+    ds = decide(coll, 4, ms)
+    assert [d.chosen for d in ds] == [DEFAULT, fast, fast]
+    assert all(d.best != wrong and d.chosen != wrong for d in ds)
+    sec = section(4, ds)
+    assert [(r.msgsize, r.alg) for r in sec.rules] == [(0, 0), (91, 5)]  # merged
+
+
+def test_lookup_sizes_are_what_open_mpi_compares() -> None:
+    assert get_collective("allgather").lookup_size(1024, 4) == 4096
+    assert get_collective("alltoall").lookup_size(1024, 4) == 4096
+    assert get_collective("gather").lookup_size(100, 8) == 800
+    assert get_collective("bcast").lookup_size(1024, 4) == 1024
+    assert get_collective("allgatherv").lookup_size(1024, 4) == 1024
+    assert get_collective("scan").lookup_size(1 << 20, 4) == 32
+    assert get_collective("alltoallv").lookup_size(1 << 20, 4) == 0
+    for c in COLLECTIVES.values():
+        if c.size_dependent:
+            for lk in (1, 100, 4096, 1 << 20):
+                assert c.lookup_size(c.block_for_lookup(lk, 4), 4) >= lk
+
+
+def test_boundaries_are_geometric_midpoints() -> None:
+    assert boundaries([8, 512, 4096]) == [0, 65, 1449]
+
+
+def test_grid_space() -> None:
+    cat = builtin_catalog()
+    red = configurations(get_collective("reduce"), cat, 4, max_requests=[0])
+    assert red[0] == DEFAULT
+    assert Config(1) in red and Config(7) in red
+    assert Config(5, 4096) in red and Config(2, 4096, 2) in red
+    assert all(c.fanout == 0 for c in red if c.algorithm != 2)
+    two = [c.algorithm for c in configurations(get_collective("allgather"), cat, 4)]
+    assert 6 not in two  # two_proc only runs on 2 ranks
+    assert 6 in [c.algorithm for c in configurations(get_collective("allgather"), cat, 2)]
+    assert not useful_at(Config(5, 4096), 4096, get_collective("reduce"), 4)
+    assert sizes_for(get_collective("barrier"), 4) == [0]
+    assert sizes_for(get_collective("reduce"), 4, [1, 9]) == [8, 16]

@@ -1,0 +1,52 @@
+"""The kernel against real Open MPI: every algorithm of every collective gives a checked answer,
+MPI_T really changes the algorithm, and a wrong answer is caught."""
+
+from __future__ import annotations
+
+import pytest
+
+from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.collectives import COLLECTIVES, get_collective
+from colltune.kernel.traffic import internal_traffic
+from colltune.slots import place
+from colltune.store import Store
+from colltune.tuner.measure import MeasureSettings, context_for, measure, mpit_takes_effect
+from colltune.tuner.space import configurations, sizes_for, useful_at
+
+pytestmark = pytest.mark.mpi
+
+FAST = MeasureSettings(warmup=1, min_reps=3, max_reps=5, point_time=0.02, timeout=60)
+
+
+@pytest.mark.parametrize("np", [4, 3])
+def test_every_algorithm_of_every_collective_is_correct(ompi: OpenMPI, np: int, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One MPI_T sweep per collective over all algorithms (default segment sizes 0 and 1 KiB);
+    the kernel checks each result, so any invalid point is a wrong answer from Open MPI."""
+    cat = read_catalog(ompi)
+    assert cat.source == "ompi_info"
+    store = Store(tmp_path / "db.sqlite")
+    placement = place(np)
+    bad = []
+    for name in sorted(COLLECTIVES):
+        coll = get_collective(name)
+        cfgs = configurations(coll, cat, np, segsizes=[0, 1024], max_requests=[0])
+        sizes = sizes_for(coll, np, [8, 4096])
+        pts = [(c, s) for c in cfgs for s in sizes if useful_at(c, s, coll, np)]
+        measure(ompi, cat, coll, placement, pts, store, FAST)
+        ms = store.measurements(context_for(ompi, coll, placement))
+        assert len(ms) == len(pts), name
+        bad += [(name, m.config.key, m.size, m.status, m.message) for m in ms
+                if m.status != "ok"]
+        assert all(m.n >= 3 and m.median and m.median > 0 for m in ms if m.status == "ok")
+    assert bad == []
+
+
+def test_mpit_forcing_changes_open_mpi_traffic(ompi: OpenMPI) -> None:
+    assert mpit_takes_effect(ompi, read_catalog(ompi)) is True
+
+
+def test_monitoring_parser_reads_real_rows() -> None:
+    rows = ["I\t3\t2\t720908 bytes\t14 msgs sent", "E\t0\t1\t48 bytes\t23 msgs sent\t11,0",
+            "I\t0\t1\t12 bytes\t3 msgs sent"]
+    assert internal_traffic(rows) == {(3, 2): (720908, 14), (0, 1): (12, 3)}
+    assert internal_traffic(rows, min_bytes=1000) == {(3, 2): (720908, 14)}
