@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -50,25 +48,3 @@ def ompi(request: pytest.FixtureRequest) -> OpenMPI:
 @pytest.fixture
 def ompi41() -> OpenMPI:
     return get_mpi("ompi41")
-
-
-def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
-             ) -> subprocess.CompletedProcess[str]:
-    """Runs `tune ...` in a fresh process, exactly as a user would."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=full_env, check=False)
-
-
-def collbench_pids() -> list[int]:
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                cmd = Path(f"/proc/{d}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"collbench" in cmd and b"pytest" not in cmd:
-                out.append(int(d))
-    return out

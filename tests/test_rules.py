@@ -45,7 +45,7 @@ def test_round_trip(version: int) -> None:
     assert (r.msgsize, r.alg, r.segsize) == (2049, 5, 1024)
     assert r.maxreq == (8 if version == 2 else None)
     if version == 2:
-        assert text.startswith("[rule-file-version-2]")
+        assert text.startswith("rule-file-version-2")
     else:
         assert "rule-file-version" not in text
 
@@ -78,8 +78,9 @@ def test_rejects_stray_text_and_padding() -> None:
 
 
 def test_rejects_misplaced_header_and_header_on_old_versions() -> None:
-    _reject("# c\n" + "[rule-file-version-2]\n" + GOOD, 2, "very first bytes")
-    v2 = "[rule-file-version-2]\n" + GOOD.replace("0 1 0 0", "0 1 0 0 4")
+    _reject("# c\n" + "rule-file-version-2\n" + GOOD, 2, "very first bytes")
+    _reject("[rule-file-version-2]\n" + GOOD, 1, "without brackets")
+    v2 = "rule-file-version-2\n" + GOOD.replace("0 1 0 0", "0 1 0 0 4")
     assert rules.parse(v2).collectives[11][0].rules[0].maxreq == 4
     _reject(v2, 1, "not understood by this Open MPI", allow_v2=False)
 

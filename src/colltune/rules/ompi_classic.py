@@ -17,7 +17,9 @@ from pathlib import Path
 
 from colltune.collectives import COLLECTIVE_BY_ID, OMPI_MAX_COLLECTIVES, OMPI_UNTUNED_IDS
 
-V2_HEADER = "[rule-file-version-2]"
+# Open MPI consumes this with fscanf("rule-file-version-%d") before anything else:
+# no brackets, and nothing (not even a comment or blank) may precede it.
+V2_HEADER = "rule-file-version-2"
 
 
 @dataclass
@@ -129,13 +131,17 @@ class _Tok:
 
 def _tokens(text: str, path: str) -> tuple[list[list[_Tok]], bool]:
     """Numbers grouped by line, and whether the file starts with the v2 header."""
-    has_header = text.startswith(V2_HEADER)
+    has_header = text.startswith(V2_HEADER) and not text[len(V2_HEADER):][:1].isalnum()
     body = text[len(V2_HEADER):] if has_header else text
     lines: list[list[_Tok]] = []
     for i, raw in enumerate(body.split("\n"), start=1):
         content = raw.split("#", 1)[0]
         toks: list[_Tok] = []
         for word in content.split():
+            if word.strip("[]") == V2_HEADER and word != V2_HEADER:
+                raise RulesError(path, i, f"'{word}': the header is '{V2_HEADER}' without "
+                                          "brackets; Open MPI reads the bracketed form as "
+                                          "text and the 2 in it as the collective count")
             if word == V2_HEADER:
                 raise RulesError(path, i, f"'{V2_HEADER}' must be the very first bytes of "
                                           "the file; anywhere else Open MPI reads it as text")
