@@ -28,7 +28,7 @@ from colltune.tuner.space import parse_size, parse_sizes
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure MPI collective algorithms and write rules the library obeys.")
 err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
-out = Console()
+out = Console(soft_wrap=True)
 
 
 class BarReporter(Reporter):

@@ -117,7 +117,7 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
         raise ColltuneError(
             f"no Open MPI found under {root} (looked for ompi_info, mpicc and mpirun in "
             f"{root / 'bin'})",
-            "give the installation prefix, the directory that contains bin/mpirun",
+            "pass --mpi PREFIX, the directory that contains bin/mpirun",
         )
     candidates = _path_bindirs()
     wb = wheel_bindir()

@@ -1,0 +1,134 @@
+"""Bad input: one clear line saying what is wrong and what to do, a non-zero exit, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi import OpenMPI, cores
+from colltune.errors import ColltuneError
+from colltune.slots import place
+from helpers import tune_cli
+
+
+def _error(r, *words: str) -> None:  # type: ignore[no-untyped-def]
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    first = r.stderr.strip().splitlines()[0]
+    assert first.startswith("error: "), r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+    assert "what to do:" in r.stderr
+
+
+def test_unknown_collective() -> None:
+    r = tune_cli("reduse", "--np", "4")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "reduse" in r.stderr
+
+
+@pytest.mark.parametrize("np", ["0", "-3", "1", "four"])
+def test_bad_np(np: str, tmp_path: Path) -> None:
+    _error(tune_cli("reduce", "--np", np, "--db", str(tmp_path / "d.sqlite")), "--np")
+
+
+def test_no_mpi_found(tmp_path: Path) -> None:
+    _error(tune_cli("reduce", "--np", "2", "--mpi", str(tmp_path / "nowhere")),
+           "no Open MPI found", "--mpi")
+
+
+def test_slurm_allocation_too_small() -> None:
+    env = {"SLURM_JOB_ID": "77", "SLURM_NTASKS": "2", "SLURM_JOB_NUM_NODES": "1"}
+    with pytest.raises(ColltuneError) as e:
+        place(4, env=env)
+    assert "2 tasks of Slurm job 77" in e.value.message and "salloc -n 4" in e.value.hint
+    assert place(2, env=env).oversubscribe is False
+
+
+def test_hostfile_slots(tmp_path: Path) -> None:
+    hf = tmp_path / "hosts"
+    hf.write_text("# two nodes\nnode1 slots=2\nnode2 slots=1\n")
+    assert place(3, str(hf), env={}).hostfile == str(hf)
+    with pytest.raises(ColltuneError, match="more than the 3 slots"):
+        place(4, str(hf), env={})
+
+
+def test_oversubscription_is_announced() -> None:
+    p = place(cores() + 1, env={})
+    assert p.oversubscribe and p.warning and "oversubscribed" in p.warning
+
+
+def test_check_reports_file_line_and_reason(tmp_path: Path) -> None:
+    f = tmp_path / "bad.conf"
+    f.write_text("1\n11\n1\n4\n1\n0 1 O 0\n")
+    r = tune_cli("check", str(f))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"{f}:6: unexpected text 'O'" in r.stderr
+    r = tune_cli("check", str(tmp_path / "missing.conf"))
+    assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_explain(tmp_path: Path) -> None:
+    f = tmp_path / "r.conf"
+    f.write_text("1\n11\n2\n2\n1\n0 1 0 0\n8\n2\n0 0 0 0\n4097 5 0 8192\n")
+    r = tune_cli("explain", str(f), "-c", "reduce", "--np", "16", "--size", "8K")
+    assert r.returncode == 0, r.stderr
+    assert "line 10" in r.stdout and "algorithm 5" in r.stdout and "segment size 8192" in r.stdout
+    r = tune_cli("explain", str(f), "-c", "reduce", "--np", "4", "--size", "8K")
+    assert "section 2" in r.stdout and "algorithm 1" in r.stdout
+
+
+@pytest.mark.mpi
+def test_malformed_merge_target_is_never_overwritten(ompi41: OpenMPI, tmp_path: Path) -> None:
+    out = tmp_path / "rules.conf"
+    junk = "1\n11\n1\n4\n1\n5 1 0 0\n"  # first rule not 0
+    out.write_text(junk)
+    r = tune_cli("reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--out", str(out),
+                 "--db", str(tmp_path / "d.sqlite"), "--sizes", "8", "--quiet")
+    _error(r, f"{out}:6", "not changed")
+    assert out.read_text() == junk
+
+
+@pytest.mark.mpi
+def test_merge_keeps_other_collectives_and_sizes(ompi41: OpenMPI, tmp_path: Path) -> None:
+    out = tmp_path / "rules.conf"
+    out.write_text("2\n7\n1\n16\n1\n0 6 0 0\n11\n1\n64\n1\n0 5 0 0\n")  # bcast@16, reduce@64
+    r = tune_cli("reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--out", str(out),
+                 "--db", str(tmp_path / "d.sqlite"), "--sizes", "8", "--point-time", "0.02",
+                 "--quiet")
+    assert r.returncode == 0, r.stderr
+    from colltune.rules import ompi_classic as rules
+
+    rf = rules.read(out)
+    assert [s.comsize for s in rf.collectives[7]] == [16]
+    assert [s.comsize for s in rf.collectives[11]] == [2, 64]
+    assert rf.collectives[11][1].rules[0].alg == 5
+
+
+@pytest.mark.mpi
+def test_compile_failure_shows_the_compiler_message(ompi41: OpenMPI, tmp_path: Path) -> None:
+    fake = tmp_path / "mpi" / "bin"
+    fake.mkdir(parents=True)
+    for tool in ("ompi_info", "mpirun"):
+        (fake / tool).symlink_to(getattr(ompi41, tool))
+    cc = fake / "mpicc"
+    cc.write_text("#!/bin/sh\necho 'collbench.c:1:10: fatal error: mpi.h: No such file' >&2\n"
+                  "exit 1\n")
+    cc.chmod(0o755)
+    r = tune_cli("reduce", "--np", "2", "--mpi", str(fake.parent), "--db",
+                 str(tmp_path / "d.sqlite"), "--sizes", "8", "--quiet")
+    _error(r, "compiling the benchmark kernel", "mpi.h: No such file", "libopenmpi-dev")
+
+
+@pytest.mark.mpi
+def test_unwritable_output_keeps_the_store(ompi41: OpenMPI, tmp_path: Path) -> None:
+    db = tmp_path / "d.sqlite"
+    r = tune_cli("reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--out", str(tmp_path / "no" / "such" / "dir" / "r.conf"), "--sizes", "8",
+                 "--point-time", "0.02", "--quiet")
+    _error(r, "cannot write", "--from-db")
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] > 3
