@@ -84,18 +84,19 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
     for name, per_np in res.decisions.items():
         for np, ds in per_np.items():
             t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
-            for col in ("size/rank", "lookup", "chosen", "best measured", "best us",
-                        "default us", "speed-up", "verdict"):
+            for col in ("size/rank", "lookup", "chosen", "best us", "default us", "speed-up",
+                        "verdict"):
                 t.add_column(col)
             for d in ds:
                 t.add_row(
                     str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
                     d.chosen.label(res.catalog, name),
-                    d.best.label(res.catalog, name) if d.best else "-",
                     f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
                     f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
-                    f"{d.speedup:.2f}x" if d.speedup else "-", d.reason)
+                    f"{d.speedup:.2f}x" if d.speedup else "-", d.verdict)
             out.print(t)
+            out.print("verdict: tuned = significantly faster than the default; kept = best "
+                      "measured was not significantly faster; default = the default was best")
     if res.failures:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:

@@ -36,6 +36,13 @@ class Decision:
             return self.default_median / self.best_median
         return 1.0 if self.default_median else None
 
+    @property
+    def verdict(self) -> str:
+        """One word for tables: tuned, kept (no significant win), or default (fastest)."""
+        if self.chosen != DEFAULT:
+            return "tuned"
+        return "default" if self.best in (None, DEFAULT) else "kept"
+
     def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
         def cfg(c: Config) -> dict[str, object]:
             return {**asdict(c), "name": catalog.algorithm_name(coll, c.algorithm)}
