@@ -15,13 +15,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi, launch_env, mpirun_args, wheel_bindir
+from colltune.backends.openmpi import find_openmpi, wheel_bindir
 from colltune.collectives import get_collective
-from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import KernelConfig, KernelPlan, run_kernel
+from colltune.kernel.launch import Repetitions
 from colltune.slots import place
+from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.space import sizes_for
-from colltune.tuner.stats import mann_whitney_less, median
 
 
 def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: str) -> float:
@@ -36,37 +35,14 @@ def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: 
 
 def verify(mpi_prefix: str, coll_name: str, np: int, rules: Path, rounds: int
            ) -> list[tuple[int, float, float, str]]:
-    """Alternating launches (default, tuned, default, tuned, ...) over every size."""
+    """Fresh alternating launches, judged by the same statistics as the tuner."""
     mpi = find_openmpi(mpi_prefix)
     coll = get_collective(coll_name)
-    exe = build_kernel(mpi)
     placement = place(np, env={})
-    sizes = sizes_for(coll, np)
-    samples: dict[str, dict[int, list[float]]] = {"default": {}, "tuned": {}}
-    envs = {
-        "default": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"},
-        "tuned": {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-                  "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(rules.resolve())},
-    }
-    for rnd in range(rounds):
-        for arm in ("default", "tuned"):
-            plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
-                              min_reps=15, max_reps=400, point_time=0.15, seed=rnd)
-            out = run_kernel(mpirun_args(mpi, np, placement.oversubscribe), exe, plan,
-                             launch_env(envs[arm]))
-            for r in out.results:
-                samples[arm].setdefault(r.size, []).extend(r.samples)
-    rows = []
-    for s in sizes:
-        d, t = samples["default"][s], samples["tuned"][s]
-        if mann_whitney_less(t, d) < 0.01 and median(t) < 0.97 * median(d):
-            verdict = "faster"
-        elif mann_whitney_less(d, t) < 0.01 and median(d) < 0.97 * median(t):
-            verdict = "SLOWER"
-        else:
-            verdict = "same"
-        rows.append((s, median(d), median(t), verdict))
-    return rows
+    ab = ab_runs(mpi, coll, placement, rules, sizes_for(coll, np), rounds,
+                 Repetitions(min_reps=15, point_time=0.15))
+    return [(v.size, v.default_median, v.tuned_median, v.verdict)
+            for v in sorted(judge(ab).values(), key=lambda v: v.size)]
 
 
 def main() -> None:
@@ -74,7 +50,7 @@ def main() -> None:
     ap.add_argument("--mpi", action="append", default=None)
     ap.add_argument("--colls", default="reduce,bcast,allreduce,gather")
     ap.add_argument("--np", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--no-relaunch", action="store_true")
     args = ap.parse_args()
     prefixes = args.mpi or ["/usr", str(wheel_bindir().parent)]  # type: ignore[union-attr]

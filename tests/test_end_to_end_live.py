@@ -97,3 +97,25 @@ def test_open_mpi_drops_or_misreads_what_check_rejects(ompi: OpenMPI, tmp_path: 
         assert (chk.returncode == 0) == accepted, f"{name}: {chk.stdout}{chk.stderr}"
         if not accepted:
             assert f"{f}:" in chk.stderr and "Traceback" not in chk.stderr
+
+
+def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path: Path) -> None:
+    out = tmp_path / "all.conf"
+    r = tune_cli("all", "--np", "2,3", "--mpi", str(ompi41.prefix), "--db",
+                 str(tmp_path / "db.sqlite"), "--out", str(out), "--sizes", "8,4K",
+                 "--segsizes", "0,1K", "--point-time", "0.02", "--min-reps", "5",
+                 "--confirm-rounds", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
+    rf = rules.read(out)
+    assert sorted(rf.collectives) == sorted(c.ompi_id for c in
+                                            map(get_collective, [
+                                                "allgather", "allgatherv", "allreduce",
+                                                "alltoall", "alltoallv", "barrier", "bcast",
+                                                "exscan", "gather", "reduce", "reduce_scatter",
+                                                "reduce_scatter_block", "scan", "scatter"]))
+    for secs in rf.collectives.values():
+        assert [s.comsize for s in secs] == [2, 3]
+    # size-independent collectives get exactly one rule per communicator size
+    for name in ("barrier", "alltoallv", "scan", "exscan"):
+        assert all(len(s.rules) == 1 for s in rf.collectives[get_collective(name).ompi_id])

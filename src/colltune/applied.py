@@ -9,7 +9,7 @@ from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import KernelConfig, KernelPlan, run_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import MONITORING_MCA, Traffic, internal_traffic
 from colltune.slots import place
 from colltune.tuner.space import Config
@@ -21,8 +21,8 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
     """Collective-internal traffic of a fixed number of calls of `coll` at `size`."""
     exe = build_kernel(mpi)
     placement = place(np, env={})
-    plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, size)], warmup=0, min_reps=REPS,
-                      max_reps=REPS)
+    plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, size)],
+                      Repetitions(warmup=0, min_reps=REPS, max_reps=REPS))
     cmd = mpirun_args(mpi, np, placement.oversubscribe, mca=MONITORING_MCA)
     out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
     if out.status != "ok" or not out.results or out.results[0].status != "ok":

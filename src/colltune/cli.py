@@ -84,8 +84,8 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
     for name, per_np in res.decisions.items():
         for np, ds in per_np.items():
             t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
-            for col in ("size/rank", "lookup", "chosen", "best us", "default us", "speed-up",
-                        "verdict"):
+            for col in ("size/rank", "lookup", "chosen", "best us", "default us", "sweep",
+                        "fresh", "verdict"):
                 t.add_column(col)
             for d in ds:
                 t.add_row(
@@ -93,10 +93,13 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                     d.chosen.label(res.catalog, name),
                     f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
                     f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
-                    f"{d.speedup:.2f}x" if d.speedup else "-", d.verdict)
+                    f"{d.speedup:.2f}x" if d.speedup else "-",
+                    ", ".join(f"{v.speedup:.2f}x" for v in d.confirmations) or "-", d.verdict)
             out.print(t)
-            out.print("verdict: tuned = significantly faster than the default; kept = best "
-                      "measured was not significantly faster; default = the default was best")
+            out.print("verdict: tuned = significantly faster, confirmed in fresh launches; "
+                      "refuted = faster in the sweep, not in fresh launches (default kept); "
+                      "kept = no significant win; default = the default was best; "
+                      "tuned? = not confirmed (--confirm-rounds 0 or --from-db)")
     if res.failures:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:
@@ -108,14 +111,14 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               strategy: str, sweep: str, rules_version: int | None, from_db: bool,
               hostfile: str | None, summary_json: Path | None, quiet: bool,
               timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
-              seed: int) -> None:
+              seed: int, confirm_rounds: int) -> None:
     try:
         opts = TuneOptions(
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, sweep=sweep, rules_version=rules_version, from_db=from_db,
-            hostfile=hostfile, summary_json=summary_json,
+            hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout),
         )
@@ -159,10 +162,13 @@ def _make_tune_command(name: str) -> None:
         min_reps: int = typer.Option(7, "--min-reps"),
         max_reps: int = typer.Option(400, "--max-reps"),
         seed: int = typer.Option(1, "--seed", help="Seed of the measurement order."),
+        confirm_rounds: int = typer.Option(4, "--confirm-rounds",
+                                           help="Fresh default/tuned launch pairs that must "
+                                                "confirm each win (0: skip)."),
     ) -> None:
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
-                  rel_ci, min_reps, max_reps, seed)
+                  rel_ci, min_reps, max_reps, seed, confirm_rounds)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import PointResult
+from colltune.tuner.confirm import Verdict
 from colltune.tuner.space import Config
 
 SCHEMA = """
@@ -42,6 +43,25 @@ CREATE TABLE IF NOT EXISTS measurements (
     sweep TEXT NOT NULL,
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
+);
+CREATE TABLE IF NOT EXISTS confirmations (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    config_key TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    default_median REAL NOT NULL,
+    tuned_median REAL NOT NULL,
+    p_faster REAL NOT NULL,
+    p_slower REAL NOT NULL,
+    rounds_won INTEGER NOT NULL,
+    rounds INTEGER NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
 );
 """
 
@@ -168,6 +188,26 @@ class Store:
             q += " WHERE mpi_key=?"
             args = (mpi_key,)
         return [Context(*row) for row in self.db.execute(q, args)]
+
+    def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO confirmations (mpi_key, host, np, ppn, collective, size, "
+                "config_key, verdict, default_median, tuned_median, p_faster, p_slower, "
+                "rounds_won, rounds, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, v.size, config_key,
+                 v.verdict, v.default_median, v.tuned_median, v.p_faster, v.p_slower,
+                 v.rounds_won, v.rounds, datetime.now(timezone.utc).isoformat(timespec="seconds")),
+            )
+
+    def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
+        row = self.db.execute(
+            "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
+            "verdict FROM confirmations WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND "
+            "collective=? AND size=? AND config_key=?",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
+        ).fetchone()
+        return Verdict(*row) if row else None
 
     def count(self) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])

@@ -25,27 +25,35 @@ class KernelConfig:
 
 
 @dataclass
+class Repetitions:
+    """How much the kernel repeats each point (its stopping rule)."""
+
+    warmup: int = 2
+    min_reps: int = 7
+    max_reps: int = 400
+    rel_ci: float = 0.05  # stop when the 95% CI half-width of the median is this fraction
+    point_time: float = 0.25  # ... or when a point has used this many seconds
+    seed: int = 1  # order of configurations and sizes
+
+
+@dataclass
 class KernelPlan:
     collective: str
     configs: list[KernelConfig]
     points: list[tuple[int, int]]  # (cid, size)
-    warmup: int = 2
-    min_reps: int = 7
-    max_reps: int = 400
-    rel_ci: float = 0.05
-    point_time: float = 0.25
-    seed: int = 1
+    reps: Repetitions = field(default_factory=Repetitions)
 
     def render(self) -> str:
+        r = self.reps
         lines = [
             "# collbench plan written by colltune",
             f"collective {self.collective}",
-            f"warmup {self.warmup}",
-            f"min_reps {self.min_reps}",
-            f"max_reps {self.max_reps}",
-            f"rel_ci {self.rel_ci}",
-            f"point_time {self.point_time}",
-            f"seed {self.seed}",
+            f"warmup {r.warmup}",
+            f"min_reps {r.min_reps}",
+            f"max_reps {r.max_reps}",
+            f"rel_ci {r.rel_ci}",
+            f"point_time {r.point_time}",
+            f"seed {r.seed}",
         ]
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())

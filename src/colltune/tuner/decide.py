@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
 from colltune.rules.ompi_classic import CommRule, MsgRule
 from colltune.store import Measurement
+from colltune.tuner.confirm import Verdict
 from colltune.tuner.space import DEFAULT, Config
 from colltune.tuner.stats import compare, median
 
@@ -29,6 +30,8 @@ class Decision:
     n_best: int = 0
     n_default: int = 0
     reason: str = ""
+    # fresh-launch evidence (tuner.confirm); None: not confirmed (yet)
+    confirmations: list[Verdict] = field(default_factory=list)
 
     @property
     def speedup(self) -> float | None:
@@ -40,7 +43,9 @@ class Decision:
     def verdict(self) -> str:
         """One word for tables: tuned, kept (no significant win), or default (fastest)."""
         if self.chosen != DEFAULT:
-            return "tuned"
+            return "tuned" if self.confirmations else "tuned?"
+        if self.confirmations:
+            return "refuted"
         return "default" if self.best in (None, DEFAULT) else "kept"
 
     def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
@@ -51,6 +56,7 @@ class Decision:
         d["chosen"] = cfg(self.chosen)
         d["best"] = cfg(self.best) if self.best else None
         d["speedup"] = self.speedup
+        d["confirmations"] = [{**asdict(v), "speedup": v.speedup} for v in self.confirmations]
         return d
 
 

@@ -17,6 +17,7 @@ from colltune.kernel.launch import (
     KernelPlan,
     LaunchOutcome,
     PointResult,
+    Repetitions,
     parse_result,
     run_kernel,
 )
@@ -27,13 +28,7 @@ from colltune.tuner.space import Config
 
 
 @dataclass
-class MeasureSettings:
-    warmup: int = 2
-    min_reps: int = 7
-    max_reps: int = 400
-    rel_ci: float = 0.05
-    point_time: float = 0.25
-    seed: int = 1
+class MeasureSettings(Repetitions):
     timeout: float = 60.0  # seconds without progress before a launch is killed as hung
 
 
@@ -154,9 +149,7 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
         env_extra.update({f"OMPI_MCA_{k}": str(v)
                           for k, v in _vars(coll, cfgs[0], catalog).items()})
         kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
-    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group],
-                      settings.warmup, settings.min_reps, settings.max_reps, settings.rel_ci,
-                      settings.point_time, settings.seed)
+    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings)
     cfg_by_cid = {cid_of[c]: c for c in cfgs}
     count = 0
 
@@ -210,7 +203,7 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
         alg = names[name]
         plan = KernelPlan("reduce", [KernelConfig(0, forcing_vars("reduce", alg, 0, 0, 0,
                                                                   catalog))],
-                          [(0, size)], warmup=0, min_reps=reps, max_reps=reps)
+                          [(0, size)], Repetitions(warmup=0, min_reps=reps, max_reps=reps))
         cmd = mpirun_args(mpi, 4, placement.oversubscribe, mca=MONITORING_MCA)
         out = run_kernel(cmd, exe, plan,
                          launch_env({"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -16,11 +17,12 @@ from colltune.backends.openmpi import (
     read_catalog,
     supports_rules_v2,
 )
-from colltune.collectives import COLLECTIVES, get_collective
+from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Store, default_db_path
+from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
 from colltune.tuner.measure import (
     MeasureSettings,
@@ -29,7 +31,7 @@ from colltune.tuner.measure import (
     measure,
     mpit_takes_effect,
 )
-from colltune.tuner.space import configurations, sizes_for, useful_at
+from colltune.tuner.space import DEFAULT, configurations, sizes_for, useful_at
 
 
 @dataclass
@@ -50,6 +52,7 @@ class TuneOptions:
     summary_json: Path | None = None
     alpha: float = 0.01
     min_gain: float = 0.03
+    confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
     settings: MeasureSettings = field(default_factory=MeasureSettings)
 
 
@@ -165,8 +168,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             f"{mpi.describe()} on {socket.gethostname()}",
                             "run without --from-db to measure first, or pass the --db used")
                     continue
-                decisions.setdefault(name, {})[placement.np] = decide(
-                    coll, placement.np, ms, opts.alpha, opts.min_gain)
+                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain)
+                confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep)
+                decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
     rf = build_rules(base, version, decisions, mpi, catalog)
@@ -181,6 +185,52 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if opts.summary_json:
         rules.write_atomic(opts.summary_json, json.dumps(summary, indent=2) + "\n")
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
+                      mpi: OpenMPI, version: int, opts: TuneOptions, rep: Reporter) -> None:
+    """Keep a non-default choice only if fresh alternating launches confirm it.
+
+    Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
+    ctx = context_for(mpi, coll, placement)
+    pending = [d for d in ds if d.chosen != DEFAULT]
+    if not pending:
+        return
+    measured = sorted({m.size for m in store.measurements(ctx)})
+    # a size-independent decision (size -1) is checked at every measured size
+    wanted = {d.size: d for d in pending}
+    checks = {s: (measured if s < 0 else [s]) for s in wanted}
+    missing = sorted({s for d in pending for s in checks[d.size]
+                      if store.confirmation(ctx, s, d.chosen.key) is None})
+    if missing and opts.confirm_rounds > 0 and not opts.from_db:
+        rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
+                 f"{opts.confirm_rounds} fresh launch pairs")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "tentative.conf"
+            tentative = rules.RulesFile(version=version)
+            tentative.set_section(coll.ompi_id, section(placement.np, ds))
+            rules.write_atomic(path, rules.render(tentative))
+            ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
+                         opts.settings, opts.settings.timeout)
+        verdicts = judge(ab, opts.alpha, opts.min_gain)
+        for d in pending:
+            for s in checks[d.size]:
+                if s in verdicts:
+                    store.add_confirmation(ctx, d.chosen.key, verdicts[s])
+    for d in pending:
+        vs = [store.confirmation(ctx, s, d.chosen.key) for s in checks[d.size]]
+        if any(v is None for v in vs):
+            d.reason += " (not confirmed in fresh launches)"
+            continue
+        d.confirmations = [v for v in vs if v is not None]
+        faster = sum(v.verdict == "faster" for v in d.confirmations)
+        slower = sum(v.verdict == "slower" for v in d.confirmations)
+        if faster * 2 > len(d.confirmations) and slower == 0:
+            d.reason += "; confirmed in fresh launches"
+        else:
+            ratio = ", ".join(f"{v.speedup:.2f}x" for v in d.confirmations)
+            d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
+            d.chosen = DEFAULT
 
 
 def build_rules(base: rules.RulesFile | None, version: int,

@@ -1,0 +1,102 @@
+"""Compare the library default with a rules file in fresh, alternating launches (A B B A ...).
+
+One launch measures every configuration under one scheduling state; on an oversubscribed or
+shared machine the next launch can rank them differently. A decision is kept only if it also
+wins here: pooled over all launches, and in most launch pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from colltune.backends.openmpi import OpenMPI, launch_env, mpirun_args
+from colltune.collectives import Collective
+from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.slots import Placement
+from colltune.tuner.stats import mann_whitney_less, median
+
+ARMS = ("default", "tuned")
+
+
+@dataclass
+class ABSamples:
+    """Per size, per arm, one list of samples per launch."""
+
+    rounds: int
+    samples: dict[str, dict[int, list[list[float]]]] = field(
+        default_factory=lambda: {a: {} for a in ARMS})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    size: int
+    default_median: float
+    tuned_median: float
+    p_faster: float
+    p_slower: float
+    rounds_won: int
+    rounds: int
+    verdict: str  # faster | same | slower
+
+    @property
+    def speedup(self) -> float:
+        return self.default_median / self.tuned_median if self.tuned_median else 0.0
+
+
+def arm_env(arm: str, rules: Path) -> dict[str, str]:
+    if arm == "default":
+        return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"}
+    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+            "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(Path(rules).resolve())}
+
+
+def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
+            sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0
+            ) -> ABSamples:
+    """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels."""
+    exe = build_kernel(mpi)
+    out = ABSamples(rounds)
+    cmd = mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile)
+    for rnd in range(rounds):
+        for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
+            plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
+                              Repetitions(reps.warmup, reps.min_reps, reps.max_reps,
+                                          reps.rel_ci, reps.point_time, reps.seed + rnd))
+            res = run_kernel(cmd, exe, plan, launch_env(arm_env(arm, rules)),
+                             point_timeout=timeout)
+            if res.status != "ok":
+                raise ColltuneError(f"confirmation launch ({arm}) of {coll.name} failed: "
+                                    f"{res.status} {res.message}",
+                                    "rerun; measurements so far are stored")
+            for r in res.results:
+                if r.status != "ok":
+                    raise ColltuneError(f"{coll.name} at {r.size} B gave a {r.status} result "
+                                        f"under the {arm} settings", "report this MPI bug")
+                out.samples[arm].setdefault(r.size, []).append(r.samples)
+    return out
+
+
+def judge(ab: ABSamples, alpha: float = 0.01, min_gain: float = 0.03) -> dict[int, Verdict]:
+    """faster: pooled rank test and median gain, and faster in >= 3/4 of launch pairs;
+    slower: pooled rank test and median loss (no majority needed: any regression counts)."""
+    out = {}
+    need = math.ceil(0.75 * ab.rounds)
+    for size, per_round_d in ab.samples["default"].items():
+        per_round_t = ab.samples["tuned"][size]
+        d = [x for r in per_round_d for x in r]
+        t = [x for r in per_round_t for x in r]
+        md, mt = median(d), median(t)
+        won = sum(median(a) < median(b) for a, b in zip(per_round_t, per_round_d))
+        pf, ps = mann_whitney_less(t, d), mann_whitney_less(d, t)
+        if pf < alpha and mt <= md * (1 - min_gain) and won >= need:
+            verdict = "faster"
+        elif ps < alpha and md <= mt * (1 - min_gain):
+            verdict = "slower"
+        else:
+            verdict = "same"
+        out[size] = Verdict(size, md, mt, pf, ps, won, ab.rounds, verdict)
+    return out
