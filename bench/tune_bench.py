@@ -23,11 +23,12 @@ from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.space import sizes_for
 
 
-def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: str) -> float:
+def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: str,
+               *extra: str) -> float:
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", str(np), "--mpi",
                         mpi_prefix, "--out", str(out), "--db", str(db), "--sweep", sweep,
-                        "--quiet"], capture_output=True, text=True, check=False)
+                        "--quiet", *extra], capture_output=True, text=True, check=False)
     if r.returncode != 0:
         raise SystemExit(f"tune failed: {r.stderr}")
     return time.monotonic() - t0
@@ -58,20 +59,26 @@ def main() -> None:
         for prefix in prefixes:
             mpi = find_openmpi(prefix)
             print(f"\n### {mpi.name} {mpi.version} ({prefix}), {args.np} ranks\n")
-            print("| collective | tune (MPI_T sweep) | tune --sweep relaunch | relaunch / MPI_T |")
-            print("|---|---|---|---|")
+            print("| collective | `tune` (grid + confirmation) | grid only, MPI_T sweep | "
+                  "grid only, relaunch | relaunch / MPI_T |")
+            print("|---|---|---|---|---|")
             verifications = []
             for coll in args.colls.split(","):
                 rules = Path(tmp) / f"{mpi.version}-{coll}.conf"
-                t_mpit = timed_tune(prefix, coll, args.np, rules,
-                                    Path(tmp) / f"{mpi.version}-{coll}-mpit.db", "mpit")
+                t_full = timed_tune(prefix, coll, args.np, rules,
+                                    Path(tmp) / f"{mpi.version}-{coll}-full.db", "mpit")
+                grid_only = ("--confirm-rounds", "0")
+                t_mpit = timed_tune(prefix, coll, args.np, Path(tmp) / "mpit.conf",
+                                    Path(tmp) / f"{mpi.version}-{coll}-mpit.db", "mpit",
+                                    *grid_only)
                 if args.no_relaunch:
                     t_rel = float("nan")
                 else:
                     t_rel = timed_tune(prefix, coll, args.np, Path(tmp) / "relaunch.conf",
-                                       Path(tmp) / f"{mpi.version}-{coll}-rel.db", "relaunch")
-                print(f"| {coll} | {t_mpit:.1f} s | {t_rel:.1f} s | {t_rel / t_mpit:.1f}x |",
-                      flush=True)
+                                       Path(tmp) / f"{mpi.version}-{coll}-rel.db", "relaunch",
+                                       *grid_only)
+                print(f"| {coll} | {t_full:.1f} s | {t_mpit:.1f} s | {t_rel:.1f} s | "
+                      f"{t_rel / t_mpit:.1f}x |", flush=True)
                 verifications.append((coll, verify(prefix, coll, args.np, rules, args.rounds)))
             for coll, rows in verifications:
                 print(f"\n{coll}: fresh verification, {args.rounds} alternating launch pairs\n")

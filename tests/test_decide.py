@@ -42,6 +42,18 @@ def test_median_ci_covers_the_true_median() -> None:
     assert median([3.0, 1.0, 2.0, 10.0]) == 2.5
 
 
+def test_student_t_against_known_quantiles() -> None:
+    from colltune.tuner.stats import paired_t_less, student_t_cdf
+
+    assert abs(student_t_cdf(-2.353363, 3) - 0.05) < 1e-4
+    assert abs(student_t_cdf(-3.182446, 3) - 0.025) < 1e-4
+    assert abs(student_t_cdf(2.015048, 5) - 0.95) < 1e-4
+    assert abs(student_t_cdf(0.0, 7) - 0.5) < 1e-12
+    assert abs(student_t_cdf(-1.959964, 10**6) - 0.025) < 1e-4  # tends to the normal
+    assert paired_t_less([-0.3, -0.25, -0.35, -0.3]) < 0.001
+    assert paired_t_less([-0.3, 0.25, -0.35, 0.3]) > 0.3
+
+
 def _m(cfg: Config, size: int, xs: list[float], status: str = "ok") -> Measurement:
     return Measurement(cfg, size, status, len(xs), median(xs), None, None, xs, "")
 

@@ -17,7 +17,7 @@ from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.slots import Placement
-from colltune.tuner.stats import mann_whitney_less, median
+from colltune.tuner.stats import mann_whitney_less, median, paired_t_less
 
 ARMS = ("default", "tuned")
 
@@ -80,9 +80,36 @@ def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
     return out
 
 
-def judge(ab: ABSamples, alpha: float = 0.01, min_gain: float = 0.03) -> dict[int, Verdict]:
-    """faster: pooled rank test and median gain, and faster in >= 3/4 of launch pairs;
-    slower: pooled rank test and median loss (no majority needed: any regression counts)."""
+def judge(ab: ABSamples, alpha: float = 0.05, min_gain: float = 0.03) -> dict[int, Verdict]:
+    """One observation per launch pair: the log ratio of the two launches' medians.
+
+    Samples inside one launch share its scheduling state, so they are not independent
+    evidence; launches are. faster: a one-sided paired t-test over the launch pairs at
+    `alpha` and a geometric-mean gain of at least `min_gain`; slower: the mirror image."""
+    out = {}
+    for size, per_round_d in ab.samples["default"].items():
+        per_round_t = ab.samples["tuned"][size]
+        x = [math.log(median(t) / median(d)) for t, d in zip(per_round_t, per_round_d)]
+        ratio = math.exp(sum(x) / len(x))  # tuned / default, geometric mean over launches
+        pf = paired_t_less(x)
+        ps = paired_t_less([-v for v in x])
+        if pf < alpha and ratio <= 1 - min_gain:
+            verdict = "faster"
+        elif ps < alpha and ratio >= 1 / (1 - min_gain):
+            verdict = "slower"
+        else:
+            verdict = "same"
+        d_all = [v for r in per_round_d for v in r]
+        t_all = [v for r in per_round_t for v in r]
+        won = sum(v < 0 for v in x)
+        out[size] = Verdict(size, median(d_all), median(t_all), pf, ps, won, ab.rounds, verdict)
+    return out
+
+
+def judge_pooled(ab: ABSamples, alpha: float = 0.01, min_gain: float = 0.03
+                 ) -> dict[int, Verdict]:
+    """The first statistic used here, kept only for bench/aa_check.py, which shows why it was
+    replaced: pooling every sample treats them as independent, and they are not."""
     out = {}
     need = math.ceil(0.75 * ab.rounds)
     for size, per_round_d in ab.samples["default"].items():

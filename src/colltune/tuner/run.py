@@ -53,6 +53,7 @@ class TuneOptions:
     alpha: float = 0.01
     min_gain: float = 0.03
     confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
+    confirm_alpha: float = 0.05  # paired t-test over those launch pairs
     settings: MeasureSettings = field(default_factory=MeasureSettings)
 
 
@@ -212,7 +213,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
             rules.write_atomic(path, rules.render(tentative))
             ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
                          opts.settings, opts.settings.timeout)
-        verdicts = judge(ab, opts.alpha, opts.min_gain)
+        verdicts = judge(ab, opts.confirm_alpha, opts.min_gain)
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:

@@ -62,6 +62,57 @@ def mann_whitney_less(a: Sequence[float], b: Sequence[float]) -> float:
     return _norm_sf(z)
 
 
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)),
+                    -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t < 0 else 1.0 - tail
+
+
+def paired_t_less(x: Sequence[float]) -> float:
+    """One-sided p-value that the mean of `x` is below 0 (t-test, n-1 degrees of freedom)."""
+    n = len(x)
+    if n < 2:
+        return 1.0
+    mean = sum(x) / n
+    var = sum((v - mean) ** 2 for v in x) / (n - 1)
+    if var == 0.0:
+        return 0.0 if mean < 0 else 1.0
+    return student_t_cdf(mean / math.sqrt(var / n), n - 1)
+
+
 @dataclass(frozen=True)
 class Comparison:
     """Evidence that a candidate beats a baseline."""
