@@ -119,3 +119,33 @@ def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path
     # size-independent collectives get exactly one rule per communicator size
     for name in ("barrier", "alltoallv", "scan", "exscan"):
         assert all(len(s.rules) == 1 for s in rf.collectives[get_collective(name).ompi_id])
+
+
+@pytest.mark.parametrize("coll_name,choices", [
+    ("reduce", {8: Config(1), 4096: Config(4, 1024), 262144: Config(2, 32768, 2)}),
+    ("bcast", {64: Config(3, 1024), 65536: Config(2, 8192, 2)}),
+    ("allgather", {8: Config(2), 4096: Config(4)}),
+])
+def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
+        ompi: OpenMPI, coll_name: str, choices: dict[int, Config], tmp_path: Path) -> None:
+    """Non-default configurations (segment sizes, chain fanouts) go through the same writer
+    as `tune`, whatever the timings of the day choose, and Open MPI must run exactly them."""
+    from colltune.tuner.decide import Decision, section
+    from colltune.tuner.run import build_rules, choose_rules_version
+
+    cat = read_catalog(ompi)
+    coll = get_collective(coll_name)
+    ds = [Decision(s, coll.lookup_size(s, 4), c, c, 1.0, 2.0, 0.0, True)
+          for s, c in choices.items()]
+    version = choose_rules_version(ompi, None)
+    rf = build_rules(None, version, {coll_name: {4: ds}}, ompi, cat)
+    assert rf.collectives[coll.ompi_id][0].rules == section(4, ds).rules
+    out = tmp_path / "r.conf"
+    rules.write_atomic(out, rules.render(rf))
+    assert tune_cli("check", str(out), "--mpi", str(ompi.prefix)).returncode == 0
+    default_differs = 0
+    for size, cfg in choices.items():
+        got = under_rules(ompi, coll, 4, size, out)
+        assert got == forced(ompi, coll, 4, size, cfg, cat), f"{cfg} at {size} B not applied"
+        default_differs += got != forced(ompi, coll, 4, size, Config(0), cat)
+    assert default_differs > 0, "every choice looked like the default: the test proves nothing"
