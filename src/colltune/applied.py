@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env, mpirun_args
@@ -51,11 +50,3 @@ def forced(mpi: OpenMPI, coll: Collective, np: int, size: int, cfg: Config,
         coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog).items()})
     return traffic(mpi, coll, np, size, env)
 
-
-@dataclass
-class RuleCheck:
-    size: int
-    expected: Config
-    applied: bool
-    rules_traffic: Traffic
-    forced_traffic: Traffic

@@ -180,15 +180,6 @@ class Store:
             for k, s, st, n, med, lo, hi, sm, msg in cur
         ]
 
-    def contexts(self, mpi_key: str | None = None) -> list[Context]:
-        q = ("SELECT DISTINCT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
-             "collective FROM measurements")
-        args: tuple[str, ...] = ()
-        if mpi_key:
-            q += " WHERE mpi_key=?"
-            args = (mpi_key,)
-        return [Context(*row) for row in self.db.execute(q, args)]
-
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
         with self._write() as db:
             db.execute(
@@ -208,6 +199,3 @@ class Store:
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
         ).fetchone()
         return Verdict(*row) if row else None
-
-    def count(self) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])
