@@ -45,7 +45,7 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     store = Store(tmp_path / "db.sqlite")
     ctx = context_for(ompi41, coll, placement)
     size = 1 << 20
-    slow = Config(7)  # rabenseifner: several times slower than the default here at 1 MiB
+    slow = Config(7)  # rabenseifner: 2x to 10x slower than the default here at 1 MiB
     # the store must know the size was measured; the sweep's numbers are made up on purpose
     store.add(ctx, slow, _point(size), "mpit")
     d = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
@@ -53,7 +53,7 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     confirm_decisions([d], coll, placement, store, ompi41, 1, opts, Reporter())
     assert d.chosen == DEFAULT
     assert [v.verdict for v in d.confirmations] == ["slower"]
-    assert d.confirmations[0].tuned_median > 2 * d.confirmations[0].default_median
+    assert d.confirmations[0].launch_speedup < 1.0
     assert "not confirmed" in d.reason
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)

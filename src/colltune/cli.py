@@ -94,8 +94,11 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                     f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
                     f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
                     f"{d.speedup:.2f}x" if d.speedup else "-",
-                    ", ".join(f"{v.speedup:.2f}x" for v in d.confirmations) or "-", d.verdict)
+                    ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations) or "-",
+                    d.verdict)
             out.print(t)
+            out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
+                      "mean over fresh launch pairs")
             out.print("verdict: tuned = significantly faster, confirmed in fresh launches; "
                       "refuted = faster in the sweep, not in fresh launches (default kept); "
                       "kept = no significant win; default = the default was best; "

@@ -60,6 +60,7 @@ CREATE TABLE IF NOT EXISTS confirmations (
     p_slower REAL NOT NULL,
     rounds_won INTEGER NOT NULL,
     rounds INTEGER NOT NULL,
+    launch_speedup REAL NOT NULL,
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
 );
@@ -185,17 +186,19 @@ class Store:
             db.execute(
                 "INSERT OR REPLACE INTO confirmations (mpi_key, host, np, ppn, collective, size, "
                 "config_key, verdict, default_median, tuned_median, p_faster, p_slower, "
-                "rounds_won, rounds, created) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "rounds_won, rounds, launch_speedup, created) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, v.size, config_key,
                  v.verdict, v.default_median, v.tuned_median, v.p_faster, v.p_slower,
-                 v.rounds_won, v.rounds, datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                 v.rounds_won, v.rounds, v.launch_speedup,
+                 datetime.now(timezone.utc).isoformat(timespec="seconds")),
             )
 
     def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
         row = self.db.execute(
             "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
-            "verdict FROM confirmations WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND "
-            "collective=? AND size=? AND config_key=?",
+            "verdict, launch_speedup FROM confirmations WHERE mpi_key=? AND host=? AND np=? "
+            "AND ppn=? AND collective=? AND size=? AND config_key=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
         ).fetchone()
         return Verdict(*row) if row else None

@@ -41,9 +41,11 @@ class Verdict:
     rounds_won: int
     rounds: int
     verdict: str  # faster | same | slower
+    launch_speedup: float  # default / tuned, geometric mean over launch pairs: what is judged
 
     @property
     def speedup(self) -> float:
+        """Ratio of the pooled medians (descriptive; the verdict uses launch_speedup)."""
         return self.default_median / self.tuned_median if self.tuned_median else 0.0
 
 
@@ -102,7 +104,8 @@ def judge(ab: ABSamples, alpha: float = 0.05, min_gain: float = 0.03) -> dict[in
         d_all = [v for r in per_round_d for v in r]
         t_all = [v for r in per_round_t for v in r]
         won = sum(v < 0 for v in x)
-        out[size] = Verdict(size, median(d_all), median(t_all), pf, ps, won, ab.rounds, verdict)
+        out[size] = Verdict(size, median(d_all), median(t_all), pf, ps, won, ab.rounds, verdict,
+                            1.0 / ratio)
     return out
 
 
@@ -125,5 +128,5 @@ def judge_pooled(ab: ABSamples, alpha: float = 0.01, min_gain: float = 0.03
             verdict = "slower"
         else:
             verdict = "same"
-        out[size] = Verdict(size, md, mt, pf, ps, won, ab.rounds, verdict)
+        out[size] = Verdict(size, md, mt, pf, ps, won, ab.rounds, verdict, md / mt)
     return out

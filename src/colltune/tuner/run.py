@@ -229,7 +229,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
         if faster * 2 > len(d.confirmations) and slower == 0:
             d.reason += "; confirmed in fresh launches"
         else:
-            ratio = ", ".join(f"{v.speedup:.2f}x" for v in d.confirmations)
+            ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
             d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
             d.chosen = DEFAULT
 
