@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env, mpirun_args
+from colltune.backends.openmpi import (
+    FIXED_DECISION_ENV,
+    Catalog,
+    OpenMPI,
+    dynamic_env,
+    forcing_vars,
+    launch_env,
+    mpirun_args,
+)
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
@@ -16,11 +24,13 @@ from colltune.tuner.space import Config
 REPS = 6
 
 
-def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, str]) -> Traffic:
-    """Collective-internal traffic of a fixed number of calls of `coll` at `size`."""
+def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, str],
+            assign: dict[str, int] | None = None) -> Traffic:
+    """Collective-internal traffic of a fixed number of calls of `coll` at `size`, with
+    `env` at launch and `assign` written through MPI_T by the kernel."""
     exe = build_kernel(mpi)
     placement = place(np, env={})
-    plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, size)],
+    plan = KernelPlan(coll.name, [KernelConfig(0, assign or {})], [(0, size)],
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS))
     cmd = mpirun_args(mpi, np, placement.oversubscribe, mca=MONITORING_MCA)
     out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
@@ -34,19 +44,14 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
 
 
 def under_rules(mpi: OpenMPI, coll: Collective, np: int, size: int, rules: Path) -> Traffic:
-    return traffic(mpi, coll, np, size, {
-        "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-        "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(Path(rules).resolve()),
-    })
+    return traffic(mpi, coll, np, size, dynamic_env(rules=rules))
 
 
 def forced(mpi: OpenMPI, coll: Collective, np: int, size: int, cfg: Config,
            catalog: Catalog) -> Traffic:
     """Traffic with `cfg` forced through MCA variables (algorithm 0: no dynamic rules)."""
     if cfg.algorithm == 0:
-        return traffic(mpi, coll, np, size, {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"})
-    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
-    env.update({f"OMPI_MCA_{k}": str(v) for k, v in forcing_vars(
-        coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog).items()})
-    return traffic(mpi, coll, np, size, env)
+        return traffic(mpi, coll, np, size, FIXED_DECISION_ENV)
+    return traffic(mpi, coll, np, size, dynamic_env(forcing_vars(
+        coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog)))
 

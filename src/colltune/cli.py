@@ -22,7 +22,7 @@ from colltune.collectives import COLLECTIVES, get_collective
 from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
 from colltune.tuner.measure import MeasureSettings, Reporter
-from colltune.tuner.run import TuneOptions, TuneResult, _valid_algs, tune
+from colltune.tuner.run import TuneOptions, TuneResult, tune, valid_algorithms
 from colltune.tuner.space import parse_size, parse_sizes
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -200,7 +200,7 @@ def check_cmd(
         elif mpi:
             inst = find_openmpi(mpi)
             allow_v2 = supports_rules_v2(inst.version_tuple)
-            valid = _valid_algs(read_catalog(inst))
+            valid = valid_algorithms(read_catalog(inst))
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
     except rules.RulesError as e:
         err.print(f"error: {e}", highlight=False, markup=False)

@@ -284,6 +284,21 @@ def supports_rules_v2(version: tuple[int, ...]) -> bool:
     return v[0] > 5
 
 
+# Open MPI's fixed (compiled-in) decision, whatever the user's environment says
+FIXED_DECISION_ENV = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"}
+
+
+def dynamic_env(variables: dict[str, int] | None = None, rules: str | Path | None = None
+                ) -> dict[str, str]:
+    """Environment that turns coll/tuned's dynamic decisions on, forcing `variables` as MCA
+    parameters and/or reading the rules file `rules`."""
+    env = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
+    if rules is not None:
+        env["OMPI_MCA_coll_tuned_dynamic_rules_filename"] = str(Path(rules).resolve())
+    env.update({f"OMPI_MCA_{k}": str(v) for k, v in (variables or {}).items()})
+    return env
+
+
 def forcing_vars(coll: str, alg: int, segsize: int, fanout: int, max_requests: int,
                  catalog: Catalog) -> dict[str, int]:
     """MCA / MPI_T variable assignments that force one configuration.

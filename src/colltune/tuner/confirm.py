@@ -11,7 +11,13 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.openmpi import OpenMPI, launch_env, mpirun_args
+from colltune.backends.openmpi import (
+    FIXED_DECISION_ENV,
+    OpenMPI,
+    dynamic_env,
+    launch_env,
+    mpirun_args,
+)
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
@@ -50,10 +56,7 @@ class Verdict:
 
 
 def arm_env(arm: str, rules: Path) -> dict[str, str]:
-    if arm == "default":
-        return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "0"}
-    return {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
-            "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(Path(rules).resolve())}
+    return FIXED_DECISION_ENV if arm == "default" else dynamic_env(rules=rules)
 
 
 def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,

@@ -8,8 +8,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends.openmpi import Catalog, OpenMPI, forcing_vars, launch_env, mpirun_args
-from colltune.collectives import Collective
+from colltune.applied import traffic
+from colltune.backends.openmpi import (
+    Catalog,
+    OpenMPI,
+    dynamic_env,
+    forcing_vars,
+    launch_env,
+    mpirun_args,
+)
+from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel, cache_dir
 from colltune.kernel.launch import (
@@ -21,8 +29,7 @@ from colltune.kernel.launch import (
     parse_result,
     run_kernel,
 )
-from colltune.kernel.traffic import MONITORING_MCA, internal_traffic
-from colltune.slots import Placement, place
+from colltune.slots import Placement
 from colltune.store import Context, Store
 from colltune.tuner.space import Config
 
@@ -141,13 +148,12 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
             record: Callable[[Config, PointResult], None], via_env: set[Config]
             ) -> tuple[LaunchOutcome, int]:
     cfgs = sorted({c for c, _ in group})
-    env_extra = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}
     if sweep == "mpit":
+        env_extra = dynamic_env()
         kcfgs = [KernelConfig(cid_of[c], _vars(coll, c, catalog)) for c in cfgs]
     else:
         assert len(cfgs) == 1
-        env_extra.update({f"OMPI_MCA_{k}": str(v)
-                          for k, v in _vars(coll, cfgs[0], catalog).items()})
+        env_extra = dynamic_env(_vars(coll, cfgs[0], catalog))
         kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
     plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings)
     cfg_by_cid = {cid_of[c]: c for c in cfgs}
@@ -195,23 +201,15 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
     names = {v: k for k, v in catalog.algorithms.get("reduce", {}).items()}
     if "linear" not in names or "binomial" not in names:
         return None
-    exe = build_kernel(mpi)
-    placement = place(4, env={})
-    size, reps = 65536, 5
+    size = 65536
     patterns = {}
     for name in ("linear", "binomial"):
-        alg = names[name]
-        plan = KernelPlan("reduce", [KernelConfig(0, forcing_vars("reduce", alg, 0, 0, 0,
-                                                                  catalog))],
-                          [(0, size)], Repetitions(warmup=0, min_reps=reps, max_reps=reps))
-        cmd = mpirun_args(mpi, 4, placement.oversubscribe, mca=MONITORING_MCA)
-        out = run_kernel(cmd, exe, plan,
-                         launch_env({"OMPI_MCA_coll_tuned_use_dynamic_rules": "1"}),
-                         point_timeout=60)
-        traffic = internal_traffic(out.other_lines, min_bytes=size)
-        if out.status != "ok" or not traffic:
-            return None
-        patterns[name] = set(traffic)
+        try:
+            seen = traffic(mpi, get_collective("reduce"), 4, size, dynamic_env(),
+                           assign=forcing_vars("reduce", names[name], 0, 0, 0, catalog))
+        except ColltuneError:
+            return None  # no monitoring, or the probe itself failed: nothing proven
+        patterns[name] = {pair for pair, (nbytes, _) in seen.items() if nbytes >= size}
     ok = (3, 0) in patterns["linear"] and (3, 2) in patterns["binomial"] and \
         (3, 2) not in patterns["linear"]
     marker.parent.mkdir(parents=True, exist_ok=True)

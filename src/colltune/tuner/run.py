@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -83,14 +84,15 @@ def load_merge_base(path: Path, mpi: OpenMPI, catalog: Catalog) -> rules.RulesFi
     if not path.exists():
         return None
     try:
-        return rules.read(path, valid_algs=_valid_algs(catalog))
+        return rules.read(path, valid_algs=valid_algorithms(catalog))
     except rules.RulesError as e:
         raise ColltuneError(f"will not merge into {e}",
                             "fix or move that file, or choose another --out; it was not "
                             "changed") from None
 
 
-def _valid_algs(catalog: Catalog):  # type: ignore[no-untyped-def]
+def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
+    """For `rules.parse`: the algorithm ids this installation accepts, per collective id."""
     from colltune.collectives import COLLECTIVE_BY_ID
 
     def valid(coll_id: int) -> set[int]:
