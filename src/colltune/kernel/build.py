@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -43,11 +45,45 @@ def kernel_path(mpi: OpenMPI) -> Path:
     return cache_dir() / h / "collbench"
 
 
-def build_kernel(mpi: OpenMPI, force: bool = False) -> Path:
-    """Path to a collbench built for `mpi`, compiling it on first use."""
+def kernel_library(exe: Path) -> str:
+    """The MPI library `exe` loads in the launch environment, in that library's words."""
+    try:
+        res = subprocess.run([str(exe), "--library"], capture_output=True, text=True,
+                             timeout=60, env=launch_env(), check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unusable: {e}"
+    return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
+
+
+def library_matches(mpi: OpenMPI, library: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(mpi.version)}(?![\w.])", library.replace(
+        f"v{mpi.version}", f" {mpi.version}")) is not None
+
+
+_verified: dict[Path, tuple[int, int, int]] = {}  # binaries checked in this process
+
+
+def _stamp(exe: Path) -> tuple[int, int, int]:
+    st = exe.stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def build_kernel(mpi: OpenMPI, force: bool = False,
+                 on_rebuild: Callable[[str], None] | None = None) -> Path:
+    """Path to a collbench built for `mpi`, compiling it on first use. A cached binary that
+    loads another MPI's library (copied caches, a changed installation) is rebuilt."""
     exe = kernel_path(mpi)
     if exe.exists() and not force:
-        return exe
+        stamp = _stamp(exe)
+        if _verified.get(exe) == stamp:
+            return exe
+        lib = kernel_library(exe)
+        if library_matches(mpi, lib):
+            _verified[exe] = stamp
+            return exe
+        if on_rebuild:
+            on_rebuild(f"warning: the cached kernel {exe} runs on '{lib}', not on "
+                       f"{mpi.describe()}; rebuilding it")
     exe.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
         src = Path(tmp) / "collbench.c"
@@ -68,6 +104,12 @@ def build_kernel(mpi: OpenMPI, force: bool = False) -> Path:
                 "check that the MPI's development files and a C compiler are installed "
                 "(Debian: libopenmpi-dev and gcc)",
             )
+        lib = kernel_library(out)
+        if not library_matches(mpi, lib):
+            raise ColltuneError(
+                f"the kernel built with {mpi.mpicc} runs on '{lib}', not on {mpi.describe()}",
+                "check LD_LIBRARY_PATH: it may load another MPI's libraries")
         os.replace(out, exe)  # atomic: concurrent tuners never see half a binary
     (exe.parent / "identity.txt").write_text(_compiler_identity(mpi) + "\n")
+    _verified[exe] = _stamp(exe)
     return exe

@@ -825,6 +825,13 @@ int main(int argc, char **argv)
     int liblen = 0;
     const char *fault = getenv("COLLTUNE_TEST_FAULT");
 
+    /* Which MPI library this binary loads, without starting MPI (allowed before
+     * MPI_Init since MPI-3): lets the tuner catch a kernel built for another MPI. */
+    if (argc == 2 && strcmp(argv[1], "--library") == 0) {
+        MPI_Get_library_version(lib, &liblen);
+        printf("%s\n", lib);
+        return 0;
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);

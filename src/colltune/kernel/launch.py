@@ -150,8 +150,11 @@ def run_kernel(
     point_timeout: float = 60.0,
     start_timeout: float = 120.0,
     on_event: Callable[[dict], None] | None = None,
+    library_ok: Callable[[str], bool] | None = None,
 ) -> LaunchOutcome:
-    """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung."""
+    """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung.
+    A kernel whose MPI library fails `library_ok` is killed before it measures anything
+    (status "mismatch"): it was built against another MPI than the one launching it."""
     with tempfile.NamedTemporaryFile("w", suffix=".plan", delete=False) as f:
         f.write(plan.render())
         plan_path = f.name
@@ -207,7 +210,11 @@ def run_kernel(
             kind = ev["event"]
             if kind == "start":
                 started = True
-                out.library = ev.get("library")
+                out.library = str(ev.get("library", ""))
+                if library_ok is not None and not library_ok(out.library):
+                    out.status = "mismatch"
+                    out.message = f"the kernel runs on '{out.library}'"
+                    break
             elif kind == "config":
                 current_cid = int(ev["cid"])
             elif kind == "begin":
@@ -234,6 +241,8 @@ def run_kernel(
             t.join(timeout=5)
         os.unlink(plan_path)
     out.stderr = "".join(err_chunks)
+    if out.status == "mismatch":
+        return out
     if out.status == "ok" and (not done or proc.returncode not in (0, None)):
         out.status = "crashed"
         out.message = _crash_message(out.stderr, proc.returncode)

@@ -19,7 +19,7 @@ from colltune.backends.openmpi import (
 )
 from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
-from colltune.kernel.build import build_kernel, cache_dir
+from colltune.kernel.build import build_kernel, cache_dir, library_matches
 from colltune.kernel.launch import (
     KernelConfig,
     KernelPlan,
@@ -53,10 +53,6 @@ def context_for(mpi: OpenMPI, coll: Collective, placement: Placement) -> Context
                    placement.np, placement.ppn, placement.nodes, coll.name)
 
 
-def _check_library(mpi: OpenMPI, library: str | None) -> bool:
-    return library is None or mpi.version in library
-
-
 def measure(
     mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
     points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
@@ -70,7 +66,7 @@ def measure(
     failures: list[tuple[Config, PointResult]] = []
     if not todo:
         return failures
-    exe = build_kernel(mpi)
+    exe = build_kernel(mpi, on_rebuild=rep.note)
     cfgs = sorted({c for c, _ in todo})
     cid_of = {c: i for i, c in enumerate(cfgs)}
     rep.begin(len(todo), f"{coll.name} np={placement.np}")
@@ -95,12 +91,13 @@ def measure(
             how = "relaunch" if group[0][0] in via_env else "mpit"
             outcome, got = _launch(mpi, catalog, coll, placement, exe, group, cid_of, settings,
                                    how, record, via_env)
-            if not _check_library(mpi, outcome.library):
+            if outcome.status == "mismatch":  # killed before it measured anything
                 if rebuilt:
                     raise ColltuneError(
                         f"the kernel reports '{outcome.library}' but {mpi.describe()} launched it",
                         "check LD_LIBRARY_PATH: it may load another MPI's libraries")
-                exe = build_kernel(mpi, force=True)  # built against another MPI: rebuild
+                rep.note(f"warning: {outcome.message} under {mpi.describe()}; rebuilding it")
+                exe = build_kernel(mpi, force=True)
                 rebuilt = True
                 progressed = True
                 break
@@ -178,7 +175,8 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
 
     cmd = mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile)
     outcome = run_kernel(cmd, exe, plan, launch_env(env_extra), point_timeout=settings.timeout,
-                         start_timeout=max(120.0, settings.timeout), on_event=on_event)
+                         start_timeout=max(120.0, settings.timeout), on_event=on_event,
+                         library_ok=lambda lib: library_matches(mpi, lib))
     return outcome, count
 
 

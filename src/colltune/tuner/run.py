@@ -20,6 +20,7 @@ from colltune.backends.openmpi import (
 )
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Store, default_db_path
@@ -139,6 +140,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         if not opts.from_db:
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
+            build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
             if sweep == "mpit":
                 verified = mpit_takes_effect(mpi, catalog)
                 if verified is False:
