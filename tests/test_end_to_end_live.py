@@ -12,6 +12,7 @@ import pytest
 from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.collectives import get_collective
+from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.tuner.space import Config
 from helpers import tune_cli
@@ -141,7 +142,7 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
     rf = build_rules(None, version, {coll_name: {4: ds}}, ompi, cat)
     assert rf.collectives[coll.ompi_id][0].rules == section(4, ds).rules
     out = tmp_path / "r.conf"
-    rules.write_atomic(out, rules.render(rf))
+    write_atomic(out, rules.render(rf))
     assert tune_cli("check", str(out), "--mpi", str(ompi.prefix)).returncode == 0
     default_differs = 0
     for size, cfg in choices.items():

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import CommRule, MsgRule, RulesError, RulesFile
 
@@ -109,10 +110,10 @@ def test_lookup_follows_open_mpi() -> None:
 
 def test_write_atomic_keeps_old_file_on_failure(tmp_path) -> None:  # type: ignore[no-untyped-def]
     p = tmp_path / "r.conf"
-    rules.write_atomic(p, GOOD)
+    write_atomic(p, GOOD)
 
     with pytest.raises(TypeError):
-        rules.write_atomic(p, 123)  # type: ignore[arg-type]
+        write_atomic(p, 123)  # type: ignore[arg-type]
     assert p.read_text() == GOOD
     assert [x.name for x in tmp_path.iterdir()] == ["r.conf"]
 

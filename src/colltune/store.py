@@ -118,24 +118,42 @@ class Store:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """An immediate transaction, retried while another tuner holds the lock."""
-        for attempt in range(50):
-            try:
-                self.db.execute("BEGIN IMMEDIATE")
-                break
-            except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e):
-                    raise
-                time.sleep(min(0.05 * (attempt + 1), 1.0))
-        else:
-            raise ColltuneError(f"the store {self.path} stayed locked",
-                                "another tuner holds it; wait for it or use --db")
+        """An immediate transaction, retried while another tuner holds the lock. Any SQLite
+        failure (disk full, read-only file) becomes an error that says what to do; the
+        transaction is rolled back, so the store keeps exactly what it had."""
         try:
-            yield self.db
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+            for attempt in range(50):
+                try:
+                    self.db.execute("BEGIN IMMEDIATE")
+                    break
+                except sqlite3.OperationalError as e:
+                    if "locked" not in str(e) and "busy" not in str(e):
+                        raise
+                    time.sleep(min(0.05 * (attempt + 1), 1.0))
+            else:
+                raise ColltuneError(f"the store {self.path} stayed locked",
+                                    "another tuner holds it; wait for it or use --db")
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                try:
+                    self.db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # SQLite already rolled back (it does on SQLITE_FULL)
+                raise
+        except sqlite3.Error as e:
+            raise ColltuneError(f"cannot write to the store {self.path}: {e}",
+                                "check free disk space and permissions; finished "
+                                "measurements are kept and a rerun resumes") from None
+
+    def _read(self, sql: str, args: tuple[object, ...]) -> list[tuple]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as e:
+            raise ColltuneError(f"cannot read the store {self.path}: {e}",
+                                "check the file with sqlite3 PATH 'PRAGMA integrity_check', "
+                                "or pass another --db") from None
 
     def add(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
         """Stores one point; a point already stored (same context, config, size) is kept."""
@@ -146,23 +164,18 @@ class Store:
             r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-        try:
-            with self._write() as db:
-                db.execute(
-                    "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
-                    "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
-                    "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
-                    "mean, min, max, samples, message, sweep, created) VALUES "
-                    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row,
-                )
-        except sqlite3.Error as e:
-            raise ColltuneError(f"cannot write to the store {self.path}: {e}",
-                                "check free disk space and permissions; finished "
-                                "measurements are kept and a rerun resumes") from None
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
+                "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
+                "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
+                "mean, min, max, samples, message, sweep, created) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                row,
+            )
 
     def done(self, ctx: Context) -> set[tuple[str, int]]:
-        cur = self.db.execute(
+        cur = self._read(
             "SELECT config_key, size FROM measurements WHERE mpi_key=? AND host=? AND np=? "
             "AND ppn=? AND collective=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
@@ -170,7 +183,7 @@ class Store:
         return {(k, int(s)) for k, s in cur}
 
     def measurements(self, ctx: Context) -> list[Measurement]:
-        cur = self.db.execute(
+        cur = self._read(
             "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message "
             "FROM measurements WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND "
             "collective=? ORDER BY size, config_key",
@@ -195,10 +208,10 @@ class Store:
             )
 
     def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
-        row = self.db.execute(
+        rows = self._read(
             "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
             "verdict, launch_speedup FROM confirmations WHERE mpi_key=? AND host=? AND np=? "
             "AND ppn=? AND collective=? AND size=? AND config_key=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
-        ).fetchone()
-        return Verdict(*row) if row else None
+        )
+        return Verdict(*rows[0]) if rows else None

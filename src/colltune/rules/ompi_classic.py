@@ -8,9 +8,7 @@ MPI's: it rejects everything Open MPI would drop OR misread, with a line number.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,24 +94,6 @@ def render(rf: RulesFile) -> str:
                     cols.append(r.maxreq or 0)
                 out.append(" ".join(str(int(c)) for c in cols))
     return "\n".join(out) + "\n"
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write through a temporary file and rename, so readers see the old or the new file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent or "."))
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ---------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from colltune.backends.openmpi import (
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
+from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Store, default_db_path
@@ -122,6 +123,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
+    for path, option in ((opts.out, "--out"), (opts.summary_json, "--summary-json")):
+        if path is not None:
+            ensure_writable(path, option)
     placements: list[Placement] = [place(np, opts.hostfile) for np in opts.nps]
     mpi = find_openmpi(opts.mpi)
     rep.note(f"tuning {mpi.describe()}")
@@ -179,16 +183,19 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     finally:
         store.close()
     rf = build_rules(base, version, decisions, mpi, catalog)
-    if opts.out:
-        try:
-            rules.write_atomic(opts.out, rules.render(rf))
-        except OSError as e:
-            raise ColltuneError(f"cannot write {opts.out}: {e.strerror or e}",
-                                "choose a writable --out; measurements are in the store, so "
-                                "rerun with --from-db to write without measuring") from None
     summary = make_summary(mpi, catalog, version, decisions, failures, opts)
-    if opts.summary_json:
-        rules.write_atomic(opts.summary_json, json.dumps(summary, indent=2) + "\n")
+    for path, text, option in ((opts.out, rules.render(rf), "--out"),
+                               (opts.summary_json, json.dumps(summary, indent=2) + "\n",
+                                "--summary-json")):
+        if path is None:
+            continue
+        try:
+            write_atomic(path, text)
+        except OSError as e:
+            raise ColltuneError(f"cannot write {option} {path}: {e.strerror or e}",
+                                f"free space or choose a writable {option}; measurements are "
+                                "in the store, so rerun with --from-db to write without "
+                                "measuring") from None
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
 
@@ -214,7 +221,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
             path = Path(tmp) / "tentative.conf"
             tentative = rules.RulesFile(version=version)
             tentative.set_section(coll.ompi_id, section(placement.np, ds))
-            rules.write_atomic(path, rules.render(tentative))
+            write_atomic(path, rules.render(tentative))
             ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
                          opts.settings, opts.settings.timeout)
         verdicts = judge(ab, opts.confirm_alpha, opts.min_gain)
