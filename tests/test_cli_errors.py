@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,14 +126,49 @@ def test_compile_failure_shows_the_compiler_message(ompi41: OpenMPI, tmp_path: P
     _error(r, "compiling the benchmark kernel", "mpi.h: No such file", "libopenmpi-dev")
 
 
-@pytest.mark.mpi
-def test_unwritable_output_keeps_the_store(ompi41: OpenMPI, tmp_path: Path) -> None:
+def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     db = tmp_path / "d.sqlite"
-    r = tune_cli("reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db),
-                 "--out", str(tmp_path / "no" / "such" / "dir" / "r.conf"), "--sizes", "8",
-                 "--point-time", "0.02", "--quiet")
-    _error(r, "cannot write", "--from-db")
-    import sqlite3
+    r = tune_cli("reduce", "--np", "2", "--db", str(db),
+                 "--out", str(tmp_path / "no" / "such" / "dir" / "r.conf"), "--sizes", "8")
+    _error(r, "--out", "does not exist")
+    assert not db.exists()
 
-    with sqlite3.connect(db) as c:
-        assert c.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] > 3
+
+@pytest.mark.parametrize("args,words", [
+    (["--min-reps", "0"], "--min-reps"), (["--min-reps", "9", "--max-reps", "3"], "--max-reps"),
+    (["--timeout", "0"], "--timeout"), (["--sizes", ","], "--sizes"),
+    (["--sizes", "0"], "sizes"), (["--rules-version", "3"], "--rules-version"),
+    (["--confirm-rounds", "-1"], "--confirm-rounds"), (["--rel-ci", "2"], "--rel-ci")])
+def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
+    _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
+
+
+@pytest.mark.mpi
+def test_output_lost_during_the_run_keeps_the_store(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """The output directory vanishes while measuring: a clear error at the end, and every
+    measurement is in the store for --from-db."""
+    db = tmp_path / "d.sqlite"
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    args = ["reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+            "8,4K", "--point-time", "0.05", "--confirm-rounds", "0", "--quiet"]
+    proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args, "--out",
+                             str(outdir / "r.conf")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (db.exists() and _count(db) > 0):
+        time.sleep(0.02)
+    shutil.rmtree(outdir)
+    _, stderr = proc.communicate(timeout=300)
+    r = subprocess.CompletedProcess(args, proc.returncode, "", stderr)
+    _error(r, "cannot write --out", "--from-db")
+    assert _count(db) > 3
+    ok = tune_cli(*args, "--from-db", "--out", str(tmp_path / "r.conf"))
+    assert ok.returncode == 0, ok.stderr
+
+
+def _count(db: Path) -> int:
+    try:
+        with sqlite3.connect(db) as c:
+            return int(c.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])
+    except sqlite3.Error:
+        return 0

@@ -229,6 +229,8 @@ def explain_cmd(
         rf = rules.read(path)
     except rules.RulesError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
+        err.print(f"  what to do: run 'tune check {path}' and fix that line; Open MPI would "
+                  "ignore the whole file", highlight=False, markup=False)
         raise typer.Exit(1) from None
     except ColltuneError as e:
         _fail(e)

@@ -1,4 +1,4 @@
-"""The one exception type the CLI turns into a one-line error plus what to do next."""
+"""User-facing failures: ColltuneError (what, and what to do) and FormatError (where)."""
 
 from __future__ import annotations
 
@@ -13,3 +13,13 @@ class ColltuneError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class FormatError(Exception):
+    """A file colltune cannot accept, located: `line` is 1-based (0 = the whole file)."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
+        self.path = path
+        self.line = line
+        self.reason = reason

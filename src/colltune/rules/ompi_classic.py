@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.collectives import COLLECTIVE_BY_ID, OMPI_MAX_COLLECTIVES, OMPI_UNTUNED_IDS
+from colltune.errors import FormatError
 
 # Open MPI consumes this with fscanf("rule-file-version-%d") before anything else:
 # no brackets, and nothing (not even a comment or blank) may precede it.
@@ -53,14 +54,8 @@ class RulesFile:
             self.notes[(coll_id, section.comsize)] = notes
 
 
-class RulesError(Exception):
-    """A rules file Open MPI would drop or misread; `line` is 1-based (0 = whole file)."""
-
-    def __init__(self, path: str, line: int, reason: str) -> None:
-        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
-        self.path = path
-        self.line = line
-        self.reason = reason
+class RulesError(FormatError):
+    """A rules file Open MPI would drop or misread."""
 
 
 # ---------------------------------------------------------------------------

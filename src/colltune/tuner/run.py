@@ -114,8 +114,37 @@ def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
     return requested
 
 
+def check_options(opts: TuneOptions) -> None:
+    """Refuse impossible settings before anything is launched."""
+    st = opts.settings
+    checks = [
+        (st.timeout > 0, "--timeout must be more than 0 seconds", "e.g. --timeout 60"),
+        (st.point_time > 0, "--point-time must be more than 0 seconds", "e.g. --point-time 0.25"),
+        (0 < st.rel_ci < 1, "--rel-ci must be between 0 and 1", "e.g. --rel-ci 0.05"),
+        (1 <= st.min_reps <= st.max_reps, "need 1 <= --min-reps <= --max-reps",
+         "e.g. --min-reps 7 --max-reps 400"),
+        (st.max_reps <= 1_000_000, "--max-reps above 1000000", "e.g. --max-reps 400"),
+        (st.warmup >= 0, "warm-up repetitions cannot be negative", "use 0 or more"),
+        (0 <= st.seed < 2**63, "--seed must be a non-negative 64-bit number", "e.g. --seed 1"),
+        (0 <= opts.confirm_rounds <= 1000, "--confirm-rounds must be between 0 and 1000",
+         "e.g. --confirm-rounds 4, or 0 to skip confirmation"),
+        (opts.rules_version in (None, 1, 2), f"unknown --rules-version {opts.rules_version}",
+         "use 1 (classic) or 2 (rule-file-version-2)"),
+        (opts.sizes != [], "--sizes names no size", "e.g. --sizes 8,1K,1M"),
+        (opts.segsizes != [], "--segsizes names no size", "e.g. --segsizes 0,4K"),
+        (all(0 < s <= 1 << 31 for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
+         "e.g. --sizes 8,1K,1M"),
+        (all(0 <= s <= 1 << 31 for s in opts.segsizes or [0]),
+         "segment sizes must be 0 (none) to 2 GiB", "e.g. --segsizes 0,4K,32K"),
+    ]
+    for ok, what, hint in checks:
+        if not ok:
+            raise ColltuneError(what, hint)
+
+
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rep = reporter or Reporter()
+    check_options(opts)
     if opts.strategy != "grid":
         raise ColltuneError(f"unknown strategy '{opts.strategy}'", "use --strategy grid")
     if opts.sweep not in ("mpit", "relaunch"):

@@ -1,0 +1,144 @@
+"""Reads OSU Micro-Benchmarks collective output (plain or `-f`), strictly, with line numbers."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from colltune.errors import FormatError
+
+# OSU's benchmark titles -> colltune's collective names
+TITLES: dict[str, str] = {
+    "allgather": "allgather", "allgatherv": "allgatherv", "allreduce": "allreduce",
+    "all-to-all personalized exchange": "alltoall", "alltoall": "alltoall",
+    "all-to-allv personalized exchange": "alltoallv", "alltoallv": "alltoallv",
+    "barrier": "barrier", "broadcast": "bcast", "bcast": "bcast", "gather": "gather",
+    "gatherv": "gatherv", "reduce": "reduce", "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_block": "reduce_scatter_block", "reduce scatter": "reduce_scatter",
+    "scatter": "scatter", "scatterv": "scatterv",
+}
+
+_TITLE = re.compile(r"^#\s*OSU MPI(?:-\w+)? (?P<what>.+?) Latency Test(?: v(?P<ver>[\w.]+))?\s*$",
+                    re.IGNORECASE)
+_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9 ]*?(?:\([^)]*\))?(?=\s{2,}|\s*$)")
+_KNOWN = {"size": "size", "avg latency(us)": "avg", "min latency(us)": "min",
+          "max latency(us)": "max", "iterations": "iterations"}
+
+
+@dataclass
+class OsuRow:
+    size: int  # what OSU prints: bytes per rank for allgather, alltoall, gather, scatter
+    avg_us: float
+    min_us: float | None = None
+    max_us: float | None = None
+    iterations: int | None = None
+    line: int = 0
+
+
+@dataclass
+class OsuRun:
+    path: str
+    collective: str
+    version: str | None
+    datatype: str | None
+    rows: list[OsuRow] = field(default_factory=list)
+
+
+def _number(tok: str, path: str, line: int, what: str) -> float:
+    try:
+        v = float(tok)
+    except ValueError:
+        raise FormatError(path, line, f"{what} '{tok}' is not a number") from None
+    if not math.isfinite(v) or v < 0:
+        raise FormatError(path, line, f"{what} {tok} is not a finite latency >= 0")
+    return v
+
+
+def parse(text: str, path: str = "<osu>") -> OsuRun:
+    """One OSU run. Lines before the title (launcher chatter) are ignored; after the
+    column header every non-comment line must be a complete data row."""
+    collective: str | None = None
+    version = datatype = None
+    columns: list[str] | None = None
+    rows: list[OsuRow] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        m = _TITLE.match(line)
+        if m:
+            if collective is not None:
+                raise FormatError(path, no, "a second OSU run in the same file; "
+                                  "give one file per run")
+            what = re.sub(r"\s+", " ", m["what"].strip().lower())
+            what = re.sub(r"^(non-blocking|nonblocking)\s+", "", what)
+            if what not in TITLES:
+                raise FormatError(path, no, f"'{m['what']}' is not a collective colltune tunes")
+            collective, version = TITLES[what], m["ver"]
+            continue
+        if collective is None:
+            continue  # mpirun warnings, module banners...
+        if line.startswith("#"):
+            body = line.lstrip("#").strip()
+            if body.lower().startswith("datatype:"):
+                datatype = body.split(":", 1)[1].strip().rstrip(".")
+            elif "latency" in body.lower():
+                names = [c.strip().lower() for c in _COLUMN.findall(body)]
+                if not names or any(n not in _KNOWN for n in names) or "avg" not in [
+                        _KNOWN[n] for n in names]:
+                    raise FormatError(path, no, f"unknown column header '{body}'")
+                columns = [_KNOWN[n] for n in names]
+            continue
+        if columns is None:
+            if line[0].isdigit():
+                raise FormatError(path, no, "data before the column header")
+            continue
+        toks = line.split()
+        if len(toks) != len(columns):
+            raise FormatError(path, no, f"{len(toks)} values, the header names "
+                              f"{len(columns)}: {' '.join(columns)}")
+        vals = dict(zip(columns, toks))
+        if "size" in vals:
+            if not re.fullmatch(r"[0-9]{1,15}", vals["size"]):
+                raise FormatError(path, no, f"size '{vals['size']}' is not a whole number")
+            size = int(vals["size"])
+        else:
+            size = 0  # barrier: no size column
+        row = OsuRow(size, _number(vals["avg"], path, no, "average latency"), line=no)
+        if "min" in vals:
+            row.min_us = _number(vals["min"], path, no, "minimum latency")
+        if "max" in vals:
+            row.max_us = _number(vals["max"], path, no, "maximum latency")
+        if row.min_us is not None and row.max_us is not None and not (
+                row.min_us <= row.avg_us <= row.max_us):
+            raise FormatError(path, no, "the average is not between the minimum and maximum")
+        if "iterations" in vals:
+            if not re.fullmatch(r"[0-9]{1,12}", vals["iterations"]) or int(
+                    vals["iterations"]) == 0:
+                raise FormatError(path, no, f"iterations '{vals['iterations']}' is not a "
+                                  "positive whole number")
+            row.iterations = int(vals["iterations"])
+        if rows and row.size <= rows[-1].size:
+            raise FormatError(path, no, f"size {row.size} does not increase "
+                              f"(previous {rows[-1].size} on line {rows[-1].line})")
+        rows.append(row)
+    if collective is None:
+        raise FormatError(path, 0, "no OSU title line ('# OSU MPI ... Latency Test')")
+    if not rows:
+        raise FormatError(path, 0, "no measurements after the column header")
+    return OsuRun(path, collective, version, datatype, rows)
+
+
+def read(path: str | Path) -> OsuRun:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
+                          "not UTF-8 text") from None
+    return parse(text, str(path))
