@@ -172,3 +172,23 @@ def _count(db: Path) -> int:
             return int(c.execute("SELECT COUNT(*) FROM measurements").fetchone()[0])
     except sqlite3.Error:
         return 0
+
+
+def test_every_error_in_the_source_says_what_to_do() -> None:
+    """Each ColltuneError raised anywhere in colltune carries a non-empty hint."""
+    import ast
+
+    import colltune
+
+    root = Path(colltune.__file__).parent
+    missing = []
+    calls = 0
+    for f in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "ColltuneError":
+                calls += 1
+                hint = node.args[1] if len(node.args) > 1 else next(
+                    (k.value for k in node.keywords if k.arg == "hint"), None)
+                if hint is None or (isinstance(hint, ast.Constant) and not hint.value):
+                    missing.append(f"{f.relative_to(root)}:{node.lineno}")
+    assert calls > 30 and missing == []

@@ -18,7 +18,9 @@ from colltune import osu_output
 from colltune.cli import app
 from colltune.collectives import COLLECTIVES
 from colltune.errors import FormatError
+from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
+from colltune.rules.mvapich2 import Profile, Range
 from colltune.rules.ompi_classic import CommRule, MsgRule, RulesFile
 
 EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "150"))
@@ -202,6 +204,61 @@ def test_osu_reader_on_garbage_bytes(tmp_path: Path, blob: bytes) -> None:
         assert str(e).startswith(str(p)) and e.reason
 
 
+# --- MVAPICH2 profiles ------------------------------------------------------------------------
+
+@st.composite
+def profiles(draw: st.DrawFn) -> Profile:
+    p = Profile(comments=[draw(st.text(st.characters(blacklist_categories=["Cc", "Cs"]),
+                                       max_size=30)).strip()])
+    for var in draw(st.lists(st.sampled_from(sorted(mvapich2.TUNING_VARS)), unique=True,
+                             min_size=1, max_size=5)):
+        algs = sorted(mvapich2.TUNING_VARS[var].algorithms)
+        ends = sorted(draw(st.sets(st.integers(0, 1 << 30), max_size=5)))
+        los = [0] + [e + 1 for e in ends]
+        his: list[int | None] = [*ends, None]
+        p.set_ranges(var, [Range(draw(st.sampled_from(algs)), lo, hi)
+                           for lo, hi in zip(los, his)])
+    if draw(st.booleans()):
+        p.settings["MV2_ENABLE_AFFINITY"] = "0"
+    return p
+
+
+@FUZZ
+@given(profiles(), st.sampled_from(["conf", "env"]))
+def test_profile_writer_output_reads_back_and_passes_check(tmp_path: Path, p: Profile,
+                                                           style: str) -> None:
+    text = mvapich2.render(p, style)
+    back = mvapich2.parse(text, "p.conf")
+    assert back.settings == p.settings
+    path = tmp_path / "mv2.conf"
+    path.write_text(text)
+    r = runner.invoke(app, ["check", str(path)])
+    assert r.exit_code == 0 and "MVAPICH2 profile" in r.output, r.output
+
+
+@FUZZ
+@given(profiles(), st.data())
+def test_profile_reader_on_mutated_files(p: Profile, data: st.DataObject) -> None:
+    text = mutate(mvapich2.render(p, data.draw(st.sampled_from(["conf", "env"]))), data)
+    try:
+        got = mvapich2.parse(text, "p.conf")
+    except FormatError as e:
+        _located(e, "p.conf", text)
+        return
+    assert mvapich2.parse(mvapich2.render(got)).settings == got.settings
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_profile_reader_on_garbage_bytes(tmp_path: Path, blob: bytes) -> None:
+    path = tmp_path / "g.conf"
+    path.write_bytes(b"MV2_X=1\n" + blob)
+    try:
+        mvapich2.read(path)
+    except FormatError as e:
+        assert str(e).startswith(str(path)) and e.reason
+
+
 # --- the CLI ---------------------------------------------------------------------------------
 
 COMMANDS = [*sorted(COLLECTIVES), "all", "check", "explain", "reduse", ""]
@@ -213,7 +270,7 @@ VALUES = st.one_of(
     st.sampled_from(["4", "2,4", "0", "-1", "1", "1K", "8,1M", "2G", "4096G", ",", "", "x",
                      "nan", "inf", "1e400", "0.0", "-0.5", "999999999999999999999", "grid",
                      "bayes", "mpit", "relaunch", "1", "2", "3", "reduce", "4.1.4", "5.0.11",
-                     "v", "FILE", "DIR", "MISSING", "BADRULES"]),
+                     "v", "FILE", "DIR", "MISSING", "BADRULES", "PROFILE", "BADPROFILE"]),
     st.text(max_size=12))
 
 
@@ -225,6 +282,8 @@ TEMPLATES = [
     ["check", "BADRULES"],
     ["explain", "FILE", "--collective", "reduce", "--np", "4", "--size", "8"],
     ["explain", "BADRULES", "-c", "bcast", "--np", "2", "--size", "1K"],
+    ["check", "PROFILE"],
+    ["check", "BADPROFILE", "--ompi-version", "5.0.11"],
 ]
 
 
@@ -256,6 +315,10 @@ def test_cli_never_shows_a_traceback(tmp_path: Path, argv: list[str]) -> None:
              "BADRULES": tmp_path / "bad.conf"}
     files["FILE"].write_text("1\n11\n1\n4\n1\n0 1 0 0\n")
     files["BADRULES"].write_text("1\n11\n1\n4\n1\n5 1 0 0\n")
+    files["PROFILE"] = tmp_path / "mv2.conf"
+    files["PROFILE"].write_text("MV2_INTER_BCAST_TUNING = 8\n")
+    files["BADPROFILE"] = tmp_path / "mv2bad.conf"
+    files["BADPROFILE"].write_text("MV2_INTER_REDUCE_TUNING = 1:0-64,2:65-+\n")
     argv = [str(files[a]) if a in files else a for a in argv]
     if argv and argv[0] in [*COLLECTIVES, "all"]:
         # no real launch, ever: the last --mpi wins and names no installation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from rich.table import Table
 
 from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
 from colltune.collectives import COLLECTIVES, get_collective
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError
+from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.tuner.measure import MeasureSettings, Reporter
 from colltune.tuner.run import TuneOptions, TuneResult, tune, valid_algorithms
@@ -181,20 +183,33 @@ for _name in [*sorted(COLLECTIVES), "all"]:
     _make_tune_command(_name)
 
 
+def _is_mvapich2_profile(path: Path) -> bool:
+    try:
+        head = path.read_bytes()[:65536].decode("utf-8", "replace")
+    except OSError:
+        return False
+    return any(re.match(r"\s*(export\s+)?MV2_", ln) for ln in head.splitlines())
+
+
 @app.command("check")
 def check_cmd(
-    path: Path = typer.Argument(..., help="Rules file to validate."),
+    path: Path = typer.Argument(..., help="Rules file or MVAPICH2 profile to validate."),
     ompi_version: str | None = typer.Option(None, "--ompi-version",
                                                help="Validate for this Open MPI version."),
     mpi: str | None = typer.Option(None, "--mpi", help="Validate against this installation."),
 ) -> None:
-    """Validate a rules file the way Open MPI reads it; report what it would drop."""
+    """Validate a rules file or profile the way the library reads it; report what it would
+    drop or crash on."""
     try:
+        if _is_mvapich2_profile(path):
+            prof = mvapich2.read(path)
+            n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
+            out.print(f"{path}: OK (MVAPICH2 profile, {len(prof.settings)} variable(s), "
+                      f"{n} tuning table(s))", highlight=False)
+            return
         valid = None
         allow_v2: bool | None = None
         if ompi_version:
-            import re
-
             allow_v2 = supports_rules_v2(tuple(int(x) for x in re.findall(r"\d+",
                                                                           ompi_version)[:3]))
         elif mpi:
@@ -202,10 +217,10 @@ def check_cmd(
             allow_v2 = supports_rules_v2(inst.version_tuple)
             valid = valid_algorithms(read_catalog(inst))
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
-    except rules.RulesError as e:
+    except FormatError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
-        err.print("  what to do: fix that line; Open MPI would ignore the whole file",
-                  highlight=False, markup=False)
+        err.print("  what to do: fix that line; the library would ignore the whole file or "
+                  "fail at start-up", highlight=False, markup=False)
         raise typer.Exit(1) from None
     except ColltuneError as e:
         _fail(e)
