@@ -134,3 +134,33 @@ def compare(candidate: Sequence[float], baseline: Sequence[float], alpha: float 
     cm, bm = median(candidate), median(baseline)
     p = mann_whitney_less(candidate, baseline)
     return Comparison(cm, bm, p, p < alpha and cm <= bm * (1 - min_gain))
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down: which hypotheses to reject with family-wise error <= alpha.
+    A rollout gate looks at many sizes at once; one test per size at alpha would raise a
+    false alarm on most runs."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [False] * len(pvalues)
+    m = len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
+
+
+def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
+    """One-sided p-value that mean(a) < mean(b), unequal variances (Welch). For a handful
+    of independent runs per arm, such as imported benchmark files; 1.0 below 2 each."""
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return 1.0
+    ma, mb = sum(a) / na, sum(b) / nb
+    va = sum((x - ma) ** 2 for x in a) / (na - 1) / na
+    vb = sum((x - mb) ** 2 for x in b) / (nb - 1) / nb
+    if va + vb == 0.0:
+        return 0.0 if ma < mb else 1.0
+    df = (va + vb) ** 2 / ((va * va / (na - 1) if va else 0.0) + (vb * vb / (nb - 1) if vb
+                                                                    else 0.0))
+    return student_t_cdf((ma - mb) / math.sqrt(va + vb), df)

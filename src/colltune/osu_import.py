@@ -1,0 +1,161 @@
+"""`tune import-osu`: OSU Micro-Benchmarks output files -> stored measurements, decisions
+and rules, as if colltune had measured them (one file = one launch of one algorithm)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from colltune.backends.openmpi import find_openmpi, read_catalog
+from colltune.collectives import get_collective
+from colltune.errors import ColltuneError, FormatError
+from colltune.kernel.launch import PointResult
+from colltune.osu_output import OsuRun
+from colltune.osu_output import read as read_osu
+from colltune.outfile import ensure_writable, write_atomic
+from colltune.rules import ompi_classic as rules
+from colltune.store import Context, Store, default_db_path
+from colltune.tuner.decide import Decision
+from colltune.tuner.run import (
+    TuneOptions,
+    TuneResult,
+    build_rules,
+    choose_rules_version,
+    load_merge_base,
+    make_summary,
+)
+from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.stats import welch_t_less
+
+# "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "alg=2", "default.txt"
+_ALG = re.compile(r"(?:^|[^a-z])alg(?:orithm)?[_=\-.]?(\d+)(?![0-9])", re.IGNORECASE)
+_DEFAULT = re.compile(r"(?:^|[^a-z])default(?:[^a-z]|$)", re.IGNORECASE)
+SINGLE_RUN_GAIN = 0.10  # one run per arm: no test possible, so ask for a clear margin
+
+
+def algorithm_from_name(path: Path) -> int | None:
+    m = _ALG.search(path.name)
+    if m:
+        return int(m[1])
+    return 0 if _DEFAULT.search(path.name) else None
+
+
+@dataclass
+class Imported:
+    run: OsuRun
+    algorithm: int
+
+
+def _decide_size(size: int, lookup: int, runs: dict[Config, list[float]], alpha: float,
+                 min_gain: float) -> Decision:
+    """Compare run averages: Welch's t on log averages with >= 2 runs per arm, else a
+    clear single-run margin."""
+    logs = {c: [math.log(x) for x in xs if x > 0] for c, xs in runs.items()}
+    logs = {c: v for c, v in logs.items() if v}
+
+    def gm(c: Config) -> float:
+        return math.exp(sum(logs[c]) / len(logs[c]))
+
+    if not logs:
+        return Decision(size, lookup, DEFAULT, None, None, None, None, False,
+                        reason="no usable OSU averages")
+    best = min(logs, key=lambda c: (gm(c), c))
+    if DEFAULT not in logs:
+        return Decision(size, lookup, DEFAULT, best, gm(best), None, None, False,
+                        n_best=len(logs[best]),
+                        reason="no OSU run of the library default imported; kept")
+    d, b = logs[DEFAULT], logs[best]
+    if best == DEFAULT:
+        return Decision(size, lookup, DEFAULT, DEFAULT, gm(best), gm(best), None, False,
+                        len(b), len(d), reason="the default is the fastest")
+    ratio = gm(best) / gm(DEFAULT)
+    if len(b) >= 2 and len(d) >= 2:
+        p = welch_t_less(b, d)
+        win = p < alpha and ratio <= 1 - min_gain
+        why = (f"faster over {len(b)} vs {len(d)} OSU runs (Welch p={p:.3g})" if win else
+               f"no significant win over {len(b)} vs {len(d)} OSU runs: default kept")
+    else:
+        p = None
+        win = ratio <= 1 - SINGLE_RUN_GAIN
+        why = (f"one OSU run per arm: {1 / ratio:.2f}x by average; confirm with tune verify"
+               if win else "one OSU run per arm and less than a 10% margin: default kept")
+    return Decision(size, lookup, best if win else DEFAULT, best, gm(best), gm(DEFAULT), p, win,
+                    len(b), len(d), reason=why)
+
+
+def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
+               mpi_prefix: str | None = None, db: Path | None = None, out: Path | None = None,
+               summary_json: Path | None = None, rules_version: int | None = None,
+               alpha: float = 0.05, min_gain: float = 0.03) -> TuneResult:
+    if np < 2:
+        raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks",
+                            "pass the number of ranks the OSU runs used")
+    if not paths:
+        raise ColltuneError("no OSU files given", "tune import-osu FILE... --np N")
+    for path, option in ((out, "--out"), (summary_json, "--summary-json")):
+        if path is not None:
+            ensure_writable(path, option)
+    mpi = find_openmpi(mpi_prefix)
+    catalog = read_catalog(mpi)
+    files: list[Imported] = []
+    for p in paths:
+        try:
+            run = read_osu(p)
+        except FormatError as e:
+            raise ColltuneError(f"cannot import {e}", "fix or leave out that file") from None
+        alg = algorithm if algorithm is not None else algorithm_from_name(p)
+        if alg is None:
+            raise ColltuneError(f"{p}: cannot tell which algorithm this run used",
+                                "put alg<N> or 'default' in the file name, or pass "
+                                "--algorithm N")
+        if alg and alg not in catalog.algorithms.get(run.collective, {}):
+            raise ColltuneError(f"{p}: {run.collective} has no algorithm {alg} in "
+                                f"{mpi.describe()}",
+                                f"valid: {sorted(catalog.algorithms.get(run.collective, {}))}")
+        files.append(Imported(run, alg))
+
+    store = Store(db or default_db_path())
+    decisions: dict[str, dict[int, list[Decision]]] = {}
+    try:
+        by_coll: dict[str, dict[int, dict[Config, list[float]]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(list)))
+        for f in files:
+            for row in f.run.rows:
+                by_coll[f.run.collective][row.size][Config(f.algorithm)].append(row.avg_us * 1e-6)
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for name, per_size in by_coll.items():
+            coll = get_collective(name)
+            ctx = Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
+                          np, np, 1, name)
+            for size, per_cfg in per_size.items():
+                for cfg, xs in per_cfg.items():
+                    ys = sorted(xs)
+                    store.add(ctx, cfg, PointResult(
+                        0, size, "ok", n=len(xs), median=ys[len(ys) // 2], ci_lo=ys[0],
+                        ci_hi=ys[-1], mean=sum(xs) / len(xs), min=ys[0], max=ys[-1],
+                        samples=xs, message=f"OSU run averages, imported {stamp}"), "osu")
+            ds = [_decide_size(s, coll.lookup_size(s, np), per_size[s], alpha, min_gain)
+                  for s in sorted(per_size)]
+            decisions[name] = {np: ds}
+    finally:
+        store.close()
+    version = choose_rules_version(mpi, rules_version)
+    base = load_merge_base(out, mpi, catalog) if out else None
+    rf = build_rules(base, version, decisions, mpi, catalog)
+    opts = TuneOptions(sorted(decisions), [np], out=out)
+    summary = make_summary(mpi, catalog, version, decisions, [], opts)
+    for path, text in ((out, rules.render(rf)),
+                       (summary_json, json.dumps(summary, indent=2) + "\n")):
+        if path is not None:
+            try:
+                write_atomic(path, text)
+            except OSError as e:
+                raise ColltuneError(f"cannot write {path}: {e.strerror or e}",
+                                    "free space or choose another path") from None
+    return TuneResult(mpi, catalog, version, decisions, rf, [], summary)

@@ -1,0 +1,308 @@
+"""`tune verify`: does a rules file help, size by size, against the library default?
+
+Fresh launches, default and rules alternating (A B, B A, ...) so drift cancels, judged by
+the tuner's own launch-level statistics; first, Open MPI's traffic shows whether the file
+is applied at all (a file Open MPI dropped is "not applied", not "no speed-up")."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from colltune.applied import forced, under_rules
+from colltune.backends.openmpi import (
+    OpenMPI,
+    find_openmpi,
+    launch_env,
+    mpirun_args,
+    read_catalog,
+    supports_rules_v2,
+)
+from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
+from colltune.errors import ColltuneError, FormatError
+from colltune.kernel.launch import Repetitions
+from colltune.osu_output import parse as parse_osu
+from colltune.rules import ompi_classic as rules
+from colltune.slots import Placement, place
+from colltune.tuner.confirm import ABSamples, Verdict, ab_runs, arm_env, judge
+from colltune.tuner.run import valid_algorithms
+from colltune.tuner.space import DEFAULT, Config, sizes_for
+from colltune.tuner.stats import holm, median_ci
+
+
+@dataclass
+class SizeCheck:
+    size: int  # per-rank bytes, as everywhere in colltune (OSU's size too)
+    lookup_size: int  # what Open MPI compares in the rules file
+    rule: str  # what the file says at this size
+    verdict: str  # faster | same | slower
+    default_median: float
+    tuned_median: float
+    default_ci: tuple[float, float]
+    tuned_ci: tuple[float, float]
+    ratio: float  # tuned / default, geometric mean over launch pairs (< 1: faster)
+    p_faster: float
+    p_slower: float
+    rounds: int
+    note: str = ""
+
+
+@dataclass
+class CollectiveCheck:
+    collective: str
+    np: int
+    applied: str  # applied | not applied | default everywhere | unproven
+    applied_detail: str
+    kernel: list[SizeCheck] = field(default_factory=list)
+    osu: list[SizeCheck] = field(default_factory=list)
+
+    @staticmethod
+    def _geomean(checks: list[SizeCheck]) -> float | None:
+        if not checks:
+            return None
+        return math.exp(-sum(math.log(c.ratio) for c in checks) / len(checks))
+
+    @property
+    def speedup(self) -> float | None:
+        """Geometric mean of default/tuned over sizes (> 1: the rules help)."""
+        return self._geomean(self.kernel)
+
+    @property
+    def osu_speedup(self) -> float | None:
+        return self._geomean(self.osu)
+
+    @property
+    def regressions(self) -> list[SizeCheck]:
+        return [c for c in self.kernel + self.osu if c.verdict == "slower"]
+
+
+@dataclass
+class VerifyReport:
+    mpi: OpenMPI
+    rules_path: Path
+    checks: list[CollectiveCheck]
+
+    @property
+    def failed(self) -> bool:
+        """Gate for a rollout: a significant regression, or a file Open MPI ignores."""
+        return any(c.regressions or c.applied == "not applied" for c in self.checks)
+
+
+def _rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config | None:
+    hit = rules.lookup(rf, coll.ompi_id, np, coll.lookup_size(size, np))
+    if hit is None:
+        return None
+    r = hit[1]
+    return Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
+
+
+def applied_check(mpi: OpenMPI, coll: Collective, np: int, sizes: list[int],
+                  rf: rules.RulesFile, path: Path) -> tuple[str, str]:
+    """Compare Open MPI's traffic under the file with the traffic of the configuration the
+    file names, at the first size where it names a non-default one."""
+    catalog = read_catalog(mpi)
+    probe = next(((s, c) for s in sizes if (c := _rule_at(rf, coll, np, s)) and c != DEFAULT),
+                 None)
+    if probe is None:
+        return "default everywhere", "the file keeps Open MPI's own decision at every size"
+    size, cfg = probe
+    label = cfg.label(catalog, coll.name)
+    got = under_rules(mpi, coll, np, size, path)
+    want = forced(mpi, coll, np, size, cfg, catalog)
+    default = forced(mpi, coll, np, size, DEFAULT, catalog)
+    if want == default:
+        return "unproven", (f"at {size} B, {label} and the default leave the same traffic, "
+                            "so traffic cannot tell whether the file was read")
+    if got == want:
+        return "applied", f"at {size} B Open MPI ran {label}, as the file says (pml traffic)"
+    if got == default:
+        return "not applied", (f"at {size} B Open MPI ran its default, not {label}: it "
+                               "ignored the file")
+    return "not applied", f"at {size} B the traffic matches neither {label} nor the default"
+
+
+def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, rf: rules.RulesFile,
+                 coll: Collective, np: int, catalog_label: Callable[..., str]
+                 ) -> list[SizeCheck]:
+    out = []
+    for size in sorted(verdicts):
+        v = verdicts[size]
+        d = [x for r in ab.samples["default"][size] for x in r]
+        t = [x for r in ab.samples["tuned"][size] for x in r]
+        out.append(SizeCheck(size, coll.lookup_size(size, np),
+                             catalog_label(_rule_at(rf, coll, np, size)), v.verdict,
+                             v.default_median, v.tuned_median, median_ci(d), median_ci(t),
+                             1.0 / v.launch_speedup, v.p_faster, v.p_slower, v.rounds))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# OSU Micro-Benchmarks as an independent second measurement
+# ---------------------------------------------------------------------------
+
+OSU_PROGRAMS = {"allgather": "osu_allgather", "allreduce": "osu_allreduce",
+                "alltoall": "osu_alltoall", "barrier": "osu_barrier", "bcast": "osu_bcast",
+                "gather": "osu_gather", "reduce": "osu_reduce", "scatter": "osu_scatter",
+                "reduce_scatter": "osu_reduce_scatter", "allgatherv": "osu_allgatherv",
+                "alltoallv": "osu_alltoallv", "gatherv": "osu_gatherv",
+                "scatterv": "osu_scatterv"}
+
+
+def find_osu(coll: str, osu_dir: Path | None) -> Path | None:
+    prog = OSU_PROGRAMS.get(coll)
+    if prog is None:
+        return None
+    if osu_dir is not None:
+        hits = sorted(osu_dir.rglob(prog))
+        return next((h for h in hits if h.is_file() and os.access(h, os.X_OK)), None)
+    found = shutil.which(prog)
+    return Path(found) if found else None
+
+
+def osu_ab_runs(mpi: OpenMPI, exe: Path, placement: Placement, rules_path: Path,
+                sizes: list[int], rounds: int, iterations: int = 200) -> ABSamples:
+    """OSU's average latency per size and launch, arms alternating like the kernel's."""
+    out = ABSamples(rounds)
+    lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
+    cmd = [*mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile),
+           str(exe), "-f", "-i", str(iterations), "-x", "20"]
+    if exe.name != "osu_barrier":
+        cmd += ["-m", f"{max(1, lo)}:{hi}"]
+    for rnd in range(rounds):
+        for arm in (("default", "tuned") if rnd % 2 == 0 else ("tuned", "default")):
+            try:
+                res = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                                     env=launch_env(arm_env(arm, rules_path)), check=False)
+            except subprocess.TimeoutExpired:
+                raise ColltuneError(f"{exe.name} did not finish in 600 s",
+                                    "run it by hand under mpirun to see why") from None
+            if res.returncode != 0:
+                raise ColltuneError(f"{exe.name} failed (exit {res.returncode}): "
+                                    f"{res.stderr.strip()[-300:]}",
+                                    "run it by hand under mpirun to see why")
+            try:
+                run = parse_osu(res.stdout, exe.name)
+            except FormatError as e:
+                raise ColltuneError(f"cannot read {exe.name}'s output: {e}",
+                                    "check that this is an OSU collective benchmark") from None
+            for row in run.rows:
+                if row.size in sizes or exe.name == "osu_barrier":
+                    size = 0 if exe.name == "osu_barrier" else row.size
+                    out.samples[arm].setdefault(size, []).append([row.avg_us * 1e-6])
+    return out
+
+
+# ---------------------------------------------------------------------------
+
+
+def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
+           collectives: list[str] | None = None, sizes: list[int] | None = None,
+           rounds: int = 6, reps: Repetitions | None = None, with_osu: bool = False,
+           osu_dir: Path | None = None, hostfile: str | None = None,
+           note: Callable[[str], None] = lambda s: None) -> VerifyReport:
+    if rounds < 2:
+        raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 6")
+    mpi = find_openmpi(mpi_prefix)
+    catalog = read_catalog(mpi)
+    try:
+        rf = rules.read(rules_path, valid_algs=valid_algorithms(catalog),
+                        allow_v2=supports_rules_v2(mpi.version_tuple))
+    except rules.RulesError as e:
+        raise ColltuneError(f"not applied: Open MPI {mpi.version} would ignore {e}",
+                            f"fix the file (tune check {rules_path} --mpi {mpi.prefix})"
+                            ) from None
+    names = [COLLECTIVE_BY_ID[cid].name for cid in sorted(rf.collectives)
+             if cid in COLLECTIVE_BY_ID]
+    if collectives:
+        unknown = [c for c in collectives if get_collective(c).name not in names]
+        if unknown:
+            raise ColltuneError(f"{rules_path} has no rules for {', '.join(unknown)}",
+                                f"it covers: {', '.join(names) or 'nothing'}")
+        names = [get_collective(c).name for c in collectives]
+    if not names:
+        raise ColltuneError(f"{rules_path} has no rules for any collective",
+                            "write one with tune <collective> --out FILE")
+    placement = place(np, hostfile)
+    reps = reps or Repetitions(min_reps=15, point_time=0.15)
+
+    checks = []
+    for name in names:
+        coll = get_collective(name)
+
+        def label(c: Config | None, coll_name: str = name) -> str:
+            return "no rule" if c is None else c.label(catalog, coll_name)
+
+        szs = sizes_for(coll, np, sizes)
+        note(f"{name}: checking that Open MPI applies the file")
+        try:
+            applied, detail = applied_check(mpi, coll, np, szs, rf, rules_path)
+        except ColltuneError as e:
+            applied, detail = "unproven", f"no traffic check: {e.message}"
+        check = CollectiveCheck(name, np, applied, detail)
+        note(f"{name}: {rounds} default/rules launch pairs over {len(szs)} size(s)")
+        ab = ab_runs(mpi, coll, placement, rules_path, szs, rounds, reps)
+        check.kernel = _size_checks(judge(ab), ab, rf, coll, np, label)
+        if with_osu:
+            exe = find_osu(name, osu_dir)
+            if exe is None:
+                note(f"warning: no {OSU_PROGRAMS.get(name, 'OSU benchmark')} found "
+                     f"({'in ' + str(osu_dir) if osu_dir else 'on PATH'}); kernel only")
+            else:
+                note(f"{name}: {rounds} OSU launch pairs ({exe})")
+                oab = osu_ab_runs(mpi, exe, placement, rules_path, szs, rounds)
+                check.osu = _size_checks(judge(oab), oab, rf, coll, np, label)
+        checks.append(check)
+    for source in ("kernel", "osu"):
+        family_verdicts([r for c in checks for r in getattr(c, source)])
+    # a regression gates a rollout, so it must reproduce in launches of its own
+    for check in checks:
+        flagged = [r for r in check.kernel if r.verdict == "slower"]
+        if not flagged:
+            continue
+        coll = get_collective(check.collective)
+        note(f"{check.collective}: rechecking {len(flagged)} slower size(s) in "
+             f"{rounds} new launch pairs")
+        ab = ab_runs(mpi, coll, placement, rules_path, [r.size for r in flagged], rounds, reps)
+        again = {r.size: r for r in _size_checks(judge(ab), ab, rf, coll, np,
+                                                 lambda c: "")}
+        family_verdicts(list(again.values()))
+        for r in flagged:
+            if again[r.size].verdict != "slower":
+                r.verdict = "same"
+                r.note = (f"slower in the first launch pairs ({r.ratio:.3f}), not in the "
+                          f"recheck ({again[r.size].ratio:.3f})")
+            else:
+                r.note = f"reproduced in the recheck ({again[r.size].ratio:.3f})"
+    return VerifyReport(mpi, rules_path, checks)
+
+
+def family_verdicts(rows: list[SizeCheck], alpha: float = 0.05, min_gain: float = 0.03
+                    ) -> None:
+    """Re-judge all sizes of one run together (Holm), so the gate's false-alarm rate is
+    alpha for the whole run, not per size."""
+    faster = holm([r.p_faster for r in rows], alpha)
+    slower = holm([r.p_slower for r in rows], alpha)
+    for r, f, s in zip(rows, faster, slower):
+        if f and r.ratio <= 1 - min_gain:
+            r.verdict = "faster"
+        elif s and r.ratio >= 1 / (1 - min_gain):
+            r.verdict = "slower"
+        else:
+            r.verdict = "same"
+
+
+def report_json(rep: VerifyReport) -> str:
+    import json
+    from dataclasses import asdict
+
+    doc = {"mpi": {"name": rep.mpi.name, "version": rep.mpi.version,
+                   "prefix": str(rep.mpi.prefix)},
+           "rules": str(rep.rules_path), "failed": rep.failed,
+           "collectives": [{**asdict(c), "speedup": c.speedup, "osu_speedup": c.osu_speedup}
+                           for c in rep.checks]}
+    return json.dumps(doc, indent=2) + "\n"

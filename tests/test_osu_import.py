@@ -1,0 +1,103 @@
+"""`tune import-osu`: OSU files written here in OSU's own format (plain and -f) become the
+expected decisions, with OSU's per-rank sizes converted to what Open MPI compares."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from colltune.backends.openmpi import OpenMPI
+from colltune.collectives import get_collective
+from colltune.osu_import import algorithm_from_name
+from colltune.rules import ompi_classic as rules
+from helpers import tune_cli
+
+
+def _osu(path: Path, title: str, rows: dict[int, float], full: bool) -> Path:
+    head = "# Size       Avg Latency(us)"
+    if full:
+        head += "   Min Latency(us)   Max Latency(us)  Iterations"
+    lines = [f"# OSU MPI {title} Latency Test v7.3", "# Datatype: MPI_CHAR.", head]
+    for size, avg in rows.items():
+        cells = f"{size:<10}{avg:>18.2f}"
+        if full:
+            cells += f"{avg * 0.9:>18.2f}{avg * 1.2:>18.2f}{1000:>12}"
+        lines.append(cells)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_repeated_runs_decide_per_size_in_lookup_units(ompi41: OpenMPI, tmp_path: Path
+                                                      ) -> None:
+    files = []
+    # allgather at 4 ranks: ring (4) loses at 512 B per rank, wins clearly from 1 KiB
+    for i, jitter in enumerate((1.0, 1.02, 0.99)):
+        files.append(_osu(tmp_path / f"allgather_default_{i}.txt", "Allgather",
+                          {512: 10 * jitter, 1024: 20 * jitter, 4096: 60 * jitter}, i == 0))
+        files.append(_osu(tmp_path / f"allgather_alg4_{i}.txt", "Allgather",
+                          {512: 12 * jitter, 1024: 14 * jitter, 4096: 40 * jitter}, i == 1))
+    out, summary = tmp_path / "rules.conf", tmp_path / "s.json"
+    r = tune_cli("import-osu", *map(str, files), "--np", "4", "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "db.sqlite"), "--out", str(out), "--summary-json",
+                 str(summary))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(summary.read_text())
+    ds = doc["collectives"]["allgather"]["4"]
+    assert [(d["size"], d["lookup_size"], d["chosen"]["algorithm"]) for d in ds] == [
+        (512, 2048, 0), (1024, 4096, 4), (4096, 16384, 4)]
+    assert all("Welch" in d["reason"] for d in ds if d["chosen"]["algorithm"] == 4)
+    rf = rules.read(out)
+    cid = get_collective("allgather").ompi_id
+
+    def alg(lookup: int) -> int:
+        hit = rules.lookup(rf, cid, 4, lookup)
+        assert hit is not None
+        return hit[1].alg
+
+    # Open MPI compares total bytes for allgather: 1 KiB per rank is 4 KiB here
+    assert (alg(2048), alg(4096), alg(16384)) == (0, 4, 4)
+    assert alg(1024) == 0, "per-rank sizes were written unconverted"
+    with sqlite3.connect(tmp_path / "db.sqlite") as c:
+        stored = c.execute("SELECT algorithm, size, n, sweep FROM measurements "
+                           "ORDER BY algorithm, size").fetchall()
+    assert stored == [(0, 512, 3, "osu"), (0, 1024, 3, "osu"), (0, 4096, 3, "osu"),
+                      (4, 512, 3, "osu"), (4, 1024, 3, "osu"), (4, 4096, 3, "osu")]
+
+
+def test_single_runs_need_a_clear_margin(ompi41: OpenMPI, tmp_path: Path) -> None:
+    files = [_osu(tmp_path / "reduce-default.out", "Reduce", {8: 10.0, 65536: 100.0}, True),
+             _osu(tmp_path / "reduce.alg=2.out", "Reduce", {8: 8.0, 65536: 97.0}, False),
+             _osu(tmp_path / "reduce.alg=3.out", "Reduce", {8: 9.5, 65536: 120.0}, False)]
+    summary = tmp_path / "s.json"
+    r = tune_cli("import-osu", *map(str, files), "--np", "4", "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "db.sqlite"), "--summary-json", str(summary), "-q")
+    assert r.returncode == 0, r.stderr
+    ds = json.loads(summary.read_text())["collectives"]["reduce"]["4"]
+    # reduce compares the block itself: lookup == OSU's size
+    assert [(d["size"], d["lookup_size"], d["chosen"]["algorithm"]) for d in ds] == [
+        (8, 8, 2), (65536, 65536, 0)]
+    assert "one OSU run" in ds[0]["reason"] and "10%" in ds[1]["reason"]
+
+
+def test_import_errors_name_the_file(ompi41: OpenMPI, tmp_path: Path) -> None:
+    ok = _osu(tmp_path / "bcast_default.txt", "Broadcast", {8: 5.0}, False)
+    unnamed = _osu(tmp_path / "bcast_run.txt", "Broadcast", {8: 5.0}, False)
+    r = tune_cli("import-osu", str(ok), str(unnamed), "--np", "4", "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "db.sqlite"))
+    assert r.returncode == 2 and "bcast_run.txt" in r.stderr and "--algorithm" in r.stderr
+    bogus = _osu(tmp_path / "bcast_alg99.txt", "Broadcast", {8: 5.0}, False)
+    r = tune_cli("import-osu", str(bogus), "--np", "4", "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "db.sqlite"))
+    assert r.returncode == 2 and "no algorithm 99" in r.stderr
+    broken = tmp_path / "bcast_alg1.txt"
+    broken.write_text(ok.read_text() + "16 oops\n")
+    r = tune_cli("import-osu", str(broken), "--np", "4", "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "db.sqlite"))
+    assert r.returncode == 2 and f"{broken}:5:" in r.stderr and "what to do" in r.stderr
+
+
+def test_algorithm_from_file_name() -> None:
+    assert [algorithm_from_name(Path(n)) for n in (
+        "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "x.alg=2", "default.txt",
+        "run-default-2.log", "reduce.txt", "galgo5.txt")] == [3, 6, 2, 0, 0, None, None]
