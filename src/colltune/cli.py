@@ -31,7 +31,8 @@ from colltune.tuner.space import parse_size, parse_sizes
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure MPI collective algorithms and write rules the library obeys.")
 err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
-out = Console(soft_wrap=True)
+# tables stay readable in logs and CI output, where there is no terminal to size them
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
 
 
 class BarReporter(Reporter):
@@ -348,7 +349,7 @@ def verify_cmd(
                           f"{r.tuned_ci[1] * 1e6:.2f})",
                           f"{r.ratio:.3f}", r.verdict.upper() if r.verdict == "slower"
                           else r.verdict)
-            out.print(t, width=max(out.width, 120))
+            out.print(t)
             for r in rows:
                 if r.note:
                     out.print(f"  {r.size} B: {r.note}", highlight=False)
@@ -369,6 +370,66 @@ def verify_cmd(
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
         raise typer.Exit(1)
+
+
+def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] | None,
+                                                                     list[int] | None]:
+    colls = [get_collective(c).name for c in collective] if collective else None
+    return colls, (_ints(np, "--np") if np else None)
+
+
+@app.command("report")
+def report_cmd(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for the report."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    collective: list[str] | None = typer.Option(None, "--collective", "-c"),
+    np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
+    rules_file: list[Path] | None = typer.Option(None, "--rules",
+                                                 help="Rules file(s) to show verbatim."),
+) -> None:
+    """HTML page with plots (PNG, SVG) and CSV exports of everything in the store."""
+    from colltune.report import load, write_report
+    from colltune.store import default_db_path
+
+    try:
+        colls, nps = _selection(collective, np)
+        page = write_report(load(db or default_db_path(), colls, nps), out_dir, rules_file)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    out.print(f"wrote {page}", highlight=False)
+
+
+@app.command("show")
+def show_cmd(
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    collective: list[str] | None = typer.Option(None, "--collective", "-c"),
+    np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
+) -> None:
+    """The decisions the store supports, as terminal tables."""
+    from colltune.report import load
+    from colltune.store import default_db_path
+
+    try:
+        colls, nps = _selection(collective, np)
+        entries = load(db or default_db_path(), colls, nps)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for en in entries:
+        t = Table(title=f"{en.title} on {en.ctx.host}, {en.first} .. {en.last}")
+        for col in ("size/rank", "lookup", "default us", "best", "best us", "speed-up",
+                    "chosen", "verdict"):
+            t.add_column(col)
+        for d in en.decisions:
+            t.add_row(str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+                      f"{d.default_median * 1e6:.2f}" if d.default_median else "-",
+                      d.best.label(en.catalog, en.ctx.collective) if d.best else "-",
+                      f"{d.best_median * 1e6:.2f}" if d.best_median else "-",
+                      f"{d.default_median / d.best_median:.2f}x"
+                      if d.default_median and d.best_median else "-",
+                      d.chosen.label(en.catalog, en.ctx.collective), d.verdict)
+        out.print(t)
 
 
 def main() -> None:

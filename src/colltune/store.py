@@ -194,6 +194,21 @@ class Store:
             for k, s, st, n, med, lo, hi, sm, msg in cur
         ]
 
+    def contexts(self) -> list[Context]:
+        """Every (MPI, host, layout, collective) the store holds measurements for."""
+        rows = self._read(
+            "SELECT DISTINCT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
+            "collective FROM measurements ORDER BY mpi_version, host, collective, np", ())
+        return [Context(*r) for r in rows]
+
+    def span(self, ctx: Context) -> tuple[str, str]:
+        """First and last time a measurement of `ctx` was stored (ISO 8601, UTC)."""
+        rows = self._read(
+            "SELECT MIN(created), MAX(created) FROM measurements WHERE mpi_key=? AND host=? "
+            "AND np=? AND ppn=? AND collective=?",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
+        return (rows[0][0] or "", rows[0][1] or "")
+
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
         with self._write() as db:
             db.execute(

@@ -24,7 +24,7 @@ from colltune.kernel.build import build_kernel
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
-from colltune.store import Store, default_db_path
+from colltune.store import Context, Store, default_db_path
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
 from colltune.tuner.measure import (
@@ -258,6 +258,17 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
             for s in checks[d.size]:
                 if s in verdicts:
                     store.add_confirmation(ctx, d.chosen.key, verdicts[s])
+    apply_confirmations(ds, store, ctx)
+
+
+def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
+    """Attach stored fresh-launch verdicts; a choice they do not confirm reverts to the
+    default. A choice never put to fresh launches keeps its mark ("tuned?")."""
+    pending = [d for d in ds if d.chosen != DEFAULT]
+    if not pending:
+        return
+    measured = sorted({m.size for m in store.measurements(ctx)})
+    checks = {d.size: (measured if d.size < 0 else [d.size]) for d in pending}
     for d in pending:
         vs = [store.confirmation(ctx, s, d.chosen.key) for s in checks[d.size]]
         if any(v is None for v in vs):
