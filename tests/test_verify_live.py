@@ -56,3 +56,24 @@ def test_tuned_file_has_no_regression(ompi: OpenMPI, tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert [s["size"] for s in reduce["kernel"]] == [8, 4096, 65536]
     assert all(s["verdict"] != "slower" for s in reduce["kernel"])
+
+
+def test_osu_measures_beside_the_kernel(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """With OSU Micro-Benchmarks built for this MPI (COLLTUNE_OSU_DIR, or osu_bcast on
+    PATH), verify runs them too; CI has no OSU, so there this is skipped."""
+    import os
+    import shutil
+
+    osu_dir = os.environ.get("COLLTUNE_OSU_DIR")
+    if not osu_dir and not shutil.which("osu_bcast"):
+        pytest.skip("no OSU Micro-Benchmarks: set COLLTUNE_OSU_DIR to a directory holding "
+                    "osu_bcast built with Open MPI 4.1")
+    f = tmp_path / "slow.conf"
+    f.write_text(SLOW_BCAST)
+    r = tune_cli("verify", str(f), "--np", "4", "--mpi", str(ompi41.prefix), "--sizes", "1M",
+                 "--rounds", "3", "--with", "osu", *(["--osu-dir", osu_dir] if osu_dir else []),
+                 "--json", str(tmp_path / "v.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    (bcast,) = json.loads((tmp_path / "v.json").read_text())["collectives"]
+    assert [s["size"] for s in bcast["osu"]] == [1 << 20]
+    assert bcast["osu"][0]["ratio"] > 1.5  # OSU sees the same slowdown, independently

@@ -366,7 +366,9 @@ def verify_cmd(
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
     if rep.failed:
-        bad = [f"{c.collective} {r.size} B" for c in rep.checks for r in c.regressions]
+        bad = [f"{c.collective} {r.size} B{src}" for c in rep.checks
+               for src, rows in (("", c.kernel), (" (OSU)", c.osu))
+               for r in rows if r.verdict == "slower"]
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
         raise typer.Exit(1)
