@@ -50,3 +50,26 @@ def test_monitoring_parser_reads_real_rows() -> None:
             "I\t0\t1\t12 bytes\t3 msgs sent"]
     assert internal_traffic(rows) == {(3, 2): (720908, 14), (0, 1): (12, 3)}
     assert internal_traffic(rows, min_bytes=1000) == {(3, 2): (720908, 14)}
+
+
+def test_a_launcher_that_fails_before_the_kernel_starts_is_retried(ompi: OpenMPI, tmp_path
+                                                                  ) -> None:  # type: ignore[no-untyped-def]
+    """Like Open MPI 5.0.11's occasional 'PMIx server's listener thread failed to start':
+    the first launch dies before the kernel starts; the second one runs."""
+    from colltune.backends.openmpi import launch_env, mpirun_args
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    marker = tmp_path / "failed-once"
+    flaky = tmp_path / "flaky-mpirun"
+    flaky.write_text(f"#!/bin/sh\nif [ ! -e {marker} ]; then touch {marker}; "
+                     "echo 'listener thread failed to start' >&2; exit 213; fi\n"
+                     f"exec {ompi.mpirun} \"$@\"\n")
+    flaky.chmod(0o755)
+    cmd = mpirun_args(ompi, 2, False)
+    plan = KernelPlan("bcast", [KernelConfig(0)], [(0, 8)],
+                      Repetitions(warmup=1, min_reps=3, max_reps=3))
+    out = run_kernel([str(flaky), *cmd[1:]], build_kernel(ompi), plan, launch_env())
+    assert marker.exists()
+    assert out.status == "ok" and out.launcher_retries == 1
+    assert [r.status for r in out.results] == ["ok"]

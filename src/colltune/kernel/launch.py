@@ -88,6 +88,7 @@ class LaunchOutcome:
     message: str = ""
     other_lines: list[str] = field(default_factory=list)  # stdout lines that are not events
     stderr: str = ""
+    launcher_retries: int = 0  # launches that died before the kernel started, then retried
 
 
 def session_pids(sid: int) -> list[int]:
@@ -142,6 +143,9 @@ def parse_result(ev: dict) -> PointResult:
     )
 
 
+LAUNCH_RETRIES = 2
+
+
 def run_kernel(
     cmd_prefix: list[str],
     exe: Path,
@@ -154,7 +158,32 @@ def run_kernel(
 ) -> LaunchOutcome:
     """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung.
     A kernel whose MPI library fails `library_ok` is killed before it measures anything
-    (status "mismatch"): it was built against another MPI than the one launching it."""
+    (status "mismatch"): it was built against another MPI than the one launching it.
+
+    A job that dies before the kernel reports its start is the launcher's failure, not a
+    configuration's (seen: Open MPI 5.0.11's "PMIx server's listener thread failed to
+    start", once in a few hundred launches): it is retried, up to LAUNCH_RETRIES times."""
+    retries = 0
+    while True:
+        out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout, on_event,
+                        library_ok)
+        if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
+            out.launcher_retries = retries
+            return out
+        retries += 1
+        time.sleep(retries)
+
+
+def _run_once(
+    cmd_prefix: list[str],
+    exe: Path,
+    plan: KernelPlan,
+    env: dict[str, str],
+    point_timeout: float,
+    start_timeout: float,
+    on_event: Callable[[dict], None] | None,
+    library_ok: Callable[[str], bool] | None,
+) -> LaunchOutcome:
     with tempfile.NamedTemporaryFile("w", suffix=".plan", delete=False) as f:
         f.write(plan.render())
         plan_path = f.name
