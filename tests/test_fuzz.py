@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -121,6 +122,12 @@ def test_rules_reader_on_garbage(text: str) -> None:
 
 @FUZZ
 @given(rules_files)
+def test_every_written_rules_file_reads_back_the_same(rf: RulesFile) -> None:
+    assert _shape(rules.parse(rules.render(rf))) == _shape(rf)
+
+
+@FUZZ
+@given(rules_files)
 def test_tune_check_accepts_every_written_file(tmp_path: Path, rf: RulesFile) -> None:
     path = tmp_path / "w.conf"
     path.write_text(rules.render(rf))
@@ -193,17 +200,6 @@ def test_osu_reader_on_mutated_files(f: tuple[str, str, list[tuple[int, float]],
     assert sizes == sorted(set(sizes)) and all(r.avg_us >= 0 for r in run.rows)
 
 
-@FUZZ
-@given(st.binary(max_size=300))
-def test_osu_reader_on_garbage_bytes(tmp_path: Path, blob: bytes) -> None:
-    p = tmp_path / "b.txt"
-    p.write_bytes(blob)
-    try:
-        osu_output.read(p)
-    except FormatError as e:
-        assert str(e).startswith(str(p)) and e.reason
-
-
 # --- MVAPICH2 profiles ------------------------------------------------------------------------
 
 @st.composite
@@ -246,17 +242,6 @@ def test_profile_reader_on_mutated_files(p: Profile, data: st.DataObject) -> Non
         _located(e, "p.conf", text)
         return
     assert mvapich2.parse(mvapich2.render(got)).settings == got.settings
-
-
-@FUZZ
-@given(st.binary(max_size=300))
-def test_profile_reader_on_garbage_bytes(tmp_path: Path, blob: bytes) -> None:
-    path = tmp_path / "g.conf"
-    path.write_bytes(b"MV2_X=1\n" + blob)
-    try:
-        mvapich2.read(path)
-    except FormatError as e:
-        assert str(e).startswith(str(path)) and e.reason
 
 
 # --- the CLI ---------------------------------------------------------------------------------
@@ -331,12 +316,18 @@ def test_cli_never_shows_a_traceback(tmp_path: Path, argv: list[str]) -> None:
         assert "what to do:" in r.output, (argv, r.output)
 
 
+READERS = {"rules": rules.read, "osu": osu_output.read, "profile": mvapich2.read}
+
+
+@pytest.mark.parametrize("reader", sorted(READERS))
 @FUZZ
-@given(st.binary(max_size=300))
-def test_rules_reader_on_garbage_bytes(tmp_path: Path, blob: bytes) -> None:
-    p = tmp_path / "b.conf"
-    p.write_bytes(blob)
+@given(blob=st.binary(max_size=300), head=st.sampled_from([b"", b"MV2_X=1\n",
+                                                         b"# OSU MPI Reduce Latency Test\n"]))
+def test_readers_on_garbage_bytes(tmp_path: Path, reader: str, blob: bytes, head: bytes
+                                  ) -> None:
+    path = tmp_path / "g.txt"
+    path.write_bytes(head + blob)
     try:
-        rules.read(p)
+        READERS[reader](path)
     except FormatError as e:
-        assert str(e).startswith(str(p)) and e.reason
+        assert str(e).startswith(str(path)) and e.reason

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
@@ -116,38 +114,3 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path) -> None:  # type: igno
         write_atomic(p, 123)  # type: ignore[arg-type]
     assert p.read_text() == GOOD
     assert [x.name for x in tmp_path.iterdir()] == ["r.conf"]
-
-
-rule_st = st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 9), st.integers(0, 8),
-                             st.integers(0, 1 << 20), st.integers(0, 64)),
-                   min_size=1, max_size=6)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.sampled_from([0, 1, 2, 3, 7, 9, 11, 15]),
-                       st.dictionaries(st.integers(1, 4096), rule_st, min_size=1, max_size=3),
-                       min_size=1, max_size=4),
-       st.sampled_from([1, 2]))
-def test_every_written_file_reads_back(data, version) -> None:  # type: ignore[no-untyped-def]
-    rf = RulesFile(version=version)
-    for cid, per_np in data.items():
-        for np, rows in per_np.items():
-            sizes = sorted({r[0] for r in rows} | {0})
-            rs = [MsgRule(s, r[1], r[2], r[3], r[4] if version == 2 else None)
-                  for s, r in zip(sizes, rows + rows[:1])]
-            rf.set_section(cid, CommRule(np, rs))
-    back = rules.parse(rules.render(rf))
-    for cid, secs in rf.collectives.items():
-        assert [(s.comsize, [(r.msgsize, r.alg, r.faninout, r.segsize, r.maxreq)
-                             for r in s.rules]) for s in back.collectives[cid]] == \
-               [(s.comsize, [(r.msgsize, r.alg, r.faninout, r.segsize, r.maxreq)
-                             for r in s.rules]) for s in secs]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.text(max_size=300))
-def test_reader_never_crashes_on_garbage(text: str) -> None:
-    try:
-        rules.parse(text, "g.conf")
-    except RulesError as e:
-        assert str(e).startswith("g.conf")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class ColltuneError(Exception):
     """A user-facing failure: `message` says what went wrong, `hint` what to do next."""
@@ -23,3 +25,16 @@ class FormatError(Exception):
         self.path = path
         self.line = line
         self.reason = reason
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file, or a FormatError that says where it is not one."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
+                          "not UTF-8 text") from None

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.errors import FormatError
+from colltune.errors import FormatError, read_text
 
 # OSU's benchmark titles -> colltune's collective names
 TITLES: dict[str, str] = {
@@ -132,13 +132,4 @@ def parse(text: str, path: str = "<osu>") -> OsuRun:
 
 
 def read(path: str | Path) -> OsuRun:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
-                          "not UTF-8 text") from None
-    return parse(text, str(path))
+    return parse(read_text(path), str(path))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.collectives import COLLECTIVE_BY_ID, OMPI_MAX_COLLECTIVES, OMPI_UNTUNED_IDS
-from colltune.errors import FormatError
+from colltune.errors import FormatError, read_text
 
 # Open MPI consumes this with fscanf("rule-file-version-%d") before anything else:
 # no brackets, and nothing (not even a comment or blank) may precede it.
@@ -233,14 +233,11 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
 
 
 def read(path: str | Path, **kw: object) -> RulesFile:
-    p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8", errors="strict")
-    except UnicodeDecodeError:
-        raise RulesError(str(p), 0, "not a text file") from None
-    except OSError as e:
-        raise RulesError(str(p), 0, f"cannot read: {e.strerror or e}") from None
-    return parse(text, str(p), **kw)  # type: ignore[arg-type]
+        text = read_text(path)
+    except FormatError as e:
+        raise RulesError(e.path, e.line, e.reason) from None
+    return parse(text, str(path), **kw)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
