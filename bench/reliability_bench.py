@@ -147,7 +147,7 @@ def fuzz_counts(examples: int) -> list[tuple[str, int, str]]:
                        cwd=Path(__file__).resolve().parents[1])
     out = []
     for block in re.split(r"\n(?=tests/test_fuzz\.py::)", r.stdout):
-        m = re.match(r"tests/test_fuzz\.py::(\w+)", block)
+        m = re.match(r"tests/test_fuzz\.py::(\S+?):", block)
         n = re.findall(r"(\d+) passing, (\d+) failing", block)
         if m and n:
             failing = sum(int(f) for _, f in n)
