@@ -164,3 +164,18 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
     df = (va + vb) ** 2 / ((va * va / (na - 1) if va else 0.0) + (vb * vb / (nb - 1) if vb
                                                                     else 0.0))
     return student_t_cdf((ma - mb) / math.sqrt(va + vb), df)
+
+
+def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int = 2000,
+                        seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap CI of the median (seeded, so a report can be reproduced)."""
+    import random
+
+    if not xs:
+        raise ValueError("no samples")
+    rng = random.Random(seed)
+    n = len(xs)
+    meds = sorted(median([xs[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    lo = meds[int((1 - level) / 2 * (resamples - 1))]
+    hi = meds[int((1 + level) / 2 * (resamples - 1))]
+    return lo, hi

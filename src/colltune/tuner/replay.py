@@ -1,0 +1,101 @@
+"""Offline replay of recorded full-grid datasets (bench/data): a measure function that
+draws repetitions from the recorded samples (seeded), so search strategies can be compared
+on the same data, many times, without a machine."""
+
+from __future__ import annotations
+
+import csv
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from colltune.errors import FormatError
+from colltune.tuner.race import Measure, Point, RaceSettings, race
+from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.stats import median
+
+
+@dataclass
+class Dataset:
+    name: str
+    samples: dict[Point, list[float]]  # only points the kernel measured successfully
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted({s for _, s in self.samples})
+
+    def configs(self, size: int) -> list[Config]:
+        return sorted(c for c, s in self.samples if s == size)
+
+    @property
+    def cost(self) -> int:
+        """Repetitions the grid spent: the reference every strategy's cost is divided by."""
+        return sum(len(v) for v in self.samples.values())
+
+    def best(self, size: int) -> tuple[Config, float]:
+        c = min(self.configs(size), key=lambda c: (median(self.samples[(c, size)]), c))
+        return c, median(self.samples[(c, size)])
+
+
+def load(path: Path) -> Dataset:
+    out: dict[Point, list[float]] = {}
+    with open(path, newline="") as f:
+        for no, row in enumerate(csv.DictReader(f), 2):
+            try:
+                if row["status"] != "ok":
+                    continue
+                cfg = Config.from_key(row["config_key"])
+                out[(cfg, int(row["size"]))] = [float(x) for x in row["samples"].split()]
+            except (KeyError, ValueError) as e:
+                raise FormatError(str(path), no, f"not a dataset row: {e}") from None
+    return Dataset(path.stem, out)
+
+
+def replay_measure(ds: Dataset, seed: int) -> Measure:
+    rng = random.Random(seed)
+
+    def measure(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        return {p: [rng.choice(ds.samples[p]) for _ in range(reps)] for p in points
+                if p in ds.samples}
+
+    return measure
+
+
+@dataclass
+class ReplayScore:
+    cost: int  # repetitions drawn
+    within: int  # sizes whose choice is within `tolerance` of the dataset's best median
+    sizes: int
+    worst_regret: float  # max over sizes of chosen median / best median - 1
+
+
+def score(ds: Dataset, chosen: dict[int, Config], cost: int, tolerance: float = 0.05
+          ) -> ReplayScore:
+    within, worst = 0, 0.0
+    for size, cfg in chosen.items():
+        _, best = ds.best(size)
+        got = median(ds.samples[(cfg, size)])  # judged on the full recorded data
+        regret = got / best - 1
+        within += regret <= tolerance
+        worst = max(worst, regret)
+    return ReplayScore(cost, within, len(chosen), worst)
+
+
+def run_race(ds: Dataset, seed: int, settings: RaceSettings | None = None) -> ReplayScore:
+    """Race every size at once on the dataset; the choice per size is the leader (the
+    default when it is among the survivors and nothing beats it)."""
+    out = race(sorted({c for c, _ in ds.samples}), ds.sizes, _only_recorded(ds,
+               replay_measure(ds, seed)), settings)
+    chosen = {s: out.best(s) for s in ds.sizes}
+    return score(ds, chosen, out.cost)
+
+
+def _only_recorded(ds: Dataset, measure: Measure) -> Measure:
+    """Some configurations are not defined at some sizes (or failed): never ask for them."""
+    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        return measure([p for p in points if p in ds.samples], reps)
+    return m
+
+
+def default_only(ds: Dataset) -> dict[int, Config]:
+    return {s: DEFAULT for s in ds.sizes}
