@@ -106,3 +106,26 @@ def test_grid_space() -> None:
     assert not useful_at(Config(5, 4096), 4096, get_collective("reduce"), 4)
     assert sizes_for(get_collective("barrier"), 4) == [0]
     assert sizes_for(get_collective("reduce"), 4, [1, 9]) == [8, 16]
+
+
+def test_each_decision_keeps_its_evidence_in_the_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from colltune.kernel.launch import PointResult
+    from colltune.store import Context, Store
+    from colltune.tuner.decide import decide_size
+
+    rng = random.Random(9)
+    pts = {DEFAULT: Measurement(DEFAULT, 64, "ok", 40, None, None, None, _samples(rng, 1.0), ""),
+           Config(2): Measurement(Config(2), 64, "ok", 40, None, None, None,
+                                  _samples(rng, 0.7), "")}
+    d = decide_size(64, 64, pts, 0.01, 0.03)
+    assert d.chosen == Config(2) and d.best_ci and d.default_ci
+    assert d.best_ci[0] <= median(pts[Config(2)].samples) <= d.best_ci[1]
+    assert d.best_ci[1] < d.default_ci[0]  # 30% apart with 40 samples: CIs do not overlap
+    store = Store(tmp_path / "db.sqlite")
+    ctx = Context("k", "Open MPI", "9", "/x", "h", 4, 4, 1, "reduce")
+    store.add(ctx, Config(2), PointResult(0, 64, "ok", samples=[1.0]), "mpit")
+    store.add_decision(ctx, 64, d.chosen.key, d.verdict, d.as_json(builtin_catalog(), "reduce"))
+    ((size, chosen, verdict, ev),) = store.decisions(ctx)
+    assert (size, chosen, verdict) == (64, "a2/s0/f0/r0", "tuned?")
+    assert ev["p_value"] == d.p_value and ev["n_best"] == 40
+    assert ev["best_ci"] == list(d.best_ci)

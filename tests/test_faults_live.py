@@ -64,6 +64,14 @@ def test_wrong_result_is_recorded_invalid_and_never_chosen(ompi41: OpenMPI, tmp_
         assert d["chosen"]["algorithm"] != 1 and (d["best"] or {}).get("algorithm") != 1
     rf = rules.read(tmp_path / "rules.conf")
     assert all(r.alg != 1 for s in rf.collectives[11] for r in s.rules)
+    # each decision is in the store with its evidence, as in the summary
+    with sqlite3.connect(tmp_path / "db.sqlite") as c:
+        stored = c.execute("SELECT size, chosen, evidence FROM decisions ORDER BY size").fetchall()
+    assert [s for s, _, _ in stored] == [8, 64, 512]
+    for (size, chosen, ev), d in zip(stored, doc["collectives"]["reduce"]["4"]):
+        e = json.loads(ev)
+        assert size == d["size"] and chosen.startswith(f"a{d['chosen']['algorithm']}/")
+        assert e["best_ci"] == d["best_ci"] and e["n_best"] > 0
 
 
 @pytest.mark.parametrize("kind,status", [("hang", "timeout"), ("crash", "crashed")])

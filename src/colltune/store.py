@@ -64,6 +64,20 @@ CREATE TABLE IF NOT EXISTS confirmations (
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
 );
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    chosen TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, size)
+);
 """
 
 
@@ -208,6 +222,25 @@ class Store:
             "AND np=? AND ppn=? AND collective=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return (rows[0][0] or "", rows[0][1] or "")
+
+    def add_decision(self, ctx: Context, size: int, chosen_key: str, verdict: str,
+                     evidence: dict[str, object]) -> None:
+        """The latest decision per size with its evidence (medians, CIs, p-value,
+        repetitions, confirmations) as JSON; a new decision replaces the old one."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO decisions (mpi_key, host, np, ppn, collective, size, "
+                "chosen, verdict, evidence, created) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, chosen_key,
+                 verdict, json.dumps(evidence),
+                 datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def decisions(self, ctx: Context) -> list[tuple[int, str, str, dict[str, object]]]:
+        rows = self._read(
+            "SELECT size, chosen, verdict, evidence FROM decisions WHERE mpi_key=? AND "
+            "host=? AND np=? AND ppn=? AND collective=? ORDER BY size",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
+        return [(int(s), c, v, json.loads(e)) for s, c, v, e in rows]
 
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
         with self._write() as db:

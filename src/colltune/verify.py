@@ -16,6 +16,7 @@ from pathlib import Path
 
 from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import (
+    Catalog,
     OpenMPI,
     find_openmpi,
     launch_env,
@@ -101,11 +102,10 @@ def _rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Confi
     return Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
 
 
-def applied_check(mpi: OpenMPI, coll: Collective, np: int, sizes: list[int],
+def applied_check(mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int, sizes: list[int],
                   rf: rules.RulesFile, path: Path) -> tuple[str, str]:
     """Compare Open MPI's traffic under the file with the traffic of the configuration the
     file names, at the first size where it names a non-default one."""
-    catalog = read_catalog(mpi)
     probe = next(((s, c) for s in sizes if (c := _rule_at(rf, coll, np, s)) and c != DEFAULT),
                  None)
     if probe is None:
@@ -240,7 +240,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         szs = sizes_for(coll, np, sizes)
         note(f"{name}: checking that Open MPI applies the file")
         try:
-            applied, detail = applied_check(mpi, coll, np, szs, rf, rules_path)
+            applied, detail = applied_check(mpi, catalog, coll, np, szs, rf, rules_path)
         except ColltuneError as e:
             applied, detail = "unproven", f"no traffic check: {e.message}"
         check = CollectiveCheck(name, np, applied, detail)

@@ -12,7 +12,7 @@ from colltune.rules.ompi_classic import CommRule, MsgRule
 from colltune.store import Measurement
 from colltune.tuner.confirm import Verdict
 from colltune.tuner.space import DEFAULT, Config
-from colltune.tuner.stats import compare, median
+from colltune.tuner.stats import bootstrap_median_ci, compare, median
 
 
 @dataclass
@@ -32,6 +32,9 @@ class Decision:
     reason: str = ""
     # fresh-launch evidence (tuner.confirm); None: not confirmed (yet)
     confirmations: list[Verdict] = field(default_factory=list)
+    # 95% bootstrap CIs of the two medians (seconds), the rest of the evidence
+    best_ci: tuple[float, float] | None = None
+    default_ci: tuple[float, float] | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -69,6 +72,16 @@ def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
 
 def decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
                 min_gain: float) -> Decision:
+    d = _decide_size(size, lookup, points, alpha, min_gain)
+    for cfg, attr in ((d.best, "best_ci"), (DEFAULT, "default_ci")):
+        m = points.get(cfg) if cfg is not None else None
+        if m is not None and m.status == "ok" and m.samples:
+            setattr(d, attr, bootstrap_median_ci(m.samples, resamples=1000, seed=size))
+    return d
+
+
+def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
+                 min_gain: float) -> Decision:
     ok = {c: m for c, m in points.items() if m.status == "ok" and m.samples}
     default = ok.get(DEFAULT)
     if not ok:

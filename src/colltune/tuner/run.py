@@ -208,6 +208,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     continue
                 ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain)
                 confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep)
+                ctx = context_for(mpi, coll, placement)
+                for d in ds:
+                    store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
+                                       d.as_json(catalog, name))
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
