@@ -91,6 +91,9 @@ def measure(
             how = "relaunch" if group[0][0] in via_env else "mpit"
             outcome, got = _launch(mpi, catalog, coll, placement, exe, group, cid_of, settings,
                                    how, record, via_env)
+            if outcome.launcher_retries:
+                rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before the "
+                         "kernel started; relaunched")
             if outcome.status == "mismatch":  # killed before it measured anything
                 if rebuilt:
                     raise ColltuneError(
