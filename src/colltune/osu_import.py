@@ -3,7 +3,6 @@ and rules, as if colltune had measured them (one file = one launch of one algori
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import socket
@@ -18,17 +17,17 @@ from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import PointResult
 from colltune.osu_output import OsuRun
 from colltune.osu_output import read as read_osu
-from colltune.outfile import ensure_writable, write_atomic
-from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner.decide import Decision
 from colltune.tuner.run import (
     TuneOptions,
     TuneResult,
     build_rules,
+    check_outputs,
     choose_rules_version,
     load_merge_base,
     make_summary,
+    write_outputs,
 )
 from colltune.tuner.space import DEFAULT, Config
 from colltune.tuner.stats import welch_t_less
@@ -98,9 +97,7 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
                             "pass the number of ranks the OSU runs used")
     if not paths:
         raise ColltuneError("no OSU files given", "tune import-osu FILE... --np N")
-    for path, option in ((out, "--out"), (summary_json, "--summary-json")):
-        if path is not None:
-            ensure_writable(path, option)
+    check_outputs(out, summary_json)
     mpi = find_openmpi(mpi_prefix)
     catalog = read_catalog(mpi)
     files: list[Imported] = []
@@ -150,12 +147,5 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
     rf = build_rules(base, version, decisions, mpi, catalog)
     opts = TuneOptions(sorted(decisions), [np], out=out)
     summary = make_summary(mpi, catalog, version, decisions, [], opts)
-    for path, text in ((out, rules.render(rf)),
-                       (summary_json, json.dumps(summary, indent=2) + "\n")):
-        if path is not None:
-            try:
-                write_atomic(path, text)
-            except OSError as e:
-                raise ColltuneError(f"cannot write {path}: {e.strerror or e}",
-                                    "free space or choose another path") from None
+    write_outputs(rf, summary, out, summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, [], summary)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from colltune.errors import FormatError
 from colltune.tuner.race import Measure, Point, RaceSettings, race
-from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.space import Config
 from colltune.tuner.stats import median
 
 
@@ -96,6 +96,3 @@ def _only_recorded(ds: Dataset, measure: Measure) -> Measure:
         return measure([p for p in points if p in ds.samples], reps)
     return m
 
-
-def default_only(ds: Dataset) -> dict[int, Config]:
-    return {s: DEFAULT for s in ds.sizes}

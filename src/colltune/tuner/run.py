@@ -152,9 +152,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
-    for path, option in ((opts.out, "--out"), (opts.summary_json, "--summary-json")):
-        if path is not None:
-            ensure_writable(path, option)
+    check_outputs(opts.out, opts.summary_json)
     placements: list[Placement] = [place(np, opts.hostfile) for np in opts.nps]
     mpi = find_openmpi(opts.mpi)
     rep.note(f"tuning {mpi.describe()}")
@@ -217,8 +215,21 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         store.close()
     rf = build_rules(base, version, decisions, mpi, catalog)
     summary = make_summary(mpi, catalog, version, decisions, failures, opts)
-    for path, text, option in ((opts.out, rules.render(rf), "--out"),
-                               (opts.summary_json, json.dumps(summary, indent=2) + "\n",
+    write_outputs(rf, summary, opts.out, opts.summary_json)
+    return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+def check_outputs(out: Path | None, summary_json: Path | None) -> None:
+    """Fail before measuring if the rules file or the summary could not be written."""
+    for path, option in ((out, "--out"), (summary_json, "--summary-json")):
+        if path is not None:
+            ensure_writable(path, option)
+
+
+def write_outputs(rf: rules.RulesFile, summary: dict[str, object], out: Path | None,
+                  summary_json: Path | None) -> None:
+    for path, text, option in ((out, rules.render(rf), "--out"),
+                               (summary_json, json.dumps(summary, indent=2) + "\n",
                                 "--summary-json")):
         if path is None:
             continue
@@ -229,7 +240,6 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                                 f"free space or choose a writable {option}; measurements are "
                                 "in the store, so rerun with --from-db to write without "
                                 "measuring") from None
-    return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
 
 def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
