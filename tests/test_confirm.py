@@ -53,8 +53,10 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     confirm_decisions([d], coll, placement, store, ompi41, 1, opts, Reporter())
     assert d.chosen == DEFAULT
     # usually "slower"; with 3 launch pairs on a loaded 2-core machine, sometimes "same"
+    # (no assertion on the ratio itself: one disturbed launch pair on this shared machine
+    # can move a 3-pair geometric mean either way; the verdict is what must hold)
     assert [v.verdict for v in d.confirmations] in (["slower"], ["same"])
-    assert d.confirmations[0].launch_speedup < 1.0
+    assert d.confirmations[0].rounds == 3
     assert "not confirmed" in d.reason
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
