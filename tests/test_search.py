@@ -1,13 +1,15 @@
-"""Search strategies offline: the racing strategy and the replay harness on a committed
-dataset, and the statistics they rely on, on synthetic samples with known answers."""
+"""Search strategies offline: racing and Bayesian search, and the replay harness on a
+committed dataset, and the statistics they rely on, on synthetic samples with known
+answers."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
+from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Point, RaceSettings, race
-from colltune.tuner.replay import load, run_race
+from colltune.tuner.replay import load, replay_measure, run_bayes, run_race
 from colltune.tuner.space import DEFAULT, Config
 from colltune.tuner.stats import bootstrap_median_ci
 
@@ -25,7 +27,7 @@ def _synthetic(means: dict[Config, float], seed: int = 7):  # type: ignore[no-un
 
 def test_race_finds_a_20_percent_faster_configuration() -> None:
     means = {DEFAULT: 10.0, Config(1): 8.0, Config(2): 12.0, Config(3): 15.0, Config(4): 10.5}
-    out = race(list(means), [8], _synthetic(means))
+    out = race({8: list(means)}, _synthetic(means))
     assert out.best(8) == Config(1)
     assert Config(3) not in out.survivors[8]  # dropped by the rank test
     assert DEFAULT in out.survivors[8]  # the baseline is never dropped
@@ -33,7 +35,7 @@ def test_race_finds_a_20_percent_faster_configuration() -> None:
 
 def test_race_respects_its_budget_and_keeps_the_default() -> None:
     means = {Config(i): 10.0 + i for i in range(8)}
-    out = race(list(means), [8, 64], _synthetic(means), RaceSettings(budget=120))
+    out = race({8: list(means), 64: list(means)}, _synthetic(means), RaceSettings(budget=120))
     assert out.cost <= 120
     assert all(DEFAULT in s for s in out.survivors.values())
 
@@ -58,3 +60,59 @@ def test_replay_is_deterministic_for_a_seed_and_respects_the_budget() -> None:
     assert a.cost < ds.cost  # racing spends fewer repetitions than the recorded grid
     capped = run_race(ds, seed=5, settings=RaceSettings(budget=300))
     assert capped.cost <= 300 and capped.sizes == len(ds.sizes)
+
+
+def _by_size(cost: dict[tuple[Config, int], float], seed: int = 3):  # type: ignore[no-untyped-def]
+    rng = random.Random(seed)
+    asked: list[Point] = []
+
+    def measure(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        asked.extend(points)
+        return {p: [rng.lognormvariate(0, 0.1) * cost[p] for _ in range(reps)] for p in points}
+    return measure, asked
+
+
+def test_bayes_finds_the_faster_algorithm_at_each_size_within_its_budget() -> None:
+    # algorithm 2 is 20% faster than the default at large sizes, algorithm 1 at small ones;
+    # segmented variants of 3 are slow everywhere (the bulk of the space)
+    sizes = [8 << (2 * i) for i in range(8)]
+    cfgs = [DEFAULT, Config(1), Config(2)] + [Config(3, 1024 << k) for k in range(8)]
+    cost = {}
+    for j, size in enumerate(sizes):
+        for c in cfgs:
+            rel = 1.0
+            if c.algorithm == 1:
+                rel = 0.8 if j < 4 else 1.3
+            elif c.algorithm == 2:
+                rel = 1.3 if j < 4 else 0.8
+            elif c.algorithm == 3:
+                rel = 1.5 + 0.05 * (c.segsize // 1024).bit_length()
+            cost[(c, size)] = rel * size ** 0.5
+    measure, asked = _by_size(cost)
+    out = bayes_search({s: cfgs for s in sizes}, measure, BayesSettings(budget=50, seed=2))
+    assert len(set(asked)) <= 50 and len(out.order) <= 50
+    assert all((DEFAULT, s) in out.samples for s in sizes)  # the baseline at every size
+    assert [out.best(s) for s in sizes] == [Config(1)] * 4 + [Config(2)] * 4
+    assert out.stopped in ("budget", "expected improvement")
+
+
+def test_bayes_stops_early_when_nothing_can_be_gained() -> None:
+    # 16 algorithms, all as fast as the default at every size: once the model has seen
+    # that, no point is expected to improve and the search ends well before the grid would
+    sizes = [8 << (2 * i) for i in range(8)]
+    cfgs = [DEFAULT] + [Config(a) for a in range(1, 9)] + [Config(9, 1024 << k) for k in range(8)]
+    cost = {(c, s): float(s) ** 0.5 for c in cfgs for s in sizes}
+    measure, asked = _by_size(cost)
+    out = bayes_search({s: cfgs for s in sizes}, measure, BayesSettings(seed=1))
+    assert out.stopped == "expected improvement"
+    assert len(set(asked)) < 0.6 * len(cost)
+
+
+def test_bayes_replay_is_deterministic_for_a_seed_and_respects_the_budget() -> None:
+    ds = load(DATA / "ompi4.1.4-alltoall-np4.csv")
+    s = BayesSettings(budget=20)
+    a, b = run_bayes(ds, seed=5, settings=s), run_bayes(ds, seed=5, settings=s)
+    assert a == b
+    assert a.cost < ds.cost and a.sizes == len(ds.sizes)
+    out = bayes_search({z: ds.configs(z) for z in ds.sizes}, replay_measure(ds, 5), s)
+    assert len(out.order) <= 20 and out.stopped == "budget"

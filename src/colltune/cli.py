@@ -118,13 +118,15 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               strategy: str, sweep: str, rules_version: int | None, from_db: bool,
               hostfile: str | None, summary_json: Path | None, quiet: bool,
               timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
-              seed: int, confirm_rounds: int) -> None:
+              seed: int, confirm_rounds: int, budget: int | None = None,
+              ei_stop: float = 0.0005) -> None:
     try:
         opts = TuneOptions(
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
-            strategy=strategy, sweep=sweep, rules_version=rules_version, from_db=from_db,
+            strategy=strategy, budget=budget, ei_stop=ei_stop, sweep=sweep,
+            rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout),
@@ -152,7 +154,16 @@ def _make_tune_command(name: str) -> None:
         db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
-        strategy: str = typer.Option("grid", "--strategy", help="Search strategy."),
+        strategy: str = typer.Option(
+            "grid", "--strategy", help="grid (every point), race (successive halving per "
+                                       "size) or bayes (Gaussian process, expected improvement)."),
+        budget: int | None = typer.Option(
+            None, "--budget", help="Per collective and --np: bayes measures at most this many "
+                                   "(configuration, size) points, defaults included; race "
+                                   "spends at most this many repetitions."),
+        ei_stop: float = typer.Option(0.0005, "--ei-stop",
+                                      help="bayes stops when no point is expected to improve "
+                                           "on its size's best by this (log ratio)."),
         sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
         rules_version: int | None = typer.Option(None, "--rules-version",
                                                     help="1 classic, 2 rule-file-version-2."),
@@ -175,7 +186,7 @@ def _make_tune_command(name: str) -> None:
     ) -> None:
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
-                  rel_ci, min_reps, max_reps, seed, confirm_rounds)
+                  rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -188,6 +188,38 @@ class Store:
                 row,
             )
 
+    def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
+        """Adds repetitions to a stored point (searches that come back to a point), in one
+        transaction, so a kill loses at most the point being measured. A new point is
+        inserted; a point that now fails keeps its samples but is marked with the failure,
+        so no decision rests on a configuration that hung or crashed."""
+        from colltune.tuner.stats import median, median_ci
+
+        key = (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size)
+        where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "
+                 "AND size=?")
+        with self._write() as db:
+            row = db.execute(f"SELECT status, samples FROM measurements WHERE {where}",
+                             key).fetchone()
+            if row is None:
+                pass  # a new point: inserted below, in add()'s own transaction
+            elif row[0] == "ok" and r.status == "ok":
+                xs = json.loads(row[1]) + r.samples
+                lo, hi = median_ci(xs)
+                db.execute(
+                    f"UPDATE measurements SET n=?, median=?, ci_lo=?, ci_hi=?, mean=?, min=?, "
+                    f"max=?, samples=? WHERE {where}",
+                    (len(xs), median(xs), lo, hi, sum(xs) / len(xs), min(xs), max(xs),
+                     json.dumps(xs), *key))
+                return
+            elif row[0] == "ok":
+                db.execute(f"UPDATE measurements SET status=?, message=? WHERE {where}",
+                           (r.status, r.message, *key))
+                return
+            else:
+                return  # failed before: stays failed
+        self.add(ctx, cfg, r, sweep)
+
     def done(self, ctx: Context) -> set[tuple[str, int]]:
         cur = self._read(
             "SELECT config_key, size FROM measurements WHERE mpi_key=? AND host=? AND np=? "

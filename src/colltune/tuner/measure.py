@@ -56,12 +56,14 @@ def context_for(mpi: OpenMPI, coll: Collective, placement: Placement) -> Context
 def measure(
     mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
     points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
-    sweep: str = "mpit", reporter: Reporter | None = None,
+    sweep: str = "mpit", reporter: Reporter | None = None, extend: bool = False,
 ) -> list[tuple[Config, PointResult]]:
-    """Measure every (config, size) not yet in the store; returns the failures seen."""
+    """Measure every (config, size) not yet in the store; returns the failures seen.
+    With `extend`, every point is measured and its new repetitions are added to what the
+    store holds (the searches that come back to a point)."""
     rep = reporter or Reporter()
     ctx = context_for(mpi, coll, placement)
-    done = store.done(ctx)
+    done = set() if extend else store.done(ctx)
     todo = [(c, s) for c, s in points if (c.key, s) not in done]
     failures: list[tuple[Config, PointResult]] = []
     if not todo:
@@ -72,7 +74,8 @@ def measure(
     rep.begin(len(todo), f"{coll.name} np={placement.np}")
 
     def record(cfg: Config, r: PointResult) -> None:
-        store.add(ctx, cfg, r, "relaunch" if cfg in via_env else "mpit")
+        (store.extend if extend else store.add)(ctx, cfg, r,
+                                                "relaunch" if cfg in via_env else "mpit")
         todo_set.discard((cfg, r.size))
         if r.status != "ok":
             failures.append((cfg, r))

@@ -37,11 +37,14 @@ class RaceOutcome:
         return min(alive, key=lambda c: (median(self.samples[(c, size)]), c))
 
 
-def race(candidates: list[Config], sizes: list[int], measure: Measure,
+def race(candidates: dict[int, list[Config]], measure: Measure,
          settings: RaceSettings | None = None) -> RaceOutcome:
+    """Race every size (key of `candidates`) among its own candidates, all sizes in the
+    same rounds, so each round is one measuring launch."""
     s = settings or RaceSettings()
-    cands = sorted(set(candidates) | {DEFAULT})
-    out = RaceOutcome(survivors={size: list(cands) for size in sizes})
+    sizes = sorted(candidates)
+    out = RaceOutcome(survivors={size: sorted(set(candidates[size]) | {DEFAULT})
+                                 for size in sizes})
     reps = s.first_reps
     while True:
         points = [(c, size) for size in sizes for c in out.survivors[size]

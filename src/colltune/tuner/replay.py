@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import csv
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from colltune.errors import FormatError
+from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Measure, Point, RaceSettings, race
 from colltune.tuner.space import Config
 from colltune.tuner.stats import median
@@ -84,15 +85,26 @@ def score(ds: Dataset, chosen: dict[int, Config], cost: int, tolerance: float = 
 def run_race(ds: Dataset, seed: int, settings: RaceSettings | None = None) -> ReplayScore:
     """Race every size at once on the dataset; the choice per size is the leader (the
     default when it is among the survivors and nothing beats it)."""
-    out = race(sorted({c for c, _ in ds.samples}), ds.sizes, _only_recorded(ds,
-               replay_measure(ds, seed)), settings)
+    out = race({size: ds.configs(size) for size in ds.sizes}, replay_measure(ds, seed),
+               settings)
     chosen = {s: out.best(s) for s in ds.sizes}
     return score(ds, chosen, out.cost)
 
 
-def _only_recorded(ds: Dataset, measure: Measure) -> Measure:
-    """Some configurations are not defined at some sizes (or failed): never ask for them."""
-    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
-        return measure([p for p in points if p in ds.samples], reps)
-    return m
+def counted(measure: Measure) -> tuple[Measure, list[int]]:
+    """The measure function, and a list whose one element counts the repetitions drawn."""
+    spent = [0]
 
+    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        got = measure(points, reps)
+        spent[0] += sum(len(v) for v in got.values())
+        return got
+
+    return m, spent
+
+
+def run_bayes(ds: Dataset, seed: int, settings: BayesSettings | None = None) -> ReplayScore:
+    s = replace(settings or BayesSettings(), seed=seed)
+    measure, spent = counted(replay_measure(ds, seed))
+    out = bayes_search({size: ds.configs(size) for size in ds.sizes}, measure, s)
+    return score(ds, {size: out.best(size) for size in ds.sizes}, spent[0])

@@ -21,12 +21,15 @@ from colltune.backends.openmpi import (
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import PointResult
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Context, Store, default_db_path
+from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
+from colltune.tuner.live import search, store_measure
 from colltune.tuner.measure import (
     MeasureSettings,
     Reporter,
@@ -34,7 +37,8 @@ from colltune.tuner.measure import (
     measure,
     mpit_takes_effect,
 )
-from colltune.tuner.space import DEFAULT, configurations, sizes_for, useful_at
+from colltune.tuner.race import RaceOutcome, RaceSettings
+from colltune.tuner.space import DEFAULT, Config, configurations, sizes_for, useful_at
 
 
 @dataclass
@@ -47,7 +51,9 @@ class TuneOptions:
     sizes: list[int] | None = None
     segsizes: list[int] | None = None
     max_requests: list[int] | None = None
-    strategy: str = "grid"
+    strategy: str = "grid"  # grid | race | bayes
+    budget: int | None = None  # bayes: measured points; race: repetitions
+    ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
     sweep: str = "mpit"
     rules_version: int | None = None
     from_db: bool = False
@@ -130,6 +136,11 @@ def check_options(opts: TuneOptions) -> None:
          "e.g. --confirm-rounds 4, or 0 to skip confirmation"),
         (opts.rules_version in (None, 1, 2), f"unknown --rules-version {opts.rules_version}",
          "use 1 (classic) or 2 (rule-file-version-2)"),
+        (opts.budget is None or opts.budget > 0, "--budget must be more than 0",
+         "e.g. --budget 60, or leave it out to let the search decide when to stop"),
+        (opts.budget is None or opts.strategy != "grid", "--budget needs --strategy race or bayes",
+         "the grid measures every point; add --strategy bayes"),
+        (opts.ei_stop >= 0, "--ei-stop cannot be negative", "e.g. --ei-stop 0.0005"),
         (opts.sizes != [], "--sizes names no size", "e.g. --sizes 8,1K,1M"),
         (opts.segsizes != [], "--segsizes names no size", "e.g. --segsizes 0,4K"),
         (all(0 < s <= 1 << 31 for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
@@ -145,8 +156,9 @@ def check_options(opts: TuneOptions) -> None:
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rep = reporter or Reporter()
     check_options(opts)
-    if opts.strategy != "grid":
-        raise ColltuneError(f"unknown strategy '{opts.strategy}'", "use --strategy grid")
+    if opts.strategy not in STRATEGIES:
+        raise ColltuneError(f"unknown strategy '{opts.strategy}'",
+                            "use --strategy " + ", ".join(STRATEGIES))
     if opts.sweep not in ("mpit", "relaunch"):
         raise ColltuneError(f"unknown sweep '{opts.sweep}'", "use --sweep mpit or relaunch")
     colls = _expand(opts.collectives)
@@ -167,6 +179,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     store = Store(opts.db or default_db_path())
     sweep = opts.sweep
     failures: list[str] = []
+    searches: dict[str, dict[str, object]] = {}
     try:
         if not opts.from_db:
             for w in {p.warning for p in placements if p.warning}:
@@ -187,11 +200,33 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
                     pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
                            if useful_at(c, s, coll, placement.np)]
-                    for cfg, r in measure(mpi, catalog, coll, placement, pts, store,
-                                          opts.settings, sweep, rep):
-                        failures.append(f"{coll.name} np={placement.np} "
-                                        f"{cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
+
+                    def failed(cfg: Config, r: PointResult, coll: Collective = coll,
+                               np: int = placement.np) -> None:
+                        failures.append(f"{coll.name} np={np} {cfg.label(catalog, coll.name)} "
+                                        f"{r.size} B: {r.status}"
                                         + (f" ({r.message})" if r.message else ""))
+
+                    if opts.strategy == "grid":
+                        for cfg, r in measure(mpi, catalog, coll, placement, pts, store,
+                                              opts.settings, sweep, rep):
+                            failed(cfg, r)
+                        continue
+                    cands: dict[int, list[Config]] = {}
+                    for c, sz in pts:
+                        cands.setdefault(sz, []).append(c)
+                    if opts.strategy == "bayes" and opts.budget and opts.budget < len(cands):
+                        raise ColltuneError(
+                            f"--budget {opts.budget} is less than the {len(cands)} sizes of "
+                            f"{coll.name}: the default is always measured at every size",
+                            f"use --budget {len(cands)} or more, or fewer --sizes")
+                    m = store_measure(mpi, catalog, coll, placement, store, opts.settings,
+                                      sweep, rep, failed)
+                    out = search(opts.strategy, cands, m, race_settings(opts),
+                                 bayes_settings(opts))
+                    searches[f"{coll.name} np={placement.np}"] = search_record(out, len(pts))
+                    rep.note(f"{coll.name} np={placement.np}: {opts.strategy} " +
+                             describe_search(out, len(pts)))
         decisions: dict[str, dict[int, list[Decision]]] = {}
         for placement in placements:
             for name in colls:
@@ -214,9 +249,38 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     finally:
         store.close()
     rf = build_rules(base, version, decisions, mpi, catalog)
-    summary = make_summary(mpi, catalog, version, decisions, failures, opts)
+    summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+STRATEGIES = ("grid", "race", "bayes")
+
+
+def race_settings(opts: TuneOptions) -> RaceSettings:
+    return RaceSettings(budget=opts.budget)
+
+
+def bayes_settings(opts: TuneOptions) -> BayesSettings:
+    return BayesSettings(budget=opts.budget, ei_stop=opts.ei_stop, seed=opts.settings.seed)
+
+
+def describe_search(out: RaceOutcome | BayesOutcome, grid_points: int) -> str:
+    if isinstance(out, BayesOutcome):
+        return (f"measured {len(out.order)} of {grid_points} points in {out.batches} "
+                f"launches (stopped: {out.stopped})")
+    return f"{out.rounds} rounds, {out.cost} repetitions over {grid_points} points"
+
+
+def search_record(out: RaceOutcome | BayesOutcome, grid_points: int) -> dict[str, object]:
+    if isinstance(out, BayesOutcome):
+        return {"grid_points": grid_points, "points": len(out.order),
+                "repetitions": sum(len(v) for v in out.samples.values()),
+                "launches": out.batches, "stopped": out.stopped,
+                "failed_points": len(out.failed)}
+    return {"grid_points": grid_points, "points": len(out.samples),
+            "repetitions": out.cost, "rounds": out.rounds,
+            "survivors": {str(s): len(c) for s, c in sorted(out.survivors.items())}}
 
 
 def check_outputs(out: Path | None, summary_json: Path | None) -> None:
@@ -331,7 +395,8 @@ def build_rules(base: rules.RulesFile | None, version: int,
 
 def make_summary(mpi: OpenMPI, catalog: Catalog, version: int,
                  decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
-                 opts: TuneOptions) -> dict[str, object]:
+                 opts: TuneOptions, searches: dict[str, dict[str, object]] | None = None
+                 ) -> dict[str, object]:
     return {
         "colltune": __version__,
         "mpi": {"name": mpi.name, "version": mpi.version, "prefix": str(mpi.prefix)},
@@ -344,4 +409,6 @@ def make_summary(mpi: OpenMPI, catalog: Catalog, version: int,
             for name, per_np in decisions.items()
         },
         "failures": failures,
+        "strategy": opts.strategy,
+        "searches": searches or {},  # "collective np=N": what the search measured
     }

@@ -1,0 +1,68 @@
+"""Search strategies on a real MPI: their measure function runs the kernel and keeps every
+repetition in the store, so a killed search resumes where it stopped.
+
+A strategy asks "`reps` more repetitions of these points". The answer is served from the
+store first, in the order the samples were stored, and the kernel is launched only for what
+the store does not hold yet. A rerun after a kill therefore replays the same answers, takes
+the same decisions, and measures only what was never stored."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from colltune.backends.openmpi import Catalog, OpenMPI
+from colltune.collectives import Collective
+from colltune.kernel.launch import PointResult
+from colltune.slots import Placement
+from colltune.store import Store
+from colltune.tuner.bayes import BayesOutcome, BayesSettings, bayes_search
+from colltune.tuner.measure import MeasureSettings, Reporter, context_for, measure
+from colltune.tuner.race import Measure, Point, RaceOutcome, RaceSettings, race
+from colltune.tuner.space import Config
+
+
+def store_measure(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
+                  store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
+                  on_failure: Callable[[Config, PointResult], None]) -> Measure:
+    ctx = context_for(mpi, coll, placement)
+    given: dict[Point, int] = {}  # samples already handed to the strategy, per point
+
+    def stored() -> dict[Point, list[float]]:
+        return {(m.config, m.size): m.samples for m in store.measurements(ctx)
+                if m.status == "ok"}
+
+    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        have = stored()
+        known = store.done(ctx)  # stored points, failed ones included
+        short: dict[int, list[Point]] = {}  # repetitions still missing -> points
+        for p in points:
+            missing = given.get(p, 0) + reps - len(have.get(p, []))
+            # a point stored as failed (hung, crashed, wrong) is never measured again
+            if missing > 0 and (p in have or (p[0].key, p[1]) not in known):
+                short.setdefault(missing, []).append(p)
+        for n, pts in sorted(short.items()):
+            # a fixed number of repetitions: the strategy, not the kernel, decides when
+            # a point is known well enough
+            fixed = dataclasses.replace(settings, min_reps=n, max_reps=n, point_time=1e6)
+            for cfg, r in measure(mpi, catalog, coll, placement, pts, store, fixed, sweep,
+                                  reporter, extend=True):
+                on_failure(cfg, r)
+        have = stored()
+        out: dict[Point, list[float]] = {}
+        for p in points:
+            if p in have:
+                start = given.get(p, 0)
+                out[p] = have[p][start: start + reps]
+                given[p] = start + len(out[p])
+        return out
+
+    return m
+
+
+def search(strategy: str, candidates: dict[int, list[Config]], m: Measure,
+           race_settings: RaceSettings, bayes_settings: BayesSettings
+           ) -> RaceOutcome | BayesOutcome:
+    if strategy == "race":
+        return race(candidates, m, race_settings)
+    return bayes_search(candidates, m, bayes_settings)

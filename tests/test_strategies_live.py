@@ -1,0 +1,97 @@
+"""`--strategy bayes` and `--strategy race` against real Open MPI: within the budget, the
+default measured at every size, a rules file Open MPI accepts, and a killed search that
+resumes without measuring anything twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi import OpenMPI
+from helpers import collbench_pids, tune_cli
+
+pytestmark = pytest.mark.mpi
+
+SIZES = "8,4K,64K,1M"
+
+
+def _rows(db: Path) -> dict[tuple[str, int], tuple[str, list[float]]]:
+    con = sqlite3.connect(db)
+    try:
+        return {(k, s): (st, json.loads(sm)) for k, s, st, sm in con.execute(
+            "SELECT config_key, size, status, samples FROM measurements")}
+    finally:
+        con.close()
+
+
+def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, tmp_path: Path
+                                                             ) -> None:
+    db, out, summ = tmp_path / "db.sqlite", tmp_path / "rules.conf", tmp_path / "s.json"
+    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+            SIZES, "--strategy", "bayes", "--budget", "20", "--out", str(out),
+            "--summary-json", str(summ), "--confirm-rounds", "2"]
+    r = tune_cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert "bayes measured" in r.stderr
+    rows = _rows(db)
+    assert len(rows) <= 20, "more (configuration, size) points measured than the budget"
+    assert all(rows[("a0/s0/f0/r0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
+    # fixed repetitions per point (10), 30 more for each size's leaders and the default
+    assert {len(xs) for st, xs in rows.values() if st == "ok"} <= {10, 40}
+    assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
+    doc = json.loads(summ.read_text())
+    search = doc["searches"]["reduce np=4"]
+    assert doc["strategy"] == "bayes" and search["points"] == len(rows) <= 20
+    assert search["repetitions"] == sum(len(xs) for st, xs in rows.values() if st == "ok")
+    assert [d["size"] for d in doc["collectives"]["reduce"]["4"]] == [8, 4096, 65536, 1048576]
+    assert all("default_ci" in d for d in doc["collectives"]["reduce"]["4"])  # the evidence
+
+    # a rerun replays the stored answers: the same search, nothing measured again
+    text = out.read_text()
+    r2 = tune_cli(*args)
+    assert r2.returncode == 0, r2.stderr
+    assert _rows(db) == rows
+    strip = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert strip == [ln for ln in out.read_text().splitlines() if not ln.startswith("#")]
+
+
+def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_path: Path
+                                                        ) -> None:
+    db, out, summ = tmp_path / "db.sqlite", tmp_path / "rules.conf", tmp_path / "s.json"
+    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+            SIZES, "--strategy", "race", "--budget", "1500", "--out", str(out),
+            "--confirm-rounds", "0"]
+    before = set(collbench_pids())
+    proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill it in the middle of the race
+        time.sleep(0.3)
+        if db.exists() and sum(len(xs) for _, xs in _rows(db).values()) > 300:
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = _rows(db)
+    assert first, "the race stored nothing before it was killed"
+    time.sleep(1)
+    assert set(collbench_pids()) - before == set(), "killing the tuner left ranks running"
+
+    r = tune_cli(*args, "--summary-json", str(summ))
+    assert r.returncode == 0, r.stderr
+    final = _rows(db)
+    for key, (_st, xs) in first.items():  # what was stored survives, samples only appended
+        assert final[key][1][: len(xs)] == xs
+    search = json.loads(summ.read_text())["searches"]["reduce np=4"]
+    used = sum(len(xs) for st, xs in final.values() if st == "ok")
+    # every stored repetition was used by the resumed race, none measured twice
+    assert search["repetitions"] == used <= 1500
+    assert all(final[("a0/s0/f0/r0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
+    assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
