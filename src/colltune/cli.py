@@ -445,6 +445,98 @@ def show_cmd(
         out.print(t)
 
 
+model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and LogGP.")
+app.add_typer(model_app, name="model")
+
+
+def _model_table(title: str, rows: list[tuple[str, ...]], head: tuple[str, ...]) -> None:
+    t = Table(title=title)
+    for col in head:
+        t.add_column(col)
+    for r in rows:
+        t.add_row(*r)
+    out.print(t)
+
+
+def _print_models(label: str, hockney: dict, loggp: dict) -> None:  # type: ignore[type-arg]
+    def us(x: float) -> str:
+        return f"{x * 1e6:.3f}"
+
+    def gbs(per_byte: float) -> str:
+        return f"{1e-9 / per_byte:.2f}" if per_byte > 0 else "inf"
+
+    hq, lq = hockney["quality"], loggp["quality"]
+    _model_table(
+        f"Hockney, {label} (ping-pong fit: R^2 {hq['r2']:.3f}, median error "
+        f"{100 * hq['median_rel']:.1f}%; gamma fit R^2 {hockney['gamma_quality']['r2']:.3f})",
+        [(f"{p['lo']}..{p['hi']}", us(p["a"]), f"{p['b'] * 1e9:.4f}", gbs(p["b"]),
+          f"{hockney['gamma'] * 1e9:.4f}") for p in hockney["pieces"]],
+        ("bytes", "alpha us", "beta ns/B", "GB/s", "gamma ns/B"))
+    _model_table(
+        f"LogGP, {label} (ping-pong: R^2 {lq['r2']:.3f}, median error "
+        f"{100 * lq['median_rel']:.1f}%)",
+        [(f"{p['lo']}..{p['hi']}", us(p["L"]), us(p["o"]), us(p["g"]), f"{p['G'] * 1e9:.4f}")
+         for p in loggp["pieces"]],
+        ("bytes", "L us", "o us", "g us", "G ns/B"))
+
+
+@model_app.command("fit")
+def model_fit_cmd(
+    np: int = typer.Option(2, "--np", help="Ranks; rank 0 probes each other rank."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    max_size: str = typer.Option("1M", "--max-size", help="Largest message probed."),
+    reps: int = typer.Option(50, "--reps", help="Repetitions per probe and size (median)."),
+    hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+) -> None:
+    """Probe point-to-point costs (ping-pong, overheads, trains, local reduction) and fit
+    Hockney and LogGP; parameters and fit quality go to the store."""
+    from colltune.models.calibrate import calibrate
+    from colltune.store import Store, default_db_path
+
+    try:
+        size = parse_size(max_size)
+        if not 8 <= size <= 1 << 30 or not 1 <= reps <= 100000:
+            raise ColltuneError("--max-size must be 8 B to 1 GiB and --reps 1 to 100000",
+                                "e.g. --max-size 1M --reps 50")
+        store = Store(db or default_db_path())
+        try:
+            cal = calibrate(store, mpi, np, size, reps, hostfile)
+        finally:
+            store.close()
+    except ColltuneError as e:
+        _fail(e)
+        return
+    _print_models(f"{cal.mpi}, {np} ranks on {cal.data.host}", cal.hockney.as_json(),
+                  cal.loggp.as_json())
+
+
+@model_app.command("show")
+def model_show_cmd(
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+) -> None:
+    """The fitted models in the store."""
+    from colltune.store import Store, default_db_path
+
+    try:
+        store = Store(db or default_db_path())
+        try:
+            fits = store.models()
+        finally:
+            store.close()
+        if not fits:
+            raise ColltuneError("no fitted models in the store", "run `tune model fit` first")
+    except ColltuneError as e:
+        _fail(e)
+        return
+    by: dict[tuple[str, str, int], dict[str, dict]] = {}  # type: ignore[type-arg]
+    for _key, version, host, np, _ppn, model, params, _created in fits:
+        by.setdefault((version, host, np), {})[model] = params
+    for (version, host, np), ms in sorted(by.items()):
+        if "hockney" in ms and "loggp" in ms:
+            _print_models(f"MPI {version}, {np} ranks on {host}", ms["hockney"], ms["loggp"])
+
+
 def main() -> None:
     try:
         app()

@@ -64,6 +64,19 @@ CREATE TABLE IF NOT EXISTS confirmations (
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
 );
+CREATE TABLE IF NOT EXISTS models (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    mpi_version TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    params TEXT NOT NULL,
+    probe TEXT NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, model)
+);
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY,
     mpi_key TEXT NOT NULL,
@@ -273,6 +286,24 @@ class Store:
             "host=? AND np=? AND ppn=? AND collective=? ORDER BY size",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return [(int(s), c, v, json.loads(e)) for s, c, v, e in rows]
+
+    def add_model(self, mpi_key: str, mpi_version: str, host: str, np: int, ppn: int,
+                  model: str, params: dict[str, object], probe: dict[str, object]) -> None:
+        """A fitted model (parameters with their fit quality) and the probe data it was
+        fitted on; a new fit replaces the old one."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO models (mpi_key, mpi_version, host, np, ppn, model, "
+                "params, probe, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                (mpi_key, mpi_version, host, np, ppn, model, json.dumps(params),
+                 json.dumps(probe), datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def models(self) -> list[tuple[str, str, str, int, int, str, dict, str]]:  # type: ignore[type-arg]
+        """(mpi_key, mpi_version, host, np, ppn, model, params, created) of every fit."""
+        rows = self._read("SELECT mpi_key, mpi_version, host, np, ppn, model, params, created "
+                          "FROM models ORDER BY mpi_version, host, np, model", ())
+        return [(k, v, h, int(n), int(p), m, json.loads(js), c)
+                for k, v, h, n, p, m, js, c in rows]
 
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
         with self._write() as db:

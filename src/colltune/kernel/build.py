@@ -1,4 +1,5 @@
-"""Compile collbench with the target MPI's mpicc, cached per MPI installation."""
+"""Compile the kernels (collbench, modelbench) with the target MPI's mpicc, cached per MPI
+installation."""
 
 from __future__ import annotations
 
@@ -22,8 +23,11 @@ def cache_dir() -> Path:
     return Path(base) / "colltune" / "kernels"
 
 
-def kernel_source() -> bytes:
-    return resources.files("colltune.kernel").joinpath("collbench.c").read_bytes()
+KERNELS = ("collbench", "modelbench")
+
+
+def kernel_source(name: str = "collbench") -> bytes:
+    return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
 
 
 def _compiler_identity(mpi: OpenMPI) -> str:
@@ -40,9 +44,9 @@ def _compiler_identity(mpi: OpenMPI) -> str:
     return "\n".join(parts)
 
 
-def kernel_path(mpi: OpenMPI) -> Path:
-    h = hashlib.sha256(kernel_source() + _compiler_identity(mpi).encode()).hexdigest()[:16]
-    return cache_dir() / h / "collbench"
+def kernel_path(mpi: OpenMPI, name: str = "collbench") -> Path:
+    h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
+    return cache_dir() / h / name
 
 
 def kernel_library(exe: Path) -> str:
@@ -69,10 +73,11 @@ def _stamp(exe: Path) -> tuple[int, int, int]:
 
 
 def build_kernel(mpi: OpenMPI, force: bool = False,
-                 on_rebuild: Callable[[str], None] | None = None) -> Path:
-    """Path to a collbench built for `mpi`, compiling it on first use. A cached binary that
-    loads another MPI's library (copied caches, a changed installation) is rebuilt."""
-    exe = kernel_path(mpi)
+                 on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
+                 ) -> Path:
+    """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
+    that loads another MPI's library (copied caches, a changed installation) is rebuilt."""
+    exe = kernel_path(mpi, name)
     if exe.exists() and not force:
         stamp = _stamp(exe)
         if _verified.get(exe) == stamp:
@@ -86,9 +91,9 @@ def build_kernel(mpi: OpenMPI, force: bool = False,
                        f"{mpi.describe()}; rebuilding it")
     exe.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
-        src = Path(tmp) / "collbench.c"
-        src.write_bytes(kernel_source())
-        out = Path(tmp) / "collbench"
+        src = Path(tmp) / f"{name}.c"
+        src.write_bytes(kernel_source(name))
+        out = Path(tmp) / name
         cmd = [str(mpi.mpicc), *CFLAGS, "-o", str(out), str(src), "-lm"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,

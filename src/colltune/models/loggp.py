@@ -1,0 +1,67 @@
+"""LogGP: a message of m bytes costs L + 2o + (m-1)G; back-to-back messages leave every g
+(small) or (m-1)G (large) apart. o from the send and receive overheads timed separately,
+g and G from message trains, L what the ping-pong leaves over. One parameter set per
+protocol range, the ranges found in the ping-pong times (as for Hockney)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from colltune.models.linfit import Quality, fit_line, fit_pieces, quality, theil_sen
+from colltune.models.probe import ProbeData
+
+
+@dataclass(frozen=True)
+class LogGPPiece:
+    lo: int
+    hi: int
+    L: float  # noqa: N815 (the model's own names)
+    o: float
+    g: float
+    G: float  # noqa: N815
+
+
+@dataclass(frozen=True)
+class LogGP:
+    pieces: list[LogGPPiece]
+    quality: Quality  # of L + 2o + (m-1)G against the ping-pong
+
+    def piece(self, m: float) -> LogGPPiece:
+        for p in self.pieces[:-1]:
+            if m <= p.hi:
+                return p
+        return self.pieces[-1]
+
+    def p2p(self, m: float) -> float:
+        p = self.piece(m)
+        return p.L + 2 * p.o + max(m - 1, 0) * p.G
+
+    def as_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> LogGP:  # type: ignore[type-arg]
+        return cls([LogGPPiece(**p) for p in d["pieces"]], Quality(**d["quality"]))
+
+
+def fit_loggp(data: ProbeData, same_node: bool | None = None) -> LogGP:
+    rows = data.pairs(same_node)
+    ranges = [(ln.lo, ln.hi) for ln in fit_pieces([r.size for r in rows],
+                                                  [r.pingpong for r in rows])]
+    pieces = []
+    for lo, hi in ranges:
+        here = [r for r in rows if lo <= r.size <= hi]
+        m = [r.size for r in here]
+        over = fit_line(m, [(r.send_overhead + r.recv_overhead) / 2 for r in here])
+        gaps = theil_sen(m, [r.gap for r in here])
+        pp = fit_line(m, [r.pingpong for r in here])
+        o = over.a
+        big = max(m)
+        # G: per byte of a train where the bytes dominate; g: a train's per-message floor
+        G = gaps.b if gaps.b > 0 else pp.b  # noqa: N806
+        L = max(pp.a - 2 * o, 0.0)  # noqa: N806 (shared memory: close to 0)
+        pieces.append(LogGPPiece(lo, hi, L, o, max(gaps.a, 0.0), G))
+        del big
+    model = LogGP(pieces, Quality(0, 0, 0, 0))
+    q = quality([model.p2p(r.size) for r in rows], [r.pingpong for r in rows])
+    return LogGP(pieces, q)
