@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import typer
@@ -449,7 +450,7 @@ model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and
 app.add_typer(model_app, name="model")
 
 
-def _model_table(title: str, rows: list[tuple[str, ...]], head: tuple[str, ...]) -> None:
+def _model_table(title: str, rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> None:
     t = Table(title=title)
     for col in head:
         t.add_column(col)
@@ -535,6 +536,47 @@ def model_show_cmd(
     for (version, host, np), ms in sorted(by.items()):
         if "hockney" in ms and "loggp" in ms:
             _print_models(f"MPI {version}, {np} ranks on {host}", ms["hockney"], ms["loggp"])
+
+
+@model_app.command("predict")
+def model_predict_cmd(
+    collective: str = typer.Option(..., "--collective", "-c"),
+    np: int = typer.Option(..., "--np", help="Communicator size (any: nothing is launched)."),
+    size: str = typer.Option(..., "--size", help="Per-rank block, e.g. 64K."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    model: str = typer.Option("hockney", "--model", help="Rank by hockney or loggp."),
+    top: int = typer.Option(0, "--top", help="Show only the first N (0: all)."),
+) -> None:
+    """Every algorithm's predicted time, ranked, from the fitted models."""
+    from colltune.backends.openmpi import find_openmpi, read_catalog
+    from colltune.collectives import get_collective
+    from colltune.models.predict import MODELS, load_models, predict
+    from colltune.store import Store, default_db_path
+
+    try:
+        if model not in MODELS:
+            raise ColltuneError(f"unknown model '{model}'", "use --model hockney or loggp")
+        if np < 2:
+            raise ColltuneError("--np must be at least 2", "e.g. --np 512")
+        coll = get_collective(collective)
+        nbytes = parse_size(size)
+        ompi = find_openmpi(mpi)
+        catalog = read_catalog(ompi)
+        store = Store(db or default_db_path())
+        try:
+            models = load_models(store, ompi)
+        finally:
+            store.close()
+        preds = predict(models, coll, catalog, np, nbytes, rank_by=model)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    rows = [(str(i + 1), p.config.label(catalog, coll.name), f"{p.hockney * 1e6:.2f}",
+             f"{p.loggp * 1e6:.2f}") for i, p in enumerate(preds[: top or None])]
+    _model_table(f"{coll.name}, {np} ranks, {nbytes} B per rank: predicted, ranked by "
+                 f"{model} ({models.source})", rows, ("rank", "configuration", "Hockney us",
+                                                       "LogGP us"))
 
 
 def main() -> None:

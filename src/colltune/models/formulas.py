@@ -1,0 +1,420 @@
+"""Predicted time of every Open MPI coll/tuned algorithm, written once over a network model.
+
+Each formula follows the algorithm's communication pattern and is expressed with three
+primitives a network model provides: `msg(m)`, one message of m bytes from start to
+arrival; `inject(m)`, how soon one process can start its next message of m bytes after the
+previous one (back-to-back sends, or a root receiving from many); `red(m)`, reducing m
+bytes locally. Hockney charges a full alpha + beta*m for each of them (a process does one
+message at a time); LogGP lets back-to-back messages overlap (g and G). The patterns and
+their reasoning are in docs/models.md.
+
+Sizes: `m` is the per-rank block colltune measures (what one rank contributes or receives
+from one peer); `n` is the whole vector of a bcast/reduce/allreduce, here also m."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from colltune.models.hockney import Hockney
+from colltune.models.loggp import LogGP
+
+KNOMIAL_RADIX = 4  # Open MPI's default coll_tuned_bcast_knomial_radix
+
+
+class Net:
+    """The primitives every formula uses; subclasses bind them to a fitted model."""
+
+    def msg(self, m: float) -> float:
+        raise NotImplementedError
+
+    def inject(self, m: float) -> float:
+        raise NotImplementedError
+
+    def red(self, m: float) -> float:
+        raise NotImplementedError
+
+    def seq(self, k: int, m: float) -> float:
+        """k messages of m bytes leaving one process (or reaching one) back to back, until
+        the last has arrived."""
+        return 0.0 if k <= 0 else self.msg(m) + (k - 1) * self.inject(m)
+
+    def exch(self, m: float) -> float:
+        """A pairwise exchange (send and receive at once, full duplex)."""
+        return self.msg(m)
+
+
+@dataclass
+class HockneyNet(Net):
+    model: Hockney
+
+    def msg(self, m: float) -> float:
+        return self.model.p2p(m)
+
+    def inject(self, m: float) -> float:
+        return self.model.p2p(m)  # one message at a time
+
+    def red(self, m: float) -> float:
+        return self.model.gamma * m
+
+
+@dataclass
+class LogGPNet(Net):
+    model: LogGP
+    gamma: float  # LogGP has no computation term: the same measured gamma as Hockney
+
+    def msg(self, m: float) -> float:
+        return self.model.p2p(m)
+
+    def inject(self, m: float) -> float:
+        p = self.model.piece(m)
+        return max(p.g + max(m - 1, 0) * p.G, p.o)
+
+    def red(self, m: float) -> float:
+        return self.gamma * m
+
+
+@dataclass(frozen=True)
+class Shape:
+    p: int  # ranks
+    m: float  # per-rank block, bytes
+    segsize: int = 0
+    fanout: int = 0
+    max_requests: int = 0
+
+    @property
+    def lg(self) -> int:
+        return math.ceil(math.log2(self.p)) if self.p > 1 else 0
+
+    @property
+    def pow2(self) -> bool:
+        return self.p & (self.p - 1) == 0
+
+    def segments(self, n: float | None = None) -> tuple[int, float]:
+        """(number of segments, bytes per segment) of an n-byte message."""
+        n = self.m if n is None else n
+        if self.segsize <= 0 or self.segsize >= n:
+            return 1, n
+        ns = math.ceil(n / self.segsize)
+        return ns, n / ns
+
+
+def _pipeline(depth: int, ns: int, hop: float, stage: float) -> float:
+    """A segmented tree: the first segment crosses `depth` hops, the others follow one
+    `stage` (the busiest node's per-segment work) apart."""
+    return depth * hop + (ns - 1) * max(stage, hop)
+
+
+def binary_depth(p: int) -> int:
+    """Levels below the root of a complete binary tree of p nodes."""
+    return math.ceil(math.log2(p + 1)) - 1 if p > 1 else 0
+
+
+def _halving(net: Net, s: Shape, n: float, reduce: bool) -> float:
+    """Recursive halving (or, without `reduce`, doubling): lg p exchanges of n/2, n/4, ..."""
+    k = int(math.log2(s.p)) if s.pow2 else int(math.floor(math.log2(s.p)))
+    return sum(net.exch(n / 2 ** i) + (net.red(n / 2 ** i) if reduce else 0.0)
+               for i in range(1, k + 1))
+
+
+def _fold_in(net: Net, s: Shape, n: float) -> float:
+    """Non-power-of-two sizes: the ranks beyond the largest power of two first hand their
+    data to a partner, which reduces it in."""
+    return 0.0 if s.pow2 else net.msg(n) + net.red(n)
+
+
+def _fold_out(net: Net, s: Shape, n: float) -> float:
+    """... and get their result back at the end."""
+    return 0.0 if s.pow2 else net.msg(n)
+
+
+# --- bcast -------------------------------------------------------------------------------
+
+def bcast_linear(net: Net, s: Shape) -> float:
+    return net.seq(s.p - 1, s.m)
+
+
+def bcast_chain(net: Net, s: Shape) -> float:
+    f = max(1, min(s.fanout or 4, s.p - 1))
+    ns, ms = s.segments()
+    length = math.ceil((s.p - 1) / f)
+    return _pipeline(length, ns, net.msg(ms), net.seq(f, ms))
+
+
+def bcast_pipeline(net: Net, s: Shape) -> float:
+    return bcast_chain(net, Shape(s.p, s.m, s.segsize, 1))
+
+
+def bcast_binary(net: Net, s: Shape) -> float:
+    ns, ms = s.segments()
+    return _pipeline(binary_depth(s.p), ns, net.msg(ms), net.seq(2, ms))
+
+
+def bcast_split_binary(net: Net, s: Shape) -> float:
+    """Each half goes down one subtree of the binary tree, then partners swap halves."""
+    if s.p < 3:
+        return bcast_binary(net, s)
+    half = s.m / 2
+    ns, ms = Shape(s.p, half, s.segsize).segments()
+    return _pipeline(binary_depth(s.p), ns, net.msg(ms), net.seq(2, ms)) + net.exch(half)
+
+
+def bcast_binomial(net: Net, s: Shape) -> float:
+    ns, ms = s.segments()
+    return _pipeline(s.lg, ns, net.msg(ms), net.seq(s.lg, ms))
+
+
+def bcast_knomial(net: Net, s: Shape) -> float:
+    k = KNOMIAL_RADIX
+    levels = math.ceil(math.log(s.p, k) - 1e-9) if s.p > 1 else 0
+    children = min(k - 1, s.p - 1)
+    ns, ms = s.segments()
+    return _pipeline(levels, ns, net.seq(children, ms), net.seq(children, ms))
+
+
+def _scatter_binomial(net: Net, s: Shape, n: float) -> float:
+    """Binomial scatter of n bytes: the root's halves travel down lg p levels."""
+    return sum(net.msg(n / 2 ** i) for i in range(1, s.lg + 1))
+
+
+def bcast_scatter_allgather(net: Net, s: Shape) -> float:
+    return _scatter_binomial(net, s, s.m) + sum(net.exch(s.m * 2 ** i / s.p)
+                                                 for i in range(s.lg))
+
+
+def bcast_scatter_allgather_ring(net: Net, s: Shape) -> float:
+    return _scatter_binomial(net, s, s.m) + (s.p - 1) * net.exch(s.m / s.p)
+
+
+# --- reduce ------------------------------------------------------------------------------
+
+def reduce_linear(net: Net, s: Shape) -> float:
+    # the root receives from each rank in turn and reduces as it goes
+    return net.seq(s.p - 1, s.m) + (s.p - 1) * net.red(s.m)
+
+
+def reduce_chain(net: Net, s: Shape) -> float:
+    f = max(1, min(s.fanout or 4, s.p - 1))
+    ns, ms = s.segments()
+    length = math.ceil((s.p - 1) / f)
+    return _pipeline(length, ns, net.msg(ms) + net.red(ms), net.seq(f, ms) + f * net.red(ms))
+
+
+def reduce_pipeline(net: Net, s: Shape) -> float:
+    return reduce_chain(net, Shape(s.p, s.m, s.segsize, 1))
+
+
+def reduce_binary(net: Net, s: Shape) -> float:
+    ns, ms = s.segments()
+    return _pipeline(binary_depth(s.p), ns, net.msg(ms) + net.red(ms),
+                     net.seq(2, ms) + 2 * net.red(ms))
+
+
+def reduce_binomial(net: Net, s: Shape) -> float:
+    ns, ms = s.segments()
+    return _pipeline(s.lg, ns, net.msg(ms) + net.red(ms), net.seq(s.lg, ms) + s.lg * net.red(ms))
+
+
+def reduce_in_order_binary(net: Net, s: Shape) -> float:
+    # the in-order tree is rooted at rank p-1: the result then travels to root 0
+    return reduce_binary(net, s) + (net.msg(s.m) if s.p > 1 else 0.0)
+
+
+def reduce_rabenseifner(net: Net, s: Shape) -> float:
+    """Reduce-scatter by recursive halving, then a binomial gather of the pieces."""
+    return _fold_in(net, s, s.m) + _halving(net, s, s.m, True) + _scatter_binomial(net, s, s.m)
+
+
+# --- allreduce ---------------------------------------------------------------------------
+
+def allreduce_linear(net: Net, s: Shape) -> float:
+    return reduce_linear(net, s) + bcast_linear(net, s)
+
+
+def allreduce_nonoverlapping(net: Net, s: Shape) -> float:
+    # reduce then bcast through the module's own (fixed-decision) functions: binomial here
+    return reduce_binomial(net, Shape(s.p, s.m)) + bcast_binomial(net, Shape(s.p, s.m))
+
+
+def allreduce_recursive_doubling(net: Net, s: Shape) -> float:
+    k = int(math.floor(math.log2(s.p))) if s.p > 1 else 0
+    return (_fold_in(net, s, s.m) + k * (net.exch(s.m) + net.red(s.m))
+            + _fold_out(net, s, s.m))
+
+
+def allreduce_ring(net: Net, s: Shape) -> float:
+    block = s.m / s.p
+    return 2 * (s.p - 1) * net.exch(block) + (s.p - 1) * net.red(block)
+
+
+def allreduce_segmented_ring(net: Net, s: Shape) -> float:
+    block = s.m / s.p
+    ns, ms = Shape(s.p, block, s.segsize).segments()
+    # each step moves its block in ns segments, overlapped with the reduction of the last
+    step = net.msg(ms) + (ns - 1) * max(net.inject(ms), net.red(ms))
+    return 2 * (s.p - 1) * step + (s.p - 1) * net.red(ms)
+
+
+def allreduce_rabenseifner(net: Net, s: Shape) -> float:
+    """Reduce-scatter by recursive halving, allgather by recursive doubling."""
+    return (_fold_in(net, s, s.m) + _halving(net, s, s.m, True) + _halving(net, s, s.m, False)
+            + _fold_out(net, s, s.m))
+
+
+# --- allgather (m: each rank's block) ----------------------------------------------------
+
+def allgather_linear(net: Net, s: Shape) -> float:
+    # gather to rank 0, then a bcast of the whole p*m
+    return net.seq(s.p - 1, s.m) + bcast_binomial(net, Shape(s.p, s.p * s.m))
+
+
+def allgather_bruck(net: Net, s: Shape) -> float:
+    return sum(net.exch(min(2 ** i, s.p - 2 ** i) * s.m) for i in range(s.lg))
+
+
+def allgather_recursive_doubling(net: Net, s: Shape) -> float:
+    if not s.pow2:
+        return allgather_bruck(net, s)  # Open MPI falls back for non-powers of two
+    return sum(net.exch(2 ** i * s.m) for i in range(s.lg))
+
+
+def allgather_ring(net: Net, s: Shape) -> float:
+    return (s.p - 1) * net.exch(s.m)
+
+
+def allgather_neighbor(net: Net, s: Shape) -> float:
+    if s.p % 2:
+        return allgather_ring(net, s)  # odd sizes fall back to the ring
+    return net.exch(s.m) + (s.p // 2 - 1) * net.exch(2 * s.m)
+
+
+def two_proc(net: Net, s: Shape) -> float:
+    return net.exch(s.m)
+
+
+def allgather_sparbit(net: Net, s: Shape) -> float:
+    return allgather_bruck(net, s)  # the same lg p steps with doubling data
+
+
+# --- alltoall (m: block sent to each peer) -----------------------------------------------
+
+def alltoall_linear(net: Net, s: Shape) -> float:
+    return net.seq(s.p - 1, s.m)  # every send and receive posted at once
+
+
+def alltoall_pairwise(net: Net, s: Shape) -> float:
+    return (s.p - 1) * net.exch(s.m)
+
+
+def alltoall_modified_bruck(net: Net, s: Shape) -> float:
+    return s.lg * net.exch(s.m * s.p / 2)
+
+
+def alltoall_linear_sync(net: Net, s: Shape) -> float:
+    window = s.max_requests if s.max_requests > 0 else s.p - 1
+    waves = math.ceil((s.p - 1) / max(1, window))
+    return net.seq(s.p - 1, s.m) + (waves - 1) * net.msg(1)
+
+
+# --- gather, scatter (m: each rank's block) ----------------------------------------------
+
+def gather_linear(net: Net, s: Shape) -> float:
+    return net.seq(s.p - 1, s.m)
+
+
+def gather_binomial(net: Net, s: Shape) -> float:
+    # the root receives its children's subtrees: blocks of m, 2m, 4m, ...
+    return sum(net.msg(min(2 ** i, s.p - 2 ** i) * s.m) for i in range(s.lg))
+
+
+def gather_linear_sync(net: Net, s: Shape) -> float:
+    # a zero-byte go-ahead from the root before each rank sends its block
+    return (s.p - 1) * net.msg(1) + net.seq(s.p - 1, s.m)
+
+
+def scatter_linear(net: Net, s: Shape) -> float:
+    return net.seq(s.p - 1, s.m)
+
+
+def scatter_binomial(net: Net, s: Shape) -> float:
+    return gather_binomial(net, s)
+
+
+# --- reduce_scatter (m: each rank's block of the result) ---------------------------------
+
+def reduce_scatter_nonoverlapping(net: Net, s: Shape) -> float:
+    return reduce_binomial(net, Shape(s.p, s.p * s.m)) + net.seq(s.p - 1, s.m)
+
+
+def reduce_scatter_recursive_halving(net: Net, s: Shape) -> float:
+    n = s.p * s.m
+    return _fold_in(net, s, n) + _halving(net, s, n, True) + _fold_out(net, s, s.m)
+
+
+def reduce_scatter_ring(net: Net, s: Shape) -> float:
+    return (s.p - 1) * (net.exch(s.m) + net.red(s.m))
+
+
+# --- barrier -----------------------------------------------------------------------------
+
+def barrier_linear(net: Net, s: Shape) -> float:
+    return 2 * net.seq(s.p - 1, 1)
+
+
+def barrier_double_ring(net: Net, s: Shape) -> float:
+    return 2 * s.p * net.msg(1)
+
+
+def barrier_recursive_doubling(net: Net, s: Shape) -> float:
+    k = int(math.floor(math.log2(s.p))) if s.p > 1 else 0
+    return k * net.exch(1) + (0.0 if s.pow2 else 2 * net.msg(1))
+
+
+def barrier_bruck(net: Net, s: Shape) -> float:
+    return s.lg * net.exch(1)
+
+
+def barrier_tree(net: Net, s: Shape) -> float:
+    return 2 * s.lg * net.msg(1)
+
+
+Formula = Callable[[Net, Shape], float]
+
+FORMULAS: dict[str, dict[str, Formula]] = {
+    "bcast": {"basic_linear": bcast_linear, "chain": bcast_chain, "pipeline": bcast_pipeline,
+              "split_binary_tree": bcast_split_binary, "binary_tree": bcast_binary,
+              "binomial": bcast_binomial, "knomial": bcast_knomial,
+              "scatter_allgather": bcast_scatter_allgather,
+              "scatter_allgather_ring": bcast_scatter_allgather_ring},
+    "reduce": {"linear": reduce_linear, "chain": reduce_chain, "pipeline": reduce_pipeline,
+               "binary": reduce_binary, "binomial": reduce_binomial,
+               "in-order_binary": reduce_in_order_binary, "rabenseifner": reduce_rabenseifner},
+    "allreduce": {"basic_linear": allreduce_linear,
+                  "nonoverlapping": allreduce_nonoverlapping,
+                  "recursive_doubling": allreduce_recursive_doubling, "ring": allreduce_ring,
+                  "segmented_ring": allreduce_segmented_ring,
+                  "rabenseifner": allreduce_rabenseifner},
+    "allgather": {"linear": allgather_linear, "bruck": allgather_bruck,
+                  "recursive_doubling": allgather_recursive_doubling, "ring": allgather_ring,
+                  "neighbor": allgather_neighbor, "two_proc": two_proc,
+                  "sparbit": allgather_sparbit},
+    "alltoall": {"linear": alltoall_linear, "pairwise": alltoall_pairwise,
+                 "modified_bruck": alltoall_modified_bruck, "linear_sync": alltoall_linear_sync,
+                 "two_proc": two_proc},
+    "gather": {"basic_linear": gather_linear, "binomial": gather_binomial,
+               "linear_sync": gather_linear_sync},
+    "scatter": {"basic_linear": scatter_linear, "binomial": scatter_binomial,
+                "linear_nb": scatter_linear},
+    "reduce_scatter": {"non-overlapping": reduce_scatter_nonoverlapping,
+                       "recursive_halving": reduce_scatter_recursive_halving,
+                       "ring": reduce_scatter_ring,
+                       "butterfly": reduce_scatter_recursive_halving},
+    "barrier": {"linear": barrier_linear, "double_ring": barrier_double_ring,
+                "recursive_doubling": barrier_recursive_doubling, "bruck": barrier_bruck,
+                "two_proc": lambda net, s: net.exch(1), "tree": barrier_tree},
+}
+
+
+def formula(collective: str, algorithm: str) -> Formula | None:
+    return FORMULAS.get(collective, {}).get(algorithm)

@@ -1,0 +1,70 @@
+"""Predicted times of every configuration of a collective from the fitted models in the
+store, ranked: what `tune model predict` prints and what `--strategy model` measures."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from colltune.backends.openmpi import Catalog, OpenMPI
+from colltune.collectives import Collective
+from colltune.errors import ColltuneError
+from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
+from colltune.models.hockney import Hockney
+from colltune.models.loggp import LogGP
+from colltune.store import Store
+from colltune.tuner.space import Config, configurations, useful_at
+
+
+@dataclass(frozen=True)
+class Models:
+    hockney: Hockney
+    loggp: LogGP
+    source: str  # which fit: MPI, host, ranks, when
+
+
+@dataclass(frozen=True)
+class Prediction:
+    config: Config
+    hockney: float  # seconds
+    loggp: float
+
+    def time(self, model: str) -> float:
+        return self.hockney if model == "hockney" else self.loggp
+
+
+def load_models(store: Store, mpi: OpenMPI, host: str | None = None) -> Models:
+    """The latest Hockney and LogGP fit for this MPI on this host."""
+    host = host or socket.gethostname()
+    fits = [f for f in store.models() if f[0] == mpi.key and f[2] == host]
+    if not fits:
+        raise ColltuneError(f"no fitted models for {mpi.describe()} on {host}",
+                            "run `tune model fit --mpi PREFIX` first (a few seconds)")
+    latest = max(f[7] for f in fits)
+    by = {f[5]: f for f in fits if f[7] == latest}
+    if "hockney" not in by or "loggp" not in by:
+        raise ColltuneError("the store holds only part of a model fit",
+                            "run `tune model fit` again")
+    h = by["hockney"]
+    return Models(Hockney.from_json(h[6]), LogGP.from_json(by["loggp"][6]),
+                  f"fit on {h[3]} ranks of {h[2]} ({mpi.name} {h[1]}), {latest}")
+
+
+MODELS = ("hockney", "loggp")
+
+
+def predict(models: Models, coll: Collective, catalog: Catalog, np: int, size: int,
+            configs: list[Config] | None = None, rank_by: str = "hockney"
+            ) -> list[Prediction]:
+    """Every configuration with a formula, fastest first by the model `rank_by`."""
+    h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.hockney.gamma)
+    out = []
+    for c in configs if configs is not None else configurations(coll, catalog, np):
+        if c.algorithm == 0 or not useful_at(c, size, coll, np):
+            continue  # the library's own decision has no formula: it is measured
+        fn = formula(coll.name, catalog.algorithm_name(coll.name, c.algorithm))
+        if fn is None:
+            continue
+        shape = Shape(np, float(size), c.segsize, c.fanout, c.max_requests)
+        out.append(Prediction(c, fn(h, shape), fn(lg, shape)))
+    return sorted(out, key=lambda p: (p.time(rank_by), p.config))
