@@ -579,6 +579,61 @@ def model_predict_cmd(
                                                        "LogGP us"))
 
 
+@model_app.command("validate")
+def model_validate_cmd(
+    collective: list[str] = typer.Option(..., "--collective", "-c"),
+    np: int = typer.Option(4, "--np", help="Communicator size measured."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+) -> None:
+    """Predicted against measured (from `tune <collective>` runs in the store): median and
+    worst relative error per algorithm and model, and how often each model's pick is within
+    5% of the measured best."""
+    import json
+
+    from colltune.backends.openmpi import find_openmpi, read_catalog
+    from colltune.collectives import get_collective
+    from colltune.models.predict import MODELS, load_models
+    from colltune.models.validate import validate
+    from colltune.outfile import write_atomic
+    from colltune.slots import place
+    from colltune.store import Store, default_db_path
+    from colltune.tuner.measure import context_for
+
+    reports = []
+    try:
+        ompi = find_openmpi(mpi)
+        catalog = read_catalog(ompi)
+        store = Store(db or default_db_path())
+        try:
+            models = load_models(store, ompi)
+            for name in collective:
+                coll = get_collective(name)
+                ms = store.measurements(context_for(ompi, coll, place(np)))
+                if not ms:
+                    raise ColltuneError(f"no measurements of {name} at np={np} in the store",
+                                        f"run `tune {name} --np {np}` first")
+                reports.append(validate(models, coll, catalog, np, ms))
+        finally:
+            store.close()
+        if json_out:
+            write_atomic(json_out, json.dumps([r.as_json() for r in reports], indent=1))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for r in reports:
+        rows = [(a.algorithm, str(a.points),
+                 *(f"{100 * a.median[k]:.0f}% / {100 * a.worst[k]:.0f}%" for k in MODELS))
+                for a in r.per_algorithm]
+        rows.append(("all", str(sum(a.points for a in r.per_algorithm)),
+                     *(f"{100 * r.overall_median[k]:.0f}%" for k in MODELS)))
+        rows.append(("model's pick within 5% of the measured best", str(r.sizes),
+                     *(f"{r.picks_within[k]}/{r.sizes}" for k in MODELS)))
+        _model_table(f"{r.collective}, {r.np} ranks: relative error, median / worst "
+                     f"({models.source})", rows, ("algorithm", "points", "Hockney", "LogGP"))
+
+
 def main() -> None:
     try:
         app()

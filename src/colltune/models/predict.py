@@ -21,6 +21,11 @@ class Models:
     hockney: Hockney
     loggp: LogGP
     source: str  # which fit: MPI, host, ranks, when
+    gamma_loggp: float | None = None  # LogGP's own gamma when fitted apart from Hockney's
+
+    @property
+    def loggp_gamma(self) -> float:
+        return self.hockney.gamma if self.gamma_loggp is None else self.gamma_loggp
 
 
 @dataclass(frozen=True)
@@ -57,7 +62,7 @@ def predict(models: Models, coll: Collective, catalog: Catalog, np: int, size: i
             configs: list[Config] | None = None, rank_by: str = "hockney"
             ) -> list[Prediction]:
     """Every configuration with a formula, fastest first by the model `rank_by`."""
-    h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.hockney.gamma)
+    h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.loggp_gamma)
     out = []
     for c in configs if configs is not None else configurations(coll, catalog, np):
         if c.algorithm == 0 or not useful_at(c, size, coll, np):

