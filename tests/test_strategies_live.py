@@ -95,3 +95,33 @@ def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_pa
     assert search["repetitions"] == used <= 1500
     assert all(final[("a0/s0/f0/r0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
+
+
+def test_model_strategy_measures_the_predicted_top_k_and_the_default(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    from colltune.backends.openmpi import read_catalog
+    from colltune.collectives import get_collective
+    from colltune.models.predict import load_models, predict
+    from colltune.store import Store
+    from colltune.tuner.space import configurations, useful_at
+
+    db = tmp_path / "db.sqlite"
+    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+            "8,64K", "--strategy", "model", "--top-k", "2", "--confirm-rounds", "0",
+            "--out", str(tmp_path / "r.conf")]
+    r = tune_cli(*args)
+    assert r.returncode == 2 and "tune model fit" in r.stderr  # no model yet: says what to do
+    assert tune_cli("model", "fit", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db),
+                    "--reps", "10").returncode == 0
+    r = tune_cli(*args)
+    assert r.returncode == 0, r.stderr
+    rows = _rows(db)
+    store = Store(db)
+    models = load_models(store, ompi41)
+    store.close()
+    coll, cat = get_collective("reduce"), read_catalog(ompi41)
+    for size in (8, 65536):
+        # 4.1.4 reads classic rules only: the tuner plans without max_requests
+        cands = [c for c in configurations(coll, cat, 4, None, [0]) if useful_at(c, size, coll, 4)]
+        top = {p.config.key for p in predict(models, coll, cat, 4, size, cands)[:2]}
+        assert {k for k, s in rows if s == size} == top | {"a0/s0/f0/r0"}

@@ -54,6 +54,7 @@ class TuneOptions:
     strategy: str = "grid"  # grid | race | bayes
     budget: int | None = None  # bayes: measured points; race: repetitions
     ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
+    top_k: int = 3  # model: configurations measured per size besides the default
     sweep: str = "mpit"
     rules_version: int | None = None
     from_db: bool = False
@@ -138,9 +139,11 @@ def check_options(opts: TuneOptions) -> None:
          "use 1 (classic) or 2 (rule-file-version-2)"),
         (opts.budget is None or opts.budget > 0, "--budget must be more than 0",
          "e.g. --budget 60, or leave it out to let the search decide when to stop"),
-        (opts.budget is None or opts.strategy != "grid", "--budget needs --strategy race or bayes",
+        (opts.budget is None or opts.strategy in ("race", "bayes"),
+         "--budget needs --strategy race or bayes",
          "the grid measures every point; add --strategy bayes"),
         (opts.ei_stop >= 0, "--ei-stop cannot be negative", "e.g. --ei-stop 0.0005"),
+        (opts.top_k >= 1, "--top-k must be at least 1", "e.g. --top-k 3"),
         (opts.sizes != [], "--sizes names no size", "e.g. --sizes 8,1K,1M"),
         (opts.segsizes != [], "--segsizes names no size", "e.g. --segsizes 0,4K"),
         (all(0 < s <= 1 << 31 for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
@@ -207,7 +210,16 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                                         f"{r.size} B: {r.status}"
                                         + (f" ({r.message})" if r.message else ""))
 
-                    if opts.strategy == "grid":
+                    if opts.strategy == "model":
+                        chosen = model_points(store, mpi, catalog, coll, placement.np, pts,
+                                              opts.top_k)
+                        searches[f"{coll.name} np={placement.np}"] = {
+                            "grid_points": len(pts), "points": len(chosen), "top_k": opts.top_k}
+                        rep.note(f"{coll.name} np={placement.np}: model: measuring "
+                                 f"{len(chosen)} of {len(pts)} points (top {opts.top_k} per "
+                                 "size by the fitted model, and the default)")
+                        pts = chosen
+                    if opts.strategy in ("grid", "model"):
                         for cfg, r in measure(mpi, catalog, coll, placement, pts, store,
                                               opts.settings, sweep, rep):
                             failed(cfg, r)
@@ -254,7 +266,22 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
 
-STRATEGIES = ("grid", "race", "bayes")
+STRATEGIES = ("grid", "race", "bayes", "model")
+
+
+def model_points(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int,
+                 pts: list[tuple[Config, int]], k: int) -> list[tuple[Config, int]]:
+    """The default and the k configurations the fitted Hockney model ranks fastest, per
+    size (configurations without a formula are left out: nothing says they are good)."""
+    from colltune.models.predict import load_models, predict
+
+    models = load_models(store, mpi)
+    out: list[tuple[Config, int]] = []
+    for size in sorted({s for _, s in pts}):
+        here = [c for c, s in pts if s == size]
+        ranked = predict(models, coll, catalog, np, size, here)
+        out += [(DEFAULT, size)] + [(p.config, size) for p in ranked[:k]]
+    return out
 
 
 def race_settings(opts: TuneOptions) -> RaceSettings:
