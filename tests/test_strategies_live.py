@@ -125,3 +125,26 @@ def test_model_strategy_measures_the_predicted_top_k_and_the_default(
         cands = [c for c in configurations(coll, cat, 4, None, [0]) if useful_at(c, size, coll, 4)]
         top = {p.config.key for p in predict(models, coll, cat, 4, size, cands)[:2]}
         assert {k for k, s in rows if s == size} == top | {"a0/s0/f0/r0"}
+
+
+def test_predict_writes_rules_for_a_size_that_was_not_run(ompi41: OpenMPI, tmp_path: Path
+                                                         ) -> None:
+    from colltune.rules import ompi_classic as rules
+
+    out, summ = tmp_path / "r.conf", tmp_path / "s.json"
+    r = tune_cli("reduce", "--np", "64", "--predict", "--fit-np", "2,3", "--mpi",
+                 str(ompi41.prefix), "--db", str(tmp_path / "db.sqlite"), "--sizes", "8,64K",
+                 "--out", str(out), "--summary-json", str(summ), "--confirm-rounds", "0")
+    assert r.returncode == 0, r.stderr
+    rows = _rows(tmp_path / "db.sqlite")
+    assert rows  # measured at 2 and 3 ranks only (the store keys carry no np: check below)
+    con = sqlite3.connect(tmp_path / "db.sqlite")
+    assert {n for (n,) in con.execute("SELECT DISTINCT np FROM measurements")} == {2, 3}
+    con.close()
+    rf = rules.read(out)
+    assert [s.comsize for s in rf.collectives[11]] == [64]  # only the predicted section
+    assert "PREDICTED, NOT MEASURED at 64 ranks" in out.read_text()
+    assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
+    doc = json.loads(summ.read_text())
+    assert "np=2,3" in doc["predicted"]["reduce np=64"]
+    assert all(d["predicted"] for d in doc["collectives"]["reduce"]["64"])

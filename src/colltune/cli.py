@@ -120,13 +120,15 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               hostfile: str | None, summary_json: Path | None, quiet: bool,
               timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
               seed: int, confirm_rounds: int, budget: int | None = None,
-              ei_stop: float = 0.0005, top_k: int = 3) -> None:
+              ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
+              fit_np: str = "2,3,4") -> None:
     try:
         opts = TuneOptions(
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, budget=budget, ei_stop=ei_stop, top_k=top_k, sweep=sweep,
+            predict=predict, fit_nps=_ints(fit_np, "--fit-np"),
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
@@ -165,6 +167,11 @@ def _make_tune_command(name: str) -> None:
                                    "spends at most this many repetitions."),
         top_k: int = typer.Option(3, "--top-k", help="model: configurations measured per "
                                                      "size besides the default."),
+        predict: bool = typer.Option(False, "--predict",
+                                     help="--np cannot run here: measure at --fit-np, fit the "
+                                          "cost models, write rules predicted for --np."),
+        fit_np: str = typer.Option("2,3,4", "--fit-np",
+                                   help="With --predict: communicator sizes measured."),
         ei_stop: float = typer.Option(0.0005, "--ei-stop",
                                       help="bayes stops when no point is expected to improve "
                                            "on its size's best by this (log ratio)."),
@@ -190,7 +197,8 @@ def _make_tune_command(name: str) -> None:
     ) -> None:
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
-                  rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k)
+                  rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
+                  predict, fit_np)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -35,6 +35,7 @@ class Decision:
     # 95% bootstrap CIs of the two medians (seconds), the rest of the evidence
     best_ci: tuple[float, float] | None = None
     default_ci: tuple[float, float] | None = None
+    predicted: bool = False  # from a cost model, not measured at this communicator size
 
     @property
     def speedup(self) -> float | None:
@@ -45,6 +46,8 @@ class Decision:
     @property
     def verdict(self) -> str:
         """One word for tables: tuned, kept (no significant win), or default (fastest)."""
+        if self.predicted:
+            return "predicted"
         if self.chosen != DEFAULT:
             return "tuned" if self.confirmations else "tuned?"
         if self.confirmations:

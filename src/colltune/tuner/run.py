@@ -55,6 +55,8 @@ class TuneOptions:
     budget: int | None = None  # bayes: measured points; race: repetitions
     ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
     top_k: int = 3  # model: configurations measured per size besides the default
+    predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
+    fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
     sweep: str = "mpit"
     rules_version: int | None = None
     from_db: bool = False
@@ -168,7 +170,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
     check_outputs(opts.out, opts.summary_json)
-    placements: list[Placement] = [place(np, opts.hostfile) for np in opts.nps]
+    # with --predict, what is measured is fit_nps; nps are only predicted
+    placements: list[Placement] = [place(np, opts.hostfile)
+                                   for np in (opts.fit_nps if opts.predict else opts.nps)]
+    predicted: dict[tuple[str, int], str] = {}
     mpi = find_openmpi(opts.mpi)
     rep.note(f"tuning {mpi.describe()}")
     catalog = read_catalog(mpi)
@@ -240,7 +245,15 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     rep.note(f"{coll.name} np={placement.np}: {opts.strategy} " +
                              describe_search(out, len(pts)))
         decisions: dict[str, dict[int, list[Decision]]] = {}
-        for placement in placements:
+        if opts.predict:
+            for name in colls:
+                coll = get_collective(name)
+                for np, (ds, text) in predict_decisions(store, mpi, catalog, coll, placements,
+                                                        opts.nps, opts.sizes).items():
+                    decisions.setdefault(name, {})[np] = ds
+                    predicted[(name, np)] = text
+                    rep.note(f"{name} np={np}: {text}")
+        for placement in placements if not opts.predict else []:
             for name in colls:
                 coll = get_collective(name)
                 ms = store.measurements(context_for(mpi, coll, placement))
@@ -260,13 +273,48 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
-    rf = build_rules(base, version, decisions, mpi, catalog)
+    rf = build_rules(base, version, decisions, mpi, catalog, predicted)
     summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
+    summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
 
 STRATEGIES = ("grid", "race", "bayes", "model")
+
+
+def predict_decisions(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collective,
+                      measured: list[Placement], targets: list[int], sizes: list[int] | None
+                      ) -> dict[int, tuple[list[Decision], str]]:
+    """Fit both models on what was measured at the `measured` sizes, keep the one with the
+    smaller median error, and choose at each target size what it predicts fastest."""
+    from colltune.models.collfit import Observation, fit_on_collectives
+    from colltune.models.predict import predict
+
+    obs = [Observation(coll, pl.np, m.config, m.size, m.median)
+           for pl in measured for m in store.measurements(context_for(mpi, coll, pl))
+           if m.status == "ok" and m.median]
+    models = fit_on_collectives(obs, catalog)
+    err = {"hockney": models.hockney.quality.median_rel, "loggp": models.loggp.quality.median_rel}
+    which = min(err, key=lambda k: err[k])
+    out: dict[int, tuple[list[Decision], str]] = {}
+    for np in targets:
+        ds = []
+        for size in sizes_for(coll, np, sizes):
+            cands = [c for c in configurations(coll, catalog, np) if useful_at(c, size, coll, np)]
+            ranked = predict(models, coll, catalog, np, size, cands, rank_by=which)
+            if not ranked:
+                continue
+            top = ranked[0]
+            ds.append(Decision(size, coll.lookup_size(size, np), top.config, top.config,
+                               top.time(which), None, None, False,
+                               reason=f"predicted {top.time(which) * 1e6:.1f} us by {which}",
+                               predicted=True))
+        text = (f"{which} model {models.source} (median error there "
+                f"{100 * err[which]:.0f}%); the library default cannot be predicted and "
+                "was not compared; check with tune verify at this size before relying on it")
+        out[np] = (ds, text)
+    return out
 
 
 def model_points(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int,
@@ -392,7 +440,8 @@ def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
 
 def build_rules(base: rules.RulesFile | None, version: int,
                 decisions: dict[str, dict[int, list[Decision]]], mpi: OpenMPI,
-                catalog: Catalog) -> rules.RulesFile:
+                catalog: Catalog, predicted: dict[tuple[str, int], str] | None = None
+                ) -> rules.RulesFile:
     rf = base or rules.RulesFile(version=version)
     rf.version = version
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -406,6 +455,8 @@ def build_rules(base: rules.RulesFile | None, version: int,
         coll = get_collective(name)
         for np, ds in per_np.items():
             notes = [f"{name} at {np} ranks, {stamp}; message sizes are what Open MPI compares"]
+            if predicted and (name, np) in predicted:
+                notes.append(f"PREDICTED, NOT MEASURED at {np} ranks: {predicted[(name, np)]}")
             for d in sorted(ds, key=lambda d: d.lookup_size):
                 where = f"{d.size} B per rank" if d.size >= 0 else "every size"
                 if d.default_median and d.best_median and d.best:
