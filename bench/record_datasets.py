@@ -2,8 +2,9 @@
 every configuration, every size, every repetition, as the tuner measures them.
 
     python bench/record_datasets.py --out bench/data
+    python bench/record_datasets.py --out bench/data --np 2,3   # for the extrapolation check
 
-Writes one CSV per (Open MPI version, collective): bench/data/ompi<ver>-<coll>-np4.csv with
+Writes one CSV per (Open MPI version, collective, np): bench/data/ompi<ver>-<coll>-np<N>.csv with
 columns config_key, algorithm, segsize, fanout, max_requests, size, status, samples (the
 kernel's per-repetition times in seconds, space-separated), plus a README of the context.
 """
@@ -41,14 +42,14 @@ def main() -> None:
         for prefix in prefixes:
             mpi = find_openmpi(prefix)
             db = Path(t) / f"{mpi.version}.sqlite"
-            for coll in args.colls.split(","):
+            for coll, np in [(c, n) for c in args.colls.split(",") for n in args.np.split(",")]:
                 t0 = time.monotonic()
-                r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", args.np,
+                r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", np,
                                     "--mpi", prefix, "--db", str(db), *SETTINGS],
                                    capture_output=True, text=True, check=False)
                 if r.returncode != 0:
                     raise SystemExit(f"{coll} on {mpi.version}: {r.stderr}")
-                name = f"ompi{mpi.version}-{coll}-np{args.np}.csv"
+                name = f"ompi{mpi.version}-{coll}-np{np}.csv"
                 with sqlite3.connect(db) as c, open(out / name, "w", newline="") as f:
                     w = csv.writer(f)
                     w.writerow(["config_key", "algorithm", "segsize", "fanout", "max_requests",
@@ -57,20 +58,24 @@ def main() -> None:
                         "SELECT config_key, algorithm, segsize, fanout, max_requests, size, "
                         "status, samples FROM measurements WHERE collective=? AND np=? "
                         "ORDER BY size, algorithm, segsize, fanout, max_requests",
-                        (coll, int(args.np))).fetchall()
+                        (coll, int(np))).fetchall()
                     for *head, samples in rows:
                         w.writerow([*head, " ".join(f"{x:.4g}" for x in json.loads(samples))])
-                log.append(f"| {mpi.version} | {coll} | {len(rows)} | "
+                log.append(f"| {mpi.version} | {coll} | {np} | {len(rows)} | "
                            f"{time.monotonic() - t0:.0f} |")
                 print(log[-1], flush=True)
-    (out / "README.md").write_text(
-        "# Recorded full-grid datasets\n\n"
-        f"Recorded {time.strftime('%Y-%m-%d')} on {platform.node()} ({platform.machine()}, "
-        "2 cores, ranks oversubscribed) with `python bench/record_datasets.py`: "
-        f"`tune <coll> --np {args.np} {' '.join(SETTINGS)}`, MPI_T sweep, one launch per "
-        "collective. Times are seconds per call, one value per repetition, as the kernel "
-        "measured them (barrier-synchronised, max over ranks).\n\n"
-        "| Open MPI | collective | points | seconds to record |\n|---|---|---|---|\n"
+    readme = out / "README.md"
+    old = readme.read_text() if readme.exists() else "# Recorded full-grid datasets\n"
+    # each recording adds its own section: earlier datasets stay described
+    readme.write_text(
+        old.rstrip("\n") + "\n\n"
+        f"## np {args.np}: recorded {time.strftime('%Y-%m-%d')} on {platform.node()} "
+        f"({platform.machine()}, 2 cores)\n\n"
+        f"`python bench/record_datasets.py --np {args.np}`: `tune <coll> --np N "
+        f"{' '.join(SETTINGS)}`, MPI_T sweep, one launch per collective. Times are seconds "
+        "per call, one value per repetition, as the kernel measured them "
+        "(barrier-synchronised, max over ranks).\n\n"
+        "| Open MPI | collective | np | points | seconds to record |\n|---|---|---|---|---|\n"
         + "\n".join(log) + "\n")
 
 

@@ -37,8 +37,9 @@ def main() -> None:
     ap.add_argument("--strategies", default="race,bayes")
     ap.add_argument("--bayes-budget", type=float, default=None)
     ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--pattern", default="*-np4.csv", help="datasets to replay")
     args = ap.parse_args()
-    files = sorted(Path(args.data).glob("*.csv"))
+    files = sorted(Path(args.data).glob(args.pattern))
     jobs = [(str(f), st, seed, args.bayes_budget) for st in args.strategies.split(",")
             for f in files for seed in range(args.seeds)]
     with ProcessPoolExecutor(args.jobs) as ex:
