@@ -457,6 +457,27 @@ def show_cmd(
         out.print(t)
 
 
+@app.command("export")
+def export_cmd(
+    source: Path = typer.Option(..., "--from", help="Rules file or MVAPICH2 profile to install."),
+    site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
+    user: bool = typer.Option(False, "--user", help="Into your home (~/.openmpi, "
+                                                    "~/.mvapich2.conf) instead."),
+    force: bool = typer.Option(False, "--force", help="Replace files that exist."),
+) -> None:
+    """Write what an administrator installs once (or a user in their home): the tuning
+    file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
+    from colltune.export import export
+
+    try:
+        written = export(source, site, user, force)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for p in written:
+        out.print(f"wrote {p.path}  ({p.what})", highlight=False, markup=False)
+
+
 model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and LogGP.")
 app.add_typer(model_app, name="model")
 

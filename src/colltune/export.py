@@ -1,0 +1,123 @@
+"""`tune export`: what an administrator installs once so every job gets the tuned
+collectives (or what one user puts in their home): the tuning file, the library's own
+parameter file pointing at it, and environment modules (Tcl and Lua) that set the same
+variables. Open MPI rules files and MVAPICH2 2.3 profiles are exported; nothing that
+exists is overwritten without `force`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from colltune import __version__
+from colltune.errors import ColltuneError, FormatError
+from colltune.outfile import write_atomic
+from colltune.rules import mvapich2
+from colltune.rules import ompi_classic as rules
+
+RULES_NAME = "colltune-rules.conf"
+MODULE_NAME = "colltune"
+
+
+@dataclass(frozen=True)
+class Planned:
+    path: Path
+    text: str
+    what: str  # one line for the user
+
+
+def _stamp(source: Path) -> str:
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"written by colltune {__version__} from {source.resolve()}, {when}"
+
+
+def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
+    tcl = ["#%Module1.0", f"## {title}", f"## {_stamp(source)}",
+           f'module-whatis "{title}"']
+    tcl += [f"setenv {k} {{{v}}}" for k, v in env.items()]
+    lua = [f"-- {title}", f"-- {_stamp(source)}", f'whatis("{title}")']
+    lua += [f'setenv("{k}", "{v}")' for k, v in env.items()]
+    return "\n".join(tcl) + "\n", "\n".join(lua) + "\n"
+
+
+def _kind(source: Path) -> str:
+    try:
+        head = source.read_bytes()[:65536].decode("utf-8", "replace")
+    except OSError as e:
+        raise ColltuneError(f"cannot read {source}: {e.strerror}",
+                            "pass the rules file or profile `tune` wrote, with --from") from None
+    lines = [ln.strip() for ln in head.splitlines() if ln.strip() and not ln.startswith("#")]
+    if lines and lines[0].lstrip().removeprefix("export").strip().startswith("MV2_"):
+        return "mvapich2"
+    return "openmpi"
+
+
+def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None
+                ) -> list[Planned]:
+    """Every file the export writes, with its text (nothing written yet)."""
+    kind = _kind(source)
+    home = home or Path.home()
+    if kind == "openmpi":
+        try:
+            text = rules.render(rules.read(source))  # the same file, checked and normalised
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
+        where = (home / ".openmpi") if user else (dest or Path("."))
+        rules_path = (where / RULES_NAME).resolve()
+        params = {"coll_tuned_use_dynamic_rules": "1",
+                  "coll_tuned_dynamic_rules_filename": str(rules_path)}
+        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+        conf = [f"# Open MPI MCA parameters {_stamp(source)}"]
+        if not user:
+            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
+                        "OMPI_MCA_mca_base_param_files to this file")
+        conf += [f"{k} = {v}" for k, v in params.items()]
+        out = [Planned(rules_path, text, "Open MPI rules file"),
+               Planned((where / conf_name).resolve(), "\n".join(conf) + "\n",
+                       "Open MPI MCA parameter file")]
+        env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
+        title = "Open MPI collectives tuned by colltune"
+    else:
+        try:
+            prof = mvapich2.read(source)
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
+        env = dict(prof.settings)
+        where = home if user else (dest or Path("."))
+        name = ".mvapich2.conf" if user else "mvapich2.conf"
+        conf = [f"# MVAPICH2 parameters {_stamp(source)}"]
+        if not user:
+            conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
+        conf += [f"{k} = {v}" for k, v in env.items()]
+        out = [Planned((where / name).resolve(), "\n".join(conf) + "\n",
+                       "MVAPICH2 parameter file")]
+        title = "MVAPICH2 collectives tuned by colltune"
+    if not user:
+        tcl, lua = _modules(env, title, source)
+        mods = (dest or Path(".")) / "modulefiles" / MODULE_NAME
+        out += [Planned((mods / "tuned").resolve(), tcl, "environment module (Tcl)"),
+                Planned((mods / "tuned.lua").resolve(), lua, "environment module (Lua, Lmod)")]
+    return out
+
+
+def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
+           home: Path | None = None) -> list[Planned]:
+    if user == (dest is not None):
+        raise ColltuneError("choose one: --site DIR or --user",
+                            "e.g. tune export --site /opt/site/colltune --from rules.conf")
+    planned = plan_export(source, dest, user, home)
+    exists = [p.path for p in planned if p.path.exists()]
+    if exists and not force:
+        raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),
+                            "move them away, or pass --force to replace them")
+    for p in planned:
+        try:
+            p.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ColltuneError(f"cannot create {p.path.parent}: {e.strerror}",
+                                "choose a directory you can write") from None
+        write_atomic(p.path, p.text)
+        os.chmod(p.path, 0o644)  # read by every user's jobs
+    return planned

@@ -1,0 +1,107 @@
+"""`tune export`: the site profile (rules file, MCA parameter fragment, Tcl and Lua
+modules) and the per-user one. Open MPI must really pick the rules up through the written
+parameter files: proven from its own traffic (pml monitoring)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from colltune.applied import forced, traffic
+from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.collectives import get_collective
+from colltune.rules import mvapich2 as mv
+from colltune.rules.mvapich2 import Profile, Range
+from colltune.tuner.space import Config
+from helpers import tune_cli
+
+# reduce at 4 ranks: linear (1) everywhere; its traffic (every rank to the root) is unlike
+# the default's tree at 64 KiB
+LINEAR = "1\n11\n1\n4\n1\n0 1 0 0\n"
+SIZE = 65536
+
+
+def test_site_export_writes_every_file_and_never_overwrites(tmp_path: Path) -> None:
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    frag = (site / "openmpi-mca-params.conf").read_text()
+    rules_path = site / "colltune-rules.conf"
+    assert f"coll_tuned_dynamic_rules_filename = {rules_path.resolve()}" in frag
+    assert "coll_tuned_use_dynamic_rules = 1" in frag
+    assert tune_cli("check", str(rules_path), "--ompi-version", "4.1.4").returncode == 0
+    tcl = (site / "modulefiles" / "colltune" / "tuned").read_text()
+    lua = (site / "modulefiles" / "colltune" / "tuned.lua").read_text()
+    assert tcl.startswith("#%Module")
+    want = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+            "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(rules_path.resolve())}
+    assert dict(re.findall(r"^setenv (\S+) \{(.*)\}$", tcl, re.M)) == want
+    assert dict(re.findall(r'^setenv\("(\S+)", "(.*)"\)$', lua, re.M)) == want
+    for p in site.rglob("*"):
+        if p.is_file():
+            assert p.stat().st_mode & 0o444 == 0o444  # every user's jobs read them
+    # a second export refuses, names the files, changes nothing; --force replaces
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    again = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert again.returncode == 2 and "will not overwrite" in again.stderr
+    assert "--force" in again.stderr
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    assert tune_cli("export", "--from", str(src), "--site", str(site), "--force").returncode == 0
+
+
+def test_mvapich2_profile_exports_as_parameter_file_and_modules(tmp_path: Path) -> None:
+    p = Profile(comments=["tuned"])
+    p.set_ranges("MV2_INTER_REDUCE_TUNING", [Range(1, 0, 1024), Range(5, 1025, None)])
+    src = tmp_path / "mv2.conf"
+    src.write_text(mv.render(p, "env"))
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "site"))
+    assert r.returncode == 0, r.stderr
+    conf = tmp_path / "site" / "mvapich2.conf"
+    assert mv.read(conf).settings == p.settings  # PARAMETER = VALUE, as MVAPICH2 reads it
+    tcl = (tmp_path / "site" / "modulefiles" / "colltune" / "tuned").read_text()
+    assert "setenv MV2_INTER_REDUCE_TUNING {1:0-1024,5:1025-+}" in tcl
+    assert "setenv MV2_USE_INDEXED_REDUCE_TUNING {0}" in tcl
+    home = tmp_path / "home"
+    assert tune_cli("export", "--from", str(src), "--user", env={"HOME": str(home)}
+                    ).returncode == 0
+    assert mv.read(home / ".mvapich2.conf").settings == p.settings
+
+
+def test_bad_input_is_refused_with_a_reason(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.conf"
+    bad.write_text("1\n11\n1\n4\n1\n64 1 0 0\n")  # first rule not at 0: Open MPI drops it
+    r = tune_cli("export", "--from", str(bad), "--site", str(tmp_path / "s"))
+    assert r.returncode == 2 and "bad.conf" in r.stderr and "what to do" in r.stderr
+    assert not (tmp_path / "s").exists()
+    r = tune_cli("export", "--from", str(bad))
+    assert r.returncode == 2 and "--site DIR or --user" in r.stderr
+
+
+@pytest.mark.mpi
+def test_open_mpi_applies_the_exported_site_and_user_profiles(ompi: OpenMPI, tmp_path: Path
+                                                              ) -> None:
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    coll = get_collective("reduce")
+    cat = read_catalog(ompi)
+    linear = forced(ompi, coll, 4, SIZE, Config(1), cat)
+    assert linear != forced(ompi, coll, 4, SIZE, Config(0), cat), "test proves nothing"
+
+    site = tmp_path / "site"
+    assert tune_cli("export", "--from", str(src), "--site", str(site)).returncode == 0
+    frag = site / "openmpi-mca-params.conf"
+    # what an administrator does: point Open MPI at the fragment (or append it to the
+    # installation's openmpi-mca-params.conf); nothing else in the environment
+    assert traffic(ompi, coll, 4, SIZE, {"OMPI_MCA_mca_base_param_files": str(frag)}) == linear
+
+    home = tmp_path / "home"
+    home.mkdir()
+    assert tune_cli("export", "--from", str(src), "--user", env={"HOME": str(home)}
+                    ).returncode == 0
+    assert (home / ".openmpi" / "mca-params.conf").exists()
+    # Open MPI reads ~/.openmpi/mca-params.conf by itself
+    assert traffic(ompi, coll, 4, SIZE, {"HOME": str(home)}) == linear
