@@ -10,6 +10,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import cores
 from colltune.errors import ColltuneError
+from colltune.launchers import slurm_allocation
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,14 @@ def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = 
     if np < 2:
         raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks to tune",
                             "pass --np 2 or more")
-    if "SLURM_JOB_ID" in env:
-        slots = int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or 0)
-        nodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or 1)
-        if slots and np > slots:
+    alloc = slurm_allocation(env)
+    if alloc:
+        if alloc.tasks and np > alloc.tasks:
             raise ColltuneError(
-                f"--np {np} is more than the {slots} tasks of Slurm job {env['SLURM_JOB_ID']}",
+                f"--np {np} is more than the {alloc.tasks} tasks of Slurm job {alloc.job_id}",
                 f"request more tasks (salloc -n {np}) or lower --np",
             )
+        nodes = min(alloc.nodes, np)
         return Placement(np, False, hostfile, nodes, -(-np // nodes))
     if hostfile:
         slots = hostfile_slots(hostfile)

@@ -323,12 +323,7 @@ def cores() -> int:
 
 def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,
                 mca: dict[str, str] | None = None) -> list[str]:
-    args = [str(mpi.mpirun), "-np", str(np)]
-    if hostfile:
-        args += ["--hostfile", hostfile]
-    if oversubscribe:
-        # yield so oversubscribed ranks make progress instead of spinning
-        args += ["--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
-    for k, v in (mca or {}).items():
-        args += ["--mca", k, str(v)]
-    return args
+    from colltune.launchers import Layout, command
+
+    return command("mpirun", str(mpi.mpirun), Layout(np, hostfile=hostfile,
+                                                      oversubscribe=oversubscribe), mca)

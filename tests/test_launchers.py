@@ -1,0 +1,88 @@
+"""Launcher command lines (mpirun, srun, mpiexec, mpirun_rsh) and what a Slurm allocation
+offers, from the environment Slurm sets inside `salloc -N 4 --ntasks-per-node 16`
+(names and formats as Slurm documents them; no Slurm runs on this machine)."""
+
+from __future__ import annotations
+
+import pytest
+
+from colltune.errors import ColltuneError
+from colltune.launchers import (
+    Layout,
+    command,
+    default_launcher,
+    expand_tasks_per_node,
+    slurm_allocation,
+)
+from colltune.slots import place
+
+SALLOC = {
+    "SLURM_JOB_ID": "812345", "SLURM_JOBID": "812345", "SLURM_JOB_NUM_NODES": "4",
+    "SLURM_NNODES": "4", "SLURM_NTASKS": "64", "SLURM_NPROCS": "64",
+    "SLURM_TASKS_PER_NODE": "16(x4)", "SLURM_JOB_NODELIST": "cn[001-004]",
+    "SLURM_NTASKS_PER_NODE": "16", "SLURM_CLUSTER_NAME": "hpc",
+}
+
+
+def test_slurm_allocation_is_read_from_its_variables() -> None:
+    a = slurm_allocation(SALLOC)
+    assert a is not None
+    assert (a.job_id, a.nodes, a.tasks, a.ppn, a.nodelist) == ("812345", 4, 64, 16,
+                                                               "cn[001-004]")
+    assert slurm_allocation({"HOME": "/root"}) is None
+    assert expand_tasks_per_node("16(x3),8") == [16, 16, 16, 8]
+    assert expand_tasks_per_node("2") == [2]
+    with pytest.raises(ColltuneError):
+        expand_tasks_per_node("16(x")
+    # uneven nodes: the smallest count is what every node can take
+    uneven = slurm_allocation({**SALLOC, "SLURM_TASKS_PER_NODE": "16(x3),8",
+                               "SLURM_NTASKS": "56"})
+    assert uneven is not None and uneven.ppn == 8 and uneven.tasks == 56
+
+
+def test_placement_inside_an_allocation() -> None:
+    p = place(64, env=SALLOC)
+    assert (p.np, p.nodes, p.ppn, p.oversubscribe) == (64, 4, 16, False)
+    assert place(2, env=SALLOC).nodes == 2
+    with pytest.raises(ColltuneError, match="more than the 64 tasks of Slurm job 812345"):
+        place(128, env=SALLOC)
+    assert default_launcher(SALLOC, None) == "srun"
+    assert default_launcher({}, None) == "mpirun"
+    assert default_launcher(SALLOC, "mpirun") == "mpirun"
+    with pytest.raises(ColltuneError, match="unknown launcher"):
+        default_launcher({}, "aprun")
+
+
+def test_mpirun_command_lines() -> None:
+    assert command("mpirun", "mpirun", Layout(4, oversubscribe=True)) == [
+        "mpirun", "-np", "4", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+    assert command("mpirun", "/opt/ompi/bin/mpirun",
+                   Layout(64, nodes=4, ppn=16, hostfile="hosts", extra=("--tag-output",)),
+                   mca={"coll": "^han"}, env={"MY": "1"}) == [
+        "env", "MY=1", "/opt/ompi/bin/mpirun", "-np", "64", "--hostfile", "hosts",
+        "--map-by", "ppr:16:node", "--bind-to", "core", "--mca", "coll", "^han", "-x", "MY",
+        "--tag-output"]
+
+
+def test_srun_command_lines() -> None:
+    assert command("srun", "srun", Layout(64, nodes=4, ppn=16), mca={"coll": "^han"}) == [
+        "env", "OMPI_MCA_coll=^han", "srun", "-n", "64", "-N", "4", "--ntasks-per-node",
+        "16", "--cpu-bind=cores"]
+    assert command("srun", "srun", Layout(4, oversubscribe=True)) == [
+        "env", "OMPI_MCA_mpi_yield_when_idle=1", "srun", "-n", "4", "--cpu-bind=none",
+        "--overcommit"]
+
+
+def test_mpiexec_and_mpirun_rsh_command_lines() -> None:
+    assert command("mpiexec", "mpiexec", Layout(8, ppn=4, hostfile="h"),
+                   env={"MPIR_CVAR_DEVICE_COLLECTIVES": "none"}) == [
+        "mpiexec", "-n", "8", "-f", "h", "-ppn", "4", "-bind-to", "core", "-genv",
+        "MPIR_CVAR_DEVICE_COLLECTIVES", "none"]
+    with pytest.raises(ColltuneError, match="MCA"):
+        command("mpiexec", "mpiexec", Layout(2), mca={"coll": "^han"})
+    assert command("mpirun_rsh", "mpirun_rsh", Layout(2, oversubscribe=True),
+                   env={"MV2_INTER_REDUCE_TUNING": "1:0-+"}) == [
+        "mpirun_rsh", "-np", "2", "localhost", "localhost", "MV2_INTER_REDUCE_TUNING=1:0-+",
+        "MV2_ENABLE_AFFINITY=0"]
+    assert command("mpirun_rsh", "mpirun_rsh", Layout(4, hostfile="hosts"))[:5] == [
+        "mpirun_rsh", "-np", "4", "-hostfile", "hosts"]
