@@ -86,3 +86,28 @@ def test_mpiexec_and_mpirun_rsh_command_lines() -> None:
         "MV2_ENABLE_AFFINITY=0"]
     assert command("mpirun_rsh", "mpirun_rsh", Layout(4, hostfile="hosts"))[:5] == [
         "mpirun_rsh", "-np", "4", "-hostfile", "hosts"]
+
+
+@pytest.mark.mpi
+def test_layout_and_launcher_args_reach_the_real_launch(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--nodes/--ppn are recorded with every measurement, and --launcher-args reach mpirun
+    and the ranks: `-x NAME=VALUE` (only there, not in the tuner's environment) sets the
+    kernel's test-only fault switch, and the configuration it names comes back invalid,
+    which only the ranks themselves can report."""
+    import sqlite3
+
+    from colltune.backends.openmpi import find_openmpi
+    from helpers import tune_cli
+
+    ompi = find_openmpi("/usr")
+    db = tmp_path / "db.sqlite"
+    r = tune_cli("reduce", "--np", "4", "--nodes", "1", "--ppn", "4", "--mpi", str(ompi.prefix),
+                 "--db", str(db), "--sizes", "64", "--confirm-rounds", "0", "--quiet",
+                 "--launcher-args", "-x COLLTUNE_TEST_FAULT=wrong:coll_tuned_reduce_algorithm=1")
+    assert r.returncode == 0, r.stderr
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements").fetchall()
+    bad = con.execute("SELECT config_key FROM measurements WHERE status='invalid'").fetchall()
+    con.close()
+    assert rows == [(4, 4, 1)]
+    assert bad == [("a1/s0/f0/r0",)]

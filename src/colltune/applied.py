@@ -10,8 +10,8 @@ from colltune.backends.openmpi import (
     OpenMPI,
     dynamic_env,
     forcing_vars,
+    launch_command,
     launch_env,
-    mpirun_args,
 )
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
@@ -32,7 +32,7 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
     placement = place(np, env={})
     plan = KernelPlan(coll.name, [KernelConfig(0, assign or {})], [(0, size)],
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS))
-    cmd = mpirun_args(mpi, np, placement.oversubscribe, mca=MONITORING_MCA)
+    cmd = launch_command(mpi, placement, MONITORING_MCA)
     out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
     if out.status != "ok" or not out.results or out.results[0].status != "ok":
         raise ColltuneError(f"traffic run of {coll.name} failed: {out.status} {out.message}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from rich.table import Table
 from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.errors import ColltuneError, FormatError
+from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
@@ -121,14 +123,14 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
               seed: int, confirm_rounds: int, budget: int | None = None,
               ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
-              fit_np: str = "2,3,4") -> None:
+              fit_np: str = "2,3,4", launch: Launch | None = None) -> None:
     try:
         opts = TuneOptions(
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, budget=budget, ei_stop=ei_stop, top_k=top_k, sweep=sweep,
-            predict=predict, fit_nps=_ints(fit_np, "--fit-np"),
+            predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
@@ -180,6 +182,13 @@ def _make_tune_command(name: str) -> None:
                                                     help="1 classic, 2 rule-file-version-2."),
         from_db: bool = typer.Option(False, "--from-db", help="Decide from stored data only."),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+        launcher: str | None = typer.Option(None, "--launcher",
+                                            help="mpirun or srun (default: srun inside a "
+                                                 "Slurm allocation, else mpirun)."),
+        nodes: int | None = typer.Option(None, "--nodes", help="Nodes to spread ranks over."),
+        ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
+        launcher_args: str = typer.Option("", "--launcher-args",
+                                          help="More launcher options, passed as they are."),
         summary_json: Path | None = typer.Option(None, "--summary-json",
                                                     help="Write decisions as JSON."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or tables."),
@@ -198,7 +207,8 @@ def _make_tune_command(name: str) -> None:
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
-                  predict, fit_np)
+                  predict, fit_np, Launch(launcher, nodes, ppn,
+                                          tuple(shlex.split(launcher_args))))
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

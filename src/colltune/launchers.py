@@ -27,6 +27,17 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Launch:
+    """What the user asked of the launcher (`--launcher`, `--nodes`, `--ppn`,
+    `--launcher-args`); None: the launcher's own default."""
+
+    launcher: str | None = None
+    nodes: int | None = None
+    ppn: int | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SlurmAllocation:
     job_id: str
     nodes: int

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import cores
 from colltune.errors import ColltuneError
-from colltune.launchers import slurm_allocation
+from colltune.launchers import Launch, default_launcher, slurm_allocation
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class Placement:
     nodes: int
     ppn: int
     warning: str | None = None
+    launch: Launch = Launch()  # launcher, and what to ask it for (resolved: never None)
 
 
 def hostfile_slots(path: str) -> int:
@@ -39,12 +40,29 @@ def hostfile_slots(path: str) -> int:
     return total
 
 
-def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None) -> Placement:
-    """Decide oversubscription, or refuse when an allocation is too small."""
+def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None,
+          launch: Launch | None = None) -> Placement:
+    """Decide the launcher and oversubscription, or refuse when an allocation is too
+    small for what was asked."""
     env = os.environ if env is None else env
     if np < 2:
         raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks to tune",
                             "pass --np 2 or more")
+    want = launch or Launch()
+    want = Launch(default_launcher(env, want.launcher), want.nodes, want.ppn, want.args)
+    if want.nodes is not None and want.nodes < 1 or want.ppn is not None and want.ppn < 1:
+        raise ColltuneError("--nodes and --ppn must be at least 1", "e.g. --nodes 4 --ppn 16")
+    if want.nodes and want.ppn and want.nodes * want.ppn < np:
+        raise ColltuneError(f"--np {np} does not fit in {want.nodes} nodes x {want.ppn} ranks",
+                            "raise --nodes or --ppn, or lower --np")
+    if want.nodes or want.ppn:
+        nodes = want.nodes or -(-np // (want.ppn or np))
+        ppn = want.ppn or -(-np // nodes)
+        # only on this one machine can the cores be counted
+        over = nodes == 1 and not hostfile and slurm_allocation(env) is None and ppn > cores()
+        return Placement(np, over, hostfile, nodes, ppn, launch=want,
+                         warning=f"{ppn} ranks on {cores()} cores: running oversubscribed"
+                         if over else None)
     alloc = slurm_allocation(env)
     if alloc:
         if alloc.tasks and np > alloc.tasks:
@@ -53,16 +71,16 @@ def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = 
                 f"request more tasks (salloc -n {np}) or lower --np",
             )
         nodes = min(alloc.nodes, np)
-        return Placement(np, False, hostfile, nodes, -(-np // nodes))
+        return Placement(np, False, hostfile, nodes, -(-np // nodes), launch=want)
     if hostfile:
         slots = hostfile_slots(hostfile)
         if np > slots:
             raise ColltuneError(f"--np {np} is more than the {slots} slots in {hostfile}",
                                 "add hosts or slots to the hostfile, or lower --np")
-        return Placement(np, False, hostfile, 1, np)
+        return Placement(np, False, hostfile, 1, np, launch=want)
     n = cores()
     if np > n:
         return Placement(np, True, None, 1, np,
                          warning=f"{np} ranks on {n} cores: running oversubscribed, so timings "
-                                 "include scheduling effects")
-    return Placement(np, False, None, 1, np)
+                                 "include scheduling effects", launch=want)
+    return Placement(np, False, None, 1, np, launch=want)

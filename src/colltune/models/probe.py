@@ -9,7 +9,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 
-from colltune.backends.openmpi import OpenMPI, launch_env, mpirun_args
+from colltune.backends.openmpi import OpenMPI, launch_command, launch_env
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.slots import place
@@ -88,7 +88,7 @@ def run_probe(mpi: OpenMPI, np: int = 2, max_bytes: int = 1 << 20, reps: int = 5
               hostfile: str | None = None, timeout: float = 600.0) -> ProbeData:
     placement = place(np, hostfile)
     exe = build_kernel(mpi, name="modelbench")
-    cmd = [*mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile),
+    cmd = [*launch_command(mpi, placement),
            str(exe), str(max_bytes), str(reps)]
     # its own session, so a hung probe is killed with every rank, not just mpirun
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -15,8 +15,8 @@ from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
     OpenMPI,
     dynamic_env,
+    launch_command,
     launch_env,
-    mpirun_args,
 )
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
@@ -65,7 +65,7 @@ def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels."""
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
-    cmd = mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile)
+    cmd = launch_command(mpi, placement)
     for rnd in range(rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
             plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],

@@ -14,8 +14,8 @@ from colltune.backends.openmpi import (
     OpenMPI,
     dynamic_env,
     forcing_vars,
+    launch_command,
     launch_env,
-    mpirun_args,
 )
 from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
@@ -179,7 +179,7 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
                     record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
                     count += 1
 
-    cmd = mpirun_args(mpi, placement.np, placement.oversubscribe, placement.hostfile)
+    cmd = launch_command(mpi, placement)
     outcome = run_kernel(cmd, exe, plan, launch_env(env_extra), point_timeout=settings.timeout,
                          start_timeout=max(120.0, settings.timeout), on_event=on_event,
                          library_ok=lambda lib: library_matches(mpi, lib))

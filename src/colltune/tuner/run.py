@@ -22,6 +22,7 @@ from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import PointResult
+from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
@@ -61,6 +62,7 @@ class TuneOptions:
     rules_version: int | None = None
     from_db: bool = False
     hostfile: str | None = None
+    launch: Launch | None = None  # --launcher, --nodes, --ppn, --launcher-args
     summary_json: Path | None = None
     alpha: float = 0.01
     min_gain: float = 0.03
@@ -171,7 +173,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
     check_outputs(opts.out, opts.summary_json)
     # with --predict, what is measured is fit_nps; nps are only predicted
-    placements: list[Placement] = [place(np, opts.hostfile)
+    placements: list[Placement] = [place(np, opts.hostfile, launch=opts.launch)
                                    for np in (opts.fit_nps if opts.predict else opts.nps)]
     predicted: dict[tuple[str, int], str] = {}
     mpi = find_openmpi(opts.mpi)
