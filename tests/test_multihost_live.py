@@ -1,0 +1,103 @@
+"""Two "hosts" on one machine: Linux network namespaces joined by a veth pair, Open MPI
+started across them through an rsh agent that enters the other namespace (with its own
+hostname). The tuner runs with a hostfile and 2 ranks per node; the proof that the
+collectives really crossed the "network" is the veth pair's own byte counters."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi import OpenMPI
+from helpers import collbench_pids
+
+pytestmark = pytest.mark.mpi
+
+
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def two_hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
+    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
+        pytest.skip("needs root, iproute2 (ip) and util-linux (unshare) for network namespaces")
+    tag = f"ct{os.getpid() % 100000}"
+    a, b = f"{tag}a", f"{tag}b"
+    made = _ip("netns", "add", a)
+    if made.returncode != 0:
+        pytest.skip(f"network namespaces not allowed here: {made.stderr.strip()}")
+    try:
+        _ip("netns", "add", b)
+        steps = [("link", "add", f"{tag}va", "type", "veth", "peer", "name", f"{tag}vb"),
+                 ("link", "set", f"{tag}va", "netns", a), ("link", "set", f"{tag}vb", "netns", b),
+                 ("-n", a, "addr", "add", "10.77.0.1/24", "dev", f"{tag}va"),
+                 ("-n", b, "addr", "add", "10.77.0.2/24", "dev", f"{tag}vb"),
+                 ("-n", a, "link", "set", f"{tag}va", "up"),
+                 ("-n", b, "link", "set", f"{tag}vb", "up"),
+                 ("-n", a, "link", "set", "lo", "up"), ("-n", b, "link", "set", "lo", "up")]
+        for st in steps:
+            r = _ip(*st)
+            if r.returncode != 0:
+                pytest.skip(f"cannot build the veth link ({' '.join(st)}): {r.stderr.strip()}")
+        agent = tmp_path / "nsagent"
+        # what ssh would do: run the command line "on" the host, here inside its namespace
+        agent.write_text(
+            "#!/bin/sh\nhost=$1; shift\ncase $host in\n"
+            f"  10.77.0.1) ns={a}; name=nodeA;;\n  10.77.0.2) ns={b}; name=nodeB;;\n"
+            '  *) echo "nsagent: unknown host $host" >&2; exit 255;;\nesac\n'
+            'exec ip netns exec $ns unshare --uts sh -c "hostname $name; $*"\n')
+        agent.chmod(0o755)
+        hostfile = tmp_path / "hosts"
+        hostfile.write_text("10.77.0.1 slots=2\n10.77.0.2 slots=2\n")
+        yield {"a": a, "b": b, "agent": str(agent), "hostfile": str(hostfile),
+               "veth_b": f"{tag}vb"}
+    finally:
+        _ip("netns", "del", a)  # takes its end of the veth pair, and the pair, with it
+        _ip("netns", "del", b)
+
+
+def _rx_bytes(ns: str, dev: str) -> int:
+    """Bytes the device received (its sysfs counter, read inside its namespace)."""
+    return int(subprocess.run(["ip", "netns", "exec", ns, "cat",
+                               f"/sys/class/net/{dev}/statistics/rx_bytes"],
+                              capture_output=True, text=True, check=True).stdout)
+
+
+def test_tuning_across_two_hosts_with_a_hostfile(ompi41: OpenMPI, two_hosts: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    db, out = tmp_path / "db.sqlite", tmp_path / "rules.conf"
+    before_pids = set(collbench_pids())
+    rx0 = _rx_bytes(two_hosts["b"], two_hosts["veth_b"])
+    tune = [sys.executable, "-m", "colltune.cli", "reduce", "--np", "4", "--hostfile",
+            two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
+            f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(ompi41.prefix),
+            "--db", str(db), "--out", str(out), "--sizes", "8,64K", "--point-time", "0.02",
+            "--min-reps", "5", "--max-reps", "20", "--confirm-rounds", "0", "--quiet"]
+    r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
+                        'hostname nodeA; exec "$@"', "sh", *tune],
+                       capture_output=True, text=True, timeout=600, check=False,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    rx = _rx_bytes(two_hosts["b"], two_hosts["veth_b"]) - rx0
+    # every measured 64 KiB reduce moves blocks between the two nodes: megabytes, not the
+    # few kilobytes of the launch itself
+    print(f"bytes received by node B: {rx}")
+    assert rx > 1_000_000, rx
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    layout = con.execute("SELECT DISTINCT host, np, ppn, nodes FROM measurements").fetchall()
+    statuses = {s for (s,) in con.execute("SELECT status FROM measurements")}
+    con.close()
+    assert layout == [("nodeA", 4, 2, 2)] and statuses == {"ok"}
+    from helpers import tune_cli
+
+    assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
+    assert set(collbench_pids()) - before_pids == set(), "ranks left behind on a 'host'"
