@@ -147,6 +147,38 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
                   highlight=False, markup=False)
 
 
+def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
+                        nodes: int | None, ppn: int | None, point_time: float,
+                        path: Path) -> None:
+    from colltune.backends.openmpi import builtin_catalog
+    from colltune.slurm_script import render
+    from colltune.tuner.space import configurations, sizes_for, useful_at
+
+    try:
+        nps = _ints(np, "--np")
+        names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
+        size_list = parse_sizes(sizes) if sizes else None
+        segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None
+        cat = builtin_catalog()  # the plan's size; the batch job reads the real catalog
+        points = sum(1 for n in names for p in nps
+                     for c in configurations(get_collective(n), cat, p, segs)
+                     for sz in sizes_for(get_collective(n), p, size_list)
+                     if useful_at(c, sz, get_collective(n), p))
+        args = sys.argv[1:]
+        i = args.index("--slurm-script")
+        args = args[:i] + args[i + 2:]
+        text = render(args, max(nps), nodes, ppn, points, point_time,
+                      launches=len(names) * len(nps), name=f"colltune-{name}")
+        ensure_writable(path, "--slurm-script")
+        write_atomic(path, text)
+        path.chmod(0o755)
+    except (ColltuneError, ValueError) as e:
+        _fail(e if isinstance(e, ColltuneError) else
+              ColltuneError(f"cannot write the batch script: {e}", "check the options"))
+        return
+    err.print(f"wrote {path}: submit it with sbatch {path}", highlight=False, markup=False)
+
+
 def _make_tune_command(name: str) -> None:
     help_text = ("Tune every collective." if name == "all" else
                  f"Measure {name} algorithms and write Open MPI rules.")
@@ -189,6 +221,9 @@ def _make_tune_command(name: str) -> None:
         ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
         launcher_args: str = typer.Option("", "--launcher-args",
                                           help="More launcher options, passed as they are."),
+        slurm_script: Path | None = typer.Option(
+            None, "--slurm-script", help="Write a Slurm batch script that runs this tuning "
+                                         "in an allocation, instead of running it now."),
         summary_json: Path | None = typer.Option(None, "--summary-json",
                                                     help="Write decisions as JSON."),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or tables."),
@@ -204,6 +239,10 @@ def _make_tune_command(name: str) -> None:
                                            help="Fresh default/tuned launch pairs that must "
                                                 "confirm each win (0: skip)."),
     ) -> None:
+        if slurm_script is not None:
+            _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
+                                slurm_script)
+            return
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,

@@ -1,0 +1,59 @@
+"""`tune ... --slurm-script job.sh`: a batch script that runs the same tuning inside a Slurm
+allocation (nodes, tasks, a time limit estimated from the plan), instead of running now."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from datetime import datetime, timezone
+
+from colltune import __version__
+from colltune.errors import ColltuneError
+
+
+def time_limit(points: int, point_time: float, launches: int) -> int:
+    """Seconds to ask for: every point at its time budget plus warm-up, 30 s per launch
+    (start-up across nodes), doubled for safety, at least 10 minutes."""
+    return max(600, int(2 * (points * (point_time + 0.05) + 30 * launches)))
+
+
+def hms(seconds: int) -> str:
+    return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points: int,
+           point_time: float, launches: int, name: str) -> str:
+    """`args`: the tune command's own arguments, without --slurm-script."""
+    if not nodes and not ppn:
+        raise ColltuneError("a batch script needs the layout",
+                            "pass --nodes N or --ppn K (ranks per node) with --slurm-script")
+    nodes = nodes or -(-np // (ppn or np))
+    ppn = ppn or -(-np // nodes)
+    if nodes * ppn < np:
+        raise ColltuneError(f"--np {np} does not fit in {nodes} nodes x {ppn} ranks",
+                            "raise --nodes or --ppn")
+    limit = time_limit(points, point_time, launches)
+    inner = [a for a in args]
+    for flag, value in (("--launcher", "srun"), ("--nodes", str(nodes)), ("--ppn", str(ppn))):
+        if flag not in inner:
+            inner += [flag, value]
+    cmd = shlex.join([sys.executable, "-m", "colltune.cli", *inner])
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "\n".join([
+        "#!/bin/bash",
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={ppn}",
+        f"#SBATCH --ntasks={nodes * ppn}",
+        f"#SBATCH --time={hms(limit)}",
+        "#SBATCH --exclusive",
+        f"#SBATCH --output={name}-%j.out",
+        f"# written by colltune {__version__}, {when}",
+        f"# plan: {points} (configuration, size) points in about {launches} launches at "
+        f"{point_time} s per point; time limit = 2 x estimate, at least 10 min",
+        "# load the MPI the rules are for (the one given with --mpi), for example:",
+        "# module load openmpi",
+        "set -euo pipefail",
+        cmd,
+        "",
+    ])

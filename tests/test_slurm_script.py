@@ -1,0 +1,43 @@
+"""`--slurm-script`: a batch script with the layout and a time limit from the plan, that
+runs the same tuning through srun; nothing is measured when it is written."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from colltune.slurm_script import hms, time_limit
+from helpers import tune_cli
+
+
+def test_batch_script_for_512_ranks(tmp_path: Path) -> None:
+    job, db = tmp_path / "job.sh", tmp_path / "never.sqlite"
+    r = tune_cli("reduce", "--np", "512", "--nodes", "32", "--ppn", "16", "--mpi", "/opt/ompi",
+                 "--db", str(db), "--sizes", "8,1M", "--out", "rules.conf",
+                 "--slurm-script", str(job))
+    assert r.returncode == 0, r.stderr
+    assert not db.exists()  # written, not run
+    text = job.read_text()
+    sb = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)$", text, re.M))
+    assert (sb["nodes"], sb["ntasks-per-node"], sb["ntasks"]) == ("32", "16", "512")
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", sb["time"])
+    assert subprocess.run(["bash", "-n", str(job)], check=False).returncode == 0
+    cmd = shlex.split(text.strip().splitlines()[-1])
+    assert cmd[1:3] == ["-m", "colltune.cli"] and "--slurm-script" not in cmd
+    assert cmd[3:] == ["reduce", "--np", "512", "--nodes", "32", "--ppn", "16", "--mpi",
+                       "/opt/ompi", "--db", str(db), "--sizes", "8,1M", "--out", "rules.conf",
+                       "--launcher", "srun"]
+
+
+def test_batch_script_needs_a_layout(tmp_path: Path) -> None:
+    r = tune_cli("bcast", "--np", "64", "--slurm-script", str(tmp_path / "job.sh"))
+    assert r.returncode == 2 and "--nodes N or --ppn K" in r.stderr
+    assert not (tmp_path / "job.sh").exists()
+
+
+def test_time_limit() -> None:
+    assert time_limit(10, 0.25, 1) == 600  # at least 10 minutes
+    assert time_limit(10_000, 0.25, 4) == 2 * (10_000 * 0.3 + 120)
+    assert hms(3725) == "01:02:05"
