@@ -101,3 +101,33 @@ def test_tuning_across_two_hosts_with_a_hostfile(ompi41: OpenMPI, two_hosts: dic
 
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
     assert set(collbench_pids()) - before_pids == set(), "ranks left behind on a 'host'"
+
+
+def test_model_fit_separates_pairs_inside_and_across_nodes(
+        ompi41: OpenMPI, two_hosts: dict[str, str], tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    db = tmp_path / "db.sqlite"
+    fit = [sys.executable, "-m", "colltune.cli", "model", "fit", "--np", "4", "--hostfile",
+           two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
+           f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(ompi41.prefix),
+           "--db", str(db), "--reps", "5", "--max-size", "64K"]
+    r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
+                        'hostname nodeA; exec "$@"', "sh", *fit],
+                       capture_output=True, text=True, timeout=600, check=False,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert r.returncode == 0, r.stderr
+    assert "pairs inside a node" in r.stdout and "pairs across nodes" in r.stdout
+    con = sqlite3.connect(db)
+    rows = {m: (json.loads(p), json.loads(d)) for m, p, d in
+            con.execute("SELECT model, params, probe FROM models")}
+    con.close()
+    assert set(rows) == {"hockney", "loggp", "hockney-intra", "hockney-inter", "loggp-intra",
+                         "loggp-inter"}
+    probe = rows["hockney"][1]
+    # ranks 0,1 on nodeA and 2,3 on nodeB (2 per node): what MPI_Get_processor_name said
+    assert {(p["peer"], p["same_node"]) for p in probe["p2p"]} == {(1, True), (2, False),
+                                                                    (3, False)}
+    for name in ("hockney-intra", "hockney-inter"):
+        assert all(p["a"] > 0 and p["b"] > 0 for p in rows[name][0]["pieces"])

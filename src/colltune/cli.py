@@ -570,9 +570,15 @@ def model_fit_cmd(
     max_size: str = typer.Option("1M", "--max-size", help="Largest message probed."),
     reps: int = typer.Option(50, "--reps", help="Repetitions per probe and size (median)."),
     hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+    launcher: str | None = typer.Option(None, "--launcher", help="mpirun or srun."),
+    nodes: int | None = typer.Option(None, "--nodes", help="Nodes to spread ranks over."),
+    ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
+    launcher_args: str = typer.Option("", "--launcher-args",
+                                      help="More launcher options, passed as they are."),
 ) -> None:
     """Probe point-to-point costs (ping-pong, overheads, trains, local reduction) and fit
-    Hockney and LogGP; parameters and fit quality go to the store."""
+    Hockney and LogGP; parameters and fit quality go to the store. When the ranks span
+    nodes, pairs inside a node and across nodes are also fitted apart."""
     from colltune.models.calibrate import calibrate
     from colltune.store import Store, default_db_path
 
@@ -583,7 +589,8 @@ def model_fit_cmd(
                                 "e.g. --max-size 1M --reps 50")
         store = Store(db or default_db_path())
         try:
-            cal = calibrate(store, mpi, np, size, reps, hostfile)
+            cal = calibrate(store, mpi, np, size, reps, hostfile,
+                            Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))))
         finally:
             store.close()
     except ColltuneError as e:
@@ -591,6 +598,9 @@ def model_fit_cmd(
         return
     _print_models(f"{cal.mpi}, {np} ranks on {cal.data.host}", cal.hockney.as_json(),
                   cal.loggp.as_json())
+    for label, (h, lg) in cal.apart.items():
+        _print_models(f"pairs {'inside a node' if label == 'intra' else 'across nodes'}",
+                      h.as_json(), lg.as_json())
 
 
 @model_app.command("show")
@@ -615,8 +625,11 @@ def model_show_cmd(
     for _key, version, host, np, _ppn, model, params, _created in fits:
         by.setdefault((version, host, np), {})[model] = params
     for (version, host, np), ms in sorted(by.items()):
-        if "hockney" in ms and "loggp" in ms:
-            _print_models(f"MPI {version}, {np} ranks on {host}", ms["hockney"], ms["loggp"])
+        for suffix, what in (("", ""), ("-intra", ", pairs inside a node"),
+                             ("-inter", ", pairs across nodes")):
+            if f"hockney{suffix}" in ms and f"loggp{suffix}" in ms:
+                _print_models(f"MPI {version}, {np} ranks on {host}{what}",
+                              ms[f"hockney{suffix}"], ms[f"loggp{suffix}"])
 
 
 @model_app.command("predict")

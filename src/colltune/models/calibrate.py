@@ -3,9 +3,10 @@ keep parameters, fit quality and the probe data in the store."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from colltune.backends.openmpi import find_openmpi
+from colltune.launchers import Launch
 from colltune.models.hockney import Hockney, fit_hockney
 from colltune.models.loggp import LogGP, fit_loggp
 from colltune.models.probe import ProbeData, run_probe
@@ -22,14 +23,26 @@ class Calibration:
     loggp: LogGP
 
 
+    # when the ranks span nodes: the same fits for pairs inside a node and across nodes
+    apart: dict[str, tuple[Hockney, LogGP]] = field(default_factory=dict)
+
+
 def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,
-              max_bytes: int = 1 << 20, reps: int = 50, hostfile: str | None = None
-              ) -> Calibration:
+              max_bytes: int = 1 << 20, reps: int = 50, hostfile: str | None = None,
+              launch: Launch | None = None) -> Calibration:
     mpi = find_openmpi(mpi_prefix)
-    placement = place(np, hostfile)
-    data = run_probe(mpi, np, max_bytes, reps, hostfile)
+    placement = place(np, hostfile, launch=launch)
+    data = run_probe(mpi, placement, max_bytes, reps)
     h, lg = fit_hockney(data), fit_loggp(data)
-    for name, params in (("hockney", h.as_json()), ("loggp", lg.as_json())):
+    cal = Calibration(mpi.describe(), np, data, h, lg)
+    kinds = {r.same_node for r in data.p2p}
+    if len(kinds) == 2:
+        for same, label in ((True, "intra"), (False, "inter")):
+            cal.apart[label] = (fit_hockney(data, same), fit_loggp(data, same))
+    fits = [("hockney", h.as_json()), ("loggp", lg.as_json())]
+    for label, (hh, ll) in cal.apart.items():
+        fits += [(f"hockney-{label}", hh.as_json()), (f"loggp-{label}", ll.as_json())]
+    for name, params in fits:
         store.add_model(mpi.key, mpi.version, data.host, np, placement.ppn, name, params,
                         data.as_json())
-    return Calibration(mpi.describe(), np, data, h, lg)
+    return cal

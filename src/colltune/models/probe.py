@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from colltune.backends.openmpi import OpenMPI, launch_command, launch_env
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
-from colltune.slots import place
+from colltune.slots import Placement
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,8 @@ def parse(text: str) -> ProbeData:
     return data
 
 
-def run_probe(mpi: OpenMPI, np: int = 2, max_bytes: int = 1 << 20, reps: int = 50,
-              hostfile: str | None = None, timeout: float = 600.0) -> ProbeData:
-    placement = place(np, hostfile)
+def run_probe(mpi: OpenMPI, placement: Placement, max_bytes: int = 1 << 20, reps: int = 50,
+              timeout: float = 600.0) -> ProbeData:
     exe = build_kernel(mpi, name="modelbench")
     cmd = [*launch_command(mpi, placement),
            str(exe), str(max_bytes), str(reps)]
