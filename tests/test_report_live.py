@@ -28,6 +28,9 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
                  "--sizes", "8,512,4K,64K", "--out", str(d / "rules.conf"), "--point-time",
                  "0.05", "--quiet")
     assert r.returncode == 0, r.stderr
+    fit = tune_cli("model", "fit", "--np", "2", "--mpi", str(ompi.prefix), "--db",
+                   str(d / "db.sqlite"), "--reps", "5", "--max-size", "64K")
+    assert fit.returncode == 0, fit.stderr
     return d
 
 
@@ -48,6 +51,10 @@ def test_report_files_plots_and_exports(tuned: Path) -> None:
     assert len(rows) == stored and {r["collective"] for r in rows} == {"reduce"}
     decisions = list(csv.DictReader(open(out / "decisions.csv")))
     assert [int(d["size"]) for d in decisions] == [8, 512, 4096, 65536]
+    # the fitted models, with their fit quality, as stored
+    models = page.split("<h2>Model fits</h2>", 1)[1]
+    assert "<h3>hockney: MPI 4.1.4" in models and "<h3>loggp: MPI 4.1.4" in models
+    assert "alpha us" in models and "R<sup>2</sup>" in models
 
 
 def test_show_prints_the_same_decisions(tuned: Path) -> None:

@@ -463,11 +463,17 @@ def report_cmd(
 ) -> None:
     """HTML page with plots (PNG, SVG) and CSV exports of everything in the store."""
     from colltune.report import load, write_report
-    from colltune.store import default_db_path
+    from colltune.store import Store, default_db_path
 
     try:
         colls, nps = _selection(collective, np)
-        page = write_report(load(db or default_db_path(), colls, nps), out_dir, rules_file)
+        entries = load(db or default_db_path(), colls, nps)
+        store = Store(db or default_db_path())
+        try:
+            fits = store.models()
+        finally:
+            store.close()
+        page = write_report(entries, out_dir, rules_file, fits)
     except ColltuneError as e:
         _fail(e)
         return

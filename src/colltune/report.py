@@ -208,8 +208,35 @@ pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}
 .tuned{background:#dfd}.refuted{background:#fdd}"""
 
 
-def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None
-                 ) -> Path:
+def _model_tables(fits: list[tuple]) -> str:  # type: ignore[type-arg]
+    """The fitted models (Store.models rows) as tables: parameters and fit quality."""
+    if not fits:
+        return "<p>No cost-model fits in this store (<code>tune model fit</code>).</p>"
+    out = []
+    for _key, version, host, np, ppn, model, params, created in fits:
+        q = params["quality"]
+        out.append(f"<h3>{html.escape(model)}: MPI {html.escape(version)} on "
+                   f"{html.escape(host)}, {np} ranks ({ppn} per node), {html.escape(created)}"
+                   f"</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, median error "
+                   f"{100 * q['median_rel']:.1f}%, worst {100 * q['worst_rel']:.1f}%</p>")
+        if model.startswith("hockney"):
+            out.append("<table><tr><th>bytes</th><th>alpha us</th><th>beta ns/B</th>"
+                       "<th>gamma ns/B</th></tr>" + "".join(
+                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['a'] * 1e6:.3f}</td>"
+                           f"<td>{p['b'] * 1e9:.4f}</td><td>{params['gamma'] * 1e9:.4f}</td>"
+                           "</tr>" for p in params["pieces"]) + "</table>")
+        else:
+            out.append("<table><tr><th>bytes</th><th>L us</th><th>o us</th><th>g us</th>"
+                       "<th>G ns/B</th></tr>" + "".join(
+                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['L'] * 1e6:.3f}</td>"
+                           f"<td>{p['o'] * 1e6:.3f}</td><td>{p['g'] * 1e6:.3f}</td>"
+                           f"<td>{p['G'] * 1e9:.4f}</td></tr>" for p in params["pieces"])
+                       + "</table>")
+    return "".join(out)
+
+
+def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
+                 fits: list[tuple] | None = None) -> Path:  # type: ignore[type-arg]
     """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg,
     measurements.csv and decisions.csv. Returns the page's path."""
     import matplotlib.pyplot as plt
@@ -267,7 +294,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
             raise ColltuneError(f"cannot read {rf}: {err.strerror or err}",
                                 "pass an existing rules file with --rules") from None
         parts.append(f"<h2>Rules file {html.escape(str(rf))}</h2><pre>{html.escape(text)}</pre>")
-    parts.append("<h2>Model fits</h2><p>No cost-model fits in this store.</p>")
+    parts.append("<h2>Model fits</h2>" + _model_tables(fits or []))
     parts.append("<p>Exports: measurements.csv, decisions.csv, and each plot as PNG and SVG "
                  "beside this page.</p></body></html>")
     meas, dec = _csv_rows(entries)
