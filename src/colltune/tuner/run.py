@@ -205,47 +205,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     rep.note("note: pml monitoring unavailable; trusting MPI_T read-back")
             for placement in placements:
                 for name in colls:
-                    coll = get_collective(name)
-                    mreqs = None if version == 2 else [0]
-                    cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
-                    pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
-                           if useful_at(c, s, coll, placement.np)]
-
-                    def failed(cfg: Config, r: PointResult, coll: Collective = coll,
-                               np: int = placement.np) -> None:
-                        failures.append(f"{coll.name} np={np} {cfg.label(catalog, coll.name)} "
-                                        f"{r.size} B: {r.status}"
-                                        + (f" ({r.message})" if r.message else ""))
-
-                    if opts.strategy == "model":
-                        chosen = model_points(store, mpi, catalog, coll, placement.np, pts,
-                                              opts.top_k)
-                        searches[f"{coll.name} np={placement.np}"] = {
-                            "grid_points": len(pts), "points": len(chosen), "top_k": opts.top_k}
-                        rep.note(f"{coll.name} np={placement.np}: model: measuring "
-                                 f"{len(chosen)} of {len(pts)} points (top {opts.top_k} per "
-                                 "size by the fitted model, and the default)")
-                        pts = chosen
-                    if opts.strategy in ("grid", "model"):
-                        for cfg, r in measure(mpi, catalog, coll, placement, pts, store,
-                                              opts.settings, sweep, rep):
-                            failed(cfg, r)
-                        continue
-                    cands: dict[int, list[Config]] = {}
-                    for c, sz in pts:
-                        cands.setdefault(sz, []).append(c)
-                    if opts.strategy == "bayes" and opts.budget and opts.budget < len(cands):
-                        raise ColltuneError(
-                            f"--budget {opts.budget} is less than the {len(cands)} sizes of "
-                            f"{coll.name}: the default is always measured at every size",
-                            f"use --budget {len(cands)} or more, or fewer --sizes")
-                    m = store_measure(mpi, catalog, coll, placement, store, opts.settings,
-                                      sweep, rep, failed)
-                    out = search(opts.strategy, cands, m, race_settings(opts),
-                                 bayes_settings(opts))
-                    searches[f"{coll.name} np={placement.np}"] = search_record(out, len(pts))
-                    rep.note(f"{coll.name} np={placement.np}: {opts.strategy} " +
-                             describe_search(out, len(pts)))
+                    search_one(opts, mpi, catalog, version, get_collective(name), placement,
+                               store, sweep, rep, failures, searches)
         decisions: dict[str, dict[int, list[Decision]]] = {}
         if opts.predict:
             for name in colls:
@@ -280,6 +241,47 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+def search_one(opts: TuneOptions, mpi: OpenMPI, catalog: Catalog, version: int,
+               coll: Collective, placement: Placement, store: Store, sweep: str,
+               rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
+               ) -> None:
+    """Measure one collective at one communicator size with the chosen strategy; failed
+    points go to `failures`, what a search did to `searches`."""
+    mreqs = None if version == 2 else [0]
+    cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
+    pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
+           if useful_at(c, s, coll, placement.np)]
+    where = f"{coll.name} np={placement.np}"
+
+    def failed(cfg: Config, r: PointResult) -> None:
+        failures.append(f"{where} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
+                        + (f" ({r.message})" if r.message else ""))
+
+    if opts.strategy == "model":
+        chosen = model_points(store, mpi, catalog, coll, placement.np, pts, opts.top_k)
+        searches[where] = {"grid_points": len(pts), "points": len(chosen), "top_k": opts.top_k}
+        rep.note(f"{where}: model: measuring {len(chosen)} of {len(pts)} points (top "
+                 f"{opts.top_k} per size by the fitted model, and the default)")
+        pts = chosen
+    if opts.strategy in ("grid", "model"):
+        for cfg, r in measure(mpi, catalog, coll, placement, pts, store, opts.settings, sweep,
+                              rep):
+            failed(cfg, r)
+        return
+    cands: dict[int, list[Config]] = {}
+    for c, sz in pts:
+        cands.setdefault(sz, []).append(c)
+    if opts.strategy == "bayes" and opts.budget and opts.budget < len(cands):
+        raise ColltuneError(
+            f"--budget {opts.budget} is less than the {len(cands)} sizes of {coll.name}: "
+            "the default is always measured at every size",
+            f"use --budget {len(cands)} or more, or fewer --sizes")
+    m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
+    out = search(opts.strategy, cands, m, race_settings(opts), bayes_settings(opts))
+    searches[where] = search_record(out, len(pts))
+    rep.note(f"{where}: {opts.strategy} " + describe_search(out, len(pts)))
 
 
 STRATEGIES = ("grid", "race", "bayes", "model")
