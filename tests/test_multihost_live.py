@@ -132,5 +132,9 @@ def test_model_fit_separates_pairs_inside_and_across_nodes(
     # ranks 0,1 on nodeA and 2,3 on nodeB (2 per node): what MPI_Get_processor_name said
     assert {(p["peer"], p["same_node"]) for p in probe["p2p"]} == {(1, True), (2, False),
                                                                     (3, False)}
+    # each kind fitted on its own pairs: one size row per probed size (1 B .. 64 KiB)
+    sizes = len({p["size"] for p in probe["p2p"]})
+    for name in ("hockney-intra", "hockney-inter", "loggp-intra", "loggp-inter"):
+        assert rows[name][0]["quality"]["points"] == sizes
     for name in ("hockney-intra", "hockney-inter"):
-        assert all(p["a"] > 0 and p["b"] > 0 for p in rows[name][0]["pieces"])
+        assert all(p["a"] >= 0 and p["b"] >= 0 for p in rows[name][0]["pieces"])
