@@ -257,14 +257,6 @@ for _name in [*sorted(COLLECTIVES), "all"]:
     _make_tune_command(_name)
 
 
-def _is_mvapich2_profile(path: Path) -> bool:
-    try:
-        head = path.read_bytes()[:65536].decode("utf-8", "replace")
-    except OSError:
-        return False
-    return any(re.match(r"\s*(export\s+)?MV2_", ln) for ln in head.splitlines())
-
-
 @app.command("check")
 def check_cmd(
     path: Path = typer.Argument(..., help="Rules file or MVAPICH2 profile to validate."),
@@ -275,7 +267,7 @@ def check_cmd(
     """Validate a rules file or profile the way the library reads it; report what it would
     drop or crash on."""
     try:
-        if _is_mvapich2_profile(path):
+        if mvapich2.looks_like_profile(path):
             prof = mvapich2.read(path)
             n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
             out.print(f"{path}: OK (MVAPICH2 profile, {len(prof.settings)} variable(s), "

@@ -44,14 +44,11 @@ def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
 
 def _kind(source: Path) -> str:
     try:
-        head = source.read_bytes()[:65536].decode("utf-8", "replace")
+        source.read_bytes()[:1]
     except OSError as e:
         raise ColltuneError(f"cannot read {source}: {e.strerror}",
                             "pass the rules file or profile `tune` wrote, with --from") from None
-    lines = [ln.strip() for ln in head.splitlines() if ln.strip() and not ln.startswith("#")]
-    if lines and lines[0].lstrip().removeprefix("export").strip().startswith("MV2_"):
-        return "mvapich2"
-    return "openmpi"
+    return "mvapich2" if mvapich2.looks_like_profile(source) else "openmpi"
 
 
 def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None

@@ -171,3 +171,14 @@ def lookup(p: Profile, var: str, size: int) -> int | None:
 
 def read(path: str | Path) -> Profile:
     return parse(read_text(path), str(path))
+
+
+def looks_like_profile(path: str | Path) -> bool:
+    """True when a file sets MV2_ variables (conf or shell syntax), so readers and `tune
+    check`/`tune export` can tell a profile from an Open MPI rules file."""
+    try:
+        head = Path(path).read_bytes()[:65536].decode("utf-8", "replace")
+    except OSError:
+        return False
+    return any(re.match(r"\s*(export\s+)?MV2_", ln) for ln in head.splitlines())
+
