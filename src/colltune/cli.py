@@ -620,8 +620,8 @@ def model_show_cmd(
         _fail(e)
         return
     by: dict[tuple[str, str, int], dict[str, dict]] = {}  # type: ignore[type-arg]
-    for _key, version, host, np, _ppn, model, params, _created in fits:
-        by.setdefault((version, host, np), {})[model] = params
+    for f in fits:
+        by.setdefault((f.mpi_version, f.host, f.np), {})[f.model] = f.params
     for (version, host, np), ms in sorted(by.items()):
         for suffix, what in (("", ""), ("-intra", ", pairs inside a node"),
                              ("-inter", ", pairs across nodes")):

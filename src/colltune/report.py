@@ -16,7 +16,7 @@ from colltune.backends.openmpi import Catalog, builtin_catalog, find_openmpi, re
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
-from colltune.store import Context, Measurement, Store
+from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner.decide import Decision, decide, section
 from colltune.tuner.run import apply_confirmations
 from colltune.tuner.space import Config
@@ -208,16 +208,18 @@ pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}
 .tuned{background:#dfd}.refuted{background:#fdd}"""
 
 
-def _model_tables(fits: list[tuple]) -> str:  # type: ignore[type-arg]
+def _model_tables(fits: list[ModelFit]) -> str:
     """The fitted models (Store.models rows) as tables: parameters and fit quality."""
     if not fits:
         return "<p>No cost-model fits in this store (<code>tune model fit</code>).</p>"
     out = []
-    for _key, version, host, np, ppn, model, params, created in fits:
+    for f in fits:
+        model, params = f.model, f.params
         q = params["quality"]
-        out.append(f"<h3>{html.escape(model)}: MPI {html.escape(version)} on "
-                   f"{html.escape(host)}, {np} ranks ({ppn} per node), {html.escape(created)}"
-                   f"</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, median error "
+        out.append(f"<h3>{html.escape(model)}: MPI {html.escape(f.mpi_version)} on "
+                   f"{html.escape(f.host)}, {f.np} ranks ({f.ppn} per node), "
+                   f"{html.escape(f.created)}</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, "
+                   "median error "
                    f"{100 * q['median_rel']:.1f}%, worst {100 * q['worst_rel']:.1f}%</p>")
         if model.startswith("hockney"):
             out.append("<table><tr><th>bytes</th><th>alpha us</th><th>beta ns/B</th>"
@@ -236,7 +238,7 @@ def _model_tables(fits: list[tuple]) -> str:  # type: ignore[type-arg]
 
 
 def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
-                 fits: list[tuple] | None = None) -> Path:  # type: ignore[type-arg]
+                 fits: list[ModelFit] | None = None) -> Path:
     """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg,
     measurements.csv and decisions.csv. Returns the page's path."""
     import matplotlib.pyplot as plt

@@ -114,6 +114,20 @@ class Context:
     collective: str
 
 
+@dataclass(frozen=True)
+class ModelFit:
+    """One stored cost-model fit."""
+
+    mpi_key: str
+    mpi_version: str
+    host: str
+    np: int
+    ppn: int
+    model: str  # hockney, loggp, or with -intra / -inter
+    params: dict  # type: ignore[type-arg]
+    created: str
+
+
 @dataclass
 class Measurement:
     config: Config
@@ -298,11 +312,10 @@ class Store:
                 (mpi_key, mpi_version, host, np, ppn, model, json.dumps(params),
                  json.dumps(probe), datetime.now(timezone.utc).isoformat(timespec="seconds")))
 
-    def models(self) -> list[tuple[str, str, str, int, int, str, dict, str]]:  # type: ignore[type-arg]
-        """(mpi_key, mpi_version, host, np, ppn, model, params, created) of every fit."""
+    def models(self) -> list[ModelFit]:
         rows = self._read("SELECT mpi_key, mpi_version, host, np, ppn, model, params, created "
                           "FROM models ORDER BY mpi_version, host, np, model", ())
-        return [(k, v, h, int(n), int(p), m, json.loads(js), c)
+        return [ModelFit(k, v, h, int(n), int(p), m, json.loads(js), c)
                 for k, v, h, n, p, m, js, c in rows]
 
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:

@@ -41,18 +41,18 @@ class Prediction:
 def load_models(store: Store, mpi: OpenMPI, host: str | None = None) -> Models:
     """The latest Hockney and LogGP fit for this MPI on this host."""
     host = host or socket.gethostname()
-    fits = [f for f in store.models() if f[0] == mpi.key and f[2] == host]
+    fits = [f for f in store.models() if f.mpi_key == mpi.key and f.host == host]
     if not fits:
         raise ColltuneError(f"no fitted models for {mpi.describe()} on {host}",
                             "run `tune model fit --mpi PREFIX` first (a few seconds)")
-    latest = max(f[7] for f in fits)
-    by = {f[5]: f for f in fits if f[7] == latest}
+    latest = max(f.created for f in fits)
+    by = {f.model: f for f in fits if f.created == latest}
     if "hockney" not in by or "loggp" not in by:
         raise ColltuneError("the store holds only part of a model fit",
                             "run `tune model fit` again")
     h = by["hockney"]
-    return Models(Hockney.from_json(h[6]), LogGP.from_json(by["loggp"][6]),
-                  f"fit on {h[3]} ranks of {h[2]} ({mpi.name} {h[1]}), {latest}")
+    return Models(Hockney.from_json(h.params), LogGP.from_json(by["loggp"].params),
+                  f"fit on {h.np} ranks of {h.host} ({mpi.name} {h.mpi_version}), {latest}")
 
 
 MODELS = ("hockney", "loggp")
