@@ -10,13 +10,14 @@ that can be run, the same formulas can then be evaluated at a size that cannot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
-from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Shape, formula
+from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, formula
 from colltune.models.hockney import Hockney
 from colltune.models.linfit import Line, Quality, quality
 from colltune.models.loggp import LogGP, LogGPPiece
@@ -55,8 +56,7 @@ def _formulas(obs: list[Observation], catalog: Catalog) -> list[tuple[Observatio
     return out
 
 
-def fit_on_collectives(obs: list[Observation], catalog: Catalog, start: Models | None = None
-                       ) -> Models:
+def fit_on_collectives(obs: list[Observation], catalog: Catalog) -> Models:
     """Least squares on log(predicted / measured) (every size counts alike), parameters
     kept positive by fitting their logarithms."""
     from scipy.optimize import least_squares
@@ -70,27 +70,17 @@ def fit_on_collectives(obs: list[Observation], catalog: Catalog, start: Models |
                     o.config.max_requests) for o, _ in pairs]
     y = np.log([o.seconds for o, _ in pairs])
 
-    def res_h(x: np.ndarray) -> np.ndarray:
-        net = HockneyNet(_hockney(x))
-        return np.log([max(fn(net, s), 1e-12) for (_, fn), s in
-                       zip(pairs, shapes)]) - y
+    def residuals(net_of: Callable[[np.ndarray], Net]) -> Callable[[np.ndarray], np.ndarray]:
+        def res(x: np.ndarray) -> np.ndarray:
+            net = net_of(x)
+            return np.log([max(fn(net, s), 1e-12) for (_, fn), s in zip(pairs, shapes)]) - y
+        return res
 
-    def res_l(x: np.ndarray) -> np.ndarray:
-        model, gamma = _loggp(x)
-        net = LogGPNet(model, gamma)
-        return np.log([max(fn(net, s), 1e-12) for (_, fn), s in
-                       zip(pairs, shapes)]) - y
-
-    if start is not None:
-        h0 = [start.hockney.alpha(1), start.hockney.beta(1 << 20), start.hockney.gamma]
-        p0 = start.loggp.piece(1)
-        l0 = [p0.L or 1e-7, p0.o, p0.g or 1e-7, start.loggp.piece(1 << 20).G,
-              start.hockney.gamma]
-    else:
-        h0 = [1e-6, 1e-10, 1e-11]
-        l0 = [1e-7, 1e-6, 1e-6, 1e-10, 1e-11]
-    xh = least_squares(res_h, np.log(np.maximum(h0, 1e-15)), method="trf").x
-    xl = least_squares(res_l, np.log(np.maximum(l0, 1e-15)), method="trf").x
+    res_h = residuals(lambda x: HockneyNet(_hockney(x)))
+    res_l = residuals(lambda x: LogGPNet(*_loggp(x)))
+    # starting points: shared memory orders of magnitude (1 us, 0.1 ns/B, 0.01 ns/B)
+    xh = least_squares(res_h, np.log([1e-6, 1e-10, 1e-11]), method="trf").x
+    xl = least_squares(res_l, np.log([1e-7, 1e-6, 1e-6, 1e-10, 1e-11]), method="trf").x
     measured = [o.seconds for o, _ in pairs]
     h = _hockney(xh)
     hq = quality(np.exp(res_h(xh) + y), measured)
