@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.backends.openmpi import Catalog, builtin_catalog, find_openmpi, read_catalog
+from colltune.backends.smpi import SMPI
+from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
@@ -46,6 +48,8 @@ class Entry:
 
 
 def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
+    if ctx.mpi_name == SMPI.name:
+        return smpi_catalog()
     if ctx.mpi_path not in cache:
         try:
             cache[ctx.mpi_path] = read_catalog(find_openmpi(ctx.mpi_path))
@@ -68,7 +72,8 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             if nps and ctx.np not in nps:
                 continue
             ms = store.measurements(ctx)
-            ds = decide(get_collective(ctx.collective), ctx.np, ms)
+            ds = decide(get_collective(ctx.collective), ctx.np, ms,
+                        exact=ctx.mpi_name == SMPI.name)
             apply_confirmations(ds, store, ctx)
             out.append(Entry(ctx, _catalog(ctx, cats), ms, ds, *store.span(ctx)))
     finally:

@@ -13,6 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 from colltune.backends.openmpi import OpenMPI, launch_env
+from colltune.backends.smpi import SMPI
+from colltune.backends.smpi import library_matches as smpi_library_matches
 from colltune.errors import ColltuneError
 
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra"]
@@ -30,7 +32,7 @@ def kernel_source(name: str = "collbench") -> bytes:
     return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
 
 
-def _compiler_identity(mpi: OpenMPI) -> str:
+def _compiler_identity(mpi: OpenMPI | SMPI) -> str:
     """What the binary depends on: wrapper path, wrapper flags and version."""
     env = launch_env()
     parts = [str(mpi.mpicc.resolve()), mpi.version]
@@ -44,7 +46,7 @@ def _compiler_identity(mpi: OpenMPI) -> str:
     return "\n".join(parts)
 
 
-def kernel_path(mpi: OpenMPI, name: str = "collbench") -> Path:
+def kernel_path(mpi: OpenMPI | SMPI, name: str = "collbench") -> Path:
     h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
     return cache_dir() / h / name
 
@@ -59,7 +61,9 @@ def kernel_library(exe: Path) -> str:
     return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
 
 
-def library_matches(mpi: OpenMPI, library: str) -> bool:
+def library_matches(mpi: OpenMPI | SMPI, library: str) -> bool:
+    if isinstance(mpi, SMPI):
+        return smpi_library_matches(mpi, library)
     return re.search(rf"(?<![\w.]){re.escape(mpi.version)}(?![\w.])", library.replace(
         f"v{mpi.version}", f" {mpi.version}")) is not None
 
@@ -72,12 +76,16 @@ def _stamp(exe: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def build_kernel(mpi: OpenMPI, force: bool = False,
+def build_kernel(mpi: OpenMPI | SMPI, force: bool = False,
                  on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
                  ) -> Path:
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
     that loads another MPI's library (copied caches, a changed installation) is rebuilt."""
     exe = kernel_path(mpi, name)
+    # an SMPI binary runs only under smpirun: its library is checked at each launch
+    standalone = not isinstance(mpi, SMPI)
+    if exe.exists() and not force and not standalone:
+        return exe
     if exe.exists() and not force:
         stamp = _stamp(exe)
         if _verified.get(exe) == stamp:
@@ -109,8 +117,8 @@ def build_kernel(mpi: OpenMPI, force: bool = False,
                 "check that the MPI's development files and a C compiler are installed "
                 "(Debian: libopenmpi-dev and gcc)",
             )
-        lib = kernel_library(out)
-        if not library_matches(mpi, lib):
+        lib = kernel_library(out) if standalone else ""
+        if standalone and not library_matches(mpi, lib):
             raise ColltuneError(
                 f"the kernel built with {mpi.mpicc} runs on '{lib}', not on {mpi.describe()}",
                 "check LD_LIBRARY_PATH: it may load another MPI's libraries")

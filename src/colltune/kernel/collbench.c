@@ -255,10 +255,21 @@ static void put_json_string(const char *s)
 /* MPI_T control variables                                              */
 /* ------------------------------------------------------------------ */
 
+/* SimGrid SMPI implements no MPI_T control variables: there every
+ * configuration is chosen at launch (smpirun --cfg=smpi/<coll>:<name>) and
+ * a plan that asks to write variables is rejected. */
+#if defined(SMPI_H)
+#define HAVE_MPIT_CVARS 0
+#else
+#define HAVE_MPIT_CVARS 1
+#endif
+
 typedef struct {
     char name[MAX_NAME];
     int found;
+#if HAVE_MPIT_CVARS
     MPI_T_cvar_handle handle;
+#endif
     int settable;
     MPI_Datatype type;
     long long initial;
@@ -266,8 +277,11 @@ typedef struct {
 
 static cvar_t *g_cvars;
 static int g_ncvars;
+#if HAVE_MPIT_CVARS
 static int g_mpit_open;
+#endif
 
+#if HAVE_MPIT_CVARS
 static int cvar_read(cvar_t *cv, long long *out)
 {
     if (cv->type == MPI_INT || cv->type == MPI_UNSIGNED) {
@@ -300,6 +314,21 @@ static int cvar_write(cvar_t *cv, long long value)
     }
     return MPI_T_cvar_write(cv->handle, &value) == MPI_SUCCESS ? 0 : -1;
 }
+#else
+static int cvar_read(cvar_t *cv, long long *out)
+{
+    (void)cv;
+    *out = 0;
+    return -1;
+}
+
+static int cvar_write(cvar_t *cv, long long value)
+{
+    (void)cv;
+    (void)value;
+    return -1;
+}
+#endif
 
 static cvar_t *cvar_lookup(const char *name)
 {
@@ -311,12 +340,14 @@ static cvar_t *cvar_lookup(const char *name)
 
 static void cvars_init(const plan_t *plan)
 {
-    int prov, total = 0;
+    int total = 0;
     for (int c = 0; c < plan->nconfig; c++)
         total += plan->configs[c].nassign;
     g_cvars = calloc((size_t)(total + 1), sizeof(cvar_t));
-    if (total == 0)
-        return;
+    if (total == 0 || !HAVE_MPIT_CVARS)
+        return; /* every lookup then fails: "no MPI_T control variable" */
+#if HAVE_MPIT_CVARS
+    int prov;
     if (MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS)
         die("MPI_T_init_thread failed");
     g_mpit_open = 1;
@@ -347,6 +378,7 @@ static void cvars_init(const plan_t *plan)
             cv->settable = scope != MPI_T_SCOPE_CONSTANT && scope != MPI_T_SCOPE_READONLY;
         }
     }
+#endif
 }
 
 /* Restores every variable to its launch value, then applies the
@@ -915,8 +947,10 @@ int main(int argc, char **argv)
     free(plan.points);
     /* MPI_T must be closed before MPI_Finalize, or components that report
      * at finalize (pml monitoring) stay silent */
+#if HAVE_MPIT_CVARS
     if (g_mpit_open)
         MPI_T_finalize();
+#endif
     free(g_cvars);
     MPI_Finalize();
     return 0;

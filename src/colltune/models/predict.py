@@ -6,7 +6,8 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from colltune.backends.openmpi import Catalog, OpenMPI
+from colltune.backends import Installation
+from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
@@ -38,7 +39,7 @@ class Prediction:
         return self.hockney if model == "hockney" else self.loggp
 
 
-def load_models(store: Store, mpi: OpenMPI, host: str | None = None) -> Models:
+def load_models(store: Store, mpi: Installation, host: str | None = None) -> Models:
     """The latest Hockney and LogGP fit for this MPI on this host."""
     host = host or socket.gethostname()
     fits = [f for f in store.models() if f.mpi_key == mpi.key and f.host == host]

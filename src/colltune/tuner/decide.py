@@ -12,7 +12,7 @@ from colltune.rules.ompi_classic import CommRule, MsgRule
 from colltune.store import Measurement
 from colltune.tuner.confirm import Verdict
 from colltune.tuner.space import DEFAULT, Config
-from colltune.tuner.stats import bootstrap_median_ci, compare, median
+from colltune.tuner.stats import Comparison, bootstrap_median_ci, compare, median
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Decision:
     best_ci: tuple[float, float] | None = None
     default_ci: tuple[float, float] | None = None
     predicted: bool = False  # from a cost model, not measured at this communicator size
+    simulated: bool = False  # deterministic simulated time (SMPI): no test, no fresh launches
 
     @property
     def speedup(self) -> float | None:
@@ -49,7 +50,7 @@ class Decision:
         if self.predicted:
             return "predicted"
         if self.chosen != DEFAULT:
-            return "tuned" if self.confirmations else "tuned?"
+            return "tuned" if self.confirmations or self.simulated else "tuned?"
         if self.confirmations:
             return "refuted"
         return "default" if self.best in (None, DEFAULT) else "kept"
@@ -66,6 +67,17 @@ class Decision:
         return d
 
 
+def _compare(candidate: list[float], baseline: list[float], alpha: float, min_gain: float,
+             exact: bool) -> Comparison:
+    """The rank test on measured samples; on deterministic (simulated) times a difference
+    is real, so only the minimum gain applies."""
+    if not exact:
+        return compare(candidate, baseline, alpha, min_gain)
+    cm, bm = median(candidate), median(baseline)
+    win = cm <= bm * (1 - min_gain)
+    return Comparison(cm, bm, 0.0 if win else 1.0, win)
+
+
 def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
     out: dict[int, dict[Config, Measurement]] = defaultdict(dict)
     for m in ms:
@@ -74,8 +86,9 @@ def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
 
 
 def decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
-                min_gain: float) -> Decision:
-    d = _decide_size(size, lookup, points, alpha, min_gain)
+                min_gain: float, exact: bool = False) -> Decision:
+    d = _decide_size(size, lookup, points, alpha, min_gain, exact)
+    d.simulated = exact
     for cfg, attr in ((d.best, "best_ci"), (DEFAULT, "default_ci")):
         m = points.get(cfg) if cfg is not None else None
         if m is not None and m.status == "ok" and m.samples:
@@ -84,7 +97,7 @@ def decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha
 
 
 def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
-                 min_gain: float) -> Decision:
+                 min_gain: float, exact: bool) -> Decision:
     ok = {c: m for c, m in points.items() if m.status == "ok" and m.samples}
     default = ok.get(DEFAULT)
     if not ok:
@@ -99,7 +112,7 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
         return Decision(size, lookup, DEFAULT, DEFAULT, median(default.samples),
                         median(default.samples), None, False, default.n, default.n,
                         reason="the default is the fastest")
-    cmp = compare(best.samples, default.samples, alpha, min_gain)
+    cmp = _compare(best.samples, default.samples, alpha, min_gain, exact)
     return Decision(
         size, lookup, best_cfg if cmp.significant else DEFAULT, best_cfg, cmp.candidate_median,
         cmp.baseline_median, cmp.p_value, cmp.significant, best.n, default.n,
@@ -108,7 +121,7 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
 
 
 def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: float,
-                   min_gain: float, lookup: int) -> Decision:
+                   min_gain: float, lookup: int, exact: bool = False) -> Decision:
     """One decision for collectives whose rule lookup ignores the message size: the
     configuration with the best geometric-mean ratio to the default, adopted only if it
     wins significantly at most sizes and loses significantly at none."""
@@ -135,10 +148,10 @@ def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: 
     worst_p = 0.0
     for pts in points_by_size.values():
         a, d = pts[best], pts[DEFAULT]
-        cmp = compare(a.samples, d.samples, alpha, min_gain)
+        cmp = _compare(a.samples, d.samples, alpha, min_gain, exact)
         wins += cmp.significant
         worst_p = max(worst_p, cmp.p_value)
-        if compare(d.samples, a.samples, alpha, min_gain).significant:
+        if _compare(d.samples, a.samples, alpha, min_gain, exact).significant:
             losses += 1
     adopt = wins * 2 > nsizes and losses == 0
     return Decision(
@@ -146,17 +159,19 @@ def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: 
         reason=(f"faster at {wins} of {nsizes} sizes (geometric mean ratio {gm[best]:.3f})"
                 if adopt else
                 f"wins at {wins}, losses at {losses} of {nsizes} sizes: default kept"),
+        simulated=exact,
     )
 
 
 def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01,
-           min_gain: float = 0.03) -> list[Decision]:
+           min_gain: float = 0.03, exact: bool = False) -> list[Decision]:
+    """Per-size decisions; `exact` for deterministic (simulated) times."""
     by_size = _by_size(ms)
     if not by_size:
         return []
     if not coll.size_dependent:
-        return [decide_overall(by_size, alpha, min_gain, coll.lookup_size(0, np))]
-    return [decide_size(s, coll.lookup_size(s, np), by_size[s], alpha, min_gain)
+        return [decide_overall(by_size, alpha, min_gain, coll.lookup_size(0, np), exact)]
+    return [decide_size(s, coll.lookup_size(s, np), by_size[s], alpha, min_gain, exact)
             for s in sorted(by_size)]
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from colltune.backends.openmpi import Catalog, OpenMPI
+from colltune.backends import Installation
+from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
 from colltune.kernel.launch import PointResult
 from colltune.slots import Placement
@@ -22,7 +23,7 @@ from colltune.tuner.race import Measure, Point, RaceOutcome, RaceSettings, race
 from colltune.tuner.space import Config
 
 
-def store_measure(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
+def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
                   store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
     ctx = context_for(mpi, coll, placement)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.applied import traffic
+from colltune.backends import Installation
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
@@ -17,6 +19,8 @@ from colltune.backends.openmpi import (
     launch_command,
     launch_env,
 )
+from colltune.backends.smpi import SMPI
+from colltune.backends.smpi import launch_command as smpi_launch_command
 from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel, cache_dir, library_matches
@@ -48,13 +52,13 @@ class Reporter:
     def end(self) -> None: ...
 
 
-def context_for(mpi: OpenMPI, coll: Collective, placement: Placement) -> Context:
+def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Context:
     return Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
                    placement.np, placement.ppn, placement.nodes, coll.name)
 
 
 def measure(
-    mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement,
+    mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
     points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
     sweep: str = "mpit", reporter: Reporter | None = None, extend: bool = False,
 ) -> list[tuple[Config, PointResult]]:
@@ -82,7 +86,9 @@ def measure(
         rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
 
     todo_set = set(todo)
-    via_env: set[Config] = set() if sweep == "mpit" else set(cfgs)
+    # SMPI has no MPI_T variables: every configuration is its own launch
+    via_env: set[Config] = set() if sweep == "mpit" and not isinstance(mpi, SMPI) else set(
+        cfgs)
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
@@ -145,7 +151,7 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict
         record(stuck_cfg, r)
 
 
-def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placement, exe: Path,
+def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement, exe: Path,
             group: list[tuple[Config, int]], cid_of: dict[Config, int],
             settings: MeasureSettings, sweep: str,
             record: Callable[[Config, PointResult], None], via_env: set[Config]
@@ -179,8 +185,14 @@ def _launch(mpi: OpenMPI, catalog: Catalog, coll: Collective, placement: Placeme
                     record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
                     count += 1
 
-    cmd = launch_command(mpi, placement)
-    outcome = run_kernel(cmd, exe, plan, launch_env(env_extra), point_timeout=settings.timeout,
+    if isinstance(mpi, SMPI):
+        assert placement.hostfile is not None and len(cfgs) == 1
+        cmd = smpi_launch_command(mpi, Path(placement.hostfile), placement.np, coll.name,
+                                  cfgs[0].algorithm, placement.launch.args)
+        env = dict(os.environ)
+    else:
+        cmd, env = launch_command(mpi, placement), launch_env(env_extra)
+    outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
                          start_timeout=max(120.0, settings.timeout), on_event=on_event,
                          library_ok=lambda lib: library_matches(mpi, lib))
     return outcome, count

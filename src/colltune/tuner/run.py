@@ -6,11 +6,13 @@ import json
 import socket
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
+from colltune.backends import Installation
+from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
@@ -59,6 +61,8 @@ class TuneOptions:
     predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
     fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
     sweep: str = "mpit"
+    backend: str = "openmpi"  # openmpi | smpi
+    platform: Path | None = None  # smpi: the SimGrid platform file to simulate
     rules_version: int | None = None
     from_db: bool = False
     hostfile: str | None = None
@@ -73,7 +77,7 @@ class TuneOptions:
 
 @dataclass
 class TuneResult:
-    mpi: OpenMPI
+    mpi: Installation
     catalog: Catalog
     rules_version: int
     decisions: dict[str, dict[int, list[Decision]]]
@@ -92,7 +96,7 @@ def _expand(names: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def load_merge_base(path: Path, mpi: OpenMPI, catalog: Catalog) -> rules.RulesFile | None:
+def load_merge_base(path: Path, mpi: Installation, catalog: Catalog) -> rules.RulesFile | None:
     """The existing rules file to merge into; a malformed one stops the run untouched."""
     if not path.exists():
         return None
@@ -172,14 +176,22 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
     check_outputs(opts.out, opts.summary_json)
-    # with --predict, what is measured is fit_nps; nps are only predicted
-    placements: list[Placement] = [place(np, opts.hostfile, launch=opts.launch)
-                                   for np in (opts.fit_nps if opts.predict else opts.nps)]
     predicted: dict[tuple[str, int], str] = {}
-    mpi = find_openmpi(opts.mpi)
+    mpi: Installation
+    if opts.backend == "smpi":
+        mpi, catalog, version = _smpi_setup(opts)
+        placements = [smpi_backend.place(mpi, np, opts.launch) for np in opts.nps]
+    elif opts.backend == "openmpi":
+        # with --predict, what is measured is fit_nps; nps are only predicted
+        placements = [place(np, opts.hostfile, launch=opts.launch)
+                      for np in (opts.fit_nps if opts.predict else opts.nps)]
+        mpi = find_openmpi(opts.mpi)
+        catalog = read_catalog(mpi)
+        version = choose_rules_version(mpi, opts.rules_version)
+    else:
+        raise ColltuneError(f"unknown backend '{opts.backend}'", "use --backend openmpi or smpi")
     rep.note(f"tuning {mpi.describe()}")
-    catalog = read_catalog(mpi)
-    version = choose_rules_version(mpi, opts.rules_version)
+    exact = isinstance(mpi, smpi_backend.SMPI)
     base = load_merge_base(opts.out, mpi, catalog) if opts.out else None
     if base and base.version == 1 and version == 2:
         base.version = 2
@@ -187,7 +199,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI {mpi.version} "
                             "reads only the classic format", "choose another --out")
     store = Store(opts.db or default_db_path())
-    sweep = opts.sweep
+    sweep = "relaunch" if exact else opts.sweep
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
     try:
@@ -195,7 +207,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
-            if sweep == "mpit":
+            if sweep == "mpit" and isinstance(mpi, OpenMPI):
                 verified = mpit_takes_effect(mpi, catalog)
                 if verified is False:
                     rep.note("warning: an algorithm written through MPI_T did not change what "
@@ -227,8 +239,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             f"{mpi.describe()} on {socket.gethostname()}",
                             "run without --from-db to measure first, or pass the --db used")
                     continue
-                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain)
-                confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep)
+                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+                if isinstance(mpi, OpenMPI):  # simulated times need no fresh launches
+                    confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep)
                 ctx = context_for(mpi, coll, placement)
                 for d in ds:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
@@ -236,6 +249,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
+    if exact:
+        decisions = smpi_rule_configs(decisions)
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
     summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
@@ -243,7 +258,40 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
 
-def search_one(opts: TuneOptions, mpi: OpenMPI, catalog: Catalog, version: int,
+def _smpi_setup(opts: TuneOptions) -> tuple[smpi_backend.SMPI, Catalog, int]:
+    """The simulated installation, its catalog and the rules format (classic unless asked:
+    every Open MPI reads it). Searches that need models or fresh launches are refused."""
+    if opts.predict or opts.strategy == "model":
+        raise ColltuneError("--predict and --strategy model need models fitted on a real MPI",
+                            "use --strategy grid, race or bayes with --backend smpi; "
+                            "SMPI runs --np 512 directly")
+    if opts.hostfile:
+        raise ColltuneError("--hostfile does not apply to --backend smpi",
+                            "the hosts come from --platform; choose ranks per host with --ppn")
+    smpi = smpi_backend.find_smpi(opts.mpi, opts.platform)
+    # one repetition: simulated time does not vary (one warm-up call all the same)
+    opts.settings.warmup, opts.settings.min_reps, opts.settings.max_reps = 1, 1, 1
+    return smpi, smpi_backend.catalog(), opts.rules_version or 1
+
+
+def smpi_rule_configs(decisions: dict[str, dict[int, list[Decision]]]
+                      ) -> dict[str, dict[int, list[Decision]]]:
+    """Decisions whose chosen configuration carries the segment size and fanout SMPI's
+    port used internally, so Open MPI runs what was simulated."""
+    out: dict[str, dict[int, list[Decision]]] = {}
+    for name, per_np in decisions.items():
+        for np, ds in per_np.items():
+            fixed = []
+            for d in ds:
+                seg, fan = smpi_backend.smpi_segsize(name, d.chosen.algorithm, np,
+                                                     max(d.size, 0))
+                fixed.append(replace(d, chosen=replace(d.chosen, segsize=seg, fanout=fan))
+                             if d.chosen != DEFAULT else d)
+            out.setdefault(name, {})[np] = fixed
+    return out
+
+
+def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
                coll: Collective, placement: Placement, store: Store, sweep: str,
                rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
                ) -> None:
@@ -287,7 +335,7 @@ def search_one(opts: TuneOptions, mpi: OpenMPI, catalog: Catalog, version: int,
 STRATEGIES = ("grid", "race", "bayes", "model")
 
 
-def predict_decisions(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collective,
+def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
                       measured: list[Placement], targets: list[int], sizes: list[int] | None
                       ) -> dict[int, tuple[list[Decision], str]]:
     """Fit both models on what was measured at the `measured` sizes, keep the one with the
@@ -321,7 +369,7 @@ def predict_decisions(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collec
     return out
 
 
-def model_points(store: Store, mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int,
+def model_points(store: Store, mpi: Installation, catalog: Catalog, coll: Collective, np: int,
                  pts: list[tuple[Config, int]], k: int) -> list[tuple[Config, int]]:
     """The default and the k configurations the fitted Hockney model ranks fastest, per
     size (configurations without a formula are left out: nothing says they are good)."""
@@ -443,7 +491,7 @@ def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
 
 
 def build_rules(base: rules.RulesFile | None, version: int,
-                decisions: dict[str, dict[int, list[Decision]]], mpi: OpenMPI,
+                decisions: dict[str, dict[int, list[Decision]]], mpi: Installation,
                 catalog: Catalog, predicted: dict[tuple[str, int], str] | None = None
                 ) -> rules.RulesFile:
     rf = base or rules.RulesFile(version=version)
@@ -455,6 +503,13 @@ def build_rules(base: rules.RulesFile | None, version: int,
         "use: mpirun --mca coll_tuned_use_dynamic_rules 1 "
         "--mca coll_tuned_dynamic_rules_filename THIS_FILE ...",
     ]
+    if isinstance(mpi, smpi_backend.SMPI):
+        rf.comments += [
+            f"SIMULATED, NOT MEASURED: Open MPI's algorithms as SimGrid SMPI implements them "
+            f"on the platform {mpi.platform}",
+            "segment sizes and fanouts are the ones SMPI's ports pick internally; "
+            "algorithms marked (SMPI's own) are SMPI's implementation of the same pattern",
+        ]
     for name, per_np in decisions.items():
         coll = get_collective(name)
         for np, ds in per_np.items():
@@ -471,11 +526,14 @@ def build_rules(base: rules.RulesFile | None, version: int,
                         f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
                 else:
                     notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
+                if isinstance(mpi, smpi_backend.SMPI) and not smpi_backend.exact_port(
+                        name, d.chosen.algorithm):
+                    notes[-1] += " (SMPI's own)"
             rf.set_section(coll.ompi_id, section(np, ds), notes)
     return rf
 
 
-def make_summary(mpi: OpenMPI, catalog: Catalog, version: int,
+def make_summary(mpi: Installation, catalog: Catalog, version: int,
                  decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
                  opts: TuneOptions, searches: dict[str, dict[str, object]] | None = None
                  ) -> dict[str, object]:
