@@ -111,3 +111,22 @@ def test_layout_and_launcher_args_reach_the_real_launch(tmp_path) -> None:  # ty
     con.close()
     assert rows == [(4, 4, 1)]
     assert bad == [("a1/s0/f0/r0",)]
+
+
+def test_open_mpi_5_launches_exclude_han_and_4_1_does_not() -> None:
+    """coll/han would run instead of the tuned algorithms on several nodes (5.x only)."""
+    from pathlib import Path
+
+    from colltune.backends.openmpi import OpenMPI, launch_command
+    from colltune.launchers import Launch as L
+
+    p = place(4, env={}, launch=L("mpirun", 2, 2))
+    for version, han_off in (("5.0.11", True), ("4.1.4", False)):
+        mpi = OpenMPI(version, Path("/x"), Path("/x/bin/mpicc"), Path("/x/bin/mpirun"),
+                      Path("/x/bin/ompi_info"))
+        cmd = launch_command(mpi, p)
+        assert (" --mca coll ^han" in " ".join(cmd)) is han_off, cmd
+    p = place(4, env={"SLURM_JOB_ID": "7", "SLURM_NNODES": "2", "SLURM_NTASKS": "4"})
+    mpi = OpenMPI("5.0.11", Path("/x"), Path("/x/bin/mpicc"), Path("/x/bin/mpirun"),
+                  Path("/x/bin/ompi_info"))
+    assert "OMPI_MCA_coll=^han" in launch_command(mpi, p)  # srun: through the environment

@@ -341,8 +341,20 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
         raise ColltuneError(f"{launcher} does not launch Open MPI jobs",
                             "use --launcher mpirun, or srun inside a Slurm allocation")
     w = placement.launch
+    mca = {**HAN_OFF, **(mca or {})} if han_excluded(mpi) else mca
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
                                              placement.oversubscribe, w.args), mca)
+
+
+# Open MPI 5's coll/han (priority above tuned) takes over bcast, reduce, allreduce, ... on
+# communicators that span nodes, and then coll/tuned's rules are not what runs. Tuning
+# tuned means running without it; on one node han steps aside by itself, so excluding it
+# there changes nothing.
+HAN_OFF = {"coll": "^han"}
+
+
+def han_excluded(mpi: OpenMPI) -> bool:
+    return mpi.version_tuple >= (5,)
 
 
 def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,

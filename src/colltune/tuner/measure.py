@@ -115,7 +115,8 @@ def measure(
                 break
             progressed = progressed or got > 0
             if outcome.status != "ok":
-                _blame(outcome, group, cid_of, how, sorted(todo_set), record)
+                _blame(outcome, group, cid_of, how, sorted(todo_set), record,
+                       smaller_survive=isinstance(mpi, SMPI))
                 progressed = True
                 if how == "mpit":
                     break  # relaunch with what is left
@@ -128,9 +129,12 @@ def measure(
 
 def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict[Config, int],
            sweep: str, remaining: list[tuple[Config, int]],
-           record: Callable[[Config, PointResult], None]) -> None:
+           record: Callable[[Config, PointResult], None], smaller_survive: bool = False
+           ) -> None:
     """Record the point a dead launch was measuring as timed out or crashed, and exclude
-    the rest of its configuration (a configuration that hung once costs no more time)."""
+    the rest of its configuration (a configuration that hung once costs no more time).
+    With `smaller_survive` (a simulation that ran out of time: the cost grows with the
+    size) only the larger sizes are excluded; the smaller ones go to a new launch."""
     if sweep == "mpit":
         cfg_by_cid = {v: k for k, v in cid_of.items()}
         stuck_cfg = cfg_by_cid.get(outcome.stuck_cid) if outcome.stuck_cid is not None else None
@@ -143,6 +147,8 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict
     mine = [s for c, s in remaining if c == stuck_cfg]
     stuck_size = outcome.stuck[1] if outcome.stuck and outcome.stuck[1] in mine else mine[0]
     for s in mine:
+        if smaller_survive and s < stuck_size:
+            continue
         if s == stuck_size:
             r = PointResult(cid_of[stuck_cfg], s, outcome.status, message=outcome.message)
         else:

@@ -17,6 +17,7 @@ from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
     find_openmpi,
+    han_excluded,
     read_catalog,
     supports_rules_v2,
 )
@@ -206,6 +207,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         if not opts.from_db:
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
+            if isinstance(mpi, OpenMPI) and han_excluded(mpi) and any(
+                    p.nodes > 1 or p.hostfile for p in placements):
+                rep.note(HAN_NOTE)
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
             if sweep == "mpit" and isinstance(mpi, OpenMPI):
                 verified = mpit_takes_effect(mpi, catalog)
@@ -254,6 +258,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
     summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
+    summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
@@ -331,6 +336,11 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
     searches[where] = search_record(out, len(pts))
     rep.note(f"{where}: {opts.strategy} " + describe_search(out, len(pts)))
 
+
+HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
+            "Open MPI 5 would run han instead of the tuned algorithms measured here. The "
+            "rules take effect where tuned runs: launch the application with --mca coll "
+            "^han too, or keep han and its own choices")
 
 STRATEGIES = ("grid", "race", "bayes", "model")
 
