@@ -1,0 +1,91 @@
+"""The cost models without noise: fit Hockney and LogGP on a simulated ping-pong between
+two hosts of a SimGrid platform, simulate every algorithm of reduce, bcast and allreduce
+at larger communicator sizes on the same platform, and report the models' errors and
+picks there (what `tune model validate` reports on real runs).
+
+    python bench/smpi_model_bench.py --platform docs/platforms/flat-64x8.xml --np 16,64
+
+One rank per host, so every message crosses the network the probe measured (the formulas
+are single-level). The configurations are predicted with the segment sizes and fanouts
+SMPI's ports use internally (backends.smpi.smpi_segsize), since those are what ran.
+Prints markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from colltune.backends import smpi
+from colltune.collectives import get_collective
+from colltune.launchers import Launch
+from colltune.models.hockney import fit_hockney
+from colltune.models.loggp import fit_loggp
+from colltune.models.predict import MODELS, Models
+from colltune.models.probe import run_probe
+from colltune.models.validate import validate
+from colltune.store import Store
+from colltune.tuner.measure import context_for
+from colltune.tuner.run import TuneOptions, tune
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--platform", default="docs/platforms/flat-64x8.xml")
+    ap.add_argument("--np", default="16,64")
+    ap.add_argument("--collectives", default="reduce,bcast,allreduce")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    inst = smpi.find_smpi(None, args.platform)
+    cat = smpi.catalog()
+    t0 = time.monotonic()
+    data = run_probe(inst, smpi.place(inst, 2, Launch(ppn=1)), reps=args.reps)
+    h, lg = fit_hockney(data), fit_loggp(data)
+    models = Models(h, lg, f"simulated ping-pong on {Path(args.platform).name}")
+    print(f"probe ({time.monotonic() - t0:.0f} s): Hockney {h.as_json()}\n")
+    print(f"LogGP {lg.as_json()}\n")
+    print("| collective | np | algorithm | median error Hockney | LogGP | worst Hockney |"
+          " LogGP |")
+    print("|---|---|---|---|---|---|---|")
+    picks = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "m.sqlite"
+        for np in (int(x) for x in args.np.split(",")):
+            for name in args.collectives.split(","):
+                coll = get_collective(name)
+                opts = TuneOptions([name], [np], backend="smpi", platform=Path(args.platform),
+                                   db=db, launch=Launch(ppn=1))
+                opts.settings.timeout = 60.0
+                tune(opts)
+                store = Store(db)
+                try:
+                    ms = store.measurements(context_for(inst, coll,
+                                                        smpi.place(inst, np, Launch(ppn=1))))
+                finally:
+                    store.close()
+                ran = []
+                for m in ms:
+                    seg, fan = smpi.smpi_segsize(name, m.config.algorithm, np, m.size)
+                    ran.append(replace(m, config=replace(m.config, segsize=seg, fanout=fan))
+                               if m.config.algorithm else m)
+                v = validate(models, coll, cat, np, ran)
+                for a in v.per_algorithm:
+                    print(f"| {name} | {np} | {a.algorithm} | "
+                          + " | ".join(f"{a.median[k]:.0%}" for k in MODELS) + " | "
+                          + " | ".join(f"{a.worst[k]:.0%}" for k in MODELS) + " |")
+                picks.append((name, np, v))
+    print("\n| collective | np | sizes | median error Hockney | LogGP | pick within 5% "
+          "Hockney | LogGP |")
+    print("|---|---|---|---|---|---|---|")
+    for name, np, v in picks:
+        print(f"| {name} | {np} | {v.sizes} | "
+              + " | ".join(f"{v.overall_median[k]:.0%}" for k in MODELS) + " | "
+              + " | ".join(f"{v.picks_within[k]}/{v.sizes}" for k in MODELS) + " |")
+    print(f"\nwall time {time.monotonic() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
