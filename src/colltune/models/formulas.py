@@ -69,7 +69,7 @@ class LogGPNet(Net):
 
     def inject(self, m: float) -> float:
         p = self.model.piece(m)
-        return max(p.g + max(m - 1, 0) * p.G, p.o)
+        return max(p.g + max(m - 1, 0) * p.G, p.send_busy)
 
     def red(self, m: float) -> float:
         return self.gamma * m
