@@ -189,3 +189,22 @@ def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
         assert all(d.verdict in ("tuned", "default", "kept") for d in ds)
         assert any(d.chosen != DEFAULT for d in ds)
     assert runs[0] == runs[1]
+
+
+@pytest.mark.mpi
+def test_several_layouts_in_one_run(tmp_path: Path) -> None:
+    """`--np 8,16 --ppn 4`: one comm-size section per size, each layout 4 per node."""
+    need_smpi()
+    out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
+    res = tune_cli("barrier", "--np", "8,16", "--ppn", "4", "--backend", "smpi",
+                   "--platform", str(FLAT), "--out", str(out), "--db", str(db), "--quiet",
+                   timeout=300)
+    assert res.returncode == 0, res.stderr
+    rf = rules.read(out, valid_algs=valid_algorithms(builtin_catalog()), allow_v2=False)
+    assert [c.comsize for c in rf.collectives[6]] == [8, 16]  # barrier is collective 6
+    store = Store(db)
+    try:
+        layouts = sorted((c.np, c.nodes, c.ppn) for c in store.contexts())
+    finally:
+        store.close()
+    assert layouts == [(8, 2, 4), (16, 4, 4)]
