@@ -77,11 +77,9 @@ def test_loggp_recovers_its_parameters(seed: int) -> None:
     assert lg.quality.median_rel < 0.1
 
 
-def test_loggp_keeps_a_cheap_send_apart_and_a_root_pays_only_that() -> None:
+def test_loggp_keeps_a_cheap_send_apart() -> None:
     """Buffered sends, expensive receives (what SMPI simulates): o is their mean, o_send
-    the sender's own cost, and a root posting p-1 messages is busy o_send per message."""
-    from colltune.models.formulas import LogGPNet
-
+    the sender's own cost (fitted and stored; the formulas still use o)."""
     data = ProbeData(2, "synthetic")
     for m in SIZES[:10]:
         data.p2p.append(P2P(1, False, m, 4e-6 + 9e-6 + m * 1e-10, 1e-8, 9e-6, 6e-9 + m * 1e-10))
@@ -89,8 +87,6 @@ def test_loggp_keeps_a_cheap_send_apart_and_a_root_pays_only_that() -> None:
     piece = lg.piece(8)
     assert piece.o == pytest.approx(4.5e-6, rel=0.05)
     assert piece.o_send == pytest.approx(1e-8, rel=0.05)
-    net = LogGPNet(lg, 0.0)
-    assert net.inject(8) == pytest.approx(max(piece.g, 1e-8))
     assert lg.p2p(8) == pytest.approx(13e-6, rel=0.05)  # the ping-pong is still L + 2o
 
 

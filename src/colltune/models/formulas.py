@@ -69,7 +69,8 @@ class LogGPNet(Net):
 
     def inject(self, m: float) -> float:
         p = self.model.piece(m)
-        return max(p.g + max(m - 1, 0) * p.G, p.send_busy)
+        # the mean overhead o, not o_send: see docs/models.md (tried, and worse overall)
+        return max(p.g + max(m - 1, 0) * p.G, p.o)
 
     def red(self, m: float) -> float:
         return self.gamma * m

@@ -3,9 +3,9 @@
 g and G from message trains, L what the ping-pong leaves over. One parameter set per
 protocol range, the ranges found in the ping-pong times (as for Hockney).
 
-The send overhead is also kept on its own (`o_send`): a sender that posts many messages
-is busy o_send per message, not the mean o; the two differ a lot where receives are
-expensive and sends are buffered (SMPI: 0.01 us vs 9 us below 64 KiB)."""
+The send overhead is also fitted on its own (`o_send`) and stored; the formulas do not use
+it yet (docs/models.md says why: charging a sender only o_send helped fan-out and hurt
+fan-in, which needs the receive overhead in the same place)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,7 @@ class LogGPPiece:
     o: float
     g: float
     G: float  # noqa: N815
-    o_send: float | None = None  # None: fits stored before it was kept apart (use o)
-
-    @property
-    def send_busy(self) -> float:
-        return self.o if self.o_send is None else self.o_send
+    o_send: float | None = None  # None: fits stored before it was kept apart
 
 
 @dataclass(frozen=True)
