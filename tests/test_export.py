@@ -105,3 +105,35 @@ def test_open_mpi_applies_the_exported_site_and_user_profiles(ompi: OpenMPI, tmp
     assert (home / ".openmpi" / "mca-params.conf").exists()
     # Open MPI reads ~/.openmpi/mca-params.conf by itself
     assert traffic(ompi, coll, 4, SIZE, {"HOME": str(home)}) == linear
+
+
+@pytest.mark.mpi
+def test_export_from_a_store_installs_what_tune_from_db_decides(ompi41: OpenMPI,
+                                                                 tmp_path: Path) -> None:
+    """`--from DB`: the store is decided again; the installed rules file has exactly the
+    sections `tune --from-db --out` writes from the same store."""
+    from colltune.rules import ompi_classic as rules
+
+    db, out = tmp_path / "m.sqlite", tmp_path / "from-db.conf"
+    common = ["--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes", "8,64K",
+              "--confirm-rounds", "0", "--quiet"]
+    for coll in ("reduce", "bcast"):
+        r = tune_cli(coll, *common, "--min-reps", "5", "--max-reps", "20",
+                     "--point-time", "0.05")
+        assert r.returncode == 0, r.stderr
+    for coll in ("reduce", "bcast"):  # the second merges into the first's file
+        r = tune_cli(coll, *common, "--from-db", "--out", str(out))
+        assert r.returncode == 0, r.stderr
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(db), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    def shape(rf: rules.RulesFile) -> dict[int, list[tuple[int, list[tuple[int, ...]]]]]:
+        return {cid: [(c.comsize, [(r.msgsize, r.alg, r.faninout, r.segsize, r.maxreq or 0)
+                                   for r in c.rules]) for c in secs]
+                for cid, secs in rf.collectives.items()}
+
+    installed = shape(rules.read(site / "colltune-rules.conf"))
+    assert installed == shape(rules.read(out))
+    assert set(installed) == {7, 11}  # bcast and reduce
+    frag = (site / "openmpi-mca-params.conf").read_text()
+    assert str((site / "colltune-rules.conf").resolve()) in frag

@@ -518,7 +518,8 @@ def show_cmd(
 
 @app.command("export")
 def export_cmd(
-    source: Path = typer.Option(..., "--from", help="Rules file or MVAPICH2 profile to install."),
+    source: Path = typer.Option(..., "--from", help="Rules file, MVAPICH2 profile or "
+                                                    "measurement store (.sqlite) to install."),
     site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
     user: bool = typer.Option(False, "--user", help="Into your home (~/.openmpi, "
                                                     "~/.mvapich2.conf) instead."),

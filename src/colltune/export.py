@@ -1,8 +1,9 @@
 """`tune export`: what an administrator installs once so every job gets the tuned
 collectives (or what one user puts in their home): the tuning file, the library's own
 parameter file pointing at it, and environment modules (Tcl and Lua) that set the same
-variables. Open MPI rules files and MVAPICH2 2.3 profiles are exported; nothing that
-exists is overwritten without `force`."""
+variables. Open MPI rules files, MVAPICH2 2.3 profiles and measurement stores (decided
+again, as `tune --from-db` would) are exported; nothing that exists is overwritten
+without `force`."""
 
 from __future__ import annotations
 
@@ -44,11 +45,42 @@ def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
 
 def _kind(source: Path) -> str:
     try:
-        source.read_bytes()[:1]
+        with open(source, "rb") as f:
+            head = f.read(16)
     except OSError as e:
         raise ColltuneError(f"cannot read {source}: {e.strerror}",
                             "pass the rules file or profile `tune` wrote, with --from") from None
+    if head == b"SQLite format 3\x00":
+        return "store"
     return "mvapich2" if mvapich2.looks_like_profile(source) else "openmpi"
+
+
+def rules_from_store(db: Path) -> str:
+    """The Open MPI rules a measurement store decides (every collective and communicator
+    size it holds, confirmations applied), for one installation."""
+    from colltune.collectives import get_collective
+    from colltune.report import load
+    from colltune.tuner.decide import section
+    from colltune.tuner.space import DEFAULT
+
+    entries = load(db)
+    names = sorted({f"{e.ctx.mpi_name} {e.ctx.mpi_version} ({e.ctx.mpi_path})"
+                    for e in entries})
+    if len(names) > 1:
+        raise ColltuneError(f"{db} holds measurements of {len(names)} installations: "
+                            + "; ".join(names),
+                            "write the rules of one with tune <collective> --from-db --mpi "
+                            "PREFIX --out FILE, then export that file")
+    chosen = [d.chosen for e in entries for d in e.decisions if d.chosen != DEFAULT]
+    rf = rules.RulesFile(version=2 if any(c.max_requests for c in chosen) else 1)
+    rf.comments = [f"Open MPI coll/tuned dynamic rules decided from {db.resolve()} "
+                   f"({names[0]}) by colltune {__version__}"]
+    for e in entries:
+        coll = get_collective(e.ctx.collective)
+        rf.set_section(coll.ompi_id, section(e.ctx.np, e.decisions),
+                       [f"{coll.name} at {e.ctx.np} ranks ({e.ctx.nodes} x {e.ctx.ppn}), "
+                        f"measured {e.first} .. {e.last}"])
+    return rules.render(rf)
 
 
 def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None
@@ -56,9 +88,11 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
     """Every file the export writes, with its text (nothing written yet)."""
     kind = _kind(source)
     home = home or Path.home()
-    if kind == "openmpi":
+    if kind in ("openmpi", "store"):
         try:
-            text = rules.render(rules.read(source))  # the same file, checked and normalised
+            # the same file, checked and normalised; or what the store decides
+            text = rules.render(rules.read(source)) if kind == "openmpi" else \
+                rules_from_store(source)
         except FormatError as e:
             raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
         where = (home / ".openmpi") if user else (dest or Path("."))
