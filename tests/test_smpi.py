@@ -208,3 +208,24 @@ def test_several_layouts_in_one_run(tmp_path: Path) -> None:
     finally:
         store.close()
     assert layouts == [(8, 2, 4), (16, 4, 4)]
+
+
+@pytest.mark.mpi
+def test_searches_simulate_each_point_once(tmp_path: Path) -> None:
+    """Race and bayes ask for repetitions; on simulated time each point runs once and the
+    repetitions are that time again. Both end where the grid ends."""
+    need_smpi()
+    chosen = {}
+    for strategy in ("grid", "race", "bayes"):
+        db = tmp_path / f"{strategy}.sqlite"
+        opts = TuneOptions(["bcast"], [8], backend="smpi", platform=FLAT, db=db,
+                           sizes=[64, 16384, 1 << 20], strategy=strategy)
+        res = tune(opts)
+        chosen[strategy] = [(d.size, d.chosen) for d in res.decisions["bcast"][8]]
+        store = Store(db)
+        try:
+            (ctx,) = store.contexts()
+            assert {m.n for m in store.measurements(ctx)} == {1}
+        finally:
+            store.close()
+    assert chosen["race"] == chosen["grid"] == chosen["bayes"]

@@ -4,7 +4,10 @@ repetition in the store, so a killed search resumes where it stopped.
 A strategy asks "`reps` more repetitions of these points". The answer is served from the
 store first, in the order the samples were stored, and the kernel is launched only for what
 the store does not hold yet. A rerun after a kill therefore replays the same answers, takes
-the same decisions, and measures only what was never stored."""
+the same decisions, and measures only what was never stored.
+
+On a deterministic (simulated) backend a point is simulated once; later repetitions a
+strategy asks for are that same time again, so nothing is simulated twice."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from collections.abc import Callable
 
 from colltune.backends import Installation
 from colltune.backends.openmpi import Catalog
+from colltune.backends.smpi import SMPI
 from colltune.collectives import Collective
 from colltune.kernel.launch import PointResult
 from colltune.slots import Placement
@@ -27,13 +31,26 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
                   store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
     ctx = context_for(mpi, coll, placement)
+    exact = isinstance(mpi, SMPI)
     given: dict[Point, int] = {}  # samples already handed to the strategy, per point
 
     def stored() -> dict[Point, list[float]]:
         return {(m.config, m.size): m.samples for m in store.measurements(ctx)
                 if m.status == "ok"}
 
+    def once(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        known = store.done(ctx)
+        todo = [p for p in points if (p[0].key, p[1]) not in known]
+        if todo:
+            for cfg, r in measure(mpi, catalog, coll, placement, todo, store, settings, sweep,
+                                  reporter):
+                on_failure(cfg, r)
+        have = stored()
+        return {p: have[p][:1] * reps for p in points if p in have}
+
     def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
+        if exact:
+            return once(points, reps)
         have = stored()
         known = store.done(ctx)  # stored points, failed ones included
         short: dict[int, list[Point]] = {}  # repetitions still missing -> points
