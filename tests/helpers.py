@@ -18,6 +18,9 @@ def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
 
 
 def collbench_pids() -> list[int]:
+    """Kernel processes of this test session (its kernels live under the session's own
+    XDG_CACHE_HOME), so other jobs running a kernel on the machine do not count."""
+    mine = os.environ.get("XDG_CACHE_HOME", "").encode()
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -25,6 +28,6 @@ def collbench_pids() -> list[int]:
                 cmd = Path(f"/proc/{d}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"collbench" in cmd and b"pytest" not in cmd:
+            if b"collbench" in cmd and b"pytest" not in cmd and mine in cmd:
                 out.append(int(d))
     return out
