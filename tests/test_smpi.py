@@ -10,14 +10,16 @@ from pathlib import Path
 import pytest
 from tests.helpers import tune_cli
 
+from colltune.applied import forced, under_rules
 from colltune.backends import smpi
-from colltune.backends.openmpi import builtin_catalog
+from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
+from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.rules import ompi_classic as rules
 from colltune.store import Store
 from colltune.tuner.run import TuneOptions, tune, valid_algorithms
-from colltune.tuner.space import DEFAULT
+from colltune.tuner.space import DEFAULT, Config
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "platforms"
 FATTREE = DOCS / "fattree-32x16.xml"
@@ -229,3 +231,32 @@ def test_searches_simulate_each_point_once(tmp_path: Path) -> None:
         finally:
             store.close()
     assert chosen["race"] == chosen["grid"] == chosen["bayes"]
+
+
+@pytest.mark.mpi
+def test_real_open_mpi_runs_what_the_simulation_chose(ompi41: OpenMPI, tmp_path: Path
+                                                      ) -> None:
+    """The file made from a simulation is an ordinary rules file: real Open MPI 4.1.4 at
+    the same 4 ranks runs the chosen algorithm with the segment size SMPI used (pml
+    traffic under the file equals that configuration forced, and differs from the same
+    algorithm unsegmented)."""
+    need_smpi()
+    out = tmp_path / "rules.conf"
+    opts = TuneOptions(["reduce"], [4], backend="smpi", platform=FATTREE, out=out,
+                       db=tmp_path / "m.sqlite", sizes=[8, 65536])
+    res = tune(opts)
+    (d,) = [d for d in res.decisions["reduce"][4] if d.size == 65536]
+    rf = rules.read(out)
+    found = rules.lookup(rf, 11, 4, 65536)
+    assert found is not None
+    rule = found[1]
+    # what SMPI's port used, carried into the file (pipeline: 32 KiB at 4 ranks, 64 KiB)
+    assert (rule.alg, rule.segsize) == (d.chosen.algorithm, smpi.smpi_segsize(
+        "reduce", d.chosen.algorithm, 4, 65536)[0])
+    assert rule.alg != 0 and rule.segsize > 0, "the simulation chose nothing to check"
+    coll = get_collective("reduce")
+    cat = read_catalog(ompi41)
+    chosen = Config(rule.alg, rule.segsize, rule.faninout)
+    seen = under_rules(ompi41, coll, 4, 65536, out)
+    assert seen == forced(ompi41, coll, 4, 65536, chosen, cat)
+    assert seen != forced(ompi41, coll, 4, 65536, Config(rule.alg, 0, rule.faninout), cat)
