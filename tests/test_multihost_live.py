@@ -138,3 +138,45 @@ def test_model_fit_separates_pairs_inside_and_across_nodes(
         assert rows[name][0]["quality"]["points"] == sizes
     for name in ("hockney-intra", "hockney-inter"):
         assert all(p["a"] >= 0 and p["b"] >= 0 for p in rows[name][0]["pieces"])
+
+
+def test_open_mpi_5_runs_han_across_nodes_unless_excluded(two_hosts: dict[str, str]) -> None:
+    """Why every Open MPI 5 launch says `--mca coll ^han`: with tuned's linear reduce
+    forced, the root's node receives one 64 KiB block per call from each rank of the other
+    node (2 per call here); with han in place, han reduces inside that node first and only
+    its leader's block crosses (1 per call): the veth byte counter tells them apart."""
+    from colltune.backends.openmpi import (
+        dynamic_env,
+        forcing_vars,
+        launch_env,
+        read_catalog,
+    )
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+    from conftest import get_mpi
+
+    ompi50 = get_mpi("ompi50")
+    cat = read_catalog(ompi50)
+    linear = {v: k for k, v in cat.algorithms["reduce"].items()}["linear"]
+    exe = build_kernel(ompi50)
+    reps, size = 40, 65536
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, size)],
+                      Repetitions(warmup=2, min_reps=reps, max_reps=reps, point_time=1e6))
+    env = launch_env(dynamic_env(forcing_vars("reduce", linear, 0, 0, 0, cat)))
+    blocks = {}
+    for han_off in (True, False):
+        cmd = [str(ompi50.mpirun), "-np", "4", "--hostfile", two_hosts["hostfile"],
+               "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", two_hosts["agent"]]
+        if han_off:
+            cmd += ["--mca", "coll", "^han"]
+        rx0 = _rx_bytes(two_hosts["a"], two_hosts["veth_a"])
+        out = run_kernel(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh",
+                          "-c", 'hostname nodeA; exec "$@"', "sh", *cmd], exe, plan, env,
+                         point_timeout=120)
+        assert out.status == "ok", (out.message, out.stderr[-2000:])
+        calls = sum(r.n for r in out.results) + plan.reps.warmup
+        blocks[han_off] = (_rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0) / (
+            calls * size)
+    print(f"64 KiB blocks received by the root's node per call: {blocks}")
+    assert blocks[True] >= 1.9  # tuned's linear: ranks 2 and 3 each send to rank 0
+    assert blocks[False] < 1.5  # han: one inter-node block (plus control traffic)
