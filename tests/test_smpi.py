@@ -3,6 +3,7 @@ tuning of reduce at 64 ranks on the shipped fat-tree platform, as the user runs 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -141,9 +142,13 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     size (SMPI's selector ran one of them), and the file is valid for Open MPI."""
     need_smpi()
     out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
+    summary = tmp_path / "summary.json"
     res = tune_cli("reduce", "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
-                   "--out", str(out), "--db", str(db), "--quiet", timeout=300)
+                   "--out", str(out), "--db", str(db), "--summary-json", str(summary),
+                   "--quiet", timeout=300)
     assert res.returncode == 0, res.stderr
+    doc = json.loads(summary.read_text())
+    assert doc["simulated"]["platform"] == str(FATTREE) and doc["mpi"]["name"] == "SimGrid SMPI"
     text = out.read_text()
     assert "SIMULATED, NOT MEASURED" in text
     rf = rules.read(out, valid_algs=valid_algorithms(builtin_catalog()), allow_v2=False)

@@ -259,6 +259,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
     summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
+    if isinstance(mpi, smpi_backend.SMPI):
+        summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
 
