@@ -39,7 +39,8 @@ class Entry:
     @property
     def slug(self) -> str:
         v = self.ctx.mpi_version.replace(".", "_")
-        return f"{self.ctx.collective}-np{self.ctx.np}-ompi{v}-{self.ctx.host}"
+        family = "smpi" if self.ctx.mpi_name == SMPI.name else "ompi"
+        return f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{self.ctx.host}"
 
     @property
     def title(self) -> str:
