@@ -42,6 +42,7 @@ class KernelPlan:
     configs: list[KernelConfig]
     points: list[tuple[int, int]]  # (cid, size)
     reps: Repetitions = field(default_factory=Repetitions)
+    dup_always: bool = True  # False: configurations without variables use MPI_COMM_WORLD
 
     def render(self) -> str:
         r = self.reps
@@ -54,6 +55,7 @@ class KernelPlan:
             f"rel_ci {r.rel_ci}",
             f"point_time {r.point_time}",
             f"seed {r.seed}",
+            f"dup_always {int(self.dup_always)}",
         ]
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
