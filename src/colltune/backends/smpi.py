@@ -62,7 +62,6 @@ class SMPI:
     mpirun: Path  # smpirun
     platform: Path
     name: str = "SimGrid SMPI"
-    deterministic: bool = True  # simulated time: one repetition says it all
 
     @property
     def version_tuple(self) -> tuple[int, ...]:

@@ -8,12 +8,8 @@ import os
 import signal
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from colltune.backends import Installation
-from colltune.backends.openmpi import launch_command, launch_env
-from colltune.backends.smpi import SMPI
-from colltune.backends.smpi import launch_command as smpi_launch_command
+from colltune.backends import Installation, launch
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.slots import Placement
@@ -91,12 +87,7 @@ def parse(text: str) -> ProbeData:
 def run_probe(mpi: Installation, placement: Placement, max_bytes: int = 1 << 20,
               reps: int = 50, timeout: float = 600.0) -> ProbeData:
     exe = build_kernel(mpi, name="modelbench")
-    if isinstance(mpi, SMPI):
-        assert placement.hostfile is not None
-        prefix = smpi_launch_command(mpi, Path(placement.hostfile), placement.np, "reduce", 0)
-        env = dict(os.environ)
-    else:
-        prefix, env = launch_command(mpi, placement), launch_env()
+    prefix, env = launch(mpi, placement)
     cmd = [*prefix, str(exe), str(max_bytes), str(reps)]
     # its own session, so a hung probe is killed with every rank, not just mpirun
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

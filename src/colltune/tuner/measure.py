@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.applied import traffic
-from colltune.backends import Installation
+from colltune.backends import Installation, launch
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
     dynamic_env,
     forcing_vars,
-    launch_command,
-    launch_env,
 )
 from colltune.backends.smpi import SMPI
-from colltune.backends.smpi import launch_command as smpi_launch_command
 from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel, cache_dir, library_matches
@@ -191,13 +187,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
                     record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
                     count += 1
 
-    if isinstance(mpi, SMPI):
-        assert placement.hostfile is not None and len(cfgs) == 1
-        cmd = smpi_launch_command(mpi, Path(placement.hostfile), placement.np, coll.name,
-                                  cfgs[0].algorithm, placement.launch.args)
-        env = dict(os.environ)
-    else:
-        cmd, env = launch_command(mpi, placement), launch_env(env_extra)
+    cmd, env = launch(mpi, placement, coll.name, cfgs[0].algorithm, env_extra)
     outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
                          start_timeout=max(120.0, settings.timeout), on_event=on_event,
                          library_ok=lambda lib: library_matches(mpi, lib))
