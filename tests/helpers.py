@@ -31,3 +31,10 @@ def collbench_pids() -> list[int]:
             if b"collbench" in cmd and b"pytest" not in cmd and mine in cmd:
                 out.append(int(d))
     return out
+
+
+def rx_bytes(ns: str, dev: str) -> int:
+    """Bytes the device received (its sysfs counter, read inside its namespace)."""
+    return int(subprocess.run(["ip", "netns", "exec", ns, "cat",
+                               f"/sys/class/net/{dev}/statistics/rx_bytes"],
+                              capture_output=True, text=True, check=True).stdout)

@@ -7,75 +7,23 @@ one 64 KiB block per measured 64 KiB reduce."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from colltune.backends.openmpi import OpenMPI
-from helpers import collbench_pids
+from helpers import collbench_pids, rx_bytes
 
 pytestmark = pytest.mark.mpi
-
-
-def _ip(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-
-
-@pytest.fixture
-def two_hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
-        pytest.skip("needs root, iproute2 (ip) and util-linux (unshare) for network namespaces")
-    tag = f"ct{os.getpid() % 100000}"
-    a, b = f"{tag}a", f"{tag}b"
-    made = _ip("netns", "add", a)
-    if made.returncode != 0:
-        pytest.skip(f"network namespaces not allowed here: {made.stderr.strip()}")
-    try:
-        _ip("netns", "add", b)
-        steps = [("link", "add", f"{tag}va", "type", "veth", "peer", "name", f"{tag}vb"),
-                 ("link", "set", f"{tag}va", "netns", a), ("link", "set", f"{tag}vb", "netns", b),
-                 ("-n", a, "addr", "add", "10.77.0.1/24", "dev", f"{tag}va"),
-                 ("-n", b, "addr", "add", "10.77.0.2/24", "dev", f"{tag}vb"),
-                 ("-n", a, "link", "set", f"{tag}va", "up"),
-                 ("-n", b, "link", "set", f"{tag}vb", "up"),
-                 ("-n", a, "link", "set", "lo", "up"), ("-n", b, "link", "set", "lo", "up")]
-        for st in steps:
-            r = _ip(*st)
-            if r.returncode != 0:
-                pytest.skip(f"cannot build the veth link ({' '.join(st)}): {r.stderr.strip()}")
-        agent = tmp_path / "nsagent"
-        # what ssh would do: run the command line "on" the host, here inside its namespace
-        agent.write_text(
-            "#!/bin/sh\nhost=$1; shift\ncase $host in\n"
-            f"  10.77.0.1) ns={a}; name=nodeA;;\n  10.77.0.2) ns={b}; name=nodeB;;\n"
-            '  *) echo "nsagent: unknown host $host" >&2; exit 255;;\nesac\n'
-            'exec ip netns exec $ns unshare --uts sh -c "hostname $name; $*"\n')
-        agent.chmod(0o755)
-        hostfile = tmp_path / "hosts"
-        hostfile.write_text("10.77.0.1 slots=2\n10.77.0.2 slots=2\n")
-        yield {"a": a, "b": b, "agent": str(agent), "hostfile": str(hostfile),
-               "veth_a": f"{tag}va"}
-    finally:
-        _ip("netns", "del", a)  # takes its end of the veth pair, and the pair, with it
-        _ip("netns", "del", b)
-
-
-def _rx_bytes(ns: str, dev: str) -> int:
-    """Bytes the device received (its sysfs counter, read inside its namespace)."""
-    return int(subprocess.run(["ip", "netns", "exec", ns, "cat",
-                               f"/sys/class/net/{dev}/statistics/rx_bytes"],
-                              capture_output=True, text=True, check=True).stdout)
 
 
 def test_tuning_across_two_hosts_with_a_hostfile(ompi: OpenMPI, two_hosts: dict[str, str],
                                                   tmp_path: Path) -> None:
     db, out = tmp_path / "db.sqlite", tmp_path / "rules.conf"
     before_pids = set(collbench_pids())
-    rx0 = _rx_bytes(two_hosts["a"], two_hosts["veth_a"])
+    rx0 = rx_bytes(two_hosts["a"], two_hosts["veth_a"])
     tune = [sys.executable, "-m", "colltune.cli", "reduce", "--np", "4", "--hostfile",
             two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
             f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(ompi.prefix),
@@ -86,7 +34,7 @@ def test_tuning_across_two_hosts_with_a_hostfile(ompi: OpenMPI, two_hosts: dict[
                        capture_output=True, text=True, timeout=600, check=False,
                        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert r.returncode == 0, r.stderr
-    rx = _rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0
+    rx = rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0
     import sqlite3
 
     con = sqlite3.connect(db)
@@ -169,13 +117,13 @@ def test_open_mpi_5_runs_han_across_nodes_unless_excluded(two_hosts: dict[str, s
                "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", two_hosts["agent"]]
         if han_off:
             cmd += ["--mca", "coll", "^han"]
-        rx0 = _rx_bytes(two_hosts["a"], two_hosts["veth_a"])
+        rx0 = rx_bytes(two_hosts["a"], two_hosts["veth_a"])
         out = run_kernel(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh",
                           "-c", 'hostname nodeA; exec "$@"', "sh", *cmd], exe, plan, env,
                          point_timeout=120)
         assert out.status == "ok", (out.message, out.stderr[-2000:])
         calls = sum(r.n for r in out.results) + plan.reps.warmup
-        blocks[han_off] = (_rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0) / (
+        blocks[han_off] = (rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0) / (
             calls * size)
     print(f"64 KiB blocks received by the root's node per call: {blocks}")
     assert blocks[True] >= 1.9  # tuned's linear: ranks 2 and 3 each send to rank 0

@@ -129,10 +129,11 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               seed: int, confirm_rounds: int, budget: int | None = None,
               ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
               fit_np: str = "2,3,4", launch: Launch | None = None,
-              backend: str = "openmpi", platform: Path | None = None) -> None:
+              backend: str = "openmpi", platform: Path | None = None,
+              tune_han: bool = False) -> None:
     try:
         opts = TuneOptions(
-            backend=backend, platform=platform,
+            backend=backend, platform=platform, tune_han=tune_han,
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
@@ -148,7 +149,14 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
         _fail(e)
         return
     _print_result(res, quiet)
-    if out_path and not quiet:
+    han = res.summary.get("han")
+    if out_path and isinstance(han, dict) and not quiet:
+        err.print(f"wrote {out_path} (coll/han's dynamic rules) and {han['mca_params']}; use: "
+                  f"mpirun --mca mca_base_param_files {han['mca_params']} ...",
+                  highlight=False, markup=False)
+        for n in han["notes"]:
+            err.print(f"note: {n}", highlight=False, markup=False)
+    elif out_path and not quiet:
         err.print(f"wrote {out_path} (format: "
                   f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
                   highlight=False, markup=False)
@@ -200,6 +208,11 @@ def _make_tune_command(name: str) -> None:
                                          "algorithms on --platform with SimGrid)."),
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
+        tune_han: bool = typer.Option(
+            False, "--tune-han", help="Open MPI 5 across nodes: tune coll/han's own choices "
+                                      "(flat tuned or han, han's algorithm, its level "
+                                      "modules); --out gets han's rules file and an MCA "
+                                      "parameter file beside it."),
         db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
@@ -259,7 +272,8 @@ def _make_tune_command(name: str) -> None:
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
-                                          tuple(shlex.split(launcher_args))), backend, platform)
+                                          tuple(shlex.split(launcher_args))), backend, platform,
+                  tune_han)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

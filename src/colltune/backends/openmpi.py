@@ -32,6 +32,9 @@ class OpenMPI:
     mpirun: Path
     ompi_info: Path
     name: str = "Open MPI"
+    # measuring coll/han's own choices (--tune-han) rather than coll/tuned's algorithms:
+    # han stays on, and the measurements are kept apart in the store
+    han: bool = False
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
@@ -40,10 +43,11 @@ class OpenMPI:
     @property
     def key(self) -> str:
         """Identifies the installation in the store and the kernel cache."""
-        return f"openmpi-{self.version}@{self.prefix}"
+        return f"openmpi-{self.version}@{self.prefix}" + ("+han" if self.han else "")
 
     def describe(self) -> str:
-        return f"{self.name} {self.version} at {self.prefix} (mpirun {self.mpirun})"
+        what = ", coll/han's choices" if self.han else ""
+        return f"{self.name} {self.version} at {self.prefix} (mpirun {self.mpirun}{what})"
 
 
 def _is_elf(path: Path) -> bool:
@@ -213,6 +217,9 @@ class Catalog:
     # collective -> the parameter variables it has, e.g. coll_tuned_bcast_algorithm_segmentsize
     variables: dict[str, set[str]] = field(default_factory=dict)
     source: str = "builtin"
+    # collective -> id -> MCA variables that force it at launch, for configurations that
+    # are not coll/tuned algorithms (coll/han's choices); empty for coll/tuned
+    forcing: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
 
     def has(self, coll: str, param: str) -> bool:
         return any(_PARAM_SUFFIX[v.split(f"coll_tuned_{coll}", 1)[1]] == param
@@ -354,7 +361,7 @@ HAN_OFF = {"coll": "^han"}
 
 
 def han_excluded(mpi: OpenMPI) -> bool:
-    return mpi.version_tuple >= (5,)
+    return mpi.version_tuple >= (5,) and not mpi.han
 
 
 def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,

@@ -60,9 +60,10 @@ def arm_env(arm: str, rules: Path) -> dict[str, str]:
 
 
 def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
-            sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0
-            ) -> ABSamples:
-    """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels."""
+            sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
+            arms: dict[str, dict[str, str]] | None = None) -> ABSamples:
+    """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
+    `arms` replaces the coll/tuned settings of each arm (coll/han's choices)."""
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
     cmd = launch_command(mpi, placement)
@@ -71,8 +72,8 @@ def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
             plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
                               Repetitions(reps.warmup, reps.min_reps, reps.max_reps,
                                           reps.rel_ci, reps.point_time, reps.seed + rnd))
-            res = run_kernel(cmd, exe, plan, launch_env(arm_env(arm, rules)),
-                             point_timeout=timeout)
+            env = arms[arm] if arms is not None else arm_env(arm, rules)
+            res = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=timeout)
             if res.status != "ok":
                 raise ColltuneError(f"confirmation launch ({arm}) of {coll.name} failed: "
                                     f"{res.status} {res.message}",

@@ -197,6 +197,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
 def _vars(coll: Collective, c: Config, catalog: Catalog) -> dict[str, int]:
     if c.algorithm == 0:
         return {}  # the launch values: algorithm 0, the library's own decision
+    if coll.name in catalog.forcing:
+        return catalog.forcing[coll.name][c.algorithm]
     return forcing_vars(coll.name, c.algorithm, c.segsize, c.fanout, c.max_requests, catalog)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import Installation
+from colltune.backends import han as han_backend
 from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
@@ -30,6 +31,7 @@ from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Context, Store, default_db_path
+from colltune.tuner import han_rules
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
@@ -64,6 +66,7 @@ class TuneOptions:
     sweep: str = "mpit"
     backend: str = "openmpi"  # openmpi | smpi
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate
+    tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
     rules_version: int | None = None
     from_db: bool = False
     hostfile: str | None = None
@@ -187,22 +190,30 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         placements = [place(np, opts.hostfile, launch=opts.launch)
                       for np in (opts.fit_nps if opts.predict else opts.nps)]
         mpi = find_openmpi(opts.mpi)
-        catalog = read_catalog(mpi)
-        version = choose_rules_version(mpi, opts.rules_version)
+        if opts.tune_han:
+            mpi, catalog = _han_setup(opts, mpi, placements, colls)
+            version = 1  # not used: han's file is written instead
+        else:
+            catalog = read_catalog(mpi)
+            version = choose_rules_version(mpi, opts.rules_version)
     else:
         raise ColltuneError(f"unknown backend '{opts.backend}'", "use --backend openmpi or smpi")
     rep.note(f"tuning {mpi.describe()}")
     exact = isinstance(mpi, smpi_backend.SMPI)
-    base = load_merge_base(opts.out, mpi, catalog) if opts.out else None
+    han = isinstance(mpi, OpenMPI) and mpi.han
+    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not han else None
     if base and base.version == 1 and version == 2:
         base.version = 2
     elif base and base.version == 2 and version == 1:
         raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI {mpi.version} "
                             "reads only the classic format", "choose another --out")
     store = Store(opts.db or default_db_path())
-    sweep = "relaunch" if exact else opts.sweep
+    # neither SMPI nor han's variables can be written through MPI_T: a launch per choice
+    sweep = "relaunch" if exact or han else opts.sweep
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
+    han_modules: dict[str, tuple[int, int]] = {}
+    han_notes: dict[str, list[str]] = {}
     try:
         if not opts.from_db:
             for w in {p.warning for p in placements if p.warning}:
@@ -244,8 +255,14 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             "run without --from-db to measure first, or pass the --db used")
                     continue
                 ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+                if han:
+                    assert isinstance(catalog, han_backend.HanCatalog)
+                    pair, notes = han_rules.choose_modules(name, catalog, ds, ms, opts.min_gain)
+                    ds = han_rules.apply_modules(name, catalog, ds, pair)
+                    han_modules[name], han_notes[name] = pair, notes
                 if isinstance(mpi, OpenMPI):  # simulated times need no fresh launches
-                    confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep)
+                    confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep,
+                                      catalog)
                 ctx = context_for(mpi, coll, placement)
                 for d in ds:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
@@ -253,6 +270,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
+    if han:
+        return _han_outputs(mpi, catalog, decisions, failures, opts, searches, han_modules,
+                            han_notes)
     if exact:
         decisions = smpi_rule_configs(decisions)
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
@@ -263,6 +283,89 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
     write_outputs(rf, summary, opts.out, opts.summary_json)
     return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
+
+
+def _han_setup(opts: TuneOptions, mpi: OpenMPI, placements: list[Placement],
+               colls: list[str]) -> tuple[OpenMPI, han_backend.HanCatalog]:
+    """The installation with coll/han left on, and han's choices as the catalog. Refused
+    where han does not run: before Open MPI 5, on one node, for collectives it leaves to
+    coll/tuned."""
+    if mpi.version_tuple < (5,):
+        raise ColltuneError(f"--tune-han needs Open MPI 5 or later; {mpi.describe()} has no "
+                            "coll/han", "use --mpi with an Open MPI 5 installation")
+    if opts.predict or opts.strategy == "model":
+        raise ColltuneError("--predict and --strategy model tune coll/tuned's algorithms, "
+                            "not coll/han's choices", "use --strategy grid, race or bayes")
+    single = [p.np for p in placements if p.nodes < 2]
+    if single:
+        raise ColltuneError(f"coll/han steps aside on one node: np={single[0]} runs on one "
+                            "node", "give a --hostfile (or a Slurm allocation) spanning "
+                            "several nodes, with --ppn")
+    others = [c for c in colls if c not in han_backend.COLLECTIVES]
+    if others:
+        raise ColltuneError(f"coll/han does not run {', '.join(others)} itself",
+                            "han runs " + ", ".join(han_backend.COLLECTIVES))
+    algorithms = han_backend.read_algorithms(mpi)
+    if not algorithms:
+        raise ColltuneError(f"ompi_info of {mpi.describe()} lists no coll/han algorithms",
+                            "check that this Open MPI was built with coll/han")
+    return replace(mpi, han=True), han_backend.catalog(algorithms)
+
+
+def _han_outputs(mpi: Installation, catalog: Catalog,
+                 decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
+                 opts: TuneOptions, searches: dict[str, dict[str, object]],
+                 modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]
+                 ) -> TuneResult:
+    """han's rules file at --out and, beside it, the MCA parameter file that turns it on
+    and sets the collectives' level modules."""
+    assert isinstance(catalog, han_backend.HanCatalog)
+    rules_map: han_backend.HanRules = {}
+    for name, per_np in decisions.items():
+        rules_map.update(han_rules.han_rules(name, catalog, per_np))
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    comments = [f"Open MPI coll/han dynamic rules written by colltune {__version__}",
+                f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
+                f"({mpi.prefix}), {stamp}",
+                "use: mpirun --mca mca_base_param_files FRAGMENT ... (the -mca-params.conf "
+                "file written beside this one)",
+                "message sizes are the per-rank block in bytes; the first communicator "
+                "size of a collective reads as 1 (han's format)"]
+    for name, per_np in decisions.items():
+        for np, ds in sorted(per_np.items()):
+            for d in sorted(ds, key=lambda d: d.size):
+                comments.append(f"{name} np={np} {d.size} B: {d.chosen.label(catalog, name)}; "
+                                f"{d.verdict}")
+    comments += [n for ns in notes.values() for n in ns]
+    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
+    frag = han_fragment_path(opts.out) if opts.out else None
+    summary["han"] = {"rules_file": str(opts.out) if opts.out else None,
+                      "mca_params": str(frag) if frag else None,
+                      "modules": {c: {"up": han_backend.MODULES["up"][u],
+                                      "low": han_backend.MODULES["low"][low]}
+                                  for c, (u, low) in modules.items()},
+                      "notes": [n for ns in notes.values() for n in ns]}
+    summary["coll_han_excluded"] = False
+    if opts.out and frag:
+        _write(opts.out, han_backend.render(rules_map, comments), "--out")
+        _write(frag, han_backend.mca_fragment(opts.out, modules), "--out")
+    if opts.summary_json:
+        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
+    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
+
+
+def han_fragment_path(out: Path) -> Path:
+    return out.with_name(f"{out.stem}-mca-params.conf")
+
+
+def _write(path: Path, text: str, option: str) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError as e:
+        raise ColltuneError(f"cannot write {option} {path}: {e.strerror or e}",
+                            f"free space or choose a writable {option}; measurements are in "
+                            "the store, so rerun with --from-db to write without "
+                            "measuring") from None
 
 
 def _smpi_setup(opts: TuneOptions) -> tuple[smpi_backend.SMPI, Catalog, int]:
@@ -431,22 +534,15 @@ def check_outputs(out: Path | None, summary_json: Path | None) -> None:
 
 def write_outputs(rf: rules.RulesFile, summary: dict[str, object], out: Path | None,
                   summary_json: Path | None) -> None:
-    for path, text, option in ((out, rules.render(rf), "--out"),
-                               (summary_json, json.dumps(summary, indent=2) + "\n",
-                                "--summary-json")):
-        if path is None:
-            continue
-        try:
-            write_atomic(path, text)
-        except OSError as e:
-            raise ColltuneError(f"cannot write {option} {path}: {e.strerror or e}",
-                                f"free space or choose a writable {option}; measurements are "
-                                "in the store, so rerun with --from-db to write without "
-                                "measuring") from None
+    if out is not None:
+        _write(out, rules.render(rf), "--out")
+    if summary_json is not None:
+        _write(summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
 
 
 def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                      mpi: OpenMPI, version: int, opts: TuneOptions, rep: Reporter) -> None:
+                      mpi: OpenMPI, version: int, opts: TuneOptions, rep: Reporter,
+                      catalog: Catalog | None = None) -> None:
     """Keep a non-default choice only if fresh alternating launches confirm it.
 
     Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
@@ -465,11 +561,22 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                  f"{opts.confirm_rounds} fresh launch pairs")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "tentative.conf"
-            tentative = rules.RulesFile(version=version)
-            tentative.set_section(coll.ompi_id, section(placement.np, ds))
-            write_atomic(path, rules.render(tentative))
+            arms = None
+            if isinstance(catalog, han_backend.HanCatalog):
+                # han's file and the collective's modules, against han's own choices
+                cat = catalog
+                write_atomic(path, han_backend.render(
+                    han_rules.han_rules(coll.name, cat, {placement.np: ds})))
+                # after apply_modules at most one pair besides han's own is left
+                pairs = {cat.choice(coll.name, d.chosen.algorithm).modules for d in ds}
+                modules = {coll.name: max(pairs)}
+                arms = {"default": {}, "tuned": han_backend.file_env(path, modules)}
+            else:
+                tentative = rules.RulesFile(version=version)
+                tentative.set_section(coll.ompi_id, section(placement.np, ds))
+                write_atomic(path, rules.render(tentative))
             ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
-                         opts.settings, opts.settings.timeout)
+                         opts.settings, opts.settings.timeout, arms)
         verdicts = judge(ab, opts.confirm_alpha, opts.min_gain)
         for d in pending:
             for s in checks[d.size]:
