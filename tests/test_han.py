@@ -70,9 +70,9 @@ def test_rules_file_round_trip_and_han_format() -> None:
     assert body[:8] == ["2  # collectives", "bcast", "1  # topological levels",
                         "global_communicator", "1  # communicator sizes", "1  # np 4",
                         "1  # message sizes", "0 han @intra"]
-    back = han.parse(text)
-    assert back["reduce"] == {1: rules["reduce"][4], 16: rules["reduce"][16]}
-    assert back["bcast"] == {1: rules["bcast"][4]}
+    assert han.parse(text) == rules  # the `# np N` comment keeps the size tuned
+    bare = han.parse("\n".join(ln.split("#")[0] for ln in text.splitlines()))
+    assert bare["reduce"] == {1: rules["reduce"][4], 16: rules["reduce"][16]}  # as han reads
     with pytest.raises(han.HanRulesError):
         han.parse(text + "7\n")
     with pytest.raises(han.HanRulesError):
@@ -98,6 +98,28 @@ def test_rules_thresholds_and_modules_are_per_collective() -> None:
     assert frag.splitlines()[1:] == ["coll_han_use_dynamic_file_rules = 1",
                                      "coll_han_dynamic_rules_filename = /x/han.rules",
                                      "coll_han_reduce_up_module = 1"]
+
+
+def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
+    from colltune.tuner.run import TuneOptions, han_fragment_path, write_han_outputs
+
+    cat, out = _cat(), tmp_path / "han.rules"
+    opts = TuneOptions(["reduce"], [4], out=out)
+    mpi = OpenMPI("5.0.11", Path("/o"), Path("/o/mpicc"), Path("/o/mpirun"), Path("/o/oi"),
+                  han=True)
+    write_han_outputs(mpi, cat, {"reduce": {4: [_d(8, 0), _d(4096, 5)]}}, [], opts, {},
+                      {"reduce": (1, 0)}, {})
+    opts.collectives = ["bcast"]
+    write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, [], opts, {},
+                      {"bcast": (0, 1)}, {})
+    rules = han.parse(out.read_text())
+    assert rules == {"reduce": {4: [(0, han.BASELINE)]},
+                     "bcast": {8: [(0, han.Choice("han", "simple"))]}}
+    frag = han_fragment_path(out).read_text()
+    assert han.fragment_modules(frag) == {"reduce": (1, 0), "bcast": (0, 1)}
+    out.write_text("2\nreduce\n")
+    with pytest.raises(Exception, match="will not merge"):
+        write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, [], opts, {}, {}, {})
 
 
 def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:

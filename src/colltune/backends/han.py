@@ -164,11 +164,13 @@ def render(rules: HanRules, comments: list[str] | None = None) -> str:
 
 
 def parse(text: str) -> HanRules:
-    """Read back what `render` writes (global level only); the first communicator size
-    reads as 1, as han reads it."""
+    """Read back what `render` writes (global level only). The first communicator size
+    is 1 in the file (han's rule); its `# np N` comment gives the size that was tuned."""
     toks: list[str] = []
     for line in text.splitlines():
-        toks += line.split("#", 1)[0].split()
+        body, _, comment = line.partition("#")
+        m = re.fullmatch(r"\s*np (\d+)\s*", comment)
+        toks += [m.group(1)] if m and body.split() == ["1"] else body.split()
     pos = 0
 
     def take() -> str:
@@ -221,6 +223,15 @@ def mca_fragment(rules_path: Path, modules: dict[str, tuple[int, int]]) -> str:
         if low:
             lines.append(f"coll_han_{coll}_low_module = {low}")
     return "\n".join(lines) + "\n"
+
+
+def fragment_modules(text: str) -> dict[str, tuple[int, int]]:
+    """The level modules an MCA parameter file written by `mca_fragment` sets."""
+    out: dict[str, tuple[int, int]] = {}
+    for m in re.finditer(r"^coll_han_(\w+?)_(up|low)_module\s*=\s*(\d+)\s*$", text, re.M):
+        up, low = out.get(m.group(1), (0, 0))
+        out[m.group(1)] = (int(m.group(3)), low) if m.group(2) == "up" else (up, int(m.group(3)))
+    return out
 
 
 def file_env(rules_path: Path, modules: dict[str, tuple[int, int]]) -> dict[str, str]:

@@ -271,7 +271,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     finally:
         store.close()
     if han:
-        return _han_outputs(mpi, catalog, decisions, failures, opts, searches, han_modules,
+        return write_han_outputs(mpi, catalog, decisions, failures, opts, searches, han_modules,
                             han_notes)
     if exact:
         decisions = smpi_rule_configs(decisions)
@@ -312,7 +312,7 @@ def _han_setup(opts: TuneOptions, mpi: OpenMPI, placements: list[Placement],
     return replace(mpi, han=True), han_backend.catalog(algorithms)
 
 
-def _han_outputs(mpi: Installation, catalog: Catalog,
+def write_han_outputs(mpi: Installation, catalog: Catalog,
                  decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
                  opts: TuneOptions, searches: dict[str, dict[str, object]],
                  modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]
@@ -320,9 +320,20 @@ def _han_outputs(mpi: Installation, catalog: Catalog,
     """han's rules file at --out and, beside it, the MCA parameter file that turns it on
     and sets the collectives' level modules."""
     assert isinstance(catalog, han_backend.HanCatalog)
+    frag = han_fragment_path(opts.out) if opts.out else None
+    # an existing file keeps the collectives and communicator sizes not tuned now
     rules_map: han_backend.HanRules = {}
+    if opts.out and opts.out.exists():
+        try:
+            rules_map = han_backend.parse(opts.out.read_text())
+        except (OSError, han_backend.HanRulesError) as e:
+            raise ColltuneError(f"will not merge into {opts.out}: {e}",
+                                "fix or move that file, or choose another --out; it was not "
+                                "changed") from None
+        if frag and frag.exists():
+            modules = {**han_backend.fragment_modules(frag.read_text()), **modules}
     for name, per_np in decisions.items():
-        rules_map.update(han_rules.han_rules(name, catalog, per_np))
+        rules_map.setdefault(name, {}).update(han_rules.han_rules(name, catalog, per_np)[name])
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     comments = [f"Open MPI coll/han dynamic rules written by colltune {__version__}",
                 f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
@@ -338,7 +349,6 @@ def _han_outputs(mpi: Installation, catalog: Catalog,
                                 f"{d.verdict}")
     comments += [n for ns in notes.values() for n in ns]
     summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
-    frag = han_fragment_path(opts.out) if opts.out else None
     summary["han"] = {"rules_file": str(opts.out) if opts.out else None,
                       "mca_params": str(frag) if frag else None,
                       "modules": {c: {"up": han_backend.MODULES["up"][u],
