@@ -11,6 +11,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -122,6 +123,24 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
         write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, [], opts, {}, {}, {})
 
 
+def test_site_export_of_a_han_file(tmp_path: Path) -> None:
+    from colltune.export import export
+
+    path = tmp_path / "han.rules"
+    rules: han.HanRules = {"reduce": {4: [(0, han.Choice("tuned"))]}}
+    path.write_text(han.render(rules))
+    (tmp_path / "han-mca-params.conf").write_text(han.mca_fragment(path, {"reduce": (1, 1)}))
+    site = tmp_path / "site"
+    written = {p.path.name: p.text for p in export(path, site)}
+    assert set(written) == {"colltune-han.rules", "openmpi-mca-params.conf", "tuned",
+                            "tuned.lua"}
+    assert han.parse(written["colltune-han.rules"]) == rules
+    conf = written["openmpi-mca-params.conf"]
+    assert f"coll_han_dynamic_rules_filename = {(site / 'colltune-han.rules').resolve()}" in conf
+    assert "coll_han_reduce_up_module = 1" in conf and "coll_han_reduce_low_module = 1" in conf
+    assert 'setenv("OMPI_MCA_coll_han_use_dynamic_file_rules", "1")' in written["tuned.lua"]
+
+
 def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:
     cat = _cat()
     sizes = [8, 4096, 65536]
@@ -140,9 +159,21 @@ def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:
     assert [d.chosen for d in apply_modules("reduce", cat, ds, pair2)] == [DEFAULT] * 3
 
 
-def test_han_stays_on_when_tuning_it(tmp_path: Path) -> None:
-    from dataclasses import replace
+def test_modules_refuted_at_one_size_are_not_set_at_all() -> None:
+    from colltune.tuner.confirm import Verdict
+    from colltune.tuner.han_rules import keep_confirmed_modules
 
+    cat = _cat()
+    ok = [_d(4096, 5), _d(65536, 5), _d(1 << 20, 1)]
+    assert keep_confirmed_modules("reduce", cat, ok, (1, 0)) == (ok, None)
+    refuted = replace(_d(8, 0), confirmations=[Verdict(8, 1.0, 1.0, 0.5, 0.5, 2, 4, "same", 1.0)])
+    ds, note = keep_confirmed_modules("reduce", cat, [refuted, *ok], (1, 0))
+    assert note and "han:default up=adapt" in note
+    assert [d.chosen for d in ds] == [DEFAULT, DEFAULT, DEFAULT, Config(1)]
+    assert "refuted at another size" in ds[1].reason
+
+
+def test_han_stays_on_when_tuning_it(tmp_path: Path) -> None:
     from colltune.backends.openmpi import launch_command
     from colltune.launchers import Launch
 
@@ -249,7 +280,13 @@ def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
         (32769, han.Choice("tuned")), (131073, han.Choice("han"))]}}))
     frag = tmp_path / "han-mca-params.conf"
     frag.write_text(han.mca_fragment(path, {"reduce": (0, 1)}))  # low level: sm
-    mca = {"mca_base_param_files": str(frag)}
+    # installed as an administrator would: the site profile exported from the two files
+    from colltune.export import export
+
+    export(path, tmp_path / "site")
+    site = tmp_path / "site" / "openmpi-mca-params.conf"
+    assert "coll_han_reduce_low_module = 1" in site.read_text()
+    mca = {"mca_base_param_files": str(site)}
     expect = {1024: han.Choice("han"), 4096: han.Choice("han", "simple"),
               65536: han.Choice("tuned"), 262144: han.Choice("han")}
     for size, want in expect.items():
@@ -299,7 +336,7 @@ def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
     frag = Path(summary["han"]["mca_params"])
     assert frag.exists() and str(out.resolve()) in frag.read_text()
     decided = {d["size"]: d for d in summary["collectives"]["reduce"]["4"]}
-    parsed = han.parse(out.read_text())["reduce"][1]
+    parsed = han.parse(out.read_text())["reduce"][4]
     for size in sizes:
         want = cat.choice("reduce", decided[size]["chosen"]["algorithm"])
         assert _ran(_run(o5, two_hosts, exe, size, 2, {"mca_base_param_files": str(frag)}),

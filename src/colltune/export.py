@@ -1,9 +1,9 @@
 """`tune export`: what an administrator installs once so every job gets the tuned
 collectives (or what one user puts in their home): the tuning file, the library's own
 parameter file pointing at it, and environment modules (Tcl and Lua) that set the same
-variables. Open MPI rules files, MVAPICH2 2.3 profiles and measurement stores (decided
-again, as `tune --from-db` would) are exported; nothing that exists is overwritten
-without `force`."""
+variables. Open MPI rules files, coll/han rules files (`tune --tune-han`), MVAPICH2 2.3
+profiles and measurement stores (decided again, as `tune --from-db` would) are exported;
+nothing that exists is overwritten without `force`."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
+from colltune.backends import han
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 
 RULES_NAME = "colltune-rules.conf"
+HAN_RULES_NAME = "colltune-han.rules"
 MODULE_NAME = "colltune"
 
 
@@ -52,7 +54,34 @@ def _kind(source: Path) -> str:
                             "pass the rules file or profile `tune` wrote, with --from") from None
     if head == b"SQLite format 3\x00":
         return "store"
-    return "mvapich2" if mvapich2.looks_like_profile(source) else "openmpi"
+    if mvapich2.looks_like_profile(source):
+        return "mvapich2"
+    try:
+        return "han" if "global_communicator" in source.read_text() else "openmpi"
+    except (OSError, UnicodeDecodeError):
+        return "openmpi"  # and its reader says what is wrong
+
+
+def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
+    """han's file, normalised, and the MCA parameters that use it: the file switch and the
+    level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
+    from colltune.tuner.run import han_fragment_path
+
+    try:
+        parsed = han.parse(source.read_text())
+    except (OSError, han.HanRulesError) as e:
+        raise ColltuneError(f"will not export {source}: {e}",
+                            "pass the han rules file `tune --tune-han` wrote") from None
+    frag = han_fragment_path(source)
+    modules = han.fragment_modules(frag.read_text()) if frag.exists() else {}
+    params = {"coll_han_use_dynamic_file_rules": "1",
+              "coll_han_dynamic_rules_filename": str(rules_path)}
+    for coll, (up, low) in sorted(modules.items()):
+        if up:
+            params[f"coll_han_{coll}_up_module"] = str(up)
+        if low:
+            params[f"coll_han_{coll}_low_module"] = str(low)
+    return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
 
 
 def rules_from_store(db: Path) -> str:
@@ -88,24 +117,28 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
     """Every file the export writes, with its text (nothing written yet)."""
     kind = _kind(source)
     home = home or Path.home()
-    if kind in ("openmpi", "store"):
+    if kind in ("openmpi", "store", "han"):
+        where = (home / ".openmpi") if user else (dest or Path("."))
+        rules_path = (where / (HAN_RULES_NAME if kind == "han" else RULES_NAME)).resolve()
         try:
             # the same file, checked and normalised; or what the store decides
-            text = rules.render(rules.read(source)) if kind == "openmpi" else \
-                rules_from_store(source)
+            if kind == "han":
+                text, params = _han_params(source, rules_path)
+            else:
+                text = rules.render(rules.read(source)) if kind == "openmpi" else \
+                    rules_from_store(source)
+                params = {"coll_tuned_use_dynamic_rules": "1",
+                          "coll_tuned_dynamic_rules_filename": str(rules_path)}
         except FormatError as e:
             raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
-        where = (home / ".openmpi") if user else (dest or Path("."))
-        rules_path = (where / RULES_NAME).resolve()
-        params = {"coll_tuned_use_dynamic_rules": "1",
-                  "coll_tuned_dynamic_rules_filename": str(rules_path)}
         conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
         conf = [f"# Open MPI MCA parameters {_stamp(source)}"]
         if not user:
             conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
                         "OMPI_MCA_mca_base_param_files to this file")
         conf += [f"{k} = {v}" for k, v in params.items()]
-        out = [Planned(rules_path, text, "Open MPI rules file"),
+        out = [Planned(rules_path, text, "Open MPI coll/han rules file" if kind == "han"
+                       else "Open MPI rules file"),
                Planned((where / conf_name).resolve(), "\n".join(conf) + "\n",
                        "Open MPI MCA parameter file")]
         env = {f"OMPI_MCA_{k}": v for k, v in params.items()}

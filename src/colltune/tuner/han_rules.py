@@ -65,6 +65,24 @@ def apply_modules(coll: str, catalog: HanCatalog, ds: list[Decision],
     return out
 
 
+def keep_confirmed_modules(coll: str, catalog: HanCatalog, ds: list[Decision],
+                           modules: tuple[int, int]) -> tuple[list[Decision], str | None]:
+    """After fresh-launch confirmation: if any size on han's default algorithm went back
+    to han's own modules, the collective's modules cannot be set (they would apply there
+    too), so every size on han's default algorithm goes back to han's own."""
+    family = [d for d in ds if catalog.choice(coll, d.chosen.algorithm).algorithm == "default"
+              and catalog.choice(coll, d.chosen.algorithm).component == "han"]
+    if all(d.chosen != DEFAULT for d in family):
+        return ds, None
+    label = Choice("han", "default", *modules).label
+    note = (f"{coll}: {label} was not confirmed at every size that runs han's default "
+            "algorithm; han's own level modules kept")
+    out = [replace(new, reason=f"{label} not set: refuted at another size")
+           if new.chosen != old.chosen else new
+           for old, new in zip(ds, apply_modules(coll, catalog, ds, (0, 0)), strict=True)]
+    return out, note
+
+
 def han_rules(coll: str, catalog: HanCatalog, per_np: dict[int, list[Decision]]) -> HanRules:
     """Message-size rules per communicator size; thresholds between measured sizes as for
     coll/tuned (the geometric midpoint), on the per-rank block han compares."""

@@ -263,6 +263,15 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 if isinstance(mpi, OpenMPI):  # simulated times need no fresh launches
                     confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep,
                                       catalog)
+                if han and han_modules[name] != (0, 0):
+                    assert isinstance(catalog, han_backend.HanCatalog)
+                    # the modules apply to every size on han's default algorithm: a size
+                    # where fresh launches refuted them means they are not set at all
+                    ds, note = han_rules.keep_confirmed_modules(name, catalog, ds,
+                                                                han_modules[name])
+                    if note:
+                        han_modules[name] = (0, 0)
+                        han_notes[name].append(note)
                 ctx = context_for(mpi, coll, placement)
                 for d in ds:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
@@ -296,6 +305,11 @@ def _han_setup(opts: TuneOptions, mpi: OpenMPI, placements: list[Placement],
     if opts.predict or opts.strategy == "model":
         raise ColltuneError("--predict and --strategy model tune coll/tuned's algorithms, "
                             "not coll/han's choices", "use --strategy grid, race or bayes")
+    if len(opts.nps) > 1:
+        raise ColltuneError("--tune-han tunes one communicator size per run: han's level "
+                            "modules are one setting per collective, whatever the size",
+                            "run once per --np with the same --out: the files merge (the "
+                            "modules come from the last run of each collective)")
     single = [p.np for p in placements if p.nodes < 2]
     if single:
         raise ColltuneError(f"coll/han steps aside on one node: np={single[0]} runs on one "
