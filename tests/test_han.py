@@ -102,7 +102,7 @@ def test_rules_thresholds_and_modules_are_per_collective() -> None:
 
 
 def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
-    from colltune.tuner.run import TuneOptions, han_fragment_path, write_han_outputs
+    from colltune.tuner.run import TuneOptions, write_han_outputs
 
     cat, out = _cat(), tmp_path / "han.rules"
     opts = TuneOptions(["reduce"], [4], out=out)
@@ -116,7 +116,7 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
     rules = han.parse(out.read_text())
     assert rules == {"reduce": {4: [(0, han.BASELINE)]},
                      "bcast": {8: [(0, han.Choice("han", "simple"))]}}
-    frag = han_fragment_path(out).read_text()
+    frag = han.fragment_path(out).read_text()
     assert han.fragment_modules(frag) == {"reduce": (1, 0), "bcast": (0, 1)}
     out.write_text("2\nreduce\n")
     with pytest.raises(Exception, match="will not merge"):

@@ -65,22 +65,14 @@ def _kind(source: Path) -> str:
 def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
     """han's file, normalised, and the MCA parameters that use it: the file switch and the
     level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
-    from colltune.tuner.run import han_fragment_path
-
     try:
         parsed = han.parse(source.read_text())
     except (OSError, han.HanRulesError) as e:
         raise ColltuneError(f"will not export {source}: {e}",
                             "pass the han rules file `tune --tune-han` wrote") from None
-    frag = han_fragment_path(source)
+    frag = han.fragment_path(source)
     modules = han.fragment_modules(frag.read_text()) if frag.exists() else {}
-    params = {"coll_han_use_dynamic_file_rules": "1",
-              "coll_han_dynamic_rules_filename": str(rules_path)}
-    for coll, (up, low) in sorted(modules.items()):
-        if up:
-            params[f"coll_han_{coll}_up_module"] = str(up)
-        if low:
-            params[f"coll_han_{coll}_low_module"] = str(low)
+    params = han.file_params(rules_path, modules)
     return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
 
 

@@ -19,7 +19,7 @@ written.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends.openmpi import Catalog, OpenMPI, _run
@@ -108,15 +108,14 @@ def forcing(coll: str, choice: Choice, algorithms: dict[int, str]) -> dict[str, 
 class HanCatalog(Catalog):
     """A Catalog whose algorithm ids are han choices, each forced by launch variables."""
 
-    choices: dict[str, dict[int, Choice]] | None = None
+    choices: dict[str, dict[int, Choice]] = field(default_factory=dict)
 
     def choice(self, coll: str, alg: int) -> Choice:
-        return (self.choices or {}).get(coll, {}).get(alg, BASELINE)
+        return self.choices.get(coll, {}).get(alg, BASELINE)
 
 
 def catalog(algorithms: dict[str, dict[int, str]]) -> HanCatalog:
-    cat = HanCatalog(source="coll/han", choices={})
-    assert cat.choices is not None
+    cat = HanCatalog(source="coll/han")
     for coll in COLLECTIVES:
         if coll not in algorithms:
             continue
@@ -211,17 +210,28 @@ def parse(text: str) -> HanRules:
     return out
 
 
-def mca_fragment(rules_path: Path, modules: dict[str, tuple[int, int]]) -> str:
-    """MCA parameter file lines that make Open MPI read the han file, plus the per-collective
+def fragment_path(rules_path: Path) -> Path:
+    """Where the MCA parameter file for a han rules file goes: beside it."""
+    return rules_path.with_name(f"{rules_path.stem}-mca-params.conf")
+
+
+def file_params(rules_path: Path, modules: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """The MCA variables that make Open MPI read the han file, plus the per-collective
     level modules (han has no per-size setting for them)."""
-    lines = ["# coll/han settings written by colltune --tune-han",
-             "coll_han_use_dynamic_file_rules = 1",
-             f"coll_han_dynamic_rules_filename = {rules_path.resolve()}"]
+    params = {"coll_han_use_dynamic_file_rules": "1",
+              "coll_han_dynamic_rules_filename": str(rules_path.resolve())}
     for coll, (up, low) in sorted(modules.items()):
         if up:
-            lines.append(f"coll_han_{coll}_up_module = {up}")
+            params[f"coll_han_{coll}_up_module"] = str(up)
         if low:
-            lines.append(f"coll_han_{coll}_low_module = {low}")
+            params[f"coll_han_{coll}_low_module"] = str(low)
+    return params
+
+
+def mca_fragment(rules_path: Path, modules: dict[str, tuple[int, int]]) -> str:
+    """`file_params` as an MCA parameter file."""
+    lines = ["# coll/han settings written by colltune --tune-han"]
+    lines += [f"{k} = {v}" for k, v in file_params(rules_path, modules).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -235,12 +245,5 @@ def fragment_modules(text: str) -> dict[str, tuple[int, int]]:
 
 
 def file_env(rules_path: Path, modules: dict[str, tuple[int, int]]) -> dict[str, str]:
-    """The same settings as environment variables (for a launch)."""
-    env = {"OMPI_MCA_coll_han_use_dynamic_file_rules": "1",
-           "OMPI_MCA_coll_han_dynamic_rules_filename": str(rules_path.resolve())}
-    for coll, (up, low) in modules.items():
-        if up:
-            env[f"OMPI_MCA_coll_han_{coll}_up_module"] = str(up)
-        if low:
-            env[f"OMPI_MCA_coll_han_{coll}_low_module"] = str(low)
-    return env
+    """`file_params` as environment variables (for a launch)."""
+    return {f"OMPI_MCA_{k}": v for k, v in file_params(rules_path, modules).items()}

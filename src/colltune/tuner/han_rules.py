@@ -33,7 +33,7 @@ def choose_modules(coll: str, catalog: HanCatalog, ds: list[Decision],
     med = _medians(ms)
     chosen = {d.size: catalog.choice(coll, d.chosen.algorithm) for d in ds}
     sizes = [s for s, c in chosen.items() if c.component == "han" and c.algorithm == "default"]
-    variants = {c.modules: i for i, c in (catalog.choices or {}).get(coll, {}).items()
+    variants = {c.modules: i for i, c in catalog.choices.get(coll, {}).items()
                 if c.component == "han" and c.algorithm == "default"}
     best, best_score = (0, 0), 0.0
     for pair, alg in sorted(variants.items()):
@@ -54,7 +54,7 @@ def apply_modules(coll: str, catalog: HanCatalog, ds: list[Decision],
                   modules: tuple[int, int]) -> list[Decision]:
     """Decisions as Open MPI will run them once the collective's modules are set: every
     size on han's default algorithm uses `modules`."""
-    ids = {c: i for i, c in (catalog.choices or {}).get(coll, {}).items()}
+    ids = {c: i for i, c in catalog.choices.get(coll, {}).items()}
     target = Config(ids[Choice("han", "default", *modules)]) if modules != (0, 0) else DEFAULT
     out = []
     for d in ds:

@@ -280,8 +280,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     finally:
         store.close()
     if han:
-        return write_han_outputs(mpi, catalog, decisions, failures, opts, searches, han_modules,
-                            han_notes)
+        return write_han_outputs(mpi, catalog, decisions, failures, opts, searches,
+                                 han_modules, han_notes)
     if exact:
         decisions = smpi_rule_configs(decisions)
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
@@ -327,14 +327,14 @@ def _han_setup(opts: TuneOptions, mpi: OpenMPI, placements: list[Placement],
 
 
 def write_han_outputs(mpi: Installation, catalog: Catalog,
-                 decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
-                 opts: TuneOptions, searches: dict[str, dict[str, object]],
-                 modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]
-                 ) -> TuneResult:
+                      decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
+                      opts: TuneOptions, searches: dict[str, dict[str, object]],
+                      modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]
+                      ) -> TuneResult:
     """han's rules file at --out and, beside it, the MCA parameter file that turns it on
     and sets the collectives' level modules."""
     assert isinstance(catalog, han_backend.HanCatalog)
-    frag = han_fragment_path(opts.out) if opts.out else None
+    frag = han_backend.fragment_path(opts.out) if opts.out else None
     # an existing file keeps the collectives and communicator sizes not tuned now
     rules_map: han_backend.HanRules = {}
     if opts.out and opts.out.exists():
@@ -376,10 +376,6 @@ def write_han_outputs(mpi: Installation, catalog: Catalog,
     if opts.summary_json:
         _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
     return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
-
-
-def han_fragment_path(out: Path) -> Path:
-    return out.with_name(f"{out.stem}-mca-params.conf")
 
 
 def _write(path: Path, text: str, option: str) -> None:
@@ -588,12 +584,12 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
             arms = None
             if isinstance(catalog, han_backend.HanCatalog):
                 # han's file and the collective's modules, against han's own choices
-                cat = catalog
                 write_atomic(path, han_backend.render(
-                    han_rules.han_rules(coll.name, cat, {placement.np: ds})))
+                    han_rules.han_rules(coll.name, catalog, {placement.np: ds})))
                 # after apply_modules at most one pair besides han's own is left
-                pairs = {cat.choice(coll.name, d.chosen.algorithm).modules for d in ds}
-                modules = {coll.name: max(pairs)}
+                pairs = {catalog.choice(coll.name, d.chosen.algorithm).modules
+                         for d in ds} - {(0, 0)}
+                modules = {coll.name: next(iter(pairs), (0, 0))}
                 arms = {"default": {}, "tuned": han_backend.file_env(path, modules)}
             else:
                 tentative = rules.RulesFile(version=version)
