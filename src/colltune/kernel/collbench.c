@@ -20,6 +20,12 @@
  *  - configurations and sizes are visited in a seeded random order.
  *
  * Usage: collbench PLANFILE
+ *        collbench --library      the MPI library this binary loads
+ *        collbench --cvars TEXT   MPI_T control variables whose name contains
+ *                                 TEXT, one JSON object per line (name,
+ *                                 description, integer value): how the tuner
+ *                                 reads the catalog of an MPI without an
+ *                                 info tool
  * Test-only fault switch: COLLTUNE_TEST_FAULT=KIND:NAME=VALUE makes every
  * configuration that sets control variable NAME to VALUE (through MPI_T, or
  * through OMPI_MCA_NAME in the environment) hang, crash (SIGSEGV) or return a
@@ -759,7 +765,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
 {
     int cid = cfg->cid;
     bufs_t b;
-    int ok = 1, stop = 0, n = 0, rc;
+    int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
     double *samples = NULL, *scratch = NULL, t_begin;
     int wrong = fault_hits(cfg, "wrong");
@@ -777,14 +783,26 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     rc = run_coll(&b, comm);
     if (wrong)
         corrupt_output(&b);
-    ok = (rc == MPI_SUCCESS) && bufs_check(&b);
-    ok = ctl_max(ok ? 0.0 : 1.0) == 0.0;
-    ok = ctl_bcast(ok);
-    if (!ok) {
+    /* 2: the library returned an error, 1: a wrong answer, 0: right */
+    fail = ctl_bcast((int)ctl_max(rc != MPI_SUCCESS ? 2.0 : (bufs_check(&b) ? 0.0 : 1.0)));
+    if (fail) {
         if (g_rank == 0) {
+            char err[MPI_MAX_ERROR_STRING] = "on another rank";
+            int elen;
+            if (rc != MPI_SUCCESS)
+                MPI_Error_string(rc, err, &elen);
             printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"invalid\","
-                   "\"message\":\"wrong result on at least one rank\"}\n",
-                   cid, size);
+                   "\"message\":", cid, size);
+            if (fail == 2) {
+                char msg[MPI_MAX_ERROR_STRING + 64];
+                for (char *c = err; *c; c++)  /* MPICH's error stack: one line */
+                    if (*c == '\n')
+                        *c = ' ';
+                snprintf(msg, sizeof(msg), "the library returned an error: %s", err);
+                put_json_string(msg);
+            } else
+                printf("\"wrong result on at least one rank\"");
+            printf("}\n");
             fflush(stdout);
         }
         bufs_free(&b);
@@ -852,6 +870,47 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
 /* Main: plan -> per configuration (apply, dup, measure sizes)          */
 /* ------------------------------------------------------------------ */
 
+/* MPI_T may be used without MPI_Init: the variables and their descriptions
+ * are known before any process starts. */
+static int list_cvars(const char *text)
+{
+#if HAVE_MPIT_CVARS
+    int prov, n = 0;
+    static char name[MAX_NAME], desc[8192];
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS ||
+        MPI_T_cvar_get_num(&n) != MPI_SUCCESS)
+        return 1;
+    for (int i = 0; i < n; i++) {
+        int nlen = sizeof(name), dlen = sizeof(desc), verb, bind, scope;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_T_cvar_get_info(i, name, &nlen, &verb, &dt, &en, desc, &dlen, &bind,
+                                &scope) != MPI_SUCCESS || !strstr(name, text))
+            continue;
+        printf("{\"name\":");
+        put_json_string(name);
+        printf(",\"description\":");
+        put_json_string(desc);
+        if (dt == MPI_INT && bind == MPI_T_BIND_NO_OBJECT) {
+            /* the value in this environment: names an enumeration's values */
+            MPI_T_cvar_handle h;
+            int count, v;
+            if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) == MPI_SUCCESS) {
+                if (count == 1 && MPI_T_cvar_read(h, &v) == MPI_SUCCESS)
+                    printf(",\"value\":%d", v);
+                MPI_T_cvar_handle_free(&h);
+            }
+        }
+        printf("}\n");
+    }
+    MPI_T_finalize();
+    return 0;
+#else
+    (void)text;
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     plan_t plan;
@@ -868,6 +927,8 @@ int main(int argc, char **argv)
         printf("%s\n", lib);
         return 0;
     }
+    if (argc == 3 && strcmp(argv[1], "--cvars") == 0)
+        return list_cvars(argv[2]);
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
@@ -938,6 +999,9 @@ int main(int argc, char **argv)
             MPI_Comm_dup(MPI_COMM_WORLD, &comm);
         else
             comm = MPI_COMM_WORLD;
+        /* a configuration the library refuses for some arguments (MPICH with
+         * MPIR_CVAR_COLLECTIVE_FALLBACK=error) fails that point, not the job */
+        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
         pidx = malloc((size_t)(plan.npoint + 1) * sizeof(int));
         for (int p = 0; p < plan.npoint; p++)
             if (plan.points[p].cid == cfg->cid)
