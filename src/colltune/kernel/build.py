@@ -12,6 +12,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from colltune.backends.mpich import MPICH
 from colltune.backends.openmpi import OpenMPI, launch_env
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import library_matches as smpi_library_matches
@@ -32,11 +33,12 @@ def kernel_source(name: str = "collbench") -> bytes:
     return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
 
 
-def _compiler_identity(mpi: OpenMPI | SMPI) -> str:
+def _compiler_identity(mpi: OpenMPI | SMPI | MPICH) -> str:
     """What the binary depends on: wrapper path, wrapper flags and version."""
     env = launch_env()
     parts = [str(mpi.mpicc.resolve()), mpi.version]
-    for flag in ("--showme", "--showme:version"):
+    # Open MPI's wrapper says what it adds with --showme, MPICH's with -show
+    for flag in (("-show",) if isinstance(mpi, MPICH) else ("--showme", "--showme:version")):
         try:
             out = subprocess.run([str(mpi.mpicc), flag], capture_output=True, text=True,
                                  timeout=30, env=env, check=False)
@@ -46,7 +48,7 @@ def _compiler_identity(mpi: OpenMPI | SMPI) -> str:
     return "\n".join(parts)
 
 
-def kernel_path(mpi: OpenMPI | SMPI, name: str = "collbench") -> Path:
+def kernel_path(mpi: OpenMPI | SMPI | MPICH, name: str = "collbench") -> Path:
     h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
     return cache_dir() / h / name
 
@@ -61,7 +63,7 @@ def kernel_library(exe: Path) -> str:
     return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
 
 
-def library_matches(mpi: OpenMPI | SMPI, library: str) -> bool:
+def library_matches(mpi: OpenMPI | SMPI | MPICH, library: str) -> bool:
     if isinstance(mpi, SMPI):
         return smpi_library_matches(mpi, library)
     return re.search(rf"(?<![\w.]){re.escape(mpi.version)}(?![\w.])", library.replace(
@@ -76,7 +78,7 @@ def _stamp(exe: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def build_kernel(mpi: OpenMPI | SMPI, force: bool = False,
+def build_kernel(mpi: OpenMPI | SMPI | MPICH, force: bool = False,
                  on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
                  ) -> Path:
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
@@ -115,7 +117,7 @@ def build_kernel(mpi: OpenMPI | SMPI, force: bool = False,
             raise ColltuneError(
                 f"compiling the benchmark kernel with {mpi.mpicc} failed: {first}",
                 "check that the MPI's development files and a C compiler are installed "
-                "(Debian: libopenmpi-dev and gcc)",
+                "(Debian: libopenmpi-dev or libmpich-dev, and gcc)",
             )
         lib = kernel_library(out) if standalone else ""
         if standalone and not library_matches(mpi, lib):

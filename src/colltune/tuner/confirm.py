@@ -11,13 +11,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.openmpi import (
-    FIXED_DECISION_ENV,
-    OpenMPI,
-    dynamic_env,
-    launch_command,
-    launch_env,
-)
+from colltune.backends import Installation, launch
+from colltune.backends.openmpi import FIXED_DECISION_ENV, dynamic_env
 from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
@@ -59,21 +54,22 @@ def arm_env(arm: str, rules: Path) -> dict[str, str]:
     return FIXED_DECISION_ENV if arm == "default" else dynamic_env(rules=rules)
 
 
-def ab_runs(mpi: OpenMPI, coll: Collective, placement: Placement, rules: Path,
+def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
             arms: dict[str, dict[str, str]] | None = None) -> ABSamples:
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
-    `arms` replaces the coll/tuned settings of each arm (coll/han's choices)."""
+    `arms` replaces the coll/tuned settings of each arm (coll/han's choices, MPICH's
+    tuning file)."""
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
-    cmd = launch_command(mpi, placement)
     for rnd in range(rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
             plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
                               Repetitions(reps.warmup, reps.min_reps, reps.max_reps,
                                           reps.rel_ci, reps.point_time, reps.seed + rnd))
-            env = arms[arm] if arms is not None else arm_env(arm, rules)
-            res = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=timeout)
+            cmd, env = launch(mpi, placement, coll.name, 0,
+                              arms[arm] if arms is not None else arm_env(arm, rules))
+            res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":
                 raise ColltuneError(f"confirmation launch ({arm}) of {coll.name} failed: "
                                     f"{res.status} {res.message}",

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.applied import traffic
-from colltune.backends import Installation, launch
+from colltune.backends import MPICH, Installation, launch
+from colltune.backends import mpich as mpich_backend
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
@@ -160,11 +161,12 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
             ) -> tuple[LaunchOutcome, int]:
     cfgs = sorted({c for c, _ in group})
     if sweep == "mpit":
-        env_extra = dynamic_env()
+        env_extra = {} if isinstance(mpi, MPICH) else dynamic_env()
         kcfgs = [KernelConfig(cid_of[c], _vars(coll, c, catalog)) for c in cfgs]
     else:
         assert len(cfgs) == 1
-        env_extra = dynamic_env(_vars(coll, cfgs[0], catalog))
+        env_extra = (mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
+                     if isinstance(mpi, MPICH) else dynamic_env(_vars(coll, cfgs[0], catalog)))
         kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
     plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings)
     cfg_by_cid = {cid_of[c]: c for c in cfgs}

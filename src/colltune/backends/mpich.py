@@ -1,0 +1,288 @@
+"""MPICH: find an installation, read its algorithm catalog through MPI_T, force configurations,
+launch with Hydra's mpiexec.
+
+MPICH reads `MPIR_CVAR_<COLL>_INTRA_ALGORITHM` on every call, so the kernel switches
+algorithms through MPI_T inside one launch. The values are enumerations without an MPI_T
+enum object: their order is the order of the names in the variable's description, which is
+therefore parsed. `MPIR_CVAR_<COLL>_DEVICE_COLLECTIVE=0` goes with every forced algorithm,
+or the device (CH4) would route the calls around the MPIR algorithm chosen; other
+collectives keep the device path (MPIR_CVAR_DEVICE_COLLECTIVES stays `percoll`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.backends.openmpi import Catalog
+from colltune.errors import ColltuneError
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
+
+INSTALL_HINT = ("install one (pip install mpich into its own venv, or apt-get install mpich "
+                "libmpich-dev) and point at it with --mpi PREFIX")
+
+DEVICE_VAR = "MPIR_CVAR_DEVICE_COLLECTIVES"
+JSON_VAR = "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"
+# a forced algorithm whose conditions a call does not meet fails the call (the kernel marks
+# that point invalid) instead of silently running MPICH's own choice under its name
+FALLBACK = {"MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
+# algorithms that need hardware or libraries a tuning file cannot assume
+SKIPPED = {"ccl"}
+
+
+def algorithm_var(coll: str) -> str:
+    return f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"
+
+
+def device_var(coll: str) -> str:
+    return f"MPIR_CVAR_{coll.upper()}_DEVICE_COLLECTIVE"
+
+
+@dataclass(frozen=True)
+class MPICH:
+    """One MPICH installation, identified by its real binaries."""
+
+    version: str
+    prefix: Path
+    mpicc: Path
+    mpirun: Path  # Hydra's mpiexec
+    mpichversion: Path
+    name: str = "MPICH"
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
+
+    @property
+    def key(self) -> str:
+        return f"mpich-{self.version}@{self.prefix}"
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} at {self.prefix} (mpiexec {self.mpirun})"
+
+
+def _tool(bindir: Path, *names: str) -> Path | None:
+    """The first of `names` in bindir; Debian's `name.mpich` comes first because the
+    unsuffixed name may be the alternatives link to Open MPI."""
+    for n in names:
+        p = bindir / n
+        if p.exists() and os.access(p, os.X_OK):
+            return p
+    return None
+
+
+def _from_bindir(bindir: Path) -> MPICH | None:
+    ver = _tool(bindir, "mpichversion.mpich", "mpichversion")
+    mpicc = _tool(bindir, "mpicc.mpich", "mpicc")
+    mpiexec = _tool(bindir, "mpiexec.mpich", "mpiexec.hydra", "mpiexec")
+    if not (ver and mpicc and mpiexec):
+        return None
+    try:
+        out = subprocess.run([str(ver)], capture_output=True, text=True, timeout=30,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"MPICH Version:\s*(\S+)", out)
+    return MPICH(m.group(1), bindir.parent, mpicc, mpiexec, ver) if m else None
+
+
+def find_mpich(prefix: str | Path | None) -> MPICH:
+    """The MPICH under --mpi PREFIX (MPICH is never guessed from PATH: Debian installs it
+    beside Open MPI behind the same names)."""
+    if not prefix:
+        raise ColltuneError("--backend mpich needs --mpi PREFIX", INSTALL_HINT)
+    root = Path(prefix).expanduser()
+    for bindir in (root / "bin", root):
+        if bindir.is_dir():
+            found = _from_bindir(bindir)
+            if found:
+                return found
+    raise ColltuneError(f"no MPICH found under {root} (looked for mpichversion, mpicc and "
+                        f"mpiexec in {root / 'bin'})", INSTALL_HINT)
+
+
+# ---------------------------------------------------------------------------
+# Catalog from the library's own MPI_T descriptions
+# ---------------------------------------------------------------------------
+
+
+def parse_choices(description: str) -> list[str]:
+    """The names of an enumerated MPICH variable in value order (value = position).
+
+    MPICH lists them one per line as `name   - text`. Some builds (Debian's 4.0.2) lose
+    the line breaks, gluing each name to the end of the previous line; the names are padded
+    to one column width, so a glued name is the last (width - padding) characters, and the
+    width is read from the entry that follows the closing parenthesis of `auto`'s line."""
+    lines = [ln for ln in description.splitlines() if re.match(r"^\w+\s+- ", ln)]
+    if len(lines) >= 2:
+        return [ln.split()[0] for ln in lines]
+    entries = [(m.group(1), len(m.group(2)), description[m.end():])
+               for m in re.finditer(r"(\S+?)( +)- ", description)]
+    width = next((len(t) - t.rfind(")") - 1 + pad for t, pad, _ in entries if ")" in t), None)
+    names = []
+    for token, pad, rest in entries:
+        if rest.startswith("Internal algorithm selection"):
+            names.append("auto")
+        elif ")" in token:
+            names.append(token[token.rfind(")") + 1:])
+        elif width and 0 < width - pad <= len(token):
+            names.append(token[len(token) - (width - pad):])
+        else:
+            names.append(token)
+    return names
+
+
+def _list(exe: Path, text: str, env: dict[str, str] | None = None) -> list[dict]:
+    try:
+        res = subprocess.run([str(exe), "--cvars", text], capture_output=True, text=True,
+                             timeout=60, env=launch_env(env), check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ColltuneError(f"cannot list MPI_T variables with {exe}: {e}",
+                            "check that the kernel runs outside mpiexec") from None
+    out = []
+    for line in res.stdout.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def read_cvars(exe: Path, text: str) -> dict[str, str]:
+    """name -> description of the MPI_T control variables whose name contains `text`, as
+    the kernel built for this MPICH lists them."""
+    return {d["name"]: d["description"] for d in _list(exe, text)}
+
+
+def value_of(exe: Path, var: str, setting: str) -> int | None:
+    """The integer MPICH gives `var` when the environment sets it to `setting` (how an
+    enumeration's value is read from the library itself)."""
+    for d in _list(exe, var, {var: setting}):
+        if d["name"] == var:
+            return d.get("value")
+    return None
+
+
+def containers(library: Path) -> set[str]:
+    """The algorithm names the library's tuning-file reader knows (`MPIR_Reduce_intra_...`):
+    found among the strings of the shared library."""
+    data = library.read_bytes()
+    return {m.decode() for m in re.findall(rb"MPIR_[A-Z][a-z_]*_(?:intra|allcomm)_[a-z0-9_]+",
+                                           data)}
+
+
+def container_name(coll: str, name: str, known: set[str]) -> str | None:
+    base = coll[0].upper() + coll[1:]
+    for kind in ("intra", "allcomm"):
+        cand = f"MPIR_{base}_{kind}_{name}"
+        if cand in known:
+            return cand
+    return None
+
+
+@dataclass
+class MPICHCatalog(Catalog):
+    """Algorithms per collective (id = the variable's value) and the csel container name of
+    each (what a tuning file names)."""
+
+    container: dict[str, dict[int, str]] | None = None
+    library: Path | None = None
+    not_selectable: dict[str, list[str]] | None = None
+    builtin: dict | None = None  # MPICH's compiled-in selection table
+
+
+def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCatalog:
+    cvars = read_cvars(exe, "_INTRA_ALGORITHM")
+    devices = read_cvars(exe, "_DEVICE_COLLECTIVE")
+    known = containers(library) if library else set()
+    cat = MPICHCatalog(source="MPI_T", container={}, library=library, not_selectable={})
+    assert cat.container is not None and cat.not_selectable is not None
+    for coll in collectives:
+        var = algorithm_var(coll)
+        if var not in cvars or device_var(coll) not in devices:
+            continue
+        names = parse_choices(cvars[var])
+        algs: dict[int, str] = {}
+        for i, n in enumerate(names):
+            if n in ("auto", *SKIPPED):
+                continue
+            cont = container_name(coll, n, known)
+            if known and cont is None:
+                cat.not_selectable.setdefault(coll, []).append(n)
+                continue
+            algs[i] = n
+            cat.container.setdefault(coll, {})[i] = cont or f"MPIR_{coll.capitalize()}_intra_{n}"
+        cat.algorithms[coll] = algs
+        cat.forcing[coll] = {i: {device_var(coll): 0, var: i} for i in algs}
+    return cat
+
+
+def library_path(exe: Path) -> Path | None:
+    """The MPICH shared library the kernel loads."""
+    try:
+        out = subprocess.run(["ldd", str(exe)], capture_output=True, text=True, timeout=30,
+                             check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"lib(?:mpi|mpich)\.so[.\d]*\s+=>\s+(\S+)", out)
+    return Path(m.group(1)) if m else None
+
+
+def builtin_table(library: Path) -> dict | None:
+    """MPICH's compiled-in MPIR selection table (the JSON it uses when no tuning file is
+    given), read from the user's own library: a tuning file replaces it entirely, so ours
+    starts from it and changes only the collectives tuned."""
+    data = library.read_bytes()
+    dec = json.JSONDecoder()
+    for m in re.finditer(rb'\{"collective=', data):
+        end = data.find(b"\0", m.start())
+        try:
+            text = data[m.start(): end if end > 0 else None].decode()
+            table, _ = dec.raw_decode(text)
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if "algorithm=MPIR_Reduce_intra_binomial" in text and "collective=reduce" in table:
+            return dict(table)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Launching
+# ---------------------------------------------------------------------------
+
+# inherited settings that would change what the library chooses
+_INHERITED = re.compile(r"^(MPIR_CVAR|MPICH)_(\w+_INTRA_ALGORITHM|\w*DEVICE_COLLECTIVES?|"
+                        r"COLL_SELECTION_TUNING_JSON_FILE|COLLECTIVE_FALLBACK)$")
+
+
+def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _INHERITED.match(k)}
+    env.update(FALLBACK)
+    env.update(extra or {})
+    return env
+
+
+def forcing_env(catalog: Catalog, coll: str, alg: int) -> dict[str, str]:
+    """Environment that forces one algorithm for a whole launch (names, as users write)."""
+    if alg == 0:
+        return {}
+    return {device_var(coll): "0", algorithm_var(coll): catalog.algorithms[coll][alg]}
+
+
+def launch_command(mpi: MPICH, placement: Placement) -> list[str]:
+    from colltune.launchers import Layout, command
+
+    launcher = placement.launch.launcher or "mpiexec"
+    if launcher not in ("mpiexec", "srun"):
+        raise ColltuneError(f"{launcher} does not launch MPICH jobs here",
+                            "use --launcher mpiexec (Hydra), or srun inside an allocation")
+    w = placement.launch
+    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
+    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
+                                             placement.oversubscribe, w.args))
