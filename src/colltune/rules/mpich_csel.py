@@ -1,0 +1,234 @@
+"""MPICH's collective selection tuning file (csel JSON, read from the file named by
+`MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE`): writer and reader.
+
+The file replaces MPICH's compiled-in table for every collective, so it is written as that
+table (read from the user's library) with the tuned collectives' intra-communicator
+subtrees replaced by ours. Our subtree, per collective:
+
+    "collective=reduce": {
+      "comm_type=intra": {
+        "is_commutative=yes": {                     (reductions: what was measured)
+          "comm_size<=4": {"avg_msg_size<=2895": {"algorithm=MPIR_Reduce_intra_binomial": {}},
+                           ...,
+                           "avg_msg_size=any": {...}},
+          "comm_size=any": {...}},
+        <the compiled-in intra subtree, for other operations>},
+      "comm_type=inter": <the compiled-in inter subtree>}
+
+Keys at one level are tried in order and the first that matches wins; every chain of
+sizes ends in `=any`. Where MPICH's own choice is kept, its compiled-in subtree is nested
+under that size inside an always-true `comm_type=intra`, which marks it as not ours.
+Message sizes are what MPICH compares, which is not the same number for every collective
+(see SIZE_KEY)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+# The size MPICH computes per collective (MPICH's csel): avg_msg_size is count x type size
+# of one rank's buffer; total_msg_size multiplies by the comm size. Collectives not listed
+# have no size condition (one algorithm per comm size).
+SIZE_KEY = {
+    "allreduce": "avg_msg_size", "bcast": "avg_msg_size", "reduce": "avg_msg_size",
+    "alltoall": "avg_msg_size",
+    "allgather": "total_msg_size", "allgatherv": "total_msg_size",
+    "gather": "total_msg_size", "scatter": "total_msg_size",
+    "reduce_scatter": "total_msg_size", "reduce_scatter_block": "total_msg_size",
+    "alltoallv": "total_msg_size",
+}
+# collectives whose tuned choice holds for commutative operations only (MPI_SUM was
+# measured): other operations keep MPICH's own subtree
+COMMUTATIVE_ONLY = {"reduce", "allreduce", "reduce_scatter"}
+
+
+class CselError(ValueError):
+    pass
+
+
+def lookup(coll: str, size: int, np: int) -> int:
+    """The number MPICH compares for a per-rank block of `size` bytes at `np` ranks."""
+    return size * np if SIZE_KEY.get(coll) == "total_msg_size" else size
+
+
+@dataclass
+class Ranges:
+    """One collective at one comm size: (upper bound in MPICH's size, algorithm container),
+    ascending; None as the last bound means any larger size, None as the container MPICH's
+    own choice (its compiled-in subtree, nested under that size)."""
+
+    limits: list[tuple[int | None, str | None]] = field(default_factory=list)
+
+    def algorithm_at(self, value: int) -> str | None:
+        for upper, alg in self.limits:
+            if upper is None or value <= upper:
+                return alg
+        raise CselError("ranges do not end with =any")
+
+
+# collective -> comm size (None: any larger) -> ranges
+Tuning = dict[str, dict[int | None, Ranges]]
+
+
+def ranges_from_starts(starts: list[tuple[int, str | None]]) -> Ranges:
+    """Ranges from (first size of the range, container) pairs, ascending from 0: adjacent
+    equal choices merge, each range ends one below the next start."""
+    merged: list[tuple[int, str | None]] = []
+    for start, alg in sorted(starts):
+        if not merged or merged[-1][1] != alg:
+            merged.append((start, alg))
+    limits = [(merged[i + 1][0] - 1, alg) for i, (_, alg) in enumerate(merged[:-1])]
+    return Ranges(limits + [(None, merged[-1][1])])
+
+
+def _leaf(coll: str, alg: str | None, own: dict) -> dict:
+    if alg is not None:
+        return {f"algorithm={alg}": {}}
+    if not own:
+        raise CselError(f"MPICH's own choice for {coll} is kept somewhere, but the base "
+                        "table has no subtree for it")
+    # wrapped in an always-true condition, which marks it as MPICH's when read back
+    return {"comm_type=intra": json.loads(json.dumps(own))}
+
+
+def _size_chain(coll: str, r: Ranges, own: dict) -> dict:
+    key = SIZE_KEY.get(coll)
+    if key is None:
+        if len({a for _, a in r.limits}) != 1:
+            raise CselError(f"MPICH compares no message size for {coll}: one algorithm "
+                            "per comm size")
+        return _leaf(coll, r.limits[0][1], own)
+    chain = {}
+    for upper, alg in r.limits:
+        chain[f"{key}<={upper}" if upper is not None else f"{key}=any"] = _leaf(coll, alg, own)
+    return chain
+
+
+def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict) -> dict:
+    nps = sorted(n for n in per_np if n is not None)
+    out = {f"comm_size<={n}": _size_chain(coll, per_np[n], own) for n in nps}
+    # larger communicators: as the largest tuned size (repeated, so reading back keeps it)
+    out["comm_size=any"] = _size_chain(coll, per_np.get(None) or per_np[nps[-1]], own)
+    return out
+
+
+def render(base: dict, tuning: Tuning) -> str:
+    """The tuning file: `base` (MPICH's own table) with the tuned collectives replaced."""
+    table = json.loads(json.dumps(base))  # a deep copy that keeps the key order
+    for coll, per_np in tuning.items():
+        key = f"collective={coll}"
+        old = table.get(key, {})
+        old_intra = old.get("comm_type=intra", {})
+        ours = _ours(coll, per_np, old_intra)
+        if coll in COMMUTATIVE_ONLY and old_intra:
+            # other operations fall through to MPICH's own subtree
+            intra = {"is_commutative=yes": ours,
+                     **{k: v for k, v in old_intra.items() if k != "is_commutative=yes"}}
+        else:
+            intra = ours
+        node = {"comm_type=intra": intra}
+        node.update({k: v for k, v in old.items() if k != "comm_type=intra"})
+        table[key] = node
+    return json.dumps(table, indent=1) + "\n"
+
+
+_CONTAINER = re.compile(r"^algorithm=(MPIR_\w+)$")
+
+
+def _container(node: dict) -> str | None:
+    """The algorithm of a leaf, None for MPICH's own subtree."""
+    if len(node) == 1:
+        m = _CONTAINER.match(next(iter(node)))
+        if m:
+            return m.group(1)
+        if "comm_type=intra" in node:
+            return None
+    raise CselError(f"neither an algorithm nor MPICH's own subtree: {str(node)[:80]}")
+
+
+def _read_chain(coll: str, chain: dict) -> Ranges | None:
+    """Our size chain, None for anything else (a subtree of MPICH's own table)."""
+    key = SIZE_KEY.get(coll)
+    try:
+        if key is None:
+            return Ranges([(None, _container(chain))])
+        limits: list[tuple[int | None, str | None]] = []
+        for k, v in chain.items():
+            lm = re.fullmatch(rf"{key}<=(\d+)|{key}=any", k)
+            if not lm or not isinstance(v, dict):
+                return None
+            limits.append((int(lm.group(1)) if lm.group(1) else None, _container(v)))
+    except CselError:
+        return None
+    if not limits or limits[-1][0] is not None:
+        return None
+    uppers = [u for u, _ in limits[:-1] if u is not None]
+    if uppers != sorted(uppers):
+        raise CselError(f"{coll}: size limits not ascending: {uppers}")
+    return Ranges(limits)
+
+
+def _read_comm_sizes(coll: str, node: dict) -> dict[int | None, Ranges] | None:
+    out: dict[int | None, Ranges] = {}
+    for k, v in node.items():
+        m = re.fullmatch(r"comm_size<=(\d+)|comm_size=any", k)
+        if not m or not isinstance(v, dict):
+            return None
+        r = _read_chain(coll, v)
+        if r is None:
+            return None
+        out[int(m.group(1)) if m.group(1) else None] = r
+    if None not in out:
+        return None
+    explicit = [n for n in out if n is not None]
+    if explicit and out[None] == out[max(explicit)]:
+        del out[None]  # the repeat of the largest tuned size
+    return out
+
+
+def parse(text: str) -> Tuning:
+    """The tuned collectives of a tuning file written by `render` (subtrees of MPICH's own
+    table are not ours and are skipped)."""
+    try:
+        table = json.loads(text)
+    except ValueError as e:
+        raise CselError(f"not JSON: {e}") from None
+    if not isinstance(table, dict):
+        raise CselError("the top level is not an object")
+    out: Tuning = {}
+    for key, node in table.items():
+        m = re.fullmatch(r"collective=(\w+)", key)
+        if not m:
+            raise CselError(f"unexpected top-level key {key!r}")
+        coll = m.group(1)
+        intra = node.get("comm_type=intra") if isinstance(node, dict) else None
+        if not isinstance(intra, dict):
+            continue
+        if coll in COMMUTATIVE_ONLY and "is_commutative=yes" in intra:
+            intra = intra["is_commutative=yes"]
+        got = _read_comm_sizes(coll, intra)
+        if got:
+            out[coll] = got
+    return out
+
+
+def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool = True
+                  ) -> str | None:
+    """What MPICH selects from `table` for an intra-communicator call (following only the
+    keys this writer uses; None where MPICH's own subtree decides)."""
+    node = table.get(f"collective={coll}", {}).get("comm_type=intra")
+    if not isinstance(node, dict):
+        return None
+    if coll in COMMUTATIVE_ONLY and "is_commutative=yes" in node:
+        if not commutative:
+            return None
+        node = node["is_commutative=yes"]
+    per_np = _read_comm_sizes(coll, node)
+    if per_np is None:
+        return None
+    for n in sorted(k for k in per_np if k is not None):
+        if np <= n:
+            return per_np[n].algorithm_at(value)
+    return (per_np.get(None) or per_np[max(k for k in per_np if k is not None)]
+            ).algorithm_at(value)

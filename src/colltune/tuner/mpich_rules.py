@@ -1,0 +1,80 @@
+"""Turn per-size decisions on MPICH into its tuning file (csel JSON) and environment profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from colltune.backends.mpich import MPICHCatalog
+from colltune.rules import mpich_csel, mpich_env
+from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
+from colltune.tuner.decide import Decision, boundaries
+
+
+def env_path(out: Path) -> Path:
+    """The environment profile beside the tuning file: x.json -> x.env."""
+    return out.with_suffix(".env") if out.suffix == ".json" else out.with_name(out.name + ".env")
+
+
+def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ranges:
+    """One comm size's decisions as MPICH size ranges (None: MPICH's own choice kept)."""
+    containers = catalog.container or {}
+
+    def cont(d: Decision) -> str | None:
+        return containers[coll][d.chosen.algorithm] if d.chosen.algorithm else None
+
+    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    if SIZE_KEY.get(coll) is None or not sized:
+        chosen = {cont(d) for d in ds}
+        # no size to compare: one algorithm if every size agreed, else MPICH's own
+        return Ranges([(None, chosen.pop() if len(chosen) == 1 else None)])
+    starts = boundaries([lookup(coll, d.size, np) for d in sized])
+    return ranges_from_starts([(s, cont(d)) for s, d in zip(starts, sized, strict=True)])
+
+
+def tuning(decisions: dict[str, dict[int, list[Decision]]], catalog: MPICHCatalog) -> Tuning:
+    """The collectives where some size left MPICH's own choice (the others stay MPICH's,
+    device path included)."""
+    out: Tuning = {}
+    for coll, per_np in decisions.items():
+        if any(d.chosen.algorithm for ds in per_np.values() for d in ds):
+            out[coll] = {np: ranges(coll, catalog, np, ds) for np, ds in per_np.items()}
+    return out
+
+
+def merged_table(existing: Path | None, builtin: dict, new: Tuning) -> tuple[str, Tuning]:
+    """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
+    MPICH's own subtrees always come from the library's table."""
+    old: Tuning = mpich_csel.parse(existing.read_text()) if existing and existing.exists() \
+        else {}
+    for coll, per_np in new.items():
+        old.setdefault(coll, {}).update(per_np)
+    return mpich_csel.render(builtin, old), old
+
+
+def single_algorithms(t: Tuning, catalog: MPICHCatalog) -> dict[str, str]:
+    """Collectives tuned to one algorithm at every size and comm size, by variable value name."""
+    names = {c: {cont: catalog.algorithms[c][i] for i, cont in ids.items()}
+             for c, ids in (catalog.container or {}).items()}
+    out = {}
+    for coll, per_np in t.items():
+        algs = {a for r in per_np.values() for _, a in r.limits}
+        if len(algs) == 1 and (a := algs.pop()) is not None and a in names.get(coll, {}):
+            out[coll] = names[coll][a]
+    return out
+
+
+def env_profile(t: Tuning, catalog: MPICHCatalog, tuning_file: Path, comments: list[str]
+                ) -> str:
+    return mpich_env.render(mpich_env.EnvProfile(
+        collectives=sorted(t), tuning_file=tuning_file.resolve(),
+        algorithms=single_algorithms(t, catalog), comments=comments))
+
+
+def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges) -> dict[str, str]:
+    """Writes a tuning file for one collective at one comm size; the environment that
+    applies it (the confirmation's "tuned" arm)."""
+    path.write_text(mpich_csel.render(builtin, {coll: {np: r}}))
+    return {mpich_env.device_var(coll): "0", mpich_env.JSON_VAR: str(path.resolve())}
+
+
+
