@@ -30,6 +30,13 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["XDG_DATA_HOME"] = str(root / "data")
 
 
+def _unavailable(which: str, e: ColltuneError) -> None:
+    msg = f"{which} unavailable ({e.message}); .ci/run installs it"
+    if os.environ.get("CI"):
+        pytest.fail(msg)  # in CI a missing MPI is a broken setup, never a skip
+    pytest.skip(msg)
+
+
 def get_mpi(which: str) -> OpenMPI:
     prefix = _prefix(which)
     try:
@@ -37,10 +44,7 @@ def get_mpi(which: str) -> OpenMPI:
             raise ColltuneError(f"{which} is not installed")
         return find_openmpi(prefix)
     except ColltuneError as e:
-        msg = f"{which} unavailable ({e}); .ci/run installs it"
-        if os.environ.get("CI"):
-            pytest.fail(msg)  # in CI a missing MPI is a broken setup, never a skip
-        pytest.skip(msg)
+        _unavailable(which, e)
         raise
 
 
@@ -67,10 +71,7 @@ def get_mpich(which: str) -> MPICH:
     try:
         return find_mpich(MPICH_PREFIXES[which])
     except ColltuneError as e:
-        msg = f"{which} unavailable ({e.message}); .ci/run installs it"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        _unavailable(which, e)
         raise
 
 

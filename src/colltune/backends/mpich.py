@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 INSTALL_HINT = ("install one (pip install mpich into its own venv, or apt-get install mpich "
                 "libmpich-dev) and point at it with --mpi PREFIX")
 
-DEVICE_VAR = "MPIR_CVAR_DEVICE_COLLECTIVES"
 JSON_VAR = "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"
 # a forced algorithm whose conditions a call does not meet fails the call (the kernel marks
 # that point invalid) instead of silently running MPICH's own choice under its name
@@ -178,12 +177,14 @@ def containers(library: Path) -> set[str]:
 
 
 def container_name(coll: str, name: str, known: set[str]) -> str | None:
+    """The name a tuning file gives algorithm `name` of `coll`; without the library's
+    strings to check against (`known` empty), the usual intra-communicator form."""
     base = coll[0].upper() + coll[1:]
     for kind in ("intra", "allcomm"):
         cand = f"MPIR_{base}_{kind}_{name}"
         if cand in known:
             return cand
-    return None
+    return None if known else f"MPIR_{base}_intra_{name}"
 
 
 @dataclass
@@ -213,11 +214,11 @@ def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCat
             if n in ("auto", *SKIPPED):
                 continue
             cont = container_name(coll, n, known)
-            if known and cont is None:
+            if cont is None:
                 cat.not_selectable.setdefault(coll, []).append(n)
                 continue
             algs[i] = n
-            cat.container.setdefault(coll, {})[i] = cont or f"MPIR_{coll.capitalize()}_intra_{n}"
+            cat.container.setdefault(coll, {})[i] = cont
         cat.algorithms[coll] = algs
         cat.forcing[coll] = {i: {device_var(coll): 0, var: i} for i in algs}
     return cat
