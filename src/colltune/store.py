@@ -44,6 +44,18 @@ CREATE TABLE IF NOT EXISTS measurements (
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
 );
+CREATE TABLE IF NOT EXISTS counters (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    counts TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
+);
 CREATE TABLE IF NOT EXISTS confirmations (
     id INTEGER PRIMARY KEY,
     mpi_key TEXT NOT NULL,
@@ -214,6 +226,21 @@ class Store:
                 "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
+            if r.pvars:
+                db.execute(
+                    "INSERT OR IGNORE INTO counters (mpi_key, host, np, ppn, collective, "
+                    "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
+                    (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size,
+                     json.dumps(r.pvars, sort_keys=True)))
+
+    def counters(self, ctx: Context) -> dict[tuple[str, int], dict[str, int]]:
+        """What the library's own counters said ran, per (config key, size), where the
+        kernel was asked to read them (MVAPICH2)."""
+        cur = self._read(
+            "SELECT config_key, size, counts FROM counters WHERE mpi_key=? AND host=? AND "
+            "np=? AND ppn=? AND collective=?",
+            (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
+        return {(k, int(s)): json.loads(c) for k, s, c in cur}
 
     def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
         """Adds repetitions to a stored point (searches that come back to a point), in one

@@ -19,6 +19,10 @@
  *    invalid;
  *  - configurations and sizes are visited in a seeded random order.
  *
+ * With `pvars PREFIX` in the plan, each result also carries how much rank 0's
+ * MPI_T counters named PREFIX... grew while the point was measured: which
+ * algorithm the library ran, in its own words (MVAPICH2's mv2_coll_*).
+ *
  * Usage: collbench PLANFILE
  *        collbench --library      the MPI library this binary loads
  *        collbench --cvars TEXT   MPI_T control variables whose name contains
@@ -75,6 +79,7 @@ typedef struct {
     double point_time;
     unsigned long long seed;
     int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
+    char pvars[64];  /* count rank 0's performance variables whose name starts so */
     int nconfig;
     config_t *configs;
     int npoint;
@@ -126,6 +131,8 @@ static int read_plan(const char *path, plan_t *plan)
             sscanf(line + off, "%llu", &plan->seed);
         } else if (!strcmp(key, "dup_always")) {
             sscanf(line + off, "%d", &plan->dup_always);
+        } else if (!strcmp(key, "pvars")) {
+            sscanf(line + off, "%63s", plan->pvars);
         } else if (!strcmp(key, "config")) {
             config_t *c;
             char *p = line + off;
@@ -423,6 +430,129 @@ static int cvars_apply(const config_t *cfg, char *why, size_t whylen)
         }
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* MPI_T performance variables: which algorithm the library ran         */
+/* ------------------------------------------------------------------ */
+
+/* Libraries that count calls per algorithm (MVAPICH2's mv2_coll_* counters)
+ * show what really ran: rank 0's counters are read before and after each
+ * point and the differences reported with its result. */
+#define MAX_PVARS 256
+
+typedef struct {
+    char name[MAX_NAME];
+#if HAVE_MPIT_CVARS
+    MPI_T_pvar_handle handle;
+#endif
+    MPI_Datatype type;
+    unsigned long long before;
+} pvar_t;
+
+static pvar_t g_pvars[MAX_PVARS];
+static int g_npvars;
+#if HAVE_MPIT_CVARS
+static MPI_T_pvar_session g_session;
+static int g_pvars_open;
+
+static int pvar_read(pvar_t *pv, unsigned long long *out)
+{
+    if (pv->type == MPI_UNSIGNED || pv->type == MPI_INT) {
+        unsigned v = 0;
+        if (MPI_T_pvar_read(g_session, pv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    } else if (pv->type == MPI_UNSIGNED_LONG || pv->type == MPI_LONG) {
+        unsigned long v = 0;
+        if (MPI_T_pvar_read(g_session, pv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    } else {
+        unsigned long long v = 0;
+        if (MPI_T_pvar_read(g_session, pv->handle, &v) != MPI_SUCCESS)
+            return -1;
+        *out = v;
+    }
+    return 0;
+}
+#endif
+
+/* Counters of rank 0 whose names start with `prefix`; none where the
+ * library has no such variables (the results then carry no "pvars"). */
+static void pvars_init(const char *prefix)
+{
+#if HAVE_MPIT_CVARS
+    int prov, n = 0;
+    size_t plen = strlen(prefix);
+    if (!plen || g_rank != 0 || MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS)
+        return;
+    g_pvars_open = 1;
+    if (MPI_T_pvar_get_num(&n) != MPI_SUCCESS ||
+        MPI_T_pvar_session_create(&g_session) != MPI_SUCCESS) {
+        g_pvars_open = 2; /* initialised, no session */
+        return;
+    }
+    for (int i = 0; i < n && g_npvars < MAX_PVARS; i++) {
+        pvar_t *pv = &g_pvars[g_npvars];
+        int nlen = MAX_NAME, verb, cls, bind, ro, cont, atomic, count;
+        MPI_T_enum en;
+        if (MPI_T_pvar_get_info(i, pv->name, &nlen, &verb, &cls, &pv->type, &en, NULL, NULL,
+                                &bind, &ro, &cont, &atomic) != MPI_SUCCESS ||
+            strncmp(pv->name, prefix, plen) != 0 || cls != MPI_T_PVAR_CLASS_COUNTER ||
+            bind != MPI_T_BIND_NO_OBJECT)
+            continue;
+        if (MPI_T_pvar_handle_alloc(g_session, i, NULL, &pv->handle, &count) != MPI_SUCCESS)
+            continue;
+        if (count != 1 || (!cont && MPI_T_pvar_start(g_session, pv->handle) != MPI_SUCCESS)) {
+            MPI_T_pvar_handle_free(g_session, &pv->handle);
+            continue;
+        }
+        g_npvars++;
+    }
+#else
+    (void)prefix;
+#endif
+}
+
+static void pvars_mark(void)
+{
+#if HAVE_MPIT_CVARS
+    for (int i = 0; i < g_npvars; i++)
+        if (pvar_read(&g_pvars[i], &g_pvars[i].before) != 0)
+            g_pvars[i].before = 0;
+#endif
+}
+
+/* ,"pvars":{"name":delta,...} for the counters that moved since pvars_mark */
+static void pvars_print(void)
+{
+#if HAVE_MPIT_CVARS
+    int first = 1;
+    if (!g_npvars)
+        return;
+    printf(",\"pvars\":{");
+    for (int i = 0; i < g_npvars; i++) {
+        unsigned long long now;
+        if (pvar_read(&g_pvars[i], &now) != 0 || now == g_pvars[i].before)
+            continue;
+        printf(first ? "" : ",");
+        put_json_string(g_pvars[i].name);
+        printf(":%llu", now - g_pvars[i].before);
+        first = 0;
+    }
+    printf("}");
+#endif
+}
+
+static void pvars_close(void)
+{
+#if HAVE_MPIT_CVARS
+    if (g_pvars_open == 1)
+        MPI_T_pvar_session_free(&g_session);
+    if (g_pvars_open)
+        MPI_T_finalize();
+#endif
 }
 
 /* ------------------------------------------------------------------ */
@@ -779,6 +909,8 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
 
     /* correctness: the first call on fresh inputs must give the right answer */
     bufs_fill(&b);
+    if (g_rank == 0)
+        pvars_mark();
     sync_barrier();
     rc = run_coll(&b, comm);
     if (wrong)
@@ -854,8 +986,10 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         }
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
-               "\"max\":%.9g,\"samples\":[",
+               "\"max\":%.9g",
                cid, size, n, med, lo, hi, sum / n, mn, mx);
+        pvars_print();
+        printf(",\"samples\":[");
         for (int i = 0; i < n; i++)
             printf(i ? ",%.9g" : "%.9g", samples[i]);
         printf("]}\n");
@@ -946,6 +1080,7 @@ int main(int argc, char **argv)
 
     MPI_Get_library_version(lib, &liblen);
     cvars_init(&plan);
+    pvars_init(plan.pvars);
     if (g_rank == 0) {
         printf("{\"event\":\"start\",\"np\":%d,\"collective\":\"%s\",\"configs\":%d,"
                "\"points\":%d,\"library\":",
@@ -1022,6 +1157,7 @@ int main(int argc, char **argv)
     free(plan.points);
     /* MPI_T must be closed before MPI_Finalize, or components that report
      * at finalize (pml monitoring) stay silent */
+    pvars_close();
 #if HAVE_MPIT_CVARS
     if (g_mpit_open)
         MPI_T_finalize();

@@ -43,6 +43,7 @@ class KernelPlan:
     points: list[tuple[int, int]]  # (cid, size)
     reps: Repetitions = field(default_factory=Repetitions)
     dup_always: bool = True  # False: configurations without variables use MPI_COMM_WORLD
+    pvars: str = ""  # prefix of the MPI_T counters to report per point (MVAPICH2: mv2_coll_)
 
     def render(self) -> str:
         r = self.reps
@@ -57,6 +58,8 @@ class KernelPlan:
             f"seed {r.seed}",
             f"dup_always {int(self.dup_always)}",
         ]
+        if self.pvars:
+            lines.append(f"pvars {self.pvars}")
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
             lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip())
@@ -78,6 +81,7 @@ class PointResult:
     max: float | None = None
     samples: list[float] = field(default_factory=list)
     message: str = ""
+    pvars: dict[str, int] = field(default_factory=dict)  # counters that grew (rank 0)
 
 
 @dataclass
@@ -142,6 +146,7 @@ def parse_result(ev: dict) -> PointResult:
         n=int(ev.get("n", 0)), median=ev.get("median"), ci_lo=ev.get("ci_lo"),
         ci_hi=ev.get("ci_hi"), mean=ev.get("mean"), min=ev.get("min"), max=ev.get("max"),
         samples=[float(x) for x in ev.get("samples", [])], message=str(ev.get("message", "")),
+        pvars={str(k): int(v) for k, v in (ev.get("pvars") or {}).items()},
     )
 
 
