@@ -9,6 +9,7 @@ reduce-scatter + gather 4: the byte count tells them apart."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,60 @@ def test_tune_writes_files_mpich_obeys(mpich: MPICH, netns: str, tmp_path: Path)
         forced = _bytes(mpich, netns, tmp_path, size, want)
         got = _bytes(mpich, netns, tmp_path, size, prof.variables())
         assert abs(got - forced) < 0.05 * forced, (size, d["chosen"], got, forced, ids)
+
+
+@pytest.mark.mpi
+def test_site_export_of_the_tuning_file_is_obeyed(mpich: MPICH, netns: str, tmp_path: Path
+                                                  ) -> None:
+    """`tune export --site` from MPICH's tuning file: the installed copy, a shell profile and
+    Tcl/Lua modules that point at it; the modules' variables make MPICH run the file."""
+    cat = _catalog(mpich)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    cont = cat.container["reduce"]
+    tuning = {"reduce": {4: Ranges([(65536, cont[ids["binomial"]]),
+                                    (None, cont[ids["reduce_scatter_gather"]])])}}
+    src = tmp_path / "work" / "tuning.json"
+    src.parent.mkdir()
+    src.write_text(mpich_csel.render(cat.builtin, tuning))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    installed = site / "colltune-mpich.json"
+    assert installed.read_text() == src.read_text()
+    prof = mpich_env.parse((site / "colltune-mpich.env").read_text())
+    assert prof.tuning_file == installed.resolve() and prof.collectives == ["reduce"]
+    tcl = (site / "modulefiles" / "colltune" / "tuned").read_text()
+    lua = (site / "modulefiles" / "colltune" / "tuned.lua").read_text()
+    env = dict(re.findall(r"^setenv (\S+) \{(.*)\}$", tcl, re.M))
+    assert env == dict(re.findall(r'^setenv\("(\S+)", "(.*)"\)$', lua, re.M))
+    assert env == prof.variables()
+    src.unlink()  # what runs is the installed copy
+    size = 131072  # reduce-scatter + gather in the file; binomial is MPICH's other choice
+    got = _bytes(mpich, netns, tmp_path, size, env)
+    want = _bytes(mpich, netns, tmp_path, size,
+                  mb.forcing_env(cat, "reduce", ids["reduce_scatter_gather"]))
+    other = _bytes(mpich, netns, tmp_path, size, mb.forcing_env(cat, "reduce", ids["binomial"]))
+    assert abs(got - want) < 0.05 * want and abs(got - other) > 0.15 * other, (got, want, other)
+
+
+def test_export_from_the_profile_and_refusals(tmp_path: Path) -> None:
+    base = {"collective=reduce": {"comm_type=intra": {"algorithm=MPIR_Reduce_intra_binomial":
+                                                      {}}}}
+    tuning = {"reduce": {4: Ranges([(None, "MPIR_Reduce_intra_reduce_scatter_gather")])}}
+    tf = tmp_path / "t.json"
+    tf.write_text(mpich_csel.render(base, tuning))
+    envf = mpich_rules.env_path(tf)
+    envf.write_text(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf.resolve(),
+                                                          {"reduce": "reduce_scatter_gather"})))
+    home = tmp_path / "home"
+    r = tune_cli("export", "--from", str(envf), "--user", env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    got = mpich_env.parse((home / ".config/colltune/colltune-mpich.env").read_text())
+    assert got.tuning_file == (home / ".config/colltune/colltune-mpich.json").resolve()
+    assert got.algorithms == {"reduce": "reduce_scatter_gather"}
+    assert not (home / ".config/colltune/modulefiles").exists()  # --user: no modules
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"collective=reduce": [')
+    r = tune_cli("export", "--from", str(bad), "--site", str(tmp_path / "s"))
+    assert r.returncode == 2 and "not JSON" in r.stderr and not (tmp_path / "s").exists()

@@ -125,11 +125,12 @@ def _backend_for(backend: str, out_format: str | None) -> str:
     """--format names what to write; each format comes from one MPI family."""
     if out_format is None:
         return backend
-    wants = {"openmpi": ("openmpi", "smpi"), "mpich": ("mpich",)}
+    wants = {"openmpi": ("openmpi", "smpi"), "mpich": ("mpich",), "mvapich2": ("mvapich2",)}
     if out_format not in wants:
-        _fail(ColltuneError(f"unknown --format '{out_format}'", "use openmpi or mpich"))
-    if backend == "openmpi" and out_format == "mpich":
-        return "mpich"
+        _fail(ColltuneError(f"unknown --format '{out_format}'",
+                            "use openmpi, mpich or mvapich2"))
+    if backend == "openmpi" and out_format in ("mpich", "mvapich2"):
+        return out_format
     if backend not in wants[out_format]:
         _fail(ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
                             f"use --backend {wants[out_format][0]}"))
@@ -145,10 +146,10 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
               fit_np: str = "2,3,4", launch: Launch | None = None,
               backend: str = "openmpi", platform: Path | None = None,
-              tune_han: bool = False) -> None:
+              tune_han: bool = False, for_np: int | None = None) -> None:
     try:
         opts = TuneOptions(
-            backend=backend, platform=platform, tune_han=tune_han,
+            backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
@@ -175,6 +176,14 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
         prof = res.summary["mpich"]["env_profile"]  # type: ignore[index]
         err.print(f"wrote {out_path} (MPICH tuning file) and {prof}; use: source {prof} "
                   "(or set its variables) before mpiexec", highlight=False, markup=False)
+    elif out_path and isinstance(res.summary.get("mvapich2"), dict) and not quiet:
+        mv2 = res.summary["mvapich2"]
+        assert isinstance(mv2, dict)
+        err.print(f"wrote {out_path} (MVAPICH2 profile for {mv2['for_np']} ranks); use: "
+                  f"MV2_USER_CONFIG={out_path} mpiexec ..., or tune export --site",
+                  highlight=False, markup=False)
+        for n in mv2["notes"]:
+            err.print(f"note: {n}", highlight=False, markup=False)
     elif out_path and not quiet:
         err.print(f"wrote {out_path} (format: "
                   f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
@@ -223,12 +232,18 @@ def _make_tune_command(name: str) -> None:
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
         backend: str = typer.Option(
-            "openmpi", "--backend", help="openmpi or mpich (run it), or smpi (simulate Open "
-                                         "MPI's algorithms on --platform with SimGrid)."),
+            "openmpi", "--backend", help="openmpi, mpich or mvapich2 (run it), or smpi "
+                                         "(simulate Open MPI's algorithms on --platform "
+                                         "with SimGrid)."),
         out_format: str | None = typer.Option(
-            None, "--format", help="openmpi (coll/tuned rules) or mpich (MPICH's tuning "
+            None, "--format", help="openmpi (coll/tuned rules), mpich (MPICH's tuning "
                                    "JSON at --out and an environment profile beside it; "
-                                   "implies --backend mpich, with --mpi PREFIX)."),
+                                   "implies --backend mpich) or mvapich2 (MV2_ profile; "
+                                   "implies --backend mvapich2); both need --mpi PREFIX."),
+        for_np: int | None = typer.Option(
+            None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "
+                                   "(MVAPICH2 has one table for every communicator size; "
+                                   "default: the largest)."),
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
         tune_han: bool = typer.Option(
@@ -296,7 +311,7 @@ def _make_tune_command(name: str) -> None:
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
-                  _backend_for(backend, out_format), platform, tune_han)
+                  _backend_for(backend, out_format), platform, tune_han, for_np)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)
@@ -555,11 +570,13 @@ def show_cmd(
 
 @app.command("export")
 def export_cmd(
-    source: Path = typer.Option(..., "--from", help="Rules file, MVAPICH2 profile or "
+    source: Path = typer.Option(..., "--from", help="Open MPI rules file, MPICH tuning file "
+                                                    "or profile, MVAPICH2 profile, or "
                                                     "measurement store (.sqlite) to install."),
     site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
     user: bool = typer.Option(False, "--user", help="Into your home (~/.openmpi, "
-                                                    "~/.mvapich2.conf) instead."),
+                                                    "~/.mvapich2.conf, ~/.config/colltune "
+                                                    "for MPICH) instead."),
     force: bool = typer.Option(False, "--force", help="Replace files that exist."),
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning

@@ -1,9 +1,11 @@
 """`tune export`: what an administrator installs once so every job gets the tuned
 collectives (or what one user puts in their home): the tuning file, the library's own
 parameter file pointing at it, and environment modules (Tcl and Lua) that set the same
-variables. Open MPI rules files, coll/han rules files (`tune --tune-han`), MVAPICH2 2.3
-profiles and measurement stores (decided again, as `tune --from-db` would) are exported;
-nothing that exists is overwritten without `force`."""
+variables. Open MPI rules files, coll/han rules files (`tune --tune-han`), MPICH tuning files
+with their profiles, MVAPICH2 2.3 profiles and measurement stores (decided again, as
+`tune --from-db` would) are exported; nothing that exists is overwritten without `force`.
+MPICH reads no parameter file: its site profile is the tuning file, a shell profile and the
+modules."""
 
 from __future__ import annotations
 
@@ -16,11 +18,12 @@ from colltune import __version__
 from colltune.backends import han
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import write_atomic
-from colltune.rules import mvapich2
+from colltune.rules import mpich_csel, mpich_env, mvapich2
 from colltune.rules import ompi_classic as rules
 
 RULES_NAME = "colltune-rules.conf"
 HAN_RULES_NAME = "colltune-han.rules"
+MPICH_NAME = "colltune-mpich.json"
 MODULE_NAME = "colltune"
 
 
@@ -57,9 +60,12 @@ def _kind(source: Path) -> str:
     if mvapich2.looks_like_profile(source):
         return "mvapich2"
     try:
-        return "han" if "global_communicator" in source.read_text() else "openmpi"
+        text = source.read_text()
     except (OSError, UnicodeDecodeError):
         return "openmpi"  # and its reader says what is wrong
+    if text.lstrip().startswith("{") or "export MPIR_CVAR_" in text:
+        return "mpich"
+    return "han" if "global_communicator" in text else "openmpi"
 
 
 def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
@@ -74,6 +80,32 @@ def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
     modules = han.fragment_modules(frag.read_text()) if frag.exists() else {}
     params = han.file_params(rules_path, modules)
     return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
+
+
+def _mpich_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
+    """The tuning file's text and its profile, from either of the two files `tune --format
+    mpich` wrote (the profile names the tuning file; the tuning file has its profile beside
+    it, else the profile is made from the collectives the file tunes)."""
+    from colltune.tuner.mpich_rules import env_path
+
+    try:
+        text = source.read_text()
+        if not text.lstrip().startswith("{"):
+            prof = mpich_env.parse(text)
+            if prof.tuning_file is None:
+                raise mpich_env.EnvProfileError(f"it names no {mpich_env.JSON_VAR}")
+            json_text = prof.tuning_file.read_text()
+        else:
+            json_text = text
+            beside = env_path(source)
+            prof = mpich_env.parse(beside.read_text()) if beside.exists() else \
+                mpich_env.EnvProfile(collectives=sorted(mpich_csel.parse(text)))
+        mpich_csel.parse(json_text)  # MPICH's reader aborts on what ours refuses
+    except (OSError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
+        raise ColltuneError(f"will not export {source}: {e}",
+                            "pass the tuning file or profile `tune --format mpich` wrote"
+                            ) from None
+    return json_text, prof
 
 
 def rules_from_store(db: Path) -> str:
@@ -135,6 +167,19 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
                        "Open MPI MCA parameter file")]
         env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
         title = "Open MPI collectives tuned by colltune"
+    elif kind == "mpich":
+        json_text, mprof = _mpich_files(source)
+        where = (home / ".config" / "colltune") if user else (dest or Path("."))
+        installed = (where / MPICH_NAME).resolve()
+        mprof.tuning_file = installed
+        mprof.comments = [f"MPICH collectives tuned by colltune: {_stamp(source)}",
+                          "use: source this file before mpiexec (MPICH reads no parameter "
+                          "file)" + ("; e.g. from ~/.bashrc" if user else "")]
+        env = mprof.variables()
+        out = [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
+               Planned((where / "colltune-mpich.env").resolve(), mpich_env.render(mprof),
+                       "MPICH environment profile")]
+        title = "MPICH collectives tuned by colltune"
     else:
         try:
             prof = mvapich2.read(source)
