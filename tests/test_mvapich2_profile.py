@@ -59,6 +59,14 @@ def test_ranges_without_indexed_switches_are_rejected() -> None:
     mv.parse("MV2_INTER_REDUCE_TUNING = 2\nMV2_INTER_RED_SCAT_TUNING = 2:0-64,3:65-+\n")
 
 
+def test_reduce_via_allreduce_only_alone() -> None:
+    # 2.3.7's range parser has no case for 8 and falls back to knomial without a word
+    flags = "MV2_USE_INDEXED_TUNING = 0\nMV2_USE_INDEXED_REDUCE_TUNING = 0\n"
+    _reject(flags + "MV2_INTER_REDUCE_TUNING = 1:0-1024,8:1025-+\n", 3, "knomial")
+    assert mv.lookup(mv.parse("MV2_INTER_REDUCE_TUNING = 8\n"), "MV2_INTER_REDUCE_TUNING",
+                     5) == 8
+
+
 def test_bad_tables_are_rejected() -> None:
     flags = "MV2_USE_INDEXED_TUNING=0\nMV2_USE_INDEXED_REDUCE_TUNING=0\n"
     _reject(flags + "MV2_INTER_REDUCE_TUNING=3:0-+\n", 3, "algorithm 3 does not exist")

@@ -38,6 +38,9 @@ TUNING_VARS: dict[str, TuningVar] = {
     "MV2_INTER_RED_SCAT_TUNING": _v("reduce_scatter", range(1, 6), None),
 }
 INDEXED_ALL = "MV2_USE_INDEXED_TUNING"
+# numbers the single-index switch knows but the range parser does not: 2.3.7 silently runs
+# its fallback (reduce: knomial) for them inside a range string
+SINGLE_ONLY = {"MV2_INTER_REDUCE_TUNING": {8}}
 
 _NAME = re.compile(r"MV2_[A-Z0-9_]+")
 _LINE = re.compile(r"^(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*?)\s*$")
@@ -101,10 +104,15 @@ def _check_table(var: str, value: str, path: str, line: int) -> None:
     except ValueError as e:
         raise FormatError(path, line, f"{var}: {e}") from None
     expect_lo = 0
+    ranged = not re.fullmatch(r"[0-9]+", value)
     for i, r in enumerate(ranges):
         if r.algorithm not in tv.algorithms:
             raise FormatError(path, line, f"{var}: algorithm {r.algorithm} does not exist "
                               f"(valid: {', '.join(map(str, sorted(tv.algorithms)))})")
+        if ranged and r.algorithm in SINGLE_ONLY.get(var, set()):
+            raise FormatError(path, line, f"{var}: MVAPICH2 2.3.7 does not know {r.algorithm} "
+                              "inside a range string and silently runs knomial; set it "
+                              "alone (one number) or choose another algorithm")
         if r.lo != expect_lo:
             raise FormatError(path, line, f"{var}: range {r.render()} should start at "
                               f"{expect_lo} (ranges must cover every size in order)")
