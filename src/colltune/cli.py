@@ -578,13 +578,20 @@ def export_cmd(
                                                     "~/.mvapich2.conf, ~/.config/colltune "
                                                     "for MPICH) instead."),
     force: bool = typer.Option(False, "--force", help="Replace files that exist."),
+    as_format: str | None = typer.Option(
+        None, "--as", help="mvapich3: carry an MVAPICH2 profile over to MVAPICH 3's MVP_ "
+                           "variables (one algorithm each)."),
+    for_size: str | None = typer.Option(
+        None, "--for-size", help="With --as mvapich3: the message size whose algorithm a "
+                                 "size-dependent MVAPICH2 table keeps."),
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning
     file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
     from colltune.export import export
 
     try:
-        written = export(source, site, user, force)
+        written = export(source, site, user, force, None, as_format,
+                         parse_size(for_size) if for_size else None)
     except ColltuneError as e:
         _fail(e)
         return

@@ -18,7 +18,7 @@ from colltune import __version__
 from colltune.backends import han
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import write_atomic
-from colltune.rules import mpich_csel, mpich_env, mvapich2
+from colltune.rules import mpich_csel, mpich_env, mvapich2, mvapich3
 from colltune.rules import ompi_classic as rules
 
 RULES_NAME = "colltune-rules.conf"
@@ -136,12 +136,36 @@ def rules_from_store(db: Path) -> str:
     return rules.render(rf)
 
 
-def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None
-                ) -> list[Planned]:
+def _mvapich3(source: Path, where: Path, at_size: int | None
+              ) -> tuple[list[Planned], dict[str, str], list[str]]:
+    """An MVAPICH2 profile carried over to MVAPICH 3's variables (one algorithm each)."""
+    try:
+        prof, notes = mvapich3.from_mvapich2(mvapich2.read(source), at_size)
+    except (FormatError, mvapich3.ConversionError) as e:
+        raise ColltuneError(f"will not export {source} for MVAPICH 3: {e}",
+                            "pass --for-size, or an MVAPICH2 profile `tune` wrote") from None
+    prof.comments = [f"MVAPICH 3 collectives tuned by colltune: {_stamp(source)}",
+                     "use: source this file before mpiexec/mpirun_rsh"] + [
+                        f"note: {n}" for n in notes]
+    path = (where / "colltune-mvapich3.env").resolve()
+    return [Planned(path, mvapich3.render(prof), "MVAPICH 3 environment profile")], \
+        dict(prof.settings), notes
+
+
+def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None,
+                as_format: str | None = None, at_size: int | None = None) -> list[Planned]:
     """Every file the export writes, with its text (nothing written yet)."""
     kind = _kind(source)
     home = home or Path.home()
-    if kind in ("openmpi", "store", "han"):
+    if as_format not in (None, "mvapich3") or (as_format and kind != "mvapich2"):
+        raise ColltuneError(f"--as {as_format} is not written from a {kind} file",
+                            "--as mvapich3 converts an MVAPICH2 profile; leave --as out "
+                            "otherwise")
+    if as_format == "mvapich3":
+        out, env, _ = _mvapich3(source, (home / ".config" / "colltune") if user
+                                else (dest or Path(".")), at_size)
+        title = "MVAPICH 3 collectives tuned by colltune"
+    elif kind in ("openmpi", "store", "han"):
         where = (home / ".openmpi") if user else (dest or Path("."))
         rules_path = (where / (HAN_RULES_NAME if kind == "han" else RULES_NAME)).resolve()
         try:
@@ -204,11 +228,12 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
 
 
 def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
-           home: Path | None = None) -> list[Planned]:
+           home: Path | None = None, as_format: str | None = None,
+           at_size: int | None = None) -> list[Planned]:
     if user == (dest is not None):
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
-    planned = plan_export(source, dest, user, home)
+    planned = plan_export(source, dest, user, home, as_format, at_size)
     exists = [p.path for p in planned if p.path.exists()]
     if exists and not force:
         raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),

@@ -1,0 +1,71 @@
+"""MVAPICH 3 profiles: round trip, and what an MVAPICH2 profile becomes (one algorithm per
+variable, two-level bcast variants, what has no counterpart, size-dependent tables)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colltune.rules import mvapich2 as mv2
+from colltune.rules import mvapich3 as mv3
+from colltune.rules.mvapich2 import Range
+from helpers import tune_cli
+
+
+def _mv2() -> mv2.Profile:
+    p = mv2.Profile(comments=["tuned for 4 ranks"])
+    p.set_ranges("MV2_INTER_REDUCE_TUNING", [Range(1, 0, 1024), Range(5, 1025, None)])
+    p.set_ranges("MV2_INTER_BCAST_TUNING", [Range(6, 0, None)])  # scatter-ring 2-level
+    p.set_ranges("MV2_ALLTOALL_TUNING", [Range(3, 0, None)])
+    p.settings["MV2_INTER_RED_SCAT_TUNING"] = "2"
+    return p
+
+
+def test_conversion_and_round_trip() -> None:
+    got, notes = mv3.from_mvapich2(_mv2(), at_size=4096)
+    assert got.settings == {"MVP_REDUCE_INTER_NODE_TUNING_ALGO": "RED_SCAT_GATHER",
+                            "MVP_BCAST_INTER_NODE_TUNING_ALGO": "SCATTER_RING_ALLGATHER",
+                            "MVP_BCAST_TUNING_IS_TWO_LEVEL": "1",
+                            "MVP_ALLTOALL_COLLECTIVE_ALGORITHM": "PAIRWISE"}
+    assert any("4096" in n for n in notes)  # the reduce table was cut at one size
+    assert any("MV2_INTER_RED_SCAT_TUNING" in n for n in notes)  # no MVAPICH 3 variable
+    back = mv3.parse(mv3.render(got))
+    assert back.settings == got.settings and back.comments == got.comments
+    small, _ = mv3.from_mvapich2(_mv2(), at_size=1024)  # the range's upper end is inside
+    assert small.settings["MVP_REDUCE_INTER_NODE_TUNING_ALGO"] == "BINOMIAL"
+
+
+def test_size_dependent_table_needs_a_size_and_bad_values_are_refused() -> None:
+    with pytest.raises(mv3.ConversionError, match="--for-size"):
+        mv3.from_mvapich2(_mv2())
+    one = mv2.Profile()
+    one.set_ranges("MV2_INTER_BCAST_TUNING", [Range(10, 0, None)])  # zero-copy: gen2 only
+    got, notes = mv3.from_mvapich2(one)
+    assert got.settings == {} and "no MVAPICH 3 counterpart" in notes[0]
+    for text, words in (("export MVP_REDUCE_INTER_NODE_TUNING_ALGO=RING\n", "not one of"),
+                        ("MVP_BCAST_TUNING_IS_TWO_LEVEL=2\n", "0 or 1"),
+                        ("export MVP_A=1\nexport MVP_A=2\n", "twice"),
+                        ("MV2_X=1\n", "not `export MVP_")):
+        with pytest.raises(mv3.ConversionError, match=words):
+            mv3.parse(text)
+
+
+def test_export_as_mvapich3(tmp_path: Path) -> None:
+    src = tmp_path / "mv2.conf"
+    src.write_text(mv2.render(_mv2()))
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "s"), "--as",
+                 "mvapich3")
+    assert r.returncode == 2 and "--for-size" in r.stderr
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "s"), "--as",
+                 "mvapich3", "--for-size", "64K")
+    assert r.returncode == 0, r.stderr
+    prof = mv3.parse((tmp_path / "s" / "colltune-mvapich3.env").read_text())
+    assert prof.settings["MVP_REDUCE_INTER_NODE_TUNING_ALGO"] == "RED_SCAT_GATHER"
+    tcl = (tmp_path / "s" / "modulefiles" / "colltune" / "tuned").read_text()
+    assert "setenv MVP_ALLTOALL_COLLECTIVE_ALGORITHM {PAIRWISE}" in tcl
+    rules = tmp_path / "r.conf"
+    rules.write_text("1\n11\n1\n4\n1\n0 1 0 0\n")
+    r = tune_cli("export", "--from", str(rules), "--site", str(tmp_path / "t"), "--as",
+                 "mvapich3")
+    assert r.returncode == 2 and "converts an MVAPICH2 profile" in r.stderr
