@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.mpich import MPICH, find_mpich
+from colltune.backends.mvapich2 import MVAPICH2, find_mvapich2
 from colltune.backends.openmpi import OpenMPI, find_openmpi, wheel_bindir
 from colltune.errors import ColltuneError
 
@@ -78,6 +79,21 @@ def get_mpich(which: str) -> MPICH:
 @pytest.fixture(params=["mpich50", "mpich40"])
 def mpich(request: pytest.FixtureRequest) -> MPICH:
     return get_mpich(request.param)
+
+
+@pytest.fixture
+def mvapich2() -> MVAPICH2:
+    """MVAPICH2 built by hand outside the repository (no package, no CI): the live tests
+    skip with this reason when COLLTUNE_MVAPICH2_PREFIX does not name one."""
+    prefix = os.environ.get("COLLTUNE_MVAPICH2_PREFIX")
+    if not prefix:
+        pytest.skip("no MVAPICH2: set COLLTUNE_MVAPICH2_PREFIX to an MVAPICH2 2.3.x "
+                    "(ch3:mrail, --enable-mpit-pvars=mv2) prefix; CI cannot build one")
+    try:
+        return find_mvapich2(prefix)
+    except ColltuneError as e:
+        pytest.skip(f"MVAPICH2 at {prefix} unusable: {e.message}")
+        raise
 
 
 @pytest.fixture

@@ -208,8 +208,10 @@ def profiles(draw: st.DrawFn) -> Profile:
                                        max_size=30)).strip()])
     for var in draw(st.lists(st.sampled_from(sorted(mvapich2.TUNING_VARS)), unique=True,
                              min_size=1, max_size=5)):
-        algs = sorted(mvapich2.TUNING_VARS[var].algorithms)
         ends = sorted(draw(st.sets(st.integers(0, 1 << 30), max_size=5)))
+        # some numbers exist only as a single value (not inside a range string)
+        algs = sorted(mvapich2.TUNING_VARS[var].algorithms
+                      - (mvapich2.SINGLE_ONLY.get(var, set()) if ends else set()))
         los = [0] + [e + 1 for e in ends]
         his: list[int | None] = [*ends, None]
         p.set_ranges(var, [Range(draw(st.sampled_from(algs)), lo, hi)

@@ -65,6 +65,7 @@ def test_reduce_via_allreduce_only_alone() -> None:
     _reject(flags + "MV2_INTER_REDUCE_TUNING = 1:0-1024,8:1025-+\n", 3, "knomial")
     assert mv.lookup(mv.parse("MV2_INTER_REDUCE_TUNING = 8\n"), "MV2_INTER_REDUCE_TUNING",
                      5) == 8
+    mv.parse(flags + "MV2_INTER_REDUCE_TUNING = 8:0-+\n")  # one entry: read as the number
 
 
 def test_bad_tables_are_rejected() -> None:

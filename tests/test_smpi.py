@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.helpers import tune_cli
+from helpers import tune_cli
 
 from colltune.applied import forced, under_rules
 from colltune.backends import smpi

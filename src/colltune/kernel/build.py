@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from colltune.backends.mpich import MPICH
+from colltune.backends.mvapich2 import MVAPICH2
 from colltune.backends.openmpi import OpenMPI, launch_env
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import library_matches as smpi_library_matches
@@ -33,12 +34,13 @@ def kernel_source(name: str = "collbench") -> bytes:
     return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
 
 
-def _compiler_identity(mpi: OpenMPI | SMPI | MPICH) -> str:
+def _compiler_identity(mpi: OpenMPI | SMPI | MPICH | MVAPICH2) -> str:
     """What the binary depends on: wrapper path, wrapper flags and version."""
     env = launch_env()
     parts = [str(mpi.mpicc.resolve()), mpi.version]
-    # Open MPI's wrapper says what it adds with --showme, MPICH's with -show
-    for flag in (("-show",) if isinstance(mpi, MPICH) else ("--showme", "--showme:version")):
+    # Open MPI's wrapper says what it adds with --showme, MPICH's (and MVAPICH2's) with -show
+    for flag in (("-show",) if isinstance(mpi, MPICH | MVAPICH2)
+                 else ("--showme", "--showme:version")):
         try:
             out = subprocess.run([str(mpi.mpicc), flag], capture_output=True, text=True,
                                  timeout=30, env=env, check=False)
@@ -48,7 +50,7 @@ def _compiler_identity(mpi: OpenMPI | SMPI | MPICH) -> str:
     return "\n".join(parts)
 
 
-def kernel_path(mpi: OpenMPI | SMPI | MPICH, name: str = "collbench") -> Path:
+def kernel_path(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, name: str = "collbench") -> Path:
     h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
     return cache_dir() / h / name
 
@@ -63,7 +65,7 @@ def kernel_library(exe: Path) -> str:
     return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
 
 
-def library_matches(mpi: OpenMPI | SMPI | MPICH, library: str) -> bool:
+def library_matches(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, library: str) -> bool:
     if isinstance(mpi, SMPI):
         return smpi_library_matches(mpi, library)
     return re.search(rf"(?<![\w.]){re.escape(mpi.version)}(?![\w.])", library.replace(
@@ -78,7 +80,7 @@ def _stamp(exe: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def build_kernel(mpi: OpenMPI | SMPI | MPICH, force: bool = False,
+def build_kernel(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, force: bool = False,
                  on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
                  ) -> Path:
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary

@@ -104,7 +104,8 @@ def _check_table(var: str, value: str, path: str, line: int) -> None:
     except ValueError as e:
         raise FormatError(path, line, f"{var}: {e}") from None
     expect_lo = 0
-    ranged = not re.fullmatch(r"[0-9]+", value)
+    # without a comma MVAPICH2 reads the value as one number (atoi: "8:0-+" is 8)
+    ranged = "," in value
     for i, r in enumerate(ranges):
         if r.algorithm not in tv.algorithms:
             raise FormatError(path, line, f"{var}: algorithm {r.algorithm} does not exist "

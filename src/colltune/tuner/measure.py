@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.applied import traffic
-from colltune.backends import MPICH, Installation, launch
+from colltune.backends import MPICH, MVAPICH2, Installation, launch
 from colltune.backends import mpich as mpich_backend
+from colltune.backends import mvapich2 as mv2_backend
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
@@ -83,9 +84,10 @@ def measure(
         rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
 
     todo_set = set(todo)
-    # SMPI has no MPI_T variables: every configuration is its own launch
-    via_env: set[Config] = set() if sweep == "mpit" and not isinstance(mpi, SMPI) else set(
-        cfgs)
+    # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
+    # configuration is its own launch there
+    via_env: set[Config] = set() if sweep == "mpit" and not isinstance(mpi, SMPI | MVAPICH2) \
+        else set(cfgs)
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
@@ -165,10 +167,16 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
         kcfgs = [KernelConfig(cid_of[c], _vars(coll, c, catalog)) for c in cfgs]
     else:
         assert len(cfgs) == 1
-        env_extra = (mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
-                     if isinstance(mpi, MPICH) else dynamic_env(_vars(coll, cfgs[0], catalog)))
+        if isinstance(mpi, MPICH):
+            env_extra = mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
+        elif isinstance(mpi, MVAPICH2):
+            assert isinstance(catalog, mv2_backend.MV2Catalog)
+            env_extra = mv2_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
+        else:
+            env_extra = dynamic_env(_vars(coll, cfgs[0], catalog))
         kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
-    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings)
+    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings,
+                      pvars=mv2_backend.PVAR_PREFIX if isinstance(mpi, MVAPICH2) else "")
     cfg_by_cid = {cid_of[c]: c for c in cfgs}
     count = 0
 

@@ -14,6 +14,7 @@ from colltune import __version__
 from colltune.backends import Installation
 from colltune.backends import han as han_backend
 from colltune.backends import mpich as mpich_backend
+from colltune.backends import mvapich2 as mv2_backend
 from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
@@ -29,11 +30,11 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import PointResult
 from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
-from colltune.rules import mpich_csel
+from colltune.rules import mpich_csel, mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner import han_rules, mpich_rules
+from colltune.tuner import han_rules, mpich_rules, mvapich2_rules
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
@@ -66,7 +67,8 @@ class TuneOptions:
     predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
     fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
     sweep: str = "mpit"
-    backend: str = "openmpi"  # openmpi | smpi | mpich
+    backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
+    for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate
     tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
     rules_version: int | None = None
@@ -204,23 +206,32 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
         mpi, catalog = _mpich_setup(opts, colls)
         version = 1  # not used: MPICH's tuning file is written instead
+    elif opts.backend == "mvapich2":
+        launch = opts.launch or Launch()
+        launch = replace(launch, launcher=launch.launcher or "mpiexec")
+        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        mpi, catalog = _mvapich2_setup(opts, colls)
+        version = 1  # not used: the MVAPICH2 profile is written instead
     else:
         raise ColltuneError(f"unknown backend '{opts.backend}'",
-                            "use --backend openmpi, mpich or smpi")
+                            "use --backend openmpi, mpich, mvapich2 or smpi")
     rep.note(f"tuning {mpi.describe()}")
     exact = isinstance(mpi, smpi_backend.SMPI)
     han = isinstance(mpi, OpenMPI) and mpi.han
     is_mpich = isinstance(mpi, mpich_backend.MPICH)
-    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not (han or is_mpich) \
-        else None
+    is_mv2 = isinstance(mpi, mv2_backend.MVAPICH2)
+    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not (
+        han or is_mpich or is_mv2) else None
     if base and base.version == 1 and version == 2:
         base.version = 2
     elif base and base.version == 2 and version == 1:
         raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI {mpi.version} "
                             "reads only the classic format", "choose another --out")
     store = Store(opts.db or default_db_path())
-    # neither SMPI nor han's variables can be written through MPI_T: a launch per choice
-    sweep = "relaunch" if exact or han else opts.sweep
+    # neither SMPI, han's variables nor MVAPICH2's are written through MPI_T: a launch per
+    # choice
+    sweep = "relaunch" if exact or han or is_mv2 else opts.sweep
+    counters: dict[str, dict[int, mvapich2_rules.Counters]] = {}
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
     han_modules: dict[str, tuple[int, int]] = {}
@@ -266,6 +277,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             "run without --from-db to measure first, or pass the --db used")
                     continue
                 ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+                if is_mv2:  # what MVAPICH2 said it ran, for ranges where its default stays
+                    counters.setdefault(name, {})[placement.np] = store.counters(
+                        context_for(mpi, coll, placement))
                 if han:
                     assert isinstance(catalog, han_backend.HanCatalog)
                     pair, notes = han_rules.choose_modules(name, catalog, ds, ms, opts.min_gain)
@@ -273,7 +287,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     han_modules[name], han_notes[name] = pair, notes
                 if not exact:  # simulated times need no fresh launches
                     confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep,
-                                      catalog)
+                                      catalog, counters.get(name, {}).get(placement.np))
                 if han and han_modules[name] != (0, 0):
                     assert isinstance(catalog, han_backend.HanCatalog)
                     # the modules apply to every size on han's default algorithm: a size
@@ -297,6 +311,11 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         assert isinstance(mpi, mpich_backend.MPICH)
         assert isinstance(catalog, mpich_backend.MPICHCatalog)
         return write_mpich_outputs(mpi, catalog, decisions, failures, opts, searches)
+    if is_mv2:
+        assert isinstance(mpi, mv2_backend.MVAPICH2)
+        assert isinstance(catalog, mv2_backend.MV2Catalog)
+        return write_mvapich2_outputs(mpi, catalog, decisions, counters, failures, opts,
+                                      searches)
     if exact:
         decisions = smpi_rule_configs(decisions)
     rf = build_rules(base, version, decisions, mpi, catalog, predicted)
@@ -429,6 +448,60 @@ def _mpich_setup(opts: TuneOptions, colls: list[str]
         raise ColltuneError(f"{mpi.describe()} has no algorithm variable for "
                             + ", ".join(missing), "tune other collectives")
     return mpi, catalog
+
+
+def _mvapich2_setup(opts: TuneOptions, colls: list[str]
+                    ) -> tuple[mv2_backend.MVAPICH2, mv2_backend.MV2Catalog]:
+    """The MVAPICH2 under --mpi and its catalog. What needs Open MPI's formulas is refused."""
+    for bad, what in ((opts.predict, "--predict"), (opts.strategy == "model", "--strategy model"),
+                      (opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
+        if bad:
+            raise ColltuneError(f"{what} does not apply to --backend mvapich2",
+                                "the cost models and rules formats are Open MPI's")
+    if opts.for_np is not None and opts.for_np not in opts.nps:
+        raise ColltuneError(f"--for-np {opts.for_np} is not among --np "
+                            f"{','.join(map(str, opts.nps))}",
+                            "name one of the communicator sizes tuned")
+    mpi = mv2_backend.find_mvapich2(opts.mpi)
+    catalog = mv2_backend.catalog(colls)
+    missing = [c for c in colls if not catalog.algorithms.get(c)]
+    if missing:
+        raise ColltuneError(f"colltune does not tune {', '.join(missing)} on MVAPICH2",
+                            "tune " + ", ".join(sorted(mv2_backend.ALGORITHMS)))
+    return mpi, catalog
+
+
+def write_mvapich2_outputs(mpi: mv2_backend.MVAPICH2, catalog: mv2_backend.MV2Catalog,
+                           decisions: dict[str, dict[int, list[Decision]]],
+                           counters: dict[str, dict[int, mvapich2_rules.Counters]],
+                           failures: list[str], opts: TuneOptions,
+                           searches: dict[str, dict[str, object]]) -> TuneResult:
+    """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG) for
+    one communicator size: MVAPICH2's tables have no comm-size dimension."""
+    np = opts.for_np or max(opts.nps)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    comments = [f"MVAPICH2 profile written by colltune {__version__}",
+                f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
+                f"({mpi.prefix}), {stamp}",
+                f"decisions at {np} ranks: MVAPICH2 uses these tables at every communicator size"]
+    if len(opts.nps) > 1:
+        comments.append(f"tuned at {','.join(map(str, opts.nps))} ranks; written for {np} "
+                        "(--for-np)")
+    for name, per_np in decisions.items():
+        for d in sorted(per_np.get(np, []), key=lambda d: d.size):
+            comments.append(f"{name} {d.size} B: {d.chosen.label(catalog, name)}; {d.verdict}")
+    per_coll = {c: per_np.get(np, {}) for c, per_np in counters.items()}
+    prof, notes = mvapich2_rules.profile(decisions, catalog, per_coll, np, comments)
+    prof.comments += [f"note: {n}" for n in notes]
+    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
+    summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
+                           "settings": dict(prof.settings), "notes": notes}
+    summary["coll_han_excluded"] = False
+    if opts.out:
+        _write(opts.out, mvapich2.render(prof), "--out")
+    if opts.summary_json:
+        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
+    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
 
 
 def write_mpich_outputs(mpi: mpich_backend.MPICH, catalog: mpich_backend.MPICHCatalog,
@@ -644,7 +717,8 @@ def write_outputs(rf: rules.RulesFile, summary: dict[str, object], out: Path | N
 
 def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
                       mpi: Installation, version: int, opts: TuneOptions, rep: Reporter,
-                      catalog: Catalog | None = None) -> None:
+                      catalog: Catalog | None = None,
+                      counters: mvapich2_rules.Counters | None = None) -> None:
     """Keep a non-default choice only if fresh alternating launches confirm it.
 
     Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
@@ -673,6 +747,10 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                          for d in ds} - {(0, 0)}
                 modules = {coll.name: next(iter(pairs), (0, 0))}
                 arms = {"default": {}, "tuned": han_backend.file_env(path, modules)}
+            elif isinstance(catalog, mv2_backend.MV2Catalog):
+                # MVAPICH2 as it comes against MVAPICH2 under this collective's profile
+                arms = {"default": {}, "tuned": mvapich2_rules.tentative(
+                    coll.name, catalog, ds, counters or {})}
             elif isinstance(catalog, mpich_backend.MPICHCatalog):
                 # MPICH as it comes against MPICH under the tuning file
                 assert catalog.builtin is not None

@@ -1,0 +1,203 @@
+"""MVAPICH2 2.3.x: find an installation, its algorithm catalog, force an algorithm for a
+whole launch through `MV2_*_TUNING`, launch with Hydra, and name what ran from its counters.
+
+MVAPICH2 reads its tuning variables once, in MPI_Init, so every configuration is its own
+launch. The numbers are those of its switch statements (alltoall counts from 0). Which
+algorithm really ran is counted by its MPI_T performance variables (`mv2_coll_*`, when
+built with `--enable-mpit-pvars=mv2`); the kernel reports their growth per point."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.backends.openmpi import Catalog
+from colltune.errors import ColltuneError
+from colltune.rules.mvapich2 import INDEXED_ALL, TUNING_VARS
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
+
+INSTALL_HINT = ("build MVAPICH2 2.3.x with the ch3:mrail device (and --enable-mpit-pvars=mv2 "
+                "so it counts what ran) and point at its prefix with --mpi PREFIX")
+PVAR_PREFIX = "mv2_coll_"
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    value: int  # what the tuning variable takes
+    name: str
+    counter: str | None  # the mv2_coll_ counter its calls increment
+
+
+def _a(value: int, name: str, counter: str | None) -> Algorithm:
+    return Algorithm(value, name, counter and PVAR_PREFIX + counter)
+
+
+# The variable that decides each collective on one node, and the algorithms it selects there
+# with point-to-point messages only (multicast, zero-copy, SHArP and the two-level variants
+# need adapters or several nodes). Counter names from MVAPICH2 2.3.7's sources.
+VARIABLE = {
+    "reduce": "MV2_INTER_REDUCE_TUNING",
+    "allreduce": "MV2_INTER_ALLREDUCE_TUNING",
+    "bcast": "MV2_INTER_BCAST_TUNING",
+    "gather": "MV2_INTER_GATHER_TUNING",
+    "scatter": "MV2_INTER_SCATTER_TUNING",
+    "allgather": "MV2_INTER_ALLGATHER_TUNING",
+    "alltoall": "MV2_ALLTOALL_TUNING",
+}
+ALGORITHMS: dict[str, list[Algorithm]] = {
+    # 8 (reduce via allreduce) is left out: in a range string 2.3.7 runs knomial for it
+    "reduce": [_a(1, "binomial", "reduce_binomial"), _a(2, "knomial", "reduce_knomial"),
+               _a(5, "redscat_gather", "reduce_redscat_gather")],
+    "allreduce": [_a(1, "recursive_doubling", "allreduce_shm_rd"),
+                  _a(2, "reduce_scatter_allgather", "allreduce_shm_rs"),
+                  _a(8, "rsa_via_collectives", "allreduce_reduce_scatter_allgather_colls"),
+                  _a(9, "ring", "allreduce_pt2pt_ring_wrapper")],
+    "bcast": [_a(1, "binomial", "bcast_binomial"),
+              _a(3, "scatter_doubling_allgather", None),
+              _a(5, "scatter_ring_allgather", "bcast_scatter_ring_allgather"),
+              _a(8, "knomial", "bcast_knomial_internode"),
+              _a(9, "pipelined", "bcast_pipelined")],
+    "gather": [_a(1, "binomial", None), _a(2, "direct", "gather_direct")],
+    "scatter": [_a(1, "binomial", "scatter_binomial"), _a(2, "direct", "scatter_direct")],
+    "allgather": [_a(2, "recursive_doubling", "allgather_rd"), _a(3, "bruck", "allgather_bruck"),
+                  _a(4, "ring", "allgather_ring"), _a(5, "direct", "allgather_direct"),
+                  _a(6, "direct_spread", "allgather_directspread"),
+                  _a(7, "gather_bcast", "allgather_gather_bcast")],
+    "alltoall": [_a(0, "bruck", "alltoall_bruck"), _a(1, "recursive_doubling", "alltoall_rd"),
+                 _a(2, "scatter_dest", "alltoall_sd"), _a(3, "pairwise", "alltoall_pw")],
+}
+
+
+@dataclass(frozen=True)
+class MVAPICH2:
+    """One MVAPICH2 installation, identified by its real binaries."""
+
+    version: str
+    prefix: Path
+    mpicc: Path
+    mpirun: Path  # Hydra's mpiexec: passes the environment to every rank
+    mpiname: Path
+    device: str
+    name: str = "MVAPICH2"
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", self.version)[:3])
+
+    @property
+    def key(self) -> str:
+        return f"mvapich2-{self.version}@{self.prefix}"
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} ({self.device}) at {self.prefix}"
+
+
+def parse_mpiname(text: str) -> tuple[str, str] | None:
+    """(version, device) from `mpiname -a`."""
+    m = re.search(r"MVAPICH2\s+(\S+)", text)
+    d = re.search(r"\bch3:\w+|\bch4:\w+", text)
+    return (m.group(1), d.group(0) if d else "unknown") if m else None
+
+
+def find_mvapich2(prefix: str | Path | None) -> MVAPICH2:
+    """The MVAPICH2 under --mpi PREFIX (never guessed from PATH)."""
+    if not prefix:
+        raise ColltuneError("--backend mvapich2 needs --mpi PREFIX", INSTALL_HINT)
+    bindir = Path(prefix).expanduser() / "bin"
+    tools = {n: bindir / n for n in ("mpiname", "mpicc", "mpiexec")}
+    if not all(p.exists() and os.access(p, os.X_OK) for p in tools.values()):
+        raise ColltuneError(f"no MVAPICH2 under {prefix} (looked for mpiname, mpicc and "
+                            f"mpiexec in {bindir})", INSTALL_HINT)
+    try:
+        out = subprocess.run([str(tools["mpiname"]), "-a"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ColltuneError(f"cannot run {tools['mpiname']}: {e}", INSTALL_HINT) from None
+    found = parse_mpiname(out)
+    if not found:
+        raise ColltuneError(f"{tools['mpiname']} -a does not name MVAPICH2: {out[:80]!r}",
+                            INSTALL_HINT)
+    version, device = found
+    if device != "ch3:mrail":
+        raise ColltuneError(f"MVAPICH2 {version} at {prefix} is built with {device}: only "
+                            "ch3:mrail has the OSU collectives that MV2_*_TUNING selects",
+                            INSTALL_HINT)
+    return MVAPICH2(version, Path(prefix).expanduser(), tools["mpicc"], tools["mpiexec"],
+                    tools["mpiname"], device)
+
+
+@dataclass
+class MV2Catalog(Catalog):
+    """Algorithms per collective. Ids are 1-based like every catalog's (0 = the library's
+    choice), so alltoall's id is its MVAPICH2 number + 1; `value` maps back."""
+
+    value: dict[str, dict[int, int]] = field(default_factory=dict)
+    counter: dict[str, dict[int, str | None]] = field(default_factory=dict)
+
+    def id_of(self, coll: str, value: int) -> int | None:
+        return next((i for i, v in self.value.get(coll, {}).items() if v == value), None)
+
+    def ran(self, coll: str, counts: dict[str, int]) -> int | None:
+        """The algorithm (id) whose counter grew most in `counts`: what the library ran."""
+        by_counter = {c: i for i, c in self.counter.get(coll, {}).items() if c}
+        hits = [(n, by_counter[c]) for c, n in counts.items() if c in by_counter and n > 0]
+        return max(hits)[1] if hits else None
+
+
+def catalog(collectives: list[str]) -> MV2Catalog:
+    cat = MV2Catalog(source="MVAPICH2 2.3.7 switch statements")
+    for coll in collectives:
+        algs = ALGORITHMS.get(coll)
+        if not algs:
+            continue
+        shift = 1 if min(a.value for a in algs) == 0 else 0
+        cat.algorithms[coll] = {a.value + shift: a.name for a in algs}
+        cat.value[coll] = {a.value + shift: a.value for a in algs}
+        cat.counter[coll] = {a.value + shift: a.counter for a in algs}
+    return cat
+
+
+def forcing_env(catalog: MV2Catalog, coll: str, alg: int) -> dict[str, str]:
+    """Environment that makes one launch run algorithm `alg` (id) at every size, with the
+    indexed tables off as the written profile has them."""
+    if alg == 0:
+        return {}
+    var = VARIABLE[coll]
+    env = {var: str(catalog.value[coll][alg]), INDEXED_ALL: "0"}
+    flag = TUNING_VARS[var].indexed_flag
+    if flag:
+        env[flag] = "0"
+    return env
+
+
+# inherited settings that would change what the library chooses
+_INHERITED = re.compile(r"^MV2_(\w*_TUNING(_TWO_LEVEL)?|USE_INDEXED_\w+|ENABLE_AFFINITY)$")
+
+
+def launch_env(extra: dict[str, str] | None = None, oversubscribed: bool = False
+               ) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _INHERITED.match(k)}
+    if oversubscribed:
+        env["MV2_ENABLE_AFFINITY"] = "0"  # pinned ranks sharing a core never progress
+    env.update(extra or {})
+    return env
+
+
+def launch_command(mpi: MVAPICH2, placement: Placement) -> list[str]:
+    from colltune.launchers import Layout, command
+
+    launcher = placement.launch.launcher or "mpiexec"
+    if launcher not in ("mpiexec", "srun"):
+        raise ColltuneError(f"{launcher} does not launch MVAPICH2 jobs for colltune",
+                            "use --launcher mpiexec (Hydra passes the environment to every "
+                            "rank), or srun inside an allocation")
+    w = placement.launch
+    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
+    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
+                                             placement.oversubscribe, w.args))

@@ -1,0 +1,192 @@
+"""MVAPICH2 backend: catalog, forcing and launch environment, decisions -> profile, and (where
+an MVAPICH2 is found) proof from MVAPICH2's own counters that a launch runs what was forced
+and what `tune --format mvapich2` wrote.
+
+Every generated profile is also read by `_mv2_select`, a reader written after MVAPICH2
+2.3.7's own (regex per entry, entries in order, only each entry's max compared, the last
+entry taken when none matches), not by colltune's reader."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from colltune.backends import mpich as mb
+from colltune.backends import mvapich2 as m2
+from colltune.backends.mvapich2 import MVAPICH2
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.launchers import Launch
+from colltune.rules import mvapich2 as mv
+from colltune.slots import place
+from colltune.tuner import mvapich2_rules
+from colltune.tuner.decide import Decision
+from colltune.tuner.space import DEFAULT, Config
+from helpers import tune_cli
+
+_ENTRY = re.compile(r"([0-9]+):([0-9]+)-([0-9]+|\+)")
+
+
+def _mv2_select(value: str, nbytes: int) -> int:
+    """The algorithm number MVAPICH2 2.3.7 picks for `nbytes` from a tuning variable."""
+    if "," not in value:  # one entry: MVAPICH2 takes atoi() of the whole string
+        m = re.match(r"[0-9]+", value)
+        assert m, value
+        return int(m.group(0))
+    table = []
+    for part in value.split(","):
+        m = _ENTRY.search(part)
+        assert m, part  # MVAPICH2 prints "failed to match" and gives up
+        table.append((int(m.group(1)), -1 if m.group(3) == "+" else int(m.group(3))))
+    i = 0
+    while i < len(table) - 1 and nbytes > table[i][1] and table[i][1] != -1:
+        i += 1
+    return table[i][0]
+
+
+# ---------------------------------------------------------------------------
+# offline
+# ---------------------------------------------------------------------------
+
+
+def test_catalog_forcing_and_launch_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = m2.catalog(["reduce", "alltoall", "bcast"])
+    assert cat.algorithms["reduce"] == {1: "binomial", 2: "knomial", 5: "redscat_gather"}
+    # alltoall counts from 0 in MVAPICH2: ids are shifted so 0 stays "the library's choice"
+    assert cat.value["alltoall"] == {1: 0, 2: 1, 3: 2, 4: 3}
+    assert m2.forcing_env(cat, "alltoall", 1) == {
+        "MV2_ALLTOALL_TUNING": "0", "MV2_USE_INDEXED_TUNING": "0",
+        "MV2_USE_INDEXED_ALLTOALL_TUNING": "0"}
+    assert m2.forcing_env(cat, "reduce", 0) == {}
+    assert cat.ran("reduce", {"mv2_coll_reduce_knomial": 12, "mv2_coll_reduce_shmem": 3}) == 2
+    assert cat.ran("reduce", {"mv2_coll_bcast_binomial": 5}) is None
+    monkeypatch.setenv("MV2_INTER_REDUCE_TUNING", "8")
+    monkeypatch.setenv("MV2_USE_INDEXED_TUNING", "1")
+    monkeypatch.setenv("MV2_SHOW_ENV_INFO", "1")
+    env = m2.launch_env({"MV2_INTER_BCAST_TUNING": "1"}, oversubscribed=True)
+    assert "MV2_INTER_REDUCE_TUNING" not in env and "MV2_USE_INDEXED_TUNING" not in env
+    assert env["MV2_INTER_BCAST_TUNING"] == "1" and env["MV2_ENABLE_AFFINITY"] == "0"
+    assert env["MV2_SHOW_ENV_INFO"] == "1"  # not a selection: left alone
+    assert m2.parse_mpiname("MVAPICH2 2.3.7 Wed March 02 22:00:00 EST 2022 ch3:mrail\n") == (
+        "2.3.7", "ch3:mrail")
+
+
+def test_launch_goes_through_hydra_like_mpich(tmp_path: Path) -> None:
+    """MVAPICH2's launch line is the one MPICH's live tests run (Hydra's mpiexec)."""
+    fake = MVAPICH2("2.3.7", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
+                    tmp_path / "mpiname", "ch3:mrail")
+    p = place(4, None, launch=Launch("mpiexec"))
+    mpich = mb.MPICH("5.0.2", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
+                     tmp_path / "mpichversion")
+    assert m2.launch_command(fake, p) == mb.launch_command(mpich, p)
+    with pytest.raises(Exception, match="mpiexec"):
+        m2.launch_command(fake, place(4, None, launch=Launch("mpirun")))
+
+
+def _d(size: int, alg: int) -> Decision:
+    c = Config(alg) if alg else DEFAULT
+    return Decision(size, size, c, c, 1.0, 1.0, 0.01, bool(alg))
+
+
+def test_decisions_to_profile_and_back() -> None:
+    cat = m2.catalog(["reduce", "alltoall"])
+    sizes = [1024, 16384, 262144, 1 << 20]
+    # default kept at 1 KiB (its counters said binomial) and at 1 MiB (knomial)
+    counters = {(DEFAULT.key, 1024): {"mv2_coll_reduce_binomial": 9},
+                (DEFAULT.key, 1 << 20): {"mv2_coll_reduce_knomial": 9,
+                                         "mv2_coll_reduce_shmem": 1}}
+    ds = [_d(1024, 0), _d(16384, 2), _d(262144, 5), _d(1 << 20, 0)]
+    prof, notes = mvapich2_rules.profile({"reduce": {4: ds}}, cat, {"reduce": counters}, 4,
+                                         ["t"])
+    assert notes == []
+    text = mv.render(prof)
+    back = mv.parse(text)
+    value = back.settings["MV2_INTER_REDUCE_TUNING"]
+    assert back.settings["MV2_USE_INDEXED_REDUCE_TUNING"] == "0"
+    want = {1024: 1, 16384: 2, 262144: 5, 1 << 20: 2}
+    for s in sizes:  # MVAPICH2's way and ours agree at every measured size
+        assert _mv2_select(value, s) == want[s] == mv.lookup(back, "MV2_INTER_REDUCE_TUNING", s)
+    # range ends: the geometric midpoints between measured sizes
+    assert value == "1:0-4096,2:4097-65536,5:65537-524288,2:524289-+"
+    # alltoall: one algorithm everywhere, written 0-based
+    prof, _ = mvapich2_rules.profile({"alltoall": {4: [_d(64, 4), _d(4096, 4)]}}, cat, {}, 4,
+                                     [])
+    assert prof.settings["MV2_ALLTOALL_TUNING"] == "3:0-+"
+    assert _mv2_select(prof.settings["MV2_ALLTOALL_TUNING"], 10) == 3
+
+
+def test_profile_edge_cases() -> None:
+    cat = m2.catalog(["reduce"])
+    # the library's choice everywhere: nothing set
+    prof, _ = mvapich2_rules.profile({"reduce": {4: [_d(1024, 0), _d(65536, 0)]}}, cat, {}, 4,
+                                     [])
+    assert prof.settings == {}
+    # a default whose counters are unknown takes its neighbour's choice, and says so
+    prof, notes = mvapich2_rules.profile(
+        {"reduce": {4: [_d(1024, 0), _d(65536, 5)]}}, cat, {}, 4, [])
+    assert prof.settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
+    assert len(notes) == 1 and "1024 B" in notes[0]
+    # a single measured size, and several comm sizes: only the one asked for is written
+    per_np = {2: [_d(4096, 1)], 4: [_d(4096, 2)]}
+    for np, alg in ((2, 1), (4, 2)):
+        prof, _ = mvapich2_rules.profile({"reduce": per_np}, cat, {}, np, [])
+        assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], 4096) == alg
+        mv.parse(mv.render(prof))
+
+
+# ---------------------------------------------------------------------------
+# live: MVAPICH2 built by hand (COLLTUNE_MVAPICH2_PREFIX)
+# ---------------------------------------------------------------------------
+
+
+def _counts(mpi: MVAPICH2, tmp: Path, sizes: list[int], env: dict[str, str],
+            reps: int = 3) -> dict[int, dict[str, int]]:
+    """Per size, how much MVAPICH2's mv2_coll_ counters grew on rank 0 (4 ranks)."""
+    exe = build_kernel(mpi)
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, s) for s in sizes],
+                      Repetitions(0, reps, reps, 0.01, 1e6, 1), pvars=m2.PVAR_PREFIX)
+    p = place(4, None, launch=Launch("mpiexec"))
+    out = run_kernel(m2.launch_command(mpi, p), exe, plan,
+                     m2.launch_env(env, p.oversubscribe), point_timeout=120)
+    assert out.status == "ok", out.message
+    return {r.size: r.pvars for r in out.results if r.status == "ok"}
+
+
+@pytest.mark.mpi
+def test_forced_algorithms_are_what_mvapich2_counts(mvapich2: MVAPICH2, tmp_path: Path
+                                                    ) -> None:
+    cat = m2.catalog(["reduce"])
+    for alg, name in cat.algorithms["reduce"].items():
+        got = _counts(mvapich2, tmp_path, [65536], m2.forcing_env(cat, "reduce", alg))[65536]
+        assert cat.ran("reduce", got) == alg, (name, got)
+        counter = cat.counter["reduce"][alg]
+        assert counter and got[counter] >= 3, (name, got)  # every call, on rank 0
+
+
+@pytest.mark.mpi
+def test_tune_writes_a_profile_mvapich2_obeys(mvapich2: MVAPICH2, tmp_path: Path) -> None:
+    out = tmp_path / "mv2.conf"
+    sizes = [1024, 65536, 1 << 20]
+    r = tune_cli("reduce", "--np", "4", "--mpi", str(mvapich2.prefix), "--format", "mvapich2",
+                 "--sizes", "1K,64K,1M", "--min-reps", "5", "--max-reps", "9",
+                 "--point-time", "0.05", "--confirm-rounds", "2", "--out", str(out),
+                 "--db", str(tmp_path / "s.sqlite"), "--summary-json", str(tmp_path / "s.json"))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    decided = {d["size"]: d["chosen"]["algorithm"] for d in summary["collectives"]["reduce"]["4"]}
+    assert sorted(decided) == sizes
+    prof = mv.read(out)
+    cat = m2.catalog(["reduce"])
+    default = _counts(mvapich2, tmp_path, sizes, {})
+    under = _counts(mvapich2, tmp_path, sizes, {"MV2_USER_CONFIG": str(out)})
+    for s in sizes:
+        # what the profile should make MVAPICH2 run: the chosen algorithm, or where the
+        # default was kept, what the default runs
+        want = decided[s] or cat.ran("reduce", default[s])
+        assert cat.ran("reduce", under[s]) == want, (s, decided, under[s], default[s])
+        if "MV2_INTER_REDUCE_TUNING" in prof.settings:
+            assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], s) == \
+                cat.value["reduce"][want]
