@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends.mpich import JSON_VAR, algorithm_var, device_var
+from colltune.rules.shell_lines import setting_lines
 
 
 class EnvProfileError(ValueError):
@@ -51,13 +52,7 @@ _DEV = re.compile(r"^MPIR_CVAR_(\w+)_DEVICE_COLLECTIVE$")
 def parse(text: str) -> EnvProfile:
     p = EnvProfile()
     seen: dict[str, str] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            p.comments.append(line[1:].strip())
-            continue
+    for n, line in setting_lines(text, p.comments):
         m = _LINE.match(line)
         if not m:
             raise EnvProfileError(f"line {n}: not `export MPIR_CVAR_...=value`: {line!r}")

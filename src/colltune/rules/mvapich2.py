@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.errors import FormatError, read_text
+from colltune.rules.shell_lines import setting_lines
 
 
 @dataclass(frozen=True)
@@ -131,13 +132,7 @@ def _check_table(var: str, value: str, path: str, line: int) -> None:
 
 def parse(text: str, path: str = "<profile>") -> Profile:
     p = Profile()
-    for no, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            p.comments.append(line[1:].strip())
-            continue
+    for no, line in setting_lines(text, p.comments):
         m = _LINE.match(line)
         if not m:
             raise FormatError(path, no, "expected NAME = VALUE (or export NAME=VALUE)")

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from colltune.rules import mvapich2 as mv2
+from colltune.rules.shell_lines import setting_lines
 
 TWO_LEVEL = "MVP_{}_TUNING_IS_TWO_LEVEL"
 
@@ -122,13 +123,7 @@ _LINE = re.compile(r"^(?:export\s+)?(MVP_\w+)\s*=\s*(\S+)$")
 
 def parse(text: str) -> Profile:
     p = Profile()
-    for n, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            p.comments.append(line[1:].strip())
-            continue
+    for n, line in setting_lines(text, p.comments):
         m = _LINE.match(line)
         if not m:
             raise ConversionError(f"line {n}: not `export MVP_NAME=VALUE`: {line!r}")
