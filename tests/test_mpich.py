@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -316,3 +317,48 @@ def test_export_from_the_profile_and_refusals(tmp_path: Path) -> None:
     bad.write_text('{"collective=reduce": [')
     r = tune_cli("export", "--from", str(bad), "--site", str(tmp_path / "s"))
     assert r.returncode == 2 and "not JSON" in r.stderr and not (tmp_path / "s").exists()
+
+
+def test_parameterised_leaves_name_every_parameter() -> None:
+    base = {"collective=bcast": {"comm_type=intra": {"algorithm=MPIR_Bcast_intra_binomial": {}}}}
+    tuning = {"bcast": {4: Ranges([(None, "MPIR_Bcast_intra_tree")])}}
+    params = {"MPIR_Bcast_intra_tree": {"tree_type": "kary", "k": "2"}}
+    text = mpich_csel.render(base, tuning, params)
+    leaf = json.loads(text)["collective=bcast"]["comm_type=intra"]["comm_size<=4"][
+        "avg_msg_size=any"]
+    assert leaf == {"algorithm=MPIR_Bcast_intra_tree": {"tree_type=kary": {}, "k=2": {}}}
+    assert mpich_csel.parse(text) == tuning  # the parameters do not change what is read
+    assert set(mb.PARAMS["MPIR_Bcast_intra_tree"]) >= {("k", "MPIR_CVAR_BCAST_TREE_KVAL")}
+
+
+@pytest.mark.mpi
+def test_tree_algorithms_run_from_the_tuning_file(mpich: MPICH, tmp_path: Path) -> None:
+    """A tree leaf without its parameters kills MPICH 5.0.2 in MPI_Init (it reads them
+    uninitialised); with the parameters the catalog read from the library, each runs."""
+    exe = build_kernel(mpich)
+    cat = _catalog(mpich)
+    assert cat.builtin is not None and cat.container is not None and cat.params is not None
+    trees = {i: n for i, n in cat.algorithms["bcast"].items() if "tree" in n}
+    if mpich.version_tuple < (5,):
+        assert not trees  # 4.0.2 has no blocking tree bcast to select
+        return
+    assert set(trees.values()) == {"tree", "pipelined_tree"}
+    for cont in (cat.container["bcast"][i] for i in trees):
+        for key, var in mb.PARAMS[cont]:  # the values the forcing variables run with
+            listed = [d for d in mb._list(exe, var) if d["name"] == var][0]
+            assert str(listed.get("value", listed.get("text"))) == cat.params[cont][key]
+    plan = tmp_path / "plan"
+    plan.write_text(KernelPlan("bcast", [KernelConfig(0)], [(0, 65536)],
+                               Repetitions(0, 3, 3, 0.01, 1e6, 1)).render())
+    for i in trees:
+        tuning = {"bcast": {4: Ranges([(None, cat.container["bcast"][i])])}}
+        for params, ok in ((cat.params, True), (None, False)):
+            tf = tmp_path / "t.json"
+            tf.write_text(mpich_csel.render(cat.builtin, tuning, params))
+            env = mb.launch_env({mb.JSON_VAR: str(tf), mb.device_var("bcast"): "0"})
+            r = subprocess.run([str(mpich.mpirun), "-n", "4", str(exe), str(plan)],
+                               capture_output=True, text=True, env=env, timeout=120)
+            results = [json.loads(ln) for ln in r.stdout.splitlines()
+                       if ln.startswith('{"event":"result"')]
+            assert (r.returncode == 0 and [x["status"] for x in results] == ["ok"]) == ok, (
+                trees[i], params is not None, r.stderr[-300:])

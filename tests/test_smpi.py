@@ -9,7 +9,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import tune_cli
 
 from colltune.applied import forced, under_rules
 from colltune.backends import smpi
@@ -21,6 +20,7 @@ from colltune.rules import ompi_classic as rules
 from colltune.store import Store
 from colltune.tuner.run import TuneOptions, tune, valid_algorithms
 from colltune.tuner.space import DEFAULT, Config
+from helpers import tune_cli
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "platforms"
 FATTREE = DOCS / "fattree-32x16.xml"

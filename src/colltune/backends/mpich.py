@@ -35,6 +35,50 @@ FALLBACK = {"MPIR_CVAR_COLLECTIVE_FALLBACK": "error"}
 SKIPPED = {"ccl"}
 
 
+def _topo(coll: str) -> list[tuple[str, str]]:
+    return [(f"topo_{k}", f"MPIR_CVAR_{coll}_TOPO_{k.upper()}")
+            for k in ("overhead", "diff_groups", "diff_switches", "same_switches")]
+
+
+# Tuning-file leaves whose algorithm takes parameters: MPICH allocates the container without
+# initialising it (MPL_malloc) and sets only the parameters the file names, so every one of
+# them must be written, with the value the forcing variable ran with (MPICH 5.0.2 aborts in
+# MPI_Init with "Invalid tree type (21952)" for a bare MPIR_Bcast_intra_tree leaf).
+PARAMS: dict[str, list[tuple[str, str]]] = {
+    "MPIR_Bcast_intra_tree": [("tree_type", "MPIR_CVAR_BCAST_TREE_TYPE"),
+                              ("k", "MPIR_CVAR_BCAST_TREE_KVAL"),
+                              ("is_non_blocking", "MPIR_CVAR_BCAST_IS_NON_BLOCKING"),
+                              *_topo("BCAST")],
+    "MPIR_Bcast_intra_pipelined_tree": [
+        ("tree_type", "MPIR_CVAR_BCAST_TREE_TYPE"), ("k", "MPIR_CVAR_BCAST_TREE_KVAL"),
+        ("is_non_blocking", "MPIR_CVAR_BCAST_IS_NON_BLOCKING"),
+        ("chunk_size", "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE"),
+        ("recv_pre_posted", "MPIR_CVAR_BCAST_RECV_PRE_POST")],
+    "MPIR_Allreduce_intra_tree": [
+        ("buffer_per_child", "MPIR_CVAR_ALLREDUCE_TREE_BUFFER_PER_CHILD"),
+        ("k", "MPIR_CVAR_ALLREDUCE_TREE_KVAL"), ("tree_type", "MPIR_CVAR_ALLREDUCE_TREE_TYPE"),
+        ("chunk_size", "MPIR_CVAR_ALLREDUCE_TREE_PIPELINE_CHUNK_SIZE"), *_topo("ALLREDUCE")],
+    "MPIR_Allreduce_intra_recursive_multiplying": [
+        ("k", "MPIR_CVAR_ALLREDUCE_RECURSIVE_MULTIPLYING_KVAL")],
+    "MPIR_Allreduce_intra_recexch": [
+        ("k", "MPIR_CVAR_ALLREDUCE_RECEXCH_KVAL"),
+        ("single_phase_recv", "MPIR_CVAR_ALLREDUCE_RECEXCH_SINGLE_PHASE_RECV")],
+    "MPIR_Allreduce_intra_k_reduce_scatter_allgather": [
+        ("k", "MPIR_CVAR_ALLREDUCE_RECEXCH_KVAL"),
+        ("single_phase_recv", "MPIR_CVAR_ALLREDUCE_RECEXCH_SINGLE_PHASE_RECV")],
+    "MPIR_Allgather_intra_k_brucks": [("k", "MPIR_CVAR_ALLGATHER_BRUCKS_KVAL")],
+    "MPIR_Allgather_intra_recexch_doubling": [
+        ("k", "MPIR_CVAR_ALLGATHER_RECEXCH_KVAL"),
+        ("single_phase_recv", "MPIR_CVAR_ALLGATHER_RECEXCH_SINGLE_PHASE_RECV")],
+    "MPIR_Allgather_intra_recexch_halving": [
+        ("k", "MPIR_CVAR_ALLGATHER_RECEXCH_KVAL"),
+        ("single_phase_recv", "MPIR_CVAR_ALLGATHER_RECEXCH_SINGLE_PHASE_RECV")],
+    "MPIR_Alltoall_intra_k_brucks": [("k", "MPIR_CVAR_ALLTOALL_BRUCKS_KVAL")],
+    "MPIR_Barrier_intra_k_dissemination": [("k", "MPIR_CVAR_BARRIER_DISSEM_KVAL")],
+    "MPIR_Barrier_intra_recexch": [("k", "MPIR_CVAR_BARRIER_RECEXCH_KVAL")],
+}
+
+
 def algorithm_var(coll: str) -> str:
     return f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"
 
@@ -196,14 +240,19 @@ class MPICHCatalog(Catalog):
     library: Path | None = None
     not_selectable: dict[str, list[str]] | None = None
     builtin: dict | None = None  # MPICH's compiled-in selection table
+    # container -> the parameters its tuning-file leaf must carry (PARAMS, valued)
+    params: dict[str, dict[str, str]] | None = None
 
 
 def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCatalog:
     cvars = read_cvars(exe, "_INTRA_ALGORITHM")
     devices = read_cvars(exe, "_DEVICE_COLLECTIVE")
     known = containers(library) if library else set()
-    cat = MPICHCatalog(source="MPI_T", container={}, library=library, not_selectable={})
+    values = _setting_values(exe)
+    cat = MPICHCatalog(source="MPI_T", container={}, library=library, not_selectable={},
+                       params={})
     assert cat.container is not None and cat.not_selectable is not None
+    assert cat.params is not None
     for coll in collectives:
         var = algorithm_var(coll)
         if var not in cvars or device_var(coll) not in devices:
@@ -217,11 +266,30 @@ def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCat
             if cont is None:
                 cat.not_selectable.setdefault(coll, []).append(n)
                 continue
+            if cont in PARAMS:
+                got = {k: values.get(v) for k, v in PARAMS[cont]}
+                if any(x is None for x in got.values()):
+                    # its leaf could not be written completely: never chosen
+                    cat.not_selectable.setdefault(coll, []).append(n)
+                    continue
+                cat.params[cont] = {k: str(x) for k, x in got.items()}
             algs[i] = n
             cat.container.setdefault(coll, {})[i] = cont
         cat.algorithms[coll] = algs
         cat.forcing[coll] = {i: {device_var(coll): 0, var: i} for i in algs}
     return cat
+
+
+def _setting_values(exe: Path) -> dict[str, int | str]:
+    """The launch values of the variables PARAMS names (integers, or text for tree types)."""
+    wanted = {v for ps in PARAMS.values() for _, v in ps}
+    out: dict[str, int | str] = {}
+    for d in _list(exe, "MPIR_CVAR_"):
+        if d["name"] in wanted:
+            val = d.get("value", d.get("text"))
+            if val is not None:
+                out[d["name"]] = val
+    return out
 
 
 def library_path(exe: Path) -> Path | None:

@@ -27,7 +27,7 @@
  *        collbench --library      the MPI library this binary loads
  *        collbench --cvars TEXT   MPI_T control variables whose name contains
  *                                 TEXT, one JSON object per line (name,
- *                                 description, integer value): how the tuner
+ *                                 description, integer value or text): how the tuner
  *                                 reads the catalog of an MPI without an
  *                                 info tool
  * Test-only fault switch: COLLTUNE_TEST_FAULT=KIND:NAME=VALUE makes every
@@ -1032,6 +1032,20 @@ static int list_cvars(const char *text)
             if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) == MPI_SUCCESS) {
                 if (count == 1 && MPI_T_cvar_read(h, &v) == MPI_SUCCESS)
                     printf(",\"value\":%d", v);
+                MPI_T_cvar_handle_free(&h);
+            }
+        } else if (dt == MPI_CHAR && bind == MPI_T_BIND_NO_OBJECT) {
+            /* a string setting (MPICH's tree types), as a tuning file must repeat it */
+            MPI_T_cvar_handle h;
+            int count;
+            static char text_value[4096];
+            if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) == MPI_SUCCESS) {
+                if (count > 0 && count < (int)sizeof(text_value) &&
+                    MPI_T_cvar_read(h, text_value) == MPI_SUCCESS) {
+                    text_value[count] = '\0';
+                    printf(",\"text\":");
+                    put_json_string(text_value);
+                }
                 MPI_T_cvar_handle_free(&h);
             }
         }

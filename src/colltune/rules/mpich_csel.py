@@ -82,9 +82,13 @@ def ranges_from_starts(starts: list[tuple[int, str | None]]) -> Ranges:
     return Ranges(limits + [(None, merged[-1][1])])
 
 
-def _leaf(coll: str, alg: str | None, own: dict) -> dict:
+Params = dict[str, dict[str, str]]  # container -> parameter -> value, as the leaf names them
+
+
+def _leaf(coll: str, alg: str | None, own: dict, params: Params) -> dict:
     if alg is not None:
-        return {f"algorithm={alg}": {}}
+        # MPICH leaves a parameter the file does not name uninitialised: name them all
+        return {f"algorithm={alg}": {f"{k}={v}": {} for k, v in params.get(alg, {}).items()}}
     if not own:
         raise CselError(f"MPICH's own choice for {coll} is kept somewhere, but the base "
                         "table has no subtree for it")
@@ -92,35 +96,37 @@ def _leaf(coll: str, alg: str | None, own: dict) -> dict:
     return {"comm_type=intra": json.loads(json.dumps(own))}
 
 
-def _size_chain(coll: str, r: Ranges, own: dict) -> dict:
+def _size_chain(coll: str, r: Ranges, own: dict, params: Params) -> dict:
     key = SIZE_KEY.get(coll)
     if key is None:
         if len({a for _, a in r.limits}) != 1:
             raise CselError(f"MPICH compares no message size for {coll}: one algorithm "
                             "per comm size")
-        return _leaf(coll, r.limits[0][1], own)
+        return _leaf(coll, r.limits[0][1], own, params)
     chain = {}
     for upper, alg in r.limits:
-        chain[f"{key}<={upper}" if upper is not None else f"{key}=any"] = _leaf(coll, alg, own)
+        chain[f"{key}<={upper}" if upper is not None else f"{key}=any"] = _leaf(coll, alg, own,
+                                                                                 params)
     return chain
 
 
-def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict) -> dict:
+def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict, params: Params) -> dict:
     nps = sorted(n for n in per_np if n is not None)
-    out = {f"comm_size<={n}": _size_chain(coll, per_np[n], own) for n in nps}
+    out = {f"comm_size<={n}": _size_chain(coll, per_np[n], own, params) for n in nps}
     # larger communicators: as the largest tuned size (repeated, so reading back keeps it)
-    out["comm_size=any"] = _size_chain(coll, per_np.get(None) or per_np[nps[-1]], own)
+    out["comm_size=any"] = _size_chain(coll, per_np.get(None) or per_np[nps[-1]], own, params)
     return out
 
 
-def render(base: dict, tuning: Tuning) -> str:
-    """The tuning file: `base` (MPICH's own table) with the tuned collectives replaced."""
+def render(base: dict, tuning: Tuning, params: Params | None = None) -> str:
+    """The tuning file: `base` (MPICH's own table) with the tuned collectives replaced;
+    `params` gives the leaves of parameterised algorithms their values."""
     table = json.loads(json.dumps(base))  # a deep copy that keeps the key order
     for coll, per_np in tuning.items():
         key = f"collective={coll}"
         old = table.get(key, {})
         old_intra = old.get("comm_type=intra", {})
-        ours = _ours(coll, per_np, old_intra)
+        ours = _ours(coll, per_np, old_intra, params or {})
         if coll in COMMUTATIVE_ONLY and old_intra:
             # other operations fall through to MPICH's own subtree
             intra = {"is_commutative=yes": ours,

@@ -41,14 +41,15 @@ def tuning(decisions: dict[str, dict[int, list[Decision]]], catalog: MPICHCatalo
     return out
 
 
-def merged_table(existing: Path | None, builtin: dict, new: Tuning) -> tuple[str, Tuning]:
+def merged_table(existing: Path | None, builtin: dict, new: Tuning,
+                 params: mpich_csel.Params | None = None) -> tuple[str, Tuning]:
     """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
     MPICH's own subtrees always come from the library's table."""
     old: Tuning = mpich_csel.parse(existing.read_text()) if existing and existing.exists() \
         else {}
     for coll, per_np in new.items():
         old.setdefault(coll, {}).update(per_np)
-    return mpich_csel.render(builtin, old), old
+    return mpich_csel.render(builtin, old, params), old
 
 
 def single_algorithms(t: Tuning, catalog: MPICHCatalog) -> dict[str, str]:
@@ -70,10 +71,11 @@ def env_profile(t: Tuning, catalog: MPICHCatalog, tuning_file: Path, comments: l
         algorithms=single_algorithms(t, catalog), comments=comments))
 
 
-def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges) -> dict[str, str]:
+def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges,
+              params: mpich_csel.Params | None = None) -> dict[str, str]:
     """Writes a tuning file for one collective at one comm size; the environment that
     applies it (the confirmation's "tuned" arm)."""
-    path.write_text(mpich_csel.render(builtin, {coll: {np: r}}))
+    path.write_text(mpich_csel.render(builtin, {coll: {np: r}}, params))
     return {mpich_env.device_var(coll): "0", mpich_env.JSON_VAR: str(path.resolve())}
 
 

@@ -520,7 +520,8 @@ def write_mpich_outputs(mpi: mpich_backend.MPICH, catalog: mpich_backend.MPICHCa
     summary["coll_han_excluded"] = False
     if opts.out:
         try:
-            text, merged = mpich_rules.merged_table(opts.out, catalog.builtin, new)
+            text, merged = mpich_rules.merged_table(opts.out, catalog.builtin, new,
+                                                    catalog.params)
         except (OSError, mpich_csel.CselError) as e:
             raise ColltuneError(f"will not merge into {opts.out}: {e}",
                                 "fix or move that file, or choose another --out; it was not "
@@ -756,7 +757,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                 assert catalog.builtin is not None
                 arms = {"default": {}, "tuned": mpich_rules.tentative(
                     path, catalog.builtin, coll.name, placement.np,
-                    mpich_rules.ranges(coll.name, catalog, placement.np, ds))}
+                    mpich_rules.ranges(coll.name, catalog, placement.np, ds), catalog.params)}
             else:
                 tentative = rules.RulesFile(version=version)
                 tentative.set_section(coll.ompi_id, section(placement.np, ds))
