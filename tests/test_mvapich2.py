@@ -21,6 +21,7 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.launchers import Launch
 from colltune.rules import mvapich2 as mv
+from colltune.rules.mvapich2 import Range
 from colltune.slots import place
 from colltune.tuner import mvapich2_rules
 from colltune.tuner.decide import Decision
@@ -129,6 +130,13 @@ def test_profile_edge_cases() -> None:
         {"reduce": {4: [_d(1024, 0), _d(65536, 5)]}}, cat, {}, 4, [])
     assert prof.settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
     assert len(notes) == 1 and "1024 B" in notes[0]
+    # a default that ran reduce via allreduce (8): fine alone, not inside a range string
+    ran8 = {(DEFAULT.key, 1 << 20): {"mv2_coll_reduce_allreduce": 8}}
+    prof, notes = mvapich2_rules.profile(
+        {"reduce": {4: [_d(65536, 5), _d(1 << 20, 0)]}}, cat, {"reduce": ran8}, 4, [])
+    assert prof.settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
+    assert "cannot name" in notes[0]
+    mv.parse(mv.render(prof))
     # a single measured size, and several comm sizes: only the one asked for is written
     per_np = {2: [_d(4096, 1)], 4: [_d(4096, 2)]}
     for np, alg in ((2, 1), (4, 2)):
@@ -167,6 +175,30 @@ def test_forced_algorithms_are_what_mvapich2_counts(mvapich2: MVAPICH2, tmp_path
 
 
 @pytest.mark.mpi
+def test_exported_profile_is_obeyed_at_each_range(mvapich2: MVAPICH2, tmp_path: Path) -> None:
+    """A profile with three ranges, installed by `tune export --site`, read by MVAPICH2
+    through MV2_USER_CONFIG: its counters name the range's algorithm at a size inside each."""
+    p = mv.Profile(comments=["three ranges"])
+    p.set_ranges("MV2_INTER_REDUCE_TUNING",
+                 [Range(1, 0, 4096), Range(2, 4097, 131072), Range(5, 131073, None)])
+    src = tmp_path / "mv2.conf"
+    src.write_text(mv.render(p, "env"))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    conf = site / "mvapich2.conf"
+    cat = m2.catalog(["reduce"])
+    sizes = [1024, 65536, 1 << 20]
+    got = _counts(mvapich2, tmp_path, sizes, {"MV2_USER_CONFIG": str(conf)})
+    value = mv.read(conf).settings["MV2_INTER_REDUCE_TUNING"]
+    for s in sizes:
+        assert cat.ran_value("reduce", got[s]) == _mv2_select(value, s), (s, got[s])
+    # and without the file MVAPICH2 runs something else at some size (the test can fail)
+    plain = _counts(mvapich2, tmp_path, sizes, {})
+    assert any(cat.ran_value("reduce", plain[s]) != _mv2_select(value, s) for s in sizes), plain
+
+
+@pytest.mark.mpi
 def test_tune_writes_a_profile_mvapich2_obeys(mvapich2: MVAPICH2, tmp_path: Path) -> None:
     out = tmp_path / "mv2.conf"
     sizes = [1024, 65536, 1 << 20]
@@ -185,8 +217,8 @@ def test_tune_writes_a_profile_mvapich2_obeys(mvapich2: MVAPICH2, tmp_path: Path
     for s in sizes:
         # what the profile should make MVAPICH2 run: the chosen algorithm, or where the
         # default was kept, what the default runs
-        want = decided[s] or cat.ran("reduce", default[s])
-        assert cat.ran("reduce", under[s]) == want, (s, decided, under[s], default[s])
+        want = cat.value["reduce"][decided[s]] if decided[s] else \
+            cat.ran_value("reduce", default[s])
+        assert cat.ran_value("reduce", under[s]) == want, (s, decided, under[s], default[s])
         if "MV2_INTER_REDUCE_TUNING" in prof.settings:
-            assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], s) == \
-                cat.value["reduce"][want]
+            assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], s) == want

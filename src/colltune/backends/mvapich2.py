@@ -74,6 +74,12 @@ ALGORITHMS: dict[str, list[Algorithm]] = {
 }
 
 
+# what the library's own choice may run besides the searched algorithms (value, counter)
+ALSO_COUNTED: dict[str, list[tuple[int, str]]] = {
+    "reduce": [(8, PVAR_PREFIX + "reduce_allreduce")],  # reduce via allreduce
+}
+
+
 @dataclass(frozen=True)
 class MVAPICH2:
     """One MVAPICH2 installation, identified by its real binaries."""
@@ -146,6 +152,14 @@ class MV2Catalog(Catalog):
     def ran(self, coll: str, counts: dict[str, int]) -> int | None:
         """The algorithm (id) whose counter grew most in `counts`: what the library ran."""
         by_counter = {c: i for i, c in self.counter.get(coll, {}).items() if c}
+        hits = [(n, by_counter[c]) for c, n in counts.items() if c in by_counter and n > 0]
+        return max(hits)[1] if hits else None
+
+    def ran_value(self, coll: str, counts: dict[str, int]) -> int | None:
+        """The MVAPICH2 number of what ran, also among algorithms not searched."""
+        by_counter = {c: self.value[coll][i] for i, c in self.counter.get(coll, {}).items()
+                      if c}
+        by_counter.update({c: v for v, c in ALSO_COUNTED.get(coll, [])})
         hits = [(n, by_counter[c]) for c, n in counts.items() if c in by_counter and n > 0]
         return max(hits)[1] if hits else None
 

@@ -439,8 +439,6 @@ static int cvars_apply(const config_t *cfg, char *why, size_t whylen)
 /* Libraries that count calls per algorithm (MVAPICH2's mv2_coll_* counters)
  * show what really ran: rank 0's counters are read before and after each
  * point and the differences reported with its result. */
-#define MAX_PVARS 256
-
 typedef struct {
     char name[MAX_NAME];
 #if HAVE_MPIT_CVARS
@@ -450,7 +448,7 @@ typedef struct {
     unsigned long long before;
 } pvar_t;
 
-static pvar_t g_pvars[MAX_PVARS];
+static pvar_t *g_pvars; /* every counter with the prefix (MVAPICH2 has hundreds) */
 static int g_npvars;
 #if HAVE_MPIT_CVARS
 static MPI_T_pvar_session g_session;
@@ -493,7 +491,8 @@ static void pvars_init(const char *prefix)
         g_pvars_open = 2; /* initialised, no session */
         return;
     }
-    for (int i = 0; i < n && g_npvars < MAX_PVARS; i++) {
+    g_pvars = calloc((size_t)n + 1, sizeof(pvar_t));
+    for (int i = 0; i < n; i++) {
         pvar_t *pv = &g_pvars[g_npvars];
         int nlen = MAX_NAME, verb, cls, bind, ro, cont, atomic, count;
         MPI_T_enum en;
@@ -553,6 +552,7 @@ static void pvars_close(void)
     if (g_pvars_open)
         MPI_T_finalize();
 #endif
+    free(g_pvars);
 }
 
 /* ------------------------------------------------------------------ */

@@ -7,7 +7,7 @@ default was measured. It has no communicator-size dimension either: one np is wr
 from __future__ import annotations
 
 from colltune.backends.mvapich2 import VARIABLE, MV2Catalog
-from colltune.rules.mvapich2 import Profile, Range
+from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
 from colltune.tuner.decide import Decision, boundaries
 from colltune.tuner.space import DEFAULT
 
@@ -16,8 +16,7 @@ Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counte
 
 def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -> int | None:
     """The MVAPICH2 number of what the library's own choice ran at `size`."""
-    alg = catalog.ran(coll, counters.get((DEFAULT.key, size), {}))
-    return None if alg is None else catalog.value[coll][alg]
+    return catalog.ran_value(coll, counters.get((DEFAULT.key, size), {}))
 
 
 def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters
@@ -38,6 +37,15 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
             notes.append(f"{coll} {d.size} B: MVAPICH2's counters did not say what its default "
                          "ran; the neighbouring size's algorithm is written there")
         values.append(v)
+    # what a range string cannot hold (2.3.7 runs knomial for it) counts as unknown
+    single = SINGLE_ONLY.get(VARIABLE[coll], set())
+    if len(set(values)) > 1:
+        for i, v in enumerate(values):
+            if v in single:
+                notes.append(f"{coll} {sized[i].size} B: MVAPICH2's default ran algorithm {v}, "
+                             "which a range string cannot name; the neighbouring size's "
+                             "algorithm is written there")
+                values[i] = None
     # unknowns take the nearest known neighbour (there is one: some size was tuned)
     for i, v in enumerate(values):
         if v is None:
