@@ -137,22 +137,22 @@ class MV2Catalog(Catalog):
     value: dict[str, dict[int, int]] = field(default_factory=dict)
     counter: dict[str, dict[int, str | None]] = field(default_factory=dict)
 
-    def id_of(self, coll: str, value: int) -> int | None:
-        return next((i for i, v in self.value.get(coll, {}).items() if v == value), None)
-
     def ran(self, coll: str, counts: dict[str, int]) -> int | None:
-        """The algorithm (id) whose counter grew most in `counts`: what the library ran."""
-        by_counter = {c: i for i, c in self.counter.get(coll, {}).items() if c}
-        hits = [(n, by_counter[c]) for c, n in counts.items() if c in by_counter and n > 0]
-        return max(hits)[1] if hits else None
+        """The catalog algorithm (id) whose counter grew most in `counts`: what ran."""
+        return _most(counts, {c: i for i, c in self.counter.get(coll, {}).items() if c})
 
     def ran_value(self, coll: str, counts: dict[str, int]) -> int | None:
         """The MVAPICH2 number of what ran, also among algorithms not searched."""
         by_counter = {c: self.value[coll][i] for i, c in self.counter.get(coll, {}).items()
                       if c}
         by_counter.update({c: v for v, c in ALSO_COUNTED.get(coll, [])})
-        hits = [(n, by_counter[c]) for c, n in counts.items() if c in by_counter and n > 0]
-        return max(hits)[1] if hits else None
+        return _most(counts, by_counter)
+
+
+def _most(counts: dict[str, int], meaning: dict[str, int]) -> int | None:
+    """What the counter that grew most (among those in `meaning`) stands for."""
+    hits = [(n, meaning[c]) for c, n in counts.items() if c in meaning and n > 0]
+    return max(hits)[1] if hits else None
 
 
 def catalog(collectives: list[str]) -> MV2Catalog:
