@@ -92,7 +92,8 @@ def mvapich2() -> MVAPICH2:
     try:
         return find_mvapich2(prefix)
     except ColltuneError as e:
-        pytest.skip(f"MVAPICH2 at {prefix} unusable: {e.message}")
+        # named on purpose but unusable: a broken setup, never a silent skip
+        pytest.fail(f"COLLTUNE_MVAPICH2_PREFIX={prefix} is not a usable MVAPICH2: {e.message}")
         raise
 
 
