@@ -53,8 +53,15 @@ CASES = [
     (f.reduce_binomial, 8, 10, 0, 0, 3 * (11 + 5)),  # lg p (alpha + n beta + n gamma)
     (f.reduce_binomial, 2, 10, 0, 0, 11 + 5),
     (f.reduce_in_order_binary, 4, 10, 0, 0, 2 * 16 + 11),  # then from rank p-1 to 0
-    (f.reduce_rabenseifner, 4, 8, 0, 0, (5 + 2) + (3 + 1) + (5 + 3)),
-    (f.allreduce_ring, 4, 8, 0, 0, 2 * 3 * 3 + 3 * 1),  # 2(p-1) steps of n/p, (p-1) reductions
+    # m = 64 B is 8 doubles: enough elements for every rank (the kernel reduces MPI_DOUBLE)
+    (f.reduce_rabenseifner, 4, 64, 0, 0, (33 + 16) + (17 + 8) + (33 + 17)),
+    (f.reduce_rabenseifner, 4, 8, 0, 0, 3 * 9 + 3 * 4),  # 1 element < 4 ranks: linear
+    (f.allreduce_ring, 4, 64, 0, 0, 2 * 3 * 17 + 3 * 8),  # 2(p-1) steps of n/p, (p-1) reductions
+    (f.allreduce_ring, 4, 8, 0, 0, 2 * (9 + 4)),  # 1 element < 4 ranks: recursive doubling
+    # 128 doubles, 8-double segments: 4 phases of 3 steps on 64 B, then 3 steps of 256 B
+    (f.allreduce_segmented_ring, 4, 1024, 64, 0, 4 * 3 * (65 + 32) + 3 * 257),
+    (f.allreduce_segmented_ring, 4, 128, 64, 0, 2 * 3 * 33 + 3 * 16),  # < p segments: ring
+    (f.bcast_scatter_allgather, 4, 2, 0, 0, 3 * 3),  # 2 bytes < 4 ranks: linear
     (f.allreduce_recursive_doubling, 8, 10, 0, 0, 3 * (11 + 5)),
     (f.allreduce_recursive_doubling, 2, 10, 0, 0, 16),
     (f.allreduce_rabenseifner, 4, 8, 0, 0, (5 + 2) + (3 + 1) + 5 + 3),  # textbook: 19
@@ -86,6 +93,40 @@ def test_loggp_overlaps_back_to_back_messages() -> None:
     # bcast linear, p = 4, m = 11: first arrives at 3 + 1 = 4, then one every 2 + 1 = 3
     assert f.bcast_linear(ToyLogGP(), Shape(4, 11)) == pytest.approx(4 + 2 * 3)
     assert f.bcast_linear(T, Shape(4, 11)) == pytest.approx(3 * 12)  # Hockney: no overlap
+
+
+class FanInSlow(Toy):
+    """Sending back to back costs 1 per message, taking them in costs 5."""
+
+    def inject(self, m: float) -> float:
+        return 1.0
+
+    def absorb(self, m: float) -> float:
+        return 5.0
+
+
+def test_fan_in_pays_the_receive_side_and_fan_out_the_send_side() -> None:
+    net, s = FanInSlow(), Shape(4, 10)
+    assert f.bcast_linear(net, s) == pytest.approx(11 + 2 * 1)
+    assert f.reduce_linear(net, s) == pytest.approx(11 + 2 * 5 + 3 * 5)
+    assert f.gather_linear(net, s) == pytest.approx(11 + 2 * 5)
+    assert f.reduce_binomial(net, s) == pytest.approx(2 * (11 + 5))  # one segment: depth only
+    assert f.alltoall_linear(net, s) == pytest.approx(11 + 2 * 5)  # the slower side
+
+
+def test_loggp_net_keeps_send_and_receive_overheads_apart() -> None:
+    from colltune.models.formulas import LogGPNet
+    from colltune.models.linfit import Quality
+    from colltune.models.loggp import LogGP, LogGPPiece
+
+    piece = LogGPPiece(0, 1 << 40, L=1.0, o=3.0, g=0.5, G=0.0, o_send=1.0)
+    net = LogGPNet(LogGP([piece], Quality(0, 0, 0, 0)), gamma=0.0)
+    assert net.msg(1) == pytest.approx(1 + 2 * 3)
+    assert net.inject(1) == pytest.approx(1.0)  # o_send
+    assert net.absorb(1) == pytest.approx(5.0)  # 2o - o_send
+    old = LogGPNet(LogGP([LogGPPiece(0, 1 << 40, 1.0, 3.0, 0.5, 0.0)], Quality(0, 0, 0, 0)),
+                   gamma=0.0)
+    assert old.inject(1) == old.absorb(1) == pytest.approx(3.0)  # fits without o_send
 
 
 def test_every_tuned_algorithm_has_a_formula() -> None:

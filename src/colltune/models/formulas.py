@@ -21,6 +21,9 @@ from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
 
 KNOMIAL_RADIX = 4  # Open MPI's default coll_tuned_bcast_knomial_radix
+# The kernel reduces MPI_DOUBLE and broadcasts MPI_BYTE; several algorithms switch to
+# another one below an element count, so the formulas need the count, not only bytes.
+REDUCE_TYPE_SIZE = 8
 
 
 class Net:
@@ -32,6 +35,11 @@ class Net:
     def inject(self, m: float) -> float:
         raise NotImplementedError
 
+    def absorb(self, m: float) -> float:
+        """How soon one process can take in its next message of m bytes when several arrive
+        back to back (a root gathering or reducing): the receiving side of `inject`."""
+        return self.inject(m)
+
     def red(self, m: float) -> float:
         raise NotImplementedError
 
@@ -39,6 +47,11 @@ class Net:
         """k messages of m bytes leaving one process (or reaching one) back to back, until
         the last has arrived."""
         return 0.0 if k <= 0 else self.msg(m) + (k - 1) * self.inject(m)
+
+    def seq_in(self, k: int, m: float) -> float:
+        """k messages of m bytes reaching one process back to back, until it has taken in
+        the last."""
+        return 0.0 if k <= 0 else self.msg(m) + (k - 1) * self.absorb(m)
 
     def exch(self, m: float) -> float:
         """A pairwise exchange (send and receive at once, full duplex)."""
@@ -69,8 +82,14 @@ class LogGPNet(Net):
 
     def inject(self, m: float) -> float:
         p = self.model.piece(m)
-        # the mean overhead o, not o_send: see docs/models.md (tried, and worse overall)
-        return max(p.g + max(m - 1, 0) * p.G, p.o)
+        o_send = p.o if p.o_send is None else p.o_send
+        return max(p.g + max(m - 1, 0) * p.G, o_send)
+
+    def absorb(self, m: float) -> float:
+        p = self.model.piece(m)
+        # o is the mean of the two overheads, so the receive one is what o_send leaves
+        o_recv = p.o if p.o_send is None else max(2 * p.o - p.o_send, 0.0)
+        return max(p.g + max(m - 1, 0) * p.G, o_recv)
 
     def red(self, m: float) -> float:
         return self.gamma * m
@@ -99,6 +118,11 @@ class Shape:
             return 1, n
         ns = math.ceil(n / self.segsize)
         return ns, n / ns
+
+
+def _count(s: Shape) -> int:
+    """Elements of the reduced vector (the kernel's MPI_DOUBLE)."""
+    return int(s.m) // REDUCE_TYPE_SIZE
 
 
 def _pipeline(depth: int, ns: int, hop: float, stage: float) -> float:
@@ -180,11 +204,15 @@ def _scatter_binomial(net: Net, s: Shape, n: float) -> float:
 
 
 def bcast_scatter_allgather(net: Net, s: Shape) -> float:
+    if s.m < s.p:
+        return bcast_linear(net, s)  # Open MPI's fallback below one byte per rank
     return _scatter_binomial(net, s, s.m) + sum(net.exch(s.m * 2 ** i / s.p)
                                                  for i in range(s.lg))
 
 
 def bcast_scatter_allgather_ring(net: Net, s: Shape) -> float:
+    if s.m < s.p:
+        return bcast_linear(net, s)
     return _scatter_binomial(net, s, s.m) + (s.p - 1) * net.exch(s.m / s.p)
 
 
@@ -192,14 +220,15 @@ def bcast_scatter_allgather_ring(net: Net, s: Shape) -> float:
 
 def reduce_linear(net: Net, s: Shape) -> float:
     # the root receives from each rank in turn and reduces as it goes
-    return net.seq(s.p - 1, s.m) + (s.p - 1) * net.red(s.m)
+    return net.seq_in(s.p - 1, s.m) + (s.p - 1) * net.red(s.m)
 
 
 def reduce_chain(net: Net, s: Shape) -> float:
     f = max(1, min(s.fanout or 4, s.p - 1))
     ns, ms = s.segments()
     length = math.ceil((s.p - 1) / f)
-    return _pipeline(length, ns, net.msg(ms) + net.red(ms), net.seq(f, ms) + f * net.red(ms))
+    return _pipeline(length, ns, net.msg(ms) + net.red(ms),
+                     net.seq_in(f, ms) + f * net.red(ms))
 
 
 def reduce_pipeline(net: Net, s: Shape) -> float:
@@ -209,12 +238,13 @@ def reduce_pipeline(net: Net, s: Shape) -> float:
 def reduce_binary(net: Net, s: Shape) -> float:
     ns, ms = s.segments()
     return _pipeline(binary_depth(s.p), ns, net.msg(ms) + net.red(ms),
-                     net.seq(2, ms) + 2 * net.red(ms))
+                     net.seq_in(2, ms) + 2 * net.red(ms))
 
 
 def reduce_binomial(net: Net, s: Shape) -> float:
     ns, ms = s.segments()
-    return _pipeline(s.lg, ns, net.msg(ms) + net.red(ms), net.seq(s.lg, ms) + s.lg * net.red(ms))
+    return _pipeline(s.lg, ns, net.msg(ms) + net.red(ms),
+                     net.seq_in(s.lg, ms) + s.lg * net.red(ms))
 
 
 def reduce_in_order_binary(net: Net, s: Shape) -> float:
@@ -224,6 +254,8 @@ def reduce_in_order_binary(net: Net, s: Shape) -> float:
 
 def reduce_rabenseifner(net: Net, s: Shape) -> float:
     """Reduce-scatter by recursive halving, then a binomial gather of the pieces."""
+    if _count(s) < 2 ** int(math.floor(math.log2(s.p))):
+        return reduce_linear(net, s)  # Open MPI's fallback: fewer elements than ranks
     return _fold_in(net, s, s.m) + _halving(net, s, s.m, True) + _scatter_binomial(net, s, s.m)
 
 
@@ -245,16 +277,26 @@ def allreduce_recursive_doubling(net: Net, s: Shape) -> float:
 
 
 def allreduce_ring(net: Net, s: Shape) -> float:
+    if _count(s) < s.p:
+        return allreduce_recursive_doubling(net, s)  # Open MPI's fallback
     block = s.m / s.p
     return 2 * (s.p - 1) * net.exch(block) + (s.p - 1) * net.red(block)
 
 
 def allreduce_segmented_ring(net: Net, s: Shape) -> float:
-    block = s.m / s.p
-    ns, ms = Shape(s.p, block, s.segsize).segments()
-    # each step moves its block in ns segments, overlapped with the reduction of the last
-    step = net.msg(ms) + (ns - 1) * max(net.inject(ms), net.red(ms))
-    return 2 * (s.p - 1) * step + (s.p - 1) * net.red(ms)
+    """The ring's reduce-scatter done in phases of one segment per block (each phase p-1
+    steps of receive, reduce, send), then the ring allgather of whole blocks."""
+    count = _count(s)
+    seg = s.segsize // REDUCE_TYPE_SIZE if REDUCE_TYPE_SIZE <= s.segsize < s.m else count
+    if count < s.p * max(seg, 1):
+        return allreduce_ring(net, s)  # Open MPI's fallback: less than a segment per rank
+    phases = count // (s.p * seg)
+    rest = count % (s.p * seg)
+    if rest >= s.p and rest > s.p * seg // 2:
+        phases += 1
+    piece = s.m / (s.p * phases)
+    return (phases * (s.p - 1) * (net.msg(piece) + net.red(piece))
+            + (s.p - 1) * net.exch(s.m / s.p))
 
 
 def allreduce_rabenseifner(net: Net, s: Shape) -> float:
@@ -267,7 +309,7 @@ def allreduce_rabenseifner(net: Net, s: Shape) -> float:
 
 def allgather_linear(net: Net, s: Shape) -> float:
     # gather to rank 0, then a bcast of the whole p*m
-    return net.seq(s.p - 1, s.m) + bcast_binomial(net, Shape(s.p, s.p * s.m))
+    return net.seq_in(s.p - 1, s.m) + bcast_binomial(net, Shape(s.p, s.p * s.m))
 
 
 def allgather_bruck(net: Net, s: Shape) -> float:
@@ -301,7 +343,8 @@ def allgather_sparbit(net: Net, s: Shape) -> float:
 # --- alltoall (m: block sent to each peer) -----------------------------------------------
 
 def alltoall_linear(net: Net, s: Shape) -> float:
-    return net.seq(s.p - 1, s.m)  # every send and receive posted at once
+    # every send and receive posted at once: the slower side of a rank sets the pace
+    return max(net.seq(s.p - 1, s.m), net.seq_in(s.p - 1, s.m))
 
 
 def alltoall_pairwise(net: Net, s: Shape) -> float:
@@ -315,13 +358,14 @@ def alltoall_modified_bruck(net: Net, s: Shape) -> float:
 def alltoall_linear_sync(net: Net, s: Shape) -> float:
     window = s.max_requests if s.max_requests > 0 else s.p - 1
     waves = math.ceil((s.p - 1) / max(1, window))
-    return net.seq(s.p - 1, s.m) + (waves - 1) * net.msg(1)
+    return (max(net.seq(s.p - 1, s.m), net.seq_in(s.p - 1, s.m))
+            + (waves - 1) * net.msg(1))
 
 
 # --- gather, scatter (m: each rank's block) ----------------------------------------------
 
 def gather_linear(net: Net, s: Shape) -> float:
-    return net.seq(s.p - 1, s.m)
+    return net.seq_in(s.p - 1, s.m)
 
 
 def gather_binomial(net: Net, s: Shape) -> float:
@@ -331,7 +375,7 @@ def gather_binomial(net: Net, s: Shape) -> float:
 
 def gather_linear_sync(net: Net, s: Shape) -> float:
     # a zero-byte go-ahead from the root before each rank sends its block
-    return (s.p - 1) * net.msg(1) + net.seq(s.p - 1, s.m)
+    return (s.p - 1) * net.msg(1) + net.seq_in(s.p - 1, s.m)
 
 
 def scatter_linear(net: Net, s: Shape) -> float:
@@ -360,7 +404,7 @@ def reduce_scatter_ring(net: Net, s: Shape) -> float:
 # --- barrier -----------------------------------------------------------------------------
 
 def barrier_linear(net: Net, s: Shape) -> float:
-    return 2 * net.seq(s.p - 1, 1)
+    return net.seq_in(s.p - 1, 1) + net.seq(s.p - 1, 1)  # in to the root, then out
 
 
 def barrier_double_ring(net: Net, s: Shape) -> float:
