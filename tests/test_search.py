@@ -116,3 +116,16 @@ def test_bayes_replay_is_deterministic_for_a_seed_and_respects_the_budget() -> N
     assert a.cost < ds.cost and a.sizes == len(ds.sizes)
     out = bayes_search({z: ds.configs(z) for z in ds.sizes}, replay_measure(ds, 5), s)
     assert len(out.order) <= 20 and out.stopped == "budget"
+
+
+def test_model_shortlist_keeps_each_algorithm_best_variant_and_the_top_k() -> None:
+    from colltune.models.predict import Prediction
+    from colltune.tuner.guided import shortlist
+
+    ranked = [Prediction(Config(6, 1024), 1.0, 9.0), Prediction(Config(6, 4096), 1.1, 9.0),
+              Prediction(Config(6, 0), 1.2, 9.0), Prediction(Config(2, 1024, 4), 2.0, 9.0),
+              Prediction(Config(2, 8192, 4), 2.5, 9.0), Prediction(Config(1), 3.0, 9.0)]
+    assert shortlist(ranked, 2) == sorted([Config(6, 1024), Config(6, 4096),
+                                           Config(2, 1024, 4), Config(1)])
+    assert shortlist(ranked, 0) == sorted([Config(6, 1024), Config(2, 1024, 4), Config(1)])
+    assert shortlist([], 3) == []

@@ -97,18 +97,19 @@ def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_pa
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
 
 
-def test_model_strategy_measures_the_predicted_top_k_and_the_default(
+def test_model_strategy_races_the_model_shortlist_and_the_default(
         ompi41: OpenMPI, tmp_path: Path) -> None:
     from colltune.backends.openmpi import read_catalog
     from colltune.collectives import get_collective
     from colltune.models.predict import load_models, predict
     from colltune.store import Store
-    from colltune.tuner.space import configurations, useful_at
+    from colltune.tuner.guided import shortlist
+    from colltune.tuner.space import Config, configurations, useful_at
 
     db = tmp_path / "db.sqlite"
     args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
             "8,64K", "--strategy", "model", "--top-k", "2", "--confirm-rounds", "0",
-            "--out", str(tmp_path / "r.conf")]
+            "--out", str(tmp_path / "r.conf"), "--summary-json", str(tmp_path / "s.json")]
     r = tune_cli(*args)
     assert r.returncode == 2 and "tune model fit" in r.stderr  # no model yet: says what to do
     assert tune_cli("model", "fit", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db),
@@ -123,8 +124,17 @@ def test_model_strategy_measures_the_predicted_top_k_and_the_default(
     for size in (8, 65536):
         # 4.1.4 reads classic rules only: the tuner plans without max_requests
         cands = [c for c in configurations(coll, cat, 4, None, [0]) if useful_at(c, size, coll, 4)]
-        top = {p.config.key for p in predict(models, coll, cat, 4, size, cands)[:2]}
-        assert {k for k, s in rows if s == size} == top | {"a0/s0/f0/r0"}
+        ranked = predict(models, coll, cat, 4, size, cands)
+        short = {c.key for c in shortlist(ranked, 2)}
+        assert {p.config.key for p in ranked[:2]} <= short
+        assert {p.config.algorithm for p in ranked} == {Config.from_key(k).algorithm
+                                                        for k in short}
+        assert len(short) < len(cands)  # segment sizes were pruned
+        assert {k for k, s in rows if s == size} == short | {"a0/s0/f0/r0"}
+    search = json.loads((tmp_path / "s.json").read_text())["searches"]["reduce np=4"]
+    used = sum(len(xs) for st, xs in rows.values() if st == "ok")
+    assert search["shortlisted"] == len(rows) and search["top_k"] == 2
+    assert search["repetitions"] == used  # a race: rows hold what it measured, no more
 
 
 def test_predict_writes_rules_for_a_size_that_was_not_run(ompi41: OpenMPI, tmp_path: Path

@@ -257,13 +257,16 @@ def _make_tune_command(name: str) -> None:
         strategy: str = typer.Option(
             "grid", "--strategy", help="grid (every point), race (successive halving per "
                                        "size), bayes (Gaussian process, expected improvement) "
-                                       "or model (the fitted model's --top-k per size)."),
+                                       "or model (a race among the fitted model's "
+                                       "shortlist per size: its --top-k and each "
+                                       "algorithm's best-predicted variant)."),
         budget: int | None = typer.Option(
             None, "--budget", help="Per collective and --np: bayes measures at most this many "
                                    "(configuration, size) points, defaults included; race "
                                    "spends at most this many repetitions."),
-        top_k: int = typer.Option(3, "--top-k", help="model: configurations measured per "
-                                                     "size besides the default."),
+        top_k: int = typer.Option(3, "--top-k", help="model: configurations predicted "
+                                                     "fastest that join each algorithm's "
+                                                     "best-predicted one in the race."),
         predict: bool = typer.Option(False, "--predict",
                                      help="--np cannot run here: measure at --fit-np, fit the "
                                           "cost models, write rules predicted for --np."),

@@ -593,13 +593,14 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
         failures.append(f"{where} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
                         + (f" ({r.message})" if r.message else ""))
 
-    if opts.strategy == "model":
+    strategy, grid_points = opts.strategy, len(pts)
+    if strategy == "model":
         chosen = model_points(store, mpi, catalog, coll, placement.np, pts, opts.top_k)
-        searches[where] = {"grid_points": len(pts), "points": len(chosen), "top_k": opts.top_k}
-        rep.note(f"{where}: model: measuring {len(chosen)} of {len(pts)} points (top "
-                 f"{opts.top_k} per size by the fitted model, and the default)")
-        pts = chosen
-    if opts.strategy in ("grid", "model"):
+        rep.note(f"{where}: model: racing {len(chosen)} of {len(pts)} points (per size the "
+                 f"fitted model's top {opts.top_k}, each algorithm's best-predicted variant, "
+                 "and the default)")
+        pts, strategy = chosen, "race"
+    if strategy == "grid":
         for cfg, r in measure(mpi, catalog, coll, placement, pts, store, opts.settings, sweep,
                               rep):
             failed(cfg, r)
@@ -613,9 +614,11 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
             "the default is always measured at every size",
             f"use --budget {len(cands)} or more, or fewer --sizes")
     m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
-    out = search(opts.strategy, cands, m, race_settings(opts), bayes_settings(opts))
-    searches[where] = search_record(out, len(pts))
-    rep.note(f"{where}: {opts.strategy} " + describe_search(out, len(pts)))
+    out = search(strategy, cands, m, race_settings(opts), bayes_settings(opts))
+    searches[where] = search_record(out, grid_points)
+    if opts.strategy == "model":
+        searches[where].update(top_k=opts.top_k, shortlisted=len(pts))
+    rep.note(f"{where}: {opts.strategy} " + describe_search(out, grid_points))
 
 
 HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
@@ -662,16 +665,17 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
 
 def model_points(store: Store, mpi: Installation, catalog: Catalog, coll: Collective, np: int,
                  pts: list[tuple[Config, int]], k: int) -> list[tuple[Config, int]]:
-    """The default and the k configurations the fitted Hockney model ranks fastest, per
-    size (configurations without a formula are left out: nothing says they are good)."""
+    """Per size, the default and the fitted Hockney model's shortlist (tuner.guided);
+    configurations without a formula are left out: nothing says they are good."""
     from colltune.models.predict import load_models, predict
+    from colltune.tuner.guided import shortlist
 
     models = load_models(store, mpi)
     out: list[tuple[Config, int]] = []
     for size in sorted({s for _, s in pts}):
         here = [c for c, s in pts if s == size]
         ranked = predict(models, coll, catalog, np, size, here)
-        out += [(DEFAULT, size)] + [(p.config, size) for p in ranked[:k]]
+        out += [(DEFAULT, size)] + [(c, size) for c in shortlist(ranked, k)]
     return out
 
 
