@@ -3,9 +3,9 @@
 g and G from message trains, L what the ping-pong leaves over. One parameter set per
 protocol range, the ranges found in the ping-pong times (as for Hockney).
 
-The send overhead is also fitted on its own (`o_send`) and stored; the formulas do not use
-it yet (docs/models.md says why: charging a sender only o_send helped fan-out and hurt
-fan-in, which needs the receive overhead in the same place)."""
+The send overhead is also fitted on its own (`o_send`) and stored: a process sending back
+to back pays o_send per message, one taking messages in pays the receive overhead
+(2o - o_send); docs/models.md, "From parameters to collectives"."""
 
 from __future__ import annotations
 
