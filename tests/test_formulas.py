@@ -137,3 +137,23 @@ def test_every_tuned_algorithm_has_a_formula() -> None:
         for alg in BUILTIN_CATALOG[coll]:
             assert f.formula(coll, alg) is not None, (coll, alg)
     assert set(FORMULAS) == names
+
+
+def test_a_measured_exchange_prices_the_exchanging_steps_only() -> None:
+    """Hockney with an exchange line (every rank sending and receiving at once costs
+    10 + m, a lone message 1 + m): ring allreduce's 2(p-1) steps are exchanges, a binomial
+    bcast's are lone messages; fits without the line price an exchange as a message."""
+    from colltune.models.formulas import HockneyNet
+    from colltune.models.hockney import Hockney
+    from colltune.models.linfit import Line, Quality
+
+    q = Quality(0, 0, 0, 0)
+    one = [Line(1.0, 1.0, 0, 1 << 40)]
+    with_x = HockneyNet(Hockney(one, 0.5, q, q, [Line(10.0, 1.0, 0, 1 << 40)], True))
+    without = HockneyNet(Hockney(one, 0.5, q, q))
+    s = Shape(4, 64 * 8)  # 64 doubles: above p, so the ring runs (no fallback)
+    block = s.m / 4
+    assert f.allreduce_ring(with_x, s) == pytest.approx(6 * (10 + block) + 3 * block / 2)
+    assert f.allreduce_ring(without, s) == pytest.approx(6 * (1 + block) + 3 * block / 2)
+    assert f.bcast_binomial(with_x, s) == f.bcast_binomial(without, s) == pytest.approx(
+        2 * (1 + s.m))

@@ -90,6 +90,54 @@ def test_loggp_keeps_a_cheap_send_apart() -> None:
     assert lg.p2p(8) == pytest.approx(13e-6, rel=0.05)  # the ping-pong is still L + 2o
 
 
+def test_the_all_busy_figures_are_fitted_when_the_probe_has_them() -> None:
+    """A probe with rank 0's pairs at alpha 0.5 us / beta 0.3 ns/B but, with every rank
+    busy, 2 us / 0.6 ns/B, exchanges at 4 us / 0.9 ns/B and a reduction twice as dear: the
+    fit takes the busy figures and the exchange line; LogGP keeps o from the pairs and puts
+    the rest of the busy ping-pong in L. Pairs inside / across nodes keep the pairs' own."""
+    rng = random.Random(5)
+
+    def jit(x: float) -> float:
+        return x * rng.lognormvariate(0, 0.03)
+
+    data = ProbeData(4, "synthetic")
+    for m in SIZES:
+        data.p2p.append(P2P(1, True, m, jit(0.5e-6 + 0.3e-9 * m), jit(0.2e-6), jit(0.2e-6),
+                            jit(0.15e-6 + 0.3e-9 * m)))
+        data.pingpong_loaded.append((m, jit(2e-6 + 0.6e-9 * m)))
+        data.exchange.append((m, jit(4e-6 + 0.9e-9 * m)))
+    data.reduce_local = [(m, jit(50e-9 + 0.026e-9 * m)) for m in SIZES if m >= 8]
+    data.reduce_local_loaded = [(m, jit(50e-9 + 0.052e-9 * m)) for m in SIZES if m >= 8]
+    h = fit_hockney(data)
+    assert h.loaded and h.alpha(64) == pytest.approx(2e-6, rel=0.1)
+    assert h.beta(1 << 20) == pytest.approx(0.6e-9, rel=0.1)
+    assert h.gamma == pytest.approx(0.052e-9, rel=0.1)
+    assert h.exch(1 << 20) == pytest.approx(4e-6 + 0.9e-9 * (1 << 20), rel=0.1)
+    assert h.exch(8) == pytest.approx(4e-6, rel=0.1)
+    lg = fit_loggp(data)
+    assert lg.piece(64).o == pytest.approx(0.2e-6, rel=0.1)
+    assert lg.piece(64).L == pytest.approx(2e-6 - 0.4e-6, rel=0.15)
+    assert lg.exch(1 << 20) == pytest.approx(h.exch(1 << 20))
+    inside = fit_hockney(data, same_node=True)
+    assert not inside.loaded and not inside.exchange
+    assert inside.alpha(64) == pytest.approx(0.5e-6, rel=0.15)
+    assert inside.exch(1024) == inside.p2p(1024)  # no exchange line: a message
+    # stored and read back, and fits stored before these fields existed still load
+    from colltune.models.hockney import Hockney
+    from colltune.models.loggp import LogGP
+    assert Hockney.from_json(json.loads(json.dumps(h.as_json()))) == h
+    assert LogGP.from_json(json.loads(json.dumps(lg.as_json()))) == lg
+    old = h.as_json()
+    del old["exchange"], old["loaded"]
+    assert Hockney.from_json(old).exch(64) == Hockney.from_json(old).p2p(64)
+    again = ProbeData.from_json(json.loads(json.dumps(data.as_json())))
+    assert again.exchange == data.exchange and again.pingpong_loaded == data.pingpong_loaded
+    legacy = data.as_json()
+    for key in ("pingpong_loaded", "exchange", "reduce_local_loaded"):
+        del legacy[key]
+    assert not fit_hockney(ProbeData.from_json(legacy)).loaded
+
+
 def test_one_protocol_gives_one_piece() -> None:
     rng = random.Random(4)
     m = [float(x) for x in SIZES]
@@ -114,6 +162,11 @@ def test_model_fit_on_real_open_mpi(ompi41: OpenMPI, tmp_path: Path) -> None:
     lg = rows["loggp"][0]
     assert all(p["o"] > 0 and p["G"] > 0 and p["L"] >= 0 for p in lg["pieces"])
     assert len(probe["p2p"]) == len(SIZES) and probe["np"] == 2
+    # the all-ranks-busy ping-pong and the exchange were measured and fitted on
+    assert [s for s, _ in probe["pingpong_loaded"]] == SIZES
+    assert [s for s, _ in probe["exchange"]] == SIZES and all(t > 0 for _, t in probe["exchange"])
+    assert h["loaded"] and h["exchange"] and all(p["b"] > 0 for p in h["exchange"])
+    assert "exchange" in r.stdout
     shown = tune_cli("model", "show", "--db", str(db))
     assert shown.returncode == 0 and "alpha us" in shown.stdout
     # predictions for a size that cannot run here, every reduce algorithm ranked

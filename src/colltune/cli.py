@@ -623,8 +623,9 @@ def _print_models(label: str, hockney: dict, loggp: dict) -> None:  # type: igno
         return f"{1e-9 / per_byte:.2f}" if per_byte > 0 else "inf"
 
     hq, lq = hockney["quality"], loggp["quality"]
+    busy = " with every rank busy" if hockney.get("loaded") else ""
     _model_table(
-        f"Hockney, {label} (ping-pong fit: R^2 {hq['r2']:.3f}, median error "
+        f"Hockney, {label} (ping-pong{busy} fit: R^2 {hq['r2']:.3f}, median error "
         f"{100 * hq['median_rel']:.1f}%; gamma fit R^2 {hockney['gamma_quality']['r2']:.3f})",
         [(f"{p['lo']}..{p['hi']}", us(p["a"]), f"{p['b'] * 1e9:.4f}", gbs(p["b"]),
           f"{hockney['gamma'] * 1e9:.4f}") for p in hockney["pieces"]],
@@ -635,6 +636,13 @@ def _print_models(label: str, hockney: dict, loggp: dict) -> None:  # type: igno
         [(f"{p['lo']}..{p['hi']}", us(p["L"]), us(p["o"]), us(p["g"]), f"{p['G'] * 1e9:.4f}")
          for p in loggp["pieces"]],
         ("bytes", "L us", "o us", "g us", "G ns/B"))
+    if hockney.get("exchange"):
+        _model_table(
+            f"Pairwise exchange, {label} (every rank sending and receiving at once; both "
+            "models price the exchanging steps of rings, recursive doubling, Bruck with it)",
+            [(f"{p['lo']}..{p['hi']}", us(p["a"]), f"{p['b'] * 1e9:.4f}", gbs(p["b"]))
+             for p in hockney["exchange"]],
+            ("bytes", "alpha us", "beta ns/B", "GB/s"))
 
 
 @model_app.command("fit")

@@ -4,6 +4,9 @@
  * overhead (time inside MPI_Send with the receive already posted), receive overhead (time
  * inside MPI_Recv once the message has had time to arrive), and the gap per message of a
  * train of back-to-back sends. Alone, it times MPI_Reduce_local (double, sum) for gamma.
+ * Then the same ping-pong and local reduction with every rank busy at once (ranks paired
+ * 0-1, 2-3, ...): a collective step keeps all ranks communicating or reducing, and where
+ * ranks share cores or memory bandwidth that costs more than one pair alone sees.
  * Every figure is the median over `reps` repetitions; rank 0 prints JSON lines.
  *
  *   modelbench --library
@@ -134,6 +137,74 @@ static double train(char *buf, int size, int peer, int reps, int count, double *
     return g_rank == 0 ? median(t, reps) : 0.0;
 }
 
+/* Half round trip with every pair of ranks (2i, 2i+1) ping-ponging at once; per
+ * repetition the slowest pair counts, as the slowest transfer ends a collective's step.
+ * An odd last rank waits in the barrier. */
+static double pingpong_loaded(char *buf, int size, int reps, double *t)
+{
+    int i, partner = g_rank ^ 1;
+    double med;
+    for (i = -3; i < reps; i++) {
+        double dt = 0.0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (partner < g_size) {
+            double t0 = MPI_Wtime();
+            if (g_rank % 2 == 0) {
+                MPI_Send(buf, size, MPI_BYTE, partner, 9, MPI_COMM_WORLD);
+                MPI_Recv(buf, size, MPI_BYTE, partner, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, size, MPI_BYTE, partner, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, size, MPI_BYTE, partner, 10, MPI_COMM_WORLD);
+            }
+            dt = g_rank % 2 == 0 ? 0.5 * (MPI_Wtime() - t0) : 0.0;
+        }
+        if (i >= 0)
+            t[i] = dt;
+    }
+    /* element-wise max over ranks: each repetition's slowest pair */
+    MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    med = median(t, reps);
+    return med;
+}
+
+/* Every rank sends `size` bytes to its right neighbour and receives as many from its left
+ * one at once (MPI_Sendrecv around a ring): the step of rings, recursive doubling and
+ * pairwise exchanges. Timed over a train of such steps, as a collective runs them, so that
+ * the ranks' uneven exit from the barrier is paid once, not per step; per repetition the
+ * slowest rank counts. */
+static double exchange_loaded(char *buf, char *rbuf, int size, int reps, double *t)
+{
+    int i, k, right = (g_rank + 1) % g_size, left = (g_rank + g_size - 1) % g_size;
+    for (i = -3; i < reps; i++) {
+        double t0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (k = 0; k < TRAIN; k++)
+            MPI_Sendrecv(buf, size, MPI_BYTE, right, 11, rbuf, size, MPI_BYTE, left, 11,
+                         MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (i >= 0)
+            t[i] = (MPI_Wtime() - t0) / TRAIN;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return median(t, reps);
+}
+
+/* MPI_Reduce_local on every rank at once; per repetition the slowest rank counts. */
+static double reduce_local_loaded(double *in, double *inout, int count, int reps, double *t)
+{
+    int i;
+    for (i = -2; i < reps; i++) {
+        double t0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        MPI_Reduce_local(in, inout, count, MPI_DOUBLE, MPI_SUM);
+        if (i >= 0)
+            t[i] = MPI_Wtime() - t0;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return median(t, reps);
+}
+
 static double reduce_local(double *in, double *inout, int count, int reps, double *t)
 {
     int i;
@@ -217,20 +288,36 @@ int main(int argc, char **argv)
             }
         }
     }
-    if (g_rank == 0) {
+    {
         int count;
         double *a = calloc((size_t)max_bytes / 8, sizeof(double));
         double *b = calloc((size_t)max_bytes / 8, sizeof(double));
         if (!a || !b)
             MPI_Abort(MPI_COMM_WORLD, 1);
+        if (g_rank == 0) {
+            for (count = 1; count * 8L <= max_bytes; count *= 2)
+                printf("{\"event\":\"reduce_local\",\"size\":%d,\"time\":%.9e,"
+                       "\"reps\":%d}\n", count * 8, reduce_local(a, b, count, reps, t), reps);
+        }
+        for (size = 1; size <= max_bytes; size = size < 8 ? 8 : size * 2) {
+            double pp = pingpong_loaded(buf, size, reps, t);
+            double ex = exchange_loaded(buf, (char *)a, size, reps, t);
+            if (g_rank == 0)
+                printf("{\"event\":\"p2p_loaded\",\"size\":%d,\"pingpong\":%.9e,"
+                       "\"exchange\":%.9e,\"reps\":%d}\n", size, pp, ex, reps);
+        }
         for (count = 1; count * 8L <= max_bytes; count *= 2) {
-            printf("{\"event\":\"reduce_local\",\"size\":%d,\"time\":%.9e,\"reps\":%d}\n",
-                   count * 8, reduce_local(a, b, count, reps, t), reps);
+            double rl = reduce_local_loaded(a, b, count, reps, t);
+            if (g_rank == 0)
+                printf("{\"event\":\"reduce_local_loaded\",\"size\":%d,\"time\":%.9e,"
+                       "\"reps\":%d}\n", count * 8, rl, reps);
         }
         free(a);
         free(b);
-        printf("{\"event\":\"done\"}\n");
-        fflush(stdout);
+        if (g_rank == 0) {
+            printf("{\"event\":\"done\"}\n");
+            fflush(stdout);
+        }
     }
     free(buf);
     free(t);

@@ -68,6 +68,9 @@ class HockneyNet(Net):
     def inject(self, m: float) -> float:
         return self.model.p2p(m)  # one message at a time
 
+    def exch(self, m: float) -> float:
+        return self.model.exch(m)
+
     def red(self, m: float) -> float:
         return self.model.gamma * m
 
@@ -84,6 +87,9 @@ class LogGPNet(Net):
         p = self.model.piece(m)
         o_send = p.o if p.o_send is None else p.o_send
         return max(p.g + max(m - 1, 0) * p.G, o_send)
+
+    def exch(self, m: float) -> float:
+        return self.model.exch(m)
 
     def absorb(self, m: float) -> float:
         p = self.model.piece(m)

@@ -32,6 +32,10 @@ class ProbeData:
     host: str
     p2p: list[P2P] = field(default_factory=list)
     reduce_local: list[tuple[int, float]] = field(default_factory=list)  # (bytes, seconds)
+    # every rank busy at once (pairs ping-ponging, all reducing): (bytes, seconds)
+    pingpong_loaded: list[tuple[int, float]] = field(default_factory=list)
+    exchange: list[tuple[int, float]] = field(default_factory=list)  # ring Sendrecv step
+    reduce_local_loaded: list[tuple[int, float]] = field(default_factory=list)
 
     def pairs(self, same_node: bool | None = None) -> list[P2P]:
         """Per size, the median over peers (of one kind: inside a node or across)."""
@@ -50,12 +54,17 @@ class ProbeData:
 
     def as_json(self) -> dict[str, object]:
         return {"np": self.np, "host": self.host, "p2p": [r.__dict__ for r in self.p2p],
-                "reduce_local": self.reduce_local}
+                "reduce_local": self.reduce_local, "pingpong_loaded": self.pingpong_loaded,
+                "reduce_local_loaded": self.reduce_local_loaded, "exchange": self.exchange}
 
     @classmethod
     def from_json(cls, d: dict) -> ProbeData:  # type: ignore[type-arg]
+        def pairs(key: str) -> list[tuple[int, float]]:
+            return [(int(s), float(t)) for s, t in d.get(key, [])]  # older probes lack some
+
         return cls(int(d["np"]), str(d["host"]), [P2P(**r) for r in d["p2p"]],
-                   [(int(s), float(t)) for s, t in d["reduce_local"]])
+                   pairs("reduce_local"), pingpong_loaded=pairs("pingpong_loaded"),
+                   exchange=pairs("exchange"), reduce_local_loaded=pairs("reduce_local_loaded"))
 
 
 def parse(text: str) -> ProbeData:
@@ -76,6 +85,11 @@ def parse(text: str) -> ProbeData:
                                 float(ev["recv_overhead"]), float(ev["gap"])))
         elif ev.get("event") == "reduce_local":
             data.reduce_local.append((int(ev["size"]), float(ev["time"])))
+        elif ev.get("event") == "p2p_loaded":
+            data.pingpong_loaded.append((int(ev["size"]), float(ev["pingpong"])))
+            data.exchange.append((int(ev["size"]), float(ev["exchange"])))
+        elif ev.get("event") == "reduce_local_loaded":
+            data.reduce_local_loaded.append((int(ev["size"]), float(ev["time"])))
         elif ev.get("event") == "done":
             done = True
     if not done or not data.p2p:
