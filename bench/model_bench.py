@@ -9,11 +9,16 @@ repetitions against the grid's).
     python bench/model_bench.py --fit probe --probe-np 4 --top-k 3
     python bench/model_bench.py --fit collectives     # in-sample: fitted on the same grid
     python bench/model_bench.py --fit extrapolate     # fitted on np=2,3 grids, judged at 4
+    python bench/model_bench.py --fit holdout         # fitted on half the sizes, judged on
+                                                      # the other half (8 B, 512 B, 16 KiB...
+                                                      # fit; 64 B, 4 KiB, 64 KiB... judged)
 
 `--fit probe`: parameters from modelbench (ping-pong, overheads, trains). `collectives`:
 parameters fitted on the dataset's own collective measurements (`models.collfit`).
 `extrapolate`: fitted on the np=2 and np=3 datasets of the same collective and MPI, then
-every number is about np=4, which the fit never saw. Prints markdown.
+every number is about np=4, which the fit never saw. `holdout`: fitted on the dataset's
+even-numbered sizes, every number is about the odd-numbered ones (half the table), which
+the fit never saw. Prints markdown.
 """
 
 from __future__ import annotations
@@ -61,7 +66,8 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--fit", choices=("probe", "collectives", "extrapolate"), default="probe")
+    ap.add_argument("--fit", choices=("probe", "collectives", "extrapolate", "holdout"),
+                    default="probe")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp())
     store = Store(tmp / "models.sqlite")
@@ -81,6 +87,13 @@ def main() -> None:
                 fitted[version] = calibrate(store, PREFIX[version], args.probe_np,
                                             reps=args.reps)
             models = load_models(store, mpi)
+        elif args.fit == "holdout":
+            fit_sizes = set(ds.sizes[0::2])
+            obs = [Observation(coll, 4, c, s, median(v)) for (c, s), v in ds.samples.items()
+                   if s in fit_sizes]
+            models = fit_on_collectives(obs, catalog)
+            ds = Dataset(ds.name, {(c, s): v for (c, s), v in ds.samples.items()
+                                   if s not in fit_sizes})
         else:
             sources = [ds] if args.fit == "collectives" else \
                 [load(f.with_name(f.name.replace("-np4", f"-np{n}"))) for n in (2, 3)
