@@ -659,7 +659,8 @@ def model_fit_cmd(
     launcher_args: str = typer.Option("", "--launcher-args",
                                       help="More launcher options, passed as they are."),
 ) -> None:
-    """Probe point-to-point costs (ping-pong, overheads, trains, local reduction) and fit
+    """Probe point-to-point costs (ping-pong, overheads, trains, local reduction; the
+    ping-pong and reduction with every rank busy, and a train of ring exchanges) and fit
     Hockney and LogGP; parameters and fit quality go to the store. When the ranks span
     nodes, pairs inside a node and across nodes are also fitted apart."""
     from colltune.models.calibrate import calibrate
