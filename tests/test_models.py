@@ -138,6 +138,26 @@ def test_the_all_busy_figures_are_fitted_when_the_probe_has_them() -> None:
     assert not fit_hockney(ProbeData.from_json(legacy)).loaded
 
 
+def test_the_models_of_one_fit_are_stored_as_one(tmp_path: Path) -> None:
+    """Every model of a fit carries one timestamp: readers take the latest timestamp as the
+    fit, and rows stamped apart (a fit straddling a second) read back as half a fit."""
+    from colltune.models.predict import load_models
+    from colltune.store import Store
+
+    data = _synthetic(3)
+    h, lg = fit_hockney(data), fit_loggp(data)
+    mpi = OpenMPI("4.1.4", Path("/usr"), Path("mpicc"), Path("mpirun"), Path("ompi_info"))
+    store = Store(tmp_path / "db.sqlite")
+    fits = [("hockney", h.as_json()), ("loggp", lg.as_json()),
+            ("hockney-intra", h.as_json()), ("loggp-intra", lg.as_json())]
+    store.add_models(mpi.key, mpi.version, "host1", 2, 2, fits, data.as_json())
+    rows = store.models()
+    assert sorted(r.model for r in rows) == sorted(n for n, _ in fits)
+    assert len({r.created for r in rows}) == 1
+    got = load_models(store, mpi, "host1")
+    assert got.hockney.as_json() == h.as_json() and got.loggp.as_json() == lg.as_json()
+
+
 def test_one_protocol_gives_one_piece() -> None:
     rng = random.Random(4)
     m = [float(x) for x in SIZES]

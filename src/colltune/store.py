@@ -328,16 +328,19 @@ class Store:
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return [(int(s), c, v, json.loads(e)) for s, c, v, e in rows]
 
-    def add_model(self, mpi_key: str, mpi_version: str, host: str, np: int, ppn: int,
-                  model: str, params: dict[str, object], probe: dict[str, object]) -> None:
-        """A fitted model (parameters with their fit quality) and the probe data it was
-        fitted on; a new fit replaces the old one."""
+    def add_models(self, mpi_key: str, mpi_version: str, host: str, np: int, ppn: int,
+                   fits: list[tuple[str, dict[str, object]]], probe: dict[str, object]
+                   ) -> None:
+        """The models of one fit (name, parameters with their fit quality) and the probe data
+        they were fitted on, under one timestamp (how a reader tells one fit from the
+        next); a new fit replaces the old one."""
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._write() as db:
-            db.execute(
+            db.executemany(
                 "INSERT OR REPLACE INTO models (mpi_key, mpi_version, host, np, ppn, model, "
                 "params, probe, created) VALUES (?,?,?,?,?,?,?,?,?)",
-                (mpi_key, mpi_version, host, np, ppn, model, json.dumps(params),
-                 json.dumps(probe), datetime.now(timezone.utc).isoformat(timespec="seconds")))
+                [(mpi_key, mpi_version, host, np, ppn, model, json.dumps(params),
+                  json.dumps(probe), created) for model, params in fits])
 
     def models(self) -> list[ModelFit]:
         rows = self._read("SELECT mpi_key, mpi_version, host, np, ppn, model, params, created "
