@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.openmpi import Catalog
+from colltune.backends.openmpi import FAN, MAXREQ, SEG, Catalog
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:
@@ -77,6 +77,14 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
     "MPIR_Barrier_intra_k_dissemination": [("k", "MPIR_CVAR_BARRIER_DISSEM_KVAL")],
     "MPIR_Barrier_intra_recexch": [("k", "MPIR_CVAR_BARRIER_RECEXCH_KVAL")],
 }
+
+
+# leaf parameters that are searched: the radix k (as a fanout) and the pipeline chunk size
+# (as a segment size); the others keep their launch values
+KNOBS = {"k": FAN, "chunk_size": SEG}
+# radices tried beside the launch value, up to the comm size (k = np is one round, or a flat
+# tree: a larger k changes nothing)
+RADICES = (2, 3, 4, 8, 16, 32, 64, 128)
 
 
 def algorithm_var(coll: str) -> str:
@@ -242,6 +250,48 @@ class MPICHCatalog(Catalog):
     builtin: dict | None = None  # MPICH's compiled-in selection table
     # container -> the parameters its tuning-file leaf must carry (PARAMS, valued)
     params: dict[str, dict[str, str]] | None = None
+    # collective -> algorithm id -> FAN (radix k) / SEG (chunk size) -> the variable setting it
+    knobs: dict[str, dict[int, dict[str, str]]] | None = None
+
+    def uses(self, coll: str, alg: int, param: str) -> bool:
+        return param in (self.knobs or {}).get(coll, {}).get(alg, {})
+
+    def _launch_value(self, coll: str, alg: int, param: str) -> int | None:
+        cont = (self.container or {}).get(coll, {}).get(alg)
+        key = next((k for k, p in KNOBS.items() if p == param), None)
+        text = (self.params or {}).get(cont or "", {}).get(key or "")
+        return int(text) if text and text.lstrip("-").isdigit() else None
+
+    def fanout_choices(self, coll: str, alg: int, np: int) -> list[int]:
+        """0 (the launch value) and the other radices up to the comm size."""
+        base = self._launch_value(coll, alg, FAN)
+        return [0] + [k for k in RADICES if k <= max(np, 2) and k != base]
+
+    def segsize_choices(self, coll: str, alg: int, segsizes: list[int]) -> list[int]:
+        """The chunk sizes asked for, without the launch value (0 stands for it)."""
+        base = self._launch_value(coll, alg, SEG)
+        return [s for s in segsizes if s == 0 or s != base]
+
+    def param_label(self, param: str) -> str:
+        return {SEG: "chunk", FAN: "k", MAXREQ: "maxreq"}[param]
+
+    def assignments(self, coll: str, alg: int, segsize: int = 0, fanout: int = 0
+                    ) -> dict[str, int]:
+        """The MPI_T writes that run one configuration (MPICH reads them on every call)."""
+        out = dict(self.forcing[coll][alg]) if alg else {}
+        knobs = (self.knobs or {}).get(coll, {}).get(alg, {})
+        for param, value in ((FAN, fanout), (SEG, segsize)):
+            if value and param in knobs:
+                out[knobs[param]] = value
+        return out
+
+    def leaf_overrides(self, coll: str, alg: int, segsize: int = 0, fanout: int = 0
+                       ) -> dict[str, str]:
+        """The tuning-file leaf parameters that differ from the launch values."""
+        knobs = (self.knobs or {}).get(coll, {}).get(alg, {})
+        return {key: str(value) for key, param in KNOBS.items()
+                for value in [fanout if param == FAN else segsize]
+                if value and param in knobs and value != self._launch_value(coll, alg, param)}
 
 
 def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCatalog:
@@ -250,9 +300,9 @@ def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCat
     known = containers(library) if library else set()
     values = _setting_values(exe)
     cat = MPICHCatalog(source="MPI_T", container={}, library=library, not_selectable={},
-                       params={})
+                       params={}, knobs={})
     assert cat.container is not None and cat.not_selectable is not None
-    assert cat.params is not None
+    assert cat.params is not None and cat.knobs is not None
     for coll in collectives:
         var = algorithm_var(coll)
         if var not in cvars or device_var(coll) not in devices:
@@ -273,6 +323,9 @@ def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCat
                     cat.not_selectable.setdefault(coll, []).append(n)
                     continue
                 cat.params[cont] = {k: str(x) for k, x in got.items()}
+                knobs = {KNOBS[k]: v for k, v in PARAMS[cont] if k in KNOBS}
+                if knobs:
+                    cat.knobs.setdefault(coll, {})[i] = knobs
             algs[i] = n
             cat.container.setdefault(coll, {})[i] = cont
         cat.algorithms[coll] = algs
@@ -337,11 +390,17 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def forcing_env(catalog: Catalog, coll: str, alg: int) -> dict[str, str]:
-    """Environment that forces one algorithm for a whole launch (names, as users write)."""
+def forcing_env(catalog: Catalog, coll: str, alg: int, segsize: int = 0, fanout: int = 0
+                ) -> dict[str, str]:
+    """Environment that forces one configuration for a whole launch (names, as users
+    write them), with its radix and chunk size where it has them."""
     if alg == 0:
         return {}
-    return {device_var(coll): "0", algorithm_var(coll): catalog.algorithms[coll][alg]}
+    env = {device_var(coll): "0", algorithm_var(coll): catalog.algorithms[coll][alg]}
+    if isinstance(catalog, MPICHCatalog):
+        extra = catalog.assignments(coll, alg, segsize, fanout)
+        env.update({v: str(x) for v, x in extra.items() if v not in env})
+    return env
 
 
 def launch_command(mpi: MPICH, placement: Placement) -> list[str]:

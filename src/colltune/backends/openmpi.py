@@ -235,6 +235,18 @@ class Catalog:
         return param in ALGORITHM_PARAMS.get(coll, {}).get(name, frozenset()) and (
             self.has(coll, param))
 
+    def fanout_choices(self, coll: str, alg: int, np: int) -> list[int]:
+        """Chain counts worth trying: powers of two below the number of non-root ranks."""
+        out = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)]
+        return out or [1]
+
+    def segsize_choices(self, coll: str, alg: int, segsizes: list[int]) -> list[int]:
+        return segsizes
+
+    def param_label(self, param: str) -> str:
+        """How a configuration's label names the parameter (this library's word for it)."""
+        return {SEG: "seg", FAN: "fanout", MAXREQ: "maxreq"}[param]
+
 
 _PARAM_SUFFIX = {
     "_algorithm_segmentsize": SEG,

@@ -168,7 +168,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
     else:
         assert len(cfgs) == 1
         if isinstance(mpi, MPICH):
-            env_extra = mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
+            env_extra = mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm,
+                                                  cfgs[0].segsize, cfgs[0].fanout)
         elif isinstance(mpi, MVAPICH2):
             assert isinstance(catalog, mv2_backend.MV2Catalog)
             env_extra = mv2_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
@@ -207,6 +208,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
 def _vars(coll: Collective, c: Config, catalog: Catalog) -> dict[str, int]:
     if c.algorithm == 0:
         return {}  # the launch values: algorithm 0, the library's own decision
+    if isinstance(catalog, mpich_backend.MPICHCatalog):
+        return catalog.assignments(coll.name, c.algorithm, c.segsize, c.fanout)
     if coll.name in catalog.forcing:
         return catalog.forcing[coll.name][c.algorithm]
     return forcing_vars(coll.name, c.algorithm, c.segsize, c.fanout, c.max_requests, catalog)

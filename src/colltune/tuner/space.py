@@ -39,13 +39,8 @@ class Config:
 
     def label(self, catalog: Catalog, coll: str) -> str:
         name = catalog.algorithm_name(coll, self.algorithm)
-        extra = []
-        if self.segsize:
-            extra.append(f"seg={self.segsize}")
-        if self.fanout:
-            extra.append(f"fanout={self.fanout}")
-        if self.max_requests:
-            extra.append(f"maxreq={self.max_requests}")
+        extra = [f"{catalog.param_label(p)}={v}" for p, v in
+                 ((SEG, self.segsize), (FAN, self.fanout), (MAXREQ, self.max_requests)) if v]
         return f"{name}({self.algorithm})" + (" " + " ".join(extra) if extra else "")
 
 
@@ -64,12 +59,6 @@ def parse_sizes(text: str) -> list[int]:
     return sorted({parse_size(t) for t in text.split(",") if t.strip()})
 
 
-def fanouts_for(np: int) -> list[int]:
-    """Chain counts worth trying: powers of two below the number of non-root ranks."""
-    out = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)]
-    return out or [1]
-
-
 def configurations(coll: Collective, catalog: Catalog, np: int,
                    segsizes: list[int] | None = None,
                    max_requests: list[int] | None = None) -> list[Config]:
@@ -80,8 +69,10 @@ def configurations(coll: Collective, catalog: Catalog, np: int,
     for alg, name in sorted(catalog.algorithms.get(coll.name, {}).items()):
         if name == "two_proc" and np != 2:
             continue  # only defined for exactly two ranks
-        seg_opts = segs if catalog.uses(coll.name, alg, SEG) else [0]
-        fan_opts = fanouts_for(np) if catalog.uses(coll.name, alg, FAN) else [0]
+        seg_opts = catalog.segsize_choices(coll.name, alg, segs) if catalog.uses(
+            coll.name, alg, SEG) else [0]
+        fan_opts = catalog.fanout_choices(coll.name, alg, np) if catalog.uses(
+            coll.name, alg, FAN) else [0]
         req_opts = mreqs if catalog.uses(coll.name, alg, MAXREQ) else [0]
         for s in seg_opts:
             for f in fan_opts:
