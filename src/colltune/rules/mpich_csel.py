@@ -15,6 +15,9 @@ subtrees replaced by ours. Our subtree, per collective:
         <the compiled-in intra subtree, for other operations>},
       "comm_type=inter": <the compiled-in inter subtree>}
 
+A leaf names every parameter of its algorithm (see PARAMS in the MPICH backend); a range's
+choice carries those it sets away from the launch values ("MPIR_Bcast_intra_tree k=3").
+
 Keys at one level are tried in order and the first that matches wins; every chain of
 sizes ends in `=any`. Where MPICH's own choice is kept, its compiled-in subtree is nested
 under that size inside an always-true `comm_type=intra`, which marks it as not ours.
@@ -52,11 +55,22 @@ def lookup(coll: str, size: int, np: int) -> int:
     return size * np if SIZE_KEY.get(coll) == "total_msg_size" else size
 
 
+def choice(container: str, overrides: dict[str, str] | None = None) -> str:
+    """What a range holds: the algorithm's container, then the leaf parameters set away from
+    the launch values, e.g. "MPIR_Bcast_intra_tree k=3"."""
+    return " ".join([container, *(f"{k}={v}" for k, v in sorted((overrides or {}).items()))])
+
+
+def split_choice(text: str) -> tuple[str, dict[str, str]]:
+    container, *words = text.split()
+    return container, dict(w.split("=", 1) for w in words)
+
+
 @dataclass
 class Ranges:
-    """One collective at one comm size: (upper bound in MPICH's size, algorithm container),
-    ascending; None as the last bound means any larger size, None as the container MPICH's
-    own choice (its compiled-in subtree, nested under that size)."""
+    """One collective at one comm size: (upper bound in MPICH's size, choice: see `choice`),
+    ascending; None as the last bound means any larger size, None as the choice MPICH's
+    own (its compiled-in subtree, nested under that size)."""
 
     limits: list[tuple[int | None, str | None]] = field(default_factory=list)
 
@@ -88,7 +102,9 @@ Params = dict[str, dict[str, str]]  # container -> parameter -> value, as the le
 def _leaf(coll: str, alg: str | None, own: dict, params: Params) -> dict:
     if alg is not None:
         # MPICH leaves a parameter the file does not name uninitialised: name them all
-        return {f"algorithm={alg}": {f"{k}={v}": {} for k, v in params.get(alg, {}).items()}}
+        container, overrides = split_choice(alg)
+        values = {**params.get(container, {}), **overrides}
+        return {f"algorithm={container}": {f"{k}={v}": {} for k, v in values.items()}}
     if not own:
         raise CselError(f"MPICH's own choice for {coll} is kept somewhere, but the base "
                         "table has no subtree for it")
@@ -140,31 +156,36 @@ def render(base: dict, tuning: Tuning, params: Params | None = None) -> str:
 
 
 _CONTAINER = re.compile(r"^algorithm=(MPIR_\w+)$")
+_PARAM = re.compile(r"^(\w+)=(\S+)$")
 
 
-def _container(node: dict) -> str | None:
-    """The algorithm of a leaf, None for MPICH's own subtree."""
+def _container(node: dict, params: Params) -> str | None:
+    """The choice of a leaf (its parameters that differ from `params`), None for MPICH's
+    own subtree."""
     if len(node) == 1:
-        m = _CONTAINER.match(next(iter(node)))
-        if m:
-            return m.group(1)
+        key, sub = next(iter(node.items()))
+        m = _CONTAINER.match(key)
+        if m and isinstance(sub, dict):
+            launch = params.get(m.group(1), {})
+            values = {pm.group(1): pm.group(2) for pm in map(_PARAM.match, sub) if pm}
+            return choice(m.group(1), {k: v for k, v in values.items() if launch.get(k) != v})
         if "comm_type=intra" in node:
             return None
     raise CselError(f"neither an algorithm nor MPICH's own subtree: {str(node)[:80]}")
 
 
-def _read_chain(coll: str, chain: dict) -> Ranges | None:
+def _read_chain(coll: str, chain: dict, params: Params) -> Ranges | None:
     """Our size chain, None for anything else (a subtree of MPICH's own table)."""
     key = SIZE_KEY.get(coll)
     try:
         if key is None:
-            return Ranges([(None, _container(chain))])
+            return Ranges([(None, _container(chain, params))])
         limits: list[tuple[int | None, str | None]] = []
         for k, v in chain.items():
             lm = re.fullmatch(rf"{key}<=(\d+)|{key}=any", k)
             if not lm or not isinstance(v, dict):
                 return None
-            limits.append((int(lm.group(1)) if lm.group(1) else None, _container(v)))
+            limits.append((int(lm.group(1)) if lm.group(1) else None, _container(v, params)))
     except CselError:
         return None
     if not limits or limits[-1][0] is not None:
@@ -175,13 +196,13 @@ def _read_chain(coll: str, chain: dict) -> Ranges | None:
     return Ranges(limits)
 
 
-def _read_comm_sizes(coll: str, node: dict) -> dict[int | None, Ranges] | None:
+def _read_comm_sizes(coll: str, node: dict, params: Params) -> dict[int | None, Ranges] | None:
     out: dict[int | None, Ranges] = {}
     for k, v in node.items():
         m = re.fullmatch(r"comm_size<=(\d+)|comm_size=any", k)
         if not m or not isinstance(v, dict):
             return None
-        r = _read_chain(coll, v)
+        r = _read_chain(coll, v, params)
         if r is None:
             return None
         out[int(m.group(1)) if m.group(1) else None] = r
@@ -193,9 +214,10 @@ def _read_comm_sizes(coll: str, node: dict) -> dict[int | None, Ranges] | None:
     return out
 
 
-def parse(text: str) -> Tuning:
+def parse(text: str, params: Params | None = None) -> Tuning:
     """The tuned collectives of a tuning file written by `render` (subtrees of MPICH's own
-    table are not ours and are skipped)."""
+    table are not ours and are skipped); a leaf's parameters that equal `params` (the launch
+    values render was given) are not part of its choice."""
     try:
         table = json.loads(text)
     except ValueError as e:
@@ -213,16 +235,16 @@ def parse(text: str) -> Tuning:
             continue
         if coll in COMMUTATIVE_ONLY and "is_commutative=yes" in intra:
             intra = intra["is_commutative=yes"]
-        got = _read_comm_sizes(coll, intra)
+        got = _read_comm_sizes(coll, intra, params or {})
         if got:
             out[coll] = got
     return out
 
 
-def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool = True
-                  ) -> str | None:
-    """What MPICH selects from `table` for an intra-communicator call (following only the
-    keys this writer uses; None where MPICH's own subtree decides)."""
+def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool = True,
+                  params: Params | None = None) -> str | None:
+    """What MPICH selects from `table` for an intra-communicator call, as a choice (following
+    only the keys this writer uses; None where MPICH's own subtree decides)."""
     node = table.get(f"collective={coll}", {}).get("comm_type=intra")
     if not isinstance(node, dict):
         return None
@@ -230,7 +252,7 @@ def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool
         if not commutative:
             return None
         node = node["is_commutative=yes"]
-    per_np = _read_comm_sizes(coll, node)
+    per_np = _read_comm_sizes(coll, node, params or {})
     if per_np is None:
         return None
     for n in sorted(k for k in per_np if k is not None):

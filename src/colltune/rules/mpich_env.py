@@ -4,8 +4,10 @@ A shell fragment (`source` it, or let a module file set the same variables) that
 device collectives off for the tuned collectives, so MPICH's MPIR selection decides there,
 and points at the tuning file.
 A collective whose tuned choice is one algorithm at every size and comm size also gets its
-`MPIR_CVAR_<COLL>_INTRA_ALGORITHM`: then the profile alone says it, and MPICH checks that
-algorithm's conditions on each call (falling back to its own choice where they fail)."""
+`MPIR_CVAR_<COLL>_INTRA_ALGORITHM`, and the radix or chunk size tuned for it: then the
+profile alone says it, and MPICH checks that algorithm's conditions on each call (falling
+back to its own choice where they fail). A forced algorithm reads those variables, not the
+tuning file's leaf."""
 
 from __future__ import annotations
 
@@ -14,12 +16,17 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.mpich import JSON_VAR, algorithm_var, device_var
+from colltune.backends.mpich import JSON_VAR, KNOBS, PARAMS, algorithm_var, device_var
 from colltune.rules.shell_lines import setting_lines
 
 
 class EnvProfileError(ValueError):
     pass
+
+
+# the variables of the searched leaf parameters (radix, chunk size) -> their collective
+KNOB_VARS = {var: cont.split("_")[1].lower() for cont, ps in PARAMS.items() for key, var in ps
+             if key in KNOBS}
 
 
 @dataclass
@@ -28,6 +35,7 @@ class EnvProfile:
     tuning_file: Path | None = None
     algorithms: dict[str, str] = field(default_factory=dict)  # collective -> name
     comments: list[str] = field(default_factory=list)
+    knobs: dict[str, str] = field(default_factory=dict)  # KNOB_VARS variable -> value
 
     def variables(self) -> dict[str, str]:
         out = {device_var(c): "0" for c in sorted(self.collectives)}
@@ -35,6 +43,7 @@ class EnvProfile:
             out[JSON_VAR] = str(self.tuning_file)
         for coll, name in sorted(self.algorithms.items()):
             out[algorithm_var(coll)] = name
+        out.update(sorted(self.knobs.items()))
         return out
 
 
@@ -67,8 +76,14 @@ def parse(text: str) -> EnvProfile:
             p.algorithms[a.group(1).lower()] = v
         elif (d := _DEV.match(k)) and v == "0":
             p.collectives.append(d.group(1).lower())
+        elif k in KNOB_VARS and v.isdigit():
+            p.knobs[k] = v
         else:
             raise EnvProfileError(f"unexpected setting {k}={v}")
+    for k in p.knobs:
+        if KNOB_VARS[k] not in p.algorithms:
+            raise EnvProfileError(f"{k} without {algorithm_var(KNOB_VARS[k])}: only a forced "
+                                  "algorithm reads it")
     off = set(p.collectives)
     for c in p.algorithms:
         if c not in off:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colltune.backends.mpich import MPICHCatalog
+from colltune.backends.mpich import KNOBS, MPICHCatalog
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
 from colltune.tuner.decide import Decision, boundaries
@@ -20,7 +20,11 @@ def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ran
     containers = catalog.container or {}
 
     def cont(d: Decision) -> str | None:
-        return containers[coll][d.chosen.algorithm] if d.chosen.algorithm else None
+        c = d.chosen
+        if not c.algorithm:
+            return None
+        return mpich_csel.choice(containers[coll][c.algorithm],
+                                 catalog.leaf_overrides(coll, c.algorithm, c.segsize, c.fanout))
 
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     if SIZE_KEY.get(coll) is None or not sized:
@@ -45,30 +49,41 @@ def merged_table(existing: Path | None, builtin: dict, new: Tuning,
                  params: mpich_csel.Params | None = None) -> tuple[str, Tuning]:
     """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
     MPICH's own subtrees always come from the library's table."""
-    old: Tuning = mpich_csel.parse(existing.read_text()) if existing and existing.exists() \
-        else {}
+    old: Tuning = mpich_csel.parse(existing.read_text(), params) \
+        if existing and existing.exists() else {}
     for coll, per_np in new.items():
         old.setdefault(coll, {}).update(per_np)
     return mpich_csel.render(builtin, old, params), old
 
 
-def single_algorithms(t: Tuning, catalog: MPICHCatalog) -> dict[str, str]:
-    """Collectives tuned to one algorithm at every size and comm size, by variable value name."""
-    names = {c: {cont: catalog.algorithms[c][i] for i, cont in ids.items()}
-             for c, ids in (catalog.container or {}).items()}
-    out = {}
+def single_algorithms(t: Tuning, catalog: MPICHCatalog
+                      ) -> tuple[dict[str, str], dict[str, str]]:
+    """Collectives tuned to one choice at every size and comm size: the algorithm by
+    variable value name, and the variables of the radix / chunk size it was tuned with."""
+    ids = {c: {cont: i for i, cont in m.items()} for c, m in (catalog.container or {}).items()}
+    names, knobs = {}, {}
     for coll, per_np in t.items():
         algs = {a for r in per_np.values() for _, a in r.limits}
-        if len(algs) == 1 and (a := algs.pop()) is not None and a in names.get(coll, {}):
-            out[coll] = names[coll][a]
-    return out
+        if len(algs) != 1 or (a := algs.pop()) is None:
+            continue
+        cont, overrides = mpich_csel.split_choice(a)
+        alg = ids.get(coll, {}).get(cont)
+        if alg is None:
+            continue
+        variables = (catalog.knobs or {}).get(coll, {}).get(alg, {})
+        if any(KNOBS.get(key) not in variables for key in overrides):
+            continue  # a leaf parameter no variable sets: the tuning file alone says it
+        names[coll] = catalog.algorithms[coll][alg]
+        knobs.update({variables[KNOBS[key]]: value for key, value in overrides.items()})
+    return names, knobs
 
 
 def env_profile(t: Tuning, catalog: MPICHCatalog, tuning_file: Path, comments: list[str]
                 ) -> str:
+    names, knobs = single_algorithms(t, catalog)
     return mpich_env.render(mpich_env.EnvProfile(
-        collectives=sorted(t), tuning_file=tuning_file.resolve(),
-        algorithms=single_algorithms(t, catalog), comments=comments))
+        collectives=sorted(t), tuning_file=tuning_file.resolve(), algorithms=names,
+        comments=comments, knobs=knobs))
 
 
 def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges,
