@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -74,3 +76,34 @@ def lo_traffic(ns: str, cmd: list[str], env: dict[str, str], timeout: float = 12
         except ProcessLookupError:
             pass
         proc.wait()
+
+
+# Per-rank traffic of an MPI job whose messages all go through sockets (MPICH with
+# MPIR_CVAR_NOLOCAL=1 and a TCP transport): strace on every rank records each send syscall
+# and the bytes it moved. Hydra's PMI_RANK names the file of each rank.
+SEND_CALLS = "sendmsg,sendto,sendmmsg,writev"
+_SEND = re.compile(r"^\d+\s+(?:<\.\.\. )?(\w+)\b.*= (\d+)$")
+
+
+def traced_command(trace_dir: Path, launcher: list[str], program: list[str]) -> list[str]:
+    """`launcher program...` with every rank of the program run under strace."""
+    shell = (f"exec strace -f -qq -e trace={SEND_CALLS} -o {trace_dir}/rank$PMI_RANK "
+             '"$0" "$@"')
+    return [*launcher, "sh", "-c", shell, *program]
+
+
+@dataclass(frozen=True)
+class RankSends:
+    """What one rank sent: bytes over all send calls, and the calls of at least `big`
+    bytes (message payloads, not protocol chatter)."""
+
+    nbytes: int
+    big: int
+
+
+def rank_sends(trace_dir: Path, big: int = 1024) -> dict[int, RankSends]:
+    out = {}
+    for f in sorted(trace_dir.glob("rank*")):
+        sizes = [int(m.group(2)) for m in map(_SEND.match, f.read_text().splitlines()) if m]
+        out[int(f.name[4:])] = RankSends(sum(sizes), sum(s >= big for s in sizes))
+    return out

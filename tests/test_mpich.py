@@ -17,14 +17,17 @@ import pytest
 
 from colltune.backends import mpich as mb
 from colltune.backends.mpich import MPICH
+from colltune.backends.openmpi import FAN, SEG
+from colltune.collectives import get_collective
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
 from colltune.tuner import mpich_rules
 from colltune.tuner.decide import Decision
-from colltune.tuner.space import DEFAULT, Config
-from helpers import lo_traffic, tune_cli
+from colltune.tuner.space import DEFAULT, Config, configurations
+from conftest import get_mpich
+from helpers import RankSends, lo_traffic, rank_sends, traced_command, tune_cli
 
 # ---------------------------------------------------------------------------
 # offline: parsing, writing, reading
@@ -135,7 +138,7 @@ def test_decisions_to_ranges_use_mpichs_size() -> None:
     t = mpich_rules.tuning({"reduce": {4: [d(8, 1), d(1 << 20, 1)]},
                             "allgather": {4: [d(8, 0)]}}, cat)
     assert list(t) == ["reduce"]  # nothing of allgather left MPICH's own choice
-    assert mpich_rules.single_algorithms(t, cat) == {"reduce": "binomial"}
+    assert mpich_rules.single_algorithms(t, cat) == ({"reduce": "binomial"}, {})
 
 
 def test_env_profile_round_trip_and_refusals(tmp_path: Path) -> None:
@@ -327,8 +330,86 @@ def test_parameterised_leaves_name_every_parameter() -> None:
     leaf = json.loads(text)["collective=bcast"]["comm_type=intra"]["comm_size<=4"][
         "avg_msg_size=any"]
     assert leaf == {"algorithm=MPIR_Bcast_intra_tree": {"tree_type=kary": {}, "k=2": {}}}
-    assert mpich_csel.parse(text) == tuning  # the parameters do not change what is read
+    assert mpich_csel.parse(text, params) == tuning  # launch values are not a choice
+    assert mpich_csel.parse(text) == {"bcast": {4: Ranges([(None, "MPIR_Bcast_intra_tree "
+                                                            "k=2 tree_type=kary")])}}
     assert set(mb.PARAMS["MPIR_Bcast_intra_tree"]) >= {("k", "MPIR_CVAR_BCAST_TREE_KVAL")}
+
+
+# an MPICH 5.0.2-like catalog with two parameterised algorithms, as `catalog` builds it
+TREE, PIPE = "MPIR_Bcast_intra_tree", "MPIR_Bcast_intra_pipelined_tree"
+
+
+def _tree_catalog() -> mb.MPICHCatalog:
+    return mb.MPICHCatalog(
+        algorithms={"bcast": {1: "binomial", 6: "pipelined_tree", 7: "tree"}},
+        container={"bcast": {1: "MPIR_Bcast_intra_binomial", 6: PIPE, 7: TREE}},
+        forcing={"bcast": {i: {mb.device_var("bcast"): 0, mb.algorithm_var("bcast"): i}
+                           for i in (1, 6, 7)}},
+        params={TREE: {"tree_type": "kary", "k": "2", "is_non_blocking": "1"},
+                PIPE: {"tree_type": "kary", "k": "2", "chunk_size": "8192"}},
+        knobs={"bcast": {7: {FAN: "MPIR_CVAR_BCAST_TREE_KVAL"},
+                         6: {FAN: "MPIR_CVAR_BCAST_TREE_KVAL",
+                             SEG: "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE"}}})
+
+
+def test_radix_and_chunk_size_are_searched_forced_and_written() -> None:
+    cat = _tree_catalog()
+    bcast = get_collective("bcast")
+    cfgs = configurations(bcast, cat, 4, segsizes=[0, 4096, 8192, 65536])
+    got = {(c.algorithm, c.segsize, c.fanout) for c in cfgs}
+    # radices up to the comm size beside the launch value 2 (fanout 0); chunk sizes without
+    # the launch value 8192 (segsize 0); binomial has neither
+    assert got == {(0, 0, 0), (1, 0, 0), *((7, 0, k) for k in (0, 3, 4)),
+                   *((6, s, k) for s in (0, 4096, 65536) for k in (0, 3, 4))}
+    assert [k for k in cat.fanout_choices("bcast", 7, 16)] == [0, 3, 4, 8, 16]
+    assert Config(6, 4096, 3).label(cat, "bcast") == "pipelined_tree(6) chunk=4096 k=3"
+    # forced through MPI_T inside one launch, or through the environment of a launch
+    assert cat.assignments("bcast", 6, 4096, 3) == {
+        mb.device_var("bcast"): 0, mb.algorithm_var("bcast"): 6,
+        "MPIR_CVAR_BCAST_TREE_KVAL": 3, "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE": 4096}
+    assert mb.forcing_env(cat, "bcast", 7, 0, 4) == {
+        mb.device_var("bcast"): "0", mb.algorithm_var("bcast"): "tree",
+        "MPIR_CVAR_BCAST_TREE_KVAL": "4"}
+    assert mb.forcing_env(cat, "bcast", 7) == {mb.device_var("bcast"): "0",
+                                               mb.algorithm_var("bcast"): "tree"}
+
+    def d(size: int, c: Config) -> Decision:
+        return Decision(size, size, c, c, 1.0, 1.0, None, False)
+
+    r = mpich_rules.ranges("bcast", cat, 4, [d(1024, Config(7, 0, 3)), d(4096, Config(7, 0, 3)),
+                                            d(65536, Config(6, 4096, 0)),
+                                            d(1 << 20, Config(7, 0, 2))])
+    assert r.limits == [(16384, f"{TREE} k=3"), (262144, f"{PIPE} chunk_size=4096"),
+                        (None, TREE)]  # k=2 is the launch value: the plain container
+    tuning = {"bcast": {4: r}}
+    text = mpich_csel.render({}, tuning, cat.params)
+    chain = json.loads(text)["collective=bcast"]["comm_type=intra"]["comm_size<=4"]
+    assert chain["avg_msg_size<=16384"] == {f"algorithm={TREE}": {
+        "tree_type=kary": {}, "k=3": {}, "is_non_blocking=1": {}}}
+    assert chain["avg_msg_size<=262144"] == {f"algorithm={PIPE}": {
+        "tree_type=kary": {}, "k=2": {}, "chunk_size=4096": {}}}
+    assert mpich_csel.parse(text, cat.params) == tuning
+    assert mpich_csel.algorithm_for(json.loads(text), "bcast", 4, 8192,
+                                    params=cat.params) == f"{TREE} k=3"
+    # one choice everywhere: the profile forces it, with its radix
+    one = {"bcast": {4: Ranges([(None, f"{TREE} k=4")])}}
+    assert mpich_rules.single_algorithms(one, cat) == (
+        {"bcast": "tree"}, {"MPIR_CVAR_BCAST_TREE_KVAL": "4"})
+
+
+def test_env_profile_carries_the_radix_of_a_forced_algorithm(tmp_path: Path) -> None:
+    p = mpich_env.EnvProfile(["bcast"], tmp_path / "t.json", {"bcast": "pipelined_tree"},
+                             knobs={"MPIR_CVAR_BCAST_TREE_KVAL": "3",
+                                    "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE": "4096"})
+    text = mpich_env.render(p)
+    assert "export MPIR_CVAR_BCAST_TREE_KVAL=3\n" in text
+    assert mpich_env.parse(text) == p
+    with pytest.raises(mpich_env.EnvProfileError, match="only a forced algorithm"):
+        mpich_env.parse("export MPIR_CVAR_BCAST_DEVICE_COLLECTIVE=0\n"
+                        "export MPIR_CVAR_BCAST_TREE_KVAL=3\n")
+    with pytest.raises(mpich_env.EnvProfileError, match="unexpected"):
+        mpich_env.parse("export MPIR_CVAR_BCAST_TREE_TYPE=kary\n")
 
 
 @pytest.mark.mpi
@@ -362,3 +443,151 @@ def test_tree_algorithms_run_from_the_tuning_file(mpich: MPICH, tmp_path: Path) 
                        if ln.startswith('{"event":"result"')]
             assert (r.returncode == 0 and [x["status"] for x in results] == ["ok"]) == ok, (
                 trees[i], params is not None, r.stderr[-300:])
+
+
+# ---------------------------------------------------------------------------
+# live: the radix and chunk size MPICH runs, read from each rank's send calls
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def strace_ok() -> None:
+    import shutil
+
+    if not shutil.which("strace"):
+        pytest.skip("no strace: per-rank traffic cannot be read (apt-get install strace)")
+    r = subprocess.run(["strace", "-f", "-qq", "-e", "trace=none", "true"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        pytest.skip(f"strace cannot trace here (ptrace refused?): {r.stderr.strip()[:200]}")
+
+
+def _sends(mpi: MPICH, tmp: Path, coll: str, size: int, env: dict[str, str],
+           assign: dict[str, int] | None = None) -> dict[int, RankSends]:
+    """Per-rank sends of a 4-rank run of the kernel under `env`, the configuration set
+    through MPI_T by the kernel as it does when measuring (`assign`) or not at all."""
+    exe = build_kernel(mpi)
+    reps = 10 if size <= 65536 else 4
+    d = tmp / f"trace-{len(list(tmp.glob('trace-*')))}"
+    d.mkdir()
+    plan = d / "plan"
+    plan.write_text(KernelPlan(coll, [KernelConfig(0, assign or {})], [(0, size)],
+                               Repetitions(0, reps, reps, 0.01, 1e6, 1)).render())
+    cmd = traced_command(d, [str(mpi.mpirun), "-n", "4"], [str(exe), str(plan)])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False,
+                       env=mb.launch_env(_tcp_env(mpi) | env))
+    results = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith('{"event":"res')]
+    assert r.returncode == 0 and [x["status"] for x in results] == ["ok"], r.stderr[-500:]
+    got = rank_sends(d)
+    assert set(got) == {0, 1, 2, 3}, got
+    return got
+
+
+def _same(a: dict[int, RankSends], b: dict[int, RankSends]) -> bool:
+    """The same per-rank pattern: bytes within 5% (plus protocol chatter), payload-sized
+    sends within 10%."""
+    return all(abs(a[r].nbytes - b[r].nbytes) <= 0.05 * max(a[r].nbytes, b[r].nbytes) + 16384
+               and abs(a[r].big - b[r].big) <= 0.1 * max(a[r].big, b[r].big) + 3 for r in a)
+
+
+@pytest.mark.mpi
+def test_radix_and_chunk_size_of_the_tuning_file_are_obeyed(mpich: MPICH, strace_ok: None,
+                                                             tmp_path: Path) -> None:
+    """A tuning file with a 3-ary tree, a pipelined tree cut in 4 KiB chunks and the binary
+    tree (k = 2, the launch value) in three size ranges: at a size inside each range every
+    rank sends what that configuration, forced, sends, and not what its neighbour sends
+    (at 4 ranks a binary tree's root sends 2 blocks and rank 1 relays one, a 3-ary tree's
+    root sends 3; 4 KiB chunks double the root's sends of 8 KiB chunks)."""
+    cat = _catalog(mpich)
+    assert cat.builtin is not None and cat.container is not None
+    ids = {n: i for i, n in cat.algorithms["bcast"].items()}
+    if mpich.version_tuple < (5,):
+        assert not cat.knobs  # 4.0.2's blocking algorithms take no radix or chunk size
+        return
+    tree, pipe = ids["tree"], ids["pipelined_tree"]
+    assert cat.knobs and cat.knobs["bcast"][tree] == {FAN: "MPIR_CVAR_BCAST_TREE_KVAL"}
+    cont = cat.container["bcast"]
+    tuning = {"bcast": {4: Ranges([(16384, mpich_csel.choice(cont[tree], {"k": "3"})),
+                                   (262144, mpich_csel.choice(cont[pipe],
+                                                              {"chunk_size": "4096"})),
+                                   (None, cont[tree])])}}
+    tf = tmp_path / "tuning.json"
+    tf.write_text(mpich_csel.render(cat.builtin, tuning, cat.params))
+    assert mpich_csel.parse(tf.read_text(), cat.params) == tuning
+    under_file = {mb.JSON_VAR: str(tf), mb.device_var("bcast"): "0"}
+    # size: (what the file says, its neighbour that differs only in the radix / chunk size)
+    cases = {8192: (Config(tree, 0, 3), Config(tree, 0, 2)),
+             65536: (Config(pipe, 4096, 0), Config(pipe, 0, 0)),
+             1 << 20: (Config(tree, 0, 0), Config(tree, 0, 3))}
+    for size, (want_cfg, other_cfg) in cases.items():
+        want, other = (_sends(mpich, tmp_path, "bcast", size, mb.forcing_env(
+            cat, "bcast", c.algorithm, c.segsize, c.fanout)) for c in (want_cfg, other_cfg))
+        got = _sends(mpich, tmp_path, "bcast", size, under_file)
+        print(size, want_cfg, "file", got, "forced", want, "neighbour", other)
+        assert not _same(want, other), (size, want, other)  # the signature tells them apart
+        assert _same(got, want) and not _same(got, other), (size, got, want, other)
+    # what the search measured: the kernel's MPI_T writes run the same radix
+    mpit = _sends(mpich, tmp_path, "bcast", 8192, {},
+                  cat.assignments("bcast", tree, 0, 3))
+    assert _same(mpit, want := _sends(mpich, tmp_path, "bcast", 8192, mb.forcing_env(
+        cat, "bcast", tree, 0, 3))), (mpit, want)
+
+
+@pytest.mark.mpi
+def test_env_profile_alone_forces_the_tuned_radix(strace_ok: None, tmp_path: Path) -> None:
+    """One choice at every size: the environment profile forces the algorithm and its radix
+    and chunk size by themselves (without the tuning file, which a forced algorithm does not
+    read). MPICH 5.0.2 only: 4.0.2 has no blocking algorithm with either."""
+    mpich = get_mpich("mpich50")
+    cat = _catalog(mpich)
+    assert cat.builtin is not None and cat.container is not None
+    ids = {n: i for i, n in cat.algorithms["bcast"].items()}
+    pipe = ids["pipelined_tree"]
+    tuning = {"bcast": {4: Ranges([(None, mpich_csel.choice(
+        cat.container["bcast"][pipe], {"k": "3", "chunk_size": "4096"}))])}}
+    prof = mpich_env.parse(mpich_rules.env_profile(tuning, cat, tmp_path / "t.json", []))
+    assert prof.algorithms == {"bcast": "pipelined_tree"}
+    env = {k: v for k, v in prof.variables().items() if k != mb.JSON_VAR}
+    assert env["MPIR_CVAR_BCAST_TREE_KVAL"] == "3"
+    got = _sends(mpich, tmp_path, "bcast", 65536, env)
+    want = _sends(mpich, tmp_path, "bcast", 65536, mb.forcing_env(cat, "bcast", pipe, 4096, 3))
+    launch = _sends(mpich, tmp_path, "bcast", 65536, mb.forcing_env(cat, "bcast", pipe))
+    print("profile", got, "forced", want, "launch values", launch)
+    assert _same(got, want) and not _same(got, launch), (got, want, launch)
+
+
+@pytest.mark.mpi
+def test_tune_searches_radix_and_chunk_and_mpich_obeys_the_choice(strace_ok: None,
+                                                                    tmp_path: Path) -> None:
+    """`tune bcast --format mpich` on MPICH 5.0.2 measures every radix and chunk size of
+    the tree bcasts; whatever it decided, a run under the written files sends per rank what
+    that configuration, forced, sends."""
+    import sqlite3
+
+    mpich = get_mpich("mpich50")
+    out, db = tmp_path / "tuning.json", tmp_path / "s.sqlite"
+    r = tune_cli("bcast", "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
+                 "--sizes", "8K,64K", "--segsizes", "0,4K", "--min-reps", "5",
+                 "--max-reps", "7", "--point-time", "0.05", "--confirm-rounds", "2",
+                 "--out", str(out), "--db", str(db), "--summary-json", str(tmp_path / "s.json"))
+    assert r.returncode == 0, r.stderr
+    cat = _catalog(mpich)
+    ids = {n: i for i, n in cat.algorithms["bcast"].items()}
+    con = sqlite3.connect(db)
+    measured = set(con.execute("SELECT algorithm, segsize, fanout FROM measurements "
+                               "WHERE size = 65536 AND status = 'ok'"))
+    con.close()
+    assert {(ids["tree"], 0, k) for k in (0, 3, 4)} <= measured, measured
+    assert {(ids["pipelined_tree"], s, k) for s in (0, 4096) for k in (0, 3, 4)} <= measured
+    summary = json.loads((tmp_path / "s.json").read_text())
+    decided = {d["size"]: d["chosen"] for d in summary["collectives"]["bcast"]["4"]}
+    print({s: (c["name"], c["segsize"], c["fanout"]) for s, c in decided.items()})
+    if not any(c["algorithm"] for c in decided.values()):
+        return  # MPICH's own choice kept at both sizes: no file for bcast
+    prof = mpich_env.parse(mpich_rules.env_path(out).read_text())
+    for size, c in decided.items():
+        want = (mb.forcing_env(cat, "bcast", c["algorithm"], c["segsize"], c["fanout"])
+                if c["algorithm"] else {mb.device_var("bcast"): "0"})
+        forced = _sends(mpich, tmp_path, "bcast", size, want)
+        got = _sends(mpich, tmp_path, "bcast", size, prof.variables())
+        assert _same(got, forced), (size, c, got, forced)
