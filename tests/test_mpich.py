@@ -19,6 +19,7 @@ from colltune.backends import mpich as mb
 from colltune.backends.mpich import MPICH
 from colltune.backends.openmpi import FAN, SEG
 from colltune.collectives import get_collective
+from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
@@ -115,6 +116,36 @@ def test_tuning_file_refuses_what_mpich_cannot_express() -> None:
         "avg_msg_size=any": chain["avg_msg_size=any"]}
     with pytest.raises(mpich_csel.CselError, match="ascending"):
         mpich_csel.parse(json.dumps(bad))
+
+
+def _install(root: Path, version_text: str) -> Path:
+    """A prefix whose bin/ holds an `mpichversion` printing `version_text` (what MVAPICH's
+    own prints: no MVAPICH 4 or 3 can be had here) beside stand-in mpicc and mpiexec."""
+    bindir = root / "bin"
+    bindir.mkdir(parents=True)
+    for name, body in (("mpichversion", f"printf '{version_text}'"), ("mpicc", "exit 0"),
+                       ("mpiexec", "exit 0")):
+        (bindir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bindir / name).chmod(0o755)
+    return root
+
+
+def test_mvapich4_is_found_as_mpich_and_mvapich3_and_2_are_not(tmp_path: Path) -> None:
+    mv4 = mb.find_mpich(_install(tmp_path / "mv4", "MVAPICH Version:\t4.1\n"
+                                 "MVAPICH Release date:\tunreleased\n"))
+    assert (mv4.name, mv4.version, mv4.key) == ("MVAPICH", "4.1",
+                                                f"mvapich-4.1@{tmp_path / 'mv4'}")
+    assert mb.find_mpich(_install(tmp_path / "mp", "MPICH Version:      5.0.2\n")).key == (
+        f"mpich-5.0.2@{tmp_path / 'mp'}")
+    with pytest.raises(ColltuneError, match="MVAPICH 3") as e:
+        mb.find_mpich(_install(tmp_path / "mv3", "MVAPICH Version:\t3.0\n"))
+    assert "mvapich3" in (e.value.hint or "")
+    with pytest.raises(ColltuneError, match="no MPICH found"):
+        mb.find_mpich(_install(tmp_path / "mv2", "MVAPICH2 Version:\t2.3.7\n"))
+    # --format mvapich4 is the MPICH format, from the MPICH backend
+    r = tune_cli("reduce", "--np", "4", "--format", "mvapich4", "--mpi",
+                 str(tmp_path / "mv3"), "--out", str(tmp_path / "t.json"))
+    assert r.returncode == 2 and "MVAPICH 3" in r.stderr, r.stderr
 
 
 def test_decisions_to_ranges_use_mpichs_size() -> None:

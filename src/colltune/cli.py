@@ -125,10 +125,12 @@ def _backend_for(backend: str, out_format: str | None) -> str:
     """--format names what to write; each format comes from one MPI family."""
     if out_format is None:
         return backend
+    if out_format == "mvapich4":
+        out_format = "mpich"  # MVAPICH 4 selects with MPICH's variables and tuning file
     wants = {"openmpi": ("openmpi", "smpi"), "mpich": ("mpich",), "mvapich2": ("mvapich2",)}
     if out_format not in wants:
         _fail(ColltuneError(f"unknown --format '{out_format}'",
-                            "use openmpi, mpich or mvapich2"))
+                            "use openmpi, mpich (or mvapich4, the same) or mvapich2"))
     if backend == "openmpi" and out_format in ("mpich", "mvapich2"):
         return out_format
     if backend not in wants[out_format]:
@@ -238,7 +240,8 @@ def _make_tune_command(name: str) -> None:
         out_format: str | None = typer.Option(
             None, "--format", help="openmpi (coll/tuned rules), mpich (MPICH's tuning "
                                    "JSON at --out and an environment profile beside it; "
-                                   "implies --backend mpich) or mvapich2 (MV2_ profile; "
+                                   "implies --backend mpich; mvapich4 is the same), or "
+                                   "mvapich2 (MV2_ profile; "
                                    "implies --backend mvapich2); both need --mpi PREFIX."),
         for_np: int | None = typer.Option(
             None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "

@@ -112,7 +112,7 @@ class MPICH:
 
     @property
     def key(self) -> str:
-        return f"mpich-{self.version}@{self.prefix}"
+        return f"{self.name.lower()}-{self.version}@{self.prefix}"
 
     def describe(self) -> str:
         return f"{self.name} {self.version} at {self.prefix} (mpiexec {self.mpirun})"
@@ -139,13 +139,23 @@ def _from_bindir(bindir: Path) -> MPICH | None:
                              check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
-    m = re.search(r"MPICH Version:\s*(\S+)", out)
-    return MPICH(m.group(1), bindir.parent, mpicc, mpiexec, ver) if m else None
+    m = re.search(r"^(MPICH|MVAPICH) Version:\s*(\S+)", out, re.M)
+    if not m:
+        return None  # MVAPICH2 says "MVAPICH2 Version": backends/mvapich2.py
+    found = MPICH(m.group(2), bindir.parent, mpicc, mpiexec, ver, name=m.group(1))
+    if found.name == "MVAPICH" and found.version_tuple[:1] < (4,):
+        # MVAPICH 3 selects through its own MVP_ variables, not MPICH's csel
+        raise ColltuneError(f"{found.describe()} is MVAPICH 3, which MPICH's variables and "
+                            "tuning file do not drive",
+                            "tune with MVAPICH2 (--format mvapich2) and carry the profile over "
+                            "with `tune export --as mvapich3`")
+    return found
 
 
 def find_mpich(prefix: str | Path | None) -> MPICH:
     """The MPICH under --mpi PREFIX (MPICH is never guessed from PATH: Debian installs it
-    beside Open MPI behind the same names)."""
+    beside Open MPI behind the same names), or an MVAPICH 4, which is MPICH underneath
+    (its `mpichversion` says "MVAPICH Version: 4...")."""
     if not prefix:
         raise ColltuneError("--backend mpich needs --mpi PREFIX", INSTALL_HINT)
     root = Path(prefix).expanduser()
