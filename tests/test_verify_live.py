@@ -19,7 +19,10 @@ pytestmark = pytest.mark.mpi
 SLOW_BCAST = "1\n7\n1\n4\n1\n0 3 0 1024\n"
 
 
-def test_known_slow_file_is_a_regression(ompi: OpenMPI, tmp_path: Path) -> None:
+# The verdicts below are the same statistics on either Open MPI; they run on 4.1 only to keep
+# the suite under 15 minutes (5.0's verify path: test_file_open_mpi_would_drop_is_not_applied)
+def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> None:
+    ompi = ompi41
     f = tmp_path / "slow.conf"
     f.write_text(SLOW_BCAST)
     r = tune_cli("verify", str(f), "--np", "4", "--mpi", str(ompi.prefix), "--sizes", "64K,1M",
@@ -42,7 +45,8 @@ def test_file_open_mpi_would_drop_is_not_applied(ompi: OpenMPI, tmp_path: Path) 
     assert "not applied" in r.stderr and "first rule" in r.stderr
 
 
-def test_tuned_file_has_no_regression(ompi: OpenMPI, tmp_path: Path) -> None:
+def test_tuned_file_has_no_regression(ompi41: OpenMPI, tmp_path: Path) -> None:
+    ompi = ompi41
     out = tmp_path / "rules.conf"
     t = tune_cli("reduce", "--np", "4", "--mpi", str(ompi.prefix), "--db",
                  str(tmp_path / "db.sqlite"), "--sizes", "8,4K,64K", "--out", str(out),
