@@ -19,9 +19,10 @@ pytestmark = pytest.mark.mpi
 FAST = MeasureSettings(warmup=1, min_reps=3, max_reps=5, point_time=0.02, timeout=60)
 
 
-# 5.0's catalog is a superset of 4.1's; 4.1 is run where algorithms fold ranks in (np = 3)
-# 3 ranks, the uneven case; at 4 ranks every tune test runs the same correctness check
-@pytest.mark.parametrize("which,np", [("ompi50", 3), ("ompi41", 3)])
+# 5.0's catalog is a superset of 4.1's; 4.1 is run where algorithms fold ranks in (np = 3).
+# 5.0 at 3 ranks as well was dropped to keep the suite under 15 minutes: the algorithms only
+# 5.0 has are checked at 4 ranks only.
+@pytest.mark.parametrize("which,np", [("ompi50", 4), ("ompi41", 3)])
 def test_every_algorithm_of_every_collective_is_correct(which: str, np: int, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """One MPI_T sweep per collective over all algorithms (default segment sizes 0 and 1 KiB);
     the kernel checks each result, so any invalid point is a wrong answer from Open MPI."""
