@@ -299,9 +299,10 @@ class MPICHCatalog(Catalog):
                        ) -> dict[str, str]:
         """The tuning-file leaf parameters that differ from the launch values."""
         knobs = (self.knobs or {}).get(coll, {}).get(alg, {})
-        return {key: str(value) for key, param in KNOBS.items()
-                for value in [fanout if param == FAN else segsize]
-                if value and param in knobs and value != self._launch_value(coll, alg, param)}
+        values = {FAN: fanout, SEG: segsize}
+        return {key: str(values[param]) for key, param in KNOBS.items()
+                if values[param] and param in knobs
+                and values[param] != self._launch_value(coll, alg, param)}
 
 
 def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCatalog:
