@@ -57,6 +57,13 @@ def pingpong_times(data: ProbeData, same_node: bool | None) -> tuple[list[tuple[
     return [(r.size, r.pingpong) for r in data.pairs(same_node)], False
 
 
+def exchange_pieces(data: ProbeData, loaded: bool) -> list[Line]:
+    """The exchange line, fitted where the busy figures are used (empty: none)."""
+    if not loaded or len(data.exchange) < 2:
+        return []
+    return fit_pieces([s for s, _ in data.exchange], [x for _, x in data.exchange])
+
+
 def fit_hockney(data: ProbeData, same_node: bool | None = None) -> Hockney:
     pp, loaded = pingpong_times(data, same_node)
     m = [s for s, _ in pp]
@@ -68,6 +75,4 @@ def fit_hockney(data: ProbeData, same_node: bool | None = None) -> Hockney:
     red = [(s, x) for s, x in rl if s >= 1024] or rl
     g = fit_line([s for s, _ in red], [x for _, x in red])
     gq = quality([g(s) for s, _ in red], [x for _, x in red])
-    ex = fit_pieces([s for s, _ in data.exchange], [x for _, x in data.exchange]) \
-        if loaded and len(data.exchange) >= 2 else []
-    return Hockney(pieces, g.b, gq, q, ex, loaded)
+    return Hockney(pieces, g.b, gq, q, exchange_pieces(data, loaded), loaded)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from colltune.models.hockney import pingpong_times
+from colltune.models.hockney import exchange_pieces, pingpong_times
 from colltune.models.linfit import (
     Line,
     Quality,
@@ -87,8 +87,7 @@ def fit_loggp(data: ProbeData, same_node: bool | None = None) -> LogGP:
         G = pp.b if loaded or gaps.b <= 0 else gaps.b  # noqa: N806
         L = max(pp.a - 2 * o, 0.0)  # noqa: N806 (shared memory: close to 0)
         pieces.append(LogGPPiece(lo, hi, L, o, max(gaps.a, 0.0), G, o_send))
-    ex = fit_pieces([s for s, _ in data.exchange], [x for _, x in data.exchange]) \
-        if loaded and len(data.exchange) >= 2 else []
+    ex = exchange_pieces(data, loaded)
     model = LogGP(pieces, Quality(0, 0, 0, 0), ex)
     q = quality([model.p2p(s) for s, _ in pp_all], [x for _, x in pp_all])
     return LogGP(pieces, q, ex)
