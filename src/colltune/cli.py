@@ -28,7 +28,13 @@ from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.tuner.measure import MeasureSettings, Reporter
-from colltune.tuner.run import TuneOptions, TuneResult, tune, valid_algorithms
+from colltune.tuner.run import (
+    TuneOptions,
+    TuneResult,
+    check_repetitions,
+    tune,
+    valid_algorithms,
+)
 from colltune.tuner.space import parse_size, parse_sizes
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -148,7 +154,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
               fit_np: str = "2,3,4", launch: Launch | None = None,
               backend: str = "openmpi", platform: Path | None = None,
-              tune_han: bool = False, for_np: int | None = None) -> None:
+              tune_han: bool = False, for_np: int | None = None,
+              timing: str = "both", window: int = 64, objective: str = "completion") -> None:
     try:
         opts = TuneOptions(
             backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
@@ -160,7 +167,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
-                                     point_time=point_time, seed=seed, timeout=timeout),
+                                     point_time=point_time, seed=seed, timeout=timeout,
+                                     timing=timing, window=window, objective=objective),
         )
         res = tune(opts, BarReporter(quiet))
     except ColltuneError as e:
@@ -222,6 +230,17 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
               ColltuneError(f"cannot write the batch script: {e}", "check the options"))
         return
     err.print(f"wrote {path}: submit it with sbatch {path}", highlight=False, markup=False)
+
+
+TIMING_OPTION = typer.Option(
+    "both", "--timing", help="isolated (one call after a barrier), back-to-back (a window of "
+                             "consecutive calls, as an application loop makes them) or both "
+                             "(a win must hold in each; docs/methodology.md).")
+WINDOW_OPTION = typer.Option(64, "--window", help="Calls per back-to-back window (fewer "
+                                                  "where they would take over 10 ms).")
+OBJECTIVE_OPTION = typer.Option(
+    "completion", "--objective", help="What a repetition's time is: completion (slowest "
+                                      "rank), mean (over ranks, as OSU prints) or root.")
 
 
 def _make_tune_command(name: str) -> None:
@@ -307,6 +326,9 @@ def _make_tune_command(name: str) -> None:
         confirm_rounds: int = typer.Option(4, "--confirm-rounds",
                                            help="Fresh default/tuned launch pairs that must "
                                                 "confirm each win (0: skip)."),
+        timing: str = TIMING_OPTION,
+        window: int = WINDOW_OPTION,
+        objective: str = OBJECTIVE_OPTION,
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
@@ -317,7 +339,8 @@ def _make_tune_command(name: str) -> None:
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
-                  _backend_for(backend, out_format), platform, tune_han, for_np)
+                  _backend_for(backend, out_format), platform, tune_han, for_np,
+                  timing, window, objective)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)
@@ -442,6 +465,9 @@ def verify_cmd(
     hostfile: str | None = typer.Option(None, "--hostfile"),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
+    timing: str = TIMING_OPTION,
+    window: int = WINDOW_OPTION,
+    objective: str = OBJECTIVE_OPTION,
 ) -> None:
     """Default vs the rules file in fresh interleaved launches; exit 1 on any regression or
     if Open MPI does not apply the file."""
@@ -455,8 +481,11 @@ def verify_cmd(
             raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
         if json_out is not None:
             ensure_writable(json_out, "--json")
+        reps = Repetitions(min_reps=15, point_time=point_time, timing=timing, window=window,
+                           objective=objective)
+        check_repetitions(reps)
         rep = verify(path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
-                     rounds, Repetitions(min_reps=15, point_time=point_time),
+                     rounds, reps,
                      with_osu=with_ == "osu", osu_dir=osu_dir, hostfile=hostfile,
                      note=(lambda s: None) if quiet else
                      (lambda s: err.print(s, highlight=False, markup=False)))
@@ -472,8 +501,10 @@ def verify_cmd(
                 continue
             t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
                             f"({rep.mpi.name} {rep.mpi.version})")
+            modes = sorted({m for r in rows for m in r.modes})
             for col in ("size/rank", "lookup", "rule", "default us (95% CI)",
-                        "rules us (95% CI)", "rules/default", "verdict"):
+                        "rules us (95% CI)", "rules/default",
+                        *(f"{m} rules/default" for m in modes), "verdict"):
                 t.add_column(col)
             for r in rows:
                 t.add_row(str(r.size), str(r.lookup_size), r.rule,
@@ -481,8 +512,9 @@ def verify_cmd(
                           f"{r.default_ci[1] * 1e6:.2f})",
                           f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
                           f"{r.tuned_ci[1] * 1e6:.2f})",
-                          f"{r.ratio:.3f}", r.verdict.upper() if r.verdict == "slower"
-                          else r.verdict)
+                          f"{r.ratio:.3f}",
+                          *(_mode_cell(r.modes.get(m)) for m in modes),
+                          r.verdict.upper() if r.verdict == "slower" else r.verdict)
             out.print(t)
             for r in rows:
                 if r.note:
@@ -496,7 +528,9 @@ def verify_cmd(
                   f"{sum(r.verdict == 'slower' for r in c.kernel)} slower", highlight=False)
     out.print("rules/default: geometric mean over launch pairs of the ratio of launch medians;"
               " faster/slower: paired t-test over launch pairs, Holm-corrected over all sizes "
-              "(family-wise p < 0.05), and >= 3%", highlight=False)
+              "and timing modes (family-wise p < 0.05), and >= 3%; faster only if faster in "
+              "every mode, slower if slower in any; either must reproduce in a recheck",
+              highlight=False)
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
     if rep.failed:
@@ -506,6 +540,10 @@ def verify_cmd(
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
         raise typer.Exit(1)
+
+
+def _mode_cell(m: dict[str, object] | None) -> str:
+    return "" if m is None else f"{float(m['ratio']):.3f} {m['verdict']}"  # type: ignore[arg-type]
 
 
 def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] | None,

@@ -8,7 +8,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -42,6 +42,9 @@ CREATE TABLE IF NOT EXISTS measurements (
     message TEXT NOT NULL,
     sweep TEXT NOT NULL,
     created TEXT NOT NULL,
+    timing TEXT NOT NULL DEFAULT 'isolated',
+    objective TEXT NOT NULL DEFAULT 'completion',
+    series TEXT NOT NULL DEFAULT '{}',
     UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
 );
 CREATE TABLE IF NOT EXISTS counters (
@@ -74,6 +77,7 @@ CREATE TABLE IF NOT EXISTS confirmations (
     rounds INTEGER NOT NULL,
     launch_speedup REAL NOT NULL,
     created TEXT NOT NULL,
+    modes TEXT NOT NULL DEFAULT '{}',
     UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
 );
 CREATE TABLE IF NOT EXISTS models (
@@ -104,6 +108,23 @@ CREATE TABLE IF NOT EXISTS decisions (
     UNIQUE (mpi_key, host, np, ppn, collective, size)
 );
 """
+
+# Columns added after stores were in use: an older store gets them with the values its
+# rows were measured with (one call after a barrier, the slowest rank, no per-mode verdicts)
+MIGRATIONS = [
+    ("measurements", "timing", "TEXT NOT NULL DEFAULT 'isolated'"),
+    ("measurements", "objective", "TEXT NOT NULL DEFAULT 'completion'"),
+    ("measurements", "series", "TEXT NOT NULL DEFAULT '{}'"),
+    ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
+]
+
+
+def timing_of(r: PointResult) -> str:
+    """Which timing modes produced a result: what its series hold (none: isolated)."""
+    modes = sorted(r.series)
+    if len(modes) > 1:
+        return "both"
+    return modes[0] if modes else "isolated"
 
 
 def default_db_path() -> Path:
@@ -151,6 +172,11 @@ class Measurement:
     ci_hi: float | None
     samples: list[float]
     message: str
+    # per timing mode, the objective's series (`samples` is the first mode's);
+    # older stores: {} (isolated only)
+    series: dict[str, list[float]] = field(default_factory=dict)
+    timing: str = "isolated"
+    objective: str = "completion"
 
 
 class Store:
@@ -162,9 +188,16 @@ class Store:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
+            self._migrate()
         except (sqlite3.Error, OSError) as e:
             raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
                                 "pass a writable file with --db PATH") from None
+
+    def _migrate(self) -> None:
+        for table, column, decl in MIGRATIONS:
+            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+            if column not in have:
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
 
     def close(self) -> None:
         self.db.close()
@@ -216,14 +249,15 @@ class Store:
             cfg.fanout, cfg.max_requests, r.size, r.status, r.n, r.median, r.ci_lo, r.ci_hi,
             r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            timing_of(r), r.objective, json.dumps(r.series),
         )
         with self._write() as db:
             db.execute(
                 "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
                 "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
                 "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
-                "mean, min, max, samples, message, sweep, created) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "mean, min, max, samples, message, sweep, created, timing, objective, "
+                "series) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
             if r.pvars:
@@ -253,18 +287,21 @@ class Store:
         where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "
                  "AND size=?")
         with self._write() as db:
-            row = db.execute(f"SELECT status, samples FROM measurements WHERE {where}",
+            row = db.execute(f"SELECT status, samples, series FROM measurements WHERE {where}",
                              key).fetchone()
             if row is None:
                 pass  # a new point: inserted below, in add()'s own transaction
             elif row[0] == "ok" and r.status == "ok":
                 xs = json.loads(row[1]) + r.samples
+                old = json.loads(row[2])
+                series = {m: {o: old.get(m, {}).get(o, []) + v for o, v in objs.items()}
+                          for m, objs in r.series.items() if m in old}
                 lo, hi = median_ci(xs)
                 db.execute(
                     f"UPDATE measurements SET n=?, median=?, ci_lo=?, ci_hi=?, mean=?, min=?, "
-                    f"max=?, samples=? WHERE {where}",
+                    f"max=?, samples=?, series=? WHERE {where}",
                     (len(xs), median(xs), lo, hi, sum(xs) / len(xs), min(xs), max(xs),
-                     json.dumps(xs), *key))
+                     json.dumps(xs), json.dumps(series), *key))
                 return
             elif row[0] == "ok":
                 db.execute(f"UPDATE measurements SET status=?, message=? WHERE {where}",
@@ -284,14 +321,16 @@ class Store:
 
     def measurements(self, ctx: Context) -> list[Measurement]:
         cur = self._read(
-            "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message "
-            "FROM measurements WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND "
-            "collective=? ORDER BY size, config_key",
+            "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message, "
+            "timing, objective, series FROM measurements WHERE mpi_key=? AND host=? AND np=? "
+            "AND ppn=? AND collective=? ORDER BY size, config_key",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
         )
         return [
-            Measurement(Config.from_key(k), int(s), st, int(n), med, lo, hi, json.loads(sm), msg)
-            for k, s, st, n, med, lo, hi, sm, msg in cur
+            Measurement(Config.from_key(k), int(s), st, int(n), med, lo, hi, json.loads(sm), msg,
+                        {m: objs[obj] for m, objs in json.loads(ser).items() if obj in objs},
+                        timing, obj)
+            for k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser in cur
         ]
 
     def contexts(self) -> list[Context]:
@@ -353,19 +392,24 @@ class Store:
             db.execute(
                 "INSERT OR REPLACE INTO confirmations (mpi_key, host, np, ppn, collective, size, "
                 "config_key, verdict, default_median, tuned_median, p_faster, p_slower, "
-                "rounds_won, rounds, launch_speedup, created) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "rounds_won, rounds, launch_speedup, created, modes) VALUES "
+                "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, v.size, config_key,
                  v.verdict, v.default_median, v.tuned_median, v.p_faster, v.p_slower,
                  v.rounds_won, v.rounds, v.launch_speedup,
-                 datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                 datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 json.dumps(v.modes)),
             )
 
     def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
         rows = self._read(
             "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
-            "verdict, launch_speedup FROM confirmations WHERE mpi_key=? AND host=? AND np=? "
-            "AND ppn=? AND collective=? AND size=? AND config_key=?",
+            "verdict, launch_speedup, modes FROM confirmations WHERE mpi_key=? AND host=? AND "
+            "np=? AND ppn=? AND collective=? AND size=? AND config_key=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
         )
-        return Verdict(*rows[0]) if rows else None
+        if not rows:
+            return None
+        size, dmed, tmed, pf, ps, won, rounds, verdict, speedup, modes = rows[0]
+        return Verdict(size, dmed, tmed, pf, ps, won, rounds, verdict, speedup,
+                       json.loads(modes))

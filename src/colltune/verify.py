@@ -30,7 +30,7 @@ from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
-from colltune.tuner.confirm import ABSamples, Verdict, ab_runs, arm_env, judge
+from colltune.tuner.confirm import ABSamples, Verdict, ab_runs, arm_env, combine, judge
 from colltune.tuner.run import valid_algorithms
 from colltune.tuner.space import DEFAULT, Config, sizes_for
 from colltune.tuner.stats import holm, median_ci
@@ -51,6 +51,8 @@ class SizeCheck:
     p_slower: float
     rounds: int
     note: str = ""
+    # per timing mode: ratio (tuned / default), p_faster, p_slower, verdict
+    modes: dict[str, dict[str, object]] = field(default_factory=dict)
 
 
 @dataclass
@@ -137,7 +139,11 @@ def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, rf: rules.RulesFil
         out.append(SizeCheck(size, coll.lookup_size(size, np),
                              catalog_label(_rule_at(rf, coll, np, size)), v.verdict,
                              v.default_median, v.tuned_median, median_ci(d), median_ci(t),
-                             1.0 / v.launch_speedup, v.p_faster, v.p_slower, v.rounds))
+                             1.0 / v.launch_speedup, v.p_faster, v.p_slower, v.rounds,
+                             modes={m: {"ratio": 1.0 / float(x["launch_speedup"]),  # type: ignore[arg-type]
+                                        "p_faster": x["p_faster"], "p_slower": x["p_slower"],
+                                        "verdict": x["verdict"]}
+                                    for m, x in v.modes.items()}))
     return out
 
 
@@ -259,23 +265,25 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         checks.append(check)
     for source in ("kernel", "osu"):
         family_verdicts([r for c in checks for r in getattr(c, source)])
-    # a regression gates a rollout, so it must reproduce in launches of its own
+    # a verdict must reproduce in launches of its own: a regression gates a rollout, and an
+    # all-default file must never read as faster or slower (a false alarm at one size of
+    # many is otherwise likely)
     for check in checks:
-        flagged = [r for r in check.kernel if r.verdict == "slower"]
+        flagged = [r for r in check.kernel if r.verdict != "same"]
         if not flagged:
             continue
         coll = get_collective(check.collective)
-        note(f"{check.collective}: rechecking {len(flagged)} slower size(s) in "
-             f"{rounds} new launch pairs")
+        note(f"{check.collective}: rechecking {len(flagged)} size(s) judged faster or slower "
+             f"in {rounds} new launch pairs")
         ab = ab_runs(mpi, coll, placement, rules_path, [r.size for r in flagged], rounds, reps)
         again = {r.size: r for r in _size_checks(judge(ab), ab, rf, coll, np,
                                                  lambda c: "")}
         family_verdicts(list(again.values()))
         for r in flagged:
-            if again[r.size].verdict != "slower":
+            if again[r.size].verdict != r.verdict:
+                r.note = (f"{r.verdict} in the first launch pairs ({r.ratio:.3f}), "
+                          f"{again[r.size].verdict} in the recheck ({again[r.size].ratio:.3f})")
                 r.verdict = "same"
-                r.note = (f"slower in the first launch pairs ({r.ratio:.3f}), not in the "
-                          f"recheck ({again[r.size].ratio:.3f})")
             else:
                 r.note = f"reproduced in the recheck ({again[r.size].ratio:.3f})"
     return VerifyReport(mpi, rules_path, checks)
@@ -283,17 +291,31 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
 
 def family_verdicts(rows: list[SizeCheck], alpha: float = 0.05, min_gain: float = 0.03
                     ) -> None:
-    """Re-judge all sizes of one run together (Holm), so the gate's false-alarm rate is
-    alpha for the whole run, not per size."""
-    faster = holm([r.p_faster for r in rows], alpha)
-    slower = holm([r.p_slower for r in rows], alpha)
-    for r, f, s in zip(rows, faster, slower):
-        if f and r.ratio <= 1 - min_gain:
-            r.verdict = "faster"
-        elif s and r.ratio >= 1 / (1 - min_gain):
-            r.verdict = "slower"
+    """Re-judge all sizes (and timing modes) of one run together (Holm), so the gate's
+    false-alarm rate is alpha for the whole run, not per size. A size is faster only if
+    every mode is, slower if any mode is."""
+    cells: list[tuple[SizeCheck, str | None, float, float, float]] = []
+    for r in rows:
+        if r.modes:
+            cells += [(r, m, float(x["ratio"]), float(x["p_faster"]),  # type: ignore[arg-type]
+                       float(x["p_slower"])) for m, x in r.modes.items()]  # type: ignore[arg-type]
         else:
-            r.verdict = "same"
+            cells.append((r, None, r.ratio, r.p_faster, r.p_slower))
+    faster = holm([c[3] for c in cells], alpha)
+    slower = holm([c[4] for c in cells], alpha)
+    per_row: dict[int, list[str]] = {}
+    for (r, mode, ratio, _, _), f, s in zip(cells, faster, slower):
+        if f and ratio <= 1 - min_gain:
+            verdict = "faster"
+        elif s and ratio >= 1 / (1 - min_gain):
+            verdict = "slower"
+        else:
+            verdict = "same"
+        if mode is not None:
+            r.modes[mode]["verdict"] = verdict
+        per_row.setdefault(id(r), []).append(verdict)
+    for r in rows:
+        r.verdict = combine(per_row[id(r)])
 
 
 def report_json(rep: VerifyReport) -> str:

@@ -12,7 +12,14 @@
  *  - ranks are synchronised before every repetition by a dissemination
  *    barrier built from point-to-point messages, never by MPI_Barrier, which
  *    is itself a collective of the library under test;
- *  - the time of a repetition is the maximum of the ranks' local times;
+ *  - the time of a repetition is the maximum of the ranks' local times
+ *    (completion); the mean over ranks (what OSU prints) and the root's own
+ *    time are recorded beside it;
+ *  - `timing isolated` times one call after the barrier; `timing
+ *    back-to-back` times a window of `window` consecutive calls with no
+ *    synchronisation between them, divided by the calls (how an application
+ *    loop calls it: consecutive calls overlap and skew carries over);
+ *    `timing both` takes one of each per repetition;
  *  - repetitions continue until the 95% confidence interval of the median is
  *    within a relative tolerance, a time budget is spent, or max_reps is hit;
  *  - results are checked for correctness; a wrong answer marks the point
@@ -50,6 +57,12 @@
 #define TAG_SYNC 30001
 #define TAG_CTL 30002
 
+#define TIMING_ISOLATED 1
+#define TIMING_B2B 2
+enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
+static const char *mode_names[] = {"isolated", "back-to-back"};
+static const char *obj_names[] = {"completion", "mean", "root"};
+
 /* ------------------------------------------------------------------ */
 /* Plan                                                                */
 /* ------------------------------------------------------------------ */
@@ -80,6 +93,10 @@ typedef struct {
     unsigned long long seed;
     int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
     char pvars[64];  /* count rank 0's performance variables whose name starts so */
+    int timing;      /* TIMING_* bits */
+    int window;      /* calls per back-to-back window, at most */
+    double window_time; /* ... and fewer where the window would take longer (seconds) */
+    int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
     int nconfig;
     config_t *configs;
     int npoint;
@@ -108,6 +125,10 @@ static int read_plan(const char *path, plan_t *plan)
     plan->point_time = 0.5;
     plan->seed = 1;
     plan->dup_always = 1;
+    plan->timing = TIMING_ISOLATED;
+    plan->window = 64;
+    plan->window_time = 0.01;
+    plan->objective = OBJ_COMPLETION;
     plan->configs = calloc((size_t)cap_c, sizeof(config_t));
     plan->points = calloc((size_t)cap_p, sizeof(point_t));
     while (fgets(line, sizeof(line), f)) {
@@ -133,6 +154,37 @@ static int read_plan(const char *path, plan_t *plan)
             sscanf(line + off, "%d", &plan->dup_always);
         } else if (!strcmp(key, "pvars")) {
             sscanf(line + off, "%63s", plan->pvars);
+        } else if (!strcmp(key, "timing")) {
+            char v[32] = "";
+            sscanf(line + off, "%31s", v);
+            plan->timing = !strcmp(v, "both") ? TIMING_ISOLATED | TIMING_B2B
+                           : !strcmp(v, "back-to-back") ? TIMING_B2B
+                           : !strcmp(v, "isolated") ? TIMING_ISOLATED : 0;
+            if (!plan->timing) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "window")) {
+            if (sscanf(line + off, "%d", &plan->window) != 1 || plan->window < 1) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "window_time")) {
+            if (sscanf(line + off, "%lf", &plan->window_time) != 1 || plan->window_time < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "objective")) {
+            char v[32] = "";
+            sscanf(line + off, "%31s", v);
+            plan->objective = -1;
+            for (int o = 0; o < NOBJ; o++)
+                if (!strcmp(v, obj_names[o]))
+                    plan->objective = o;
+            if (plan->objective < 0) {
+                fclose(f);
+                return -2;
+            }
         } else if (!strcmp(key, "config")) {
             config_t *c;
             char *p = line + off;
@@ -232,6 +284,27 @@ static double ctl_max(double v)
         }
     }
     return v;
+}
+
+/* binomial-tree maximum and sum of a double towards rank 0, in one pass */
+static void ctl_max_sum(double v, double *mx, double *sum)
+{
+    double acc[2] = {v, v};
+    for (int k = 1; k < g_size; k <<= 1) {
+        if (g_rank & k) {
+            MPI_Send(acc, 2, MPI_DOUBLE, g_rank - k, TAG_CTL, MPI_COMM_WORLD);
+            break;
+        }
+        if (g_rank + k < g_size) {
+            double o[2];
+            MPI_Recv(o, 2, MPI_DOUBLE, g_rank + k, TAG_CTL, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            if (o[0] > acc[0])
+                acc[0] = o[0];
+            acc[1] += o[1];
+        }
+    }
+    *mx = acc[0];
+    *sum = acc[1];
 }
 
 /* binomial-tree broadcast of an int from rank 0 */
@@ -897,7 +970,9 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     bufs_t b;
     int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
-    double *samples = NULL, *scratch = NULL, t_begin;
+    double *samples = NULL, *scratch = NULL, t_begin, t_call;
+    int window = 1;
+    double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     int wrong = fault_hits(cfg, "wrong");
 
     if (g_rank == 0) {
@@ -940,25 +1015,55 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         bufs_free(&b);
         return;
     }
+    t_call = MPI_Wtime();
     for (int w = 0; w < plan->warmup; w++) {
         sync_barrier();
+        t_call = MPI_Wtime();
         run_coll(&b, comm);
     }
+    /* the window: `window` calls, fewer where the last warm-up call says they would take
+     * longer than window_time (a default that takes a second per call oversubscribed) */
+    t_call = ctl_max(MPI_Wtime() - t_call);
+    if (g_rank == 0) {
+        window = plan->window;
+        if (t_call > 0 && plan->window_time / t_call < window)
+            window = (int)(plan->window_time / t_call);
+        if (window < 1)
+            window = 1;
+    }
+    window = ctl_bcast(window);
 
     if (g_rank == 0) {
-        samples = malloc((size_t)cap * sizeof(double));
+        for (int m = 0; m < 2; m++)
+            for (int o = 0; o < NOBJ; o++)
+                series[m][o] = (plan->timing & (1 << m)) ? malloc((size_t)cap * sizeof(double))
+                                                         : NULL;
         scratch = malloc((size_t)cap * sizeof(double));
+        /* the series that drives the stopping rule and becomes "samples" */
+        samples = series[(plan->timing & TIMING_ISOLATED) ? 0 : 1][plan->objective];
     }
     t_begin = MPI_Wtime();
     while (!stop) {
-        double t0, t1, tmax;
-        sync_barrier();
-        t0 = MPI_Wtime();
-        run_coll(&b, comm);
-        t1 = MPI_Wtime();
-        tmax = ctl_max(t1 - t0);
+        for (int m = 0; m < 2; m++) {
+            double t0, t1, local, mx, sum;
+            int calls = m == 0 ? 1 : window;
+            if (!(plan->timing & (1 << m)))
+                continue;
+            sync_barrier();
+            t0 = MPI_Wtime();
+            for (int c = 0; c < calls; c++)
+                run_coll(&b, comm);
+            t1 = MPI_Wtime();
+            local = (t1 - t0) / calls;
+            ctl_max_sum(local, &mx, &sum);
+            if (g_rank == 0) {
+                series[m][OBJ_COMPLETION][n] = mx;
+                series[m][OBJ_MEAN][n] = sum / g_size;
+                series[m][OBJ_ROOT][n] = local; /* every rooted collective roots at 0 */
+            }
+        }
         if (g_rank == 0) {
-            samples[n++] = tmax;
+            n++;
             if (n >= cap) {
                 stop = 1;
             } else if (n >= plan->min_reps) {
@@ -976,6 +1081,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     }
     if (g_rank == 0) {
         double med, lo, hi, sum = 0, mn = samples[0], mx = samples[0];
+        int first_mode = 1;
         median_ci(samples, n, scratch, &med, &lo, &hi);
         for (int i = 0; i < n; i++) {
             sum += samples[i];
@@ -986,16 +1092,33 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         }
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
-               "\"max\":%.9g",
-               cid, size, n, med, lo, hi, sum / n, mn, mx);
+               "\"max\":%.9g,\"window\":%d,\"objective\":\"%s\"",
+               cid, size, n, med, lo, hi, sum / n, mn, mx, window,
+               obj_names[plan->objective]);
         pvars_print();
         printf(",\"samples\":[");
         for (int i = 0; i < n; i++)
             printf(i ? ",%.9g" : "%.9g", samples[i]);
-        printf("]}\n");
+        printf("],\"series\":{");
+        for (int m = 0; m < 2; m++) {
+            if (!series[m][0])
+                continue;
+            printf("%s\"%s\":{", first_mode ? "" : ",", mode_names[m]);
+            first_mode = 0;
+            for (int o = 0; o < NOBJ; o++) {
+                printf("%s\"%s\":[", o ? "," : "", obj_names[o]);
+                for (int i = 0; i < n; i++)
+                    printf(i ? ",%.9g" : "%.9g", series[m][o][i]);
+                printf("]");
+            }
+            printf("}");
+        }
+        printf("}}\n");
         fflush(stdout);
     }
-    free(samples);
+    for (int m = 0; m < 2; m++)
+        for (int o = 0; o < NOBJ; o++)
+            free(series[m][o]);
     free(scratch);
     bufs_free(&b);
 }

@@ -24,6 +24,10 @@ class KernelConfig:
     assign: dict[str, int] = field(default_factory=dict)
 
 
+TIMINGS = ("both", "isolated", "back-to-back")
+OBJECTIVES = ("completion", "mean", "root")
+
+
 @dataclass
 class Repetitions:
     """How much the kernel repeats each point (its stopping rule)."""
@@ -34,6 +38,14 @@ class Repetitions:
     rel_ci: float = 0.05  # stop when the 95% CI half-width of the median is this fraction
     point_time: float = 0.25  # ... or when a point has used this many seconds
     seed: int = 1  # order of configurations and sizes
+    # isolated: one call after a barrier; back-to-back: a window of `window` calls with no
+    # synchronisation between them, per call; both: one of each per repetition
+    timing: str = "both"
+    window: int = 64  # calls per back-to-back window, at most ...
+    window_time: float = 0.01  # ... and fewer where the warm-up says they take longer (s)
+    # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
+    # root (the root's own time)
+    objective: str = "completion"
 
 
 @dataclass
@@ -57,6 +69,10 @@ class KernelPlan:
             f"point_time {r.point_time}",
             f"seed {r.seed}",
             f"dup_always {int(self.dup_always)}",
+            f"timing {r.timing}",
+            f"window {r.window}",
+            f"window_time {r.window_time}",
+            f"objective {r.objective}",
         ]
         if self.pvars:
             lines.append(f"pvars {self.pvars}")
@@ -82,6 +98,10 @@ class PointResult:
     samples: list[float] = field(default_factory=list)
     message: str = ""
     pvars: dict[str, int] = field(default_factory=dict)  # counters that grew (rank 0)
+    # every timing mode's series by objective: {"isolated": {"completion": [...], ...}, ...};
+    # `samples` is the objective's series of the first mode measured
+    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    objective: str = "completion"
 
 
 @dataclass
@@ -147,6 +167,9 @@ def parse_result(ev: dict) -> PointResult:
         ci_hi=ev.get("ci_hi"), mean=ev.get("mean"), min=ev.get("min"), max=ev.get("max"),
         samples=[float(x) for x in ev.get("samples", [])], message=str(ev.get("message", "")),
         pvars={str(k): int(v) for k, v in (ev.get("pvars") or {}).items()},
+        series={str(m): {str(o): [float(x) for x in xs] for o, xs in objs.items()}
+                for m, objs in (ev.get("series") or {}).items()},
+        objective=str(ev.get("objective", "completion")),
     )
 
 

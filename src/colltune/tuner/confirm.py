@@ -2,11 +2,13 @@
 
 One launch measures every configuration under one scheduling state; on an oversubscribed or
 shared machine the next launch can rank them differently. A decision is kept only if it also
-wins here: pooled over all launches, and in most launch pairs.
+wins here, over the launch pairs, in every timing mode the kernel measured (one call after a
+barrier, and calls back to back as an application makes them; docs/methodology.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +27,13 @@ ARMS = ("default", "tuned")
 
 @dataclass
 class ABSamples:
-    """Per size, per arm, one list of samples per launch."""
+    """Per size, per arm, one list of samples per launch; `modes` holds the same per timing
+    mode (empty where only one figure per launch exists, as OSU's)."""
 
     rounds: int
     samples: dict[str, dict[int, list[list[float]]]] = field(
         default_factory=lambda: {a: {} for a in ARMS})
+    modes: dict[str, dict[str, dict[int, list[list[float]]]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class Verdict:
     rounds: int
     verdict: str  # faster | same | slower
     launch_speedup: float  # default / tuned, geometric mean over launch pairs: what is judged
+    # per timing mode: {"verdict": ..., "launch_speedup": ..., "p_faster": ..., "p_slower": ...}
+    modes: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
@@ -65,8 +71,7 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
     for rnd in range(rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
             plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
-                              Repetitions(reps.warmup, reps.min_reps, reps.max_reps,
-                                          reps.rel_ci, reps.point_time, reps.seed + rnd))
+                              dataclasses.replace(reps, seed=reps.seed + rnd))
             cmd, env = launch(mpi, placement, coll.name, 0,
                               arms[arm] if arms is not None else arm_env(arm, rules))
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
@@ -79,7 +84,34 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                     raise ColltuneError(f"{coll.name} at {r.size} B gave a {r.status} result "
                                         f"under the {arm} settings", "report this MPI bug")
                 out.samples[arm].setdefault(r.size, []).append(r.samples)
+                obj = r.objective
+                for mode, objs in r.series.items():
+                    out.modes.setdefault(mode, {a: {} for a in ARMS})[arm].setdefault(
+                        r.size, []).append(objs[obj])
     return out
+
+
+def _judge_arms(per_round_d: list[list[float]], per_round_t: list[list[float]], alpha: float,
+                min_gain: float) -> tuple[str, float, float, float, int]:
+    """(verdict, tuned/default ratio, p faster, p slower, launch pairs won)."""
+    x = [math.log(median(t) / median(d)) for t, d in zip(per_round_t, per_round_d)]
+    ratio = math.exp(sum(x) / len(x))  # tuned / default, geometric mean over launches
+    pf = paired_t_less(x)
+    ps = paired_t_less([-v for v in x])
+    if pf < alpha and ratio <= 1 - min_gain:
+        verdict = "faster"
+    elif ps < alpha and ratio >= 1 / (1 - min_gain):
+        verdict = "slower"
+    else:
+        verdict = "same"
+    return verdict, ratio, pf, ps, sum(v < 0 for v in x)
+
+
+def combine(verdicts: list[str]) -> str:
+    """Faster only if faster in every mode; slower if slower in any."""
+    if "slower" in verdicts:
+        return "slower"
+    return "faster" if verdicts and all(v == "faster" for v in verdicts) else "same"
 
 
 def judge(ab: ABSamples, alpha: float = 0.05, min_gain: float = 0.03) -> dict[int, Verdict]:
@@ -87,25 +119,25 @@ def judge(ab: ABSamples, alpha: float = 0.05, min_gain: float = 0.03) -> dict[in
 
     Samples inside one launch share its scheduling state, so they are not independent
     evidence; launches are. faster: a one-sided paired t-test over the launch pairs at
-    `alpha` and a geometric-mean gain of at least `min_gain`; slower: the mirror image."""
+    `alpha` and a geometric-mean gain of at least `min_gain`; slower: the mirror image.
+    Where the launches timed several modes, each is judged so, and the verdict is faster
+    only if every mode says faster, slower if any says slower."""
     out = {}
     for size, per_round_d in ab.samples["default"].items():
         per_round_t = ab.samples["tuned"][size]
-        x = [math.log(median(t) / median(d)) for t, d in zip(per_round_t, per_round_d)]
-        ratio = math.exp(sum(x) / len(x))  # tuned / default, geometric mean over launches
-        pf = paired_t_less(x)
-        ps = paired_t_less([-v for v in x])
-        if pf < alpha and ratio <= 1 - min_gain:
-            verdict = "faster"
-        elif ps < alpha and ratio >= 1 / (1 - min_gain):
-            verdict = "slower"
-        else:
-            verdict = "same"
+        verdict, ratio, pf, ps, won = _judge_arms(per_round_d, per_round_t, alpha, min_gain)
+        modes: dict[str, dict[str, object]] = {}
+        for mode, arms in ab.modes.items():
+            mv, mr, mpf, mps, _ = _judge_arms(arms["default"][size], arms["tuned"][size],
+                                              alpha, min_gain)
+            modes[mode] = {"verdict": mv, "launch_speedup": 1.0 / mr, "p_faster": mpf,
+                           "p_slower": mps}
+        if modes:
+            verdict = combine([str(m["verdict"]) for m in modes.values()])
         d_all = [v for r in per_round_d for v in r]
         t_all = [v for r in per_round_t for v in r]
-        won = sum(v < 0 for v in x)
         out[size] = Verdict(size, median(d_all), median(t_all), pf, ps, won, ab.rounds, verdict,
-                            1.0 / ratio)
+                            1.0 / ratio, modes)
     return out
 
 

@@ -27,7 +27,7 @@ from colltune.backends.openmpi import (
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import PointResult
+from colltune.kernel.launch import OBJECTIVES, TIMINGS, PointResult, Repetitions
 from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mpich_csel, mvapich2
@@ -137,9 +137,24 @@ def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
     return requested
 
 
+def check_repetitions(st: Repetitions) -> None:
+    """Refuse timing settings the kernel cannot run (tune and verify)."""
+    for ok, msg, hint in (
+        (st.timing in TIMINGS, f"unknown --timing {st.timing}",
+         "use " + ", ".join(TIMINGS) + " (both: a win must hold in each)"),
+        (st.objective in OBJECTIVES, f"unknown --objective {st.objective}",
+         "use " + ", ".join(OBJECTIVES)),
+        (1 <= st.window <= 100_000, "--window must be between 1 and 100000 calls",
+         "e.g. --window 64"),
+    ):
+        if not ok:
+            raise ColltuneError(msg, hint)
+
+
 def check_options(opts: TuneOptions) -> None:
     """Refuse impossible settings before anything is launched."""
     st = opts.settings
+    check_repetitions(st)
     checks = [
         (st.timeout > 0, "--timeout must be more than 0 seconds", "e.g. --timeout 60"),
         (st.point_time > 0, "--point-time must be more than 0 seconds", "e.g. --point-time 0.25"),
@@ -555,8 +570,11 @@ def _smpi_setup(opts: TuneOptions) -> tuple[smpi_backend.SMPI, Catalog, int]:
         raise ColltuneError("--hostfile does not apply to --backend smpi",
                             "the hosts come from --platform; choose ranks per host with --ppn")
     smpi = smpi_backend.find_smpi(opts.mpi, opts.platform)
-    # one repetition: simulated time does not vary (one warm-up call all the same)
+    # one repetition: simulated time does not vary (one warm-up call all the same); one
+    # call, not a window: a simulated call does not overlap the next the way the tuned
+    # ranks' scheduling makes real ones do, and a window multiplies the simulation's time
     opts.settings.warmup, opts.settings.min_reps, opts.settings.max_reps = 1, 1, 1
+    opts.settings.timing = "isolated"
     return smpi, smpi_backend.catalog(), opts.rules_version or 1
 
 

@@ -56,7 +56,22 @@ def parse_size(text: str) -> int:
 
 
 def parse_sizes(text: str) -> list[int]:
-    return sorted({parse_size(t) for t in text.split(",") if t.strip()})
+    """A list (`8,4K,1M`), OSU's range form (`4:1M`: every power of two between, from the
+    first), or both (`8,64K:1M`)."""
+    out: set[int] = set()
+    for t in (t for t in text.split(",") if t.strip()):
+        if ":" not in t:
+            out.add(parse_size(t))
+            continue
+        lo, _, hi = t.partition(":")
+        a, b = parse_size(lo), parse_size(hi)
+        if a < 1 or b < a:
+            raise ColltuneError(f"cannot read size range '{t}'",
+                                "write it as FIRST:LAST with 0 < FIRST <= LAST, e.g. 4:1M")
+        while a <= b:
+            out.add(a)
+            a *= 2
+    return sorted(out)
 
 
 def configurations(coll: Collective, catalog: Catalog, np: int,
