@@ -27,6 +27,7 @@ from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
+from colltune.tuner.decide import Decision
 from colltune.tuner.measure import MeasureSettings, Reporter
 from colltune.tuner.run import (
     TuneOptions,
@@ -108,8 +109,9 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                     f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
                     f"{d.speedup:.2f}x" if d.speedup else "-",
                     ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations) or "-",
-                    d.verdict)
+                    d.verdict + ("!" if d.warning else ""))
             out.print(t)
+            _print_warnings(ds)
             if any(d.simulated for d in ds):
                 out.print("simulated (deterministic) times: tuned = at least 3% faster than the "
                           "default (SMPI's port of an older coll/tuned decision); no test, no "
@@ -125,6 +127,13 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:
             err.print(f"  {f}", highlight=False, markup=False)
+
+
+def _print_warnings(ds: list[Decision]) -> None:
+    for d in ds:
+        if d.warning:
+            out.print(f"! {d.size if d.size >= 0 else 'all'} B: {d.warning}", highlight=False,
+                      markup=False)
 
 
 def _backend_for(backend: str, out_format: str | None) -> str:
@@ -608,8 +617,10 @@ def show_cmd(
                       f"{d.best_median * 1e6:.2f}" if d.best_median else "-",
                       f"{d.default_median / d.best_median:.2f}x"
                       if d.default_median and d.best_median else "-",
-                      d.chosen.label(en.catalog, en.ctx.collective), d.verdict)
+                      d.chosen.label(en.catalog, en.ctx.collective),
+                      d.verdict + ("!" if d.warning else ""))
         out.print(t)
+        _print_warnings(en.decisions)
 
 
 @app.command("export")

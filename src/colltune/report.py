@@ -8,17 +8,26 @@ import csv
 import html
 import io
 import math
+import socket
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends.openmpi import Catalog, builtin_catalog, find_openmpi, read_catalog
+from colltune.backends import waiting_cause
+from colltune.backends.openmpi import (
+    Catalog,
+    builtin_catalog,
+    cores,
+    find_openmpi,
+    read_catalog,
+)
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
+from colltune.tuner import artifacts
 from colltune.tuner.decide import Decision, decide, section
 from colltune.tuner.run import apply_confirmations
 from colltune.tuner.space import Config
@@ -76,6 +85,8 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             ds = decide(get_collective(ctx.collective), ctx.np, ms,
                         exact=ctx.mpi_name == SMPI.name)
             apply_confirmations(ds, store, ctx)
+            here = ctx.host == socket.gethostname() and ctx.nodes == 1
+            artifacts.flag(ds, ctx.ppn, cores() if here else None, waiting_cause(ctx.mpi_name))
             out.append(Entry(ctx, _catalog(ctx, cats), ms, ds, *store.span(ctx)))
     finally:
         store.close()
@@ -292,7 +303,9 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 f"</td><td>{d.lookup_size}</td><td>{_us(d.default_median)}</td>"
                 f"<td class='l'>{html.escape(best)}</td><td>{_us(d.best_median)}</td>"
                 f"<td class='l'>{html.escape(d.chosen.label(e.catalog, c.collective))}</td>"
-                f"<td>{d.verdict}</td><td class='l'>{html.escape(d.reason)}</td></tr>")
+                f"<td>{d.verdict}</td><td class='l'>{html.escape(d.reason)}"
+                + (f"<br><strong>warning: {html.escape(d.warning)}</strong>" if d.warning
+                   else "") + "</td></tr>")
         parts.append("</table><p>Rules for this section (Open MPI classic format):</p>"
                      f"<pre>{html.escape(_rules_text(e))}</pre>")
     for rf in rules_files or []:

@@ -37,6 +37,7 @@ class Decision:
     default_ci: tuple[float, float] | None = None
     predicted: bool = False  # from a cost model, not measured at this communicator size
     simulated: bool = False  # deterministic simulated time (SMPI): no test, no fresh launches
+    warning: str = ""  # a speed-up too large to trust, and its likely cause (tuner.artifacts)
 
     @property
     def speedup(self) -> float | None:
@@ -128,9 +129,18 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
     best_cfg = min(ok, key=lambda c: (_worst_ratio(ok[c], default), c))
     best = ok[best_cfg]
     if best_cfg == DEFAULT:
-        return Decision(size, lookup, DEFAULT, DEFAULT, median(default.samples),
-                        median(default.samples), None, False, default.n, default.n,
-                        reason="the default is the fastest")
+        first = min(ok, key=lambda c: (median(ok[c].samples), c))  # by the first mode alone
+        if first == DEFAULT:
+            return Decision(size, lookup, DEFAULT, DEFAULT, median(default.samples),
+                            median(default.samples), None, False, default.n, default.n,
+                            reason="the default is the fastest")
+        fm, dm_ = _modes(ok[first]), _modes(default)
+        ratios = ", ".join(f"{k} {median(fm[k]) / median(dm_[k]):.2f}" for k in sorted(fm)
+                           if k in dm_)
+        return Decision(size, lookup, DEFAULT, first, median(ok[first].samples),
+                        median(default.samples), None, False, ok[first].n, default.n,
+                        reason=f"no configuration wins in every timing mode (the fastest "
+                               f"isolated, of the default: {ratios}): default kept")
     cmp = _compare(best.samples, default.samples, alpha, min_gain, exact)
     significant, reason = cmp.significant, "significantly faster"
     if not significant:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
-from colltune.backends import Installation
+from colltune.backends import Installation, waiting_cause
 from colltune.backends import han as han_backend
 from colltune.backends import mpich as mpich_backend
 from colltune.backends import mvapich2 as mv2_backend
@@ -19,6 +19,7 @@ from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
+    cores,
     find_openmpi,
     han_excluded,
     read_catalog,
@@ -34,7 +35,7 @@ from colltune.rules import mpich_csel, mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner import han_rules, mpich_rules, mvapich2_rules
+from colltune.tuner import artifacts, han_rules, mpich_rules, mvapich2_rules
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import Decision, decide, section
@@ -292,6 +293,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             "run without --from-db to measure first, or pass the --db used")
                     continue
                 ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+                artifacts.flag(ds, placement.ppn, None if placement.hostfile or
+                               placement.nodes > 1 else cores(), waiting_cause(mpi.name))
                 if is_mv2:  # what MVAPICH2 said it ran, for ranges where its default stays
                     counters.setdefault(name, {})[placement.np] = store.counters(
                         context_for(mpi, coll, placement))

@@ -1,0 +1,106 @@
+"""Timing modes on real MPI jobs: what the kernel records, the agreement benchmark's core
+(kernel, an application-style loop, OSU when built), and an A/A verify that must call no
+size faster or slower. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from colltune.backends import launch
+from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
+from colltune.collectives import get_collective
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.rules import ompi_classic as rules
+from colltune.slots import place
+from colltune.tuner.space import parse_sizes
+from helpers import tune_cli
+
+pytestmark = pytest.mark.mpi
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _run(mpi: OpenMPI, coll: str, reps: Repetitions, algs: tuple[int, ...] = (0,),
+         sizes: tuple[int, ...] = (8, 65536)) -> list:
+    cat = read_catalog(mpi)
+    cfgs = [KernelConfig(a, forcing_vars(coll, a, 0, 0, 0, cat) if a else {}) for a in algs]
+    plan = KernelPlan(coll, cfgs, [(a, s) for a in algs for s in sizes], reps)
+    cmd, env = launch(mpi, place(4, None), coll, 0, dynamic_env())
+    out = run_kernel(cmd, build_kernel(mpi), plan, env)
+    assert out.status == "ok", out.message
+    return out.results
+
+
+def test_kernel_records_every_mode_and_statistic(ompi41: OpenMPI) -> None:
+    for r in _run(ompi41, "reduce", Repetitions(min_reps=5, max_reps=5, timing="both",
+                                                window=8), algs=(0, 1)):
+        assert set(r.series) == {"isolated", "back-to-back"}
+        for objs in r.series.values():
+            assert set(objs) == {"completion", "mean", "root"}
+            assert all(len(xs) == r.n == 5 for xs in objs.values())
+            # the slowest rank is never faster than the mean over ranks, nor than the root
+            assert all(c >= m - 1e-12 for c, m in zip(objs["completion"], objs["mean"]))
+            assert all(c >= t - 1e-12 for c, t in zip(objs["completion"], objs["root"]))
+        assert r.samples == r.series["isolated"]["completion"]
+    # one mode, another objective: "samples" is that series
+    for r in _run(ompi41, "bcast", Repetitions(min_reps=5, max_reps=5, timing="back-to-back",
+                                               objective="mean")):
+        assert set(r.series) == {"back-to-back"} and r.objective == "mean"
+        assert r.samples == r.series["back-to-back"]["mean"]
+
+
+def test_agreement_core_gives_every_method_for_every_algorithm(ompi41: OpenMPI) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import agreement_bench as ab
+    finally:
+        sys.path.remove(str(BENCH))
+    osu = os.environ.get("COLLTUNE_OSU_DIR")
+    if not osu:
+        print("no COLLTUNE_OSU_DIR: OSU is not part of this run (CI has no OSU build)")
+    sizes = [65536, 524288]
+    ag = ab.agreement(ompi41, "allreduce", 4, sizes, rounds=1,
+                      osu_dir=Path(osu) if osu else None, iters=20, point_time=0.05)
+    methods = {*ab.KERNEL_METHODS, "loop completion", "loop mean"} | ({"osu mean"} if osu
+                                                                       else set())
+    algs = [a for a in ag.algorithms if a]
+    assert len(algs) >= 5  # Open MPI 4.1's allreduce: linear ... rabenseifner
+    for m in methods:
+        for a in algs:
+            for s in sizes:
+                rs = ag.ratios.get((m, a, s))
+                assert rs and all(r > 0 for r in rs), (m, ag.algorithms[a], s)
+    assert "| rabenseifner | 524288 |" in ab.table(ag)
+
+
+@pytest.mark.parametrize("which", ["ompi41", "ompi50"])
+def test_aa_verify_calls_every_size_the_same(which: str, tmp_path: Path) -> None:
+    """A file that keeps the library's own choice everywhere, verified at every power of
+    two: no size may read faster or slower (the 1 MiB 'faster' of the measurement issue)."""
+    from conftest import get_mpi
+
+    mpi = get_mpi(which)
+    aa = rules.RulesFile(version=1)
+    sec = rules.CommRule(4)
+    sec.rules.append(rules.MsgRule(0, 0))
+    aa.set_section(get_collective("allreduce").ompi_id, sec)
+    path = tmp_path / "aa.conf"
+    path.write_text(rules.render(aa))
+    res = tune_cli("verify", str(path), "--np", "4", "--mpi", str(mpi.prefix), "--sizes",
+                   "4:1M", "--rounds", "4", "--point-time", "0.05", "--json",
+                   str(tmp_path / "v.json"), "--quiet")
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads((tmp_path / "v.json").read_text())
+    [c] = doc["collectives"]
+    assert c["applied"] == "default everywhere"
+    assert [r["size"] for r in c["kernel"]] == parse_sizes("4:1M")[1:]  # 8 B: doubles
+    verdicts = {r["size"]: (r["verdict"], {m: x["verdict"] for m, x in r["modes"].items()})
+                for r in c["kernel"]}
+    assert all(v == "same" for v, _ in verdicts.values()), verdicts
+    assert all(set(ms) == {"isolated", "back-to-back"} for _, ms in verdicts.values())
