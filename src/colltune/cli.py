@@ -27,6 +27,7 @@ from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
+from colltune.tuner.confirm import Verdict
 from colltune.tuner.decide import Decision
 from colltune.tuner.measure import MeasureSettings, Reporter
 from colltune.tuner.run import (
@@ -108,7 +109,7 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                     f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
                     f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
                     f"{d.speedup:.2f}x" if d.speedup else "-",
-                    ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations) or "-",
+                    ", ".join(_fresh(v) for v in d.confirmations) or "-",
                     d.verdict + ("!" if d.warning else ""))
             out.print(t)
             _print_warnings(ds)
@@ -118,7 +119,8 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                           "fresh launches needed; kept = less than 3% faster")
                 continue
             out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
-                      "mean over fresh launch pairs")
+                      "mean over fresh launch pairs, per timing mode (iso: one call after a "
+                      "barrier, b2b: calls back to back); a choice must win in every mode")
             out.print("verdict: tuned = significantly faster, confirmed in fresh launches; "
                       "refuted = faster in the sweep, not in fresh launches (default kept); "
                       "kept = no significant win; default = the default was best; "
@@ -127,6 +129,14 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:
             err.print(f"  {f}", highlight=False, markup=False)
+
+
+def _fresh(v: Verdict) -> str:
+    if not v.modes:
+        return f"{v.launch_speedup:.2f}x"
+    short = {"isolated": "iso", "back-to-back": "b2b"}
+    return " ".join(f"{short.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
+                    for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"))
 
 
 def _print_warnings(ds: list[Decision]) -> None:
