@@ -107,3 +107,37 @@ def rank_sends(trace_dir: Path, big: int = 1024) -> dict[int, RankSends]:
         sizes = [int(m.group(2)) for m in map(_SEND.match, f.read_text().splitlines()) if m]
         out[int(f.name[4:])] = RankSends(sum(sizes), sum(s >= big for s in sizes))
     return out
+
+
+# Environment modules loaded by the real interpreters, with the module commands stubbed:
+# what a module sets is what these return, and anything else it would do runs for real.
+_TCL_STUB = """
+proc hex {s} { return [binary encode hex [encoding convertto utf-8 $s]] }
+proc setenv {k v} { puts "[hex $k] [hex $v]" }
+proc module-whatis {args} {}
+source [lindex $argv 0]
+"""
+_LUA_STUB = """
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+function setenv(k, v) io.write(hex(k), " ", hex(v), "\\n") end
+function whatis(s) end
+dofile(arg[1])
+"""
+
+
+def module_env(path: Path, cwd: Path | None = None) -> dict[str, str]:
+    """The variables a Tcl module (or, for *.lua, a Lua module) sets, by running it."""
+    lua = path.suffix == ".lua"
+    cmd = (["lua", "-e", _LUA_STUB.replace("arg[1]", repr(str(path)))] if lua
+           else ["tclsh", "/dev/stdin", str(path)])
+    res = subprocess.run(cmd, input=None if lua else _TCL_STUB, capture_output=True,
+                         text=True, timeout=30, cwd=cwd, check=False)
+    if res.returncode != 0:
+        raise AssertionError(f"{cmd[0]} cannot load {path}: {res.stderr}")
+    out = {}
+    for line in res.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        out[bytes.fromhex(k).decode()] = bytes.fromhex(v).decode()
+    return out

@@ -4,7 +4,6 @@ parameter files: proven from its own traffic (pml monitoring)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from colltune.collectives import get_collective
 from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Profile, Range
 from colltune.tuner.space import Config
-from helpers import tune_cli
+from helpers import module_env, tune_cli
 
 # reduce at 4 ranks: linear (1) everywhere; its traffic (every rank to the root) is unlike
 # the default's tree at 64 KiB
@@ -39,8 +38,9 @@ def test_site_export_writes_every_file_and_never_overwrites(tmp_path: Path) -> N
     assert tcl.startswith("#%Module")
     want = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
             "OMPI_MCA_coll_tuned_dynamic_rules_filename": str(rules_path.resolve())}
-    assert dict(re.findall(r"^setenv (\S+) \{(.*)\}$", tcl, re.M)) == want
-    assert dict(re.findall(r'^setenv\("(\S+)", "(.*)"\)$', lua, re.M)) == want
+    assert module_env(site / "modulefiles" / "colltune" / "tuned") == want
+    assert module_env(site / "modulefiles" / "colltune" / "tuned.lua") == want
+    assert lua and tcl
     for p in site.rglob("*"):
         if p.is_file():
             assert p.stat().st_mode & 0o444 == 0o444  # every user's jobs read them
@@ -63,8 +63,10 @@ def test_mvapich2_profile_exports_as_parameter_file_and_modules(tmp_path: Path) 
     conf = tmp_path / "site" / "mvapich2.conf"
     assert mv.read(conf).settings == p.settings  # PARAMETER = VALUE, as MVAPICH2 reads it
     tcl = (tmp_path / "site" / "modulefiles" / "colltune" / "tuned").read_text()
-    assert "setenv MV2_INTER_REDUCE_TUNING {1:0-1024,5:1025-+}" in tcl
-    assert "setenv MV2_USE_INDEXED_REDUCE_TUNING {0}" in tcl
+    env = module_env(tmp_path / "site" / "modulefiles" / "colltune" / "tuned")
+    assert env["MV2_INTER_REDUCE_TUNING"] == "1:0-1024,5:1025-+"
+    assert env["MV2_USE_INDEXED_REDUCE_TUNING"] == "0"
+    assert tcl
     home = tmp_path / "home"
     assert tune_cli("export", "--from", str(src), "--user", env={"HOME": str(home)}
                     ).returncode == 0

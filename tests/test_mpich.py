@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from colltune.tuner import mpich_rules
 from colltune.tuner.decide import Decision
 from colltune.tuner.space import DEFAULT, Config, configurations
 from conftest import get_mpich
-from helpers import RankSends, lo_traffic, rank_sends, traced_command, tune_cli
+from helpers import RankSends, lo_traffic, module_env, rank_sends, traced_command, tune_cli
 
 # ---------------------------------------------------------------------------
 # offline: parsing, writing, reading
@@ -318,10 +317,8 @@ def test_site_export_of_the_tuning_file_is_obeyed(mpich: MPICH, netns: str, tmp_
     assert installed.read_text() == src.read_text()
     prof = mpich_env.parse((site / "colltune-mpich.env").read_text())
     assert prof.tuning_file == installed.resolve() and prof.collectives == ["reduce"]
-    tcl = (site / "modulefiles" / "colltune" / "tuned").read_text()
-    lua = (site / "modulefiles" / "colltune" / "tuned.lua").read_text()
-    env = dict(re.findall(r"^setenv (\S+) \{(.*)\}$", tcl, re.M))
-    assert env == dict(re.findall(r'^setenv\("(\S+)", "(.*)"\)$', lua, re.M))
+    env = module_env(site / "modulefiles" / "colltune" / "tuned")
+    assert env == module_env(site / "modulefiles" / "colltune" / "tuned.lua")
     assert env == prof.variables()
     src.unlink()  # what runs is the installed copy
     size = 131072  # reduce-scatter + gather in the file; binomial is MPICH's other choice

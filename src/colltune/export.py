@@ -20,6 +20,7 @@ from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import write_atomic
 from colltune.rules import mpich_csel, mpich_env, mvapich2, mvapich3
 from colltune.rules import ompi_classic as rules
+from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
 
 RULES_NAME = "colltune-rules.conf"
 HAN_RULES_NAME = "colltune-han.rules"
@@ -36,15 +37,18 @@ class Planned:
 
 def _stamp(source: Path) -> str:
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"written by colltune {__version__} from {source.resolve()}, {when}"
+    # the path goes into a comment of every file: refused if it could end that comment
+    return f"written by colltune {__version__} from " \
+           f"{check_path(source.resolve(), '--from')}, {when}"
 
 
 def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
+    check_env(env, "an environment module")
     tcl = ["#%Module1.0", f"## {title}", f"## {_stamp(source)}",
-           f'module-whatis "{title}"']
-    tcl += [f"setenv {k} {{{v}}}" for k, v in env.items()]
-    lua = [f"-- {title}", f"-- {_stamp(source)}", f'whatis("{title}")']
-    lua += [f'setenv("{k}", "{v}")' for k, v in env.items()]
+           f"module-whatis {tcl_quote(title)}"]
+    tcl += [f"setenv {k} {tcl_quote(v)}" for k, v in env.items()]
+    lua = [f"-- {title}", f"-- {_stamp(source)}", f"whatis({lua_quote(title)})"]
+    lua += [f"setenv({lua_quote(k)}, {lua_quote(v)})" for k, v in env.items()]
     return "\n".join(tcl) + "\n", "\n".join(lua) + "\n"
 
 
@@ -157,6 +161,8 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
     """Every file the export writes, with its text (nothing written yet)."""
     kind = _kind(source)
     home = home or Path.home()
+    if dest is not None:
+        check_path(dest.resolve(), "--site")
     if as_format not in (None, "mvapich3") or (as_format and kind != "mvapich2"):
         raise ColltuneError(f"--as {as_format} is not written from a {kind} file",
                             "--as mvapich3 converts an MVAPICH2 profile; leave --as out "
@@ -184,7 +190,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         if not user:
             conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
                         "OMPI_MCA_mca_base_param_files to this file")
-        conf += [f"{k} = {v}" for k, v in params.items()]
+        conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
         out = [Planned(rules_path, text, "Open MPI coll/han rules file" if kind == "han"
                        else "Open MPI rules file"),
                Planned((where / conf_name).resolve(), "\n".join(conf) + "\n",
@@ -199,7 +205,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         mprof.comments = [f"MPICH collectives tuned by colltune: {_stamp(source)}",
                           "use: source this file before mpiexec (MPICH reads no parameter "
                           "file)" + ("; e.g. from ~/.bashrc" if user else "")]
-        env = mprof.variables()
+        env = check_env(mprof.variables(), "the MPICH profile")
         out = [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
                Planned((where / "colltune-mpich.env").resolve(), mpich_env.render(mprof),
                        "MPICH environment profile")]
@@ -215,7 +221,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         conf = [f"# MVAPICH2 parameters {_stamp(source)}"]
         if not user:
             conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
-        conf += [f"{k} = {v}" for k, v in env.items()]
+        conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
         out = [Planned((where / name).resolve(), "\n".join(conf) + "\n",
                        "MVAPICH2 parameter file")]
         title = "MVAPICH2 collectives tuned by colltune"
@@ -224,6 +230,8 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         mods = (dest or Path(".")) / "modulefiles" / MODULE_NAME
         out += [Planned((mods / "tuned").resolve(), tcl, "environment module (Tcl)"),
                 Planned((mods / "tuned.lua").resolve(), lua, "environment module (Lua, Lmod)")]
+    for p in out:
+        check_path(p.path, "an export destination")
     return out
 
 

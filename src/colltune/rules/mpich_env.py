@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends.mpich import JSON_VAR, KNOBS, PARAMS, algorithm_var, device_var
+from colltune.rules.safe import ALLOWED, SAFE_VALUE, comment
 from colltune.rules.shell_lines import setting_lines
 
 
@@ -48,7 +49,7 @@ class EnvProfile:
 
 
 def render(p: EnvProfile) -> str:
-    lines = [f"# {c}" for c in p.comments]
+    lines = [f"# {comment(c)}" for c in p.comments]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in p.variables().items()]
     return "\n".join(lines) + "\n"
 
@@ -65,9 +66,16 @@ def parse(text: str) -> EnvProfile:
         m = _LINE.match(line)
         if not m:
             raise EnvProfileError(f"line {n}: not `export MPIR_CVAR_...=value`: {line!r}")
-        words = shlex.split(m.group(2))
+        try:
+            words = shlex.split(m.group(2))
+        except ValueError as e:  # an unclosed quote
+            raise EnvProfileError(f"line {n}: {e}: {line!r}") from None
         if len(words) != 1:
             raise EnvProfileError(f"line {n}: one value expected: {line!r}")
+        if not SAFE_VALUE.fullmatch(words[0]):
+            raise EnvProfileError(f"line {n}: {m.group(1)}={words[0]!r} has characters no "
+                                  f"MPICH variable takes (allowed: {ALLOWED}); exported "
+                                  "profiles and modules run in every user's session")
         seen[m.group(1)] = words[0]
     for k, v in seen.items():
         if k == JSON_VAR:

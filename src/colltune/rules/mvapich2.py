@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.errors import FormatError, read_text
+from colltune.rules.safe import ALLOWED, SAFE_VALUE, comment
 from colltune.rules.shell_lines import setting_lines
 
 
@@ -92,7 +93,7 @@ def parse_ranges(value: str) -> list[Range]:
 
 def render(p: Profile, style: str = "conf") -> str:
     """`conf`: /etc/mvapich2.conf or $MV2_USER_CONFIG syntax; `env`: a shell fragment."""
-    out = [f"# {c}" for c in p.comments]
+    out = [f"# {comment(c)}" for c in p.comments]
     for name, value in p.settings.items():
         out.append(f"export {name}={value}" if style == "env" else f"{name} = {value}")
     return "\n".join(out) + "\n"
@@ -150,6 +151,10 @@ def parse(text: str, path: str = "<profile>") -> Profile:
             _check_table(name, value, path, no)
         elif name.startswith("MV2_USE_INDEXED_") and value not in ("0", "1"):
             raise FormatError(path, no, f"{name} must be 0 or 1")
+        elif not SAFE_VALUE.fullmatch(value):
+            raise FormatError(path, no, f"{name}: {value!r} has characters no MVAPICH2 "
+                              f"variable takes (allowed: {ALLOWED}); exported profiles and "
+                              "modules run in every user's session")
         p.settings[name] = value
         p.lines[name] = no
     for name, value in p.settings.items():

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from colltune.rules import mvapich2 as mv2
+from colltune.rules.safe import comment
 from colltune.rules.shell_lines import setting_lines
 
 TWO_LEVEL = "MVP_{}_TUNING_IS_TWO_LEVEL"
@@ -113,7 +114,7 @@ def from_mvapich2(p: mv2.Profile, at_size: int | None = None) -> tuple[Profile, 
 
 
 def render(p: Profile) -> str:
-    lines = [f"# {c}" for c in p.comments]
+    lines = [f"# {comment(c)}" for c in p.comments]
     lines += [f"export {k}={v}" for k, v in p.settings.items()]
     return "\n".join(lines) + "\n"
 
