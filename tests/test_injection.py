@@ -127,3 +127,83 @@ def test_shell_profile_sets_exactly_the_value(value: str, tmp_path: Path) -> Non
                          capture_output=True, text=True, cwd=tmp_path, check=False)
     assert out.returncode == 0 and out.stdout == value
     assert mpich_env.parse(path.read_text()).algorithms == {"reduce": value}
+
+
+# findings 3-5: symbolic links, devices and FIFOs, permissions (real files)
+
+def test_export_never_writes_through_a_symlink(tmp_path: Path) -> None:
+    src = tmp_path / "rules.conf"
+    src.write_text(RULES)
+    site = tmp_path / "site"
+    site.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    victim.chmod(0o600)
+    (site / "openmpi-mca-params.conf").symlink_to(victim)
+    for extra in ([], ["--force"]):
+        r = tune_cli("export", "--from", str(src), "--site", str(site), *extra)
+        assert r.returncode == 2 and "symbolic link" in r.stderr, r.stderr
+        assert victim.read_text() == "precious\n" and (victim.stat().st_mode & 0o777) == 0o600
+    # a dangling link: nothing is created where it points
+    (site / "openmpi-mca-params.conf").unlink()
+    (site / "openmpi-mca-params.conf").symlink_to(tmp_path / "elsewhere")
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 2 and not (tmp_path / "elsewhere").exists()
+    assert not (site / "colltune-rules.conf").exists()  # nothing half-written either
+
+
+def test_fifos_devices_and_huge_files_are_refused_not_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = tune_cli("check", str(fifo), timeout=30)  # used to wait for a writer forever
+    assert r.returncode != 0 and "not a regular file" in r.stdout + r.stderr
+    big = tmp_path / "big.conf"
+    with open(big, "wb") as f:
+        f.truncate(64 * 2**20)  # sparse: no disk used
+    r = tune_cli("check", str(big), timeout=30)
+    assert r.returncode != 0 and "larger than any file colltune reads" in r.stdout + r.stderr
+    src = tmp_path / "rules.conf"
+    src.write_text(RULES)
+    r = tune_cli("export", "--from", str(fifo), "--site", str(tmp_path / "s"), timeout=30)
+    assert r.returncode == 2 and not (tmp_path / "s").exists()
+
+
+def test_outputs_refuse_devices_and_fifos(tmp_path: Path) -> None:
+    from colltune.outfile import write_atomic
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ColltuneError, match="not a regular file"):
+        write_atomic(fifo, "x")
+    assert fifo.is_fifo()
+    if os.geteuid() != 0:
+        pytest.skip("a device node needs root (mknod); the FIFO case above ran")
+    dev = tmp_path / "null"
+    os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))  # a copy of /dev/null
+    with pytest.raises(ColltuneError, match="not a regular file"):
+        write_atomic(dev, "x")
+    assert dev.is_char_device()
+
+
+def test_new_files_follow_the_umask_and_rewrites_keep_their_mode(tmp_path: Path) -> None:
+    from colltune.outfile import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "new.conf", "x")
+        assert (tmp_path / "new.conf").stat().st_mode & 0o777 == 0o644  # was 0600
+        shared = tmp_path / "shared.conf"
+        shared.write_text("old")
+        shared.chmod(0o664)
+        write_atomic(shared, "new")
+        assert shared.read_text() == "new" and shared.stat().st_mode & 0o777 == 0o664
+        os.umask(0o077)  # a cautious admin: the export is still readable by every job
+        src = tmp_path / "rules.conf"
+        src.write_text(RULES)
+        r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "site"))
+        assert r.returncode == 0, r.stderr
+        for f in (tmp_path / "site").rglob("*"):
+            if f.is_file():
+                assert f.stat().st_mode & 0o777 == 0o644, f
+    finally:
+        os.umask(old)

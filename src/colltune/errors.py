@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 class ColltuneError(Exception):
@@ -27,12 +30,36 @@ class FormatError(Exception):
         self.reason = reason
 
 
-def read_text(path: str | Path) -> str:
-    """A UTF-8 text file, or a FormatError that says where it is not one."""
+MAX_TEXT_BYTES = 16 * 2**20
+
+
+def open_regular(path: str | Path) -> BinaryIO:
+    """`path` opened for reading if it is a regular file; a FIFO (which would block until a
+    writer comes), a device (/dev/zero never ends) or a directory is a FormatError."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open would wait
     except OSError as e:
         raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
+    f = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        f.close()
+        raise FormatError(str(path), 0, "not a regular file (a device, FIFO or directory)")
+    os.set_blocking(fd, True)
+    return f
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file no larger than any file colltune reads (rules files and profiles
+    are kilobytes), or a FormatError that says where it is not one."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_TEXT_BYTES:
+            raise FormatError(str(path), 0, f"{size} bytes: larger than any file colltune "
+                              f"reads ({MAX_TEXT_BYTES // 2**20} MiB)")
+        try:
+            data = f.read(MAX_TEXT_BYTES + 1)
+        except OSError as e:
+            raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -9,15 +9,14 @@ modules."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import han
-from colltune.errors import ColltuneError, FormatError
-from colltune.outfile import write_atomic
+from colltune.errors import ColltuneError, FormatError, open_regular, read_text
+from colltune.outfile import check_destination, write_atomic
 from colltune.rules import mpich_csel, mpich_env, mvapich2, mvapich3
 from colltune.rules import ompi_classic as rules
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
@@ -33,6 +32,12 @@ class Planned:
     path: Path
     text: str
     what: str  # one line for the user
+
+
+def _abs(path: Path) -> Path:
+    """Absolute, with its directory resolved but not the file itself: a symbolic link at
+    the destination is then seen (and refused), never followed."""
+    return path.parent.resolve() / path.name
 
 
 def _stamp(source: Path) -> str:
@@ -54,18 +59,18 @@ def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
 
 def _kind(source: Path) -> str:
     try:
-        with open(source, "rb") as f:
+        with open_regular(source) as f:
             head = f.read(16)
-    except OSError as e:
-        raise ColltuneError(f"cannot read {source}: {e.strerror}",
+    except (OSError, FormatError) as e:
+        raise ColltuneError(f"cannot read {source}: {getattr(e, 'reason', None) or e}",
                             "pass the rules file or profile `tune` wrote, with --from") from None
     if head == b"SQLite format 3\x00":
         return "store"
     if mvapich2.looks_like_profile(source):
         return "mvapich2"
     try:
-        text = source.read_text()
-    except (OSError, UnicodeDecodeError):
+        text = read_text(source)
+    except FormatError:
         return "openmpi"  # and its reader says what is wrong
     if text.lstrip().startswith("{") or "export MPIR_CVAR_" in text:
         return "mpich"
@@ -76,12 +81,16 @@ def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
     """han's file, normalised, and the MCA parameters that use it: the file switch and the
     level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
     try:
-        parsed = han.parse(source.read_text())
-    except (OSError, han.HanRulesError) as e:
+        parsed = han.parse(read_text(source))
+    except (OSError, FormatError, han.HanRulesError) as e:
         raise ColltuneError(f"will not export {source}: {e}",
                             "pass the han rules file `tune --tune-han` wrote") from None
     frag = han.fragment_path(source)
-    modules = han.fragment_modules(frag.read_text()) if frag.exists() else {}
+    try:
+        modules = han.fragment_modules(read_text(frag)) if frag.exists() else {}
+    except FormatError as e:
+        raise ColltuneError(f"will not export {source}: {e}",
+                            "pass the han rules file `tune --tune-han` wrote") from None
     params = han.file_params(rules_path, modules)
     return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
 
@@ -93,19 +102,19 @@ def _mpich_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
     from colltune.tuner.mpich_rules import env_path
 
     try:
-        text = source.read_text()
+        text = read_text(source)
         if not text.lstrip().startswith("{"):
             prof = mpich_env.parse(text)
             if prof.tuning_file is None:
                 raise mpich_env.EnvProfileError(f"it names no {mpich_env.JSON_VAR}")
-            json_text = prof.tuning_file.read_text()
+            json_text = read_text(prof.tuning_file)
         else:
             json_text = text
             beside = env_path(source)
-            prof = mpich_env.parse(beside.read_text()) if beside.exists() else \
+            prof = mpich_env.parse(read_text(beside)) if beside.exists() else \
                 mpich_env.EnvProfile(collectives=sorted(mpich_csel.parse(text)))
         mpich_csel.parse(json_text)  # MPICH's reader aborts on what ours refuses
-    except (OSError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
+    except (OSError, FormatError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
         raise ColltuneError(f"will not export {source}: {e}",
                             "pass the tuning file or profile `tune --format mpich` wrote"
                             ) from None
@@ -151,7 +160,7 @@ def _mvapich3(source: Path, where: Path, at_size: int | None
     prof.comments = [f"MVAPICH 3 collectives tuned by colltune: {_stamp(source)}",
                      "use: source this file before mpiexec/mpirun_rsh"] + [
                         f"note: {n}" for n in notes]
-    path = (where / "colltune-mvapich3.env").resolve()
+    path = _abs(where / "colltune-mvapich3.env")
     return [Planned(path, mvapich3.render(prof), "MVAPICH 3 environment profile")], \
         dict(prof.settings), notes
 
@@ -173,7 +182,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         title = "MVAPICH 3 collectives tuned by colltune"
     elif kind in ("openmpi", "store", "han"):
         where = (home / ".openmpi") if user else (dest or Path("."))
-        rules_path = (where / (HAN_RULES_NAME if kind == "han" else RULES_NAME)).resolve()
+        rules_path = _abs(where / (HAN_RULES_NAME if kind == "han" else RULES_NAME))
         try:
             # the same file, checked and normalised; or what the store decides
             if kind == "han":
@@ -193,21 +202,21 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
         out = [Planned(rules_path, text, "Open MPI coll/han rules file" if kind == "han"
                        else "Open MPI rules file"),
-               Planned((where / conf_name).resolve(), "\n".join(conf) + "\n",
+               Planned(_abs(where / conf_name), "\n".join(conf) + "\n",
                        "Open MPI MCA parameter file")]
         env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
         title = "Open MPI collectives tuned by colltune"
     elif kind == "mpich":
         json_text, mprof = _mpich_files(source)
         where = (home / ".config" / "colltune") if user else (dest or Path("."))
-        installed = (where / MPICH_NAME).resolve()
+        installed = _abs(where / MPICH_NAME)
         mprof.tuning_file = installed
         mprof.comments = [f"MPICH collectives tuned by colltune: {_stamp(source)}",
                           "use: source this file before mpiexec (MPICH reads no parameter "
                           "file)" + ("; e.g. from ~/.bashrc" if user else "")]
         env = check_env(mprof.variables(), "the MPICH profile")
         out = [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
-               Planned((where / "colltune-mpich.env").resolve(), mpich_env.render(mprof),
+               Planned(_abs(where / "colltune-mpich.env"), mpich_env.render(mprof),
                        "MPICH environment profile")]
         title = "MPICH collectives tuned by colltune"
     else:
@@ -222,14 +231,14 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         if not user:
             conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
         conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
-        out = [Planned((where / name).resolve(), "\n".join(conf) + "\n",
+        out = [Planned(_abs(where / name), "\n".join(conf) + "\n",
                        "MVAPICH2 parameter file")]
         title = "MVAPICH2 collectives tuned by colltune"
     if not user:
         tcl, lua = _modules(env, title, source)
         mods = (dest or Path(".")) / "modulefiles" / MODULE_NAME
-        out += [Planned((mods / "tuned").resolve(), tcl, "environment module (Tcl)"),
-                Planned((mods / "tuned.lua").resolve(), lua, "environment module (Lua, Lmod)")]
+        out += [Planned(_abs(mods / "tuned"), tcl, "environment module (Tcl)"),
+                Planned(_abs(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
     for p in out:
         check_path(p.path, "an export destination")
     return out
@@ -242,6 +251,8 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
     planned = plan_export(source, dest, user, home, as_format, at_size)
+    for p in planned:
+        check_destination(p.path, "export destination")
     exists = [p.path for p in planned if p.path.exists()]
     if exists and not force:
         raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),
@@ -252,6 +263,5 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
         except OSError as e:
             raise ColltuneError(f"cannot create {p.path.parent}: {e.strerror}",
                                 "choose a directory you can write") from None
-        write_atomic(p.path, p.text)
-        os.chmod(p.path, 0o644)  # read by every user's jobs
+        write_atomic(p.path, p.text, mode=0o644)  # read by every user's jobs
     return planned

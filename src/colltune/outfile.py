@@ -1,9 +1,16 @@
-"""Output files that are whole or absent: atomic replacement and an early writability check."""
+"""Output files that are whole or absent: atomic replacement and an early writability check.
+
+A destination is a regular file or nothing: a symbolic link is refused (writing through it
+would replace whatever it points at, and a chmod would follow it), and so are devices,
+FIFOs and directories (as root, replacing /dev/null breaks the machine). A new file gets
+0666 minus the umask, like any file a user creates; a rewritten file keeps its mode, so an
+installed rules file other users' jobs read stays readable."""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -37,19 +44,51 @@ def _sweep_stale(path: Path) -> None:
                 pass
 
 
-def write_atomic(path: str | Path, text: str) -> None:
+def check_destination(path: str | Path, what: str = "output") -> int | None:
+    """The mode of the regular file at `path`, None where nothing is there; anything else
+    (a symbolic link, even a dangling one; a device, FIFO, socket or directory) is
+    refused."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise ColltuneError(f"cannot inspect {what} {path}: {e.strerror or e}",
+                            "choose another path") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ColltuneError(f"{what} {path} is a symbolic link: colltune never writes "
+                            "through one", "name the real file, or remove the link")
+    if not stat.S_ISREG(st.st_mode):
+        raise ColltuneError(f"{what} {path} is not a regular file (a device, FIFO, socket "
+                            "or directory)", "name a regular file")
+    return stat.S_IMODE(st.st_mode)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
     """Write through a temporary file in the same directory, fsync, then rename: readers and
-    a killed writer leave either the old file or the new one, never a mix."""
+    a killed writer leave either the old file or the new one, never a mix. The mode is
+    `mode`, else the existing file's, else 0666 minus the umask; it is set on the open
+    file, never through the path."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
+    old_mode = check_destination(path)
+    if mode is None:
+        mode = old_mode if old_mode is not None else 0o666 & ~_umask()
     _sweep_stale(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.tmp", dir=str(parent))
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # replaces the name itself; a link made since is replaced too
     except BaseException:
         try:
             os.unlink(tmp)
@@ -70,8 +109,9 @@ def ensure_writable(path: str | Path, option: str) -> None:
     """Fail before hours of measuring if `path` cannot be written later."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise ColltuneError(f"{option} {path} is a directory", f"give a file name to {option}")
+    check_destination(path, option)
     if not parent.is_dir():
         raise ColltuneError(f"the directory of {option} {path} does not exist",
                             f"create {parent} first, or choose another {option}")
