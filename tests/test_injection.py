@@ -207,3 +207,40 @@ def test_new_files_follow_the_umask_and_rewrites_keep_their_mode(tmp_path: Path)
                 assert f.stat().st_mode & 0o777 == 0o644, f
     finally:
         os.umask(old)
+
+
+def _store_with_host(path: Path, host: str) -> None:
+    import random
+
+    from colltune.kernel.launch import PointResult
+    from colltune.store import Context, Store
+    from colltune.tuner.space import DEFAULT, Config
+
+    rng = random.Random(1)
+    store = Store(path)
+    ctx = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", host, 4, 4, 1, "reduce")
+    for cfg, mu in ((DEFAULT, 1e-5), (Config(1), 2e-5)):
+        xs = [mu * rng.lognormvariate(0, 0.05) for _ in range(20)]
+        store.add(ctx, cfg, PointResult(0, 64, "ok", len(xs), sorted(xs)[10], samples=xs),
+                  "mpit")
+    store.close()
+
+
+def test_report_names_from_store_text_stay_inside_out_and_links_are_refused(
+        tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    _store_with_host(db, "x/../../ESCAPED")
+    out = tmp_path / "a" / "b" / "report"
+    r = tune_cli("report", "--db", str(db), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    pngs = sorted(p.name for p in tmp_path.rglob("*.png"))
+    assert pngs == ["reduce-np4-ompi4_1_4-x_.._.._ESCAPED-latency.png",
+                    "reduce-np4-ompi4_1_4-x_.._.._ESCAPED-speedup.png"]
+    assert all(p.parent == out for p in tmp_path.rglob("*.png"))
+    victim = tmp_path / "victim.csv"
+    victim.write_text("mine\n")
+    (out / "measurements.csv").unlink()
+    (out / "measurements.csv").symlink_to(victim)
+    r = tune_cli("report", "--db", str(db), "--out", str(out))
+    assert r.returncode != 0 and "symbolic link" in r.stderr, r.stderr
+    assert victim.read_text() == "mine\n"

@@ -8,6 +8,7 @@ import csv
 import html
 import io
 import math
+import re
 import socket
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
+from colltune.outfile import check_destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
@@ -49,7 +51,9 @@ class Entry:
     def slug(self) -> str:
         v = self.ctx.mpi_version.replace(".", "_")
         family = "smpi" if self.ctx.mpi_name == SMPI.name else "ompi"
-        return f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{self.ctx.host}"
+        # a file name: the store's text (host, version) may hold '/' or '..'
+        return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
+                      f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{self.ctx.host}")
 
     @property
     def title(self) -> str:
@@ -214,8 +218,9 @@ def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[objec
 
 
 def _write_csv(path: Path, rows: list[list[object]]) -> None:
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerows(rows)
+    write_atomic(path, buf.getvalue())
 
 
 _CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}
@@ -284,11 +289,14 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 f"{e.first} .. {e.last}", len(e.measurements)))
             + "</tr></table>")
         for kind, fig in _figures(e).items():
-            stem = out_dir / f"{e.slug}-{kind}"
+            # not with_suffix: a host name with dots would lose its tail (and plots collide)
+            png, svg = (out_dir / f"{e.slug}-{kind}.{ext}" for ext in ("png", "svg"))
             buf = io.BytesIO()
             fig.savefig(buf, format="png", dpi=110)  # type: ignore[attr-defined]
-            (stem.with_suffix(".png")).write_bytes(buf.getvalue())
-            fig.savefig(stem.with_suffix(".svg"))  # type: ignore[attr-defined]
+            check_destination(png, "report file")
+            check_destination(svg, "report file")
+            png.write_bytes(buf.getvalue())
+            fig.savefig(svg)  # type: ignore[attr-defined]
             plt.close(fig)  # type: ignore[arg-type]
             parts.append(f"<p><img class='plot' alt='{kind} plot of {html.escape(e.title)}' "
                          f"src='data:image/png;base64,"
@@ -322,7 +330,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
     _write_csv(out_dir / "measurements.csv", meas)
     _write_csv(out_dir / "decisions.csv", dec)
     page = out_dir / "index.html"
-    page.write_text("\n".join(parts))
+    write_atomic(page, "\n".join(parts))
     return page
 
 
