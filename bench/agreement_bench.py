@@ -204,6 +204,52 @@ def table(ag: Agreement) -> str:
     return "\n".join(lines)
 
 
+def from_json(doc: dict) -> Agreement:  # type: ignore[type-arg]
+    ag = Agreement(doc["coll"], doc["np"], {int(k): v for k, v in doc["algorithms"].items()})
+    for m, a, s, r in doc["ratios"]:
+        ag.ratios[(m, int(a), int(s))] = r
+    return ag
+
+
+def sides_agree(ag: Agreement, method: str, reference: str, clear: float = 0.1
+                ) -> tuple[int, int]:
+    """(agreeing, judged): over (algorithm, size) where the reference's median ratio is
+    clearly off 1 (by more than `clear`), how often `method` is on the same side of 1."""
+    ok = n = 0
+    for (m, alg, size), rs in ag.ratios.items():
+        if m != reference or (method, alg, size) not in ag.ratios:
+            continue
+        ref = statistics.median(rs)
+        if abs(ref - 1) <= clear:
+            continue
+        n += 1
+        ok += (statistics.median(ag.ratios[(method, alg, size)]) < 1) == (ref < 1)
+    return ok, n
+
+
+def summarize(paths: list[Path]) -> str:
+    """The docs table: per MPI, np and collective, how often each kernel mode sides with
+    the loop and with OSU where they make a clear call, and the disagreements beyond the
+    noise."""
+    refs = ["loop completion", "osu mean"]
+    head = ("| MPI | np | collective | " + " | ".join(
+        f"{m.removeprefix('kernel ')} vs {r.split()[0]}" for r in refs for m in KERNEL_METHODS)
+        + " |")
+    lines = [head, "|" + "---|" * (3 + len(refs) * len(KERNEL_METHODS))]
+    for path in paths:
+        for doc in json.loads(path.read_text()):
+            ag = from_json(doc)
+            cells = []
+            for r in refs:
+                for m in KERNEL_METHODS:
+                    ok, n = sides_agree(ag, m, r)
+                    bad = len(disagreements(ag, m, r))
+                    cells.append(f"{ok}/{n} ({bad})" if n else "-")
+            lines.append(f"| {doc['mpi']} | {doc['np']} | {doc['coll']} | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mpi", default="/usr")
@@ -216,7 +262,12 @@ def main() -> None:
     ap.add_argument("--point-time", type=float, default=0.2)
     ap.add_argument("--window", type=int, default=64, help="kernel back-to-back window")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--summarize", type=Path, nargs="+", default=None,
+                    help="print the summary table of earlier --json files, measure nothing")
     args = ap.parse_args()
+    if args.summarize:
+        print(summarize(args.summarize))
+        return
     mpi = find_openmpi(args.mpi)
     sizes = parse_sizes(args.sizes)
     dump = []
