@@ -587,7 +587,7 @@ def report_cmd(
     try:
         colls, nps = _selection(collective, np)
         entries = load(db or default_db_path(), colls, nps)
-        store = Store(db or default_db_path())
+        store = Store(db or default_db_path(), readonly=True)
         try:
             fits = store.models()
         finally:
@@ -757,7 +757,7 @@ def model_show_cmd(
     from colltune.store import Store, default_db_path
 
     try:
-        store = Store(db or default_db_path())
+        store = Store(db or default_db_path(), readonly=True)
         try:
             fits = store.models()
         finally:

@@ -40,12 +40,11 @@ def open_regular(path: str | Path) -> BinaryIO:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO's open would wait
     except OSError as e:
         raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
-    f = os.fdopen(fd, "rb")
     if not stat.S_ISREG(os.fstat(fd).st_mode):
-        f.close()
+        os.close(fd)
         raise FormatError(str(path), 0, "not a regular file (a device, FIFO or directory)")
     os.set_blocking(fd, True)
-    return f
+    return os.fdopen(fd, "rb")
 
 
 def read_text(path: str | Path) -> str:

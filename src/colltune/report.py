@@ -74,9 +74,7 @@ def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
 
 def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None = None
          ) -> list[Entry]:
-    if not db.exists():
-        raise ColltuneError(f"no measurement store at {db}", "pass the --db used when tuning")
-    store = Store(db)
+    store = Store(db, readonly=True)
     cats: dict[str, Catalog] = {}
     out = []
     try:

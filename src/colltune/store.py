@@ -180,8 +180,15 @@ class Measurement:
 
 
 class Store:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, readonly: bool = False) -> None:
+        """`readonly`: for commands that only read (show, report, export, model show): the
+        file is opened through SQLite's read-only mode, nothing is created, converted or
+        migrated, and a file that is not a colltune store is refused."""
         self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            self._open_readonly()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
@@ -192,6 +199,44 @@ class Store:
         except (sqlite3.Error, OSError) as e:
             raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
                                 "pass a writable file with --db PATH") from None
+
+    def _open_readonly(self) -> None:
+        from urllib.parse import quote
+
+        if not self.path.is_file():
+            raise ColltuneError(f"no measurement store at {self.path}",
+                                "pass the --db used when tuning")
+        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+        try:
+            try:
+                self.db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+                tables = {r[0] for r in self.db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
+            except sqlite3.OperationalError:
+                # a WAL store whose -shm/-wal files cannot be created (a read-only
+                # filesystem, a directory the reader cannot write): read it as immutable
+                self.db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60,
+                                          isolation_level=None)
+                tables = {r[0] for r in self.db.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.Error as e:
+            raise ColltuneError(f"cannot read the measurement store {self.path}: {e}",
+                                "pass the --db used when tuning") from None
+        if not {"measurements", "confirmations", "models"} <= tables:
+            self.db.close()
+            raise ColltuneError(f"{self.path} is not a colltune measurement store",
+                                "pass the --db used when tuning")
+
+    def _has(self, table: str, column: str) -> bool:
+        """Whether an (older, read-only) store has a column added since."""
+        return column in {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+
+    def _col(self, table: str, column: str) -> str:
+        """`column`, or its migration default where a read-only older store lacks it."""
+        if not self.readonly or self._has(table, column):
+            return column
+        return next(d.split("DEFAULT ")[1] for t, c, d in MIGRATIONS
+                    if (t, c) == (table, column))
 
     def _migrate(self) -> None:
         for table, column, decl in MIGRATIONS:
@@ -322,8 +367,9 @@ class Store:
     def measurements(self, ctx: Context) -> list[Measurement]:
         cur = self._read(
             "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message, "
-            "timing, objective, series FROM measurements WHERE mpi_key=? AND host=? AND np=? "
-            "AND ppn=? AND collective=? ORDER BY size, config_key",
+            f"{self._col('measurements', 'timing')}, {self._col('measurements', 'objective')}, "
+            f"{self._col('measurements', 'series')} FROM measurements WHERE mpi_key=? AND "
+            "host=? AND np=? AND ppn=? AND collective=? ORDER BY size, config_key",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
         )
         return [
@@ -404,8 +450,9 @@ class Store:
     def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
         rows = self._read(
             "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
-            "verdict, launch_speedup, modes FROM confirmations WHERE mpi_key=? AND host=? AND "
-            "np=? AND ppn=? AND collective=? AND size=? AND config_key=?",
+            f"verdict, launch_speedup, {self._col('confirmations', 'modes')} FROM "
+            "confirmations WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? "
+            "AND size=? AND config_key=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),
         )
         if not rows:

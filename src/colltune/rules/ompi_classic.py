@@ -197,7 +197,9 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                     raise RulesError(path, ms.line, "a rule's four numbers must be on one "
                                                     "line")
                 extra = rule_line[4:]
-                maxreq = None
+                # version 2: the column is optional and absent means 0 (what the writer
+                # writes), so a file reads back the same whichever way it was written
+                maxreq = 0 if version == 2 else None
                 if version == 2 and extra:
                     maxreq = take("max requests").value
                     extra = extra[1:]

@@ -1,6 +1,7 @@
-"""Generated files are code: nothing a profile, rules file or path holds may run when a user
-loads an exported module or sources a profile (issue: safe to install for every user,
-findings 1 and 2). Each generated file is loaded by its real interpreter."""
+"""Safe to install for every user: nothing a profile, rules file or path holds runs when a
+user loads an exported module or sources a profile (each generated file is loaded by its
+real interpreter); no write through a symlink or onto a device or FIFO; modes other users'
+jobs can read; read-only commands never write the store."""
 
 from __future__ import annotations
 
@@ -244,3 +245,42 @@ def test_report_names_from_store_text_stay_inside_out_and_links_are_refused(
     r = tune_cli("report", "--db", str(db), "--out", str(out))
     assert r.returncode != 0 and "symbolic link" in r.stderr, r.stderr
     assert victim.read_text() == "mine\n"
+
+
+def test_read_only_commands_never_write_a_store(tmp_path: Path) -> None:
+    import sqlite3
+
+    foreign = tmp_path / "foreign.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE mine (x)")
+    con.commit()
+    con.close()
+    before = foreign.read_bytes()
+    for argv in (["show"], ["report", "--out", str(tmp_path / "r")], ["model", "show"]):
+        r = tune_cli(*argv, "--db", str(foreign))
+        assert r.returncode != 0 and "not a colltune measurement store" in r.stderr, r.stderr
+    r = tune_cli("export", "--from", str(foreign), "--site", str(tmp_path / "s"))
+    assert r.returncode != 0 and "not a colltune measurement store" in r.stderr, r.stderr
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db"]  # no -wal, no -shm
+    r = tune_cli("model", "show", "--db", str(tmp_path / "typo.db"))
+    assert r.returncode != 0 and "no measurement store" in r.stderr
+    assert not (tmp_path / "typo.db").exists()
+
+
+def test_a_store_on_a_read_only_filesystem_is_shown_and_reported(tmp_path: Path) -> None:
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True, check=False)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}): needs root")
+    try:
+        _store_with_host(mnt / "s.db", "h")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        r = tune_cli("show", "--db", str(mnt / "s.db"), env={"COLUMNS": "200"})
+        assert r.returncode == 0 and "default(0)" in r.stdout, r.stderr
+        r = tune_cli("report", "--db", str(mnt / "s.db"), "--out", str(tmp_path / "rep"))
+        assert r.returncode == 0, r.stderr
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
