@@ -28,7 +28,7 @@ def _series(rng: random.Random, mu: float, n: int = 30) -> list[float]:
 
 
 def _result(rng: random.Random, size: int, factors: dict[str, float]) -> PointResult:
-    base = size * 4e-10
+    base = max(size, 4096) * 4e-10  # barrier: size 0, still a time
     series = {m: {"completion": _series(rng, base * f), "mean": _series(rng, base * f * 0.9),
                   "root": _series(rng, base * f * 0.8)} for m, f in factors.items()}
     iso = series["isolated"]["completion"]
@@ -186,3 +186,19 @@ def test_show_prints_the_warning_for_an_mpich_store(tmp_path: Path) -> None:
     assert "!" in res.stdout
     assert "over the default is rarely a better algorithm" in res.stdout
     assert "MPICH's ranks busy-poll" in res.stdout
+
+
+def test_size_independent_decisions_need_every_mode_too(tmp_path: Path) -> None:
+    """barrier (one rule for every call): an isolated win that loses back to back at every
+    size keeps the default; a win in both modes is taken."""
+    rng = random.Random(5)
+    for b2b, want in ((2.0, DEFAULT), (0.6, Config(3))):
+        store = Store(tmp_path / f"b{b2b}.db")
+        ctx = Context("openmpi-test", "Open MPI", "4.1.4", "/usr", "host", 4, 4, 1, "barrier")
+        store.add(ctx, DEFAULT, _result(rng, 0, {"isolated": 1.0, "back-to-back": 1.0}),
+                  "mpit")
+        store.add(ctx, Config(3), _result(rng, 0, {"isolated": 0.6, "back-to-back": b2b}),
+                  "mpit")
+        [d] = decide(get_collective("barrier"), 4, store.measurements(ctx))
+        assert d.chosen == want, d.reason
+        store.close()

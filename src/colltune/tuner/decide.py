@@ -163,17 +163,17 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
 def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: float,
                    min_gain: float, lookup: int, exact: bool = False) -> Decision:
     """One decision for collectives whose rule lookup ignores the message size: the
-    configuration with the best geometric-mean ratio to the default, adopted only if it
-    wins significantly at most sizes and loses significantly at none."""
+    configuration with the best geometric-mean ratio to the default (in its worst timing
+    mode), adopted only if it wins significantly at most sizes and loses significantly at
+    none, in every timing mode."""
     ratios: dict[Config, list[float]] = defaultdict(list)
     for pts in points_by_size.values():
         d = pts.get(DEFAULT)
-        if not d or d.status != "ok" or not d.samples:
+        if not d or d.status != "ok" or not d.samples or median(d.samples) <= 0:
             continue
-        dm = median(d.samples)
         for c, m in pts.items():
-            if m.status == "ok" and m.samples and dm > 0:
-                ratios[c].append(median(m.samples) / dm)
+            if m.status == "ok" and m.samples:
+                ratios[c].append(_worst_ratio(m, d))
     nsizes = len(points_by_size)
     full = {c: r for c, r in ratios.items() if len(r) == nsizes}
     if DEFAULT not in full:
@@ -187,11 +187,14 @@ def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: 
     wins = losses = 0
     worst_p = 0.0
     for pts in points_by_size.values():
-        a, d = pts[best], pts[DEFAULT]
-        cmp = _compare(a.samples, d.samples, alpha, min_gain, exact)
-        wins += cmp.significant
-        worst_p = max(worst_p, cmp.p_value)
-        if _compare(d.samples, a.samples, alpha, min_gain, exact).significant:
+        am, dm = _modes(pts[best]), _modes(pts[DEFAULT])
+        shared = [k for k in am if k in dm]
+        if not shared:  # one measured with modes, the other without: the samples
+            am, dm, shared = {"": pts[best].samples}, {"": pts[DEFAULT].samples}, [""]
+        cmps = [_compare(am[k], dm[k], alpha, min_gain, exact) for k in shared]
+        wins += all(c.significant for c in cmps)
+        worst_p = max([worst_p, *(c.p_value for c in cmps)])
+        if any(_compare(dm[k], am[k], alpha, min_gain, exact).significant for k in shared):
             losses += 1
     adopt = wins * 2 > nsizes and losses == 0
     return Decision(
