@@ -234,7 +234,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         raise ColltuneError(f"{rules_path} has no rules for any collective",
                             "write one with tune <collective> --out FILE")
     placement = place(np, hostfile)
-    reps = reps or Repetitions(min_reps=15, point_time=0.15)
+    reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both")
 
     checks = []
     for name in names:

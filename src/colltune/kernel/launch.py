@@ -39,8 +39,9 @@ class Repetitions:
     point_time: float = 0.25  # ... or when a point has used this many seconds
     seed: int = 1  # order of configurations and sizes
     # isolated: one call after a barrier; back-to-back: a window of `window` calls with no
-    # synchronisation between them, per call; both: one of each per repetition
-    timing: str = "both"
+    # synchronisation between them, per call; both: one of each per repetition. Isolated
+    # here, for probes that count what a call sends; tuning and verify time both
+    timing: str = "isolated"
     window: int = 64  # calls per back-to-back window, at most ...
     window_time: float = 0.01  # ... and fewer where the warm-up says they take longer (s)
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),

@@ -39,6 +39,7 @@ from colltune.tuner.space import Config
 @dataclass
 class MeasureSettings(Repetitions):
     timeout: float = 60.0  # seconds without progress before a launch is killed as hung
+    timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
 
 
 class Reporter:
