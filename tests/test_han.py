@@ -18,7 +18,7 @@ import pytest
 
 from colltune.backends import han
 from colltune.backends.openmpi import OpenMPI
-from colltune.kernel.traffic import internal_traffic
+from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.slots import Placement
 from colltune.store import Measurement
 from colltune.tuner.decide import Decision
@@ -232,14 +232,15 @@ def _probe(o5: OpenMPI, tmp: Path) -> Path:
 
 
 def _run(o5: OpenMPI, hosts: dict[str, str], exe: Path, size: int, calls: int,
-         mca: dict[str, str], monitor: bool = False) -> subprocess.CompletedProcess[str]:
+         mca: dict[str, str], monitor: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The probe on 2 x 2 ranks, han on (nothing excluded), with `mca` and han's log."""
     args = [str(o5.mpirun), "--oversubscribe", "-np", "4", "--hostfile", hosts["hostfile"],
             "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", hosts["agent"],
             "--mca", "mpi_yield_when_idle", "1", "--mca", "coll_han_verbose", "1"]
     if monitor:
-        args += ["--mca", "pml_monitoring_enable", "2", "--mca",
-                 "pml_monitoring_enable_output", "1"]
+        monitor.mkdir()
+        for k, v in monitoring_mca(monitor).items():
+            args += ["--mca", k, v]
     for k, v in mca.items():
         args += ["--mca", k, v]
     env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -263,9 +264,9 @@ def _ran(r: subprocess.CompletedProcess[str], size: int) -> han.Choice:
     return han.Choice("han", algs.pop()) if algs else han.Choice("tuned")
 
 
-def _intra_node_bytes(r: subprocess.CompletedProcess[str]) -> int:
+def _intra_node_bytes(monitor: Path) -> int:
     """Collective bytes the pml carried inside a node (ranks 0,1 on nodeA, 2,3 on nodeB)."""
-    t = internal_traffic((r.stdout + r.stderr).splitlines())
+    t = internal_traffic(read_monitoring(monitor, 4))
     return sum(b for (src, dst), (b, _) in t.items() if src // 2 == dst // 2)
 
 
@@ -293,8 +294,10 @@ def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
         assert _ran(_run(o5, two_hosts, exe, size, 2, mca), size) == want, size
     # the level module (sm inside a node) from the same file: han's default algorithm at
     # 256 KiB moves no intra-node bytes through the pml; without the file it does
-    with_sm = _intra_node_bytes(_run(o5, two_hosts, exe, 262144, 4, mca, monitor=True))
-    plain = _intra_node_bytes(_run(o5, two_hosts, exe, 262144, 4, {}, monitor=True))
+    _run(o5, two_hosts, exe, 262144, 4, mca, monitor=tmp_path / "mon-sm")
+    _run(o5, two_hosts, exe, 262144, 4, {}, monitor=tmp_path / "mon-plain")
+    with_sm = _intra_node_bytes(tmp_path / "mon-sm")
+    plain = _intra_node_bytes(tmp_path / "mon-plain")
     print(f"intra-node pml bytes, 4 reduces of 256 KiB: low=sm {with_sm}, han's own {plain}")
     assert plain >= 4 * 262144 and with_sm < 262144
 

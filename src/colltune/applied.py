@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from colltune.backends.openmpi import (
@@ -17,7 +18,7 @@ from colltune.collectives import Collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
-from colltune.kernel.traffic import MONITORING_MCA, Traffic, internal_traffic
+from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
 from colltune.slots import place
 from colltune.tuner.space import Config
 
@@ -34,15 +35,16 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
     # small messages whose pairs vary between runs, and these patterns are compared
     plan = KernelPlan(coll.name, [KernelConfig(0, assign or {})], [(0, size)],
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False)
-    cmd = launch_command(mpi, placement, MONITORING_MCA)
-    out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
-    if out.status != "ok" or not out.results or out.results[0].status != "ok":
-        raise ColltuneError(f"traffic run of {coll.name} failed: {out.status} {out.message}",
-                            "run the kernel by hand with the same settings")
-    if not out.other_lines:
-        raise ColltuneError("pml monitoring printed nothing",
-                            "this Open MPI may lack the monitoring component")
-    return internal_traffic(out.other_lines)
+    with tempfile.TemporaryDirectory(prefix="colltune-mon-") as tmp:
+        cmd = launch_command(mpi, placement, monitoring_mca(Path(tmp)))
+        out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
+        if out.status != "ok" or not out.results or out.results[0].status != "ok":
+            raise ColltuneError(f"traffic run of {coll.name} failed: {out.status} {out.message}",
+                                "run the kernel by hand with the same settings")
+        try:
+            return internal_traffic(read_monitoring(Path(tmp), np))
+        except FileNotFoundError as e:
+            raise ColltuneError(str(e), "this Open MPI may lack the monitoring component") from e
 
 
 def under_rules(mpi: OpenMPI, coll: Collective, np: int, size: int, rules: Path) -> Traffic:
