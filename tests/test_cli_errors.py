@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, cores
+from colltune.backends.openmpi import OpenMPI
 from colltune.errors import ColltuneError
+from colltune.host import cores
 from colltune.slots import place
 from helpers import tune_cli
 

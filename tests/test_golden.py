@@ -13,7 +13,6 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import get_mpi
 
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
@@ -23,6 +22,7 @@ from colltune.store import Store
 from colltune.tuner.measure import context_for
 from colltune.tuner.replay import load
 from colltune.tuner.run import TuneOptions, tune
+from conftest import get_mpi
 
 DATA = Path(__file__).parent.parent / "bench" / "data"
 GOLDEN = Path(__file__).parent / "golden"

@@ -18,7 +18,6 @@ from colltune.backends import waiting_cause
 from colltune.backends.openmpi import (
     Catalog,
     builtin_catalog,
-    cores,
     find_openmpi,
     read_catalog,
 )
@@ -26,6 +25,7 @@ from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
+from colltune.host import cores
 from colltune.outfile import check_destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends.openmpi import cores
 from colltune.errors import ColltuneError
+from colltune.host import cores
 from colltune.launchers import Launch, default_launcher, slurm_allocation
 
 

@@ -338,13 +338,6 @@ def forcing_vars(coll: str, alg: int, segsize: int, fanout: int, max_requests: i
     return out
 
 
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | None = None
                    ) -> list[str]:
     """The launcher's command line for `placement` (mpirun, or srun in an allocation),

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import Catalog
 from colltune.errors import ColltuneError
+from colltune.host import cache_root
 from colltune.launchers import Launch
 from colltune.slots import Placement
 
@@ -217,14 +218,12 @@ def layout(smpi: SMPI, np: int, launch: Launch | None = None) -> tuple[list[str]
 def place(smpi: SMPI, np: int, launch: Launch | None = None) -> Placement:
     """Placement of `np` simulated ranks, with the hostfile smpirun reads (one line per
     rank, written once per layout under the cache directory)."""
-    from colltune.kernel.build import cache_dir
-
     if np < 2:
         raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks to tune",
                             "pass --np 2 or more")
     ranks, nodes, ppn = layout(smpi, np, launch)
     text = "\n".join(ranks) + "\n"
-    path = cache_dir().parent / "smpi-hosts" / (
+    path = cache_root() / "smpi-hosts" / (
         hashlib.sha256(text.encode()).hexdigest()[:16] + ".txt")
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)

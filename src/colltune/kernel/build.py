@@ -18,13 +18,13 @@ from colltune.backends.openmpi import OpenMPI, launch_env
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import library_matches as smpi_library_matches
 from colltune.errors import ColltuneError
+from colltune.host import cache_root
 
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra"]
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "colltune" / "kernels"
+    return cache_root() / "kernels"
 
 
 KERNELS = ("collbench", "modelbench")

@@ -21,7 +21,8 @@ from colltune.backends.openmpi import (
 from colltune.backends.smpi import SMPI
 from colltune.collectives import Collective, get_collective
 from colltune.errors import ColltuneError
-from colltune.kernel.build import build_kernel, cache_dir, library_matches
+from colltune.host import cache_root
+from colltune.kernel.build import build_kernel, library_matches
 from colltune.kernel.launch import (
     KernelConfig,
     KernelPlan,
@@ -220,7 +221,7 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
     """Proves, once per installation, that an algorithm written through MPI_T is the one
     that runs: a forced linear and a forced binomial reduce must leave different traffic
     in pml monitoring. None when monitoring is unavailable (nothing proven either way)."""
-    marker = cache_dir().parent / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
+    marker = cache_root() / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
     if marker.exists():
         try:
             return bool(json.loads(marker.read_text())["ok"])

@@ -19,7 +19,6 @@ from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
     Catalog,
     OpenMPI,
-    cores,
     find_openmpi,
     han_excluded,
     read_catalog,
@@ -27,6 +26,7 @@ from colltune.backends.openmpi import (
 )
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.errors import ColltuneError
+from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, PointResult, Repetitions
 from colltune.launchers import Launch
