@@ -33,10 +33,11 @@ from colltune.backends.openmpi import (
     launch_env,
 )
 from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.tuner.space import DEFAULT, sizes_for
+from colltune.tuner.space import sizes_for
 from colltune.verify import _rule_at, find_osu, osu_ab_runs
 
 

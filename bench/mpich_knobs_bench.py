@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from colltune.backends import mpich as mb
+from colltune.core.config import Config
 from colltune.kernel.build import build_kernel
-from colltune.tuner.space import Config
 
 
 def main() -> None:

@@ -9,13 +9,13 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.tuner.decide import Decision
 from colltune.tuner.measure import Reporter, context_for
 from colltune.tuner.run import TuneOptions, confirm_decisions
-from colltune.tuner.space import DEFAULT, Config
 
 
 def _ab(rng: random.Random, tuned_factor: list[float], n: int = 30) -> ABSamples:
@@ -66,7 +66,7 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
 
 
 def _point(size: int):  # type: ignore[no-untyped-def]
-    from colltune.kernel.launch import PointResult
+    from colltune.core.records import PointResult
 
     return PointResult(0, size, "ok", 3, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4, [1e-4] * 3)
 

@@ -6,9 +6,10 @@ import random
 
 from colltune.backends.openmpi import builtin_catalog
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.config import DEFAULT, Config
 from colltune.store import Measurement
 from colltune.tuner.decide import boundaries, decide, section
-from colltune.tuner.space import DEFAULT, Config, configurations, sizes_for, useful_at
+from colltune.tuner.space import configurations, sizes_for, useful_at
 from colltune.tuner.stats import compare, mann_whitney_less, median, median_ci
 
 
@@ -109,7 +110,7 @@ def test_grid_space() -> None:
 
 
 def test_each_decision_keeps_its_evidence_in_the_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from colltune.kernel.launch import PointResult
+    from colltune.core.records import PointResult
     from colltune.store import Context, Store
     from colltune.tuner.decide import decide_size
 

@@ -12,9 +12,9 @@ import pytest
 from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.config import Config
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.space import Config
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -131,7 +131,8 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
         ompi: OpenMPI, coll_name: str, choices: dict[int, Config], tmp_path: Path) -> None:
     """Non-default configurations (segment sizes, chain fanouts) go through the same writer
     as `tune`, whatever the timings of the day choose, and Open MPI must run exactly them."""
-    from colltune.tuner.decide import Decision, section
+    from colltune.core.records import Decision
+    from colltune.tuner.decide import section
     from colltune.tuner.run import build_rules, choose_rules_version
 
     cat = read_catalog(ompi)

@@ -11,9 +11,9 @@ import pytest
 from colltune.applied import forced, traffic
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.config import Config
 from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Profile, Range
-from colltune.tuner.space import Config
 from helpers import module_env, tune_cli
 
 # reduce at 4 ranks: linear (1) everywhere; its traffic (every rank to the root) is unlike

@@ -16,7 +16,7 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
-from colltune.kernel.launch import PointResult
+from colltune.core.records import PointResult
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for
@@ -36,6 +36,7 @@ def _normalise(text: str, mpi: OpenMPI) -> str:
     return text.replace(socket.gethostname(), "<host>").replace(str(mpi.prefix), "<prefix>")
 
 
+@pytest.mark.mpi  # reads the installed Open MPIs (ompi_info), launches nothing
 @pytest.mark.parametrize("label", ["ompi41", "ompi50"])
 def test_from_db_on_recorded_datasets_writes_the_golden_rules(label: str, tmp_path: Path
                                                               ) -> None:

@@ -18,12 +18,12 @@ import pytest
 
 from colltune.backends import han
 from colltune.backends.openmpi import OpenMPI
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.slots import Placement
 from colltune.store import Measurement
-from colltune.tuner.decide import Decision
 from colltune.tuner.han_rules import apply_modules, choose_modules, han_rules
-from colltune.tuner.space import DEFAULT, Config
 from conftest import get_mpi
 from helpers import tune_cli
 
@@ -160,7 +160,7 @@ def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:
 
 
 def test_modules_refuted_at_one_size_are_not_set_at_all() -> None:
-    from colltune.tuner.confirm import Verdict
+    from colltune.core.records import Verdict
     from colltune.tuner.han_rules import keep_confirmed_modules
 
     cat = _cat()

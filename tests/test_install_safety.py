@@ -213,9 +213,9 @@ def test_new_files_follow_the_umask_and_rewrites_keep_their_mode(tmp_path: Path)
 def _store_with_host(path: Path, host: str) -> None:
     import random
 
-    from colltune.kernel.launch import PointResult
+    from colltune.core.config import DEFAULT, Config
+    from colltune.core.records import PointResult
     from colltune.store import Context, Store
-    from colltune.tuner.space import DEFAULT, Config
 
     rng = random.Random(1)
     store = Store(path)

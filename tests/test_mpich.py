@@ -17,16 +17,17 @@ import pytest
 
 from colltune.backends import mpich as mb
 from colltune.backends.mpich import MPICH
-from colltune.backends.openmpi import FAN, SEG
 from colltune.collectives import get_collective
+from colltune.core.catalog import FAN, SEG
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
 from colltune.tuner import mpich_rules
-from colltune.tuner.decide import Decision
-from colltune.tuner.space import DEFAULT, Config, configurations
+from colltune.tuner.space import configurations
 from conftest import get_mpich
 from helpers import RankSends, lo_traffic, module_env, rank_sends, traced_command, tune_cli
 

@@ -17,6 +17,8 @@ import pytest
 from colltune.backends import mpich as mb
 from colltune.backends import mvapich2 as m2
 from colltune.backends.mvapich2 import MVAPICH2
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.launchers import Launch
@@ -24,8 +26,6 @@ from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Range
 from colltune.slots import place
 from colltune.tuner import mvapich2_rules
-from colltune.tuner.decide import Decision
-from colltune.tuner.space import DEFAULT, Config
 from helpers import tune_cli
 
 _ENTRY = re.compile(r"([0-9]+):([0-9]+)-([0-9]+|\+)")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from colltune.core.config import Config
+from colltune.core.records import PointResult
 from colltune.errors import ColltuneError
-from colltune.kernel.launch import PointResult
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.store import Context, Store
-from colltune.tuner.space import Config
 
 CTX = Context("k", "Open MPI", "9.9", "/x", "host", 4, 4, 1, "reduce")
 

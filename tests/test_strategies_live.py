@@ -101,10 +101,11 @@ def test_model_strategy_races_the_model_shortlist_and_the_default(
         ompi41: OpenMPI, tmp_path: Path) -> None:
     from colltune.backends.openmpi import read_catalog
     from colltune.collectives import get_collective
+    from colltune.core.config import Config
     from colltune.models.predict import load_models, predict
     from colltune.store import Store
     from colltune.tuner.guided import shortlist
-    from colltune.tuner.space import Config, configurations, useful_at
+    from colltune.tuner.space import configurations, useful_at
 
     db = tmp_path / "db.sqlite"
     args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",

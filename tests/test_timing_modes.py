@@ -9,11 +9,11 @@ import sqlite3
 from pathlib import Path
 
 from colltune.collectives import get_collective
-from colltune.kernel.launch import PointResult
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision, PointResult
 from colltune.store import SCHEMA, Context, Store
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.tuner.decide import Decision, decide, section
-from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.decide import decide, section
 
 NONOVERLAPPING = Config(2)
 SIZES = (262144, 524288, 1048576)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
-    Catalog,
     OpenMPI,
     dynamic_env,
     forcing_vars,
@@ -15,12 +14,13 @@ from colltune.backends.openmpi import (
     launch_env,
 )
 from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
 from colltune.slots import place
-from colltune.tuner.space import Config
 
 REPS = 6
 

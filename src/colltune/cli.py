@@ -22,13 +22,12 @@ from rich.table import Table
 
 from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.records import Decision, Verdict
 from colltune.errors import ColltuneError, FormatError
 from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.confirm import Verdict
-from colltune.tuner.decide import Decision
 from colltune.tuner.measure import MeasureSettings, Reporter
 from colltune.tuner.run import (
     TuneOptions,

@@ -125,9 +125,9 @@ def rules_from_store(db: Path) -> str:
     """The Open MPI rules a measurement store decides (every collective and communicator
     size it holds, confirmations applied), for one installation."""
     from colltune.collectives import get_collective
+    from colltune.core.config import DEFAULT
     from colltune.report import load
     from colltune.tuner.decide import section
-    from colltune.tuner.space import DEFAULT
 
     entries = load(db)
     names = sorted({f"{e.ctx.mpi_name} {e.ctx.mpi_version} ({e.ctx.mpi_path})"

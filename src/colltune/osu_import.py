@@ -13,12 +13,12 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision, PointResult
 from colltune.errors import ColltuneError, FormatError
-from colltune.kernel.launch import PointResult
 from colltune.osu_output import OsuRun
 from colltune.osu_output import read as read_osu
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner.decide import Decision
 from colltune.tuner.run import (
     TuneOptions,
     TuneResult,
@@ -29,7 +29,6 @@ from colltune.tuner.run import (
     make_summary,
     write_outputs,
 )
-from colltune.tuner.space import DEFAULT, Config
 from colltune.tuner.stats import welch_t_less
 
 # "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "alg=2", "default.txt"

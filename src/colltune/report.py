@@ -15,24 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.backends import waiting_cause
-from colltune.backends.openmpi import (
-    Catalog,
-    builtin_catalog,
-    find_openmpi,
-    read_catalog,
-)
+from colltune.backends.openmpi import builtin_catalog, find_openmpi, read_catalog
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.outfile import check_destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
-from colltune.tuner.decide import Decision, decide, section
+from colltune.tuner.decide import decide, section
 from colltune.tuner.run import apply_confirmations
-from colltune.tuner.space import Config
 from colltune.tuner.stats import median
 
 

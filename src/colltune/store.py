@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from colltune.core.config import Config
+from colltune.core.records import PointResult, Verdict
 from colltune.errors import ColltuneError
-from colltune.kernel.launch import PointResult
-from colltune.tuner.confirm import Verdict
-from colltune.tuner.space import Config
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (

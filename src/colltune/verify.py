@@ -16,7 +16,6 @@ from pathlib import Path
 
 from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import (
-    Catalog,
     OpenMPI,
     find_openmpi,
     launch_command,
@@ -25,14 +24,17 @@ from colltune.backends.openmpi import (
     supports_rules_v2,
 )
 from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Verdict
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
-from colltune.tuner.confirm import ABSamples, Verdict, ab_runs, arm_env, combine, judge
+from colltune.tuner.confirm import ABSamples, ab_runs, arm_env, combine, judge
 from colltune.tuner.run import valid_algorithms
-from colltune.tuner.space import DEFAULT, Config, sizes_for
+from colltune.tuner.space import sizes_for
 from colltune.tuner.stats import holm, median_ci
 
 

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.openmpi import Catalog, OpenMPI, _run
+from colltune.backends.openmpi import OpenMPI, _run
+from colltune.core.catalog import Catalog
 
 # the collectives han implements itself (and colltune measures)
 COLLECTIVES = ("allgather", "allreduce", "bcast", "gather", "reduce", "scatter")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.openmpi import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:

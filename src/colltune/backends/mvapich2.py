@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.openmpi import Catalog
+from colltune.core.catalog import Catalog
 from colltune.errors import ColltuneError
 from colltune.rules.mvapich2 import INDEXED_ALL, TUNING_VARS
 

@@ -6,11 +6,12 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:
@@ -155,7 +156,6 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 # Parameters per algorithm name, from coll/tuned's *_intra_do_this dispatch in
 # 4.1 and 5.0: which of segsize / fanout / max_requests the algorithm reads.
-SEG, FAN, MAXREQ = "segsize", "fanout", "max_requests"
 ALGORITHM_PARAMS: dict[str, dict[str, frozenset[str]]] = {
     "bcast": {
         "chain": frozenset({SEG, FAN}),
@@ -210,25 +210,12 @@ BUILTIN_CATALOG: dict[str, list[str]] = {
 
 
 @dataclass
-class Catalog:
-    """Algorithms (id -> name) and settable parameters per collective, for one installation."""
-
-    algorithms: dict[str, dict[int, str]] = field(default_factory=dict)
-    # collective -> the parameter variables it has, e.g. coll_tuned_bcast_algorithm_segmentsize
-    variables: dict[str, set[str]] = field(default_factory=dict)
-    source: str = "builtin"
-    # collective -> id -> MCA variables that force it at launch, for configurations that
-    # are not coll/tuned algorithms (coll/han's choices); empty for coll/tuned
-    forcing: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+class TunedCatalog(Catalog):
+    """coll/tuned's catalog: parameters are MCA variables, used as ALGORITHM_PARAMS says."""
 
     def has(self, coll: str, param: str) -> bool:
         return any(_PARAM_SUFFIX[v.split(f"coll_tuned_{coll}", 1)[1]] == param
                    for v in self.variables.get(coll, set()))
-
-    def algorithm_name(self, coll: str, alg: int) -> str:
-        if alg == 0:
-            return "default"
-        return self.algorithms.get(coll, {}).get(alg, f"algorithm {alg}")
 
     def uses(self, coll: str, alg: int, param: str) -> bool:
         name = self.algorithm_name(coll, alg)
@@ -240,13 +227,6 @@ class Catalog:
         out = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)]
         return out or [1]
 
-    def segsize_choices(self, coll: str, alg: int, segsizes: list[int]) -> list[int]:
-        return segsizes
-
-    def param_label(self, param: str) -> str:
-        """How a configuration's label names the parameter (this library's word for it)."""
-        return {SEG: "seg", FAN: "fanout", MAXREQ: "maxreq"}[param]
-
 
 _PARAM_SUFFIX = {
     "_algorithm_segmentsize": SEG,
@@ -256,9 +236,9 @@ _PARAM_SUFFIX = {
 }
 
 
-def parse_ompi_info(text: str) -> Catalog:
+def parse_ompi_info(text: str) -> TunedCatalog:
     """Catalog from `ompi_info --param coll tuned --level 9 --parsable`."""
-    cat = Catalog(source="ompi_info")
+    cat = TunedCatalog(source="ompi_info")
     enum_re = re.compile(
         r"^mca:coll:tuned:param:coll_tuned_(\w+?)_algorithm:enumerator:value:(\d+):(\S+)$"
     )
@@ -277,8 +257,8 @@ def parse_ompi_info(text: str) -> Catalog:
     return cat
 
 
-def builtin_catalog() -> Catalog:
-    cat = Catalog(source="builtin")
+def builtin_catalog() -> TunedCatalog:
+    cat = TunedCatalog(source="builtin")
     for coll, names in BUILTIN_CATALOG.items():
         cat.algorithms[coll] = {i + 1: n for i, n in enumerate(names)}
         used = {p for ps in ALGORITHM_PARAMS.get(coll, {}).values() for p in ps}

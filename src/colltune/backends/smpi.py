@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends.openmpi import Catalog
+from colltune.core.catalog import Catalog
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
 from colltune.launchers import Launch

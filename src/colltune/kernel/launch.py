@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.core.records import PointResult
+
 
 @dataclass
 class KernelConfig:
@@ -82,27 +84,6 @@ class KernelPlan:
             lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip())
         lines += [f"point {cid} {size}" for cid, size in self.points]
         return "\n".join(lines) + "\n"
-
-
-@dataclass
-class PointResult:
-    cid: int
-    size: int
-    status: str  # ok | invalid | rejected | timeout | crashed | skipped
-    n: int = 0
-    median: float | None = None
-    ci_lo: float | None = None
-    ci_hi: float | None = None
-    mean: float | None = None
-    min: float | None = None
-    max: float | None = None
-    samples: list[float] = field(default_factory=list)
-    message: str = ""
-    pvars: dict[str, int] = field(default_factory=dict)  # counters that grew (rank 0)
-    # every timing mode's series by objective: {"isolated": {"completion": [...], ...}, ...};
-    # `samples` is the objective's series of the first mode measured
-    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
-    objective: str = "completion"
 
 
 @dataclass

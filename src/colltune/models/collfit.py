@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
 from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, formula
 from colltune.models.hockney import Hockney
 from colltune.models.linfit import Line, Quality, quality
 from colltune.models.loggp import LogGP, LogGPPiece
 from colltune.models.predict import Models
-from colltune.tuner.space import Config
 
 WHOLE = 1 << 40  # one piece covering every size
 

@@ -7,14 +7,15 @@ import socket
 from dataclasses import dataclass
 
 from colltune.backends import Installation
-from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
 from colltune.errors import ColltuneError
 from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
 from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
 from colltune.store import Store
-from colltune.tuner.space import Config, configurations, useful_at
+from colltune.tuner.space import configurations, useful_at
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT
 from colltune.models.predict import MODELS, Models, predict
 from colltune.store import Measurement
-from colltune.tuner.space import DEFAULT
 
 
 @dataclass

@@ -9,8 +9,8 @@ its numbers are shown: tables, summary, report."""
 
 from __future__ import annotations
 
-from colltune.tuner.decide import Decision
-from colltune.tuner.space import DEFAULT
+from colltune.core.config import DEFAULT
+from colltune.core.records import Decision
 
 ARTIFACT_SPEEDUP = 10.0  # default / best in the sweep, from which a win is suspect
 

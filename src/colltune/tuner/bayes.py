@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from colltune.tuner.space import DEFAULT, Config
+from colltune.core.config import DEFAULT, Config
 from colltune.tuner.stats import median
 
 Point = tuple[Config, int]

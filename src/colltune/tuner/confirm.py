@@ -16,6 +16,7 @@ from pathlib import Path
 from colltune.backends import Installation, launch
 from colltune.backends.openmpi import FIXED_DECISION_ENV, dynamic_env
 from colltune.collectives import Collective
+from colltune.core.records import Verdict
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
@@ -34,26 +35,6 @@ class ABSamples:
     samples: dict[str, dict[int, list[list[float]]]] = field(
         default_factory=lambda: {a: {} for a in ARMS})
     modes: dict[str, dict[str, dict[int, list[list[float]]]]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    size: int
-    default_median: float
-    tuned_median: float
-    p_faster: float
-    p_slower: float
-    rounds_won: int
-    rounds: int
-    verdict: str  # faster | same | slower
-    launch_speedup: float  # default / tuned, geometric mean over launch pairs: what is judged
-    # per timing mode: {"verdict": ..., "launch_speedup": ..., "p_faster": ..., "p_slower": ...}
-    modes: dict[str, dict[str, object]] = field(default_factory=dict)
-
-    @property
-    def speedup(self) -> float:
-        """Ratio of the pooled medians (descriptive; the verdict uses launch_speedup)."""
-        return self.default_median / self.tuned_median if self.tuned_median else 0.0
 
 
 def arm_env(arm: str, rules: Path) -> dict[str, str]:

@@ -4,68 +4,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
 
-from colltune.backends.openmpi import Catalog
 from colltune.collectives import Collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.rules.ompi_classic import CommRule, MsgRule
 from colltune.store import Measurement
-from colltune.tuner.confirm import Verdict
-from colltune.tuner.space import DEFAULT, Config
 from colltune.tuner.stats import Comparison, bootstrap_median_ci, compare, median
-
-
-@dataclass
-class Decision:
-    """What to run at one measured size, and the evidence for it."""
-
-    size: int  # per-rank block in bytes (-1: one decision for every size)
-    lookup_size: int  # what Open MPI compares
-    chosen: Config
-    best: Config | None
-    best_median: float | None
-    default_median: float | None
-    p_value: float | None
-    significant: bool
-    n_best: int = 0
-    n_default: int = 0
-    reason: str = ""
-    # fresh-launch evidence (tuner.confirm); None: not confirmed (yet)
-    confirmations: list[Verdict] = field(default_factory=list)
-    # 95% bootstrap CIs of the two medians (seconds), the rest of the evidence
-    best_ci: tuple[float, float] | None = None
-    default_ci: tuple[float, float] | None = None
-    predicted: bool = False  # from a cost model, not measured at this communicator size
-    simulated: bool = False  # deterministic simulated time (SMPI): no test, no fresh launches
-    warning: str = ""  # a speed-up too large to trust, and its likely cause (tuner.artifacts)
-
-    @property
-    def speedup(self) -> float | None:
-        if self.best_median and self.default_median and self.chosen != DEFAULT:
-            return self.default_median / self.best_median
-        return 1.0 if self.default_median else None
-
-    @property
-    def verdict(self) -> str:
-        """One word for tables: tuned, kept (no significant win), or default (fastest)."""
-        if self.predicted:
-            return "predicted"
-        if self.chosen != DEFAULT:
-            return "tuned" if self.confirmations or self.simulated else "tuned?"
-        if self.confirmations:
-            return "refuted"
-        return "default" if self.best in (None, DEFAULT) else "kept"
-
-    def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
-        def cfg(c: Config) -> dict[str, object]:
-            return {**asdict(c), "name": catalog.algorithm_name(coll, c.algorithm)}
-
-        d = asdict(self)
-        d["chosen"] = cfg(self.chosen)
-        d["best"] = cfg(self.best) if self.best else None
-        d["speedup"] = self.speedup
-        d["confirmations"] = [{**asdict(v), "speedup": v.speedup} for v in self.confirmations]
-        return d
 
 
 def _compare(candidate: list[float], baseline: list[float], alpha: float, min_gain: float,

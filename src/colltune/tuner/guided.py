@@ -9,8 +9,8 @@ and the k configurations predicted fastest overall join them."""
 
 from __future__ import annotations
 
+from colltune.core.config import Config
 from colltune.models.predict import Prediction
-from colltune.tuner.space import Config
 
 
 def shortlist(ranked: list[Prediction], k: int) -> list[Config]:

@@ -14,9 +14,10 @@ from dataclasses import replace
 from statistics import median
 
 from colltune.backends.han import BASELINE, Choice, HanCatalog, HanRules
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
 from colltune.store import Measurement
-from colltune.tuner.decide import Decision, boundaries
-from colltune.tuner.space import DEFAULT, Config
+from colltune.tuner.decide import boundaries
 
 
 def _medians(ms: list[Measurement]) -> dict[tuple[int, int], float]:

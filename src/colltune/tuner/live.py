@@ -15,16 +15,16 @@ import dataclasses
 from collections.abc import Callable
 
 from colltune.backends import Installation
-from colltune.backends.openmpi import Catalog
 from colltune.backends.smpi import SMPI
 from colltune.collectives import Collective
-from colltune.kernel.launch import PointResult
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.records import PointResult
 from colltune.slots import Placement
 from colltune.store import Store
 from colltune.tuner.bayes import BayesOutcome, BayesSettings, bayes_search
 from colltune.tuner.measure import MeasureSettings, Reporter, context_for, measure
 from colltune.tuner.race import Measure, Point, RaceOutcome, RaceSettings, race
-from colltune.tuner.space import Config
 
 
 def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,

@@ -12,14 +12,12 @@ from colltune.applied import traffic
 from colltune.backends import MPICH, MVAPICH2, Installation, launch
 from colltune.backends import mpich as mpich_backend
 from colltune.backends import mvapich2 as mv2_backend
-from colltune.backends.openmpi import (
-    Catalog,
-    OpenMPI,
-    dynamic_env,
-    forcing_vars,
-)
+from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars
 from colltune.backends.smpi import SMPI
 from colltune.collectives import Collective, get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.records import PointResult
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
 from colltune.kernel.build import build_kernel, library_matches
@@ -27,14 +25,12 @@ from colltune.kernel.launch import (
     KernelConfig,
     KernelPlan,
     LaunchOutcome,
-    PointResult,
     Repetitions,
     parse_result,
     run_kernel,
 )
 from colltune.slots import Placement
 from colltune.store import Context, Store
-from colltune.tuner.space import Config
 
 
 @dataclass

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from colltune.backends.mpich import KNOBS, MPICHCatalog
+from colltune.core.records import Decision
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
-from colltune.tuner.decide import Decision, boundaries
+from colltune.tuner.decide import boundaries
 
 
 def env_path(out: Path) -> Path:

@@ -7,9 +7,10 @@ default was measured. It has no communicator-size dimension either: one np is wr
 from __future__ import annotations
 
 from colltune.backends.mvapich2 import VARIABLE, MV2Catalog
+from colltune.core.config import DEFAULT
+from colltune.core.records import Decision
 from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
-from colltune.tuner.decide import Decision, boundaries
-from colltune.tuner.space import DEFAULT
+from colltune.tuner.decide import boundaries
 
 Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counter growth
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from colltune.tuner.space import DEFAULT, Config
+from colltune.core.config import DEFAULT, Config
 from colltune.tuner.stats import mann_whitney_less, median
 
 Point = tuple[Config, int]

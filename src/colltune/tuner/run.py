@@ -17,7 +17,6 @@ from colltune.backends import mpich as mpich_backend
 from colltune.backends import mvapich2 as mv2_backend
 from colltune.backends import smpi as smpi_backend
 from colltune.backends.openmpi import (
-    Catalog,
     OpenMPI,
     find_openmpi,
     han_excluded,
@@ -25,10 +24,13 @@ from colltune.backends.openmpi import (
     supports_rules_v2,
 )
 from colltune.collectives import COLLECTIVES, Collective, get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision, PointResult
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import OBJECTIVES, TIMINGS, PointResult, Repetitions
+from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.launchers import Launch
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mpich_csel, mvapich2
@@ -38,7 +40,7 @@ from colltune.store import Context, Store, default_db_path
 from colltune.tuner import artifacts, han_rules, mpich_rules, mvapich2_rules
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
-from colltune.tuner.decide import Decision, decide, section
+from colltune.tuner.decide import decide, section
 from colltune.tuner.live import search, store_measure
 from colltune.tuner.measure import (
     MeasureSettings,
@@ -48,7 +50,7 @@ from colltune.tuner.measure import (
     mpit_takes_effect,
 )
 from colltune.tuner.race import RaceOutcome, RaceSettings
-from colltune.tuner.space import DEFAULT, Config, configurations, sizes_for, useful_at
+from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
 @dataclass

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from colltune.backends.openmpi import FAN, MAXREQ, SEG, Catalog
 from colltune.collectives import Collective, SizeRule
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 
 DEFAULT_SEGSIZES = [0] + [1024 << i for i in range(8)]  # 0, 1 KiB .. 128 KiB
@@ -17,34 +17,6 @@ DEFAULT_SIZES = [8, 64, 512, 4096, 16384, 65536, 262144, 1048576]
 MAX_BUFFER_BYTES = 256 << 20
 
 
-@dataclass(frozen=True, order=True)
-class Config:
-    """One way to run a collective. algorithm 0 is the library's own decision."""
-
-    algorithm: int
-    segsize: int = 0
-    fanout: int = 0
-    max_requests: int = 0
-
-    @property
-    def key(self) -> str:
-        return f"a{self.algorithm}/s{self.segsize}/f{self.fanout}/r{self.max_requests}"
-
-    @classmethod
-    def from_key(cls, key: str) -> Config:
-        m = re.fullmatch(r"a(\d+)/s(\d+)/f(\d+)/r(\d+)", key)
-        if not m:
-            raise ValueError(f"bad configuration key {key!r}")
-        return cls(*(int(x) for x in m.groups()))
-
-    def label(self, catalog: Catalog, coll: str) -> str:
-        name = catalog.algorithm_name(coll, self.algorithm)
-        extra = [f"{catalog.param_label(p)}={v}" for p, v in
-                 ((SEG, self.segsize), (FAN, self.fanout), (MAXREQ, self.max_requests)) if v]
-        return f"{name}({self.algorithm})" + (" " + " ".join(extra) if extra else "")
-
-
-DEFAULT = Config(0)
 
 
 def parse_size(text: str) -> int:

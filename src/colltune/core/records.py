@@ -1,0 +1,103 @@
+"""What a measurement, a fresh-launch comparison and a decision produce: the records the
+kernel, the store, the tuner and the writers pass between them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+
+
+@dataclass
+class PointResult:
+    cid: int
+    size: int
+    status: str  # ok | invalid | rejected | timeout | crashed | skipped
+    n: int = 0
+    median: float | None = None
+    ci_lo: float | None = None
+    ci_hi: float | None = None
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    samples: list[float] = field(default_factory=list)
+    message: str = ""
+    pvars: dict[str, int] = field(default_factory=dict)  # counters that grew (rank 0)
+    # every timing mode's series by objective: {"isolated": {"completion": [...], ...}, ...};
+    # `samples` is the objective's series of the first mode measured
+    series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    objective: str = "completion"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    size: int
+    default_median: float
+    tuned_median: float
+    p_faster: float
+    p_slower: float
+    rounds_won: int
+    rounds: int
+    verdict: str  # faster | same | slower
+    launch_speedup: float  # default / tuned, geometric mean over launch pairs: what is judged
+    # per timing mode: {"verdict": ..., "launch_speedup": ..., "p_faster": ..., "p_slower": ...}
+    modes: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float:
+        """Ratio of the pooled medians (descriptive; the verdict uses launch_speedup)."""
+        return self.default_median / self.tuned_median if self.tuned_median else 0.0
+
+
+@dataclass
+class Decision:
+    """What to run at one measured size, and the evidence for it."""
+
+    size: int  # per-rank block in bytes (-1: one decision for every size)
+    lookup_size: int  # what Open MPI compares
+    chosen: Config
+    best: Config | None
+    best_median: float | None
+    default_median: float | None
+    p_value: float | None
+    significant: bool
+    n_best: int = 0
+    n_default: int = 0
+    reason: str = ""
+    # fresh-launch evidence (tuner.confirm); None: not confirmed (yet)
+    confirmations: list[Verdict] = field(default_factory=list)
+    # 95% bootstrap CIs of the two medians (seconds), the rest of the evidence
+    best_ci: tuple[float, float] | None = None
+    default_ci: tuple[float, float] | None = None
+    predicted: bool = False  # from a cost model, not measured at this communicator size
+    simulated: bool = False  # deterministic simulated time (SMPI): no test, no fresh launches
+    warning: str = ""  # a speed-up too large to trust, and its likely cause (tuner.artifacts)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.best_median and self.default_median and self.chosen != DEFAULT:
+            return self.default_median / self.best_median
+        return 1.0 if self.default_median else None
+
+    @property
+    def verdict(self) -> str:
+        """One word for tables: tuned, kept (no significant win), or default (fastest)."""
+        if self.predicted:
+            return "predicted"
+        if self.chosen != DEFAULT:
+            return "tuned" if self.confirmations or self.simulated else "tuned?"
+        if self.confirmations:
+            return "refuted"
+        return "default" if self.best in (None, DEFAULT) else "kept"
+
+    def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
+        def cfg(c: Config) -> dict[str, object]:
+            return {**asdict(c), "name": catalog.algorithm_name(coll, c.algorithm)}
+
+        d = asdict(self)
+        d["chosen"] = cfg(self.chosen)
+        d["best"] = cfg(self.best) if self.best else None
+        d["speedup"] = self.speedup
+        d["confirmations"] = [{**asdict(v), "speedup": v.speedup} for v in self.confirmations]
+        return d
