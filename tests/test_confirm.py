@@ -7,15 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends import registry
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
+from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.confirm import ABSamples, judge
 from colltune.tuner.measure import Reporter, context_for
-from colltune.tuner.run import TuneOptions, confirm_decisions
+from colltune.tuner.run import confirm_decisions
 
 
 def _ab(rng: random.Random, tuned_factor: list[float], n: int = 30) -> ABSamples:
@@ -49,8 +51,9 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     # the store must know the size was measured; the sweep's numbers are made up on purpose
     store.add(ctx, slow, _point(size), "mpit")
     d = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
-    opts = TuneOptions(["reduce"], [4], confirm_rounds=3)
-    confirm_decisions([d], coll, placement, store, ompi41, 1, opts, Reporter())
+    opts = TuneOptions(["reduce"], [4], confirm_rounds=3, mpi=str(ompi41.prefix))
+    sess = registry.named("openmpi").open(opts, ["reduce"], print)
+    confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
     assert d.chosen == DEFAULT
     # usually "slower"; with 3 launch pairs on a loaded 2-core machine, sometimes "same"
     # (no assertion on the ratio itself: one disturbed launch pair on this shared machine
@@ -60,8 +63,8 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     assert "not confirmed" in d.reason
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
-    confirm_decisions([again], coll, placement, store, ompi41, 1,
-                      TuneOptions(["reduce"], [4], from_db=True), Reporter())
+    confirm_decisions([again], coll, placement, store, ompi41,
+                      TuneOptions(["reduce"], [4], from_db=True), Reporter(), sess)
     assert again.chosen == DEFAULT and again.confirmations == d.confirmations
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import random
 
 from colltune.backends.openmpi import builtin_catalog
+from colltune.backends.openmpi_backend import section
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
+from colltune.core.ranges import boundaries
 from colltune.store import Measurement
-from colltune.tuner.decide import boundaries, decide, section
+from colltune.tuner.decide import decide
 from colltune.tuner.space import configurations, sizes_for, useful_at
 from colltune.tuner.stats import compare, mann_whitney_less, median, median_ci
 

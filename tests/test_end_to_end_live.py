@@ -131,9 +131,8 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
         ompi: OpenMPI, coll_name: str, choices: dict[int, Config], tmp_path: Path) -> None:
     """Non-default configurations (segment sizes, chain fanouts) go through the same writer
     as `tune`, whatever the timings of the day choose, and Open MPI must run exactly them."""
+    from colltune.backends.openmpi_backend import build_rules, choose_rules_version, section
     from colltune.core.records import Decision
-    from colltune.tuner.decide import section
-    from colltune.tuner.run import build_rules, choose_rules_version
 
     cat = read_catalog(ompi)
     coll = get_collective(coll_name)

@@ -17,11 +17,12 @@ import pytest
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
 from colltune.core.records import PointResult
+from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for
 from colltune.tuner.replay import load
-from colltune.tuner.run import TuneOptions, tune
+from colltune.tuner.run import tune
 from conftest import get_mpi
 
 DATA = Path(__file__).parent.parent / "bench" / "data"

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import han
+from colltune.backends.han_backend import apply_modules, choose_modules, han_rules
 from colltune.backends.openmpi import OpenMPI
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.slots import Placement
 from colltune.store import Measurement
-from colltune.tuner.han_rules import apply_modules, choose_modules, han_rules
 from conftest import get_mpi
 from helpers import tune_cli
 
@@ -102,17 +102,14 @@ def test_rules_thresholds_and_modules_are_per_collective() -> None:
 
 
 def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
-    from colltune.tuner.run import TuneOptions, write_han_outputs
+    from colltune.backends.han_backend import write_han_outputs
 
     cat, out = _cat(), tmp_path / "han.rules"
-    opts = TuneOptions(["reduce"], [4], out=out)
     mpi = OpenMPI("5.0.11", Path("/o"), Path("/o/mpicc"), Path("/o/mpirun"), Path("/o/oi"),
                   han=True)
-    write_han_outputs(mpi, cat, {"reduce": {4: [_d(8, 0), _d(4096, 5)]}}, [], opts, {},
+    write_han_outputs(mpi, cat, {"reduce": {4: [_d(8, 0), _d(4096, 5)]}}, {}, out,
                       {"reduce": (1, 0)}, {})
-    opts.collectives = ["bcast"]
-    write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, [], opts, {},
-                      {"bcast": (0, 1)}, {})
+    write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, {}, out, {"bcast": (0, 1)}, {})
     rules = han.parse(out.read_text())
     assert rules == {"reduce": {4: [(0, han.BASELINE)]},
                      "bcast": {8: [(0, han.Choice("han", "simple"))]}}
@@ -120,7 +117,7 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
     assert han.fragment_modules(frag) == {"reduce": (1, 0), "bcast": (0, 1)}
     out.write_text("2\nreduce\n")
     with pytest.raises(Exception, match="will not merge"):
-        write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, [], opts, {}, {}, {})
+        write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, {}, out, {}, {})
 
 
 def test_site_export_of_a_han_file(tmp_path: Path) -> None:
@@ -160,8 +157,8 @@ def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:
 
 
 def test_modules_refuted_at_one_size_are_not_set_at_all() -> None:
+    from colltune.backends.han_backend import keep_confirmed_modules
     from colltune.core.records import Verdict
-    from colltune.tuner.han_rules import keep_confirmed_modules
 
     cat = _cat()
     ok = [_d(4096, 5), _d(65536, 5), _d(1 << 20, 1)]

@@ -29,8 +29,8 @@ def _plant_foreign_kernel(target: OpenMPI, foreign: OpenMPI) -> Path:
     dst = kernel_path(target)
     dst.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(src, dst)
-    assert library_matches(foreign, kernel_library(dst))
-    assert not library_matches(target, kernel_library(dst))
+    assert library_matches(foreign, kernel_library(dst, target.tool_env()))
+    assert not library_matches(target, kernel_library(dst, target.tool_env()))
     return dst
 
 
@@ -47,7 +47,7 @@ def test_tuner_rebuilds_a_kernel_built_for_another_mpi(pair: tuple[OpenMPI, Open
     assert r.returncode == 0, r.stderr
     assert "rebuilding" in r.stderr and foreign.version in r.stderr
     # the binary now in the cache loads the launching MPI's library
-    assert library_matches(target, kernel_library(planted))
+    assert library_matches(target, kernel_library(planted, target.tool_env()))
     with sqlite3.connect(db) as c:
         statuses = {s for (s,) in c.execute("SELECT status FROM measurements")}
     assert statuses == {"ok"}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import mpich as mb
+from colltune.backends import mpich_backend as mpich_rules
 from colltune.backends.mpich import MPICH
 from colltune.collectives import get_collective
 from colltune.core.catalog import FAN, SEG
@@ -26,7 +27,6 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
-from colltune.tuner import mpich_rules
 from colltune.tuner.space import configurations
 from conftest import get_mpich
 from helpers import RankSends, lo_traffic, module_env, rank_sends, traced_command, tune_cli

@@ -16,6 +16,7 @@ import pytest
 
 from colltune.backends import mpich as mb
 from colltune.backends import mvapich2 as m2
+from colltune.backends import mvapich2_backend as mvapich2_rules
 from colltune.backends.mvapich2 import MVAPICH2
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
@@ -25,7 +26,6 @@ from colltune.launchers import Launch
 from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Range
 from colltune.slots import place
-from colltune.tuner import mvapich2_rules
 from helpers import tune_cli
 
 _ENTRY = re.compile(r"([0-9]+):([0-9]+)-([0-9]+|\+)")

@@ -13,13 +13,15 @@ import pytest
 from colltune.applied import forced, under_rules
 from colltune.backends import smpi
 from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
+from colltune.backends.openmpi_backend import valid_algorithms
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
+from colltune.options import TuneOptions
 from colltune.rules import ompi_classic as rules
 from colltune.store import Store
-from colltune.tuner.run import TuneOptions, tune, valid_algorithms
+from colltune.tuner.run import tune
 from helpers import tune_cli
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "platforms"

@@ -8,12 +8,13 @@ import random
 import sqlite3
 from pathlib import Path
 
+from colltune.backends.openmpi_backend import section
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.store import SCHEMA, Context, Store
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.tuner.decide import decide, section
+from colltune.tuner.decide import decide
 
 NONOVERLAPPING = Config(2)
 SIZES = (262144, 524288, 1048576)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -13,10 +14,11 @@ from colltune.backends.openmpi import (
     launch_command,
     launch_env,
 )
-from colltune.collectives import Collective
+from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.errors import ColltuneError
+from colltune.host import cache_root
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
@@ -59,3 +61,32 @@ def forced(mpi: OpenMPI, coll: Collective, np: int, size: int, cfg: Config,
     return traffic(mpi, coll, np, size, dynamic_env(forcing_vars(
         coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog)))
 
+
+def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
+    """Proves, once per installation, that an algorithm written through MPI_T is the one
+    that runs: a forced linear and a forced binomial reduce must leave different traffic
+    in pml monitoring. None when monitoring is unavailable (nothing proven either way)."""
+    marker = cache_root() / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
+    if marker.exists():
+        try:
+            return bool(json.loads(marker.read_text())["ok"])
+        except (ValueError, KeyError):
+            pass
+    names = {v: k for k, v in catalog.algorithms.get("reduce", {}).items()}
+    if "linear" not in names or "binomial" not in names:
+        return None
+    size = 65536
+    patterns = {}
+    for name in ("linear", "binomial"):
+        try:
+            seen = traffic(mpi, get_collective("reduce"), 4, size, dynamic_env(),
+                           assign=forcing_vars("reduce", names[name], 0, 0, 0, catalog))
+        except ColltuneError:
+            return None  # no monitoring, or the probe itself failed: nothing proven
+        patterns[name] = {pair for pair, (nbytes, _) in seen.items() if nbytes >= size}
+    ok = (3, 0) in patterns["linear"] and (3, 2) in patterns["binomial"] and \
+        (3, 2) not in patterns["linear"]
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
+                                                         patterns.items()}}))
+    return ok

@@ -20,22 +20,19 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from colltune.backends import registry
 from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
+from colltune.backends.openmpi_backend import valid_algorithms
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.records import Decision, Verdict
 from colltune.errors import ColltuneError, FormatError
 from colltune.launchers import Launch
+from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.measure import MeasureSettings, Reporter
-from colltune.tuner.run import (
-    TuneOptions,
-    TuneResult,
-    check_repetitions,
-    tune,
-    valid_algorithms,
-)
+from colltune.tuner.measure import Reporter
+from colltune.tuner.run import TuneResult, check_repetitions, tune
 from colltune.tuner.space import parse_size, parse_sizes
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -147,20 +144,11 @@ def _print_warnings(ds: list[Decision]) -> None:
 
 def _backend_for(backend: str, out_format: str | None) -> str:
     """--format names what to write; each format comes from one MPI family."""
-    if out_format is None:
-        return backend
-    if out_format == "mvapich4":
-        out_format = "mpich"  # MVAPICH 4 selects with MPICH's variables and tuning file
-    wants = {"openmpi": ("openmpi", "smpi"), "mpich": ("mpich",), "mvapich2": ("mvapich2",)}
-    if out_format not in wants:
-        _fail(ColltuneError(f"unknown --format '{out_format}'",
-                            "use openmpi, mpich (or mvapich4, the same) or mvapich2"))
-    if backend == "openmpi" and out_format in ("mpich", "mvapich2"):
-        return out_format
-    if backend not in wants[out_format]:
-        _fail(ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
-                            f"use --backend {wants[out_format][0]}"))
-    return backend
+    try:
+        return registry.for_format(backend, out_format)
+    except ColltuneError as e:
+        _fail(e)
+        raise
 
 
 def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,

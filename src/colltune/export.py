@@ -99,7 +99,7 @@ def _mpich_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
     """The tuning file's text and its profile, from either of the two files `tune --format
     mpich` wrote (the profile names the tuning file; the tuning file has its profile beside
     it, else the profile is made from the collectives the file tunes)."""
-    from colltune.tuner.mpich_rules import env_path
+    from colltune.backends.mpich_backend import env_path
 
     try:
         text = read_text(source)
@@ -124,10 +124,10 @@ def _mpich_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
 def rules_from_store(db: Path) -> str:
     """The Open MPI rules a measurement store decides (every collective and communicator
     size it holds, confirmations applied), for one installation."""
+    from colltune.backends.openmpi_backend import section
     from colltune.collectives import get_collective
     from colltune.core.config import DEFAULT
     from colltune.report import load
-    from colltune.tuner.decide import section
 
     entries = load(db)
     names = sorted({f"{e.ctx.mpi_name} {e.ctx.mpi_version} ({e.ctx.mpi_path})"

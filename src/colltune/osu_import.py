@@ -3,6 +3,7 @@ and rules, as if colltune had measured them (one file = one launch of one algori
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import socket
@@ -11,24 +12,19 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from colltune.backends.base import write_file
 from colltune.backends.openmpi import find_openmpi, read_catalog
+from colltune.backends.openmpi_backend import build_rules, choose_rules_version, load_merge_base
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.errors import ColltuneError, FormatError
+from colltune.options import TuneOptions
 from colltune.osu_output import OsuRun
 from colltune.osu_output import read as read_osu
+from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner.run import (
-    TuneOptions,
-    TuneResult,
-    build_rules,
-    check_outputs,
-    choose_rules_version,
-    load_merge_base,
-    make_summary,
-    write_outputs,
-)
+from colltune.tuner.run import TuneResult, check_outputs, make_summary
 from colltune.tuner.stats import welch_t_less
 
 # "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "alg=2", "default.txt"
@@ -142,9 +138,12 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
     finally:
         store.close()
     version = choose_rules_version(mpi, rules_version)
-    base = load_merge_base(out, mpi, catalog) if out else None
+    base = load_merge_base(out, catalog) if out else None
     rf = build_rules(base, version, decisions, mpi, catalog)
     opts = TuneOptions(sorted(decisions), [np], out=out)
     summary = make_summary(mpi, catalog, version, decisions, [], opts)
-    write_outputs(rf, summary, out, summary_json)
+    if out is not None:
+        write_file(out, rules.render(rf), "--out")
+    if summary_json is not None:
+        write_file(summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
     return TuneResult(mpi, catalog, version, decisions, rf, [], summary)

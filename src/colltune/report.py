@@ -16,6 +16,7 @@ from pathlib import Path
 
 from colltune.backends import waiting_cause
 from colltune.backends.openmpi import builtin_catalog, find_openmpi, read_catalog
+from colltune.backends.openmpi_backend import section
 from colltune.backends.smpi import SMPI
 from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
@@ -28,7 +29,7 @@ from colltune.outfile import check_destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
-from colltune.tuner.decide import decide, section
+from colltune.tuner.decide import decide
 from colltune.tuner.run import apply_confirmations
 from colltune.tuner.stats import median
 

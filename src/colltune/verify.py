@@ -18,11 +18,11 @@ from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import (
     OpenMPI,
     find_openmpi,
-    launch_command,
-    launch_env,
     read_catalog,
     supports_rules_v2,
 )
+from colltune.backends.openmpi_backend import valid_algorithms
+from colltune.backends.registry import of
 from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -32,8 +32,7 @@ from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
-from colltune.tuner.confirm import ABSamples, ab_runs, arm_env, combine, judge
-from colltune.tuner.run import valid_algorithms
+from colltune.tuner.confirm import ABSamples, ab_runs, combine, judge
 from colltune.tuner.space import sizes_for
 from colltune.tuner.stats import holm, median_ci
 
@@ -176,16 +175,19 @@ def osu_ab_runs(mpi: OpenMPI, exe: Path, placement: Placement, rules_path: Path,
                 sizes: list[int], rounds: int, iterations: int = 200) -> ABSamples:
     """OSU's average latency per size and launch, arms alternating like the kernel's."""
     out = ABSamples(rounds)
+    be = of(mpi)
+    arms = be.rules_arms(rules_path)
     lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
-    cmd = [*launch_command(mpi, placement),
+    cmd = [*be.launch(mpi, placement, "", 0, None)[0],
            str(exe), "-f", "-i", str(iterations), "-x", "20"]
     if exe.name != "osu_barrier":
         cmd += ["-m", f"{max(1, lo)}:{hi}"]
     for rnd in range(rounds):
         for arm in (("default", "tuned") if rnd % 2 == 0 else ("tuned", "default")):
             try:
+                env = be.launch(mpi, placement, "", 0, arms[arm])[1]
                 res = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                                     env=launch_env(arm_env(arm, rules_path)), check=False)
+                                     env=env, check=False)
             except subprocess.TimeoutExpired:
                 raise ColltuneError(f"{exe.name} did not finish in 600 s",
                                     "run it by hand under mpirun to see why") from None

@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends import mpich, mvapich2, smpi
 from colltune.backends.mpich import MPICH
 from colltune.backends.mvapich2 import MVAPICH2
-from colltune.backends.openmpi import OpenMPI, launch_command, launch_env
+from colltune.backends.openmpi import OpenMPI
 from colltune.backends.smpi import SMPI
 
 if TYPE_CHECKING:
@@ -23,19 +20,12 @@ Installation = OpenMPI | SMPI | MPICH | MVAPICH2
 
 def launch(mpi: Installation, placement: Placement, coll: str = "reduce", alg: int = 0,
            env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """Launcher command line (up to the executable) and environment. Open MPI, MPICH and
-    MVAPICH2 take the configuration from `env_extra` (MCA, MPIR_CVAR or MV2 variables); SMPI
-    from `coll` and `alg`, chosen on its command line."""
-    if isinstance(mpi, MVAPICH2):
-        return (mvapich2.launch_command(mpi, placement),
-                mvapich2.launch_env(env_extra, placement.oversubscribe))
-    if isinstance(mpi, MPICH):
-        return mpich.launch_command(mpi, placement), mpich.launch_env(env_extra)
-    if isinstance(mpi, SMPI):
-        assert placement.hostfile is not None
-        return (smpi.launch_command(mpi, Path(placement.hostfile), placement.np, coll, alg,
-                                    placement.launch.args), dict(os.environ))
-    return launch_command(mpi, placement), launch_env(env_extra)
+    """Launcher command line (up to the executable) and environment, as `mpi`'s backend
+    makes them: `env_extra` holds the family's variables (SMPI takes `coll` and `alg` on
+    smpirun's command line)."""
+    from colltune.backends.registry import of
+
+    return of(mpi).launch(mpi, placement, coll, alg, env_extra)
 
 
 # How each family's ranks wait inside a collective: why a default can look tens to thousands

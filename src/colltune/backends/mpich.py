@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.toolchain import names_version
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:
@@ -116,6 +117,15 @@ class MPICH:
 
     def describe(self) -> str:
         return f"{self.name} {self.version} at {self.prefix} (mpiexec {self.mpirun})"
+
+    wrapper_flags = ("-show",)
+    standalone = True
+
+    def runs_on(self, library: str) -> bool:
+        return names_version(library, self.version)
+
+    def tool_env(self) -> dict[str, str]:
+        return launch_env()
 
 
 def _tool(bindir: Path, *names: str) -> Path | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.core.catalog import Catalog
+from colltune.core.toolchain import names_version
 from colltune.errors import ColltuneError
 from colltune.rules.mvapich2 import INDEXED_ALL, TUNING_VARS
 
@@ -93,6 +94,15 @@ class MVAPICH2:
 
     def describe(self) -> str:
         return f"{self.name} {self.version} ({self.device}) at {self.prefix}"
+
+    wrapper_flags = ("-show",)
+    standalone = True
+
+    def runs_on(self, library: str) -> bool:
+        return names_version(library, self.version)
+
+    def tool_env(self) -> dict[str, str]:
+        return launch_env()
 
 
 def parse_mpiname(text: str) -> tuple[str, str] | None:

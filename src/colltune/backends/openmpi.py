@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.toolchain import names_version
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:
@@ -49,6 +50,15 @@ class OpenMPI:
     def describe(self) -> str:
         what = ", coll/han's choices" if self.han else ""
         return f"{self.name} {self.version} at {self.prefix} (mpirun {self.mpirun}{what})"
+
+    wrapper_flags = ("--showme", "--showme:version")
+    standalone = True
+
+    def runs_on(self, library: str) -> bool:
+        return names_version(library, self.version)
+
+    def tool_env(self) -> dict[str, str]:
+        return launch_env()
 
 
 def _is_elf(path: Path) -> bool:

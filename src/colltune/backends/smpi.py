@@ -77,6 +77,15 @@ class SMPI:
     def describe(self) -> str:
         return f"{self.name} {self.version} at {self.prefix}, platform {self.platform}"
 
+    wrapper_flags = ("--showme", "--showme:version")
+    standalone = False  # its binaries run only under smpirun: checked at each launch
+
+    def runs_on(self, library: str) -> bool:
+        return library_matches(self, library)
+
+    def tool_env(self) -> dict[str, str]:
+        return dict(os.environ)
+
 
 def find_smpi(prefix: str | Path | None, platform: str | Path | None) -> SMPI:
     """SimGrid's smpicc and smpirun (--mpi PREFIX, else PATH), bound to `platform`."""

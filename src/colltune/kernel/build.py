@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
-from colltune.backends.mpich import MPICH
-from colltune.backends.mvapich2 import MVAPICH2
-from colltune.backends.openmpi import OpenMPI, launch_env
-from colltune.backends.smpi import SMPI
-from colltune.backends.smpi import library_matches as smpi_library_matches
+from colltune.core.toolchain import Toolchain
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
 
@@ -34,13 +29,11 @@ def kernel_source(name: str = "collbench") -> bytes:
     return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
 
 
-def _compiler_identity(mpi: OpenMPI | SMPI | MPICH | MVAPICH2) -> str:
+def _compiler_identity(mpi: Toolchain) -> str:
     """What the binary depends on: wrapper path, wrapper flags and version."""
-    env = launch_env()
+    env = mpi.tool_env()
     parts = [str(mpi.mpicc.resolve()), mpi.version]
-    # Open MPI's wrapper says what it adds with --showme, MPICH's (and MVAPICH2's) with -show
-    for flag in (("-show",) if isinstance(mpi, MPICH | MVAPICH2)
-                 else ("--showme", "--showme:version")):
+    for flag in mpi.wrapper_flags:
         try:
             out = subprocess.run([str(mpi.mpicc), flag], capture_output=True, text=True,
                                  timeout=30, env=env, check=False)
@@ -50,26 +43,23 @@ def _compiler_identity(mpi: OpenMPI | SMPI | MPICH | MVAPICH2) -> str:
     return "\n".join(parts)
 
 
-def kernel_path(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, name: str = "collbench") -> Path:
+def kernel_path(mpi: Toolchain, name: str = "collbench") -> Path:
     h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
     return cache_dir() / h / name
 
 
-def kernel_library(exe: Path) -> str:
+def kernel_library(exe: Path, env: dict[str, str]) -> str:
     """The MPI library `exe` loads in the launch environment, in that library's words."""
     try:
         res = subprocess.run([str(exe), "--library"], capture_output=True, text=True,
-                             timeout=60, env=launch_env(), check=False)
+                             timeout=60, env=env, check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unusable: {e}"
     return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
 
 
-def library_matches(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, library: str) -> bool:
-    if isinstance(mpi, SMPI):
-        return smpi_library_matches(mpi, library)
-    return re.search(rf"(?<![\w.]){re.escape(mpi.version)}(?![\w.])", library.replace(
-        f"v{mpi.version}", f" {mpi.version}")) is not None
+def library_matches(mpi: Toolchain, library: str) -> bool:
+    return mpi.runs_on(library)
 
 
 _verified: dict[Path, tuple[int, int, int]] = {}  # binaries checked in this process
@@ -80,21 +70,21 @@ def _stamp(exe: Path) -> tuple[int, int, int]:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def build_kernel(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, force: bool = False,
+def build_kernel(mpi: Toolchain, force: bool = False,
                  on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
                  ) -> Path:
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
     that loads another MPI's library (copied caches, a changed installation) is rebuilt."""
     exe = kernel_path(mpi, name)
     # an SMPI binary runs only under smpirun: its library is checked at each launch
-    standalone = not isinstance(mpi, SMPI)
+    standalone = mpi.standalone
     if exe.exists() and not force and not standalone:
         return exe
     if exe.exists() and not force:
         stamp = _stamp(exe)
         if _verified.get(exe) == stamp:
             return exe
-        lib = kernel_library(exe)
+        lib = kernel_library(exe, mpi.tool_env())
         if library_matches(mpi, lib):
             _verified[exe] = stamp
             return exe
@@ -109,7 +99,7 @@ def build_kernel(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, force: bool = False,
         cmd = [str(mpi.mpicc), *CFLAGS, "-o", str(out), str(src), "-lm"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                                 env=launch_env(), check=False)
+                                 env=mpi.tool_env(), check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise ColltuneError(f"cannot run {mpi.mpicc}: {e}",
                                 "check that the MPI's compiler wrapper works") from None
@@ -121,7 +111,7 @@ def build_kernel(mpi: OpenMPI | SMPI | MPICH | MVAPICH2, force: bool = False,
                 "check that the MPI's development files and a C compiler are installed "
                 "(Debian: libopenmpi-dev or libmpich-dev, and gcc)",
             )
-        lib = kernel_library(out) if standalone else ""
+        lib = kernel_library(out, mpi.tool_env()) if standalone else ""
         if standalone and not library_matches(mpi, lib):
             raise ColltuneError(
                 f"the kernel built with {mpi.mpicc} runs on '{lib}', not on {mpi.describe()}",

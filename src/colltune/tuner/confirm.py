@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends import Installation, launch
-from colltune.backends.openmpi import FIXED_DECISION_ENV, dynamic_env
+from colltune.backends import Installation
+from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.records import Verdict
 from colltune.errors import ColltuneError
@@ -37,24 +37,21 @@ class ABSamples:
     modes: dict[str, dict[str, dict[int, list[list[float]]]]] = field(default_factory=dict)
 
 
-def arm_env(arm: str, rules: Path) -> dict[str, str]:
-    return FIXED_DECISION_ENV if arm == "default" else dynamic_env(rules=rules)
-
-
 def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
             arms: dict[str, dict[str, str]] | None = None) -> ABSamples:
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
-    `arms` replaces the coll/tuned settings of each arm (coll/han's choices, MPICH's
-    tuning file)."""
+    `arms` are the two launch environments (a session's: coll/han's choices, MPICH's
+    tuning file); by default the library's choice against the rules file `rules`."""
+    be = of(mpi)
+    arms = arms or be.rules_arms(rules)
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
     for rnd in range(rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
             plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
                               dataclasses.replace(reps, seed=reps.seed + rnd))
-            cmd, env = launch(mpi, placement, coll.name, 0,
-                              arms[arm] if arms is not None else arm_env(arm, rules))
+            cmd, env = be.launch(mpi, placement, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":
                 raise ColltuneError(f"confirmation launch ({arm}) of {coll.name} failed: "

@@ -8,7 +8,6 @@ from collections import defaultdict
 from colltune.collectives import Collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
-from colltune.rules.ompi_classic import CommRule, MsgRule
 from colltune.store import Measurement
 from colltune.tuner.stats import Comparison, bootstrap_median_ci, compare, median
 
@@ -161,29 +160,3 @@ def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01
         return [decide_overall(by_size, alpha, min_gain, coll.lookup_size(0, np), exact)]
     return [decide_size(s, coll.lookup_size(s, np), by_size[s], alpha, min_gain, exact)
             for s in sorted(by_size)]
-
-
-def boundaries(lookups: list[int]) -> list[int]:
-    """Start of each size's rule: 0, then the geometric midpoint between neighbours."""
-    out = [0]
-    for a, b in zip(lookups, lookups[1:], strict=False):
-        out.append(max(out[-1] + 1, math.isqrt(a * b) + 1 if a else 1))
-    return out
-
-
-def section(np: int, decisions: list[Decision]) -> CommRule:
-    """The comm-size section for `np`; adjacent sizes with the same choice share a rule."""
-    sec = CommRule(np)
-    if not decisions:
-        sec.rules.append(MsgRule(0, 0))
-        return sec
-    ordered = sorted(decisions, key=lambda d: d.lookup_size)
-    starts = boundaries([d.lookup_size for d in ordered])
-    prev: Config | None = None
-    for start, d in zip(starts, ordered, strict=False):
-        if d.chosen == prev:
-            continue
-        c = d.chosen
-        sec.rules.append(MsgRule(start, c.algorithm, c.fanout, c.segsize, c.max_requests))
-        prev = c
-    return sec

@@ -15,15 +15,16 @@ import dataclasses
 from collections.abc import Callable
 
 from colltune.backends import Installation
-from colltune.backends.smpi import SMPI
+from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
+from colltune.options import MeasureSettings
 from colltune.slots import Placement
 from colltune.store import Store
 from colltune.tuner.bayes import BayesOutcome, BayesSettings, bayes_search
-from colltune.tuner.measure import MeasureSettings, Reporter, context_for, measure
+from colltune.tuner.measure import Reporter, context_for, measure
 from colltune.tuner.race import Measure, Point, RaceOutcome, RaceSettings, race
 
 
@@ -31,7 +32,7 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
                   store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
     ctx = context_for(mpi, coll, placement)
-    exact = isinstance(mpi, SMPI)
+    exact = of(mpi).exact
     given: dict[Point, int] = {}  # samples already handed to the strategy, per point
 
     def stored() -> dict[Point, list[float]]:

@@ -2,41 +2,28 @@
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.applied import traffic
-from colltune.backends import MPICH, MVAPICH2, Installation, launch
-from colltune.backends import mpich as mpich_backend
-from colltune.backends import mvapich2 as mv2_backend
-from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars
-from colltune.backends.smpi import SMPI
-from colltune.collectives import Collective, get_collective
+from colltune.backends import Installation
+from colltune.backends.registry import of
+from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
 from colltune.errors import ColltuneError
-from colltune.host import cache_root
-from colltune.kernel.build import build_kernel, library_matches
+from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import (
     KernelConfig,
     KernelPlan,
     LaunchOutcome,
-    Repetitions,
     parse_result,
     run_kernel,
 )
+from colltune.options import MeasureSettings
 from colltune.slots import Placement
 from colltune.store import Context, Store
-
-
-@dataclass
-class MeasureSettings(Repetitions):
-    timeout: float = 60.0  # seconds without progress before a launch is killed as hung
-    timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
 
 
 class Reporter:
@@ -84,8 +71,8 @@ def measure(
     todo_set = set(todo)
     # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
     # configuration is its own launch there
-    via_env: set[Config] = set() if sweep == "mpit" and not isinstance(mpi, SMPI | MVAPICH2) \
-        else set(cfgs)
+    be = of(mpi)
+    via_env: set[Config] = set() if sweep == "mpit" and be.mpit_sweep else set(cfgs)
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
@@ -113,7 +100,7 @@ def measure(
             progressed = progressed or got > 0
             if outcome.status != "ok":
                 _blame(outcome, group, cid_of, how, sorted(todo_set), record,
-                       smaller_survive=isinstance(mpi, SMPI))
+                       smaller_survive=be.exact)
                 progressed = True
                 if how == "mpit":
                     break  # relaunch with what is left
@@ -160,22 +147,16 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
             record: Callable[[Config, PointResult], None], via_env: set[Config]
             ) -> tuple[LaunchOutcome, int]:
     cfgs = sorted({c for c, _ in group})
+    be = of(mpi)
     if sweep == "mpit":
-        env_extra = {} if isinstance(mpi, MPICH) else dynamic_env()
-        kcfgs = [KernelConfig(cid_of[c], _vars(coll, c, catalog)) for c in cfgs]
+        env_extra = be.mpit_env()
+        kcfgs = [KernelConfig(cid_of[c], be.mpit_vars(catalog, coll, c)) for c in cfgs]
     else:
         assert len(cfgs) == 1
-        if isinstance(mpi, MPICH):
-            env_extra = mpich_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm,
-                                                  cfgs[0].segsize, cfgs[0].fanout)
-        elif isinstance(mpi, MVAPICH2):
-            assert isinstance(catalog, mv2_backend.MV2Catalog)
-            env_extra = mv2_backend.forcing_env(catalog, coll.name, cfgs[0].algorithm)
-        else:
-            env_extra = dynamic_env(_vars(coll, cfgs[0], catalog))
+        env_extra = be.forcing_env(catalog, coll, cfgs[0])
         kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
     plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings,
-                      pvars=mv2_backend.PVAR_PREFIX if isinstance(mpi, MVAPICH2) else "")
+                      pvars=be.pvar_prefix)
     cfg_by_cid = {cid_of[c]: c for c in cfgs}
     count = 0
 
@@ -196,48 +177,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Pl
                     record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
                     count += 1
 
-    cmd, env = launch(mpi, placement, coll.name, cfgs[0].algorithm, env_extra)
+    cmd, env = be.launch(mpi, placement, coll.name, cfgs[0].algorithm, env_extra)
     outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
                          start_timeout=max(120.0, settings.timeout), on_event=on_event,
-                         library_ok=lambda lib: library_matches(mpi, lib))
+                         library_ok=mpi.runs_on)
     return outcome, count
-
-
-def _vars(coll: Collective, c: Config, catalog: Catalog) -> dict[str, int]:
-    if c.algorithm == 0:
-        return {}  # the launch values: algorithm 0, the library's own decision
-    if isinstance(catalog, mpich_backend.MPICHCatalog):
-        return catalog.assignments(coll.name, c.algorithm, c.segsize, c.fanout)
-    if coll.name in catalog.forcing:
-        return catalog.forcing[coll.name][c.algorithm]
-    return forcing_vars(coll.name, c.algorithm, c.segsize, c.fanout, c.max_requests, catalog)
-
-
-def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
-    """Proves, once per installation, that an algorithm written through MPI_T is the one
-    that runs: a forced linear and a forced binomial reduce must leave different traffic
-    in pml monitoring. None when monitoring is unavailable (nothing proven either way)."""
-    marker = cache_root() / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
-    if marker.exists():
-        try:
-            return bool(json.loads(marker.read_text())["ok"])
-        except (ValueError, KeyError):
-            pass
-    names = {v: k for k, v in catalog.algorithms.get("reduce", {}).items()}
-    if "linear" not in names or "binomial" not in names:
-        return None
-    size = 65536
-    patterns = {}
-    for name in ("linear", "binomial"):
-        try:
-            seen = traffic(mpi, get_collective("reduce"), 4, size, dynamic_env(),
-                           assign=forcing_vars("reduce", names[name], 0, 0, 0, catalog))
-        except ColltuneError:
-            return None  # no monitoring, or the probe itself failed: nothing proven
-        patterns[name] = {pair for pair, (nbytes, _) in seen.items() if nbytes >= size}
-    ok = (3, 0) in patterns["linear"] and (3, 2) in patterns["binomial"] and \
-        (3, 2) not in patterns["linear"]
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
-                                                         patterns.items()}}))
-    return ok

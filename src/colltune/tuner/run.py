@@ -5,24 +5,12 @@ from __future__ import annotations
 import json
 import socket
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
 
 from colltune import __version__
-from colltune.backends import Installation, waiting_cause
-from colltune.backends import han as han_backend
-from colltune.backends import mpich as mpich_backend
-from colltune.backends import mvapich2 as mv2_backend
-from colltune.backends import smpi as smpi_backend
-from colltune.backends.openmpi import (
-    OpenMPI,
-    find_openmpi,
-    han_excluded,
-    read_catalog,
-    supports_rules_v2,
-)
+from colltune.backends import Installation, registry, waiting_cause
+from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -31,59 +19,19 @@ from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
-from colltune.launchers import Launch
-from colltune.outfile import ensure_writable, write_atomic
-from colltune.rules import mpich_csel, mvapich2
+from colltune.options import TuneOptions
+from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
-from colltune.slots import Placement, place
+from colltune.slots import Placement
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner import artifacts, han_rules, mpich_rules, mvapich2_rules
+from colltune.tuner import artifacts
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
 from colltune.tuner.confirm import ab_runs, judge
-from colltune.tuner.decide import decide, section
+from colltune.tuner.decide import decide
 from colltune.tuner.live import search, store_measure
-from colltune.tuner.measure import (
-    MeasureSettings,
-    Reporter,
-    context_for,
-    measure,
-    mpit_takes_effect,
-)
+from colltune.tuner.measure import Reporter, context_for, measure
 from colltune.tuner.race import RaceOutcome, RaceSettings
 from colltune.tuner.space import configurations, sizes_for, useful_at
-
-
-@dataclass
-class TuneOptions:
-    collectives: list[str]
-    nps: list[int]
-    out: Path | None = None
-    mpi: str | None = None
-    db: Path | None = None
-    sizes: list[int] | None = None
-    segsizes: list[int] | None = None
-    max_requests: list[int] | None = None
-    strategy: str = "grid"  # grid | race | bayes
-    budget: int | None = None  # bayes: measured points; race: repetitions
-    ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
-    top_k: int = 3  # model: configurations measured per size besides the default
-    predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
-    fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
-    sweep: str = "mpit"
-    backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
-    for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
-    platform: Path | None = None  # smpi: the SimGrid platform file to simulate
-    tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
-    rules_version: int | None = None
-    from_db: bool = False
-    hostfile: str | None = None
-    launch: Launch | None = None  # --launcher, --nodes, --ppn, --launcher-args
-    summary_json: Path | None = None
-    alpha: float = 0.01
-    min_gain: float = 0.03
-    confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
-    confirm_alpha: float = 0.05  # paired t-test over those launch pairs
-    settings: MeasureSettings = field(default_factory=MeasureSettings)
 
 
 @dataclass
@@ -105,39 +53,6 @@ def _expand(names: list[str]) -> list[str]:
         else:
             out.append(get_collective(n).name)
     return list(dict.fromkeys(out))
-
-
-def load_merge_base(path: Path, mpi: Installation, catalog: Catalog) -> rules.RulesFile | None:
-    """The existing rules file to merge into; a malformed one stops the run untouched."""
-    if not path.exists():
-        return None
-    try:
-        return rules.read(path, valid_algs=valid_algorithms(catalog))
-    except rules.RulesError as e:
-        raise ColltuneError(f"will not merge into {e}",
-                            "fix or move that file, or choose another --out; it was not "
-                            "changed") from None
-
-
-def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
-    """For `rules.parse`: the algorithm ids this installation accepts, per collective id."""
-    from colltune.collectives import COLLECTIVE_BY_ID
-
-    def valid(coll_id: int) -> set[int]:
-        c = COLLECTIVE_BY_ID.get(coll_id)
-        return set(catalog.algorithms.get(c.name, {})) if c else set()
-
-    return valid
-
-
-def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
-    v2 = supports_rules_v2(mpi.version_tuple)
-    if requested is None:
-        return 2 if v2 else 1
-    if requested == 2 and not v2:
-        raise ColltuneError(f"Open MPI {mpi.version} does not read rule-file-version-2",
-                            "use --rules-version 1 (needs 4.1.8+ or 5.0.7+ for version 2)")
-    return requested
 
 
 def check_repetitions(st: Repetitions) -> None:
@@ -202,78 +117,24 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
     check_outputs(opts.out, opts.summary_json)
-    predicted: dict[tuple[str, int], str] = {}
-    mpi: Installation
-    if opts.backend == "smpi":
-        mpi, catalog, version = _smpi_setup(opts)
-        placements = [smpi_backend.place(mpi, np, opts.launch) for np in opts.nps]
-    elif opts.backend == "openmpi":
-        # with --predict, what is measured is fit_nps; nps are only predicted
-        placements = [place(np, opts.hostfile, launch=opts.launch)
-                      for np in (opts.fit_nps if opts.predict else opts.nps)]
-        mpi = find_openmpi(opts.mpi)
-        if opts.tune_han:
-            mpi, catalog = _han_setup(opts, mpi, placements, colls)
-            version = 1  # not used: han's file is written instead
-        else:
-            catalog = read_catalog(mpi)
-            version = choose_rules_version(mpi, opts.rules_version)
-    elif opts.backend == "mpich":
-        launch = opts.launch or Launch()
-        launch = replace(launch, launcher=launch.launcher or "mpiexec")
-        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
-        mpi, catalog = _mpich_setup(opts, colls)
-        version = 1  # not used: MPICH's tuning file is written instead
-    elif opts.backend == "mvapich2":
-        launch = opts.launch or Launch()
-        launch = replace(launch, launcher=launch.launcher or "mpiexec")
-        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
-        mpi, catalog = _mvapich2_setup(opts, colls)
-        version = 1  # not used: the MVAPICH2 profile is written instead
-    else:
-        raise ColltuneError(f"unknown backend '{opts.backend}'",
-                            "use --backend openmpi, mpich, mvapich2 or smpi")
+    backend = registry.named(opts.backend, han=opts.tune_han)
+    sess = backend.open(opts, colls, rep.note)
+    mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     rep.note(f"tuning {mpi.describe()}")
-    exact = isinstance(mpi, smpi_backend.SMPI)
-    han = isinstance(mpi, OpenMPI) and mpi.han
-    is_mpich = isinstance(mpi, mpich_backend.MPICH)
-    is_mv2 = isinstance(mpi, mv2_backend.MVAPICH2)
-    base = load_merge_base(opts.out, mpi, catalog) if opts.out and not (
-        han or is_mpich or is_mv2) else None
-    if base and base.version == 1 and version == 2:
-        base.version = 2
-    elif base and base.version == 2 and version == 1:
-        raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI {mpi.version} "
-                            "reads only the classic format", "choose another --out")
+    predicted: dict[tuple[str, int], str] = {}
     store = Store(opts.db or default_db_path())
-    # neither SMPI, han's variables nor MVAPICH2's are written through MPI_T: a launch per
-    # choice
-    sweep = "relaunch" if exact or han or is_mv2 else opts.sweep
-    counters: dict[str, dict[int, mvapich2_rules.Counters]] = {}
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
-    han_modules: dict[str, tuple[int, int]] = {}
-    han_notes: dict[str, list[str]] = {}
     try:
         if not opts.from_db:
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
-            if isinstance(mpi, OpenMPI) and han_excluded(mpi) and any(
-                    p.nodes > 1 or p.hostfile for p in placements):
-                rep.note(HAN_NOTE)
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
-            if sweep == "mpit" and isinstance(mpi, OpenMPI):
-                verified = mpit_takes_effect(mpi, catalog)
-                if verified is False:
-                    rep.note("warning: an algorithm written through MPI_T did not change what "
-                             "this Open MPI ran; relaunching per configuration instead")
-                    sweep = "relaunch"
-                elif verified is None:
-                    rep.note("note: pml monitoring unavailable; trusting MPI_T read-back")
+            sess.before_measuring(rep.note)
             for placement in placements:
                 for name in colls:
-                    search_one(opts, mpi, catalog, version, get_collective(name), placement,
-                               store, sweep, rep, failures, searches)
+                    search_one(opts, mpi, catalog, sess.rules_version, get_collective(name),
+                               placement, store, sess.sweep, rep, failures, searches)
         decisions: dict[str, dict[int, list[Decision]]] = {}
         if opts.predict:
             for name in colls:
@@ -286,7 +147,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         for placement in placements if not opts.predict else []:
             for name in colls:
                 coll = get_collective(name)
-                ms = store.measurements(context_for(mpi, coll, placement))
+                ctx = context_for(mpi, coll, placement)
+                ms = store.measurements(ctx)
                 if not ms:
                     if opts.from_db:
                         raise ColltuneError(
@@ -294,310 +156,28 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             f"{mpi.describe()} on {socket.gethostname()}",
                             "run without --from-db to measure first, or pass the --db used")
                     continue
-                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, backend.exact)
                 artifacts.flag(ds, placement.ppn, None if placement.hostfile or
                                placement.nodes > 1 else cores(), waiting_cause(mpi.name))
-                if is_mv2:  # what MVAPICH2 said it ran, for ranges where its default stays
-                    counters.setdefault(name, {})[placement.np] = store.counters(
-                        context_for(mpi, coll, placement))
-                if han:
-                    assert isinstance(catalog, han_backend.HanCatalog)
-                    pair, notes = han_rules.choose_modules(name, catalog, ds, ms, opts.min_gain)
-                    ds = han_rules.apply_modules(name, catalog, ds, pair)
-                    han_modules[name], han_notes[name] = pair, notes
-                if not exact:  # simulated times need no fresh launches
-                    confirm_decisions(ds, coll, placement, store, mpi, version, opts, rep,
-                                      catalog, counters.get(name, {}).get(placement.np))
-                if han and han_modules[name] != (0, 0):
-                    assert isinstance(catalog, han_backend.HanCatalog)
-                    # the modules apply to every size on han's default algorithm: a size
-                    # where fresh launches refuted them means they are not set at all
-                    ds, note = han_rules.keep_confirmed_modules(name, catalog, ds,
-                                                                han_modules[name])
-                    if note:
-                        han_modules[name] = (0, 0)
-                        han_notes[name].append(note)
-                ctx = context_for(mpi, coll, placement)
+                ds = sess.decided(name, placement, ds, ms, store, ctx)
+                if not backend.exact:  # simulated times need no fresh launches
+                    confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
+                ds = sess.confirmed(name, placement, ds)
                 for d in ds:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
                                        d.as_json(catalog, name))
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
-    if han:
-        return write_han_outputs(mpi, catalog, decisions, failures, opts, searches,
-                                 han_modules, han_notes)
-    if is_mpich:
-        assert isinstance(mpi, mpich_backend.MPICH)
-        assert isinstance(catalog, mpich_backend.MPICHCatalog)
-        return write_mpich_outputs(mpi, catalog, decisions, failures, opts, searches)
-    if is_mv2:
-        assert isinstance(mpi, mv2_backend.MVAPICH2)
-        assert isinstance(catalog, mv2_backend.MV2Catalog)
-        return write_mvapich2_outputs(mpi, catalog, decisions, counters, failures, opts,
-                                      searches)
-    if exact:
-        decisions = smpi_rule_configs(decisions)
-    rf = build_rules(base, version, decisions, mpi, catalog, predicted)
-    summary = make_summary(mpi, catalog, version, decisions, failures, opts, searches)
+    decisions = sess.final(decisions)
+    summary = make_summary(mpi, catalog, sess.rules_version, decisions, failures, opts,
+                           searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
-    summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
-    if isinstance(mpi, smpi_backend.SMPI):
-        summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
-    write_outputs(rf, summary, opts.out, opts.summary_json)
-    return TuneResult(mpi, catalog, version, decisions, rf, failures, summary)
-
-
-def _han_setup(opts: TuneOptions, mpi: OpenMPI, placements: list[Placement],
-               colls: list[str]) -> tuple[OpenMPI, han_backend.HanCatalog]:
-    """The installation with coll/han left on, and han's choices as the catalog. Refused
-    where han does not run: before Open MPI 5, on one node, for collectives it leaves to
-    coll/tuned."""
-    if mpi.version_tuple < (5,):
-        raise ColltuneError(f"--tune-han needs Open MPI 5 or later; {mpi.describe()} has no "
-                            "coll/han", "use --mpi with an Open MPI 5 installation")
-    if opts.predict or opts.strategy == "model":
-        raise ColltuneError("--predict and --strategy model tune coll/tuned's algorithms, "
-                            "not coll/han's choices", "use --strategy grid, race or bayes")
-    if len(opts.nps) > 1:
-        raise ColltuneError("--tune-han tunes one communicator size per run: han's level "
-                            "modules are one setting per collective, whatever the size",
-                            "run once per --np with the same --out: the files merge (the "
-                            "modules come from the last run of each collective)")
-    single = [p.np for p in placements if p.nodes < 2]
-    if single:
-        raise ColltuneError(f"coll/han steps aside on one node: np={single[0]} runs on one "
-                            "node", "give a --hostfile (or a Slurm allocation) spanning "
-                            "several nodes, with --ppn")
-    others = [c for c in colls if c not in han_backend.COLLECTIVES]
-    if others:
-        raise ColltuneError(f"coll/han does not run {', '.join(others)} itself",
-                            "han runs " + ", ".join(han_backend.COLLECTIVES))
-    algorithms = han_backend.read_algorithms(mpi)
-    if not algorithms:
-        raise ColltuneError(f"ompi_info of {mpi.describe()} lists no coll/han algorithms",
-                            "check that this Open MPI was built with coll/han")
-    return replace(mpi, han=True), han_backend.catalog(algorithms)
-
-
-def write_han_outputs(mpi: Installation, catalog: Catalog,
-                      decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
-                      opts: TuneOptions, searches: dict[str, dict[str, object]],
-                      modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]
-                      ) -> TuneResult:
-    """han's rules file at --out and, beside it, the MCA parameter file that turns it on
-    and sets the collectives' level modules."""
-    assert isinstance(catalog, han_backend.HanCatalog)
-    frag = han_backend.fragment_path(opts.out) if opts.out else None
-    # an existing file keeps the collectives and communicator sizes not tuned now
-    rules_map: han_backend.HanRules = {}
-    if opts.out and opts.out.exists():
-        try:
-            rules_map = han_backend.parse(opts.out.read_text())
-        except (OSError, han_backend.HanRulesError) as e:
-            raise ColltuneError(f"will not merge into {opts.out}: {e}",
-                                "fix or move that file, or choose another --out; it was not "
-                                "changed") from None
-        if frag and frag.exists():
-            modules = {**han_backend.fragment_modules(frag.read_text()), **modules}
-    for name, per_np in decisions.items():
-        rules_map.setdefault(name, {}).update(han_rules.han_rules(name, catalog, per_np)[name])
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    comments = [f"Open MPI coll/han dynamic rules written by colltune {__version__}",
-                f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
-                f"({mpi.prefix}), {stamp}",
-                "use: mpirun --mca mca_base_param_files FRAGMENT ... (the -mca-params.conf "
-                "file written beside this one)",
-                "message sizes are the per-rank block in bytes; the first communicator "
-                "size of a collective reads as 1 (han's format)"]
-    for name, per_np in decisions.items():
-        for np, ds in sorted(per_np.items()):
-            for d in sorted(ds, key=lambda d: d.size):
-                comments.append(f"{name} np={np} {d.size} B: {d.chosen.label(catalog, name)}; "
-                                f"{d.verdict}")
-    comments += [n for ns in notes.values() for n in ns]
-    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
-    summary["han"] = {"rules_file": str(opts.out) if opts.out else None,
-                      "mca_params": str(frag) if frag else None,
-                      "modules": {c: {"up": han_backend.MODULES["up"][u],
-                                      "low": han_backend.MODULES["low"][low]}
-                                  for c, (u, low) in modules.items()},
-                      "notes": [n for ns in notes.values() for n in ns]}
-    summary["coll_han_excluded"] = False
-    if opts.out and frag:
-        _write(opts.out, han_backend.render(rules_map, comments), "--out")
-        _write(frag, han_backend.mca_fragment(opts.out, modules), "--out")
-    if opts.summary_json:
-        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
-
-
-def _write(path: Path, text: str, option: str) -> None:
-    try:
-        write_atomic(path, text)
-    except OSError as e:
-        raise ColltuneError(f"cannot write {option} {path}: {e.strerror or e}",
-                            f"free space or choose a writable {option}; measurements are in "
-                            "the store, so rerun with --from-db to write without "
-                            "measuring") from None
-
-
-def _mpich_setup(opts: TuneOptions, colls: list[str]
-                 ) -> tuple[mpich_backend.MPICH, mpich_backend.MPICHCatalog]:
-    """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in selection
-    table (the tuning file starts from it). What needs Open MPI's formulas is refused."""
-    for bad, what in ((opts.predict, "--predict"), (opts.strategy == "model", "--strategy model"),
-                      (opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
-        if bad:
-            raise ColltuneError(f"{what} does not apply to --backend mpich",
-                                "the cost models and rules formats are Open MPI's")
-    mpi = mpich_backend.find_mpich(opts.mpi)
-    exe = build_kernel(mpi)
-    library = mpich_backend.library_path(exe)
-    if library is None:
-        raise ColltuneError(f"cannot tell which MPICH library {exe} loads (ldd)",
-                            "check that ldd works and the kernel links libmpi or libmpich")
-    catalog = mpich_backend.catalog(exe, library, colls)
-    catalog.builtin = mpich_backend.builtin_table(library)
-    if catalog.builtin is None:
-        raise ColltuneError(f"MPICH's compiled-in selection table was not found in {library}",
-                            "a tuning file replaces it for every collective, so colltune "
-                            "writes one only from it; report this MPICH build")
-    missing = [c for c in colls if not catalog.algorithms.get(c)]
-    if missing:
-        raise ColltuneError(f"{mpi.describe()} has no algorithm variable for "
-                            + ", ".join(missing), "tune other collectives")
-    return mpi, catalog
-
-
-def _mvapich2_setup(opts: TuneOptions, colls: list[str]
-                    ) -> tuple[mv2_backend.MVAPICH2, mv2_backend.MV2Catalog]:
-    """The MVAPICH2 under --mpi and its catalog. What needs Open MPI's formulas is refused."""
-    for bad, what in ((opts.predict, "--predict"), (opts.strategy == "model", "--strategy model"),
-                      (opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
-        if bad:
-            raise ColltuneError(f"{what} does not apply to --backend mvapich2",
-                                "the cost models and rules formats are Open MPI's")
-    if opts.for_np is not None and opts.for_np not in opts.nps:
-        raise ColltuneError(f"--for-np {opts.for_np} is not among --np "
-                            f"{','.join(map(str, opts.nps))}",
-                            "name one of the communicator sizes tuned")
-    mpi = mv2_backend.find_mvapich2(opts.mpi)
-    catalog = mv2_backend.catalog(colls)
-    missing = [c for c in colls if not catalog.algorithms.get(c)]
-    if missing:
-        raise ColltuneError(f"colltune does not tune {', '.join(missing)} on MVAPICH2",
-                            "tune " + ", ".join(sorted(mv2_backend.ALGORITHMS)))
-    return mpi, catalog
-
-
-def write_mvapich2_outputs(mpi: mv2_backend.MVAPICH2, catalog: mv2_backend.MV2Catalog,
-                           decisions: dict[str, dict[int, list[Decision]]],
-                           counters: dict[str, dict[int, mvapich2_rules.Counters]],
-                           failures: list[str], opts: TuneOptions,
-                           searches: dict[str, dict[str, object]]) -> TuneResult:
-    """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG) for
-    one communicator size: MVAPICH2's tables have no comm-size dimension."""
-    np = opts.for_np or max(opts.nps)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    comments = [f"MVAPICH2 profile written by colltune {__version__}",
-                f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
-                f"({mpi.prefix}), {stamp}",
-                f"decisions at {np} ranks: MVAPICH2 uses these tables at every communicator size"]
-    if len(opts.nps) > 1:
-        comments.append(f"tuned at {','.join(map(str, opts.nps))} ranks; written for {np} "
-                        "(--for-np)")
-    for name, per_np in decisions.items():
-        for d in sorted(per_np.get(np, []), key=lambda d: d.size):
-            comments.append(f"{name} {d.size} B: {d.chosen.label(catalog, name)}; {d.verdict}")
-    per_coll = {c: per_np.get(np, {}) for c, per_np in counters.items()}
-    prof, notes = mvapich2_rules.profile(decisions, catalog, per_coll, np, comments)
-    prof.comments += [f"note: {n}" for n in notes]
-    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
-    summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
-                           "settings": dict(prof.settings), "notes": notes}
-    summary["coll_han_excluded"] = False
-    if opts.out:
-        _write(opts.out, mvapich2.render(prof), "--out")
-    if opts.summary_json:
-        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
-
-
-def write_mpich_outputs(mpi: mpich_backend.MPICH, catalog: mpich_backend.MPICHCatalog,
-                        decisions: dict[str, dict[int, list[Decision]]], failures: list[str],
-                        opts: TuneOptions, searches: dict[str, dict[str, object]]
-                        ) -> TuneResult:
-    """MPICH's tuning file at --out and, beside it, the environment profile that uses it."""
-    assert catalog.builtin is not None
-    new = mpich_rules.tuning(decisions, catalog)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    summary = make_summary(mpi, catalog, 0, decisions, failures, opts, searches)
-    summary["mpich"] = {"tuning_file": str(opts.out) if opts.out else None,
-                        "env_profile": str(mpich_rules.env_path(opts.out)) if opts.out
-                        else None,
-                        "not_selectable": catalog.not_selectable or {}}
-    summary["coll_han_excluded"] = False
-    if opts.out:
-        try:
-            text, merged = mpich_rules.merged_table(opts.out, catalog.builtin, new,
-                                                    catalog.params)
-        except (OSError, mpich_csel.CselError) as e:
-            raise ColltuneError(f"will not merge into {opts.out}: {e}",
-                                "fix or move that file, or choose another --out; it was not "
-                                "changed") from None
-        comments = [f"MPICH tuning written by colltune {__version__}",
-                    f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
-                    f"({mpi.prefix}), {stamp}",
-                    f"use: source this file, or set these variables (module file, srun "
-                    f"--export); the tuning file is {opts.out.resolve()}"]
-        for name, per_np in decisions.items():
-            for np, ds in sorted(per_np.items()):
-                for d in sorted(ds, key=lambda d: d.size):
-                    comments.append(f"{name} np={np} {d.size} B: "
-                                    f"{d.chosen.label(catalog, name)}; {d.verdict}")
-        _write(opts.out, text, "--out")
-        _write(mpich_rules.env_path(opts.out),
-               mpich_rules.env_profile(merged, catalog, opts.out, comments), "--out")
-    if opts.summary_json:
-        _write(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, 0, decisions, None, failures, summary)
-
-
-def _smpi_setup(opts: TuneOptions) -> tuple[smpi_backend.SMPI, Catalog, int]:
-    """The simulated installation, its catalog and the rules format (classic unless asked:
-    every Open MPI reads it). Searches that need models or fresh launches are refused."""
-    if opts.predict or opts.strategy == "model":
-        raise ColltuneError("--predict and --strategy model need models fitted on a real MPI",
-                            "use --strategy grid, race or bayes with --backend smpi; "
-                            "SMPI runs --np 512 directly")
-    if opts.hostfile:
-        raise ColltuneError("--hostfile does not apply to --backend smpi",
-                            "the hosts come from --platform; choose ranks per host with --ppn")
-    smpi = smpi_backend.find_smpi(opts.mpi, opts.platform)
-    # one repetition: simulated time does not vary (one warm-up call all the same); one
-    # call, not a window: a simulated call does not overlap the next the way the tuned
-    # ranks' scheduling makes real ones do, and a window multiplies the simulation's time
-    opts.settings.warmup, opts.settings.min_reps, opts.settings.max_reps = 1, 1, 1
-    opts.settings.timing = "isolated"
-    return smpi, smpi_backend.catalog(), opts.rules_version or 1
-
-
-def smpi_rule_configs(decisions: dict[str, dict[int, list[Decision]]]
-                      ) -> dict[str, dict[int, list[Decision]]]:
-    """Decisions whose chosen configuration carries the segment size and fanout SMPI's
-    port used internally, so Open MPI runs what was simulated."""
-    out: dict[str, dict[int, list[Decision]]] = {}
-    for name, per_np in decisions.items():
-        for np, ds in per_np.items():
-            fixed = []
-            for d in ds:
-                seg, fan = smpi_backend.smpi_segsize(name, d.chosen.algorithm, np,
-                                                     max(d.size, 0))
-                fixed.append(replace(d, chosen=replace(d.chosen, segsize=seg, fanout=fan))
-                             if d.chosen != DEFAULT else d)
-            out.setdefault(name, {})[np] = fixed
-    return out
+    rf = sess.write(decisions, summary, predicted)
+    if opts.summary_json is not None:
+        write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
+    return TuneResult(mpi, catalog, sess.rules_version, decisions,
+                      rf if isinstance(rf, rules.RulesFile) else None, failures, summary)
 
 
 def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
@@ -643,11 +223,6 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
         searches[where].update(top_k=opts.top_k, shortlisted=len(pts))
     rep.note(f"{where}: {opts.strategy} " + describe_search(out, grid_points))
 
-
-HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
-            "Open MPI 5 would run han instead of the tuned algorithms measured here. The "
-            "rules take effect where tuned runs: launch the application with --mca coll "
-            "^han too, or keep han and its own choices")
 
 STRATEGIES = ("grid", "race", "bayes", "model")
 
@@ -735,18 +310,9 @@ def check_outputs(out: Path | None, summary_json: Path | None) -> None:
             ensure_writable(path, option)
 
 
-def write_outputs(rf: rules.RulesFile, summary: dict[str, object], out: Path | None,
-                  summary_json: Path | None) -> None:
-    if out is not None:
-        _write(out, rules.render(rf), "--out")
-    if summary_json is not None:
-        _write(summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-
-
 def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                      mpi: Installation, version: int, opts: TuneOptions, rep: Reporter,
-                      catalog: Catalog | None = None,
-                      counters: mvapich2_rules.Counters | None = None) -> None:
+                      mpi: Installation, opts: TuneOptions, rep: Reporter, sess: Session
+                      ) -> None:
     """Keep a non-default choice only if fresh alternating launches confirm it.
 
     Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
@@ -765,30 +331,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                  f"{opts.confirm_rounds} fresh launch pairs")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "tentative.conf"
-            arms = None
-            if isinstance(catalog, han_backend.HanCatalog):
-                # han's file and the collective's modules, against han's own choices
-                write_atomic(path, han_backend.render(
-                    han_rules.han_rules(coll.name, catalog, {placement.np: ds})))
-                # after apply_modules at most one pair besides han's own is left
-                pairs = {catalog.choice(coll.name, d.chosen.algorithm).modules
-                         for d in ds} - {(0, 0)}
-                modules = {coll.name: next(iter(pairs), (0, 0))}
-                arms = {"default": {}, "tuned": han_backend.file_env(path, modules)}
-            elif isinstance(catalog, mv2_backend.MV2Catalog):
-                # MVAPICH2 as it comes against MVAPICH2 under this collective's profile
-                arms = {"default": {}, "tuned": mvapich2_rules.tentative(
-                    coll.name, catalog, ds, counters or {})}
-            elif isinstance(catalog, mpich_backend.MPICHCatalog):
-                # MPICH as it comes against MPICH under the tuning file
-                assert catalog.builtin is not None
-                arms = {"default": {}, "tuned": mpich_rules.tentative(
-                    path, catalog.builtin, coll.name, placement.np,
-                    mpich_rules.ranges(coll.name, catalog, placement.np, ds), catalog.params)}
-            else:
-                tentative = rules.RulesFile(version=version)
-                tentative.set_section(coll.ompi_id, section(placement.np, ds))
-                write_atomic(path, rules.render(tentative))
+            arms = sess.arms(coll, placement, ds, path)
             ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
                          opts.settings, opts.settings.timeout, arms)
         verdicts = judge(ab, opts.confirm_alpha, opts.min_gain)
@@ -821,49 +364,6 @@ def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
             ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
             d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
             d.chosen = DEFAULT
-
-
-def build_rules(base: rules.RulesFile | None, version: int,
-                decisions: dict[str, dict[int, list[Decision]]], mpi: Installation,
-                catalog: Catalog, predicted: dict[tuple[str, int], str] | None = None
-                ) -> rules.RulesFile:
-    rf = base or rules.RulesFile(version=version)
-    rf.version = version
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    rf.comments = [
-        f"Open MPI coll/tuned dynamic rules written by colltune {__version__}",
-        f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} ({mpi.prefix}), {stamp}",
-        "use: mpirun --mca coll_tuned_use_dynamic_rules 1 "
-        "--mca coll_tuned_dynamic_rules_filename THIS_FILE ...",
-    ]
-    if isinstance(mpi, smpi_backend.SMPI):
-        rf.comments += [
-            f"SIMULATED, NOT MEASURED: Open MPI's algorithms as SimGrid SMPI implements them "
-            f"on the platform {mpi.platform}",
-            "segment sizes and fanouts are the ones SMPI's ports pick internally; "
-            "algorithms marked (SMPI's own) are SMPI's implementation of the same pattern",
-        ]
-    for name, per_np in decisions.items():
-        coll = get_collective(name)
-        for np, ds in per_np.items():
-            notes = [f"{name} at {np} ranks, {stamp}; message sizes are what Open MPI compares"]
-            if predicted and (name, np) in predicted:
-                notes.append(f"PREDICTED, NOT MEASURED at {np} ranks: {predicted[(name, np)]}")
-            for d in sorted(ds, key=lambda d: d.lookup_size):
-                where = f"{d.size} B per rank" if d.size >= 0 else "every size"
-                if d.default_median and d.best_median and d.best:
-                    notes.append(
-                        f"  {where} (lookup {d.lookup_size}): {d.chosen.label(catalog, name)}; "
-                        f"best {d.best.label(catalog, name)} {d.best_median * 1e6:.1f} us vs "
-                        f"default {d.default_median * 1e6:.1f} us" if d.size >= 0 else
-                        f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
-                else:
-                    notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
-                if isinstance(mpi, smpi_backend.SMPI) and not smpi_backend.exact_port(
-                        name, d.chosen.algorithm):
-                    notes[-1] += " (SMPI's own)"
-            rf.set_section(coll.ompi_id, section(np, ds), notes)
-    return rf
 
 
 def make_summary(mpi: Installation, catalog: Catalog, version: int,

@@ -1,0 +1,165 @@
+"""The Backend interface: everything the tuner asks of an MPI family, so generic code never
+asks which family it drives.
+
+A Backend answers for an installation (how a configuration is forced, how a job is
+launched, whether times are simulated); `open` starts a tuning run and returns a Session,
+which holds what the run found (installation, catalog, placements) and turns its
+decisions into the family's files. docs/architecture.md shows how a family is added."""
+
+from __future__ import annotations
+
+import socket
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.outfile import write_atomic
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context, Measurement, Store
+
+Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> per size
+Arms = dict[str, dict[str, str]]  # "default" / "tuned" -> launch environment
+
+
+class Backend(ABC):
+    """One MPI family. Class attributes say what it can do; methods do it."""
+
+    name: str = ""  # what --backend (or --tune-han for coll/han) selects
+    exact = False  # simulated: a time is deterministic, no test and no fresh launch needed
+    mpit_sweep = True  # configurations are switched through MPI_T inside one launch
+    pvar_prefix = ""  # MPI_T performance variables that say which algorithm ran
+    formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
+
+    @abstractmethod
+    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        """Launcher command line (up to the executable) and environment."""
+
+    def mpit_env(self) -> dict[str, str]:
+        """Launch environment of a job whose configurations are written through MPI_T."""
+        return {}
+
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        """The MPI_T writes that run `cfg` (nothing: the library's own choice)."""
+        return {}
+
+    @abstractmethod
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        """Launch environment that runs `cfg` for the whole job."""
+
+    def rules_arms(self, rules: Path) -> Arms:
+        """The two arms of a fresh-launch comparison of the library's choice with a file."""
+        raise ColltuneError(f"{self.name} has no rules file to compare in fresh launches",
+                            "use tune's own confirmation for this MPI family")
+
+    @abstractmethod
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session:
+        """Find the installation and its catalog, place the ranks, refuse what does not
+        apply to this family."""
+
+    def catalog_for(self, ctx: Context) -> Catalog | None:
+        """The catalog that names a stored context's algorithms (None: ids only)."""
+        return None
+
+    def owns(self, mpi_key: str) -> bool:
+        """Whether a stored installation key was made by this family."""
+        return mpi_key.startswith(f"{self.name}-")
+
+
+class Session(ABC):
+    """One tuning run on one installation: what was found, and the family's outputs."""
+
+    backend: Backend
+    mpi: Installation
+    catalog: Catalog
+    placements: list[Placement]
+    rules_version = 0  # Open MPI's rules format version; 0 where the family has none
+    sweep = "mpit"
+
+    def before_measuring(self, note: Callable[[str], None]) -> None:
+        """Checks and notes before the first launch (the kernel is built already)."""
+        return None
+
+    def decided(self, name: str, placement: Placement, ds: list[Decision],
+                ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
+        """Decisions after the sweep, before fresh launches confirm them."""
+        return ds
+
+    def confirmed(self, name: str, placement: Placement, ds: list[Decision]
+                  ) -> list[Decision]:
+        """Decisions after fresh launches judged them."""
+        return ds
+
+    def final(self, decisions: Decisions) -> Decisions:
+        """The decisions as the family's files carry them (and the summary reports)."""
+        return decisions
+
+    @abstractmethod
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        """The library's choice against `ds`, as two launch environments; a file the tuned
+        arm reads is written at `path`."""
+
+    @abstractmethod
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> object:
+        """Write the family's files at --out (and beside it), adding what was written to
+        `summary`; returns the rules object (Open MPI's) or None."""
+
+
+def stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def provenance(mpi: Installation) -> str:
+    """The comment line that says where and with what a file was tuned."""
+    return (f"tuned on {socket.gethostname()} with {mpi.name} {mpi.version} "
+            f"({mpi.prefix}), {stamp()}")
+
+
+def decision_comments(decisions: Decisions, catalog: Catalog,
+                      only_np: int | None = None) -> list[str]:
+    """One comment per decision: collective, comm size, size, choice and verdict."""
+    out = []
+    for name, per_np in decisions.items():
+        for np, ds in sorted(per_np.items()):
+            if only_np is not None and np != only_np:
+                continue
+            where = f"{name}" if only_np is not None else f"{name} np={np}"
+            for d in sorted(ds, key=lambda d: d.size):
+                out.append(f"{where} {d.size} B: {d.chosen.label(catalog, name)}; {d.verdict}")
+    return out
+
+
+def write_file(path: Path, text: str, option: str) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError as e:
+        raise ColltuneError(f"cannot write {option} {path}: {e.strerror or e}",
+                            f"free space or choose a writable {option}; measurements are in "
+                            "the store, so rerun with --from-db to write without "
+                            "measuring") from None
+
+
+def refuse(opts: TuneOptions, family: str, *, predict: bool = True, han: bool = True,
+           rules_version: bool = True) -> None:
+    """Refuse the options that need Open MPI's cost models or rules formats."""
+    for bad, what in ((predict and opts.predict, "--predict"),
+                      (predict and opts.strategy == "model", "--strategy model"),
+                      (han and opts.tune_han, "--tune-han"),
+                      (rules_version and opts.rules_version, "--rules-version")):
+        if bad:
+            raise ColltuneError(f"{what} does not apply to --backend {family}",
+                                "the cost models and rules formats are Open MPI's")

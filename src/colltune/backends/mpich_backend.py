@@ -1,0 +1,235 @@
+"""MPICH as a Backend: per-size decisions become its tuning file (csel JSON) and an
+environment profile."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune import __version__
+from colltune.backends import mpich
+from colltune.backends.base import (
+    Arms,
+    Backend,
+    Decisions,
+    Session,
+    decision_comments,
+    provenance,
+    refuse,
+    write_file,
+)
+from colltune.backends.mpich import KNOBS, MPICH, MPICHCatalog
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.ranges import boundaries
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
+from colltune.launchers import Launch
+from colltune.rules import mpich_csel, mpich_env
+from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
+from colltune.slots import place
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context
+
+
+def env_path(out: Path) -> Path:
+    """The environment profile beside the tuning file: x.json -> x.env."""
+    return out.with_suffix(".env") if out.suffix == ".json" else out.with_name(out.name + ".env")
+
+
+def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ranges:
+    """One comm size's decisions as MPICH size ranges (None: MPICH's own choice kept)."""
+    containers = catalog.container or {}
+
+    def cont(d: Decision) -> str | None:
+        c = d.chosen
+        if not c.algorithm:
+            return None
+        return mpich_csel.choice(containers[coll][c.algorithm],
+                                 catalog.leaf_overrides(coll, c.algorithm, c.segsize, c.fanout))
+
+    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    if SIZE_KEY.get(coll) is None or not sized:
+        chosen = {cont(d) for d in ds}
+        # no size to compare: one algorithm if every size agreed, else MPICH's own
+        return Ranges([(None, chosen.pop() if len(chosen) == 1 else None)])
+    starts = boundaries([lookup(coll, d.size, np) for d in sized])
+    return ranges_from_starts([(s, cont(d)) for s, d in zip(starts, sized, strict=True)])
+
+
+def tuning(decisions: dict[str, dict[int, list[Decision]]], catalog: MPICHCatalog) -> Tuning:
+    """The collectives where some size left MPICH's own choice (the others stay MPICH's,
+    device path included)."""
+    out: Tuning = {}
+    for coll, per_np in decisions.items():
+        if any(d.chosen.algorithm for ds in per_np.values() for d in ds):
+            out[coll] = {np: ranges(coll, catalog, np, ds) for np, ds in per_np.items()}
+    return out
+
+
+def merged_table(existing: Path | None, builtin: dict, new: Tuning,
+                 params: mpich_csel.Params | None = None) -> tuple[str, Tuning]:
+    """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
+    MPICH's own subtrees always come from the library's table."""
+    old: Tuning = mpich_csel.parse(existing.read_text(), params) \
+        if existing and existing.exists() else {}
+    for coll, per_np in new.items():
+        old.setdefault(coll, {}).update(per_np)
+    return mpich_csel.render(builtin, old, params), old
+
+
+def single_algorithms(t: Tuning, catalog: MPICHCatalog
+                      ) -> tuple[dict[str, str], dict[str, str]]:
+    """Collectives tuned to one choice at every size and comm size: the algorithm by
+    variable value name, and the variables of the radix / chunk size it was tuned with."""
+    ids = {c: {cont: i for i, cont in m.items()} for c, m in (catalog.container or {}).items()}
+    names, knobs = {}, {}
+    for coll, per_np in t.items():
+        algs = {a for r in per_np.values() for _, a in r.limits}
+        if len(algs) != 1 or (a := algs.pop()) is None:
+            continue
+        cont, overrides = mpich_csel.split_choice(a)
+        alg = ids.get(coll, {}).get(cont)
+        if alg is None:
+            continue
+        variables = (catalog.knobs or {}).get(coll, {}).get(alg, {})
+        if any(KNOBS.get(key) not in variables for key in overrides):
+            continue  # a leaf parameter no variable sets: the tuning file alone says it
+        names[coll] = catalog.algorithms[coll][alg]
+        knobs.update({variables[KNOBS[key]]: value for key, value in overrides.items()})
+    return names, knobs
+
+
+def env_profile(t: Tuning, catalog: MPICHCatalog, tuning_file: Path, comments: list[str]
+                ) -> str:
+    names, knobs = single_algorithms(t, catalog)
+    return mpich_env.render(mpich_env.EnvProfile(
+        collectives=sorted(t), tuning_file=tuning_file.resolve(), algorithms=names,
+        comments=comments, knobs=knobs))
+
+
+def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges,
+              params: mpich_csel.Params | None = None) -> dict[str, str]:
+    """Writes a tuning file for one collective at one comm size; the environment that
+    applies it (the confirmation's "tuned" arm)."""
+    path.write_text(mpich_csel.render(builtin, {coll: {np: r}}, params))
+    return {mpich_env.device_var(coll): "0", mpich_env.JSON_VAR: str(path.resolve())}
+
+
+
+
+
+class MPICHBackend(Backend):
+    """MPICH (and MVAPICH 4, which is MPICH): algorithms switched through MPI_T in one
+    launch; its tuning file (csel JSON) and an environment profile as output."""
+
+    name = "mpich"
+    formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
+
+    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        assert isinstance(mpi, MPICH)
+        return mpich.launch_command(mpi, placement), mpich.launch_env(env_extra)
+
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        if cfg.algorithm == 0 or not isinstance(catalog, MPICHCatalog):
+            return {}
+        return catalog.assignments(coll.name, cfg.algorithm, cfg.segsize, cfg.fanout)
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return mpich.forcing_env(catalog, coll.name, cfg.algorithm, cfg.segsize, cfg.fanout)
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session:
+        """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in
+        selection table (the tuning file starts from it)."""
+        refuse(opts, self.name)
+        launch = replace(opts.launch or Launch(),
+                         launcher=(opts.launch or Launch()).launcher or "mpiexec")
+        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        mpi = mpich.find_mpich(opts.mpi)
+        return MPICHSession(self, mpi, self._catalog(mpi, colls), placements, opts.out)
+
+    @staticmethod
+    def _catalog(mpi: MPICH, colls: list[str]) -> MPICHCatalog:
+        exe = build_kernel(mpi)
+        library = mpich.library_path(exe)
+        if library is None:
+            raise ColltuneError(f"cannot tell which MPICH library {exe} loads (ldd)",
+                                "check that ldd works and the kernel links libmpi or libmpich")
+        catalog = mpich.catalog(exe, library, colls)
+        catalog.builtin = mpich.builtin_table(library)
+        if catalog.builtin is None:
+            raise ColltuneError(f"MPICH's compiled-in selection table was not found in "
+                                f"{library}", "a tuning file replaces it for every "
+                                "collective, so colltune writes one only from it; report "
+                                "this MPICH build")
+        missing = [c for c in colls if not catalog.algorithms.get(c)]
+        if missing:
+            raise ColltuneError(f"{mpi.describe()} has no algorithm variable for "
+                                + ", ".join(missing), "tune other collectives")
+        return catalog
+
+    def catalog_for(self, ctx: Context) -> Catalog | None:
+        from colltune.collectives import COLLECTIVES
+
+        try:
+            mpi = mpich.find_mpich(ctx.mpi_path)
+            exe = build_kernel(mpi)
+            return mpich.catalog(exe, mpich.library_path(exe), sorted(COLLECTIVES))
+        except ColltuneError:
+            return None
+
+    def owns(self, mpi_key: str) -> bool:
+        return mpi_key.startswith(("mpich-", "mvapich-"))  # MVAPICH 4 names itself
+
+
+class MPICHSession(Session):
+    def __init__(self, backend: Backend, mpi: MPICH, catalog: MPICHCatalog,
+                 placements: list[Placement], out: Path | None) -> None:
+        self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
+        self.mpich_catalog, self.out = catalog, out
+
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        """MPICH as it comes against MPICH under the tuning file."""
+        cat = self.mpich_catalog
+        assert cat.builtin is not None
+        return {"default": {}, "tuned": tentative(
+            path, cat.builtin, coll.name, placement.np,
+            ranges(coll.name, cat, placement.np, ds), cat.params)}
+
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> object:
+        """MPICH's tuning file at --out and, beside it, the environment profile that uses
+        it."""
+        cat, out = self.mpich_catalog, self.out
+        assert cat.builtin is not None
+        new = tuning(decisions, cat)
+        summary["mpich"] = {"tuning_file": str(out) if out else None,
+                            "env_profile": str(env_path(out)) if out else None,
+                            "not_selectable": cat.not_selectable or {}}
+        summary["coll_han_excluded"] = False
+        if out:
+            try:
+                text, merged = merged_table(out, cat.builtin, new, cat.params)
+            except (OSError, mpich_csel.CselError) as e:
+                raise ColltuneError(f"will not merge into {out}: {e}",
+                                    "fix or move that file, or choose another --out; it was "
+                                    "not changed") from None
+            comments = [f"MPICH tuning written by colltune {__version__}",
+                        provenance(self.mpi),
+                        f"use: source this file, or set these variables (module file, srun "
+                        f"--export); the tuning file is {out.resolve()}"]
+            comments += decision_comments(decisions, cat)
+            write_file(out, text, "--out")
+            write_file(env_path(out), env_profile(merged, cat, out, comments), "--out")
+        return None

@@ -1,0 +1,207 @@
+"""MVAPICH2 as a Backend: per-size decisions become its environment profile (`MV2_*_TUNING` ranges).
+
+MVAPICH2 has no "library's choice" entry in a range table: a range where its default was
+kept names the algorithm the default ran, as MVAPICH2's own counters reported it while the
+default was measured. It has no communicator-size dimension either: one np is written."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune import __version__
+from colltune.backends import mvapich2 as mv2
+from colltune.backends.base import (
+    Arms,
+    Backend,
+    Decisions,
+    Session,
+    decision_comments,
+    provenance,
+    refuse,
+    write_file,
+)
+from colltune.backends.mvapich2 import VARIABLE, MV2Catalog
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.ranges import boundaries
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.launchers import Launch
+from colltune.rules import mvapich2
+from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
+from colltune.slots import place
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context, Measurement, Store
+
+Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counter growth
+
+
+def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -> int | None:
+    """The MVAPICH2 number of what the library's own choice ran at `size`."""
+    return catalog.ran_value(coll, counters.get((DEFAULT.key, size), {}))
+
+
+def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters
+           ) -> tuple[list[Range], list[str]]:
+    """One comm size's decisions as a range table, and notes on what had to be filled in.
+    Empty when the library's choice was kept at every size (nothing to set)."""
+    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    if not sized or all(d.chosen == DEFAULT for d in sized):
+        return [], []
+    notes: list[str] = []
+    values: list[int | None] = []
+    for d in sized:
+        if d.chosen != DEFAULT:
+            values.append(catalog.value[coll][d.chosen.algorithm])
+            continue
+        v = default_ran(coll, catalog, counters, d.size)
+        if v is None:
+            notes.append(f"{coll} {d.size} B: MVAPICH2's counters did not say what its default "
+                         "ran; the neighbouring size's algorithm is written there")
+        values.append(v)
+    # what a range string cannot hold (2.3.7 runs knomial for it) counts as unknown
+    single = SINGLE_ONLY.get(VARIABLE[coll], set())
+    if len(set(values)) > 1:
+        for i, v in enumerate(values):
+            if v in single:
+                notes.append(f"{coll} {sized[i].size} B: MVAPICH2's default ran algorithm {v}, "
+                             "which a range string cannot name; the neighbouring size's "
+                             "algorithm is written there")
+                values[i] = None
+    # unknowns take the nearest known neighbour (there is one: some size was tuned)
+    for i, v in enumerate(values):
+        if v is None:
+            near = sorted((abs(j - i), w) for j, w in enumerate(values) if w is not None)
+            values[i] = near[0][1]
+    starts = boundaries([d.size for d in sized])
+    merged: list[tuple[int, int]] = []
+    for start, v in zip(starts, values, strict=True):
+        if not merged or merged[-1][1] != v:
+            merged.append((start, v))  # type: ignore[arg-type]
+    out = [Range(v, lo, merged[i + 1][0] - 1 if i + 1 < len(merged) else None)
+           for i, (lo, v) in enumerate(merged)]
+    return out, notes
+
+
+def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog,
+            counters: dict[str, Counters], np: int, comments: list[str]
+            ) -> tuple[Profile, list[str]]:
+    """The profile for communicator size `np`, and notes for the user."""
+    p = Profile(comments=list(comments))
+    notes: list[str] = []
+    for coll in sorted(decisions):
+        ds = decisions[coll].get(np)
+        if ds is None:
+            continue
+        table, why = ranges(coll, catalog, ds, counters.get(coll, {}))
+        notes += why
+        if table:
+            p.set_ranges(VARIABLE[coll], table)
+    return p, notes
+
+
+def tentative(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters
+              ) -> dict[str, str]:
+    """The environment of one collective's profile (the confirmation's "tuned" arm)."""
+    table, _ = ranges(coll, catalog, ds, counters)
+    p = Profile()
+    if table:
+        p.set_ranges(VARIABLE[coll], table)
+    return dict(p.settings)
+
+
+class MVAPICH2Backend(Backend):
+    """MVAPICH2 2.3 (and the MVAPICH 3 carry-over of its profile): one launch per
+    configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
+
+    name = "mvapich2"
+    formats = ("mvapich2",)
+    mpit_sweep = False  # MVAPICH2 reads its variables once, in MPI_Init
+    pvar_prefix = mv2.PVAR_PREFIX
+
+    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        assert isinstance(mpi, mv2.MVAPICH2)
+        return (mv2.launch_command(mpi, placement),
+                mv2.launch_env(env_extra, placement.oversubscribe))
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        assert isinstance(catalog, MV2Catalog)
+        return mv2.forcing_env(catalog, coll.name, cfg.algorithm)
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session:
+        """The MVAPICH2 under --mpi and its catalog."""
+        refuse(opts, self.name)
+        if opts.for_np is not None and opts.for_np not in opts.nps:
+            raise ColltuneError(f"--for-np {opts.for_np} is not among --np "
+                                f"{','.join(map(str, opts.nps))}",
+                                "name one of the communicator sizes tuned")
+        launch = replace(opts.launch or Launch(),
+                         launcher=(opts.launch or Launch()).launcher or "mpiexec")
+        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        mpi = mv2.find_mvapich2(opts.mpi)
+        catalog = mv2.catalog(colls)
+        missing = [c for c in colls if not catalog.algorithms.get(c)]
+        if missing:
+            raise ColltuneError(f"colltune does not tune {', '.join(missing)} on MVAPICH2",
+                                "tune " + ", ".join(sorted(mv2.ALGORITHMS)))
+        return MVAPICH2Session(self, mpi, catalog, placements, opts)
+
+    def catalog_for(self, ctx: Context) -> Catalog | None:
+        from colltune.collectives import COLLECTIVES
+
+        return mv2.catalog(sorted(COLLECTIVES))
+
+
+class MVAPICH2Session(Session):
+    def __init__(self, backend: Backend, mpi: mv2.MVAPICH2, catalog: MV2Catalog,
+                 placements: list[Placement], opts: TuneOptions) -> None:
+        self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
+        self.mv2_catalog, self.opts = catalog, opts
+        self.sweep = "relaunch"
+        # what MVAPICH2 said it ran, for ranges where its default stays
+        self.counters: dict[str, dict[int, Counters]] = {}
+
+    def decided(self, name: str, placement: Placement, ds: list[Decision],
+                ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
+        self.counters.setdefault(name, {})[placement.np] = store.counters(ctx)
+        return ds
+
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        """MVAPICH2 as it comes against MVAPICH2 under this collective's profile."""
+        counters = self.counters.get(coll.name, {}).get(placement.np, {})
+        return {"default": {}, "tuned": tentative(coll.name, self.mv2_catalog, ds, counters)}
+
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> object:
+        """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG)
+        for one communicator size: MVAPICH2's tables have no comm-size dimension."""
+        opts, cat = self.opts, self.mv2_catalog
+        np = opts.for_np or max(opts.nps)
+        comments = [f"MVAPICH2 profile written by colltune {__version__}",
+                    provenance(self.mpi),
+                    f"decisions at {np} ranks: MVAPICH2 uses these tables at every "
+                    "communicator size"]
+        if len(opts.nps) > 1:
+            comments.append(f"tuned at {','.join(map(str, opts.nps))} ranks; written for {np} "
+                            "(--for-np)")
+        comments += decision_comments(decisions, cat, only_np=np)
+        per_coll = {c: per_np.get(np, {}) for c, per_np in self.counters.items()}
+        prof, notes = profile(decisions, cat, per_coll, np, comments)
+        prof.comments += [f"note: {n}" for n in notes]
+        summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
+                               "settings": dict(prof.settings), "notes": notes}
+        summary["coll_han_excluded"] = False
+        if opts.out:
+            write_file(opts.out, mvapich2.render(prof), "--out")
+        return None

@@ -1,0 +1,236 @@
+"""Open MPI's coll/tuned as a Backend: MPI_T sweeps in one launch, forcing through MCA
+variables, and the dynamic rules file (classic or rule-file-version-2) as output."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune import __version__
+from colltune.backends.base import (
+    Arms,
+    Backend,
+    Decisions,
+    Session,
+    provenance,
+    stamp,
+    write_file,
+)
+from colltune.backends.openmpi import (
+    FIXED_DECISION_ENV,
+    OpenMPI,
+    dynamic_env,
+    find_openmpi,
+    forcing_vars,
+    han_excluded,
+    launch_command,
+    launch_env,
+    read_catalog,
+    supports_rules_v2,
+)
+from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.ranges import boundaries
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.outfile import write_atomic
+from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import CommRule, MsgRule
+from colltune.slots import place
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context
+
+HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
+            "Open MPI 5 would run han instead of the tuned algorithms measured here. The "
+            "rules take effect where tuned runs: launch the application with --mca coll "
+            "^han too, or keep han and its own choices")
+
+
+class OpenMPIBackend(Backend):
+    name = "openmpi"
+    formats = ("openmpi",)
+
+    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        assert isinstance(mpi, OpenMPI)
+        return launch_command(mpi, placement), launch_env(env_extra)
+
+    def mpit_env(self) -> dict[str, str]:
+        return dynamic_env()
+
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        if cfg.algorithm == 0:
+            return {}  # the launch values: algorithm 0, the library's own decision
+        if coll.name in catalog.forcing:  # coll/han's choices
+            return catalog.forcing[coll.name][cfg.algorithm]
+        return forcing_vars(coll.name, cfg.algorithm, cfg.segsize, cfg.fanout,
+                            cfg.max_requests, catalog)
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return dynamic_env(self.mpit_vars(catalog, coll, cfg))
+
+    def rules_arms(self, rules: Path) -> Arms:
+        return {"default": FIXED_DECISION_ENV, "tuned": dynamic_env(rules=rules)}
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session:
+        # with --predict, what is measured is fit_nps; nps are only predicted
+        placements = [place(np, opts.hostfile, launch=opts.launch)
+                      for np in (opts.fit_nps if opts.predict else opts.nps)]
+        mpi = find_openmpi(opts.mpi)
+        return TunedSession(self, mpi, read_catalog(mpi), placements,
+                            choose_rules_version(mpi, opts.rules_version), opts)
+
+    def catalog_for(self, ctx: Context) -> Catalog | None:
+        try:
+            return read_catalog(find_openmpi(ctx.mpi_path))
+        except ColltuneError:
+            return None
+
+
+class TunedSession(Session):
+    """A run that writes coll/tuned's dynamic rules (merged into an existing --out)."""
+
+    def __init__(self, backend: Backend, mpi: Installation, catalog: Catalog,
+                 placements: list[Placement], version: int, opts: TuneOptions) -> None:
+        self.backend, self.mpi, self.catalog = backend, mpi, catalog
+        self.placements, self.rules_version, self.opts = placements, version, opts
+        self.sweep = opts.sweep
+        self.base = load_merge_base(opts.out, catalog) if opts.out else None
+        if self.base and self.base.version == 1 and version == 2:
+            self.base.version = 2
+        elif self.base and self.base.version == 2 and version == 1:
+            raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI "
+                                f"{mpi.version} reads only the classic format",
+                                "choose another --out")
+
+    def before_measuring(self, note: Callable[[str], None]) -> None:
+        from colltune.applied import mpit_takes_effect
+
+        mpi = self.mpi
+        assert isinstance(mpi, OpenMPI)
+        if han_excluded(mpi) and any(p.nodes > 1 or p.hostfile for p in self.placements):
+            note(HAN_NOTE)
+        if self.sweep == "mpit":
+            verified = mpit_takes_effect(mpi, self.catalog)
+            if verified is False:
+                note("warning: an algorithm written through MPI_T did not change what "
+                     "this Open MPI ran; relaunching per configuration instead")
+                self.sweep = "relaunch"
+            elif verified is None:
+                note("note: pml monitoring unavailable; trusting MPI_T read-back")
+
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        tentative = rules.RulesFile(version=self.rules_version)
+        tentative.set_section(coll.ompi_id, section(placement.np, ds))
+        write_atomic(path, rules.render(tentative))
+        return self.backend.rules_arms(path)
+
+    def comments(self) -> list[str]:
+        return []
+
+    def note_of(self, name: str, d: Decision) -> str:
+        return ""
+
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> rules.RulesFile:
+        rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
+                         predicted, self.comments(), self.note_of)
+        mpi = self.mpi
+        summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
+        if self.opts.out is not None:
+            write_file(self.opts.out, rules.render(rf), "--out")
+        return rf
+
+
+def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
+    v2 = supports_rules_v2(mpi.version_tuple)
+    if requested is None:
+        return 2 if v2 else 1
+    if requested == 2 and not v2:
+        raise ColltuneError(f"Open MPI {mpi.version} does not read rule-file-version-2",
+                            "use --rules-version 1 (needs 4.1.8+ or 5.0.7+ for version 2)")
+    return requested
+
+
+def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
+    """For `rules.parse`: the algorithm ids this installation accepts, per collective id."""
+
+    def valid(coll_id: int) -> set[int]:
+        c = COLLECTIVE_BY_ID.get(coll_id)
+        return set(catalog.algorithms.get(c.name, {})) if c else set()
+
+    return valid
+
+
+def load_merge_base(path: Path, catalog: Catalog) -> rules.RulesFile | None:
+    """The existing rules file to merge into; a malformed one stops the run untouched."""
+    if not path.exists():
+        return None
+    try:
+        return rules.read(path, valid_algs=valid_algorithms(catalog))
+    except rules.RulesError as e:
+        raise ColltuneError(f"will not merge into {e}",
+                            "fix or move that file, or choose another --out; it was not "
+                            "changed") from None
+
+
+def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,
+                mpi: Installation, catalog: Catalog,
+                predicted: dict[tuple[str, int], str] | None = None,
+                comments: list[str] | None = None,
+                note_of: Callable[[str, Decision], str] | None = None) -> rules.RulesFile:
+    rf = base or rules.RulesFile(version=version)
+    rf.version = version
+    when = stamp()
+    rf.comments = [
+        f"Open MPI coll/tuned dynamic rules written by colltune {__version__}",
+        provenance(mpi),
+        "use: mpirun --mca coll_tuned_use_dynamic_rules 1 "
+        "--mca coll_tuned_dynamic_rules_filename THIS_FILE ...",
+    ] + (comments or [])
+    for name, per_np in decisions.items():
+        coll = get_collective(name)
+        for np, ds in per_np.items():
+            notes = [f"{name} at {np} ranks, {when}; message sizes are what Open MPI compares"]
+            if predicted and (name, np) in predicted:
+                notes.append(f"PREDICTED, NOT MEASURED at {np} ranks: {predicted[(name, np)]}")
+            for d in sorted(ds, key=lambda d: d.lookup_size):
+                where = f"{d.size} B per rank" if d.size >= 0 else "every size"
+                if d.default_median and d.best_median and d.best:
+                    notes.append(
+                        f"  {where} (lookup {d.lookup_size}): {d.chosen.label(catalog, name)}; "
+                        f"best {d.best.label(catalog, name)} {d.best_median * 1e6:.1f} us vs "
+                        f"default {d.default_median * 1e6:.1f} us" if d.size >= 0 else
+                        f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
+                else:
+                    notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
+                if note_of:
+                    notes[-1] += note_of(name, d)
+            rf.set_section(coll.ompi_id, section(np, ds), notes)
+    return rf
+
+
+def section(np: int, decisions: list[Decision]) -> CommRule:
+    """The comm-size section for `np`; adjacent sizes with the same choice share a rule."""
+    sec = CommRule(np)
+    if not decisions:
+        sec.rules.append(MsgRule(0, 0))
+        return sec
+    ordered = sorted(decisions, key=lambda d: d.lookup_size)
+    starts = boundaries([d.lookup_size for d in ordered])
+    prev: Config | None = None
+    for start, d in zip(starts, ordered, strict=False):
+        if d.chosen == prev:
+            continue
+        c = d.chosen
+        sec.rules.append(MsgRule(start, c.algorithm, c.fanout, c.segsize, c.max_requests))
+        prev = c
+    return sec

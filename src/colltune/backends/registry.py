@@ -1,0 +1,64 @@
+"""Which Backend answers for a --backend name, an installation or a stored context.
+
+Adding an MPI family: its module in backends/ and one line in BACKENDS."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from colltune.backends.base import Backend
+from colltune.backends.han_backend import HanBackend
+from colltune.backends.mpich_backend import MPICHBackend
+from colltune.backends.mvapich2_backend import MVAPICH2Backend
+from colltune.backends.openmpi_backend import OpenMPIBackend
+from colltune.backends.smpi_backend import SMPIBackend
+from colltune.errors import ColltuneError
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+
+# han first: its keys are Open MPI's with a suffix
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    HanBackend(), OpenMPIBackend(), MPICHBackend(), MVAPICH2Backend(), SMPIBackend())}
+
+# what --backend offers; coll/han is Open MPI's, chosen with --tune-han
+CHOICES = ("openmpi", "mpich", "mvapich2", "smpi")
+
+
+def named(name: str, han: bool = False) -> Backend:
+    """The backend `--backend name` (with --tune-han: coll/han's) selects."""
+    if name not in CHOICES:
+        raise ColltuneError(f"unknown backend '{name}'",
+                            "use --backend " + ", ".join(CHOICES[:-1]) + " or " + CHOICES[-1])
+    return BACKENDS["han" if han and name == "openmpi" else name]
+
+
+def for_format(backend: str, out_format: str | None) -> str:
+    """The --backend that writes `out_format`: a format another family writes implies
+    that family when --backend was left at its default."""
+    if out_format is None:
+        return backend
+    writers = [name for name in CHOICES if out_format in BACKENDS[name].formats]
+    if not writers:
+        known = [f for name in CHOICES for f in BACKENDS[name].formats]
+        raise ColltuneError(f"unknown --format '{out_format}'",
+                            "use " + ", ".join(dict.fromkeys(known)))
+    if backend in writers:
+        return backend
+    if backend == CHOICES[0] and writers:
+        return writers[0]
+    raise ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
+                        f"use --backend {writers[0]}")
+
+
+def for_key(mpi_key: str) -> Backend | None:
+    """The backend that made a stored installation key (None: made by none of these)."""
+    return next((b for b in BACKENDS.values() if b.owns(mpi_key)), None)
+
+
+def of(mpi: Installation) -> Backend:
+    """The backend that drives `mpi`."""
+    b = for_key(mpi.key)
+    if b is None:
+        raise ColltuneError(f"no backend drives {mpi.describe()}", "report this")
+    return b

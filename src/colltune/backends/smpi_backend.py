@@ -1,0 +1,120 @@
+"""SimGrid SMPI as a Backend: Open MPI's algorithms simulated on a platform file, one
+launch per configuration, deterministic times, Open MPI's rules file as output."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.backends import smpi
+from colltune.backends.base import Arms, Session
+from colltune.backends.openmpi_backend import OpenMPIBackend, TunedSession
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.rules.ompi_classic import RulesFile
+
+if TYPE_CHECKING:
+    from colltune.backends import Installation
+    from colltune.backends.base import Decisions
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context
+
+
+class SMPIBackend(OpenMPIBackend):
+    name = "smpi"
+    exact = True
+    mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line
+
+    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        assert isinstance(mpi, smpi.SMPI) and placement.hostfile is not None
+        return (smpi.launch_command(mpi, Path(placement.hostfile), placement.np, coll, alg,
+                                    placement.launch.args), dict(os.environ))
+
+    def mpit_env(self) -> dict[str, str]:
+        return {}
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return {}  # launch() puts the algorithm on smpirun's command line
+
+    def rules_arms(self, rules: Path) -> Arms:
+        raise ColltuneError("a simulation has no launch-to-launch variation to compare",
+                            "verify the rules on a real Open MPI")
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session:
+        """The simulated installation, its catalog and the rules format (classic unless
+        asked: every Open MPI reads it). Searches that need models or fresh launches are
+        refused."""
+        if opts.predict or opts.strategy == "model":
+            raise ColltuneError("--predict and --strategy model need models fitted on a real "
+                                "MPI", "use --strategy grid, race or bayes with --backend "
+                                "smpi; SMPI runs --np 512 directly")
+        if opts.hostfile:
+            raise ColltuneError("--hostfile does not apply to --backend smpi",
+                                "the hosts come from --platform; choose ranks per host with "
+                                "--ppn")
+        mpi = smpi.find_smpi(opts.mpi, opts.platform)
+        # one repetition: simulated time does not vary (one warm-up call all the same); one
+        # call, not a window: a simulated call does not overlap the next the way the tuned
+        # ranks' scheduling makes real ones do, and a window multiplies the simulation's time
+        opts.settings.warmup, opts.settings.min_reps, opts.settings.max_reps = 1, 1, 1
+        opts.settings.timing = "isolated"
+        placements = [smpi.place(mpi, np, opts.launch) for np in opts.nps]
+        return SMPISession(self, mpi, smpi.catalog(), placements, opts.rules_version or 1,
+                           opts)
+
+    def catalog_for(self, ctx: Context) -> Catalog | None:
+        return smpi.catalog()
+
+
+class SMPISession(TunedSession):
+    def __init__(self, backend: OpenMPIBackend, mpi: Installation, catalog: Catalog,
+                 placements: list[Placement], version: int, opts: TuneOptions) -> None:
+        super().__init__(backend, mpi, catalog, placements, version, opts)
+        self.sweep = "relaunch"
+
+    def before_measuring(self, note: Callable[[str], None]) -> None:
+        pass  # no MPI_T to prove, no coll/han
+
+    def comments(self) -> list[str]:
+        mpi = self.mpi
+        assert isinstance(mpi, smpi.SMPI)
+        return [
+            f"SIMULATED, NOT MEASURED: Open MPI's algorithms as SimGrid SMPI implements them "
+            f"on the platform {mpi.platform}",
+            "segment sizes and fanouts are the ones SMPI's ports pick internally; "
+            "algorithms marked (SMPI's own) are SMPI's implementation of the same pattern",
+        ]
+
+    def note_of(self, name: str, d: Decision) -> str:
+        return "" if smpi.exact_port(name, d.chosen.algorithm) else " (SMPI's own)"
+
+    def final(self, decisions: Decisions) -> Decisions:
+        """Decisions whose chosen configuration carries the segment size and fanout SMPI's
+        port used internally, so Open MPI runs what was simulated."""
+        out: Decisions = {}
+        for name, per_np in decisions.items():
+            for np, ds in per_np.items():
+                fixed = []
+                for d in ds:
+                    seg, fan = smpi.smpi_segsize(name, d.chosen.algorithm, np, max(d.size, 0))
+                    fixed.append(replace(d, chosen=replace(d.chosen, segsize=seg, fanout=fan))
+                                 if d.chosen != DEFAULT else d)
+                out.setdefault(name, {})[np] = fixed
+        return out
+
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> RulesFile:
+        rf = super().write(decisions, summary, predicted)
+        mpi = self.mpi
+        assert isinstance(mpi, smpi.SMPI)
+        summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
+        return rf

@@ -1,0 +1,49 @@
+"""What a tuning run was asked to do: the options of `tune` and of each measurement, as
+the CLI, the API, the backends and the tuner pass them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from colltune.kernel.launch import Repetitions
+from colltune.launchers import Launch
+
+
+@dataclass
+class MeasureSettings(Repetitions):
+    timeout: float = 60.0  # seconds without progress before a launch is killed as hung
+    timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
+
+
+@dataclass
+class TuneOptions:
+    collectives: list[str]
+    nps: list[int]
+    out: Path | None = None
+    mpi: str | None = None
+    db: Path | None = None
+    sizes: list[int] | None = None
+    segsizes: list[int] | None = None
+    max_requests: list[int] | None = None
+    strategy: str = "grid"  # grid | race | bayes
+    budget: int | None = None  # bayes: measured points; race: repetitions
+    ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
+    top_k: int = 3  # model: configurations measured per size besides the default
+    predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
+    fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
+    sweep: str = "mpit"
+    backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
+    for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
+    platform: Path | None = None  # smpi: the SimGrid platform file to simulate
+    tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
+    rules_version: int | None = None
+    from_db: bool = False
+    hostfile: str | None = None
+    launch: Launch | None = None  # --launcher, --nodes, --ppn, --launcher-args
+    summary_json: Path | None = None
+    alpha: float = 0.01
+    min_gain: float = 0.03
+    confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
+    confirm_alpha: float = 0.05  # paired t-test over those launch pairs
+    settings: MeasureSettings = field(default_factory=MeasureSettings)

@@ -1,0 +1,152 @@
+"""The shape of the code, read from the source: imports run downward through the layers
+with no circles, and generic code never asks which MPI family it drives (it asks the
+backend). docs/architecture.md explains the layers."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "colltune"
+
+# lower layers never import higher ones; a module may import its own layer
+LAYERS: list[tuple[str, ...]] = [
+    ("colltune", "colltune.core", "colltune.errors", "colltune.host", "colltune.collectives",
+     "colltune.outfile", "colltune.rules.safe", "colltune.rules.shell_lines"),
+    ("colltune.kernel", "colltune.launchers", "colltune.slots", "colltune.rules",
+     "colltune.osu_output", "colltune.store", "colltune.slurm_script"),
+    ("colltune.options",),
+    ("colltune.backends", "colltune.applied"),
+    ("colltune.models", "colltune.tuner"),
+    ("colltune.report", "colltune.verify", "colltune.export", "colltune.osu_import",
+     "colltune.cli"),
+]
+
+# where a family may be named: its own modules. export.py dispatches on the kind of file
+# it is given (rules, han, MPICH, MVAPICH2): each kind's installation files are next to
+# move into its backend (issue 20's note)
+FAMILY_CODE = ("colltune.backends", "colltune.export")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in SRC.rglob("*.py"):
+        parts = list(p.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _layer(mod: str) -> int:
+    best, rank = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for pre in prefixes:
+            if (mod == pre or mod.startswith(pre + ".")) and len(pre) > best:
+                best, rank = len(pre), i
+    assert rank >= 0, f"{mod} is in no layer: add it to LAYERS"
+    return rank
+
+
+def _imports(path: Path, mods: dict[str, Path]) -> set[str]:
+    """colltune modules `path` imports at run time (type-checking imports excluded)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith("colltune"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.add(full if full in mods else node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("colltune")}
+    return out
+
+
+def test_imports_run_downward_and_never_in_a_circle() -> None:
+    mods = _modules()
+    graph = {m: _imports(p, mods) for m, p in mods.items()}
+    upward = [f"{m} -> {t}" for m, ts in graph.items() for t in ts
+              if t in mods and _layer(t) > _layer(m)]
+    assert upward == []
+    # a circle is a strongly connected group of more than one module
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in mods:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for m in mods:
+        if m not in index:
+            visit(m)
+    assert circles == []
+
+
+_FAMILY_CLASS = r"(OpenMPI|MPICH|MVAPICH2|SMPI|HanCatalog|MPICHCatalog|MV2Catalog|TunedCatalog)"
+_FORBIDDEN = [
+    re.compile(rf"isinstance\([^)]*\b{_FAMILY_CLASS}\b"),
+    re.compile(r"isinstance\([^)]*\b\w+_backend\.\w+"),
+    re.compile(r"\bbackend\s*[!=]=\s*['\"]"),
+    re.compile(r"\.backend\s+(not\s+)?in\s"),
+    re.compile(r"[!=]=\s*['\"](openmpi|mpich|mvapich2|smpi|han)['\"]"),
+]
+
+
+def test_generic_code_never_branches_on_the_mpi_family() -> None:
+    found = []
+    for mod, path in _modules().items():
+        if mod.startswith(FAMILY_CODE):
+            continue
+        for no, line in enumerate(path.read_text().splitlines(), 1):
+            if any(p.search(line) for p in _FORBIDDEN):
+                found.append(f"{path.relative_to(SRC)}:{no}: {line.strip()}")
+    assert found == [], "ask the backend (backends/base.py) instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("line", [
+    "if isinstance(mpi, SMPI):", "elif isinstance(catalog, mv2_backend.MV2Catalog):",
+    'if opts.backend == "smpi":', "exact = isinstance(mpi, smpi_backend.SMPI)",
+])
+def test_the_family_check_sees_the_branches_it_forbids(line: str) -> None:
+    assert any(p.search(line) for p in _FORBIDDEN)
+
+
+def test_every_backend_is_registered_and_implements_the_interface() -> None:
+    from colltune.backends import registry
+    from colltune.backends.base import Backend
+
+    for name in registry.CHOICES:
+        b = registry.named(name)
+        assert isinstance(b, Backend) and b.name == name and b.formats
+    assert registry.named("openmpi", han=True).name == "han"
+    assert registry.for_key("mpich-5.0.2@/x").name == "mpich"  # type: ignore[union-attr]
+    assert registry.for_key("openmpi-5.0.11@/x+han").name == "han"  # type: ignore[union-attr]
+    assert registry.for_key("openmpi-4.1.4@/usr").name == "openmpi"  # type: ignore[union-attr]
+    assert registry.for_key("mvapich2-2.3.7@/x").name == "mvapich2"  # type: ignore[union-attr]
