@@ -9,10 +9,10 @@ from colltune.backends.openmpi_backend import section
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
+from colltune.core.stats import compare, mann_whitney_less, median, median_ci
 from colltune.store import Measurement
 from colltune.tuner.decide import decide
 from colltune.tuner.space import configurations, sizes_for, useful_at
-from colltune.tuner.stats import compare, mann_whitney_less, median, median_ci
 
 
 def _samples(rng: random.Random, mu: float, n: int = 40) -> list[float]:
@@ -46,7 +46,7 @@ def test_median_ci_covers_the_true_median() -> None:
 
 
 def test_student_t_against_known_quantiles() -> None:
-    from colltune.tuner.stats import paired_t_less, student_t_cdf
+    from colltune.core.stats import paired_t_less, student_t_cdf
 
     assert abs(student_t_cdf(-2.353363, 3) - 0.05) < 1e-4
     assert abs(student_t_cdf(-3.182446, 3) - 0.025) < 1e-4

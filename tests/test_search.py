@@ -8,10 +8,10 @@ import random
 from pathlib import Path
 
 from colltune.core.config import DEFAULT, Config
+from colltune.core.stats import bootstrap_median_ci
 from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Point, RaceSettings, race
 from colltune.tuner.replay import load, replay_measure, run_bayes, run_race
-from colltune.tuner.stats import bootstrap_median_ci
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 

@@ -18,6 +18,7 @@ from colltune.backends.openmpi_backend import build_rules, choose_rules_version,
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.stats import welch_t_less
 from colltune.errors import ColltuneError, FormatError
 from colltune.options import TuneOptions
 from colltune.osu_output import OsuRun
@@ -25,7 +26,6 @@ from colltune.osu_output import read as read_osu
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner.run import TuneResult, check_outputs, make_summary
-from colltune.tuner.stats import welch_t_less
 
 # "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "alg=2", "default.txt"
 _ALG = re.compile(r"(?:^|[^a-z])alg(?:orithm)?[_=\-.]?(\d+)(?![0-9])", re.IGNORECASE)

@@ -14,15 +14,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends import waiting_cause
-from colltune.backends.openmpi import builtin_catalog, find_openmpi, read_catalog
+from colltune.backends import registry, waiting_cause
 from colltune.backends.openmpi_backend import section
-from colltune.backends.smpi import SMPI
-from colltune.backends.smpi import catalog as smpi_catalog
 from colltune.collectives import get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
+from colltune.core.stats import median
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.outfile import check_destination, write_atomic
@@ -31,7 +29,6 @@ from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
 from colltune.tuner.decide import decide
 from colltune.tuner.run import apply_confirmations
-from colltune.tuner.stats import median
 
 
 @dataclass
@@ -48,7 +45,8 @@ class Entry:
     @property
     def slug(self) -> str:
         v = self.ctx.mpi_version.replace(".", "_")
-        family = "smpi" if self.ctx.mpi_name == SMPI.name else "ompi"
+        backend = registry.for_key(self.ctx.mpi_key)
+        family = backend.short if backend else "mpi"
         # a file name: the store's text (host, version) may hold '/' or '..'
         return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
                       f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{self.ctx.host}")
@@ -60,14 +58,12 @@ class Entry:
 
 
 def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
-    if ctx.mpi_name == SMPI.name:
-        return smpi_catalog()
-    if ctx.mpi_path not in cache:
-        try:
-            cache[ctx.mpi_path] = read_catalog(find_openmpi(ctx.mpi_path))
-        except ColltuneError:
-            cache[ctx.mpi_path] = builtin_catalog()  # the report may run elsewhere
-    return cache[ctx.mpi_path]
+    """The catalog of the family that measured `ctx` (its own algorithm names); ids only
+    when no backend claims the stored installation."""
+    if ctx.mpi_key not in cache:
+        backend = registry.for_key(ctx.mpi_key)
+        cache[ctx.mpi_key] = (backend.catalog_for(ctx) if backend else None) or Catalog()
+    return cache[ctx.mpi_key]
 
 
 def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None = None
@@ -82,8 +78,9 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             if nps and ctx.np not in nps:
                 continue
             ms = store.measurements(ctx)
+            backend = registry.for_key(ctx.mpi_key)
             ds = decide(get_collective(ctx.collective), ctx.np, ms,
-                        exact=ctx.mpi_name == SMPI.name)
+                        exact=bool(backend and backend.exact))
             apply_confirmations(ds, store, ctx)
             here = ctx.host == socket.gethostname() and ctx.nodes == 1
             artifacts.flag(ds, ctx.ppn, cores() if here else None, waiting_cause(ctx.mpi_name))

@@ -325,7 +325,7 @@ class Store:
         transaction, so a kill loses at most the point being measured. A new point is
         inserted; a point that now fails keeps its samples but is marked with the failure,
         so no decision rests on a configuration that hung or crashed."""
-        from colltune.tuner.stats import median, median_ci
+        from colltune.core.stats import median, median_ci
 
         key = (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size)
         where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "

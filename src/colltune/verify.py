@@ -27,6 +27,7 @@ from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Verdict
+from colltune.core.stats import holm, median_ci
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
@@ -34,7 +35,6 @@ from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.tuner.confirm import ABSamples, ab_runs, combine, judge
 from colltune.tuner.space import sizes_for
-from colltune.tuner.stats import holm, median_ci
 
 
 @dataclass

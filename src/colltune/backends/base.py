@@ -40,6 +40,7 @@ class Backend(ABC):
     mpit_sweep = True  # configurations are switched through MPI_T inside one launch
     pvar_prefix = ""  # MPI_T performance variables that say which algorithm ran
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
+    short = ""  # in file names the report writes
 
     @abstractmethod
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,

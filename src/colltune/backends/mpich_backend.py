@@ -132,6 +132,7 @@ class MPICHBackend(Backend):
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
     name = "mpich"
+    short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
 
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,

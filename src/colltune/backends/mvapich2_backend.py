@@ -124,6 +124,7 @@ class MVAPICH2Backend(Backend):
 
     name = "mvapich2"
     formats = ("mvapich2",)
+    short = "mv2"
     mpit_sweep = False  # MVAPICH2 reads its variables once, in MPI_Init
     pvar_prefix = mv2.PVAR_PREFIX
 

@@ -20,6 +20,7 @@ from colltune.backends.base import (
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
     OpenMPI,
+    builtin_catalog,
     dynamic_env,
     find_openmpi,
     forcing_vars,
@@ -55,6 +56,7 @@ HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on sever
 class OpenMPIBackend(Backend):
     name = "openmpi"
     formats = ("openmpi",)
+    short = "ompi"
 
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -91,7 +93,7 @@ class OpenMPIBackend(Backend):
         try:
             return read_catalog(find_openmpi(ctx.mpi_path))
         except ColltuneError:
-            return None
+            return builtin_catalog()  # the report may run where that Open MPI is not
 
 
 class TunedSession(Session):

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 class SMPIBackend(OpenMPIBackend):
     name = "smpi"
     exact = True
+    short = "smpi"
     mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line
 
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,

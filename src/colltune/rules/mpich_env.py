@@ -16,7 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.mpich import JSON_VAR, KNOBS, PARAMS, algorithm_var, device_var
+from colltune.rules.mpich_names import JSON_VAR, KNOBS, PARAMS, algorithm_var, device_var
 from colltune.rules.safe import ALLOWED, SAFE_VALUE, comment
 from colltune.rules.shell_lines import setting_lines
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from colltune.core.config import DEFAULT, Config
-from colltune.tuner.stats import median
+from colltune.core.stats import median
 
 Point = tuple[Config, int]
 # measure(points, reps) -> new samples of each point (a point that failed is left out)

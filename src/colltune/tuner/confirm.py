@@ -17,11 +17,11 @@ from colltune.backends import Installation
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.records import Verdict
+from colltune.core.stats import mann_whitney_less, median, paired_t_less
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.slots import Placement
-from colltune.tuner.stats import mann_whitney_less, median, paired_t_less
 
 ARMS = ("default", "tuned")
 

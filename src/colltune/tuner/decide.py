@@ -8,8 +8,8 @@ from collections import defaultdict
 from colltune.collectives import Collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
+from colltune.core.stats import Comparison, bootstrap_median_ci, compare, median
 from colltune.store import Measurement
-from colltune.tuner.stats import Comparison, bootstrap_median_ci, compare, median
 
 
 def _compare(candidate: list[float], baseline: list[float], alpha: float, min_gain: float,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from colltune.core.config import DEFAULT, Config
-from colltune.tuner.stats import mann_whitney_less, median
+from colltune.core.stats import mann_whitney_less, median
 
 Point = tuple[Config, int]
 # measure(points, reps) -> new samples for each point (seconds per call)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from colltune.core.config import Config
+from colltune.core.stats import median
 from colltune.errors import FormatError
 from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Measure, Point, RaceSettings, race
-from colltune.tuner.stats import median
 
 
 @dataclass

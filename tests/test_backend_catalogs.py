@@ -1,0 +1,58 @@
+"""`tune show` and `tune report` name each stored context's algorithms with its own
+family's catalog (found through the backend registry from the stored installation key),
+not with coll/tuned's: MPICH 5.0.2's reduce 1 is not Open MPI's `linear`."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from colltune.backends import registry
+from colltune.backends.mpich import find_mpich
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import PointResult
+from colltune.store import Context, Store
+from conftest import MPICH_PREFIXES
+from helpers import tune_cli
+
+
+def _add(store: Store, ctx: Context, cfgs: list[Config]) -> None:
+    rng = random.Random(1)
+    for i, cfg in enumerate(cfgs):
+        xs = [1e-4 * (1 + 0.2 * i) * rng.uniform(0.95, 1.05) for _ in range(20)]
+        store.add(ctx, cfg, PointResult(0, 4096, "ok", len(xs), sorted(xs)[10], samples=xs),
+                  "mpit")
+
+
+@pytest.mark.mpi  # reads MPICH 5.0.2's catalog through MPI_T (builds the kernel)
+def test_show_names_mpich_and_mvapich2_algorithms_with_their_own_catalogs(
+        tmp_path: Path) -> None:
+    prefix = Path(MPICH_PREFIXES["mpich50"])
+    if not (prefix / "bin" / "mpichversion").exists():
+        pytest.skip(f"no MPICH 5.0.2 at {prefix}: .ci/run installs it")
+    mpich = find_mpich(prefix)
+    store = Store(tmp_path / "s.db")
+    m_ctx = Context(mpich.key, mpich.name, mpich.version, str(mpich.prefix), "elsewhere", 4,
+                    4, 1, "reduce")
+    _add(store, m_ctx, [Config(1), DEFAULT])  # the first is the fastest: show names it
+    # MVAPICH2 is not installed here: its catalog is the switch statements colltune knows
+    v_ctx = Context("mvapich2-2.3.7@/opt/mv2", "MVAPICH2", "2.3.7", "/opt/mv2", "elsewhere",
+                    4, 4, 1, "allreduce")
+    _add(store, v_ctx, [Config(2), DEFAULT])
+    store.close()
+
+    m_cat = registry.for_key(mpich.key).catalog_for(m_ctx)  # type: ignore[union-attr]
+    v_cat = registry.for_key(v_ctx.mpi_key).catalog_for(v_ctx)  # type: ignore[union-attr]
+    assert m_cat is not None and v_cat is not None
+    res = tune_cli("show", "--db", str(tmp_path / "s.db"),
+                   env={**os.environ, "COLUMNS": "250"})
+    assert res.returncode == 0, res.stderr
+    for cat, coll, cfg in ((m_cat, "reduce", Config(1)), (v_cat, "allreduce", Config(2))):
+        name = cat.algorithm_name(coll, cfg.algorithm)
+        assert not name.startswith("algorithm "), (coll, cfg)  # the catalog knows it
+        assert f"{name}({cfg.algorithm})" in res.stdout, (coll, cfg, res.stdout)
+    # what Open MPI's catalog calls them (the bug: every store was read as Open MPI's)
+    assert "linear(1)" not in res.stdout and "nonoverlapping(2)" not in res.stdout
