@@ -16,12 +16,13 @@ from colltune.backends.openmpi import (
 )
 from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
+from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
 REPS = 6
@@ -90,3 +91,35 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
     marker.write_text(json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
                                                          patterns.items()}}))
     return ok
+
+
+def rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config | None:
+    hit = rules.lookup(rf, coll.ompi_id, np, coll.lookup_size(size, np))
+    if hit is None:
+        return None
+    r = hit[1]
+    return Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
+
+
+def applied_check(mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int, sizes: list[int],
+                  rf: rules.RulesFile, path: Path) -> tuple[str, str]:
+    """Compare Open MPI's traffic under the file with the traffic of the configuration the
+    file names, at the first size where it names a non-default one."""
+    probe = next(((s, c) for s in sizes if (c := rule_at(rf, coll, np, s)) and c != DEFAULT),
+                 None)
+    if probe is None:
+        return "default everywhere", "the file keeps Open MPI's own decision at every size"
+    size, cfg = probe
+    label = cfg.label(catalog, coll.name)
+    got = under_rules(mpi, coll, np, size, path)
+    want = forced(mpi, coll, np, size, cfg, catalog)
+    default = forced(mpi, coll, np, size, DEFAULT, catalog)
+    if want == default:
+        return "unproven", (f"at {size} B, {label} and the default leave the same traffic, "
+                            "so traffic cannot tell whether the file was read")
+    if got == want:
+        return "applied", f"at {size} B Open MPI ran {label}, as the file says (pml traffic)"
+    if got == default:
+        return "not applied", (f"at {size} B Open MPI ran its default, not {label}: it "
+                               "ignored the file")
+    return "not applied", f"at {size} B the traffic matches neither {label} nor the default"

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import han
+from colltune.backends.mpich_backend import read_files
 from colltune.errors import ColltuneError, FormatError, open_regular, read_text
 from colltune.outfile import check_destination, write_atomic
-from colltune.rules import mpich_csel, mpich_env, mvapich2, mvapich3
+from colltune.rules import mpich_env, mvapich2, mvapich3
 from colltune.rules import ompi_classic as rules
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
 
@@ -93,32 +94,6 @@ def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
                             "pass the han rules file `tune --tune-han` wrote") from None
     params = han.file_params(rules_path, modules)
     return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
-
-
-def _mpich_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
-    """The tuning file's text and its profile, from either of the two files `tune --format
-    mpich` wrote (the profile names the tuning file; the tuning file has its profile beside
-    it, else the profile is made from the collectives the file tunes)."""
-    from colltune.backends.mpich_backend import env_path
-
-    try:
-        text = read_text(source)
-        if not text.lstrip().startswith("{"):
-            prof = mpich_env.parse(text)
-            if prof.tuning_file is None:
-                raise mpich_env.EnvProfileError(f"it names no {mpich_env.JSON_VAR}")
-            json_text = read_text(prof.tuning_file)
-        else:
-            json_text = text
-            beside = env_path(source)
-            prof = mpich_env.parse(read_text(beside)) if beside.exists() else \
-                mpich_env.EnvProfile(collectives=sorted(mpich_csel.parse(text)))
-        mpich_csel.parse(json_text)  # MPICH's reader aborts on what ours refuses
-    except (OSError, FormatError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
-        raise ColltuneError(f"will not export {source}: {e}",
-                            "pass the tuning file or profile `tune --format mpich` wrote"
-                            ) from None
-    return json_text, prof
 
 
 def rules_from_store(db: Path) -> str:
@@ -207,7 +182,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
         title = "Open MPI collectives tuned by colltune"
     elif kind == "mpich":
-        json_text, mprof = _mpich_files(source)
+        json_text, mprof = read_files(source)
         where = (home / ".config" / "colltune") if user else (dest or Path("."))
         installed = _abs(where / MPICH_NAME)
         mprof.tuning_file = installed

@@ -1,8 +1,9 @@
 """`tune verify`: does a rules file help, size by size, against the library default?
 
 Fresh launches, default and rules alternating (A B, B A, ...) so drift cancels, judged by
-the tuner's own launch-level statistics; first, Open MPI's traffic shows whether the file
-is applied at all (a file Open MPI dropped is "not applied", not "no speed-up")."""
+the tuner's own launch-level statistics; first, the library's own evidence shows whether
+the file is applied at all (Open MPI's traffic: a file Open MPI dropped is "not applied",
+not "no speed-up"). The file's family (its backend) reads it and says what it holds."""
 
 from __future__ import annotations
 
@@ -14,25 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.applied import forced, under_rules
-from colltune.backends.openmpi import (
-    OpenMPI,
-    find_openmpi,
-    read_catalog,
-    supports_rules_v2,
-)
-from colltune.backends.openmpi_backend import valid_algorithms
-from colltune.backends.registry import of
-from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
-from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT, Config
+from colltune.backends import Installation, registry
+from colltune.backends.base import Arms, VerifyTarget
+from colltune.collectives import Collective, get_collective
+from colltune.core.config import Config
 from colltune.core.records import Verdict
 from colltune.core.stats import holm, median_ci
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
-from colltune.rules import ompi_classic as rules
-from colltune.slots import Placement, place
+from colltune.slots import Placement
 from colltune.tuner.confirm import ABSamples, ab_runs, combine, judge
 from colltune.tuner.space import sizes_for
 
@@ -87,7 +79,7 @@ class CollectiveCheck:
 
 @dataclass
 class VerifyReport:
-    mpi: OpenMPI
+    mpi: Installation
     rules_path: Path
     checks: list[CollectiveCheck]
 
@@ -97,39 +89,7 @@ class VerifyReport:
         return any(c.regressions or c.applied == "not applied" for c in self.checks)
 
 
-def _rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config | None:
-    hit = rules.lookup(rf, coll.ompi_id, np, coll.lookup_size(size, np))
-    if hit is None:
-        return None
-    r = hit[1]
-    return Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
-
-
-def applied_check(mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int, sizes: list[int],
-                  rf: rules.RulesFile, path: Path) -> tuple[str, str]:
-    """Compare Open MPI's traffic under the file with the traffic of the configuration the
-    file names, at the first size where it names a non-default one."""
-    probe = next(((s, c) for s in sizes if (c := _rule_at(rf, coll, np, s)) and c != DEFAULT),
-                 None)
-    if probe is None:
-        return "default everywhere", "the file keeps Open MPI's own decision at every size"
-    size, cfg = probe
-    label = cfg.label(catalog, coll.name)
-    got = under_rules(mpi, coll, np, size, path)
-    want = forced(mpi, coll, np, size, cfg, catalog)
-    default = forced(mpi, coll, np, size, DEFAULT, catalog)
-    if want == default:
-        return "unproven", (f"at {size} B, {label} and the default leave the same traffic, "
-                            "so traffic cannot tell whether the file was read")
-    if got == want:
-        return "applied", f"at {size} B Open MPI ran {label}, as the file says (pml traffic)"
-    if got == default:
-        return "not applied", (f"at {size} B Open MPI ran its default, not {label}: it "
-                               "ignored the file")
-    return "not applied", f"at {size} B the traffic matches neither {label} nor the default"
-
-
-def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, rf: rules.RulesFile,
+def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, target: VerifyTarget,
                  coll: Collective, np: int, catalog_label: Callable[..., str]
                  ) -> list[SizeCheck]:
     out = []
@@ -138,7 +98,7 @@ def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, rf: rules.RulesFil
         d = [x for r in ab.samples["default"][size] for x in r]
         t = [x for r in ab.samples["tuned"][size] for x in r]
         out.append(SizeCheck(size, coll.lookup_size(size, np),
-                             catalog_label(_rule_at(rf, coll, np, size)), v.verdict,
+                             catalog_label(target.rule_at(coll, np, size)), v.verdict,
                              v.default_median, v.tuned_median, median_ci(d), median_ci(t),
                              1.0 / v.launch_speedup, v.p_faster, v.p_slower, v.rounds,
                              modes={m: {"ratio": 1.0 / float(x["launch_speedup"]),  # type: ignore[arg-type]
@@ -171,12 +131,11 @@ def find_osu(coll: str, osu_dir: Path | None) -> Path | None:
     return Path(found) if found else None
 
 
-def osu_ab_runs(mpi: OpenMPI, exe: Path, placement: Placement, rules_path: Path,
+def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
                 sizes: list[int], rounds: int, iterations: int = 200) -> ABSamples:
     """OSU's average latency per size and launch, arms alternating like the kernel's."""
     out = ABSamples(rounds)
-    be = of(mpi)
-    arms = be.rules_arms(rules_path)
+    be = registry.of(mpi)
     lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
     cmd = [*be.launch(mpi, placement, "", 0, None)[0],
            str(exe), "-f", "-i", str(iterations), "-x", "20"]
@@ -217,17 +176,9 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            note: Callable[[str], None] = lambda s: None) -> VerifyReport:
     if rounds < 2:
         raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 6")
-    mpi = find_openmpi(mpi_prefix)
-    catalog = read_catalog(mpi)
-    try:
-        rf = rules.read(rules_path, valid_algs=valid_algorithms(catalog),
-                        allow_v2=supports_rules_v2(mpi.version_tuple))
-    except rules.RulesError as e:
-        raise ColltuneError(f"not applied: Open MPI {mpi.version} would ignore {e}",
-                            f"fix the file (tune check {rules_path} --mpi {mpi.prefix})"
-                            ) from None
-    names = [COLLECTIVE_BY_ID[cid].name for cid in sorted(rf.collectives)
-             if cid in COLLECTIVE_BY_ID]
+    target = registry.for_file(rules_path).verify_target(rules_path, np, mpi_prefix, hostfile)
+    mpi, catalog, placement = target.mpi, target.catalog, target.placement
+    names = target.collectives
     if collectives:
         unknown = [c for c in collectives if get_collective(c).name not in names]
         if unknown:
@@ -237,7 +188,6 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
     if not names:
         raise ColltuneError(f"{rules_path} has no rules for any collective",
                             "write one with tune <collective> --out FILE")
-    placement = place(np, hostfile)
     reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both")
 
     checks = []
@@ -248,15 +198,15 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
             return "no rule" if c is None else c.label(catalog, coll_name)
 
         szs = sizes_for(coll, np, sizes)
-        note(f"{name}: checking that Open MPI applies the file")
+        note(f"{name}: checking that {mpi.name} applies the file")
         try:
-            applied, detail = applied_check(mpi, catalog, coll, np, szs, rf, rules_path)
+            applied, detail = target.applied(coll, np, szs)
         except ColltuneError as e:
             applied, detail = "unproven", f"no traffic check: {e.message}"
         check = CollectiveCheck(name, np, applied, detail)
         note(f"{name}: {rounds} default/rules launch pairs over {len(szs)} size(s)")
-        ab = ab_runs(mpi, coll, placement, rules_path, szs, rounds, reps)
-        check.kernel = _size_checks(judge(ab), ab, rf, coll, np, label)
+        ab = ab_runs(mpi, coll, placement, rules_path, szs, rounds, reps, arms=target.arms)
+        check.kernel = _size_checks(judge(ab), ab, target, coll, np, label)
         if with_osu:
             exe = find_osu(name, osu_dir)
             if exe is None:
@@ -264,8 +214,8 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
                      f"({'in ' + str(osu_dir) if osu_dir else 'on PATH'}); kernel only")
             else:
                 note(f"{name}: {rounds} OSU launch pairs ({exe})")
-                oab = osu_ab_runs(mpi, exe, placement, rules_path, szs, rounds)
-                check.osu = _size_checks(judge(oab), oab, rf, coll, np, label)
+                oab = osu_ab_runs(mpi, exe, placement, target.arms, szs, rounds)
+                check.osu = _size_checks(judge(oab), oab, target, coll, np, label)
         checks.append(check)
     for source in ("kernel", "osu"):
         family_verdicts([r for c in checks for r in getattr(c, source)])
@@ -279,8 +229,9 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         coll = get_collective(check.collective)
         note(f"{check.collective}: rechecking {len(flagged)} size(s) judged faster or slower "
              f"in {rounds} new launch pairs")
-        ab = ab_runs(mpi, coll, placement, rules_path, [r.size for r in flagged], rounds, reps)
-        again = {r.size: r for r in _size_checks(judge(ab), ab, rf, coll, np,
+        ab = ab_runs(mpi, coll, placement, rules_path, [r.size for r in flagged], rounds, reps,
+                     arms=target.arms)
+        again = {r.size: r for r in _size_checks(judge(ab), ab, target, coll, np,
                                                  lambda c: "")}
         family_verdicts(list(again.values()))
         for r in flagged:

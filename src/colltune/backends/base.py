@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,6 +31,22 @@ if TYPE_CHECKING:
 
 Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> per size
 Arms = dict[str, dict[str, str]]  # "default" / "tuned" -> launch environment
+
+
+@dataclass
+class VerifyTarget:
+    """What `tune verify` needs to compare a file with the library's own choice."""
+
+    mpi: Installation
+    catalog: Catalog
+    collectives: list[str]  # what the file tunes
+    arms: Arms  # the library's own choice, and the file
+    placement: Placement
+    # what the file says for (collective, comm size, per-rank size); None: nothing
+    rule_at: Callable[[Collective, int, int], Config | None]
+    # (collective, comm size, sizes) -> (applied | not applied | default everywhere |
+    # unproven, why): proof from the library that it runs what the file says
+    applied: Callable[[Collective, int, list[int]], tuple[str, str]]
 
 
 class Backend(ABC):
@@ -69,6 +86,15 @@ class Backend(ABC):
              ) -> Session:
         """Find the installation and its catalog, place the ranks, refuse what does not
         apply to this family."""
+
+    def claims(self, text: str) -> bool:
+        """Whether a file's text is this family's output (for commands given a file)."""
+        return False
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None) -> VerifyTarget:
+        raise ColltuneError(f"tune verify does not read {self.name} files yet",
+                            "verify the file's decisions with tune's own confirmation")
 
     def catalog_for(self, ctx: Context) -> Catalog | None:
         """The catalog that names a stored context's algorithms (None: ids only)."""

@@ -15,6 +15,7 @@ from colltune.backends.base import (
     Backend,
     Decisions,
     Session,
+    VerifyTarget,
     decision_comments,
     provenance,
     refuse,
@@ -22,11 +23,11 @@ from colltune.backends.base import (
 )
 from colltune.backends.mpich import KNOBS, MPICH, MPICHCatalog
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.catalog import FAN, SEG, Catalog
+from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
 from colltune.rules import mpich_csel, mpich_env
@@ -38,6 +39,18 @@ if TYPE_CHECKING:
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context
+
+
+def config_of(catalog: MPICHCatalog, coll: str, text: str) -> Config | None:
+    """The configuration a tuning-file range holds ("MPIR_Bcast_intra_tree k=3"); None
+    for a container this MPICH's catalog does not know."""
+    container, overrides = mpich_csel.split_choice(text)
+    alg = next((i for i, c in (catalog.container or {}).get(coll, {}).items()
+                if c == container), None)
+    if alg is None:
+        return None
+    values = {KNOBS[k]: int(v) for k, v in overrides.items() if k in KNOBS and v.isdigit()}
+    return Config(alg, values.get(SEG, 0), values.get(FAN, 0))
 
 
 def env_path(out: Path) -> Path:
@@ -179,6 +192,43 @@ class MPICHBackend(Backend):
                                 + ", ".join(missing), "tune other collectives")
         return catalog
 
+    def claims(self, text: str) -> bool:
+        return text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None) -> VerifyTarget:
+        """The tuning file (or the profile that names it) against MPICH's own choice: the
+        tuned arm sets the profile's variables."""
+        json_text, prof = read_files(path)
+        if prof.tuning_file is None:  # the tuning file alone: it is what the profile sets
+            prof.tuning_file = path.resolve()
+        mpi = mpich.find_mpich(mpi_prefix)
+        tuned = mpich_csel.parse(json_text)
+        names = sorted(c for c in tuned if c in prof.collectives)
+        catalog = self._catalog(mpi, names)
+        tuned = mpich_csel.parse(json_text, catalog.params)
+        placement = place(np, hostfile, launch=Launch(launcher="mpiexec"))
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            per_np = tuned.get(coll.name)
+            if not per_np:
+                return None
+            # the first "comm_size<=K" that holds n, else "any" (or the largest K: render
+            # drops an "any" that repeats it)
+            fits = sorted(k for k in per_np if k is not None and n <= k)
+            key = fits[0] if fits else (None if None in per_np else max(
+                k for k in per_np if k is not None))
+            text = per_np[key].algorithm_at(lookup(coll.name, size, n))
+            return DEFAULT if text is None else config_of(catalog, coll.name, text)
+
+        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
+            return "unproven", ("MPICH leaves no record of the algorithm it ran that "
+                                "colltune reads (Open MPI's pml traffic has no MPICH "
+                                "counterpart); the speed-ups below are the evidence")
+
+        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": prof.variables()},
+                            placement, rule_at, applied)
+
     def catalog_for(self, ctx: Context) -> Catalog | None:
         from colltune.collectives import COLLECTIVES
 
@@ -234,3 +284,27 @@ class MPICHSession(Session):
             write_file(out, text, "--out")
             write_file(env_path(out), env_profile(merged, cat, out, comments), "--out")
         return None
+
+
+def read_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
+    """The tuning file's text and its profile, from either of the two files `tune --format
+    mpich` wrote (the profile names the tuning file; the tuning file has its profile beside
+    it, else the profile is made from the collectives the file tunes)."""
+    try:
+        text = read_text(source)
+        if not text.lstrip().startswith("{"):
+            prof = mpich_env.parse(text)
+            if prof.tuning_file is None:
+                raise mpich_env.EnvProfileError(f"it names no {mpich_env.JSON_VAR}")
+            json_text = read_text(prof.tuning_file)
+        else:
+            json_text = text
+            beside = env_path(source)
+            prof = mpich_env.parse(read_text(beside)) if beside.exists() else \
+                mpich_env.EnvProfile(collectives=sorted(mpich_csel.parse(text)))
+        mpich_csel.parse(json_text)  # MPICH's reader aborts on what ours refuses
+    except (OSError, FormatError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
+        raise ColltuneError(f"will not export {source}: {e}",
+                            "pass the tuning file or profile `tune --format mpich` wrote"
+                            ) from None
+    return json_text, prof

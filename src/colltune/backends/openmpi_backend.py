@@ -13,6 +13,7 @@ from colltune.backends.base import (
     Backend,
     Decisions,
     Session,
+    VerifyTarget,
     provenance,
     stamp,
     write_file,
@@ -88,6 +89,26 @@ class OpenMPIBackend(Backend):
         mpi = find_openmpi(opts.mpi)
         return TunedSession(self, mpi, read_catalog(mpi), placements,
                             choose_rules_version(mpi, opts.rules_version), opts)
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None) -> VerifyTarget:
+        from colltune.applied import applied_check, rule_at
+
+        mpi = find_openmpi(mpi_prefix)
+        catalog = read_catalog(mpi)
+        try:
+            rf = rules.read(path, valid_algs=valid_algorithms(catalog),
+                            allow_v2=supports_rules_v2(mpi.version_tuple))
+        except rules.RulesError as e:
+            raise ColltuneError(f"not applied: Open MPI {mpi.version} would ignore {e}",
+                                f"fix the file (tune check {path} --mpi {mpi.prefix})"
+                                ) from None
+        names = [COLLECTIVE_BY_ID[cid].name for cid in sorted(rf.collectives)
+                 if cid in COLLECTIVE_BY_ID]
+        return VerifyTarget(
+            mpi, catalog, names, self.rules_arms(path), place(np, hostfile),
+            lambda coll, n, size: rule_at(rf, coll, n, size),
+            lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
 
     def catalog_for(self, ctx: Context) -> Catalog | None:
         try:

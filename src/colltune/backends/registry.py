@@ -4,6 +4,7 @@ Adding an MPI family: its module in backends/ and one line in BACKENDS."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.backends.base import Backend
@@ -12,7 +13,7 @@ from colltune.backends.mpich_backend import MPICHBackend
 from colltune.backends.mvapich2_backend import MVAPICH2Backend
 from colltune.backends.openmpi_backend import OpenMPIBackend
 from colltune.backends.smpi_backend import SMPIBackend
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 
 if TYPE_CHECKING:
     from colltune.backends import Installation
@@ -49,6 +50,16 @@ def for_format(backend: str, out_format: str | None) -> str:
         return writers[0]
     raise ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
                         f"use --backend {writers[0]}")
+
+
+def for_file(path: Path) -> Backend:
+    """The backend whose output `path` is (Open MPI's rules file unless another claims it;
+    its reader then says what is wrong)."""
+    try:
+        text = read_text(path)
+    except (OSError, FormatError):
+        return BACKENDS["openmpi"]
+    return next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"])
 
 
 def for_key(mpi_key: str) -> Backend | None:
