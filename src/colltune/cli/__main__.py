@@ -1,0 +1,5 @@
+"""`python -m colltune.cli`."""
+
+from colltune.cli import main
+
+main()

@@ -1,0 +1,93 @@
+"""What every `tune` command shares: the typer app, the consoles, errors, progress."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.tuner.measure import Reporter
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Measure MPI collective algorithms and write rules the library obeys.")
+err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
+# tables stay readable in logs and CI output, where there is no terminal to size them
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
+
+
+class BarReporter(Reporter):
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+
+    def begin(self, total: int, what: str) -> None:
+        if self.quiet:
+            return
+        self.progress = Progress(TextColumn("[bold]{task.fields[what]}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("{task.description}"), console=err, transient=False)
+        self.progress.start()
+        self.task = self.progress.add_task("", total=total, what=what)
+
+    def advance(self, desc: str) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, advance=1, description=desc[:60])
+
+    def note(self, text: str) -> None:
+        if not self.quiet or text.startswith("warning"):
+            err.print(text, highlight=False, markup=False)
+
+    def end(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+
+
+def _fail(e: ColltuneError) -> None:
+    err.print(f"error: {e.message}", highlight=False, markup=False)
+    if e.hint:
+        err.print(f"  what to do: {e.hint}", highlight=False, markup=False)
+    raise typer.Exit(2)
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ColltuneError(f"cannot read {what} '{text}'",
+                            f"give whole numbers separated by commas, e.g. {what} 2,4") from None
+    if not vals:
+        raise ColltuneError(f"no value given for {what}", f"e.g. {what} 4")
+    return vals
+
+
+
+
+TIMING_OPTION = typer.Option(
+    "both", "--timing", help="isolated (one call after a barrier), back-to-back (a window of "
+                             "consecutive calls, as an application loop makes them) or both "
+                             "(a win must hold in each; docs/methodology.md).")
+WINDOW_OPTION = typer.Option(64, "--window", help="Calls per back-to-back window (fewer "
+                                                  "where they would take over 10 ms).")
+OBJECTIVE_OPTION = typer.Option(
+    "completion", "--objective", help="What a repetition's time is: completion (slowest "
+                                      "rank), mean (over ranks, as OSU prints) or root.")
+
+
+def _print_warnings(ds: list[Decision]) -> None:
+    for d in ds:
+        if d.warning:
+            out.print(f"! {d.size if d.size >= 0 else 'all'} B: {d.warning}", highlight=False,
+                      markup=False)

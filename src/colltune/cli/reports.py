@@ -1,0 +1,120 @@
+"""`tune report`, `tune show` and `tune export`: what the store decided, and installing files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from colltune.cli.common import (
+    _fail,
+    _ints,
+    _print_warnings,
+    app,
+    out,
+)
+from colltune.collectives import get_collective
+from colltune.errors import ColltuneError
+from colltune.tuner.space import parse_size
+
+
+def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] | None,
+                                                                     list[int] | None]:
+    colls = [get_collective(c).name for c in collective] if collective else None
+    return colls, (_ints(np, "--np") if np else None)
+
+
+@app.command("report")
+def report_cmd(
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for the report."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    collective: list[str] | None = typer.Option(None, "--collective", "-c"),
+    np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
+    rules_file: list[Path] | None = typer.Option(None, "--rules",
+                                                 help="Rules file(s) to show verbatim."),
+) -> None:
+    """HTML page with plots (PNG, SVG) and CSV exports of everything in the store."""
+    from colltune.report import load, write_report
+    from colltune.store import Store, default_db_path
+
+    try:
+        colls, nps = _selection(collective, np)
+        entries = load(db or default_db_path(), colls, nps)
+        store = Store(db or default_db_path(), readonly=True)
+        try:
+            fits = store.models()
+        finally:
+            store.close()
+        page = write_report(entries, out_dir, rules_file, fits)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    out.print(f"wrote {page}", highlight=False)
+
+
+@app.command("show")
+def show_cmd(
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    collective: list[str] | None = typer.Option(None, "--collective", "-c"),
+    np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
+) -> None:
+    """The decisions the store supports, as terminal tables."""
+    from colltune.report import load
+    from colltune.store import default_db_path
+
+    try:
+        colls, nps = _selection(collective, np)
+        entries = load(db or default_db_path(), colls, nps)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for en in entries:
+        t = Table(title=f"{en.title} on {en.ctx.host}, {en.first} .. {en.last}")
+        for col in ("size/rank", "lookup", "default us", "best", "best us", "speed-up",
+                    "chosen", "verdict"):
+            t.add_column(col)
+        for d in en.decisions:
+            t.add_row(str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+                      f"{d.default_median * 1e6:.2f}" if d.default_median else "-",
+                      d.best.label(en.catalog, en.ctx.collective) if d.best else "-",
+                      f"{d.best_median * 1e6:.2f}" if d.best_median else "-",
+                      f"{d.default_median / d.best_median:.2f}x"
+                      if d.default_median and d.best_median else "-",
+                      d.chosen.label(en.catalog, en.ctx.collective),
+                      d.verdict + ("!" if d.warning else ""))
+        out.print(t)
+        _print_warnings(en.decisions)
+
+
+@app.command("export")
+def export_cmd(
+    source: Path = typer.Option(..., "--from", help="Open MPI rules file, MPICH tuning file "
+                                                    "or profile, MVAPICH2 profile, or "
+                                                    "measurement store (.sqlite) to install."),
+    site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
+    user: bool = typer.Option(False, "--user", help="Into your home (~/.openmpi, "
+                                                    "~/.mvapich2.conf, ~/.config/colltune "
+                                                    "for MPICH) instead."),
+    force: bool = typer.Option(False, "--force", help="Replace files that exist."),
+    as_format: str | None = typer.Option(
+        None, "--as", help="mvapich3: carry an MVAPICH2 profile over to MVAPICH 3's MVP_ "
+                           "variables (one algorithm each)."),
+    for_size: str | None = typer.Option(
+        None, "--for-size", help="With --as mvapich3: the message size whose algorithm a "
+                                 "size-dependent MVAPICH2 table keeps."),
+) -> None:
+    """Write what an administrator installs once (or a user in their home): the tuning
+    file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
+    from colltune.export import export
+
+    try:
+        written = export(source, site, user, force, None, as_format,
+                         parse_size(for_size) if for_size else None)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for p in written:
+        out.print(f"wrote {p.path}  ({p.what})", highlight=False, markup=False)
+
+

@@ -1,0 +1,315 @@
+"""`tune <collective>` and `tune all` (one command per collective, generated from one
+definition), and `tune import-osu`."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from colltune.backends import registry
+from colltune.cli.common import (
+    OBJECTIVE_OPTION,
+    TIMING_OPTION,
+    WINDOW_OPTION,
+    BarReporter,
+    _fail,
+    _ints,
+    _print_warnings,
+    app,
+    err,
+    out,
+)
+from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.records import Verdict
+from colltune.errors import ColltuneError
+from colltune.launchers import Launch
+from colltune.options import MeasureSettings, TuneOptions
+from colltune.outfile import ensure_writable, write_atomic
+from colltune.tuner.run import TuneResult, tune
+from colltune.tuner.space import parse_size, parse_sizes
+
+
+def _print_result(res: TuneResult, quiet: bool) -> None:
+    if quiet:
+        return
+    for name, per_np in res.decisions.items():
+        for np, ds in per_np.items():
+            t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
+            for col in ("size/rank", "lookup", "chosen", "best us", "default us", "sweep",
+                        "fresh", "verdict"):
+                t.add_column(col)
+            for d in ds:
+                t.add_row(
+                    str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+                    d.chosen.label(res.catalog, name),
+                    f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
+                    f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
+                    f"{d.speedup:.2f}x" if d.speedup else "-",
+                    ", ".join(_fresh(v) for v in d.confirmations) or "-",
+                    d.verdict + ("!" if d.warning else ""))
+            out.print(t)
+            _print_warnings(ds)
+            if any(d.simulated for d in ds):
+                out.print("simulated (deterministic) times: tuned = at least 3% faster than the "
+                          "default (SMPI's port of an older coll/tuned decision); no test, no "
+                          "fresh launches needed; kept = less than 3% faster")
+                continue
+            out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
+                      "mean over fresh launch pairs, per timing mode (iso: one call after a "
+                      "barrier, b2b: calls back to back); a choice must win in every mode")
+            out.print("verdict: tuned = significantly faster, confirmed in fresh launches; "
+                      "refuted = faster in the sweep, not in fresh launches (default kept); "
+                      "kept = no significant win; default = the default was best; "
+                      "tuned? = not confirmed (--confirm-rounds 0 or --from-db)")
+    if res.failures:
+        err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
+        for f in res.failures[:20]:
+            err.print(f"  {f}", highlight=False, markup=False)
+
+
+def _fresh(v: Verdict) -> str:
+    if not v.modes:
+        return f"{v.launch_speedup:.2f}x"
+    short = {"isolated": "iso", "back-to-back": "b2b"}
+    return " ".join(f"{short.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
+                    for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"))
+
+
+def _backend_for(backend: str, out_format: str | None) -> str:
+    """--format names what to write; each format comes from one MPI family."""
+    try:
+        return registry.for_format(backend, out_format)
+    except ColltuneError as e:
+        _fail(e)
+        raise
+
+
+def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
+              db: Path | None, sizes: str | None, segsizes: str | None,
+              strategy: str, sweep: str, rules_version: int | None, from_db: bool,
+              hostfile: str | None, summary_json: Path | None, quiet: bool,
+              timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
+              seed: int, confirm_rounds: int, budget: int | None = None,
+              ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
+              fit_np: str = "2,3,4", launch: Launch | None = None,
+              backend: str = "openmpi", platform: Path | None = None,
+              tune_han: bool = False, for_np: int | None = None,
+              timing: str = "both", window: int = 64, objective: str = "completion") -> None:
+    try:
+        opts = TuneOptions(
+            backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
+            collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
+            sizes=parse_sizes(sizes) if sizes else None,
+            segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
+            strategy=strategy, budget=budget, ei_stop=ei_stop, top_k=top_k, sweep=sweep,
+            predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
+            rules_version=rules_version, from_db=from_db,
+            hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
+            settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
+                                     point_time=point_time, seed=seed, timeout=timeout,
+                                     timing=timing, window=window, objective=objective),
+        )
+        res = tune(opts, BarReporter(quiet))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    _print_result(res, quiet)
+    han = res.summary.get("han")
+    if out_path and isinstance(han, dict) and not quiet:
+        err.print(f"wrote {out_path} (coll/han's dynamic rules) and {han['mca_params']}; use: "
+                  f"mpirun --mca mca_base_param_files {han['mca_params']} ...",
+                  highlight=False, markup=False)
+        for n in han["notes"]:
+            err.print(f"note: {n}", highlight=False, markup=False)
+    elif out_path and isinstance(res.summary.get("mpich"), dict) and not quiet:
+        prof = res.summary["mpich"]["env_profile"]  # type: ignore[index]
+        err.print(f"wrote {out_path} (MPICH tuning file) and {prof}; use: source {prof} "
+                  "(or set its variables) before mpiexec", highlight=False, markup=False)
+    elif out_path and isinstance(res.summary.get("mvapich2"), dict) and not quiet:
+        mv2 = res.summary["mvapich2"]
+        assert isinstance(mv2, dict)
+        err.print(f"wrote {out_path} (MVAPICH2 profile for {mv2['for_np']} ranks); use: "
+                  f"MV2_USER_CONFIG={out_path} mpiexec ..., or tune export --site",
+                  highlight=False, markup=False)
+        for n in mv2["notes"]:
+            err.print(f"note: {n}", highlight=False, markup=False)
+    elif out_path and not quiet:
+        err.print(f"wrote {out_path} (format: "
+                  f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
+                  highlight=False, markup=False)
+
+
+def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
+                        nodes: int | None, ppn: int | None, point_time: float,
+                        path: Path) -> None:
+    from colltune.backends.openmpi import builtin_catalog
+    from colltune.slurm_script import render
+    from colltune.tuner.space import configurations, sizes_for, useful_at
+
+    try:
+        nps = _ints(np, "--np")
+        names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
+        size_list = parse_sizes(sizes) if sizes else None
+        segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None
+        cat = builtin_catalog()  # the plan's size; the batch job reads the real catalog
+        points = sum(1 for n in names for p in nps
+                     for c in configurations(get_collective(n), cat, p, segs)
+                     for sz in sizes_for(get_collective(n), p, size_list)
+                     if useful_at(c, sz, get_collective(n), p))
+        args = sys.argv[1:]
+        i = args.index("--slurm-script")
+        args = args[:i] + args[i + 2:]
+        text = render(args, max(nps), nodes, ppn, points, point_time,
+                      launches=len(names) * len(nps), name=f"colltune-{name}")
+        ensure_writable(path, "--slurm-script")
+        write_atomic(path, text)
+        path.chmod(0o755)
+    except (ColltuneError, ValueError) as e:
+        _fail(e if isinstance(e, ColltuneError) else
+              ColltuneError(f"cannot write the batch script: {e}", "check the options"))
+        return
+    err.print(f"wrote {path}: submit it with sbatch {path}", highlight=False, markup=False)
+
+
+
+def _make_tune_command(name: str) -> None:
+    help_text = ("Tune every collective." if name == "all" else
+                 f"Measure {name} algorithms and write Open MPI rules.")
+
+    def command(
+        np: str = typer.Option("4", "--np", help="Communicator size(s), e.g. 4 or 2,4."),
+        out_path: Path | None = typer.Option(None, "--out", "-o",
+                                                help="Rules file to write (merged if it exists)."),
+        mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
+        backend: str = typer.Option(
+            "openmpi", "--backend", help="openmpi, mpich or mvapich2 (run it), or smpi "
+                                         "(simulate Open MPI's algorithms on --platform "
+                                         "with SimGrid)."),
+        out_format: str | None = typer.Option(
+            None, "--format", help="openmpi (coll/tuned rules), mpich (MPICH's tuning "
+                                   "JSON at --out and an environment profile beside it; "
+                                   "implies --backend mpich; mvapich4 is the same), or "
+                                   "mvapich2 (MV2_ profile; "
+                                   "implies --backend mvapich2); both need --mpi PREFIX."),
+        for_np: int | None = typer.Option(
+            None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "
+                                   "(MVAPICH2 has one table for every communicator size; "
+                                   "default: the largest)."),
+        platform: Path | None = typer.Option(None, "--platform",
+                                             help="smpi: SimGrid platform XML to simulate."),
+        tune_han: bool = typer.Option(
+            False, "--tune-han", help="Open MPI 5 across nodes: tune coll/han's own choices "
+                                      "(flat tuned or han, han's algorithm, its level "
+                                      "modules); --out gets han's rules file and an MCA "
+                                      "parameter file beside it."),
+        db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+        sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
+        segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
+        strategy: str = typer.Option(
+            "grid", "--strategy", help="grid (every point), race (successive halving per "
+                                       "size), bayes (Gaussian process, expected improvement) "
+                                       "or model (a race among the fitted model's "
+                                       "shortlist per size: its --top-k and each "
+                                       "algorithm's best-predicted variant)."),
+        budget: int | None = typer.Option(
+            None, "--budget", help="Per collective and --np: bayes measures at most this many "
+                                   "(configuration, size) points, defaults included; race "
+                                   "spends at most this many repetitions."),
+        top_k: int = typer.Option(3, "--top-k", help="model: configurations predicted "
+                                                     "fastest that join each algorithm's "
+                                                     "best-predicted one in the race."),
+        predict: bool = typer.Option(False, "--predict",
+                                     help="--np cannot run here: measure at --fit-np, fit the "
+                                          "cost models, write rules predicted for --np."),
+        fit_np: str = typer.Option("2,3,4", "--fit-np",
+                                   help="With --predict: communicator sizes measured."),
+        ei_stop: float = typer.Option(0.0005, "--ei-stop",
+                                      help="bayes stops when no point is expected to improve "
+                                           "on its size's best by this (log ratio)."),
+        sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
+        rules_version: int | None = typer.Option(None, "--rules-version",
+                                                    help="1 classic, 2 rule-file-version-2."),
+        from_db: bool = typer.Option(False, "--from-db", help="Decide from stored data only."),
+        hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+        launcher: str | None = typer.Option(None, "--launcher",
+                                            help="mpirun or srun (default: srun inside a "
+                                                 "Slurm allocation, else mpirun)."),
+        nodes: int | None = typer.Option(None, "--nodes", help="Nodes to spread ranks over."),
+        ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
+        launcher_args: str = typer.Option("", "--launcher-args",
+                                          help="More launcher options, passed as they are."),
+        slurm_script: Path | None = typer.Option(
+            None, "--slurm-script", help="Write a Slurm batch script that runs this tuning "
+                                         "in an allocation, instead of running it now."),
+        summary_json: Path | None = typer.Option(None, "--summary-json",
+                                                    help="Write decisions as JSON."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or tables."),
+        timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
+                                                              "before a launch is killed."),
+        point_time: float = typer.Option(0.25, "--point-time",
+                                         help="Time budget per (config, size) in seconds."),
+        rel_ci: float = typer.Option(0.05, "--rel-ci", help="Target CI half-width / median."),
+        min_reps: int = typer.Option(7, "--min-reps"),
+        max_reps: int = typer.Option(400, "--max-reps"),
+        seed: int = typer.Option(1, "--seed", help="Seed of the measurement order."),
+        confirm_rounds: int = typer.Option(4, "--confirm-rounds",
+                                           help="Fresh default/tuned launch pairs that must "
+                                                "confirm each win (0: skip)."),
+        timing: str = TIMING_OPTION,
+        window: int = WINDOW_OPTION,
+        objective: str = OBJECTIVE_OPTION,
+    ) -> None:
+        if slurm_script is not None:
+            _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
+                                slurm_script)
+            return
+        _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
+                  rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
+                  rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
+                  predict, fit_np, Launch(launcher, nodes, ppn,
+                                          tuple(shlex.split(launcher_args))),
+                  _backend_for(backend, out_format), platform, tune_han, for_np,
+                  timing, window, objective)
+
+    command.__doc__ = help_text
+    app.command(name=name, help=help_text)(command)
+
+
+for _name in [*sorted(COLLECTIVES), "all"]:
+    _make_tune_command(_name)
+
+
+
+@app.command("import-osu")
+def import_osu_cmd(
+    paths: list[Path] = typer.Argument(..., help="OSU output files, one run per file."),
+    np: int = typer.Option(..., "--np", help="Ranks the OSU runs used."),
+    algorithm: int | None = typer.Option(None, "--algorithm", "-a",
+                                         help="Algorithm of every file (default: from each "
+                                              "file name: alg<N> or 'default')."),
+    mpi: str | None = typer.Option(None, "--mpi", help="The Open MPI the runs used."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write."),
+    summary_json: Path | None = typer.Option(None, "--summary-json"),
+    rules_version: int | None = typer.Option(None, "--rules-version"),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+) -> None:
+    """Store OSU results, decide per size and write rules, as if measured here."""
+    from colltune.osu_import import import_osu
+
+    try:
+        if rules_version not in (None, 1, 2):
+            raise ColltuneError(f"unknown --rules-version {rules_version}", "use 1 or 2")
+        res = import_osu(paths, np, algorithm, mpi, db, out_path, summary_json, rules_version)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    _print_result(res, quiet)
+    if out_path and not quiet:
+        err.print(f"wrote {out_path}", highlight=False, markup=False)
+
+
