@@ -109,6 +109,13 @@ def test_imports_run_downward_and_never_in_a_circle() -> None:
     assert circles == []
 
 
+def test_a_module_over_400_lines_says_why() -> None:
+    long = [f"{m} ({n} lines)" for m, p in _modules().items()
+            if (n := len(p.read_text().splitlines())) > 400
+            and "Over 400 lines:" not in (ast.get_docstring(ast.parse(p.read_text())) or "")]
+    assert long == [], "split these, or say in the opening comment why not"
+
+
 _FAMILY_CLASS = r"(OpenMPI|MPICH|MVAPICH2|SMPI|HanCatalog|MPICHCatalog|MV2Catalog|TunedCatalog)"
 _FORBIDDEN = [
     re.compile(rf"isinstance\([^)]*\b{_FAMILY_CLASS}\b"),

@@ -1,4 +1,7 @@
-"""SQLite store of every measurement with its full context; the source for decisions."""
+"""SQLite store of every measurement with its full context; the source for decisions.
+
+Over 400 lines: one schema, its migrations and the queries on it; split, a query would
+live apart from the columns it reads."""
 
 from __future__ import annotations
 

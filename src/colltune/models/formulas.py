@@ -1,5 +1,8 @@
 """Predicted time of every Open MPI coll/tuned algorithm, written once over a network model.
 
+Over 400 lines: a table of one short formula per algorithm of every collective, read side
+by side with coll/tuned's sources.
+
 Each formula follows the algorithm's communication pattern and is expressed with three
 primitives a network model provides: `msg(m)`, one message of m bytes from start to
 arrival; `inject(m)`, how soon one process can start its next message of m bytes after the
