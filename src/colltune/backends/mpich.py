@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
-from colltune.core.toolchain import names_version
+from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError
 from colltune.rules.mpich_names import (  # noqa: F401 (what the backend's users name)
     JSON_VAR,
@@ -50,7 +50,7 @@ RADICES = (2, 3, 4, 8, 16, 32, 64, 128)
 
 
 @dataclass(frozen=True)
-class MPICH:
+class MPICH(HydraToolchain):
     """One MPICH installation, identified by its real binaries."""
 
     version: str
@@ -70,12 +70,6 @@ class MPICH:
 
     def describe(self) -> str:
         return f"{self.name} {self.version} at {self.prefix} (mpiexec {self.mpirun})"
-
-    wrapper_flags = ("-show",)
-    standalone = True
-
-    def runs_on(self, library: str) -> bool:
-        return names_version(library, self.version)
 
     def tool_env(self) -> dict[str, str]:
         return launch_env()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.core.catalog import Catalog
-from colltune.core.toolchain import names_version
+from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError
 from colltune.rules.mvapich2 import INDEXED_ALL, TUNING_VARS
 
@@ -73,7 +73,7 @@ ALSO_COUNTED: dict[str, list[tuple[int, str]]] = {
 
 
 @dataclass(frozen=True)
-class MVAPICH2:
+class MVAPICH2(HydraToolchain):
     """One MVAPICH2 installation, identified by its real binaries."""
 
     version: str
@@ -94,12 +94,6 @@ class MVAPICH2:
 
     def describe(self) -> str:
         return f"{self.name} {self.version} ({self.device}) at {self.prefix}"
-
-    wrapper_flags = ("-show",)
-    standalone = True
-
-    def runs_on(self, library: str) -> bool:
-        return names_version(library, self.version)
 
     def tool_env(self) -> dict[str, str]:
         return launch_env()

@@ -44,6 +44,18 @@ class Toolchain(Protocol):
         ...
 
 
+class HydraToolchain:
+    """MPICH-derived wrappers (MPICH, MVAPICH2): `-show` prints what they add, binaries run
+    standalone, MPI_Get_library_version names the version."""
+
+    version: str
+    wrapper_flags = ("-show",)
+    standalone = True
+
+    def runs_on(self, library: str) -> bool:
+        return names_version(library, self.version)
+
+
 def names_version(library: str, version: str) -> bool:
     """`version` appears in `library` as a whole version (4.1.4 is not 4.1.41)."""
     return re.search(rf"(?<![\w.]){re.escape(version)}(?![\w.])",
