@@ -121,6 +121,8 @@ def rules_from_store(db: Path) -> str:
         rf.set_section(coll.ompi_id, section(e.ctx.np, e.decisions),
                        [f"{coll.name} at {e.ctx.np} ranks ({e.ctx.nodes} x {e.ctx.ppn}), "
                         f"measured {e.first} .. {e.last}"])
+    for cid in list(rf.collectives):  # as tune writes it: nothing measured below
+        rules.keep_default_below(rf, cid)
     return rules.render(rf)
 
 

@@ -168,6 +168,10 @@ class TunedSession(Session):
                          predicted, self.comments(), self.note_of)
         mpi = self.mpi
         summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
+        summary["sections"] = {  # which communicator sizes each written section decides
+            name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
+                   rules.served(rf.collectives[get_collective(name).ompi_id])]
+            for name in decisions}
         if self.opts.out is not None:
             write_file(self.opts.out, rules.render(rf), "--out")
         return rf
@@ -238,6 +242,14 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                 if note_of:
                     notes[-1] += note_of(name, d)
             rf.set_section(coll.ompi_id, section(np, ds), notes)
+    for name in decisions:
+        cid = get_collective(name).ompi_id
+        rules.keep_default_below(rf, cid)
+        for sec, lo, hi in rules.served(rf.collectives[cid]):
+            served_notes = rf.notes.get((cid, sec.comsize))
+            if served_notes is not None and not any(n.startswith("serves ") for n in served_notes):
+                served_notes.insert(1, f"serves communicators of {lo} to "
+                                f"{hi if hi is not None else 'any number of'} ranks")
     return rf
 
 

@@ -59,6 +59,8 @@ def check_cmd(
     n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
     out.print(f"{path}: OK ({'rule-file-version-2' if rf.version == 2 else 'classic'} format, "
               f"{len(rf.collectives)} collective(s), {n} rule(s))", highlight=False)
+    for w in rules.coverage_warnings(rf):  # Open MPI reads the file: warnings, not errors
+        err.print(f"warning: {path}: {w}", highlight=False, markup=False)
 
 
 @app.command("explain")

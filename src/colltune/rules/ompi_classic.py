@@ -54,6 +54,47 @@ class RulesFile:
             self.notes[(coll_id, section.comsize)] = notes
 
 
+def served(sections: list[CommRule]) -> list[tuple[CommRule, int, int | None]]:
+    """Each section with the communicator sizes it decides: Open MPI takes the last section
+    whose COMSIZE is at most the communicator size, and the first serves smaller ones too
+    (None: no upper end)."""
+    out: list[tuple[CommRule, int, int | None]] = []
+    for i, sec in enumerate(sections):
+        lo = 1 if i == 0 else sec.comsize
+        hi = sections[i + 1].comsize - 1 if i + 1 < len(sections) else None
+        out.append((sec, lo, hi))
+    return out
+
+
+def keep_default_below(rf: RulesFile, coll_id: int) -> bool:
+    """Add a leading all-default section where the first section is above 2 ranks: without
+    it that section decides every smaller communicator, where nothing was measured."""
+    secs = rf.collectives.get(coll_id, [])
+    if not secs or secs[0].comsize <= 2:
+        return False
+    rf.set_section(coll_id, CommRule(1, [MsgRule(0, 0)]),
+                   [f"communicators of fewer than {secs[0].comsize} ranks: nothing measured "
+                    "there, so the library's own decision (algorithm 0)"])
+    return True
+
+
+def coverage_warnings(rf: RulesFile) -> list[str]:
+    """Sections that decide communicator sizes far from the one they were written for
+    (warnings, not errors: Open MPI reads the file)."""
+    out = []
+    for cid, secs in sorted(rf.collectives.items()):
+        for sec, lo, hi in served(secs):
+            if all(r.alg == 0 for r in sec.rules):
+                continue
+            if lo < sec.comsize and sec.comsize > 2:
+                out.append(f"collective {cid}: the section for {sec.comsize} ranks also decides "
+                           f"communicators of {lo} to {sec.comsize - 1} ranks (it is the first)")
+            if hi is not None and hi > 2 * sec.comsize:
+                out.append(f"collective {cid}: the section for {sec.comsize} ranks decides up "
+                           f"to {hi} ranks, more than twice its size")
+    return out
+
+
 class RulesError(FormatError):
     """A rules file Open MPI would drop or misread."""
 

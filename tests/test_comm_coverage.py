@@ -1,0 +1,74 @@
+"""A rules file never changes the algorithm at a communicator size it has no evidence for:
+Open MPI applies the first comm-size section to every smaller communicator, so a file
+tuned above 2 ranks starts with an all-default section; `tune check` warns about files
+whose sections decide sizes far from their own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colltune.applied import forced, under_rules
+from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
+from colltune.backends.openmpi_backend import build_rules
+from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
+from colltune.outfile import write_atomic
+from colltune.rules import ompi_classic as rules
+from helpers import tune_cli
+
+REDUCE = get_collective("reduce")
+PIPELINE = Config(3, 1024)  # traffic unlike the default's at 2 and 3 ranks (64 KiB)
+
+
+def _file(mpi: OpenMPI, np: int, cfg: Config, catalog: object) -> rules.RulesFile:
+    d = Decision(65536, REDUCE.lookup_size(65536, np), cfg, cfg, 1.0, 2.0, 0.0, True)
+    return build_rules(None, 1, {"reduce": {np: [d]}}, mpi, catalog)  # type: ignore[arg-type]
+
+
+def test_sections_served_and_the_leading_default(tmp_path: Path) -> None:
+    mpi = OpenMPI("4.1.4", Path("/usr"), Path("/usr/bin/mpicc"), Path("/usr/bin/mpirun"),
+                  Path("/usr/bin/ompi_info"))
+    rf = _file(mpi, 4, PIPELINE, builtin_catalog())
+    secs = rf.collectives[REDUCE.ompi_id]
+    assert [(s.comsize, [(r.msgsize, r.alg) for r in s.rules]) for s in secs] == [
+        (1, [(0, 0)]), (4, [(0, 3)])]
+    assert [(lo, hi) for _, lo, hi in rules.served(secs)] == [(1, 3), (4, None)]
+    text = rules.render(rf)
+    assert "serves communicators of 4 to any number of ranks" in text
+    assert rules.coverage_warnings(rf) == []
+    # tuned at 2: nothing below it to protect
+    assert [s.comsize for s in _file(mpi, 2, PIPELINE, builtin_catalog()).collectives[
+        REDUCE.ompi_id]] == [2]
+    # a hand-written file tuned at 8 and 64 only: both warnings, from `tune check` too
+    hand = tmp_path / "hand.conf"
+    hand.write_text("1\n11\n2\n8\n1\n0 3 0 1024\n64\n1\n0 3 0 1024\n")
+    r = tune_cli("check", str(hand))
+    assert r.returncode == 0, r.stderr
+    assert "decides communicators of 1 to 7 ranks" in r.stderr
+    assert "decides up to 63 ranks, more than twice its size" in r.stderr
+    ours = tmp_path / "ours.conf"
+    ours.write_text(text)
+    assert "warning" not in tune_cli("check", str(ours)).stderr
+
+
+@pytest.mark.mpi
+def test_a_file_tuned_at_4_ranks_leaves_2_and_3_ranks_to_open_mpi(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    cat = read_catalog(ompi41)
+    out = tmp_path / "r.conf"
+    write_atomic(out, rules.render(_file(ompi41, 4, PIPELINE, cat)))
+    for np in (2, 3):
+        got = under_rules(ompi41, REDUCE, np, 65536, out)
+        assert got == forced(ompi41, REDUCE, np, 65536, DEFAULT, cat), np
+        assert got != forced(ompi41, REDUCE, np, 65536, PIPELINE, cat), np
+    assert under_rules(ompi41, REDUCE, 4, 65536, out) == forced(ompi41, REDUCE, 4, 65536,
+                                                                PIPELINE, cat)
+    # without the leading section, the 4-rank section decides 3 ranks too (why it exists)
+    bare = _file(ompi41, 4, PIPELINE, cat)
+    bare.collectives[REDUCE.ompi_id] = bare.collectives[REDUCE.ompi_id][1:]
+    write_atomic(out, rules.render(bare))
+    assert under_rules(ompi41, REDUCE, 3, 65536, out) == forced(ompi41, REDUCE, 3, 65536,
+                                                                PIPELINE, cat)
