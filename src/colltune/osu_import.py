@@ -24,6 +24,7 @@ from colltune.options import TuneOptions
 from colltune.osu_output import OsuRun
 from colltune.osu_output import read as read_osu
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import INT_MAX as MAX_NP
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner.run import TuneResult, check_outputs, make_summary
 
@@ -87,8 +88,8 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
                mpi_prefix: str | None = None, db: Path | None = None, out: Path | None = None,
                summary_json: Path | None = None, rules_version: int | None = None,
                alpha: float = 0.05, min_gain: float = 0.03) -> TuneResult:
-    if np < 2:
-        raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks",
+    if not 2 <= np <= MAX_NP:
+        raise ColltuneError(f"--np {np}: a collective needs 2 to {MAX_NP} ranks",
                             "pass the number of ranks the OSU runs used")
     if not paths:
         raise ColltuneError("no OSU files given", "tune import-osu FILE... --np N")

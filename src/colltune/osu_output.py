@@ -46,7 +46,14 @@ class OsuRun:
     rows: list[OsuRow] = field(default_factory=list)
 
 
+# what OSU prints: digits, a point, digits (Python's float() would also take 1_0.0 as 10,
+# "nan", "1e3", " 1 ")
+_DECIMAL = re.compile(r"[0-9]{1,15}(\.[0-9]{1,15})?")
+
+
 def _number(tok: str, path: str, line: int, what: str) -> float:
+    if not _DECIMAL.fullmatch(tok):
+        raise FormatError(path, line, f"{what} '{tok[:30]}' is not a number as OSU prints one")
     try:
         v = float(tok)
     except ValueError:

@@ -72,6 +72,9 @@ def explain_cmd(
 ) -> None:
     """Say which rule Open MPI applies to a call."""
     try:
+        if not 1 <= np <= rules.INT_MAX:
+            raise ColltuneError(f"--np {np}: a communicator has 1 to {rules.INT_MAX} ranks",
+                                "pass the communicator size of the call, e.g. --np 16")
         coll = get_collective(collective)
         nbytes = parse_size(size)
         rf = rules.read(path)

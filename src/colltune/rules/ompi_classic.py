@@ -137,6 +137,9 @@ def render(rf: RulesFile) -> str:
 # ---------------------------------------------------------------------------
 
 _NUM = re.compile(r"[0-9]+")
+# Open MPI reads every number as a long, then keeps counts, communicator sizes, algorithms,
+# fan in/out and max requests in ints: a larger value wraps into another one
+LONG_MAX, INT_MAX = 2**63 - 1, 2**31 - 1
 
 
 @dataclass
@@ -168,6 +171,9 @@ def _tokens(text: str, path: str) -> tuple[list[list[_Tok]], bool]:
             if len(word) > 1 and word[0] == "0":
                 raise RulesError(path, i, f"zero-padded number '{word}': Open MPI reads a "
                                           "leading 0 as octal")
+            if int(word) > LONG_MAX:
+                raise RulesError(path, i, f"{word[:30]}: larger than Open MPI's long "
+                                          f"({LONG_MAX}); it reads something else")
             toks.append(_Tok(int(word), i))
         lines.append(toks)
     return lines, has_header
@@ -189,13 +195,17 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
     flat = [(li, t) for li, toks in enumerate(lines) for t in toks]
     pos = 0
 
-    def take(what: str) -> _Tok:
+    def take(what: str, is_int: bool = True) -> _Tok:
         nonlocal pos
         if pos >= len(flat):
             last = flat[-1][1].line if flat else 1
             raise RulesError(path, last, f"file ends where {what} was expected (truncated?)")
         tok = flat[pos][1]
         pos += 1
+        if is_int and tok.value > INT_MAX:
+            raise RulesError(path, tok.line, f"{what} {tok.value}: Open MPI keeps it in an "
+                                             f"int (at most {INT_MAX}) and reads another "
+                                             "value")
         return tok
 
     rf = RulesFile(version=version)
@@ -215,6 +225,9 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
         secs: list[CommRule] = []
         for _ in range(ncs.value):
             cs = take("a communicator size")
+            if cs.value == 0:
+                raise RulesError(path, cs.line, "communicator size 0: a communicator has at "
+                                                "least 1 rank")
             if secs and cs.value <= secs[-1].comsize:
                 raise RulesError(path, cs.line, f"communicator size {cs.value} after "
                                                 f"{secs[-1].comsize}: sizes must ascend or "
@@ -224,7 +237,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                 raise RulesError(path, nms.line, "a communicator size with no message rules")
             sec = CommRule(cs.value, line=cs.line)
             for k in range(nms.value):
-                ms = take("a message size")
+                ms = take("a message size", is_int=False)
                 rule_line = lines[ms.line - 1]
                 idx = next(i for i, t in enumerate(rule_line) if t is ms)
                 if idx != 0:
@@ -233,7 +246,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                                                     "segment size)")
                 alg = take("an algorithm id")
                 fan = take("a fan in/out")
-                seg = take("a segment size")
+                seg = take("a segment size", is_int=False)
                 if not (alg.line == fan.line == seg.line == ms.line):
                     raise RulesError(path, ms.line, "a rule's four numbers must be on one "
                                                     "line")
