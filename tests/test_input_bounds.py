@@ -58,3 +58,30 @@ def test_out_of_range_communicator_sizes_on_the_command_line(tmp_path: Path) -> 
         r = tune_cli("import-osu", str(osu), "--np", np, "--db", str(tmp_path / "s.db"))
         assert r.returncode == 2 and "Traceback" not in r.stderr, (np, r.stderr)
         assert "ranks" in r.stderr
+
+
+@pytest.mark.parametrize("column,value", [
+    ("samples", "'not json'"), ("config_key", "'bogus'"), ("samples", "'[\"a\", 1]'"),
+    ("size", "'four'"), ("series", "'[1]'"), ("median", "'fast'"),
+])
+def test_a_damaged_store_row_is_an_error_not_a_traceback(tmp_path: Path, column: str,
+                                                         value: str) -> None:
+    import sqlite3
+
+    from colltune.core.config import DEFAULT
+    from colltune.core.records import PointResult
+    from colltune.store import Context, Store
+
+    db = tmp_path / "s.db"
+    store = Store(db)
+    ctx = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", "h", 4, 4, 1, "reduce")
+    store.add(ctx, DEFAULT, PointResult(0, 64, "ok", 3, 1e-5, samples=[1e-5] * 3), "mpit")
+    store.close()
+    con = sqlite3.connect(db)
+    con.execute(f"UPDATE measurements SET {column} = {value}")  # noqa: S608 (test values)
+    con.commit()
+    con.close()
+    for cmd in (["show"], ["report", "--out", str(tmp_path / "rep")]):
+        r = tune_cli(*cmd, "--db", str(db))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
+        assert "is malformed" in r.stderr and "another --db" in r.stderr, (cmd, r.stderr)

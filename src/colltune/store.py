@@ -6,6 +6,7 @@ live apart from the columns it reads."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 import time
@@ -127,6 +128,27 @@ def timing_of(r: PointResult) -> str:
     if len(modes) > 1:
         return "both"
     return modes[0] if modes else "isolated"
+
+
+def _floats(x: object) -> list[float]:
+    if not isinstance(x, list) or not all(type(v) in (int, float) and math.isfinite(v)
+                                          for v in x):
+        raise ValueError("samples must be a list of finite numbers")
+    return [float(v) for v in x]
+
+
+def _dict(x: object) -> dict:  # type: ignore[type-arg]
+    if not isinstance(x, dict):
+        raise ValueError("series must be an object")
+    return x
+
+
+def _opt_float(x: object) -> float | None:
+    if x is None:
+        return None
+    if type(x) not in (int, float):
+        raise ValueError(f"{str(x)[:20]!r} is not a number")
+    return float(x)  # type: ignore[arg-type]
 
 
 def default_db_path() -> Path:
@@ -374,12 +396,28 @@ class Store:
             "host=? AND np=? AND ppn=? AND collective=? ORDER BY size, config_key",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
         )
-        return [
-            Measurement(Config.from_key(k), int(s), st, int(n), med, lo, hi, json.loads(sm), msg,
-                        {m: objs[obj] for m, objs in json.loads(ser).items() if obj in objs},
-                        timing, obj)
-            for k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser in cur
-        ]
+        return [self._measurement(ctx, row) for row in cur]
+
+    def _measurement(self, ctx: Context, row: tuple) -> Measurement:  # type: ignore[type-arg]
+        """One stored row, checked: an edited or damaged store is an error that names the
+        row, not a traceback in show, report, export or --from-db."""
+        k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser = row
+        try:
+            samples = _floats(json.loads(sm))
+            series = {str(m): _floats(objs[obj]) for m, objs in _dict(json.loads(ser)).items()
+                      if obj in _dict(objs)}
+            if type(s) is not int or type(n) is not int:
+                raise ValueError("size and repetition count must be integers")
+            return Measurement(Config.from_key(k), s, str(st), n, _opt_float(med),
+                               _opt_float(lo), _opt_float(hi), samples, str(msg), series,
+                               str(timing), str(obj))
+        except (ValueError, TypeError, KeyError) as e:
+            raise ColltuneError(
+                f"{self.path}: a stored measurement of {ctx.collective} at np={ctx.np} "
+                f"(configuration {str(k)[:40]!r}, size {str(s)[:20]!r}) is malformed: "
+                f"{str(e)[:120]}",
+                "the store was edited or damaged: delete that row with sqlite3, or pass "
+                "another --db") from None
 
     def contexts(self) -> list[Context]:
         """Every (MPI, host, layout, collective) the store holds measurements for."""
