@@ -24,6 +24,8 @@ from pathlib import Path
 
 from agreement_bench import build_apploop
 
+from colltune.applied import rule_at
+from colltune.backends import registry
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
     OpenMPI,
@@ -38,7 +40,7 @@ from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.tuner.confirm import ABSamples, judge
 from colltune.tuner.space import sizes_for
-from colltune.verify import _rule_at, find_osu, osu_ab_runs
+from colltune.verify import find_osu, osu_ab_runs
 
 
 def loop_ab_runs(mpi: OpenMPI, placement: Placement, coll: str, path: Path,
@@ -89,7 +91,7 @@ def main() -> None:
                 secs = tune(mpi, coll_name, args.np, timing, path, Path(tmp) / f"{timing}.db")
                 rf = rules.read(path)
                 changed = [s for s in sizes
-                           if (c := _rule_at(rf, coll, args.np, s)) and c != DEFAULT]
+                           if (c := rule_at(rf, coll, args.np, s)) and c != DEFAULT]
                 cells = []
                 for name in ("loop", "osu"):
                     if not changed:
@@ -103,7 +105,8 @@ def main() -> None:
                         if exe is None:
                             cells.append("no OSU")
                             continue
-                        ab = osu_ab_runs(mpi, exe, placement, path, changed, args.rounds,
+                        arms = registry.of(mpi).rules_arms(path)
+                        ab = osu_ab_runs(mpi, exe, placement, arms, changed, args.rounds,
                                          args.iters)
                     vs = judge(ab)
                     counts = [sum(v.verdict == k for v in vs.values())

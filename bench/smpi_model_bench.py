@@ -34,9 +34,10 @@ from colltune.models.loggp import fit_loggp
 from colltune.models.predict import MODELS, Models
 from colltune.models.probe import run_probe
 from colltune.models.validate import validate
+from colltune.options import TuneOptions
 from colltune.store import Measurement, Store
 from colltune.tuner.measure import context_for
-from colltune.tuner.run import TuneOptions, tune
+from colltune.tuner.run import tune
 
 
 def as_ran(m: Measurement, coll: str, np: int) -> Measurement:

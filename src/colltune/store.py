@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 from colltune.core.config import Config
 from colltune.core.records import PointResult, Verdict
@@ -213,16 +214,33 @@ class Store:
         if readonly:
             self._open_readonly()
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(SCHEMA)
-            self._migrate()
-        except (sqlite3.Error, OSError) as e:
-            raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
-                                "pass a writable file with --db PATH") from None
+        # two tuners starting on one store race to switch it to WAL and create the tables;
+        # SQLite answers "database is locked" at once there, without waiting: retry
+        deadline = time.monotonic() + 60
+        while True:
+            db: sqlite3.Connection | None = None
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
+                self.db = db
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(SCHEMA)
+                self._migrate()
+                return
+            except sqlite3.OperationalError as e:
+                if ("locked" not in str(e) and "duplicate column" not in str(e)) or \
+                        time.monotonic() > deadline:
+                    self._fail_open(e)
+                if db is not None:
+                    db.close()
+                time.sleep(0.1)
+            except (sqlite3.Error, OSError) as e:
+                self._fail_open(e)
+
+    def _fail_open(self, e: Exception) -> NoReturn:
+        raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
+                            "pass a writable file with --db PATH") from None
 
     def _open_readonly(self) -> None:
         from urllib.parse import quote
