@@ -139,3 +139,49 @@ def test_export_from_a_store_installs_what_tune_from_db_decides(ompi41: OpenMPI,
     assert set(installed) == {7, 11}  # bcast and reduce
     frag = (site / "openmpi-mca-params.conf").read_text()
     assert str((site / "colltune-rules.conf").resolve()) in frag
+
+
+def test_user_export_merges_into_the_users_own_parameter_files(tmp_path: Path) -> None:
+    """`--user` never wipes ~/.openmpi/mca-params.conf or ~/.mvapich2.conf: only the keys
+    colltune writes change, the user's own settings and comments stay where they were, and
+    the old file is kept beside; exporting again repeats nothing."""
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    home = tmp_path / "home"
+    conf = home / ".openmpi" / "mca-params.conf"
+    conf.parent.mkdir(parents=True)
+    mine = ("# my settings\nbtl_tcp_if_include = lo\ncoll_tuned_use_dynamic_rules = 0\n"
+            "mpi_yield_when_idle = 1\n")
+    conf.write_text(mine)
+    conf.chmod(0o600)
+    r = tune_cli("export", "--from", str(src), "--user", env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr  # no --force needed: nothing of the user's is lost
+    backup = conf.with_name("mca-params.conf.colltune-backup")
+    assert backup.read_text() == mine and "old file" in r.stdout + r.stderr
+    lines = conf.read_text().splitlines()
+    rules_path = (home / ".openmpi" / "colltune-rules.conf").resolve()
+    assert lines[:4] == ["# my settings", "btl_tcp_if_include = lo",
+                         "coll_tuned_use_dynamic_rules = 1", "mpi_yield_when_idle = 1"]
+    assert f"coll_tuned_dynamic_rules_filename = {rules_path}" in lines
+    assert conf.stat().st_mode & 0o777 == 0o600  # the user's file keeps its mode
+    first = conf.read_text()
+    r = tune_cli("export", "--from", str(src), "--user", "--force", env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    def unstamped(text: str) -> list[str]:
+        return [ln for ln in text.splitlines() if "written by colltune" not in ln]
+
+    assert unstamped(conf.read_text()) == unstamped(first)
+    for key in ("coll_tuned_use_dynamic_rules", "coll_tuned_dynamic_rules_filename"):
+        assert sum(ln.startswith(key) for ln in conf.read_text().splitlines()) == 1
+    assert sum("written by colltune" in ln for ln in conf.read_text().splitlines()) == 1
+    # MVAPICH2's ~/.mvapich2.conf the same way
+    p = Profile(comments=["tuned"])
+    p.set_ranges("MV2_INTER_REDUCE_TUNING", [Range(1, 0, 1024), Range(5, 1025, None)])
+    mv2src = tmp_path / "mv2.conf"
+    mv2src.write_text(mv.render(p, "env"))
+    (home / ".mvapich2.conf").write_text("MV2_ENABLE_AFFINITY = 0\n")
+    r = tune_cli("export", "--from", str(mv2src), "--user", env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    got = mv.read(home / ".mvapich2.conf").settings
+    assert got["MV2_ENABLE_AFFINITY"] == "0"
+    assert got["MV2_INTER_REDUCE_TUNING"] == p.settings["MV2_INTER_REDUCE_TUNING"]

@@ -9,7 +9,7 @@ modules."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -33,6 +33,9 @@ class Planned:
     path: Path
     text: str
     what: str  # one line for the user
+    # a user's own parameter file (~/.openmpi/mca-params.conf, ~/.mvapich2.conf): only the
+    # keys written here are replaced, every other line stays, the old file is kept beside
+    merge: bool = False
 
 
 def _abs(path: Path) -> Path:
@@ -180,7 +183,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         out = [Planned(rules_path, text, "Open MPI coll/han rules file" if kind == "han"
                        else "Open MPI rules file"),
                Planned(_abs(where / conf_name), "\n".join(conf) + "\n",
-                       "Open MPI MCA parameter file")]
+                       "Open MPI MCA parameter file", merge=user)]
         env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
         title = "Open MPI collectives tuned by colltune"
     elif kind == "mpich":
@@ -209,7 +212,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
             conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
         conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
         out = [Planned(_abs(where / name), "\n".join(conf) + "\n",
-                       "MVAPICH2 parameter file")]
+                       "MVAPICH2 parameter file", merge=user)]
         title = "MVAPICH2 collectives tuned by colltune"
     if not user:
         tcl, lua = _modules(env, title, source)
@@ -230,15 +233,74 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
     planned = plan_export(source, dest, user, home, as_format, at_size)
     for p in planned:
         check_destination(p.path, "export destination")
-    exists = [p.path for p in planned if p.path.exists()]
+    exists = [p.path for p in planned if p.path.exists() and not p.merge]
     if exists and not force:
         raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),
                             "move them away, or pass --force to replace them")
-    for p in planned:
+    for i, p in enumerate(planned):
         try:
             p.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ColltuneError(f"cannot create {p.path.parent}: {e.strerror}",
                                 "choose a directory you can write") from None
+        if p.merge and p.path.exists():
+            planned[i] = _merge_into(p)
+            continue
         write_atomic(p.path, p.text, mode=0o644)  # read by every user's jobs
     return planned
+
+
+def _key(line: str) -> str | None:
+    """The parameter a `key = value` line sets (None: a comment or blank line)."""
+    text = line.strip()
+    if not text or text.startswith("#") or "=" not in text:
+        return None
+    return text.split("=", 1)[0].strip()
+
+
+def merge_params(old: str, new: str) -> str:
+    """`new`'s settings replace the same keys in `old` where they stand; every other line
+    (the user's own settings and comments) stays; keys `old` lacks are appended after
+    `new`'s comments. A stamp comment of an earlier export is replaced, not repeated."""
+    ours = {k: line for line in new.splitlines() if (k := _key(line))}
+    stamps = [line for line in new.splitlines() if _key(line) is None and line.strip()]
+    mark = " written by colltune"
+    heads = tuple(line.split(mark, 1)[0] + mark for line in stamps if mark in line)
+    out: list[str] = []
+    placed: set[str] = set()
+    stamped = False
+    for line in old.splitlines():
+        k = _key(line)
+        if k in ours:
+            if k not in placed:
+                out.append(ours[k])
+                placed.add(k)
+            continue  # a second setting of one key: Open MPI would take the last
+        if k is None and heads and line.startswith(heads):
+            if not stamped:  # an earlier export's stamp: this one's, in its place
+                out += stamps
+                stamped = True
+            continue
+        out.append(line)
+    added = ([] if stamped else stamps) + [line for k, line in ours.items() if k not in placed]
+    if added:
+        while out and not out[-1].strip():
+            out.pop()
+        out += ([""] if out else []) + added
+    return "\n".join(out) + "\n"
+
+
+def _merge_into(p: Planned) -> Planned:
+    """Merge into the user's existing parameter file, keeping the old one beside it."""
+    try:
+        old = read_text(p.path)
+    except FormatError as e:
+        raise ColltuneError(f"will not merge into {e}",
+                            "move that file away; it was not changed") from None
+    backup = p.path.with_name(p.path.name + ".colltune-backup")
+    check_destination(backup, "export backup")
+    mode = p.path.stat().st_mode & 0o777
+    write_atomic(backup, old, mode=mode)
+    write_atomic(p.path, merge_params(old, p.text), mode=mode)
+    return replace(p, what=f"{p.what} (merged: only colltune's keys changed; the old file "
+                           f"is {backup})")
