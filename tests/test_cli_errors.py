@@ -193,3 +193,33 @@ def test_every_error_in_the_source_says_what_to_do() -> None:
                 if hint is None or (isinstance(hint, ast.Constant) and not hint.value):
                     missing.append(f"{f.relative_to(root)}:{node.lineno}")
     assert calls > 30 and missing == []
+
+
+def test_version() -> None:
+    from colltune import __version__
+
+    r = tune_cli("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"colltune {__version__}"
+
+
+@pytest.mark.mpi  # finds Open MPI (ompi_info); launches nothing
+def test_heavy_oversubscription_is_refused_before_launching(ompi41: OpenMPI,
+                                                            tmp_path: Path) -> None:
+    from colltune.slots import MAX_OVERSUBSCRIPTION, refuse_heavy_oversubscription
+
+    limit = MAX_OVERSUBSCRIPTION * cores()
+    refuse_heavy_oversubscription(place(limit, env={}))  # at the limit: runs
+    with pytest.raises(ColltuneError, match="oversubscribed"):
+        refuse_heavy_oversubscription(place(limit + 1, env={}))
+    db = tmp_path / "d.sqlite"
+    r = tune_cli("reduce", "--np", "512", "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--sizes", "8", "--confirm-rounds", "0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "oversubscribed" in r.stderr and "--predict" in r.stderr and \
+        "--backend smpi" in r.stderr and "--slurm-script" in r.stderr
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT COUNT(*) FROM measurements").fetchone() == (0,)
+    # deciding from stored measurements launches nothing: not refused for that
+    r = tune_cli("reduce", "--np", "512", "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--from-db")
+    assert r.returncode == 2 and "no stored measurements" in r.stderr

@@ -44,6 +44,7 @@ class TuneOptions:
     summary_json: Path | None = None
     alpha: float = 0.01
     min_gain: float = 0.03
+    oversubscribe: bool = False  # run above MAX_OVERSUBSCRIPTION ranks per core anyway
     confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs
     settings: MeasureSettings = field(default_factory=MeasureSettings)

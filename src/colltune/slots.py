@@ -40,6 +40,25 @@ def hostfile_slots(path: str) -> int:
     return total
 
 
+# ranks per core above which a launch on this machine is refused: 4 ranks on 2 cores
+# already differ 2.5x from launch to launch (docs/benchmarks.md); 512 on 2 measured
+# nothing in a minute
+MAX_OVERSUBSCRIPTION = 4
+
+
+def refuse_heavy_oversubscription(p: Placement) -> None:
+    """Refuse a launch on this machine with more than MAX_OVERSUBSCRIPTION ranks per core,
+    before it starts, saying what gives numbers instead."""
+    n = cores()
+    if p.oversubscribe and p.nodes == 1 and not p.hostfile and p.ppn > MAX_OVERSUBSCRIPTION * n:
+        raise ColltuneError(
+            f"--np {p.np}: {p.ppn} ranks on this machine's {n} cores is "
+            f"{p.ppn / n:.0f}x oversubscribed; what it measured would be the scheduler",
+            "use --predict (fit models at small --np, predict this one), --backend smpi "
+            "--platform FILE (simulate it), --slurm-script FILE (run it where the cores "
+            "are) or a --hostfile; --oversubscribe runs it here anyway")
+
+
 def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None,
           launch: Launch | None = None) -> Placement:
     """Decide the launcher and oversubscription, or refuse when an allocation is too

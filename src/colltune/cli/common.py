@@ -15,6 +15,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from colltune import __version__
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.tuner.measure import Reporter
@@ -24,6 +25,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
 # tables stay readable in logs and CI output, where there is no terminal to size them
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"colltune {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_show_version,
+                                       is_eager=True, help="Print colltune's version.")
+          ) -> None:
+    """Measure MPI collective algorithms and write rules the library obeys."""
 
 
 class BarReporter(Reporter):

@@ -98,7 +98,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               fit_np: str = "2,3,4", launch: Launch | None = None,
               backend: str = "openmpi", platform: Path | None = None,
               tune_han: bool = False, for_np: int | None = None,
-              timing: str = "both", window: int = 64, objective: str = "completion") -> None:
+              timing: str = "both", window: int = 64, objective: str = "completion",
+              oversubscribe: bool = False) -> None:
     try:
         opts = TuneOptions(
             backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
@@ -109,6 +110,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
+            oversubscribe=oversubscribe,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective),
@@ -235,6 +237,10 @@ def _make_tune_command(name: str) -> None:
                                                     help="1 classic, 2 rule-file-version-2."),
         from_db: bool = typer.Option(False, "--from-db", help="Decide from stored data only."),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
+        oversubscribe: bool = typer.Option(
+            False, "--oversubscribe", help="Run more than 4 ranks per core on this machine "
+                                           "anyway (refused otherwise: the timings would "
+                                           "measure the scheduler)."),
         launcher: str | None = typer.Option(None, "--launcher",
                                             help="mpirun or srun (default: srun inside a "
                                                  "Slurm allocation, else mpirun)."),
@@ -273,7 +279,7 @@ def _make_tune_command(name: str) -> None:
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
-                  timing, window, objective)
+                  timing, window, objective, oversubscribe)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

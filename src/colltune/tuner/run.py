@@ -22,7 +22,7 @@ from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
-from colltune.slots import Placement
+from colltune.slots import Placement, refuse_heavy_oversubscription
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner import artifacts
 from colltune.tuner.bayes import BayesOutcome, BayesSettings
@@ -127,6 +127,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     searches: dict[str, dict[str, object]] = {}
     try:
         if not opts.from_db:
+            if not opts.oversubscribe:
+                for p in placements:
+                    refuse_heavy_oversubscription(p)
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
