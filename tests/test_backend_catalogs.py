@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import registry
-from colltune.backends.mpich import find_mpich
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
 from colltune.store import Context, Store
-from conftest import MPICH_PREFIXES
+from conftest import get_mpich
 from helpers import tune_cli
 
 
@@ -30,10 +29,7 @@ def _add(store: Store, ctx: Context, cfgs: list[Config]) -> None:
 @pytest.mark.mpi  # reads MPICH 5.0.2's catalog through MPI_T (builds the kernel)
 def test_show_names_mpich_and_mvapich2_algorithms_with_their_own_catalogs(
         tmp_path: Path) -> None:
-    prefix = Path(MPICH_PREFIXES["mpich50"])
-    if not (prefix / "bin" / "mpichversion").exists():
-        pytest.skip(f"no MPICH 5.0.2 at {prefix}: .ci/run installs it")
-    mpich = find_mpich(prefix)
+    mpich = get_mpich("mpich50")
     store = Store(tmp_path / "s.db")
     m_ctx = Context(mpich.key, mpich.name, mpich.version, str(mpich.prefix), "elsewhere", 4,
                     4, 1, "reduce")

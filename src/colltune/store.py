@@ -422,8 +422,8 @@ class Store:
         k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser = row
         try:
             samples = _floats(json.loads(sm))
-            series = {str(m): _floats(objs[obj]) for m, objs in _dict(json.loads(ser)).items()
-                      if obj in _dict(objs)}
+            modes = {str(m): _dict(objs) for m, objs in _dict(json.loads(ser)).items()}
+            series = {m: _floats(objs[obj]) for m, objs in modes.items() if obj in objs}
             if type(s) is not int or type(n) is not int:
                 raise ValueError("size and repetition count must be integers")
             return Measurement(Config.from_key(k), s, str(st), n, _opt_float(med),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -21,7 +21,10 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
+from colltune.launchers import Launch
 from colltune.outfile import write_atomic
+from colltune.rules.ompi_classic import RulesFile
+from colltune.slots import place
 
 if TYPE_CHECKING:
     from colltune.backends import Installation
@@ -141,9 +144,17 @@ class Session(ABC):
 
     @abstractmethod
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> object:
+              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
         """Write the family's files at --out (and beside it), adding what was written to
-        `summary`; returns the rules object (Open MPI's) or None."""
+        `summary`; returns Open MPI's rules as written, None for other formats."""
+
+
+def hydra_placements(opts: TuneOptions) -> list[Placement]:
+    """Each --np placed for a Hydra-launched family (MPICH, MVAPICH2): mpiexec unless
+    --launcher names another."""
+    launch = opts.launch or Launch()
+    launch = replace(launch, launcher=launch.launcher or "mpiexec")
+    return [place(np, opts.hostfile, launch=launch) for np in opts.nps]
 
 
 def stamp() -> str:

@@ -38,6 +38,7 @@ from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.outfile import write_atomic
+from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ class HanSession(Session):
         return {"default": {}, "tuned": han.file_env(path, modules)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> object:
+              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
         write_han_outputs(self.mpi, self.han_catalog, decisions, summary, self.opts.out,
                           self.modules, self.notes)
         return None

@@ -4,7 +4,6 @@ environment profile."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from colltune.backends.base import (
     Session,
     VerifyTarget,
     decision_comments,
+    hydra_placements,
     provenance,
     refuse,
     write_file,
@@ -32,6 +32,7 @@ from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
+from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -166,9 +167,7 @@ class MPICHBackend(Backend):
         """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in
         selection table (the tuning file starts from it)."""
         refuse(opts, self.name)
-        launch = replace(opts.launch or Launch(),
-                         launcher=(opts.launch or Launch()).launcher or "mpiexec")
-        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        placements = hydra_placements(opts)
         mpi = mpich.find_mpich(opts.mpi)
         return MPICHSession(self, mpi, self._catalog(mpi, colls), placements, opts.out)
 
@@ -259,7 +258,7 @@ class MPICHSession(Session):
             ranges(coll.name, cat, placement.np, ds), cat.params)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> object:
+              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
         """MPICH's tuning file at --out and, beside it, the environment profile that uses
         it."""
         cat, out = self.mpich_catalog, self.out

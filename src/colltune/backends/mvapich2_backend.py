@@ -7,7 +7,6 @@ default was measured. It has no communicator-size dimension either: one np is wr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from colltune.backends.base import (
     Decisions,
     Session,
     decision_comments,
+    hydra_placements,
     provenance,
     refuse,
     write_file,
@@ -30,10 +30,9 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
-from colltune.launchers import Launch
 from colltune.rules import mvapich2
 from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
-from colltune.slots import place
+from colltune.rules.ompi_classic import RulesFile
 
 if TYPE_CHECKING:
     from colltune.backends import Installation
@@ -146,9 +145,7 @@ class MVAPICH2Backend(Backend):
             raise ColltuneError(f"--for-np {opts.for_np} is not among --np "
                                 f"{','.join(map(str, opts.nps))}",
                                 "name one of the communicator sizes tuned")
-        launch = replace(opts.launch or Launch(),
-                         launcher=(opts.launch or Launch()).launcher or "mpiexec")
-        placements = [place(np, opts.hostfile, launch=launch) for np in opts.nps]
+        placements = hydra_placements(opts)
         mpi = mv2.find_mvapich2(opts.mpi)
         catalog = mv2.catalog(colls)
         missing = [c for c in colls if not catalog.algorithms.get(c)]
@@ -184,7 +181,7 @@ class MVAPICH2Session(Session):
         return {"default": {}, "tuned": tentative(coll.name, self.mv2_catalog, ds, counters)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> object:
+              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
         """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG)
         for one communicator size: MVAPICH2's tables have no comm-size dimension."""
         opts, cat = self.opts, self.mv2_catalog

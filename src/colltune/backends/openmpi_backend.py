@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
+from colltune.applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -92,8 +93,6 @@ class OpenMPIBackend(Backend):
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:
-        from colltune.applied import applied_check, rule_at
-
         mpi = find_openmpi(mpi_prefix)
         catalog = read_catalog(mpi)
         try:
@@ -134,8 +133,6 @@ class TunedSession(Session):
                                 "choose another --out")
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
-        from colltune.applied import mpit_takes_effect
-
         mpi = self.mpi
         assert isinstance(mpi, OpenMPI)
         if han_excluded(mpi) and any(p.nodes > 1 or p.hostfile for p in self.placements):
@@ -246,10 +243,10 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
         cid = get_collective(name).ompi_id
         rules.keep_default_below(rf, cid)
         for sec, lo, hi in rules.served(rf.collectives[cid]):
-            served_notes = rf.notes.get((cid, sec.comsize))
-            if served_notes is not None and not any(n.startswith("serves ") for n in served_notes):
-                served_notes.insert(1, f"serves communicators of {lo} to "
-                                f"{hi if hi is not None else 'any number of'} ranks")
+            written = rf.notes.get((cid, sec.comsize))  # made now (the reader keeps none)
+            if written is not None:
+                written.insert(1, f"serves communicators of {lo} to "
+                                  f"{hi if hi is not None else 'any number of'} ranks")
     return rf
 
 

@@ -179,8 +179,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rf = sess.write(decisions, summary, predicted)
     if opts.summary_json is not None:
         write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, sess.rules_version, decisions,
-                      rf if isinstance(rf, rules.RulesFile) else None, failures, summary)
+    return TuneResult(mpi, catalog, sess.rules_version, decisions, rf, failures, summary)
 
 
 def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
