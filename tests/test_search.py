@@ -129,3 +129,42 @@ def test_model_shortlist_keeps_each_algorithm_best_variant_and_the_top_k() -> No
                                            Config(2, 1024, 4), Config(1)])
     assert shortlist(ranked, 0) == sorted([Config(6, 1024), Config(2, 1024, 4), Config(1)])
     assert shortlist([], 3) == []
+
+
+def test_every_strategy_is_an_ask_tell_loop() -> None:
+    """grid, race, bayes and model propose points and are told results; nothing else
+    measures (the driver does), so asking and telling by hand gives what drive() gives."""
+    from colltune.models.predict import Prediction
+    from colltune.tuner.asktell import AskTell, drive, grid
+    from colltune.tuner.bayes import bayesian
+    from colltune.tuner.guided import guided
+    from colltune.tuner.race import racing
+
+    means = {DEFAULT: 10.0, Config(1): 8.0, Config(2): 12.0, Config(3): 15.0}
+    cands = {8: list(means), 64: list(means)}
+    ranked = {s: [Prediction(c, means[c], means[c]) for c in sorted(means, key=means.get)]
+              for s in cands}
+
+    def fresh():  # type: ignore[no-untyped-def]
+        return {"grid": grid(cands), "race": racing(cands),
+                "bayes": bayesian(cands, BayesSettings(seed=3)),
+                "model": guided(ranked, 1)}
+
+    def answers():  # type: ignore[no-untyped-def]
+        m = _synthetic(means)
+        return lambda pts, reps: m(pts, 7 if reps is None else reps)  # a grid: the kernel's 7
+
+    for name, strategy in fresh().items():
+        loop, asks, measure = AskTell(strategy), [], answers()
+        while (a := loop.ask()) is not None:
+            asks.append(a)
+            assert set(a.points) <= {(c, s) for s in cands for c in means}
+            loop.tell(measure(a.points, a.reps))
+        assert loop.outcome is not None and asks, name
+        again = drive(fresh()[name], answers())
+        assert [loop.outcome.best(s) for s in cands] == [again.best(s) for s in cands], name
+        assert all(loop.outcome.best(s) == Config(1) for s in cands), name
+        if name == "grid":  # one ask, to the kernel's own stopping rule
+            assert len(asks) == 1 and asks[0].reps is None and len(asks[0].points) == 8
+        else:
+            assert all(a.reps for a in asks), name

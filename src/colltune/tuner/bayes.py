@@ -14,15 +14,12 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from colltune.core.config import DEFAULT, Config
 from colltune.core.stats import median
-
-Point = tuple[Config, int]
-# measure(points, reps) -> new samples of each point (a point that failed is left out)
-Measure = Callable[[list[Point], int], dict[Point, list[float]]]
+from colltune.tuner.asktell import Ask, Measure, Point, Samples, Strategy, drive
 
 
 @dataclass
@@ -50,6 +47,16 @@ class BayesOutcome:
         here = [(median(v), c) for (c, s), v in self.samples.items() if s == size]
         return min(here)[1] if here else DEFAULT
 
+    def describe(self, grid_points: int) -> str | None:
+        return (f"measured {len(self.order)} of {grid_points} points in {self.batches} "
+                f"launches (stopped: {self.stopped})")
+
+    def record(self, grid_points: int) -> dict[str, object] | None:
+        return {"grid_points": grid_points, "points": len(self.order),
+                "repetitions": sum(len(v) for v in self.samples.values()),
+                "launches": self.batches, "stopped": self.stopped,
+                "failed_points": len(self.failed)}
+
 
 def _log2(x: int) -> int:
     return int(math.log2(x)) + 1 if x > 0 else 0
@@ -62,6 +69,11 @@ def _encode(p: Point) -> list[int]:
 
 def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
                  settings: BayesSettings | None = None) -> BayesOutcome:
+    return drive(bayesian(candidates, settings), measure)
+
+
+def bayesian(candidates: dict[int, list[Config]], settings: BayesSettings | None = None
+             ) -> Strategy[BayesOutcome]:
     """Search the points `candidates` names (valid configurations per size). The default is
     measured first at every size, then an initial design, then EI-chosen batches until the
     budget is spent, no point is expected to improve on its size's best, or none are left."""
@@ -75,8 +87,8 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
     def room() -> int:
         return len(todo) if s.budget is None else min(len(todo), s.budget - len(out.order))
 
-    def run(points: list[Point]) -> None:
-        got = measure(points, s.reps)
+    def run(points: list[Point]) -> Generator[Ask, Samples, None]:
+        got = yield Ask(points, s.reps)
         out.batches += 1
         for p in points:
             out.order.append(p)
@@ -85,7 +97,7 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
             else:
                 out.failed.add(p)
 
-    run([(DEFAULT, size) for size in sizes])  # the baseline is never optional
+    yield from run([(DEFAULT, size) for size in sizes])  # the baseline is never optional
     # initial design: each algorithm's plainest variant (no segmentation, fewest chains) at
     # every other size, staggered between algorithms, so the model sees every algorithm's
     # trend over the whole size range before it proposes segment sizes and fanouts
@@ -103,7 +115,7 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
         chunk, first = first[: min(s.batch, room())], first[s.batch:]
         for p in chunk:
             todo.remove(p)
-        run(chunk)
+        yield from run(chunk)
     if not todo:
         out.stopped = "every point measured"
     while not out.stopped:
@@ -116,14 +128,15 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
             break
         for p in picks:
             todo.remove(p)
-        run(picks)
+        yield from run(picks)
         if not todo:
             out.stopped = "every point measured"
-    _polish(out, sizes, measure, s)
+    yield from _polish(out, sizes, s)
     return out
 
 
-def _polish(out: BayesOutcome, sizes: list[int], measure: Measure, s: BayesSettings) -> None:
+def _polish(out: BayesOutcome, sizes: list[int], s: BayesSettings
+            ) -> Generator[Ask, Samples, None]:
     """More repetitions for the default and each size's best few measured points (outside
     the point budget: these points are already measured, only their estimate improves)."""
     if s.polish <= 0 or s.polish_reps <= 0:
@@ -136,7 +149,7 @@ def _polish(out: BayesOutcome, sizes: list[int], measure: Measure, s: BayesSetti
             again += [(c, size) for c in sorted(set(top) | {DEFAULT})
                       if (c, size) in out.samples]
     if again:
-        got = measure(again, s.polish_reps)
+        got = yield Ask(again, s.polish_reps)
         out.batches += 1
         for p in again:
             out.samples[p] = out.samples[p] + got.get(p, [])

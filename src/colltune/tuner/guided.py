@@ -9,8 +9,17 @@ and the k configurations predicted fastest overall join them."""
 
 from __future__ import annotations
 
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.models.predict import Prediction
+from colltune.tuner.asktell import Strategy
+from colltune.tuner.race import RaceOutcome, RaceSettings, racing
+
+
+def guided(ranked: dict[int, list[Prediction]], k: int, settings: RaceSettings | None = None
+           ) -> Strategy[RaceOutcome]:
+    """Race, per size, the default and the shortlist of the model's ranking there."""
+    return (yield from racing({size: [DEFAULT] + shortlist(r, k)
+                               for size, r in ranked.items()}, settings))
 
 
 def shortlist(ranked: list[Prediction], k: int) -> list[Config]:

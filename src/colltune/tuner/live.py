@@ -1,10 +1,12 @@
-"""Search strategies on a real MPI: their measure function runs the kernel and keeps every
-repetition in the store, so a killed search resumes where it stopped.
+"""The one driver's answers on a real MPI: the measure function every strategy's asks go
+to (tuner.asktell) runs the kernel and keeps every repetition in the store, so a killed
+search resumes where it stopped.
 
 A strategy asks "`reps` more repetitions of these points". The answer is served from the
 store first, in the order the samples were stored, and the kernel is launched only for what
 the store does not hold yet. A rerun after a kill therefore replays the same answers, takes
-the same decisions, and measures only what was never stored.
+the same decisions, and measures only what was never stored. A grid asks with no count:
+each point the store lacks is measured once, to the kernel's own stopping rule.
 
 On a deterministic (simulated) backend a point is simulated once; later repetitions a
 strategy asks for are that same time again, so nothing is simulated twice."""
@@ -23,9 +25,8 @@ from colltune.core.records import PointResult
 from colltune.options import MeasureSettings
 from colltune.slots import Placement
 from colltune.store import Store
-from colltune.tuner.bayes import BayesOutcome, BayesSettings, bayes_search
+from colltune.tuner.asktell import Measure, Point
 from colltune.tuner.measure import Reporter, context_for, measure
-from colltune.tuner.race import Measure, Point, RaceOutcome, RaceSettings, race
 
 
 def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
@@ -39,7 +40,7 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
         return {(m.config, m.size): m.samples for m in store.measurements(ctx)
                 if m.status == "ok"}
 
-    def once(points: list[Point], reps: int) -> dict[Point, list[float]]:
+    def once(points: list[Point], reps: int | None) -> dict[Point, list[float]]:
         known = store.done(ctx)
         todo = [p for p in points if (p[0].key, p[1]) not in known]
         if todo:
@@ -47,10 +48,12 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
                                   reporter):
                 on_failure(cfg, r)
         have = stored()
+        if reps is None:
+            return {p: have[p] for p in points if p in have}
         return {p: have[p][:1] * reps for p in points if p in have}
 
-    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
-        if exact:
+    def m(points: list[Point], reps: int | None) -> dict[Point, list[float]]:
+        if exact or reps is None:
             return once(points, reps)
         have = stored()
         known = store.done(ctx)  # stored points, failed ones included
@@ -78,10 +81,3 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
 
     return m
 
-
-def search(strategy: str, candidates: dict[int, list[Config]], m: Measure,
-           race_settings: RaceSettings, bayes_settings: BayesSettings
-           ) -> RaceOutcome | BayesOutcome:
-    if strategy == "race":
-        return race(candidates, m, race_settings)
-    return bayes_search(candidates, m, bayes_settings)

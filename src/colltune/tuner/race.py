@@ -5,15 +5,11 @@ ends. The library default is never dropped: every decision needs a measured base
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from colltune.core.config import DEFAULT, Config
 from colltune.core.stats import mann_whitney_less, median
-
-Point = tuple[Config, int]
-# measure(points, reps) -> new samples for each point (seconds per call)
-Measure = Callable[[list[Point], int], dict[Point, list[float]]]
+from colltune.tuner.asktell import Ask, Measure, Point, Strategy, drive
 
 
 @dataclass
@@ -36,9 +32,22 @@ class RaceOutcome:
         alive = self.survivors[size]
         return min(alive, key=lambda c: (median(self.samples[(c, size)]), c))
 
+    def describe(self, grid_points: int) -> str | None:
+        return f"{self.rounds} rounds, {self.cost} repetitions over {grid_points} points"
+
+    def record(self, grid_points: int) -> dict[str, object] | None:
+        return {"grid_points": grid_points, "points": len(self.samples),
+                "repetitions": self.cost, "rounds": self.rounds,
+                "survivors": {str(s): len(c) for s, c in sorted(self.survivors.items())}}
+
 
 def race(candidates: dict[int, list[Config]], measure: Measure,
          settings: RaceSettings | None = None) -> RaceOutcome:
+    return drive(racing(candidates, settings), measure)
+
+
+def racing(candidates: dict[int, list[Config]], settings: RaceSettings | None = None
+           ) -> Strategy[RaceOutcome]:
     """Race every size (key of `candidates`) among its own candidates, all sizes in the
     same rounds, so each round is one measuring launch."""
     s = settings or RaceSettings()
@@ -57,7 +66,7 @@ def race(candidates: dict[int, list[Config]], measure: Measure,
             if left < len(points):
                 break  # not enough left to give every survivor one more repetition
             reps = min(reps, left // len(points))
-        got = measure(points, reps)
+        got = yield Ask(points, reps)
         out.rounds += 1
         for p in points:
             new = got.get(p, [])

@@ -55,7 +55,9 @@ def load(path: Path) -> Dataset:
 def replay_measure(ds: Dataset, seed: int) -> Measure:
     rng = random.Random(seed)
 
-    def measure(points: list[Point], reps: int) -> dict[Point, list[float]]:
+    def measure(points: list[Point], reps: int | None) -> dict[Point, list[float]]:
+        if reps is None:  # a grid's ask: the point as it was recorded
+            return {p: list(ds.samples[p]) for p in points if p in ds.samples}
         return {p: [rng.choice(ds.samples[p]) for _ in range(reps)] for p in points
                 if p in ds.samples}
 
@@ -95,7 +97,7 @@ def counted(measure: Measure) -> tuple[Measure, list[int]]:
     """The measure function, and a list whose one element counts the repetitions drawn."""
     spent = [0]
 
-    def m(points: list[Point], reps: int) -> dict[Point, list[float]]:
+    def m(points: list[Point], reps: int | None) -> dict[Point, list[float]]:
         got = measure(points, reps)
         spent[0] += sum(len(v) for v in got.values())
         return got

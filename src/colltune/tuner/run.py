@@ -19,18 +19,21 @@ from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
+from colltune.models.predict import Prediction
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, refuse_heavy_oversubscription
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner import artifacts
-from colltune.tuner.bayes import BayesOutcome, BayesSettings
+from colltune.tuner.asktell import Outcome, Strategy, drive, grid
+from colltune.tuner.bayes import BayesSettings, bayesian
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import decide
-from colltune.tuner.live import search, store_measure
-from colltune.tuner.measure import Reporter, context_for, measure
-from colltune.tuner.race import RaceOutcome, RaceSettings
+from colltune.tuner.guided import guided, shortlist
+from colltune.tuner.live import store_measure
+from colltune.tuner.measure import Reporter, context_for
+from colltune.tuner.race import RaceSettings, racing
 from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
@@ -186,8 +189,9 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
                coll: Collective, placement: Placement, store: Store, sweep: str,
                rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
                ) -> None:
-    """Measure one collective at one communicator size with the chosen strategy; failed
-    points go to `failures`, what a search did to `searches`."""
+    """Measure one collective at one communicator size with the chosen strategy (every
+    strategy through the same ask/tell driver); failed points go to `failures`, what a
+    search did to `searches`."""
     mreqs = None if version == 2 else [0]
     cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
     pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
@@ -198,18 +202,6 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
         failures.append(f"{where} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
                         + (f" ({r.message})" if r.message else ""))
 
-    strategy, grid_points = opts.strategy, len(pts)
-    if strategy == "model":
-        chosen = model_points(store, mpi, catalog, coll, placement.np, pts, opts.top_k)
-        rep.note(f"{where}: model: racing {len(chosen)} of {len(pts)} points (per size the "
-                 f"fitted model's top {opts.top_k}, each algorithm's best-predicted variant, "
-                 "and the default)")
-        pts, strategy = chosen, "race"
-    if strategy == "grid":
-        for cfg, r in measure(mpi, catalog, coll, placement, pts, store, opts.settings, sweep,
-                              rep):
-            failed(cfg, r)
-        return
     cands: dict[int, list[Config]] = {}
     for c, sz in pts:
         cands.setdefault(sz, []).append(c)
@@ -218,12 +210,27 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
             f"--budget {opts.budget} is less than the {len(cands)} sizes of {coll.name}: "
             "the default is always measured at every size",
             f"use --budget {len(cands)} or more, or fewer --sizes")
-    m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
-    out = search(strategy, cands, m, race_settings(opts), bayes_settings(opts))
-    searches[where] = search_record(out, grid_points)
+    strategy: Strategy[Outcome]
     if opts.strategy == "model":
-        searches[where].update(top_k=opts.top_k, shortlisted=len(pts))
-    rep.note(f"{where}: {opts.strategy} " + describe_search(out, grid_points))
+        ranked = model_ranking(store, mpi, catalog, coll, placement.np, cands)
+        strategy = guided(ranked, opts.top_k, race_settings(opts))
+        short = sum(1 + len(shortlist(r, opts.top_k)) for r in ranked.values())
+        rep.note(f"{where}: model: racing {short} of {len(pts)} points (per size the "
+                 f"fitted model's top {opts.top_k}, each algorithm's best-predicted variant, "
+                 "and the default)")
+    else:
+        strategy = (grid(cands) if opts.strategy == "grid" else
+                    racing(cands, race_settings(opts)) if opts.strategy == "race" else
+                    bayesian(cands, bayes_settings(opts)))
+    m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
+    out = drive(strategy, m)
+    record, line = out.record(len(pts)), out.describe(len(pts))
+    if record is not None:
+        searches[where] = record
+        if opts.strategy == "model":
+            searches[where].update(top_k=opts.top_k, shortlisted=short)
+    if line is not None:
+        rep.note(f"{where}: {opts.strategy} {line}")
 
 
 STRATEGIES = ("grid", "race", "bayes", "model")
@@ -263,20 +270,14 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
     return out
 
 
-def model_points(store: Store, mpi: Installation, catalog: Catalog, coll: Collective, np: int,
-                 pts: list[tuple[Config, int]], k: int) -> list[tuple[Config, int]]:
-    """Per size, the default and the fitted Hockney model's shortlist (tuner.guided);
+def model_ranking(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
+                  np: int, cands: dict[int, list[Config]]) -> dict[int, list[Prediction]]:
+    """Per size, the candidates the fitted Hockney model can price, fastest first;
     configurations without a formula are left out: nothing says they are good."""
     from colltune.models.predict import load_models, predict
-    from colltune.tuner.guided import shortlist
 
     models = load_models(store, mpi)
-    out: list[tuple[Config, int]] = []
-    for size in sorted({s for _, s in pts}):
-        here = [c for c, s in pts if s == size]
-        ranked = predict(models, coll, catalog, np, size, here)
-        out += [(DEFAULT, size)] + [(c, size) for c in shortlist(ranked, k)]
-    return out
+    return {size: predict(models, coll, catalog, np, size, cands[size]) for size in sorted(cands)}
 
 
 def race_settings(opts: TuneOptions) -> RaceSettings:
@@ -285,24 +286,6 @@ def race_settings(opts: TuneOptions) -> RaceSettings:
 
 def bayes_settings(opts: TuneOptions) -> BayesSettings:
     return BayesSettings(budget=opts.budget, ei_stop=opts.ei_stop, seed=opts.settings.seed)
-
-
-def describe_search(out: RaceOutcome | BayesOutcome, grid_points: int) -> str:
-    if isinstance(out, BayesOutcome):
-        return (f"measured {len(out.order)} of {grid_points} points in {out.batches} "
-                f"launches (stopped: {out.stopped})")
-    return f"{out.rounds} rounds, {out.cost} repetitions over {grid_points} points"
-
-
-def search_record(out: RaceOutcome | BayesOutcome, grid_points: int) -> dict[str, object]:
-    if isinstance(out, BayesOutcome):
-        return {"grid_points": grid_points, "points": len(out.order),
-                "repetitions": sum(len(v) for v in out.samples.values()),
-                "launches": out.batches, "stopped": out.stopped,
-                "failed_points": len(out.failed)}
-    return {"grid_points": grid_points, "points": len(out.samples),
-            "repetitions": out.cost, "rounds": out.rounds,
-            "survivors": {str(s): len(c) for s, c in sorted(out.survivors.items())}}
 
 
 def check_outputs(out: Path | None, summary_json: Path | None) -> None:
