@@ -25,10 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
      "colltune.cli"),
 ]
 
-# where a family may be named: its own modules. export.py dispatches on the kind of file
-# it is given (rules, han, MPICH, MVAPICH2): each kind's installation files are next to
-# move into its backend (issue 20's note)
-FAMILY_CODE = ("colltune.backends", "colltune.export")
+# where a family may be named: its own modules
+FAMILY_CODE = ("colltune.backends",)
 
 
 def _modules() -> dict[str, Path]:

@@ -52,3 +52,28 @@ def test_show_names_mpich_and_mvapich2_algorithms_with_their_own_catalogs(
         assert f"{name}({cfg.algorithm})" in res.stdout, (coll, cfg, res.stdout)
     # what Open MPI's catalog calls them (the bug: every store was read as Open MPI's)
     assert "linear(1)" not in res.stdout and "nonoverlapping(2)" not in res.stdout
+
+
+def test_the_store_records_which_backend_measured_a_context(tmp_path: Path) -> None:
+    """The family comes from the store's own record, not only from the key's spelling: a
+    key no backend's prefix matches is still named by the backend that measured it, and a
+    context stored before the record existed (backend '') falls back to the key."""
+    store = Store(tmp_path / "s.db")
+    recorded = Context("site-build-2.3.7@/opt/mv2", "MVAPICH2", "2.3.7", "/opt/mv2", "h", 4,
+                       4, 1, "allreduce", "mvapich2")
+    _add(store, recorded, [Config(2), DEFAULT])
+    old = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", "h", 4, 4, 1, "reduce")
+    _add(store, old, [DEFAULT])
+    store.close()
+    ro = Store(tmp_path / "s.db", readonly=True)
+    got = {c.collective: c for c in ro.contexts()}
+    ro.close()
+    assert got["allreduce"].backend == "mvapich2" and got["reduce"].backend == ""
+    assert registry.for_key(recorded.mpi_key) is None  # the key alone names no family
+    assert registry.for_context(got["allreduce"]).name == "mvapich2"  # type: ignore[union-attr]
+    assert registry.for_context(got["reduce"]).name == "openmpi"  # type: ignore[union-attr]
+    res = tune_cli("show", "--db", str(tmp_path / "s.db"), env={**os.environ, "COLUMNS": "250"})
+    assert res.returncode == 0, res.stderr
+    v_cat = registry.BACKENDS["mvapich2"].catalog_for(got["allreduce"])
+    assert v_cat is not None
+    assert f"{v_cat.algorithm_name('allreduce', 2)}(2)" in res.stdout, res.stdout

@@ -185,3 +185,24 @@ def test_user_export_merges_into_the_users_own_parameter_files(tmp_path: Path) -
     got = mv.read(home / ".mvapich2.conf").settings
     assert got["MV2_ENABLE_AFFINITY"] == "0"
     assert got["MV2_INTER_REDUCE_TUNING"] == p.settings["MV2_INTER_REDUCE_TUNING"]
+
+
+@pytest.mark.parametrize("key,name", [("mpich-5.0.2@/opt/mpich", "MPICH"),
+                                      ("openmpi-5.0.11@/opt/ompi+han", "Open MPI")])
+def test_a_store_of_another_family_is_not_exported_as_open_mpi_rules(
+        key: str, name: str, tmp_path: Path) -> None:
+    """The store's own family decides what its decisions become: MPICH's or coll/han's
+    algorithm ids written as coll/tuned rules would force unrelated algorithms."""
+    from colltune.core.records import PointResult
+    from colltune.store import Context, Store
+
+    db = tmp_path / "m.sqlite"
+    st = Store(db)
+    ctx = Context(key, name, "5", "/opt/x", "h", 4, 4, 1, "reduce")
+    for cfg, t in ((Config(0), 2e-3), (Config(2), 1e-3)):
+        st.add(ctx, cfg, PointResult(0, 8, "ok", 5, t, samples=[t] * 5), "mpit")
+    st.close()
+    r = tune_cli("export", "--from", str(db), "--site", str(tmp_path / "site"))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "writes Open MPI rules only" in r.stderr and "--from-db" in r.stderr
+    assert not (tmp_path / "site").exists()

@@ -161,6 +161,7 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     try:
         (ctx,) = store.contexts()
         assert (ctx.mpi_name, ctx.np, ctx.nodes, ctx.ppn) == ("SimGrid SMPI", 64, 4, 16)
+        assert ctx.backend == "smpi"  # the store records which backend measured it
         ms = store.measurements(ctx)
     finally:
         store.close()

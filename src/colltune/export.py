@@ -1,47 +1,26 @@
 """`tune export`: what an administrator installs once so every job gets the tuned
-collectives (or what one user puts in their home): the tuning file, the library's own
-parameter file pointing at it, and environment modules (Tcl and Lua) that set the same
-variables. Open MPI rules files, coll/han rules files (`tune --tune-han`), MPICH tuning files
-with their profiles, MVAPICH2 2.3 profiles and measurement stores (decided again, as
-`tune --from-db` would) are exported; nothing that exists is overwritten without `force`.
-MPICH reads no parameter file: its site profile is the tuning file, a shell profile and the
-modules."""
+collectives (or what one user puts in their home): the files of the family whose output is
+given (its backend's `installable`: the tuning file and the library's own parameter file or
+profile pointing at it), and environment modules (Tcl and Lua) that set the same variables.
+Measurement stores are decided again, as `tune --from-db` would, by the family that measured
+them. Nothing that exists is overwritten without `force`; a user's own parameter files are
+merged into, never replaced."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
-from colltune.backends import han
-from colltune.backends.mpich_backend import read_files
+from colltune.backends import registry
+from colltune.backends.base import Backend, ExportRequest
 from colltune.errors import ColltuneError, FormatError, open_regular, read_text
-from colltune.outfile import check_destination, write_atomic
-from colltune.rules import mpich_env, mvapich2, mvapich3
-from colltune.rules import ompi_classic as rules
+from colltune.outfile import Planned, check_destination, destination, write_atomic
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
 
-RULES_NAME = "colltune-rules.conf"
-HAN_RULES_NAME = "colltune-han.rules"
-MPICH_NAME = "colltune-mpich.json"
 MODULE_NAME = "colltune"
-
-
-@dataclass(frozen=True)
-class Planned:
-    path: Path
-    text: str
-    what: str  # one line for the user
-    # a user's own parameter file (~/.openmpi/mca-params.conf, ~/.mvapich2.conf): only the
-    # keys written here are replaced, every other line stays, the old file is kept beside
-    merge: bool = False
-
-
-def _abs(path: Path) -> Path:
-    """Absolute, with its directory resolved but not the file itself: a symbolic link at
-    the destination is then seen (and refused), never followed."""
-    return path.parent.resolve() / path.name
+__all__ = ["Planned", "export", "plan_export", "merge_params"]
 
 
 def _stamp(source: Path) -> str:
@@ -61,7 +40,10 @@ def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
     return "\n".join(tcl) + "\n", "\n".join(lua) + "\n"
 
 
-def _kind(source: Path) -> str:
+def _source(source: Path) -> tuple[Backend, str | None]:
+    """The family whose output `source` is, and the tuning file's text when `source` is a
+    measurement store (decided again, as `tune --from-db` would); a file is read by its
+    family."""
     try:
         with open_regular(source) as f:
             head = f.read(16)
@@ -69,156 +51,53 @@ def _kind(source: Path) -> str:
         raise ColltuneError(f"cannot read {source}: {getattr(e, 'reason', None) or e}",
                             "pass the rules file or profile `tune` wrote, with --from") from None
     if head == b"SQLite format 3\x00":
-        return "store"
-    if mvapich2.looks_like_profile(source):
-        return "mvapich2"
-    try:
-        text = read_text(source)
-    except FormatError:
-        return "openmpi"  # and its reader says what is wrong
-    if text.lstrip().startswith("{") or "export MPIR_CVAR_" in text:
-        return "mpich"
-    return "han" if "global_communicator" in text else "openmpi"
+        return _decided(source)
+    return registry.for_file(source), None
 
 
-def _han_params(source: Path, rules_path: Path) -> tuple[str, dict[str, str]]:
-    """han's file, normalised, and the MCA parameters that use it: the file switch and the
-    level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
-    try:
-        parsed = han.parse(read_text(source))
-    except (OSError, FormatError, han.HanRulesError) as e:
-        raise ColltuneError(f"will not export {source}: {e}",
-                            "pass the han rules file `tune --tune-han` wrote") from None
-    frag = han.fragment_path(source)
-    try:
-        modules = han.fragment_modules(read_text(frag)) if frag.exists() else {}
-    except FormatError as e:
-        raise ColltuneError(f"will not export {source}: {e}",
-                            "pass the han rules file `tune --tune-han` wrote") from None
-    params = han.file_params(rules_path, modules)
-    return han.render(parsed, [f"Open MPI coll/han dynamic rules {_stamp(source)}"]), params
-
-
-def rules_from_store(db: Path) -> str:
-    """The Open MPI rules a measurement store decides (every collective and communicator
-    size it holds, confirmations applied), for one installation."""
-    from colltune.backends.openmpi_backend import section
-    from colltune.collectives import get_collective
-    from colltune.core.config import DEFAULT
+def _decided(db: Path) -> tuple[Backend, str]:
+    """What a store decides, in the tuning file of the family that measured it (every
+    collective and communicator size it holds, confirmations applied), for one
+    installation."""
     from colltune.report import load
 
     entries = load(db)
     names = sorted({f"{e.ctx.mpi_name} {e.ctx.mpi_version} ({e.ctx.mpi_path})"
                     for e in entries})
-    if len(names) > 1:
-        raise ColltuneError(f"{db} holds measurements of {len(names)} installations: "
-                            + "; ".join(names),
+    if len(names) != 1:
+        raise ColltuneError(f"{db} holds measurements of {len(names)} installations"
+                            + (": " + "; ".join(names) if names else ""),
                             "write the rules of one with tune <collective> --from-db --mpi "
                             "PREFIX --out FILE, then export that file")
-    chosen = [d.chosen for e in entries for d in e.decisions if d.chosen != DEFAULT]
-    rf = rules.RulesFile(version=2 if any(c.max_requests for c in chosen) else 1)
-    rf.comments = [f"Open MPI coll/tuned dynamic rules decided from {db.resolve()} "
-                   f"({names[0]}) by colltune {__version__}"]
-    for e in entries:
-        coll = get_collective(e.ctx.collective)
-        rf.set_section(coll.ompi_id, section(e.ctx.np, e.decisions),
-                       [f"{coll.name} at {e.ctx.np} ranks ({e.ctx.nodes} x {e.ctx.ppn}), "
-                        f"measured {e.first} .. {e.last}"])
-    for cid in list(rf.collectives):  # as tune writes it: nothing measured below
-        rules.keep_default_below(rf, cid)
-    return rules.render(rf)
-
-
-def _mvapich3(source: Path, where: Path, at_size: int | None
-              ) -> tuple[list[Planned], dict[str, str], list[str]]:
-    """An MVAPICH2 profile carried over to MVAPICH 3's variables (one algorithm each)."""
-    try:
-        prof, notes = mvapich3.from_mvapich2(mvapich2.read(source), at_size)
-    except (FormatError, mvapich3.ConversionError) as e:
-        raise ColltuneError(f"will not export {source} for MVAPICH 3: {e}",
-                            "pass --for-size, or an MVAPICH2 profile `tune` wrote") from None
-    prof.comments = [f"MVAPICH 3 collectives tuned by colltune: {_stamp(source)}",
-                     "use: source this file before mpiexec/mpirun_rsh"] + [
-                        f"note: {n}" for n in notes]
-    path = _abs(where / "colltune-mvapich3.env")
-    return [Planned(path, mvapich3.render(prof), "MVAPICH 3 environment profile")], \
-        dict(prof.settings), notes
+    backend = registry.for_context(entries[0].ctx)
+    if backend is None:
+        raise ColltuneError(f"no backend of this colltune measured {names[0]} in {db}",
+                            "export it with the colltune that measured it")
+    return backend, backend.decided_rules(
+        db, names[0], [(e.ctx, e.decisions, f"{e.first} .. {e.last}") for e in entries])
 
 
 def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None,
                 as_format: str | None = None, at_size: int | None = None) -> list[Planned]:
-    """Every file the export writes, with its text (nothing written yet)."""
-    kind = _kind(source)
-    home = home or Path.home()
+    """Every file the export writes, with its text (nothing written yet): the family's
+    own files, and (for a site) environment modules that set the same variables."""
+    backend, text = _source(source)
     if dest is not None:
         check_path(dest.resolve(), "--site")
-    if as_format not in (None, "mvapich3") or (as_format and kind != "mvapich2"):
-        raise ColltuneError(f"--as {as_format} is not written from a {kind} file",
-                            "--as mvapich3 converts an MVAPICH2 profile; leave --as out "
-                            "otherwise")
-    if as_format == "mvapich3":
-        out, env, _ = _mvapich3(source, (home / ".config" / "colltune") if user
-                                else (dest or Path(".")), at_size)
-        title = "MVAPICH 3 collectives tuned by colltune"
-    elif kind in ("openmpi", "store", "han"):
-        where = (home / ".openmpi") if user else (dest or Path("."))
-        rules_path = _abs(where / (HAN_RULES_NAME if kind == "han" else RULES_NAME))
-        try:
-            # the same file, checked and normalised; or what the store decides
-            if kind == "han":
-                text, params = _han_params(source, rules_path)
-            else:
-                text = rules.render(rules.read(source)) if kind == "openmpi" else \
-                    rules_from_store(source)
-                params = {"coll_tuned_use_dynamic_rules": "1",
-                          "coll_tuned_dynamic_rules_filename": str(rules_path)}
-        except FormatError as e:
-            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
-        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
-        conf = [f"# Open MPI MCA parameters {_stamp(source)}"]
-        if not user:
-            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
-                        "OMPI_MCA_mca_base_param_files to this file")
-        conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
-        out = [Planned(rules_path, text, "Open MPI coll/han rules file" if kind == "han"
-                       else "Open MPI rules file"),
-               Planned(_abs(where / conf_name), "\n".join(conf) + "\n",
-                       "Open MPI MCA parameter file", merge=user)]
-        env = {f"OMPI_MCA_{k}": v for k, v in params.items()}
-        title = "Open MPI collectives tuned by colltune"
-    elif kind == "mpich":
-        json_text, mprof = read_files(source)
-        where = (home / ".config" / "colltune") if user else (dest or Path("."))
-        installed = _abs(where / MPICH_NAME)
-        mprof.tuning_file = installed
-        mprof.comments = [f"MPICH collectives tuned by colltune: {_stamp(source)}",
-                          "use: source this file before mpiexec (MPICH reads no parameter "
-                          "file)" + ("; e.g. from ~/.bashrc" if user else "")]
-        env = check_env(mprof.variables(), "the MPICH profile")
-        out = [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
-               Planned(_abs(where / "colltune-mpich.env"), mpich_env.render(mprof),
-                       "MPICH environment profile")]
-        title = "MPICH collectives tuned by colltune"
-    else:
-        try:
-            prof = mvapich2.read(source)
-        except FormatError as e:
-            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
-        env = dict(prof.settings)
-        where = home if user else (dest or Path("."))
-        name = ".mvapich2.conf" if user else "mvapich2.conf"
-        conf = [f"# MVAPICH2 parameters {_stamp(source)}"]
-        if not user:
-            conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
-        conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
-        out = [Planned(_abs(where / name), "\n".join(conf) + "\n",
-                       "MVAPICH2 parameter file", merge=user)]
-        title = "MVAPICH2 collectives tuned by colltune"
-    if not user:
-        tcl, lua = _modules(env, title, source)
-        mods = (dest or Path(".")) / "modulefiles" / MODULE_NAME
-        out += [Planned(_abs(mods / "tuned"), tcl, "environment module (Tcl)"),
-                Planned(_abs(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
+    if as_format is not None and as_format not in backend.export_as:
+        routes = [f"--as {f} converts {b.output}" for b in registry.BACKENDS.values()
+                  for f in b.export_as]
+        raise ColltuneError(f"--as {as_format} is not written from {backend.output}",
+                            "; ".join(routes) + "; leave --as out otherwise")
+    site = None if user else (dest or Path("."))
+    inst = backend.installable(ExportRequest(source, _stamp(source), site,
+                                             home or Path.home(), as_format, at_size, text))
+    out = list(inst.files)
+    if site is not None:
+        tcl, lua = _modules(inst.env, inst.title, source)
+        mods = site / "modulefiles" / MODULE_NAME
+        out += [Planned(destination(mods / "tuned"), tcl, "environment module (Tcl)"),
+                Planned(destination(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
     for p in out:
         check_path(p.path, "an export destination")
     return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from colltune.backends import registry
 from colltune.backends.base import write_file
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.backends.openmpi_backend import build_rules, choose_rules_version, load_merge_base
@@ -125,7 +126,7 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
         for name, per_size in by_coll.items():
             coll = get_collective(name)
             ctx = Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
-                          np, np, 1, name)
+                          np, np, 1, name, registry.of(mpi).name)
             for size, per_cfg in per_size.items():
                 for cfg, xs in per_cfg.items():
                     ys = sorted(xs)

@@ -12,9 +12,29 @@ import os
 import re
 import stat
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.errors import ColltuneError
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A file to be written (by `tune export`), with its text; nothing is written yet."""
+
+    path: Path
+    text: str
+    what: str  # one line for the user
+    # a user's own parameter file (~/.openmpi/mca-params.conf, ~/.mvapich2.conf): only the
+    # keys written here are replaced, every other line stays, the old file is kept beside
+    merge: bool = False
+
+
+def destination(path: Path) -> Path:
+    """Absolute, with its directory resolved but not the file itself: a symbolic link at
+    the destination is then seen (and refused), never followed."""
+    return path.parent.resolve() / path.name
+
 
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.tmp\w*$")
 

@@ -45,7 +45,7 @@ class Entry:
     @property
     def slug(self) -> str:
         v = self.ctx.mpi_version.replace(".", "_")
-        backend = registry.for_key(self.ctx.mpi_key)
+        backend = registry.for_context(self.ctx)
         family = backend.short if backend else "mpi"
         # a file name: the store's text (host, version) may hold '/' or '..'
         return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
@@ -61,7 +61,7 @@ def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
     """The catalog of the family that measured `ctx` (its own algorithm names); ids only
     when no backend claims the stored installation."""
     if ctx.mpi_key not in cache:
-        backend = registry.for_key(ctx.mpi_key)
+        backend = registry.for_context(ctx)
         cache[ctx.mpi_key] = (backend.catalog_for(ctx) if backend else None) or Catalog()
     return cache[ctx.mpi_key]
 
@@ -78,7 +78,7 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             if nps and ctx.np not in nps:
                 continue
             ms = store.measurements(ctx)
-            backend = registry.for_key(ctx.mpi_key)
+            backend = registry.for_context(ctx)
             ds = decide(get_collective(ctx.collective), ctx.np, ms,
                         exact=bool(backend and backend.exact))
             apply_confirmations(ds, store, ctx)

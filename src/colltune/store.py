@@ -49,6 +49,7 @@ CREATE TABLE IF NOT EXISTS measurements (
     timing TEXT NOT NULL DEFAULT 'isolated',
     objective TEXT NOT NULL DEFAULT 'completion',
     series TEXT NOT NULL DEFAULT '{}',
+    backend TEXT NOT NULL DEFAULT '',
     UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
 );
 CREATE TABLE IF NOT EXISTS counters (
@@ -120,6 +121,7 @@ MIGRATIONS = [
     ("measurements", "objective", "TEXT NOT NULL DEFAULT 'completion'"),
     ("measurements", "series", "TEXT NOT NULL DEFAULT '{}'"),
     ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
+    ("measurements", "backend", "TEXT NOT NULL DEFAULT ''"),
 ]
 
 
@@ -170,6 +172,9 @@ class Context:
     ppn: int
     nodes: int
     collective: str
+    # the backend that measured it (backends.registry); "": a store older than the column,
+    # whose family is read from mpi_key
+    backend: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
@@ -336,7 +341,7 @@ class Store:
             cfg.fanout, cfg.max_requests, r.size, r.status, r.n, r.median, r.ci_lo, r.ci_hi,
             r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            timing_of(r), r.objective, json.dumps(r.series),
+            timing_of(r), r.objective, json.dumps(r.series), ctx.backend,
         )
         with self._write() as db:
             db.execute(
@@ -344,7 +349,8 @@ class Store:
                 "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
                 "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
                 "mean, min, max, samples, message, sweep, created, timing, objective, "
-                "series) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "series, backend) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+                "?,?,?,?)",
                 row,
             )
             if r.pvars:
@@ -439,9 +445,12 @@ class Store:
 
     def contexts(self) -> list[Context]:
         """Every (MPI, host, layout, collective) the store holds measurements for."""
+        # rows of one context stored before and after the backend column: one context
         rows = self._read(
-            "SELECT DISTINCT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
-            "collective FROM measurements ORDER BY mpi_version, host, collective, np", ())
+            "SELECT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
+            f"collective, MAX({self._col('measurements', 'backend')}) FROM measurements "
+            "GROUP BY mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
+            "collective ORDER BY mpi_version, host, collective, np", ())
         return [Context(*r) for r in rows]
 
     def span(self, ctx: Context) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
-from colltune.outfile import write_atomic
+from colltune.outfile import Planned, write_atomic
 from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from colltune.store import Context, Measurement, Store
 
 Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> per size
+# a stored context, what was decided there, and when it was measured ("first .. last")
+StoredDecisions = tuple["Context", list[Decision], str]
 Arms = dict[str, dict[str, str]]  # "default" / "tuned" -> launch environment
 
 
@@ -52,6 +54,26 @@ class VerifyTarget:
     applied: Callable[[Collective, int, list[int]], tuple[str, str]]
 
 
+@dataclass(frozen=True)
+class ExportRequest:
+    """What `tune export` asks a family for: the files that install one tuned output."""
+
+    source: Path  # the file given with --from
+    stamp: str  # "written by colltune V from SOURCE, WHEN": goes into every file
+    site: Path | None  # --site DIR; None: --user, into the user's own files under `home`
+    home: Path
+    as_format: str | None = None  # --as: the output converted for another family
+    at_size: int | None = None  # --for-size of that conversion
+    text: str | None = None  # the tuning file decided from a store (instead of `source`)
+
+
+@dataclass(frozen=True)
+class Installable:
+    files: list[Planned]
+    env: dict[str, str]  # what an environment module sets for the same effect
+    title: str  # what the module says it is
+
+
 class Backend(ABC):
     """One MPI family. Class attributes say what it can do; methods do it."""
 
@@ -61,6 +83,8 @@ class Backend(ABC):
     pvar_prefix = ""  # MPI_T performance variables that say which algorithm ran
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
+    export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
+    output = "a tuning file"  # what its output is called, for messages
 
     @abstractmethod
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
@@ -93,6 +117,18 @@ class Backend(ABC):
     def claims(self, text: str) -> bool:
         """Whether a file's text is this family's output (for commands given a file)."""
         return False
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The files (and module environment) that install this family's output."""
+        raise ColltuneError(f"tune export does not install {self.name} files",
+                            "install the file tune wrote as the library's documentation says")
+
+    def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
+        """The tuning file a store's decisions make (tune export --from STORE)."""
+        raise ColltuneError(f"{db} holds {name} measurements; tune export --from a store "
+                            "writes Open MPI rules only",
+                            "write the file with tune <collective> --from-db --mpi PREFIX "
+                            "--out FILE, then export that file")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:

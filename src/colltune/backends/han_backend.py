@@ -23,6 +23,7 @@ from colltune.backends.base import (
     Arms,
     Backend,
     Decisions,
+    ExportRequest,
     Session,
     decision_comments,
     provenance,
@@ -36,7 +37,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import write_atomic
 from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
@@ -134,6 +135,7 @@ class HanBackend(OpenMPIBackend):
     the MCA fragment that turns it on and sets the level modules."""
 
     name = "han"
+    output = "an Open MPI coll/han rules file"
     mpit_sweep = False  # han's variables are read at communicator creation: a launch each
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
@@ -170,8 +172,31 @@ class HanBackend(OpenMPIBackend):
         return HanSession(self, replace(mpi, han=True), han.catalog(algorithms), placements,
                           opts)
 
+    rules_name = "colltune-han.rules"
+    rules_what = "Open MPI coll/han rules file"
+
     def owns(self, mpi_key: str) -> bool:
         return mpi_key.startswith("openmpi-") and mpi_key.endswith("+han")
+
+    def claims(self, text: str) -> bool:
+        return "global_communicator" in text
+
+    def installed_rules(self, req: ExportRequest, rules_path: Path
+                        ) -> tuple[str, dict[str, str]]:
+        """han's file, normalised, and the MCA parameters that use it: the file switch and
+        the level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
+        hint = "pass the han rules file `tune --tune-han` wrote"
+        try:
+            parsed = han.parse(read_text(req.source))
+            frag = han.fragment_path(req.source)
+            modules = han.fragment_modules(read_text(frag)) if frag.exists() else {}
+        except (OSError, FormatError, han.HanRulesError) as e:
+            raise ColltuneError(f"will not export {req.source}: {e}", hint) from None
+        return (han.render(parsed, [f"Open MPI coll/han dynamic rules {req.stamp}"]),
+                han.file_params(rules_path, modules))
+
+    # a store of han's choices is not coll/tuned's rules
+    decided_rules = Backend.decided_rules
 
     def catalog_for(self, ctx: Context) -> Catalog | None:
         try:

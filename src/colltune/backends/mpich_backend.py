@@ -13,6 +13,8 @@ from colltune.backends.base import (
     Arms,
     Backend,
     Decisions,
+    ExportRequest,
+    Installable,
     Session,
     VerifyTarget,
     decision_comments,
@@ -30,9 +32,11 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
+from colltune.outfile import Planned, destination
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
 from colltune.rules.ompi_classic import RulesFile
+from colltune.rules.safe import check_env
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -146,6 +150,7 @@ class MPICHBackend(Backend):
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
     name = "mpich"
+    output = "an MPICH tuning file or profile"
     short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
 
@@ -193,6 +198,22 @@ class MPICHBackend(Backend):
 
     def claims(self, text: str) -> bool:
         return text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
+        json_text, prof = read_files(req.source)
+        where = req.home / ".config" / "colltune" if req.site is None else req.site
+        installed = destination(where / "colltune-mpich.json")
+        prof.tuning_file = installed
+        prof.comments = [f"MPICH collectives tuned by colltune: {req.stamp}",
+                         "use: source this file before mpiexec (MPICH reads no parameter "
+                         "file)" + ("; e.g. from ~/.bashrc" if req.site is None else "")]
+        env = check_env(prof.variables(), "the MPICH profile")
+        return Installable(
+            [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
+             Planned(destination(where / "colltune-mpich.env"), mpich_env.render(prof),
+                     "MPICH environment profile")],
+            env, "MPICH collectives tuned by colltune")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:

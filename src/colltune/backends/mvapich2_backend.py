@@ -16,6 +16,8 @@ from colltune.backends.base import (
     Arms,
     Backend,
     Decisions,
+    ExportRequest,
+    Installable,
     Session,
     decision_comments,
     hydra_placements,
@@ -29,10 +31,12 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError
-from colltune.rules import mvapich2
+from colltune.errors import ColltuneError, FormatError
+from colltune.outfile import Planned, destination
+from colltune.rules import mvapich2, mvapich3
 from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
 from colltune.rules.ompi_classic import RulesFile
+from colltune.rules.safe import check_env
 
 if TYPE_CHECKING:
     from colltune.backends import Installation
@@ -122,6 +126,7 @@ class MVAPICH2Backend(Backend):
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
 
     name = "mvapich2"
+    output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
     short = "mv2"
     mpit_sweep = False  # MVAPICH2 reads its variables once, in MPI_Init
@@ -153,6 +158,47 @@ class MVAPICH2Backend(Backend):
             raise ColltuneError(f"colltune does not tune {', '.join(missing)} on MVAPICH2",
                                 "tune " + ", ".join(sorted(mv2.ALGORITHMS)))
         return MVAPICH2Session(self, mpi, catalog, placements, opts)
+
+    export_as = ("mvapich3",)  # MVAPICH 3's variables, one algorithm each
+
+    def claims(self, text: str) -> bool:
+        return mvapich2.is_profile_text(text)
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The parameter file (the site's /etc/mvapich2.conf, or the user's ~/.mvapich2.conf);
+        with --as mvapich3, the profile carried over to MVAPICH 3's environment."""
+        if req.as_format == "mvapich3":
+            return self._mvapich3(req)
+        try:
+            prof = mvapich2.read(req.source)
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
+        env = dict(prof.settings)
+        user = req.site is None
+        where = req.home if req.site is None else req.site
+        conf = [f"# MVAPICH2 parameters {req.stamp}"]
+        if not user:
+            conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
+        conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
+        return Installable(
+            [Planned(destination(where / (".mvapich2.conf" if user else "mvapich2.conf")),
+                     "\n".join(conf) + "\n", "MVAPICH2 parameter file", merge=user)],
+            env, "MVAPICH2 collectives tuned by colltune")
+
+    def _mvapich3(self, req: ExportRequest) -> Installable:
+        try:
+            prof, notes = mvapich3.from_mvapich2(mvapich2.read(req.source), req.at_size)
+        except (FormatError, mvapich3.ConversionError) as e:
+            raise ColltuneError(f"will not export {req.source} for MVAPICH 3: {e}",
+                                "pass --for-size, or an MVAPICH2 profile `tune` wrote"
+                                ) from None
+        prof.comments = [f"MVAPICH 3 collectives tuned by colltune: {req.stamp}",
+                         "use: source this file before mpiexec/mpirun_rsh"] + [
+                            f"note: {n}" for n in notes]
+        where = req.home / ".config" / "colltune" if req.site is None else req.site
+        return Installable([Planned(destination(where / "colltune-mvapich3.env"),
+                                    mvapich3.render(prof), "MVAPICH 3 environment profile")],
+                           dict(prof.settings), "MVAPICH 3 collectives tuned by colltune")
 
     def catalog_for(self, ctx: Context) -> Catalog | None:
         from colltune.collectives import COLLECTIVES

@@ -13,7 +13,10 @@ from colltune.backends.base import (
     Arms,
     Backend,
     Decisions,
+    ExportRequest,
+    Installable,
     Session,
+    StoredDecisions,
     VerifyTarget,
     provenance,
     stamp,
@@ -34,13 +37,14 @@ from colltune.backends.openmpi import (
 )
 from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError
-from colltune.outfile import write_atomic
+from colltune.errors import ColltuneError, FormatError
+from colltune.outfile import Planned, destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import CommRule, MsgRule
+from colltune.rules.safe import check_env
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -55,10 +59,16 @@ HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on sever
             "^han too, or keep han and its own choices")
 
 
+RULES_NAME = "colltune-rules.conf"
+
+
 class OpenMPIBackend(Backend):
     name = "openmpi"
+    output = "an Open MPI rules file"
     formats = ("openmpi",)
     short = "ompi"
+    rules_name = RULES_NAME  # the installed rules file
+    rules_what = "Open MPI rules file"
 
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -108,6 +118,52 @@ class OpenMPIBackend(Backend):
             mpi, catalog, names, self.rules_arms(path), place(np, hostfile),
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The rules file and the MCA parameter file that switches it on (the site's, to
+        append to <prefix>/etc/openmpi-mca-params.conf, or the user's own)."""
+        user = req.site is None
+        where = req.home / ".openmpi" if req.site is None else req.site
+        rules_path = destination(where / self.rules_name)
+        try:
+            text, params = self.installed_rules(req, rules_path)
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
+        conf = [f"# Open MPI MCA parameters {req.stamp}"]
+        if not user:
+            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
+                        "OMPI_MCA_mca_base_param_files to this file")
+        conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
+        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+        return Installable(
+            [Planned(rules_path, text, self.rules_what),
+             Planned(destination(where / conf_name), "\n".join(conf) + "\n",
+                     "Open MPI MCA parameter file", merge=user)],
+            {f"OMPI_MCA_{k}": v for k, v in params.items()},
+            "Open MPI collectives tuned by colltune")
+
+    def installed_rules(self, req: ExportRequest, rules_path: Path
+                        ) -> tuple[str, dict[str, str]]:
+        """The rules file (checked and normalised, or decided from a store) and the MCA
+        parameters that make Open MPI read it at `rules_path`."""
+        text = req.text if req.text is not None else rules.render(rules.read(req.source))
+        return text, {"coll_tuned_use_dynamic_rules": "1",
+                      "coll_tuned_dynamic_rules_filename": str(rules_path)}
+
+    def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
+        """Every collective and communicator size the store holds, as tune writes them."""
+        chosen = [d.chosen for _, ds, _ in decided for d in ds if d.chosen != DEFAULT]
+        rf = rules.RulesFile(version=2 if any(c.max_requests for c in chosen) else 1)
+        rf.comments = [f"Open MPI coll/tuned dynamic rules decided from {db.resolve()} "
+                       f"({name}) by colltune {__version__}"]
+        for ctx, ds, when in decided:
+            coll = get_collective(ctx.collective)
+            rf.set_section(coll.ompi_id, section(ctx.np, ds),
+                           [f"{coll.name} at {ctx.np} ranks ({ctx.nodes} x {ctx.ppn}), "
+                            f"measured {when}"])
+        for cid in list(rf.collectives):  # as tune writes it: nothing measured below
+            rules.keep_default_below(rf, cid)
+        return rules.render(rf)
 
     def catalog_for(self, ctx: Context) -> Catalog | None:
         try:

@@ -17,6 +17,7 @@ from colltune.errors import ColltuneError, FormatError, read_text
 
 if TYPE_CHECKING:
     from colltune.backends import Installation
+    from colltune.store import Context
 
 # han first: its keys are Open MPI's with a suffix
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
@@ -65,6 +66,12 @@ def for_file(path: Path) -> Backend:
 def for_key(mpi_key: str) -> Backend | None:
     """The backend that made a stored installation key (None: made by none of these)."""
     return next((b for b in BACKENDS.values() if b.owns(mpi_key)), None)
+
+
+def for_context(ctx: Context) -> Backend | None:
+    """The backend that measured a stored context: as the store recorded it, or (a store
+    older than that record) from its installation key."""
+    return BACKENDS.get(ctx.backend) or for_key(ctx.mpi_key)
 
 
 def of(mpi: Installation) -> Backend:

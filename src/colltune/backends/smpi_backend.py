@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 class SMPIBackend(OpenMPIBackend):
     name = "smpi"
+    output = "an Open MPI rules file (SMPI)"
     exact = True
     short = "smpi"
     mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line

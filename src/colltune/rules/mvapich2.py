@@ -190,5 +190,9 @@ def looks_like_profile(path: str | Path) -> bool:
             head = f.read(65536).decode("utf-8", "replace")
     except (OSError, FormatError):
         return False
-    return any(re.match(r"\s*(export\s+)?MV2_", ln) for ln in head.splitlines())
+    return is_profile_text(head)
+
+
+def is_profile_text(text: str) -> bool:
+    return any(re.match(r"\s*(export\s+)?MV2_", ln) for ln in text.splitlines())
 

@@ -37,7 +37,7 @@ class Reporter:
 
 def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Context:
     return Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
-                   placement.np, placement.ppn, placement.nodes, coll.name)
+                   placement.np, placement.ppn, placement.nodes, coll.name, of(mpi).name)
 
 
 def measure(
