@@ -114,6 +114,18 @@ class Backend(ABC):
         """Find the installation and its catalog, place the ranks, refuse what does not
         apply to this family."""
 
+    def find(self, prefix: str | None) -> Installation:
+        """The installation at `prefix` (None: the family's own search rules), for commands
+        that run the user's program rather than tune (tune profile)."""
+        raise ColltuneError(f"tune profile does not run {self.name} applications",
+                            "use --backend openmpi, mpich or mvapich2")
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        """Options of this family's own launcher (mpirun, mpiexec) that give every rank
+        `env`, placed right after the launcher's name."""
+        raise ColltuneError(f"colltune cannot pass settings through {self.name}'s launcher",
+                            "use --backend openmpi, mpich or mvapich2")
+
     def claims(self, text: str) -> bool:
         """Whether a file's text is this family's output (for commands given a file)."""
         return False

@@ -196,6 +196,12 @@ class MPICHBackend(Backend):
                                 + ", ".join(missing), "tune other collectives")
         return catalog
 
+    def find(self, prefix: str | None) -> Installation:
+        return mpich.find_mpich(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
+
     def claims(self, text: str) -> bool:
         return text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
 

@@ -161,6 +161,12 @@ class MVAPICH2Backend(Backend):
 
     export_as = ("mvapich3",)  # MVAPICH 3's variables, one algorithm each
 
+    def find(self, prefix: str | None) -> Installation:
+        return mv2.find_mvapich2(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
+
     def claims(self, text: str) -> bool:
         return mvapich2.is_profile_text(text)
 

@@ -119,6 +119,12 @@ class OpenMPIBackend(Backend):
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
 
+    def find(self, prefix: str | None) -> Installation:
+        return find_openmpi(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
+
     def installable(self, req: ExportRequest) -> Installable:
         """The rules file and the MCA parameter file that switches it on (the site's, to
         append to <prefix>/etc/openmpi-mca-params.conf, or the user's own)."""

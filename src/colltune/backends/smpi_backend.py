@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.backends import smpi
-from colltune.backends.base import Arms, Session
+from colltune.backends.base import Arms, Backend, Session
 from colltune.backends.openmpi_backend import OpenMPIBackend, TunedSession
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
@@ -33,6 +33,9 @@ class SMPIBackend(OpenMPIBackend):
     exact = True
     short = "smpi"
     mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line
+    # a simulation runs no real application: Backend's refusals, not Open MPI's answers
+    find = Backend.find
+    launcher_env = Backend.launcher_env
 
     def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:

@@ -1,5 +1,6 @@
-"""Compile the kernels (collbench, modelbench) with the target MPI's mpicc, cached per MPI
-installation."""
+"""Compile the kernels (collbench, modelbench) and the application profiler (collprof, a
+shared library preloaded into an application's ranks) with the target MPI's mpicc, cached
+per MPI installation."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def cache_dir() -> Path:
 
 
 KERNELS = ("collbench", "modelbench")
+SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never run alone
 
 
 def kernel_source(name: str = "collbench") -> bytes:
@@ -45,7 +47,7 @@ def _compiler_identity(mpi: Toolchain) -> str:
 
 def kernel_path(mpi: Toolchain, name: str = "collbench") -> Path:
     h = hashlib.sha256(kernel_source(name) + _compiler_identity(mpi).encode()).hexdigest()[:16]
-    return cache_dir() / h / name
+    return cache_dir() / h / (f"lib{name}.so" if name in SHARED else name)
 
 
 def kernel_library(exe: Path, env: dict[str, str]) -> str:
@@ -76,8 +78,9 @@ def build_kernel(mpi: Toolchain, force: bool = False,
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
     that loads another MPI's library (copied caches, a changed installation) is rebuilt."""
     exe = kernel_path(mpi, name)
-    # an SMPI binary runs only under smpirun: its library is checked at each launch
-    standalone = mpi.standalone
+    # an SMPI binary runs only under smpirun: its library is checked at each launch; a
+    # shared library does not run at all (what loaded it is checked where it ran)
+    standalone = mpi.standalone and name not in SHARED
     if exe.exists() and not force and not standalone:
         return exe
     if exe.exists() and not force:
@@ -95,8 +98,9 @@ def build_kernel(mpi: Toolchain, force: bool = False,
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
         src = Path(tmp) / f"{name}.c"
         src.write_bytes(kernel_source(name))
-        out = Path(tmp) / name
-        cmd = [str(mpi.mpicc), *CFLAGS, "-o", str(out), str(src), "-lm"]
+        out = Path(tmp) / exe.name
+        shared = ["-fPIC", "-shared"] if name in SHARED else []
+        cmd = [str(mpi.mpicc), *CFLAGS, *shared, "-o", str(out), str(src), "-lm"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                                  env=mpi.tool_env(), check=False)

@@ -1,0 +1,505 @@
+/* collprof: what an application's collectives cost, recorded through the PMPI interface.
+ *
+ * Preloaded into every rank (LD_PRELOAD, set by `tune profile` through the launcher's own
+ * option), it counts every blocking collective per (collective, communicator size, per-rank
+ * block in bytes rounded up to a power of two): calls, bytes, time in the call (total and
+ * longest call). The block is what colltune calls a size: what one rank contributes or
+ * receives from one peer. Nonblocking collectives are only counted: coll/tuned's rules do
+ * not decide them. At MPI_Finalize each rank writes DIR/rank.<world rank>.json, DIR being
+ * COLLTUNE_PROFILE_DIR; a rank that dies writes nothing, so `tune profile` knows it failed.
+ *
+ * Timing uses CLOCK_MONOTONIC (a vDSO call, tens of ns): the wrapper must cost well under
+ * a microsecond per call, and MPI_Wtime may be a library call with its own overhead.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    C_ALLGATHER, C_ALLGATHERV, C_ALLREDUCE, C_ALLTOALL, C_ALLTOALLV, C_BARRIER, C_BCAST,
+    C_EXSCAN, C_GATHER, C_GATHERV, C_REDUCE, C_REDUCE_SCATTER, C_REDUCE_SCATTER_BLOCK,
+    C_SCAN, C_SCATTER, C_SCATTERV, C_ALLTOALLW, N_COLL
+};
+static const char *coll_names[N_COLL] = {
+    "allgather", "allgatherv", "allreduce", "alltoall", "alltoallv", "barrier", "bcast",
+    "exscan", "gather", "gatherv", "reduce", "reduce_scatter", "reduce_scatter_block",
+    "scan", "scatter", "scatterv", "alltoallw"};
+
+enum {
+    I_ALLGATHER, I_ALLGATHERV, I_ALLREDUCE, I_ALLTOALL, I_ALLTOALLV, I_ALLTOALLW, I_BARRIER,
+    I_BCAST, I_EXSCAN, I_GATHER, I_GATHERV, I_REDUCE, I_REDUCE_SCATTER,
+    I_REDUCE_SCATTER_BLOCK, I_SCAN, I_SCATTER, I_SCATTERV, N_ICOLL
+};
+static const char *icoll_names[N_ICOLL] = {
+    "iallgather", "iallgatherv", "iallreduce", "ialltoall", "ialltoallv", "ialltoallw",
+    "ibarrier", "ibcast", "iexscan", "igather", "igatherv", "ireduce", "ireduce_scatter",
+    "ireduce_scatter_block", "iscan", "iscatter", "iscatterv"};
+
+typedef struct {
+    int used;
+    int coll;
+    int comm_size;
+    long long bucket;
+    long long calls;
+    double bytes;
+    double time;
+    double longest;
+} entry_t;
+
+#define SLOTS 4096 /* (collective, comm size, bucket) triples of one rank: plenty */
+static entry_t table[SLOTS];
+static long long dropped;          /* calls that found the table full */
+static long long icalls[N_ICOLL];
+static double t_init, t_coll, t_p2p; /* start; time in collectives; in sends/receives/waits */
+static int started;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static long long bucket_of(long long bytes)
+{
+    long long b = 1;
+    if (bytes <= 0)
+        return 0;
+    while (b < bytes)
+        b <<= 1;
+    return b;
+}
+
+static int tsize(MPI_Datatype t)
+{
+    int s = 0;
+    if (t != MPI_DATATYPE_NULL)
+        PMPI_Type_size(t, &s);
+    return s;
+}
+
+static int csize(MPI_Comm c)
+{
+    int n = 0;
+    PMPI_Comm_size(c, &n);
+    return n;
+}
+
+static int crank(MPI_Comm c)
+{
+    int r = 0;
+    PMPI_Comm_rank(c, &r);
+    return r;
+}
+
+static void record(int coll, MPI_Comm comm, long long bytes, double t)
+{
+    int n = csize(comm);
+    long long b = bucket_of(bytes);
+    unsigned long h = ((unsigned long)coll * 2654435761u) ^ ((unsigned long)n * 40503u) ^
+                      (unsigned long)b * 97u;
+    t_coll += t;
+    for (int i = 0; i < SLOTS; i++) {
+        entry_t *e = &table[(h + (unsigned long)i) % SLOTS];
+        if (!e->used) {
+            e->used = 1;
+            e->coll = coll;
+            e->comm_size = n;
+            e->bucket = b;
+        }
+        if (e->coll == coll && e->comm_size == n && e->bucket == b) {
+            e->calls++;
+            e->bytes += (double)bytes;
+            e->time += t;
+            if (t > e->longest)
+                e->longest = t;
+            return;
+        }
+    }
+    dropped++;
+}
+
+static long long sum_counts(const int *counts, int n)
+{
+    long long s = 0;
+    for (int i = 0; i < n; i++)
+        s += counts[i];
+    return s;
+}
+
+/* ---- blocking collectives: time the call, record the per-rank block ---- */
+
+#define TIMED(coll, comm, bytes, call)                                                    \
+    do {                                                                                  \
+        double t0_ = now();                                                               \
+        int rc_ = call;                                                                   \
+        record(coll, comm, bytes, now() - t0_);                                           \
+        return rc_;                                                                       \
+    } while (0)
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    TIMED(C_BARRIER, comm, 0, PMPI_Barrier(comm));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+    TIMED(C_BCAST, comm, (long long)count * tsize(t), PMPI_Bcast(buf, count, t, root, comm));
+}
+
+int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    TIMED(C_REDUCE, comm, (long long)count * tsize(t),
+          PMPI_Reduce(s, r, count, t, op, root, comm));
+}
+
+int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    TIMED(C_ALLREDUCE, comm, (long long)count * tsize(t),
+          PMPI_Allreduce(s, r, count, t, op, comm));
+}
+
+int MPI_Scan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    TIMED(C_SCAN, comm, (long long)count * tsize(t), PMPI_Scan(s, r, count, t, op, comm));
+}
+
+int MPI_Exscan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    TIMED(C_EXSCAN, comm, (long long)count * tsize(t), PMPI_Exscan(s, r, count, t, op, comm));
+}
+
+int MPI_Reduce_scatter_block(const void *s, void *r, int rcount, MPI_Datatype t, MPI_Op op,
+                             MPI_Comm comm)
+{
+    TIMED(C_REDUCE_SCATTER_BLOCK, comm, (long long)rcount * tsize(t),
+          PMPI_Reduce_scatter_block(s, r, rcount, t, op, comm));
+}
+
+int MPI_Reduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,
+                       MPI_Op op, MPI_Comm comm)
+{
+    int n = csize(comm);
+    /* the mean block: equal counts give the block, as reduce_scatter_block */
+    long long bytes = n ? sum_counts(rcounts, n) * tsize(t) / n : 0;
+    TIMED(C_REDUCE_SCATTER, comm, bytes, PMPI_Reduce_scatter(s, r, rcounts, t, op, comm));
+}
+
+int MPI_Allgather(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                  MPI_Datatype rt, MPI_Comm comm)
+{
+    long long bytes = s == MPI_IN_PLACE ? (long long)rcount * tsize(rt)
+                                        : (long long)scount * tsize(st);
+    TIMED(C_ALLGATHER, comm, bytes, PMPI_Allgather(s, scount, st, r, rcount, rt, comm));
+}
+
+int MPI_Allgatherv(const void *s, int scount, MPI_Datatype st, void *r, const int rcounts[],
+                   const int displs[], MPI_Datatype rt, MPI_Comm comm)
+{
+    int n = csize(comm);
+    long long bytes = n ? sum_counts(rcounts, n) * tsize(rt) / n : 0;
+    (void)scount;
+    TIMED(C_ALLGATHERV, comm, bytes,
+          PMPI_Allgatherv(s, scount, st, r, rcounts, displs, rt, comm));
+}
+
+int MPI_Gather(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+               MPI_Datatype rt, int root, MPI_Comm comm)
+{
+    long long bytes = s == MPI_IN_PLACE ? (long long)rcount * tsize(rt)
+                                        : (long long)scount * tsize(st);
+    TIMED(C_GATHER, comm, bytes, PMPI_Gather(s, scount, st, r, rcount, rt, root, comm));
+}
+
+int MPI_Gatherv(const void *s, int scount, MPI_Datatype st, void *r, const int rcounts[],
+                const int displs[], MPI_Datatype rt, int root, MPI_Comm comm)
+{
+    long long bytes = s == MPI_IN_PLACE ? (long long)rcounts[crank(comm)] * tsize(rt)
+                                        : (long long)scount * tsize(st);
+    TIMED(C_GATHERV, comm, bytes,
+          PMPI_Gatherv(s, scount, st, r, rcounts, displs, rt, root, comm));
+}
+
+int MPI_Scatter(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                MPI_Datatype rt, int root, MPI_Comm comm)
+{
+    long long bytes = r == MPI_IN_PLACE ? (long long)scount * tsize(st)
+                                        : (long long)rcount * tsize(rt);
+    TIMED(C_SCATTER, comm, bytes, PMPI_Scatter(s, scount, st, r, rcount, rt, root, comm));
+}
+
+int MPI_Scatterv(const void *s, const int scounts[], const int displs[], MPI_Datatype st,
+                 void *r, int rcount, MPI_Datatype rt, int root, MPI_Comm comm)
+{
+    long long bytes = r == MPI_IN_PLACE ? (long long)scounts[crank(comm)] * tsize(st)
+                                        : (long long)rcount * tsize(rt);
+    TIMED(C_SCATTERV, comm, bytes,
+          PMPI_Scatterv(s, scounts, displs, st, r, rcount, rt, root, comm));
+}
+
+int MPI_Alltoall(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                 MPI_Datatype rt, MPI_Comm comm)
+{
+    long long bytes = s == MPI_IN_PLACE ? (long long)rcount * tsize(rt)
+                                        : (long long)scount * tsize(st);
+    TIMED(C_ALLTOALL, comm, bytes, PMPI_Alltoall(s, scount, st, r, rcount, rt, comm));
+}
+
+int MPI_Alltoallv(const void *s, const int scounts[], const int sdispls[], MPI_Datatype st,
+                  void *r, const int rcounts[], const int rdispls[], MPI_Datatype rt,
+                  MPI_Comm comm)
+{
+    int n = csize(comm);
+    /* the mean block this rank receives from one peer */
+    long long bytes = n ? sum_counts(rcounts, n) * tsize(rt) / n : 0;
+    TIMED(C_ALLTOALLV, comm, bytes,
+          PMPI_Alltoallv(s, scounts, sdispls, st, r, rcounts, rdispls, rt, comm));
+}
+
+int MPI_Alltoallw(const void *s, const int scounts[], const int sdispls[],
+                  const MPI_Datatype sts[], void *r, const int rcounts[], const int rdispls[],
+                  const MPI_Datatype rts[], MPI_Comm comm)
+{
+    int n = csize(comm);
+    long long bytes = 0;
+    for (int i = 0; i < n; i++)
+        bytes += (long long)rcounts[i] * tsize(rts[i]);
+    TIMED(C_ALLTOALLW, comm, n ? bytes / n : 0,
+          PMPI_Alltoallw(s, scounts, sdispls, sts, r, rcounts, rdispls, rts, comm));
+}
+
+/* ---- nonblocking collectives: counted, not timed (the time is in the waits) ---- */
+
+#define COUNTED(i, call)                                                                  \
+    do {                                                                                  \
+        icalls[i]++;                                                                      \
+        return call;                                                                      \
+    } while (0)
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_BARRIER, PMPI_Ibarrier(comm, q));
+}
+
+int MPI_Ibcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_BCAST, PMPI_Ibcast(buf, count, t, root, comm, q));
+}
+
+int MPI_Ireduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
+                MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_REDUCE, PMPI_Ireduce(s, r, count, t, op, root, comm, q));
+}
+
+int MPI_Iallreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLREDUCE, PMPI_Iallreduce(s, r, count, t, op, comm, q));
+}
+
+int MPI_Iscan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+              MPI_Request *q)
+{
+    COUNTED(I_SCAN, PMPI_Iscan(s, r, count, t, op, comm, q));
+}
+
+int MPI_Iexscan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm,
+                MPI_Request *q)
+{
+    COUNTED(I_EXSCAN, PMPI_Iexscan(s, r, count, t, op, comm, q));
+}
+
+int MPI_Ireduce_scatter_block(const void *s, void *r, int rcount, MPI_Datatype t, MPI_Op op,
+                              MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_REDUCE_SCATTER_BLOCK, PMPI_Ireduce_scatter_block(s, r, rcount, t, op, comm, q));
+}
+
+int MPI_Ireduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_REDUCE_SCATTER, PMPI_Ireduce_scatter(s, r, rcounts, t, op, comm, q));
+}
+
+int MPI_Iallgather(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                   MPI_Datatype rt, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLGATHER, PMPI_Iallgather(s, scount, st, r, rcount, rt, comm, q));
+}
+
+int MPI_Iallgatherv(const void *s, int scount, MPI_Datatype st, void *r, const int rcounts[],
+                    const int displs[], MPI_Datatype rt, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLGATHERV, PMPI_Iallgatherv(s, scount, st, r, rcounts, displs, rt, comm, q));
+}
+
+int MPI_Igather(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_GATHER, PMPI_Igather(s, scount, st, r, rcount, rt, root, comm, q));
+}
+
+int MPI_Igatherv(const void *s, int scount, MPI_Datatype st, void *r, const int rcounts[],
+                 const int displs[], MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_GATHERV, PMPI_Igatherv(s, scount, st, r, rcounts, displs, rt, root, comm, q));
+}
+
+int MPI_Iscatter(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                 MPI_Datatype rt, int root, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_SCATTER, PMPI_Iscatter(s, scount, st, r, rcount, rt, root, comm, q));
+}
+
+int MPI_Iscatterv(const void *s, const int scounts[], const int displs[], MPI_Datatype st,
+                  void *r, int rcount, MPI_Datatype rt, int root, MPI_Comm comm,
+                  MPI_Request *q)
+{
+    COUNTED(I_SCATTERV, PMPI_Iscatterv(s, scounts, displs, st, r, rcount, rt, root, comm, q));
+}
+
+int MPI_Ialltoall(const void *s, int scount, MPI_Datatype st, void *r, int rcount,
+                  MPI_Datatype rt, MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLTOALL, PMPI_Ialltoall(s, scount, st, r, rcount, rt, comm, q));
+}
+
+int MPI_Ialltoallv(const void *s, const int scounts[], const int sdispls[], MPI_Datatype st,
+                   void *r, const int rcounts[], const int rdispls[], MPI_Datatype rt,
+                   MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLTOALLV,
+            PMPI_Ialltoallv(s, scounts, sdispls, st, r, rcounts, rdispls, rt, comm, q));
+}
+
+int MPI_Ialltoallw(const void *s, const int scounts[], const int sdispls[],
+                   const MPI_Datatype sts[], void *r, const int rcounts[], const int rdispls[],
+                   const MPI_Datatype rts[], MPI_Comm comm, MPI_Request *q)
+{
+    COUNTED(I_ALLTOALLW,
+            PMPI_Ialltoallw(s, scounts, sdispls, sts, r, rcounts, rdispls, rts, comm, q));
+}
+
+/* ---- point to point: only their time, for the application's time in MPI ---- */
+
+#define P2P(call)                                                                         \
+    do {                                                                                  \
+        double t0_ = now();                                                               \
+        int rc_ = call;                                                                   \
+        t_p2p += now() - t0_;                                                             \
+        return rc_;                                                                       \
+    } while (0)
+
+int MPI_Send(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c)
+{
+    P2P(PMPI_Send(b, n, t, dest, tag, c));
+}
+
+int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *st)
+{
+    P2P(PMPI_Recv(b, n, t, src, tag, c, st));
+}
+
+int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype st, int dest, int stag, void *rb,
+                 int rn, MPI_Datatype rt, int src, int rtag, MPI_Comm c, MPI_Status *s)
+{
+    P2P(PMPI_Sendrecv(sb, sn, st, dest, stag, rb, rn, rt, src, rtag, c, s));
+}
+
+int MPI_Wait(MPI_Request *q, MPI_Status *s)
+{
+    P2P(PMPI_Wait(q, s));
+}
+
+int MPI_Waitall(int n, MPI_Request qs[], MPI_Status ss[])
+{
+    P2P(PMPI_Waitall(n, qs, ss));
+}
+
+int MPI_Waitany(int n, MPI_Request qs[], int *i, MPI_Status *s)
+{
+    P2P(PMPI_Waitany(n, qs, i, s));
+}
+
+/* ---- start and end ---- */
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    t_init = now();
+    started = 1;
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    t_init = now();
+    started = 1;
+    return rc;
+}
+
+/* JSON text of the library's version: printable ASCII without quotes or backslashes */
+static void clean(char *s)
+{
+    for (; *s; s++)
+        if (*s < 32 || *s > 126 || *s == '"' || *s == '\\')
+            *s = ' ';
+}
+
+static void write_profile(void)
+{
+    const char *dir = getenv("COLLTUNE_PROFILE_DIR");
+    char path[4096], tmp[4200], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int rank = 0, world = 0, len = 0, first = 1;
+    double wall = now() - t_init;
+    if (!dir || !*dir || !started)
+        return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world);
+    PMPI_Get_library_version(lib, &len);
+    lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
+    clean(lib);
+    snprintf(path, sizeof path, "%s/rank.%d.json", dir, rank);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "collprof: cannot write %s\n", tmp);
+        return;
+    }
+    fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", \"wall_s\": %.9g, "
+               "\"collective_s\": %.9g, \"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
+            rank, world, lib, wall, t_coll, t_p2p, dropped);
+    for (int i = 0; i < SLOTS; i++) {
+        const entry_t *e = &table[i];
+        if (!e->used)
+            continue;
+        fprintf(f, "%s\n {\"collective\": \"%s\", \"comm_size\": %d, \"bucket\": %lld, "
+                   "\"calls\": %lld, \"bytes\": %.17g, \"time_s\": %.9g, \"longest_s\": %.9g}",
+                first ? "" : ",", coll_names[e->coll], e->comm_size, e->bucket, e->calls,
+                e->bytes, e->time, e->longest);
+        first = 0;
+    }
+    fprintf(f, "], \"nonblocking\": {");
+    first = 1;
+    for (int i = 0; i < N_ICOLL; i++) {
+        if (!icalls[i])
+            continue;
+        fprintf(f, "%s\"%s\": %lld", first ? "" : ", ", icoll_names[i], icalls[i]);
+        first = 0;
+    }
+    fprintf(f, "}}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        fprintf(stderr, "collprof: cannot write %s\n", path);
+}
+
+int MPI_Finalize(void)
+{
+    write_profile();
+    return PMPI_Finalize();
+}

@@ -1,0 +1,179 @@
+"""`tune profile`: run an application once with the PMPI profiler (kernel/collprof.c)
+preloaded into its ranks, and write what its collectives cost as one JSON file.
+
+The profiler reaches the ranks through the launcher's own option for a rank's environment
+(Open MPI `-x`, Hydra `-genv`, srun `--export`), never through the launcher's environment:
+preloaded into mpirun itself, a library of PMPI wrappers would not even load. Each rank
+writes its own file at MPI_Finalize; a rank that failed writes none, and then no profile is
+written. The schema is in docs/profile.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from colltune import __version__
+from colltune.backends import Installation, registry
+from colltune.backends.base import Backend
+from colltune.collectives import COLLECTIVES
+from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
+from colltune.outfile import write_atomic
+
+SCHEMA = "colltune-profile"
+VERSION = 1
+PROFILER = "collprof"
+# what a launcher is called, by the launcher families colltune knows how to pass settings to
+_MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun")
+
+
+def inject(cmd: list[str], backend: Backend, env: dict[str, str]) -> list[str]:
+    """`cmd` (a launcher command line) with `env` given to every rank."""
+    if not cmd:
+        raise ColltuneError("no command to profile",
+                            "tune profile -o app.json -- mpirun -np 4 ./app ARGS")
+    name = Path(cmd[0]).name
+    if name == "srun":
+        if any("," in v for v in env.values()):
+            raise ColltuneError("a profiler path with ',' cannot pass through srun --export",
+                                "set XDG_CACHE_HOME to a directory without commas")
+        return [cmd[0], "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()),
+                *cmd[1:]]
+    if name.startswith(_MPI_LAUNCHERS):
+        return [cmd[0], *backend.launcher_env(env), *cmd[1:]]
+    raise ColltuneError(f"'{cmd[0]}' is not an MPI launcher colltune can pass the profiler "
+                        "through", "give the launcher's command: tune profile -o app.json -- "
+                        "mpirun -np 4 ./app ARGS (or mpiexec, or srun)")
+
+
+def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | None = None,
+        timeout: float | None = None) -> dict[str, object]:
+    """Run `cmd` once, profiled, and write its profile to `out` (returned too)."""
+    backend = registry.named(backend_name)
+    mpi = backend.find(prefix)
+    lib = build_kernel(mpi, name=PROFILER)
+    with tempfile.TemporaryDirectory(prefix="colltune-profile-") as tmp:
+        preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
+        full = inject(cmd, backend, {"LD_PRELOAD": preload, "COLLTUNE_PROFILE_DIR": tmp})
+        try:
+            res = subprocess.run(full, timeout=timeout, check=False)
+        except FileNotFoundError:
+            raise ColltuneError(f"cannot run {cmd[0]}: not found",
+                                "give the launcher's path, or put it on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise ColltuneError(f"the application ran longer than --timeout {timeout} s; "
+                                "no profile written", "raise --timeout") from None
+        if res.returncode != 0:
+            raise ColltuneError(f"the application failed (exit {res.returncode}); no profile "
+                                "written", "run it without tune profile first")
+        profile = merge(read_ranks(Path(tmp), mpi), cmd, mpi)
+    write_atomic(out, json.dumps(profile, indent=1) + "\n")
+    return profile
+
+
+def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[type-arg]
+    """Every rank's record; a missing rank (it failed, or never loaded the profiler) is an
+    error, as is a rank that ran on another MPI than the one the profiler was built for."""
+    files = sorted(where.glob("rank.*.json"))
+    if not files:
+        raise ColltuneError(
+            f"no rank wrote a profile: the program did not load the profiler built for "
+            f"{mpi.describe()}",
+            "check that the command runs an MPI program linked to that MPI (dynamically), "
+            "or pass its prefix with --mpi / --backend")
+    ranks = []
+    for f in files:
+        try:
+            ranks.append(json.loads(f.read_text()))
+        except (OSError, ValueError) as e:
+            raise ColltuneError(f"a rank's profile {f.name} is unreadable: {e}",
+                                "report this with the application's command") from None
+    world = int(ranks[0]["world"])
+    missing = sorted(set(range(world)) - {int(r["rank"]) for r in ranks})
+    if missing:
+        raise ColltuneError(f"rank(s) {', '.join(map(str, missing[:10]))} of {world} wrote no "
+                            "profile (failed, or ended without MPI_Finalize); none written",
+                            "run the application without tune profile to see why")
+    other = next((r["library"] for r in ranks if not mpi.runs_on(str(r["library"]))), None)
+    if other is not None:
+        raise ColltuneError(f"the application ran on '{other}', not on {mpi.describe()}",
+                            "pass the prefix of the MPI the application is linked to, "
+                            "with --mpi (and --backend)")
+    return ranks
+
+
+def _spread(xs: list[float], world: int) -> dict[str, float]:
+    """Mean over every rank (a rank without the value counts 0) and the largest."""
+    return {"mean": sum(xs) / world, "max": max(xs, default=0.0)}
+
+
+def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, object]:  # type: ignore[type-arg]
+    """One profile from every rank's record: per (collective, communicator size, size
+    bucket) the calls one rank made, the ranks that made them, and the time in them (mean
+    over the ranks that made them, and the slowest rank's)."""
+    world = len(ranks)
+    by: dict[tuple[str, int, int], list[dict]] = defaultdict(list)  # type: ignore[type-arg]
+    for r in ranks:
+        for e in r["entries"]:
+            by[(str(e["collective"]), int(e["comm_size"]), int(e["bucket"]))].append(e)
+    wall = _spread([float(r["wall_s"]) for r in ranks], world)
+    entries = []
+    for (name, n, bucket), es in by.items():
+        coll = COLLECTIVES.get(name)
+        times = [float(e["time_s"]) for e in es]
+        calls = sum(int(e["calls"]) for e in es)
+        mean = sum(times) / len(es)
+        entries.append({
+            "collective": name, "comm_size": n, "size": bucket,
+            "lookup_size": coll.lookup_size(bucket, n) if coll else None,
+            "tuned_by_colltune": coll is not None,
+            "calls": max(int(e["calls"]) for e in es), "ranks": len(es),
+            "bytes_per_call": sum(float(e["bytes"]) for e in es) / calls if calls else 0.0,
+            "time_s": {"mean": mean, "max": max(times)},
+            "longest_call_s": max(float(e["longest_s"]) for e in es),
+            "share": mean * len(es) / world / wall["mean"] if wall["mean"] > 0 else 0.0,
+        })
+    entries.sort(key=lambda e: (-e["time_s"]["mean"], e["collective"], e["comm_size"],  # type: ignore[index]
+                                e["size"]))
+    nonblocking: dict[str, int] = defaultdict(int)
+    for r in ranks:
+        for k, v in r.get("nonblocking", {}).items():
+            nonblocking[k] = max(nonblocking[k], int(v))
+    return {
+        "schema": SCHEMA, "version": VERSION, "colltune": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname(), "command": cmd,
+        "mpi": {"key": mpi.key, "name": mpi.name, "version": mpi.version,
+                "prefix": str(mpi.prefix), "library": str(ranks[0]["library"]),
+                "backend": registry.of(mpi).name},
+        "ranks": world,
+        "wall_s": wall,
+        "collective_s": _spread([float(r["collective_s"]) for r in ranks], world),
+        "p2p_s": _spread([float(r["p2p_s"]) for r in ranks], world),
+        "dropped_calls": sum(int(r.get("dropped", 0)) for r in ranks),
+        "entries": entries,
+        # counted only: coll/tuned's rules do not decide nonblocking collectives
+        "nonblocking": dict(sorted(nonblocking.items())),
+    }
+
+
+def load(path: Path) -> dict[str, object]:
+    """A profile `tune profile` wrote (a newer schema version is refused)."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ColltuneError(f"cannot read the profile {path}: {e}",
+                            "pass the file tune profile -o wrote") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ColltuneError(f"{path} is not a colltune profile",
+                            "pass the file tune profile -o wrote")
+    if not isinstance(doc.get("version"), int) or doc["version"] > VERSION:
+        raise ColltuneError(f"{path} has profile version {doc.get('version')}; this colltune "
+                            f"reads up to {VERSION}", "upgrade colltune")
+    return doc

@@ -1,0 +1,100 @@
+"""`tune profile`: the PMPI profiler preloaded through the launcher counts exactly the
+collectives a program of known calls makes (world, a dup, the halves of a split, v-variants,
+a nonblocking one), on Open MPI 4.1 and 5.0 and MPICH; a failed or unprofiled run writes no
+profile."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune.backends import Installation, registry
+from colltune.errors import ColltuneError
+from colltune.profile import inject
+from conftest import get_mpi, get_mpich
+from helpers import tune_cli
+
+PROGRAM = Path(__file__).parent / "data" / "profcheck.c"
+NP = 4
+
+
+def _build(mpi: Installation, where: Path) -> Path:
+    exe = where / "profcheck"
+    res = subprocess.run([str(mpi.mpicc), "-std=c99", "-Wall", "-Wextra", "-Werror", "-o",
+                          str(exe), str(PROGRAM)], capture_output=True, text=True,
+                         env=mpi.tool_env(), check=False)
+    assert res.returncode == 0, res.stderr
+    return exe
+
+
+def _launcher(which: str, mpi: Installation) -> tuple[str, list[str]]:
+    if which.startswith("ompi"):
+        return "openmpi", [str(mpi.mpirun), "-np", str(NP), "--oversubscribe"]
+    return "mpich", [str(mpi.mpirun), "-n", str(NP)]
+
+
+@pytest.mark.parametrize("which", ["ompi41", "ompi50", "mpich50"])
+def test_profile_counts_exactly_the_calls_the_program_makes(which: str, tmp_path: Path
+                                                            ) -> None:
+    mpi = get_mpi(which) if which.startswith("ompi") else get_mpich(which)
+    exe = _build(mpi, tmp_path)
+    backend, launch = _launcher(which, mpi)
+    out = tmp_path / "app.json"
+    r = tune_cli("profile", "-o", str(out), "--mpi", str(mpi.prefix), "--backend", backend,
+                 "--timeout", "120", "--", *launch, str(exe), env=mpi.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "colltune-profile" and doc["version"] == 1
+    assert doc["ranks"] == NP and doc["mpi"]["version"] == mpi.version
+    assert mpi.runs_on(doc["mpi"]["library"])
+    got = {(e["collective"], e["comm_size"], e["size"]): (e["calls"], e["ranks"],
+                                                         e["bytes_per_call"])
+           for e in doc["entries"]}
+    assert got == {
+        ("allreduce", NP, 1024): (3, NP, 800.0),  # 100 doubles
+        ("bcast", NP, 16): (5, NP, 16.0),
+        ("reduce", NP // 2, 4): (7, NP, 4.0),  # on both halves of the split
+        ("barrier", NP, 0): (4, NP, 0.0),  # on the dup
+        ("allgatherv", NP, 32): (2, NP, 32.0),
+        ("gatherv", NP, 32): (1, NP, 32.0),
+        ("alltoallv", NP, 32): (2, NP, 32.0),
+    }, got  # and nothing the library calls inside (comm split, dup, finalize)
+    assert doc["nonblocking"] == {"iallreduce": 1}
+    for e in doc["entries"]:
+        assert 0 < e["time_s"]["mean"] <= e["time_s"]["max"] or e["collective"] == "gatherv"
+        assert e["lookup_size"] is not None or not e["tuned_by_colltune"]
+    assert doc["wall_s"]["max"] > 0 and doc["collective_s"]["mean"] > 0
+    assert "profile written to" in r.stdout and "iallreduce 1" in r.stdout
+
+
+def test_a_failed_or_unprofiled_run_writes_no_profile(ompi41: Installation, tmp_path: Path
+                                                      ) -> None:
+    out = tmp_path / "app.json"
+    base = ["profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--"]
+    launch = [str(ompi41.mpirun), "-np", "2", "--oversubscribe"]
+    r = tune_cli(*base, *launch, "false", env=ompi41.tool_env())
+    assert r.returncode == 2 and "the application failed" in r.stderr, r.stderr
+    r = tune_cli(*base, *launch, "true", env=ompi41.tool_env())  # no MPI program
+    assert r.returncode == 2 and "no rank wrote a profile" in r.stderr, r.stderr
+    r = tune_cli(*base, "./app", env=ompi41.tool_env())
+    assert r.returncode == 2 and "not an MPI launcher" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_the_profiler_reaches_ranks_through_each_launchers_own_option() -> None:
+    env = {"LD_PRELOAD": "/c/libcollprof.so", "COLLTUNE_PROFILE_DIR": "/t"}
+    assert inject(["mpirun", "-np", "4", "./a"], registry.named("openmpi"), env) == [
+        "mpirun", "-x", "LD_PRELOAD=/c/libcollprof.so", "-x", "COLLTUNE_PROFILE_DIR=/t",
+        "-np", "4", "./a"]
+    assert inject(["/opt/mpich/bin/mpiexec", "-n", "2", "./a"], registry.named("mpich"),
+                  env)[:7] == ["/opt/mpich/bin/mpiexec", "-genv", "LD_PRELOAD",
+                               "/c/libcollprof.so", "-genv", "COLLTUNE_PROFILE_DIR", "/t"]
+    assert inject(["srun", "-n", "2", "./a"], registry.named("openmpi"), env)[1] == \
+        "--export=ALL,LD_PRELOAD=/c/libcollprof.so,COLLTUNE_PROFILE_DIR=/t"
+    with pytest.raises(ColltuneError, match="srun --export"):
+        inject(["srun", "./a"], registry.named("openmpi"), {"LD_PRELOAD": "/a,b"})
+    with pytest.raises(ColltuneError, match="does not run smpi"):
+        registry.named("smpi").find(None)
