@@ -6,7 +6,10 @@ profile."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,33 @@ def test_the_profiler_reaches_ranks_through_each_launchers_own_option() -> None:
         inject(["srun", "./a"], registry.named("openmpi"), {"LD_PRELOAD": "/a,b"})
     with pytest.raises(ColltuneError, match="does not run smpi"):
         registry.named("smpi").find(None)
+
+
+MELT = Path("/usr/share/lammps/examples/melt/in.melt")
+
+
+def test_profile_of_lammps(ompi41: Installation, tmp_path: Path) -> None:
+    """A real application (Debian's LAMMPS, Open MPI 4.1.4) at 4 ranks: every rank's record
+    arrives, its collectives are on the world communicator, allreduce and bcast among them."""
+    lmp = shutil.which("lmp")
+    if lmp is None or not MELT.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs lammps and lammps-examples (.ci/run)")
+        pytest.skip("needs Debian's lammps and lammps-examples")
+    work = tmp_path / "melt"
+    work.mkdir()
+    shutil.copy(MELT, work / "in.melt")
+    out = tmp_path / "melt.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "colltune.cli", "profile", "-o", str(out), "--mpi",
+         str(ompi41.prefix), "--", str(ompi41.mpirun), "-np", str(NP), "--oversubscribe",
+         lmp, "-in", "in.melt", "-log", "none", "-screen", "none"],
+        cwd=work, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **ompi41.tool_env()}, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["ranks"] == NP
+    colls = {e["collective"] for e in doc["entries"]}
+    assert {"allreduce", "bcast"} <= colls, colls
+    assert all(e["comm_size"] == NP and e["ranks"] == NP for e in doc["entries"])
+    assert 0 < doc["collective_s"]["mean"] < doc["wall_s"]["mean"]
