@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune.backends", "colltune.applied"),
     ("colltune.models", "colltune.tuner"),
     ("colltune.report", "colltune.verify", "colltune.export", "colltune.osu_import",
-     "colltune.profile", "colltune.cli"),
+     "colltune.profile", "colltune.app", "colltune.appverify", "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -57,23 +58,40 @@ def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | 
     """Run `cmd` once, profiled, and write its profile to `out` (returned too)."""
     backend = registry.named(backend_name)
     mpi = backend.find(prefix)
+    profile = profiled_run(cmd, backend, mpi, timeout=timeout)
+    write_atomic(out, json.dumps(profile, indent=1) + "\n")
+    return profile
+
+
+def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
+                 env: dict[str, str] | None = None, timeout: float | None = None,
+                 capture: bool = False) -> dict[str, object]:
+    """One run of `cmd` with the profiler, `env` given to every rank too; its profile, with
+    `run_s`: the whole command's elapsed time, launch included. `capture`: the
+    application's output is kept (shown only if it fails), not printed."""
     lib = build_kernel(mpi, name=PROFILER)
     with tempfile.TemporaryDirectory(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
-        full = inject(cmd, backend, {"LD_PRELOAD": preload, "COLLTUNE_PROFILE_DIR": tmp})
+        full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
+                                     "COLLTUNE_PROFILE_DIR": tmp})
+        start = time.monotonic()
         try:
-            res = subprocess.run(full, timeout=timeout, check=False)
+            res = subprocess.run(full, timeout=timeout, check=False, text=True,
+                                 capture_output=capture)
         except FileNotFoundError:
             raise ColltuneError(f"cannot run {cmd[0]}: not found",
                                 "give the launcher's path, or put it on PATH") from None
         except subprocess.TimeoutExpired:
             raise ColltuneError(f"the application ran longer than --timeout {timeout} s; "
                                 "no profile written", "raise --timeout") from None
+        elapsed = time.monotonic() - start
         if res.returncode != 0:
+            tail = (res.stderr or "").strip().splitlines()[-3:] if capture else []
             raise ColltuneError(f"the application failed (exit {res.returncode}); no profile "
-                                "written", "run it without tune profile first")
+                                "written" + (": " + " | ".join(tail) if tail else ""),
+                                "run it without tune profile first")
         profile = merge(read_ranks(Path(tmp), mpi), cmd, mpi)
-    write_atomic(out, json.dumps(profile, indent=1) + "\n")
+    profile["run_s"] = elapsed
     return profile
 
 

@@ -1,4 +1,5 @@
-"""`tune profile`: an application's own collectives, recorded in one run."""
+"""`tune profile` (an application's own collectives, recorded in one run) and `tune app`
+(tune what a profile holds)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import typer
 from rich.table import Table
 
 from colltune.backends.registry import CHOICES
-from colltune.cli.common import _fail, app, out
+from colltune.cli.common import (
+    OBJECTIVE_OPTION,
+    TIMING_OPTION,
+    WINDOW_OPTION,
+    BarReporter,
+    _fail,
+    app,
+    err,
+    out,
+)
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
 
@@ -57,3 +67,82 @@ def profile_cmd(
                   + ", ".join(f"{k} {v}" for k, v in prof["nonblocking"].items()),  # type: ignore[attr-defined]
                   highlight=False)
     out.print(f"profile written to {output}", highlight=False)
+
+
+@app.command("app")
+def app_cmd(
+    profile: Path = typer.Argument(..., help="The profile tune profile wrote."),
+    out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write "
+                                                                   "(merged if it exists)."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix (default: the profile's)."),
+    backend: str | None = typer.Option(None, "--backend",
+                                       help="Default: the profile's MPI family."),
+    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    min_share: float = typer.Option(0.001, "--min-share",
+                                    help="Groups under this share of the run's wall time "
+                                         "are not measured."),
+    strategy: str = typer.Option("grid", "--strategy", help="grid, race, bayes or model."),
+    segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
+    point_time: float = typer.Option(0.25, "--point-time",
+                                     help="Seconds per (config, size) for the costliest "
+                                          "groups; less for cheaper ones."),
+    min_reps: int = typer.Option(7, "--min-reps"),
+    max_reps: int = typer.Option(400, "--max-reps"),
+    confirm_rounds: int = typer.Option(4, "--confirm-rounds"),
+    oversubscribe: bool = typer.Option(False, "--oversubscribe"),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    timing: str = TIMING_OPTION,
+    window: int = WINDOW_OPTION,
+    objective: str = OBJECTIVE_OPTION,
+) -> None:
+    """Tune what an application's profile holds, costliest first, and say what each entry
+    is expected to save in the application's run."""
+    import json
+
+    from colltune.app import as_json, tune_app
+    from colltune.options import MeasureSettings, TuneOptions
+    from colltune.outfile import write_atomic
+    from colltune.profile import load
+    from colltune.tuner.space import parse_size
+
+    try:
+        prof = load(profile)
+        if json_out is not None:
+            ensure_writable(json_out, "--json")
+        fam: dict[str, str] = prof["mpi"]  # type: ignore[assignment]
+        template = TuneOptions(
+            collectives=[], nps=[], out=out_path, mpi=mpi or fam["prefix"],
+            backend=backend or fam.get("backend", "openmpi"), db=db,
+            segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
+            strategy=strategy, confirm_rounds=confirm_rounds, oversubscribe=oversubscribe,
+            settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps,
+                                     point_time=point_time, timing=timing, window=window,
+                                     objective=objective))
+        res = tune_app(profile, template, min_share, BarReporter(quiet))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    t = Table(title=f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
+                    f"objective {res.objective})")
+    for col in ("collective", "comm size", "size/rank", "calls/rank", "time s", "share",
+                "chosen", "verdict", "speed-up", "saving s"):
+        t.add_column(col)
+    for r in res.entries:
+        t.add_row(r.collective, str(r.comm_size), str(r.size), str(r.calls), f"{r.time_s:.6f}",
+                  f"{100 * r.share:.2f}%", r.chosen or "-", r.verdict, f"{r.speedup:.2f}x",
+                  f"{r.saving_s:.6f}")
+    out.print(t)
+    saving = sum(r.saving_s for r in res.entries)
+    out.print(f"expected saving: {saving:.6f} s per rank of {res.wall_s:.3f} s "
+              f"({100 * saving / res.wall_s if res.wall_s else 0:.2f}%); measure it with "
+              "tune verify --app", highlight=False)
+    for g in res.groups:
+        if g.status != "measured":
+            out.print(f"{g.collective} at {g.comm_size} ranks: {g.status}", highlight=False)
+    if res.untuned:
+        out.print("not tuned by colltune: " + ", ".join(res.untuned), highlight=False)
+    if json_out is not None:
+        write_atomic(json_out, json.dumps(as_json(res), indent=1) + "\n")
+    if out_path is not None and not quiet:
+        err.print(f"wrote {out_path}", highlight=False, markup=False)

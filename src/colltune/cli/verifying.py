@@ -24,7 +24,17 @@ from colltune.tuner.space import parse_sizes
 
 @app.command("verify")
 def verify_cmd(
-    path: Path = typer.Argument(..., help="Rules file to verify."),
+    args: list[str] = typer.Argument(..., metavar="FILE | -- LAUNCHER ... PROGRAM ...",
+                                     help="Rules file to verify; with --app, the "
+                                          "application's launch command (after --)."),
+    app_mode: bool = typer.Option(False, "--app", help="Run the application itself, "
+                                                       "alternately without and with --rules."),
+    rules_path: Path | None = typer.Option(None, "--rules", help="With --app: the rules file."),
+    pairs: int = typer.Option(5, "--pairs", help="With --app: default/rules run pairs."),
+    backend: str | None = typer.Option(None, "--backend", help="With --app: the MPI family "
+                                                               "(default: the file's)."),
+    app_timeout: float | None = typer.Option(None, "--app-timeout",
+                                             help="With --app: seconds per run."),
     np: int = typer.Option(4, "--np", help="Communicator size."),
     collective: list[str] | None = typer.Option(None, "--collective", "-c",
                                                 help="Only these (default: all in the file)."),
@@ -42,10 +52,20 @@ def verify_cmd(
     objective: str = OBJECTIVE_OPTION,
 ) -> None:
     """Default vs the rules file in fresh interleaved launches; exit 1 on any regression or
-    if Open MPI does not apply the file."""
+    if Open MPI does not apply the file. With --app: the application's own runs, default
+    and --rules alternating; exit 1 if it is significantly slower with the rules."""
     from colltune.kernel.launch import Repetitions
     from colltune.verify import report_json, verify
 
+    if app_mode:
+        _verify_app(args, rules_path, pairs, backend, mpi, app_timeout, json_out, quiet)
+        return
+    if len(args) != 1:
+        _fail(ColltuneError(f"tune verify takes one rules file, got {len(args)} arguments",
+                            "tune verify FILE --np N, or tune verify --app --rules FILE -- "
+                            "mpirun ... ./app"))
+        return
+    path = Path(args[0])
     try:
         if with_ not in (None, "osu"):
             raise ColltuneError(f"unknown --with {with_}", "use --with osu")
@@ -118,3 +138,44 @@ def _mode_cell(m: dict[str, object] | None) -> str:
     return "" if m is None else f"{float(m['ratio']):.3f} {m['verdict']}"  # type: ignore[arg-type]
 
 
+
+
+def _verify_app(cmd: list[str], rules: Path | None, pairs: int, backend: str | None,
+                mpi: str | None, timeout: float | None, json_out: Path | None,
+                quiet: bool) -> None:
+    import json
+
+    from colltune.appverify import as_json, verify_app
+
+    try:
+        if rules is None:
+            raise ColltuneError("--app needs --rules FILE", "tune verify --app --rules "
+                                "rules.conf -- mpirun -np 4 ./app")
+        if json_out is not None:
+            ensure_writable(json_out, "--json")
+        v = verify_app(cmd, rules, pairs, backend, mpi, timeout,
+                       note=None if quiet else
+                       (lambda s: err.print(s, highlight=False, markup=False)))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    t = Table(title=f"{' '.join(cmd)[:80]}: {v.pairs} pairs, without and with {rules}")
+    for col in ("measure", "default s (median)", "rules s (median)", "rules/default",
+                "p", "verdict"):
+        t.add_column(col)
+    for m in v.measures.values():
+        t.add_row(m.name, f"{sorted(m.default)[len(m.default) // 2]:.4f}",
+                  f"{sorted(m.tuned)[len(m.tuned) // 2]:.4f}", f"{m.ratio:.3f}",
+                  "-" if m.p_value is None else f"{m.p_value:.3g}",
+                  m.verdict.upper() if m.verdict == "slower" else m.verdict)
+    out.print(t)
+    out.print("wall: the slowest rank from MPI_Init to MPI_Finalize; collectives: the mean "
+              "rank's time in blocking collectives; command: the whole launch. rules/default: "
+              "geometric mean over pairs; verdict: paired t-test over pairs on the log ratio, "
+              "p < 0.05 and at least 3%", highlight=False)
+    if json_out is not None:
+        write_atomic(json_out, json.dumps(as_json(v), indent=1) + "\n")
+    if v.failed:
+        err.print("verify failed: the application is significantly slower with the rules "
+                  "(wall time)", highlight=False, markup=False)
+        raise typer.Exit(1)

@@ -111,6 +111,8 @@ def check_options(opts: TuneOptions) -> None:
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rep = reporter or Reporter()
     check_options(opts)
+    if opts.beyond not in ("extend", "library"):
+        raise ColltuneError(f"unknown beyond '{opts.beyond}'", "use extend or library")
     if opts.strategy not in STRATEGIES:
         raise ColltuneError(f"unknown strategy '{opts.strategy}'",
                             "use --strategy " + ", ".join(STRATEGIES))
@@ -172,6 +174,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 for d in ds:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
                                        d.as_json(catalog, name))
+                if opts.beyond == "library":
+                    ds = ds + beyond_measured(coll, placement.np, ds)
                 decisions.setdefault(name, {})[placement.np] = ds
     finally:
         store.close()
@@ -183,6 +187,18 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if opts.summary_json is not None:
         write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
     return TuneResult(mpi, catalog, sess.rules_version, decisions, rf, failures, summary)
+
+
+def beyond_measured(coll: Collective, np: int, ds: list[Decision]) -> list[Decision]:
+    """A default decision just above the largest measured size (nothing for a collective
+    whose rule does not depend on the size): the calls above it get the library's own
+    choice, not a decision measured at another size."""
+    sized = [d for d in ds if d.size >= 0]
+    if not coll.size_dependent or not sized:
+        return []
+    top = max(d.size for d in sized)
+    return [Decision(2 * top, coll.lookup_size(2 * top, np), DEFAULT, None, None, None, None,
+                     False, reason=f"not measured (above {top} B): the library's own choice")]
 
 
 def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,

@@ -1,0 +1,123 @@
+"""The application loop: profile a real application (Debian's LAMMPS on Open MPI 4.1.4),
+`tune app` what it calls, `tune verify --app` its own runs without and with the rules. No
+timing is asserted: what is checked is what each step planned, wrote and reported."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from colltune.app import plan
+from colltune.applied import rule_at
+from colltune.appverify import judge
+from colltune.backends.openmpi import OpenMPI
+from colltune.collectives import get_collective
+from colltune.rules import ompi_classic as rules
+
+MELT = Path("/usr/share/lammps/examples/melt/in.melt")
+
+
+def _entry(coll: str, n: int, size: int, t: float, calls: int = 10) -> dict[str, object]:
+    return {"collective": coll, "comm_size": n, "size": size, "calls": calls, "ranks": 4,
+            "time_s": {"mean": t, "max": t}, "share": t / 2.0, "bytes_per_call": size}
+
+
+def test_plan_orders_by_the_applications_time_and_skips_what_costs_nothing() -> None:
+    prof = {"ranks": 4, "wall_s": {"mean": 2.0, "max": 2.1}, "entries": [
+        _entry("bcast", 4, 16, 0.01), _entry("allreduce", 4, 8, 0.2),
+        _entry("allreduce", 4, 1024, 0.1), _entry("reduce", 2, 8, 0.05),
+        _entry("scan", 4, 8, 0.0001), _entry("gatherv", 4, 32, 0.3)]}
+    groups, untuned, wall = plan(prof, min_share=0.001)
+    assert wall == 2.0
+    assert [(g.collective, g.comm_size) for g in groups] == [
+        ("allreduce", 4), ("reduce", 2), ("bcast", 4), ("scan", 4)]
+    assert groups[0].sizes == [8, 1024] and groups[0].time_s == pytest.approx(0.3)
+    assert [g.status for g in groups] == ["planned"] * 3 + [
+        "below --min-share (0.005% of the run)"]
+    assert untuned == ["gatherv (4 ranks, 32 B)"]  # colltune does not tune it: said so
+
+
+def test_the_app_verdict_needs_every_pair_to_agree_beyond_the_noise() -> None:
+    base = [1.0, 1.3, 0.9, 1.1, 1.2]
+    assert judge("wall", base, [x * 1.2 for x in base]).verdict == "slower"
+    assert judge("wall", base, [x * 0.8 for x in base]).verdict == "faster"
+    mixed = [1.3, 0.8, 1.25, 0.85, 1.1]  # as much slower as faster: no call
+    assert judge("wall", base, [x * m for x, m in zip(base, mixed)]).verdict == "same"
+    assert judge("wall", base, [x * 1.01 for x in base]).verdict == "same"  # under 3%
+
+
+def _lmp() -> str:
+    lmp = shutil.which("lmp")
+    if lmp is None or not MELT.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs lammps and lammps-examples (.ci/run)")
+        pytest.skip("needs Debian's lammps and lammps-examples")
+    return lmp
+
+
+def _tune(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, **env}, check=False)
+
+
+def test_profile_tune_app_and_verify_app_on_lammps(ompi41: OpenMPI, tmp_path: Path) -> None:
+    lmp = _lmp()
+    work = tmp_path / "melt"
+    work.mkdir()
+    shutil.copy(MELT, work / "in.melt")
+    env = ompi41.tool_env()
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", lmp, "-in", "in.melt",
+              "-log", "none", "-screen", "none"]
+    prof, out, res = tmp_path / "melt.json", tmp_path / "rules.conf", tmp_path / "app.json"
+    r = _tune("profile", "-o", str(prof), "--mpi", str(ompi41.prefix), "--", *launch,
+              cwd=work, env=env)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(prof.read_text())
+
+    r = _tune("app", str(prof), "--out", str(out), "--db", str(tmp_path / "m.db"),
+              "--json", str(res), "--point-time", "0.02", "--min-reps", "5", "--max-reps",
+              "20", "--confirm-rounds", "1", "--min-share", "0.0005", cwd=work, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    app = json.loads(res.read_text())
+    assert app["timing"] == "both" and app["objective"] == "completion"  # recorded
+    groups = {(g["collective"], g["comm_size"]): g for g in app["groups"]}
+    wanted = {(e["collective"], e["comm_size"]) for e in doc["entries"]}
+    assert set(groups) == wanted  # exactly what the application called
+    measured = {k for k, g in groups.items() if g["status"] == "measured"}
+    skipped = {k for k, g in groups.items() if g["status"].startswith("below")}
+    assert measured and measured | skipped == wanted
+    assert all(groups[k]["share"] < 0.0005 for k in skipped)
+    # every profile entry is reported with its share, speed-up and expected saving
+    assert len(app["entries"]) == len(doc["entries"])
+    for e in app["entries"]:
+        assert e["speedup"] > 0 and e["saving_s"] >= 0 and e["verdict"]
+    assert "expected saving" in r.stdout
+
+    rf = rules.read(out)
+    in_file = {get_collective(n).ompi_id: n for n, _ in measured}
+    assert set(rf.collectives) == set(in_file)  # skipped collectives are not written
+    for cid, name in in_file.items():
+        assert [s.comsize for s in rf.collectives[cid]][-1] == 4
+        coll = get_collective(name)
+        if coll.size_dependent:  # above what the application called: the library's choice
+            top = max(g["sizes"] for k, g in groups.items() if k == (name, 4))[-1]
+            cfg = rule_at(rf, coll, 4, 64 * max(top, 8))
+            assert cfg is not None and cfg.algorithm == 0, (name, cfg)
+
+    vj = tmp_path / "verify.json"
+    r = _tune("verify", "--app", "--rules", str(out), "--mpi", str(ompi41.prefix), "--pairs",
+              "2", "--json", str(vj), "--", *launch, cwd=work, env=env)
+    v = json.loads(vj.read_text())
+    assert r.returncode == (1 if v["failed"] else 0), r.stdout + r.stderr
+    assert set(v["measures"]) == {"wall", "collectives", "command"}
+    for m in v["measures"].values():
+        assert len(m["default_s"]) == len(m["tuned_s"]) == 2
+        assert m["verdict"] in ("faster", "same", "slower") and m["ratio"] > 0
+    assert "rules/default" in r.stdout
