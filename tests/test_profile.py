@@ -131,3 +131,23 @@ def test_profile_of_lammps(ompi41: Installation, tmp_path: Path) -> None:
     assert {"allreduce", "bcast"} <= colls, colls
     assert all(e["comm_size"] == NP and e["ranks"] == NP for e in doc["entries"])
     assert 0 < doc["collective_s"]["mean"] < doc["wall_s"]["mean"]
+
+
+def test_each_entry_says_what_the_active_rules_file_runs(ompi41: Installation,
+                                                         tmp_path: Path) -> None:
+    """As tune explain does: the rules file the command switches on (--mca) decides the
+    entries it has a rule for; the rest is Open MPI's fixed decision."""
+    exe = _build(ompi41, tmp_path)
+    conf = tmp_path / "r.conf"
+    conf.write_text("1\n2\n1\n4\n1\n0 1 0 0\n")  # allreduce at 4 ranks: basic_linear
+    out = tmp_path / "app.json"
+    r = tune_cli("profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--",
+                 str(ompi41.mpirun), "-np", str(NP), "--oversubscribe", "--mca",
+                 "coll_tuned_use_dynamic_rules", "1", "--mca",
+                 "coll_tuned_dynamic_rules_filename", str(conf), str(exe),
+                 env=ompi41.tool_env())
+    assert r.returncode == 0, r.stderr
+    algs = {e["collective"]: e["algorithm"] for e in json.loads(out.read_text())["entries"]}
+    assert algs["allreduce"].startswith("basic_linear(1)") and str(conf) in algs["allreduce"]
+    assert algs["bcast"].startswith("Open MPI's fixed decision")
+    assert algs["gatherv"] is None  # not a collective colltune tunes

@@ -92,6 +92,11 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
                                 "run it without tune profile first")
         profile = merge(read_ranks(Path(tmp), mpi), cmd, mpi)
     profile["run_s"] = elapsed
+    chose = backend.chooser(mpi, cmd, {**os.environ, **(env or {})})
+    for e in profile["entries"]:  # type: ignore[attr-defined]
+        # what the library ran there, as far as its settings say (null: not known)
+        e["algorithm"] = chose(e["collective"], e["comm_size"], e["size"]) \
+            if chose is not None and e["tuned_by_colltune"] else None
     return profile
 
 

@@ -126,6 +126,12 @@ class Backend(ABC):
         raise ColltuneError(f"colltune cannot pass settings through {self.name}'s launcher",
                             "use --backend openmpi, mpich or mvapich2")
 
+    def chooser(self, mpi: Installation, cmd: list[str], env: dict[str, str]
+                ) -> Callable[[str, int, int], str] | None:
+        """What the library runs for (collective, communicator size, per-rank size) in a
+        job launched as `cmd` with `env`, as far as its settings say (None: not known)."""
+        return None
+
     def claims(self, text: str) -> bool:
         """Whether a file's text is this family's output (for commands given a file)."""
         return False

@@ -125,6 +125,35 @@ class OpenMPIBackend(Backend):
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
 
+    def chooser(self, mpi: Installation, cmd: list[str], env: dict[str, str]
+                ) -> Callable[[str, int, int], str] | None:
+        """The active rules file's rule (--mca in the command or OMPI_MCA_ in the
+        environment, as mpirun reads them; the command wins), else the fixed decision."""
+        mca = {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
+        for i, a in enumerate(cmd[:-2]):
+            if a in ("--mca", "-mca"):
+                mca[cmd[i + 1]] = cmd[i + 2]
+        path = mca.get("coll_tuned_dynamic_rules_filename")
+        if mca.get("coll_tuned_use_dynamic_rules") not in ("1", "true") or not path:
+            return lambda coll, n, size: "Open MPI's fixed decision (no rules file)"
+        assert isinstance(mpi, OpenMPI)
+        catalog = read_catalog(mpi)
+        try:
+            rf = rules.read(path, valid_algs=valid_algorithms(catalog),
+                            allow_v2=supports_rules_v2(mpi.version_tuple))
+        except (OSError, rules.RulesError) as e:
+            why = f"Open MPI's fixed decision ({path} unusable: {e})"
+            return lambda coll, n, size: why
+
+        def rule(coll: str, n: int, size: int) -> str:
+            c = get_collective(coll)
+            cfg = rule_at(rf, c, n, size)
+            if cfg is None or cfg.algorithm == 0:
+                return f"Open MPI's fixed decision ({path})"
+            return f"{cfg.label(catalog, coll)} ({path})"
+
+        return rule
+
     def installable(self, req: ExportRequest) -> Installable:
         """The rules file and the MCA parameter file that switches it on (the site's, to
         append to <prefix>/etc/openmpi-mca-params.conf, or the user's own)."""
