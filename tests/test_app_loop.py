@@ -121,3 +121,13 @@ def test_profile_tune_app_and_verify_app_on_lammps(ompi41: OpenMPI, tmp_path: Pa
         assert len(m["default_s"]) == len(m["tuned_s"]) == 2
         assert m["verdict"] in ("faster", "same", "slower") and m["ratio"] > 0
     assert "rules/default" in r.stdout
+
+    page = tmp_path / "report"
+    r = _tune("report", "--out", str(page), "--profile", str(prof), "--app-verify", str(vj),
+              cwd=work, env=env)
+    assert r.returncode == 0, r.stderr
+    text = (page / "index.html").read_text()
+    assert "Application: " in text and "Without and with the rules" in text
+    for kind in ("profile", "before-after"):
+        assert (page / f"app-melt-{kind}.png").stat().st_size > 1000
+        assert (page / f"app-melt-{kind}.svg").exists()

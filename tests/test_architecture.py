@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune.backends", "colltune.applied"),
     ("colltune.models", "colltune.tuner"),
     ("colltune.report", "colltune.verify", "colltune.export", "colltune.osu_import",
-     "colltune.profile", "colltune.app", "colltune.appverify", "colltune.cli"),
+     "colltune.profile", "colltune.app", "colltune.appverify", "colltune.report_app",
+     "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

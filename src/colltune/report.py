@@ -253,7 +253,8 @@ def _model_tables(fits: list[ModelFit]) -> str:
 
 
 def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
-                 fits: list[ModelFit] | None = None) -> Path:
+                 fits: list[ModelFit] | None = None,
+                 apps: list[tuple[Path, Path | None]] | None = None) -> Path:
     """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg,
     measurements.csv and decisions.csv. Returns the page's path."""
     import matplotlib.pyplot as plt
@@ -271,6 +272,10 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                  "decision. Stars mark what the rules file runs at each measured size.</p>")
     parts.append("<ul>" + "".join(f"<li><a href='#{html.escape(e.slug)}'>"
                                   f"{html.escape(e.title)}</a></li>" for e in entries) + "</ul>")
+    for profile, verified in apps or []:  # the applications' own view first
+        from colltune.report_app import app_section
+
+        parts.append(app_section(profile, verified, out_dir))
     for e in entries:
         c = e.ctx
         parts.append(f"<h2 id='{html.escape(e.slug)}'>{html.escape(e.title)}</h2>")

@@ -33,20 +33,37 @@ def report_cmd(
     np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
     rules_file: list[Path] | None = typer.Option(None, "--rules",
                                                  help="Rules file(s) to show verbatim."),
+    profile: list[Path] | None = typer.Option(None, "--profile",
+                                              help="Application profile(s) (tune profile)."),
+    app_verify: list[Path] | None = typer.Option(
+        None, "--app-verify", help="tune verify --app --json result(s), one per --profile, "
+                                   "in the same order: the application's before/after."),
 ) -> None:
-    """HTML page with plots (PNG, SVG) and CSV exports of everything in the store."""
+    """HTML page with plots (PNG, SVG) and CSV exports of everything in the store, and of
+    applications' profiles and their runs without and with the rules."""
     from colltune.report import load, write_report
     from colltune.store import Store, default_db_path
 
     try:
         colls, nps = _selection(collective, np)
-        entries = load(db or default_db_path(), colls, nps)
-        store = Store(db or default_db_path(), readonly=True)
+        profiles, verifies = list(profile or []), list(app_verify or [])
+        if len(verifies) > len(profiles):
+            raise ColltuneError("more --app-verify than --profile files",
+                                "give each verify result after its --profile")
+        apps = [(p, verifies[i] if i < len(verifies) else None)
+                for i, p in enumerate(profiles)]
         try:
-            fits = store.models()
-        finally:
-            store.close()
-        page = write_report(entries, out_dir, rules_file, fits)
+            entries = load(db or default_db_path(), colls, nps)
+            store = Store(db or default_db_path(), readonly=True)
+            try:
+                fits = store.models()
+            finally:
+                store.close()
+        except ColltuneError:
+            if not apps or db is not None:
+                raise
+            entries, fits = [], []  # a report of profiles alone
+        page = write_report(entries, out_dir, rules_file, fits, apps)
     except ColltuneError as e:
         _fail(e)
         return
