@@ -206,6 +206,9 @@ def test_new_files_follow_the_umask_and_rewrites_keep_their_mode(tmp_path: Path)
         for f in (tmp_path / "site").rglob("*"):
             if f.is_file():
                 assert f.stat().st_mode & 0o777 == 0o644, f
+            else:  # the directories it made too: the files must be reachable
+                assert f.stat().st_mode & 0o777 == 0o755, f
+        assert (tmp_path / "site").stat().st_mode & 0o777 == 0o755
     finally:
         os.umask(old)
 
@@ -284,3 +287,39 @@ def test_a_store_on_a_read_only_filesystem_is_shown_and_reported(tmp_path: Path)
         assert r.returncode == 0, r.stderr
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def _small_files() -> None:
+    """In the child: files over 200 bytes cannot be written (EFBIG, not a signal)."""
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
+
+
+def test_an_export_that_fails_midway_changes_nothing(tmp_path: Path) -> None:
+    """The rules file (132 bytes) is written, the MCA parameter file (over 200) cannot be:
+    the rules and MCA files an earlier export installed stay as they were (even with
+    --force), the directories it made are gone, no temporary file is left behind."""
+    import sys
+
+    src = tmp_path / "rules.conf"
+    src.write_text(RULES)
+    site = tmp_path / "site"
+    site.mkdir()
+    before = {"colltune-rules.conf": "old rules\n", "openmpi-mca-params.conf": "old = 1\n"}
+    for name, text in before.items():
+        (site / name).write_text(text)
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "export", "--from", str(src),
+                        "--site", str(site), "--force"], capture_output=True, text=True,
+                       preexec_fn=_small_files, check=False)
+    assert r.returncode == 2 and "nothing was changed" in r.stderr, r.stdout + r.stderr
+    assert {p.name: p.read_text() for p in site.iterdir()} == before  # no modulefiles/
+    # what is in the way is seen before anything is written, too
+    (site / "modulefiles").write_text("a file where the module directory goes\n")
+    r = tune_cli("export", "--from", str(src), "--site", str(site), "--force")
+    assert r.returncode == 2 and "Not a directory" in r.stderr, r.stderr
+    assert (site / "colltune-rules.conf").read_text() == "old rules\n"
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "new" / "deep"))
+    assert r.returncode == 0, r.stderr  # the same export where nothing is in the way

@@ -16,7 +16,7 @@ from colltune import __version__
 from colltune.backends import registry
 from colltune.backends.base import Backend, ExportRequest
 from colltune.errors import ColltuneError, FormatError, open_regular, read_text
-from colltune.outfile import Planned, check_destination, destination, write_atomic
+from colltune.outfile import Planned, Staged, check_destination, destination, stage
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
 
 MODULE_NAME = "colltune"
@@ -106,6 +106,10 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
 def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
            home: Path | None = None, as_format: str | None = None,
            at_size: int | None = None) -> list[Planned]:
+    """Write every planned file, all or none: each is written in full beside its
+    destination first, and only when all of them (and the directories they need) succeeded
+    are they renamed into place; on any failure the temporaries and the directories made
+    for them are removed, and nothing that was there changed."""
     if user == (dest is not None):
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
@@ -116,17 +120,53 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
     if exists and not force:
         raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),
                             "move them away, or pass --force to replace them")
-    for i, p in enumerate(planned):
-        try:
-            p.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ColltuneError(f"cannot create {p.path.parent}: {e.strerror}",
-                                "choose a directory you can write") from None
-        if p.merge and p.path.exists():
-            planned[i] = _merge_into(p)
-            continue
-        write_atomic(p.path, p.text, mode=0o644)  # read by every user's jobs
-    return planned
+    made: list[Path] = []  # directories created here, outermost first
+    staged: list[Staged] = []
+    done: list[Planned] = []
+    try:
+        for p in planned:
+            _make_dirs(p.path.parent, made, shared=not user)
+        for p in planned:
+            if p.merge and p.path.exists():
+                staged += _merge_into(p)
+                done.append(replace(p, what=f"{p.what} (merged: only colltune's keys changed; "
+                                            f"the old file is {_backup(p.path)})"))
+            else:
+                staged.append(stage(p.path, p.text, mode=0o644))  # every user's jobs read it
+                done.append(p)
+    except BaseException as e:
+        for st in staged:
+            st.discard()
+        for d in reversed(made):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        if isinstance(e, OSError):
+            where = getattr(e, "filename", None) or "the destination"
+            raise ColltuneError(f"cannot write {where}: {e.strerror or e}; nothing was "
+                                "changed", "choose a directory you can write") from None
+        raise
+    for st in staged:
+        st.commit()
+    return done
+
+
+def _make_dirs(d: Path, made: list[Path], shared: bool) -> None:
+    """Create `d` and missing parents, recording what was created; a site's directories
+    are 0755 whatever the umask (every user's jobs read the files in them)."""
+    missing = []
+    for parent in (d, *d.parents):
+        if parent.exists() or parent.is_symlink():
+            break
+        missing.append(parent)
+    for m in reversed(missing):
+        m.mkdir()
+        made.append(m)
+        if shared:
+            m.chmod(0o755)
+    if not d.is_dir():
+        raise ColltuneError(f"{d} is not a directory", "choose another destination")
 
 
 def _key(line: str) -> str | None:
@@ -169,17 +209,24 @@ def merge_params(old: str, new: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _merge_into(p: Planned) -> Planned:
-    """Merge into the user's existing parameter file, keeping the old one beside it."""
+def _backup(path: Path) -> Path:
+    return path.with_name(path.name + ".colltune-backup")
+
+
+def _merge_into(p: Planned) -> list[Staged]:
+    """The user's existing parameter file merged with ours, and the old one kept beside
+    it (staged: nothing changes until the whole export commits)."""
     try:
         old = read_text(p.path)
     except FormatError as e:
         raise ColltuneError(f"will not merge into {e}",
                             "move that file away; it was not changed") from None
-    backup = p.path.with_name(p.path.name + ".colltune-backup")
+    backup = _backup(p.path)
     check_destination(backup, "export backup")
     mode = p.path.stat().st_mode & 0o777
-    write_atomic(backup, old, mode=mode)
-    write_atomic(p.path, merge_params(old, p.text), mode=mode)
-    return replace(p, what=f"{p.what} (merged: only colltune's keys changed; the old file "
-                           f"is {backup})")
+    first = stage(backup, old, mode=mode)
+    try:
+        return [first, stage(p.path, merge_params(old, p.text), mode=mode)]
+    except BaseException:
+        first.discard()
+        raise

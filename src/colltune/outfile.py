@@ -90,11 +90,36 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
-    """Write through a temporary file in the same directory, fsync, then rename: readers and
-    a killed writer leave either the old file or the new one, never a mix. The mode is
-    `mode`, else the existing file's, else 0666 minus the umask; it is set on the open
-    file, never through the path."""
+class Staged:
+    """A file written in full beside its destination (same directory, so the rename is
+    atomic), not yet in place: `commit` renames it in, `discard` removes it."""
+
+    def __init__(self, path: Path, tmp: str) -> None:
+        self.path, self.tmp = path, tmp
+
+    def commit(self) -> None:
+        os.replace(self.tmp, self.path)  # replaces the name itself; a link made since too
+        parent = self.path.parent if str(self.path.parent) else Path(".")
+        try:  # make the rename itself durable
+            dfd = os.open(str(parent), os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+        except OSError:
+            pass
+
+    def discard(self) -> None:
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def stage(path: str | Path, text: str, mode: int | None = None) -> Staged:
+    """Write `text` through a temporary file beside `path` and fsync it; nothing at `path`
+    changes until `commit`. The mode is `mode`, else the existing file's, else 0666 minus
+    the umask; it is set on the open file, never through the path."""
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     old_mode = check_destination(path)
@@ -108,21 +133,21 @@ def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.replace(tmp, path)  # replaces the name itself; a link made since is replaced too
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        Staged(path, tmp).discard()
         raise
-    try:  # make the rename itself durable
-        dfd = os.open(str(parent), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    return Staged(path, tmp)
+
+
+def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
+    """Write through a temporary file in the same directory, fsync, then rename: readers and
+    a killed writer leave either the old file or the new one, never a mix."""
+    staged = stage(path, text, mode)
+    try:
+        staged.commit()
+    except BaseException:
+        staged.discard()
+        raise
 
 
 def ensure_writable(path: str | Path, option: str) -> None:
