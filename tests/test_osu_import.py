@@ -101,3 +101,50 @@ def test_algorithm_from_file_name() -> None:
     assert [algorithm_from_name(Path(n)) for n in (
         "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "x.alg=2", "default.txt",
         "run-default-2.log", "reduce.txt", "galgo5.txt")] == [3, 6, 2, 0, 0, None, None]
+
+
+def test_a_corrected_reimport_replaces_and_a_failed_one_writes_nothing(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    db, out = tmp_path / "db.sqlite", tmp_path / "rules.conf"
+    first = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 50.0}, False)
+    common = ["--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "-q"]
+    assert tune_cli("import-osu", str(first), *common).returncode == 0
+    fixed = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 5.0}, False)  # a typo fixed
+    summary = tmp_path / "s.json"
+    r = tune_cli("import-osu", str(fixed), *common, "--summary-json", str(summary))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(summary.read_text())["replaced_points"] == 1
+
+    def stored() -> list[tuple[int, int, float]]:
+        with sqlite3.connect(db) as c:
+            return [(s, n, round(json.loads(x)[0] * 1e6, 6)) for s, n, x in
+                    c.execute("SELECT size, n, samples FROM measurements").fetchall()]
+
+    assert stored() == [(8, 1, 5.0)]  # the corrected value, not the first import's
+    out.write_text("not a rules file\n")  # the merge will fail
+    later = _osu(tmp_path / "reduce_alg2.txt", "Reduce", {8: 4.0}, False)
+    r = tune_cli("import-osu", str(later), *common, "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    assert stored() == [(8, 1, 5.0)]  # nothing of the failed import was stored
+
+
+def test_an_import_never_replaces_what_colltune_measured(ompi41: OpenMPI,
+                                                         tmp_path: Path) -> None:
+    import socket
+
+    from colltune.core.config import DEFAULT
+    from colltune.core.records import PointResult
+    from colltune.store import Context, Store
+
+    db = tmp_path / "db.sqlite"
+    st = Store(db)
+    ctx = Context(ompi41.key, ompi41.name, ompi41.version, str(ompi41.prefix),
+                  socket.gethostname(), 4, 4, 1, "reduce", "openmpi")
+    st.add(ctx, DEFAULT, PointResult(0, 8, "ok", 3, 2e-6, samples=[2e-6] * 3), "mpit")
+    st.close()
+    osu = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 5.0, 16: 6.0}, False)
+    r = tune_cli("import-osu", str(osu), "--np", "4", "--mpi", str(ompi41.prefix), "--db",
+                 str(db), "-q")
+    assert r.returncode == 2 and "does not replace what colltune measured" in r.stderr
+    with sqlite3.connect(db) as c:  # not even the 16 B point, which was new
+        assert c.execute("SELECT size, sweep FROM measurements").fetchall() == [(8, "mpit")]

@@ -114,8 +114,12 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
                                 f"valid: {sorted(catalog.algorithms.get(run.collective, {}))}")
         files.append(Imported(run, alg))
 
+    version = choose_rules_version(mpi, rules_version)
+    # before the store is touched: a file that cannot be merged fails the import whole
+    base = load_merge_base(out, catalog) if out else None
     store = Store(db or default_db_path())
     decisions: dict[str, dict[int, list[Decision]]] = {}
+    points: list[tuple[Context, Config, PointResult]] = []
     try:
         by_coll: dict[str, dict[int, dict[Config, list[float]]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(list)))
@@ -130,20 +134,20 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
             for size, per_cfg in per_size.items():
                 for cfg, xs in per_cfg.items():
                     ys = sorted(xs)
-                    store.add(ctx, cfg, PointResult(
+                    points.append((ctx, cfg, PointResult(
                         0, size, "ok", n=len(xs), median=ys[len(ys) // 2], ci_lo=ys[0],
                         ci_hi=ys[-1], mean=sum(xs) / len(xs), min=ys[0], max=ys[-1],
-                        samples=xs, message=f"OSU run averages, imported {stamp}"), "osu")
+                        samples=xs, message=f"OSU run averages, imported {stamp}")))
             ds = [_decide_size(s, coll.lookup_size(s, np), per_size[s], alpha, min_gain)
                   for s in sorted(per_size)]
             decisions[name] = {np: ds}
+        replaced = store.replace_imported(points, "osu")  # one transaction, all or nothing
     finally:
         store.close()
-    version = choose_rules_version(mpi, rules_version)
-    base = load_merge_base(out, catalog) if out else None
     rf = build_rules(base, version, decisions, mpi, catalog)
     opts = TuneOptions(sorted(decisions), [np], out=out)
     summary = make_summary(mpi, catalog, version, decisions, [], opts)
+    summary["replaced_points"] = replaced  # of an earlier import: corrected data replaces
     if out is not None:
         write_file(out, rules.render(rf), "--out")
     if summary_json is not None:

@@ -335,6 +335,38 @@ class Store:
 
     def add(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
         """Stores one point; a point already stored (same context, config, size) is kept."""
+        with self._write() as db:
+            self._insert(db, ctx, cfg, r, sweep)
+
+    def replace_imported(self, points: list[tuple[Context, Config, PointResult]],
+                         sweep: str) -> int:
+        """Stores imported points in one transaction, replacing what an earlier import of
+        the same source (`sweep`) stored at the same points (corrected data replaces, it is
+        not ignored); a point colltune measured itself is never replaced: the whole import
+        is refused and nothing is written. Returns how many points were replaced."""
+        where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "
+                 "AND size=?")
+        replaced = 0
+        with self._write() as db:
+            for ctx, cfg, r in points:
+                key = (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size)
+                row = db.execute(f"SELECT sweep FROM measurements WHERE {where}", key).fetchone()
+                if row is not None and row[0] != sweep:
+                    raise ColltuneError(
+                        f"{self.path} already holds a {row[0]} measurement of "
+                        f"{ctx.collective} at np={ctx.np}, {r.size} B ({cfg.key}): an import "
+                        "does not replace what colltune measured; nothing was imported",
+                        "import into another --db")
+                if row is not None:
+                    db.execute(f"DELETE FROM measurements WHERE {where}", key)
+                    db.execute(f"DELETE FROM counters WHERE {where}", key)
+                    replaced += 1
+                self._insert(db, ctx, cfg, r, sweep)
+        return replaced
+
+    @staticmethod
+    def _insert(db: sqlite3.Connection, ctx: Context, cfg: Config, r: PointResult,
+                sweep: str) -> None:
         row = (
             ctx.mpi_key, ctx.mpi_name, ctx.mpi_version, ctx.mpi_path, ctx.host, ctx.np,
             ctx.ppn, ctx.nodes, ctx.collective, cfg.key, cfg.algorithm, cfg.segsize,
@@ -343,22 +375,21 @@ class Store:
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
             timing_of(r), r.objective, json.dumps(r.series), ctx.backend,
         )
-        with self._write() as db:
+        db.execute(
+            "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
+            "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
+            "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
+            "mean, min, max, samples, message, sweep, created, timing, objective, "
+            "series, backend) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+            "?,?,?,?)",
+            row,
+        )
+        if r.pvars:
             db.execute(
-                "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
-                "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
-                "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
-                "mean, min, max, samples, message, sweep, created, timing, objective, "
-                "series, backend) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-                "?,?,?,?)",
-                row,
-            )
-            if r.pvars:
-                db.execute(
-                    "INSERT OR IGNORE INTO counters (mpi_key, host, np, ppn, collective, "
-                    "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
-                    (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size,
-                     json.dumps(r.pvars, sort_keys=True)))
+                "INSERT OR IGNORE INTO counters (mpi_key, host, np, ppn, collective, "
+                "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
+                (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size,
+                 json.dumps(r.pvars, sort_keys=True)))
 
     def counters(self, ctx: Context) -> dict[tuple[str, int], dict[str, int]]:
         """What the library's own counters said ran, per (config key, size), where the
