@@ -279,12 +279,23 @@ def test_a_store_on_a_read_only_filesystem_is_shown_and_reported(tmp_path: Path)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()}): needs root")
     try:
-        _store_with_host(mnt / "s.db", "h")
+        import socket
+
+        _store_with_host(mnt / "s.db", socket.gethostname())
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
         r = tune_cli("show", "--db", str(mnt / "s.db"), env={"COLUMNS": "200"})
         assert r.returncode == 0 and "default(0)" in r.stdout, r.stderr
         r = tune_cli("report", "--db", str(mnt / "s.db"), "--out", str(tmp_path / "rep"))
         assert r.returncode == 0, r.stderr
+        r = tune_cli("export", "--from", str(mnt / "s.db"), "--site", str(tmp_path / "site"))
+        assert r.returncode == 0, r.stderr
+        out = tmp_path / "from-db.conf"
+        r = tune_cli("reduce", "--from-db", "--db", str(mnt / "s.db"), "--np", "4", "--mpi",
+                     "/usr", "--out", str(out))
+        assert r.returncode == 0 and "read-only here" in r.stderr, r.stderr
+        from colltune.rules import ompi_classic
+
+        assert [c.comsize for c in ompi_classic.read(out).collectives[11]][-1] == 4
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
 

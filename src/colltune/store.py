@@ -243,6 +243,19 @@ class Store:
             except (sqlite3.Error, OSError) as e:
                 self._fail_open(e)
 
+    @classmethod
+    def for_deciding(cls, path: str | Path) -> Store:
+        """A store to decide from (tune --from-db): writable where it can be (decisions are
+        recorded), else read-only (a store another user owns, a read-only filesystem):
+        deciding needs only to read."""
+        try:
+            return cls(path)
+        except ColltuneError as first:
+            try:
+                return cls(path, readonly=True)
+            except ColltuneError:
+                raise first from None
+
     def _fail_open(self, e: Exception) -> NoReturn:
         raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
                             "pass a writable file with --db PATH") from None

@@ -158,7 +158,7 @@ def model_predict_cmd(
         nbytes = parse_size(size)
         ompi = find_openmpi(mpi)
         catalog = read_catalog(ompi)
-        store = Store(db or default_db_path())
+        store = Store(db or default_db_path(), readonly=True)
         try:
             models = load_models(store, ompi)
         finally:
@@ -197,7 +197,7 @@ def model_validate_cmd(
     try:
         ompi = find_openmpi(mpi)
         catalog = read_catalog(ompi)
-        store = Store(db or default_db_path())
+        store = Store(db or default_db_path(), readonly=True)
         try:
             models = load_models(store, ompi)
             for name in collective:

@@ -127,7 +127,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     rep.note(f"tuning {mpi.describe()}")
     predicted: dict[tuple[str, int], str] = {}
-    store = Store(opts.db or default_db_path())
+    path = opts.db or default_db_path()
+    store = Store.for_deciding(path) if opts.from_db else Store(path)
+    if store.readonly:
+        rep.note(f"{path} is read-only here: deciding from it, recording nothing")
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
     try:
@@ -171,7 +174,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 if not backend.exact:  # simulated times need no fresh launches
                     confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
                 ds = sess.confirmed(name, placement, ds)
-                for d in ds:
+                for d in ds if not store.readonly else []:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
                                        d.as_json(catalog, name))
                 if opts.beyond == "library":
