@@ -334,3 +334,43 @@ def test_an_export_that_fails_midway_changes_nothing(tmp_path: Path) -> None:
     assert (site / "colltune-rules.conf").read_text() == "old rules\n"
     r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "new" / "deep"))
     assert r.returncode == 0, r.stderr  # the same export where nothing is in the way
+
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+
+@settings(max_examples=max(5, EXAMPLES // 10), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env=st.dictionaries(names, st.one_of(st.from_regex(SAFE_VALUE, fullmatch=True), values),
+                           min_size=1, max_size=3))
+def test_lmod_loads_both_modules_and_sets_exactly_the_values(env: dict[str, str],
+                                                             tmp_path: Path) -> None:
+    """Lmod itself (Debian's lmod), as a cluster user runs `module load`: the Tcl module
+    (through Lmod's Tcl reader) and the Lua module each set exactly the values and run
+    nothing else."""
+    if not LMOD_INIT.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs lmod (.ci/run)")
+        pytest.skip("needs Debian's lmod")
+    src = tmp_path / "rules.conf"
+    src.write_text(RULES)
+    try:
+        tcl, lua = _modules(env, "colltune", src)
+    except ColltuneError:
+        assert not all(SAFE_VALUE.fullmatch(v) for v in env.values())
+        return
+    work = tmp_path / "cwd"
+    work.mkdir(exist_ok=True)
+    for kind, name, text in (("tcl", "tuned", tcl), ("lua", "tuned.lua", lua)):
+        mods = tmp_path / kind / "colltune"
+        mods.mkdir(parents=True, exist_ok=True)
+        (mods / name).write_text(text)
+        r = subprocess.run(
+            ["bash", "-c", f'source {LMOD_INIT} && module use "$1" && module load '
+                           'colltune/tuned && env -0', "-", str(tmp_path / kind)],
+            capture_output=True, cwd=work, timeout=60, check=False,
+            env={k: v for k, v in os.environ.items() if k not in env})
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        got = dict(kv.split("=", 1) for kv in r.stdout.decode().split("\0") if "=" in kv)
+        assert {k: got.get(k) for k in env} == env, kind
+    assert not list(work.iterdir())
