@@ -85,3 +85,19 @@ def test_a_damaged_store_row_is_an_error_not_a_traceback(tmp_path: Path, column:
         r = tune_cli(*cmd, "--db", str(db))
         assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, r.stderr)
         assert "is malformed" in r.stderr and "another --db" in r.stderr, (cmd, r.stderr)
+
+
+def test_binary_and_foreign_inputs_of_report_and_app_are_one_line_errors(tmp_path: Path
+                                                                          ) -> None:
+    binary = tmp_path / "bin.dat"
+    binary.write_bytes(bytes(range(256)) * 8)
+    r = tune_cli("report", "--out", str(tmp_path / "rep"), "--rules", str(binary),
+                 "--profile", str(binary))
+    assert r.returncode == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.stderr
+    newer = tmp_path / "newer.json"
+    newer.write_text('{"schema": "colltune-profile", "version": 99}')
+    for bad, why in ((binary, "not UTF-8 text"), (newer, "reads up to 1"),
+                     (tmp_path / "missing.json", "cannot read the profile")):
+        r = tune_cli("app", str(bad))
+        assert r.returncode == 2 and why in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr

@@ -23,7 +23,7 @@ from colltune import __version__
 from colltune.backends import Installation, registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
 
@@ -189,8 +189,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
 def load(path: Path) -> dict[str, object]:
     """A profile `tune profile` wrote (a newer schema version is refused)."""
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        doc = json.loads(read_text(path))
+    except (OSError, ValueError, FormatError) as e:
         raise ColltuneError(f"cannot read the profile {path}: {e}",
                             "pass the file tune profile -o wrote") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:

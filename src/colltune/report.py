@@ -21,7 +21,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.core.stats import median
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.outfile import check_destination, write_atomic
 from colltune.rules import ompi_classic as rules
@@ -316,10 +316,11 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                      f"<pre>{html.escape(_rules_text(e))}</pre>")
     for rf in rules_files or []:
         try:
-            text = rf.read_text()
-        except OSError as err:
-            raise ColltuneError(f"cannot read {rf}: {err.strerror or err}",
-                                "pass an existing rules file with --rules") from None
+            text = read_text(rf)
+        except (OSError, FormatError) as err:
+            why = err.strerror if isinstance(err, OSError) else str(err)
+            raise ColltuneError(f"cannot show --rules {rf}: {why}",
+                                "pass the rules file (text) with --rules") from None
         parts.append(f"<h2>Rules file {html.escape(str(rf))}</h2><pre>{html.escape(text)}</pre>")
     parts.append("<h2>Model fits</h2>" + _model_tables(fits or []))
     parts.append("<p>Exports: measurements.csv, decisions.csv, and each plot as PNG and SVG "

@@ -11,15 +11,15 @@ import json
 import re
 from pathlib import Path
 
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import check_destination
 from colltune.profile import load
 
 
 def _verify_doc(path: Path) -> dict:  # type: ignore[type-arg]
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        doc = json.loads(read_text(path))
+    except (OSError, ValueError, FormatError) as e:
         raise ColltuneError(f"cannot read {path}: {e}",
                             "pass the file tune verify --app --json wrote") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("measures"), dict):
