@@ -223,3 +223,24 @@ def test_heavy_oversubscription_is_refused_before_launching(ompi41: OpenMPI,
     r = tune_cli("reduce", "--np", "512", "--mpi", str(ompi41.prefix), "--db", str(db),
                  "--from-db")
     assert r.returncode == 2 and "no stored measurements" in r.stderr
+
+
+def test_exit_codes_say_the_class_of_failure(tmp_path: Path) -> None:
+    """0 success, 1 a verdict against the input, 2 usage, 3 the MPI or a job on it,
+    4 the store (README, "Exit codes")."""
+    bad = tmp_path / "bad.conf"
+    bad.write_text("1\n7\n1\n4\n2\n0 1 0 0\n")  # says two rules, holds one
+    notstore = tmp_path / "notes.db"
+    notstore.write_text("my notes, not a store\n")
+    cases = [
+        (["check", str(bad), "--ompi-version", "4.1.4"], 1),
+        (["reduce", "--np", "4", "--strategy", "guess"], 2),
+        (["reduce", "--np", "4", "--mpi", str(tmp_path / "no-mpi-here"), "--db",
+          str(tmp_path / "s.db")], 3),
+        (["show", "--db", str(notstore)], 4),
+        (["--version"], 0),
+    ]
+    for args, code in cases:
+        r = tune_cli(*args)
+        assert r.returncode == code, (args, r.returncode, r.stderr)
+        assert "Traceback" not in r.stderr

@@ -145,6 +145,6 @@ def test_an_import_never_replaces_what_colltune_measured(ompi41: OpenMPI,
     osu = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 5.0, 16: 6.0}, False)
     r = tune_cli("import-osu", str(osu), "--np", "4", "--mpi", str(ompi41.prefix), "--db",
                  str(db), "-q")
-    assert r.returncode == 2 and "does not replace what colltune measured" in r.stderr
+    assert r.returncode == 4 and "does not replace what colltune measured" in r.stderr
     with sqlite3.connect(db) as c:  # not even the 16 B point, which was new
         assert c.execute("SELECT size, sweep FROM measurements").fetchall() == [(8, "mpit")]

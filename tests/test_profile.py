@@ -79,9 +79,9 @@ def test_a_failed_or_unprofiled_run_writes_no_profile(ompi41: Installation, tmp_
     base = ["profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--"]
     launch = [str(ompi41.mpirun), "-np", "2", "--oversubscribe"]
     r = tune_cli(*base, *launch, "false", env=ompi41.tool_env())
-    assert r.returncode == 2 and "the application failed" in r.stderr, r.stderr
+    assert r.returncode == 3 and "the application failed" in r.stderr, r.stderr  # MPI/job
     r = tune_cli(*base, *launch, "true", env=ompi41.tool_env())  # no MPI program
-    assert r.returncode == 2 and "no rank wrote a profile" in r.stderr, r.stderr
+    assert r.returncode == 3 and "no rank wrote a profile" in r.stderr, r.stderr
     r = tune_cli(*base, "./app", env=ompi41.tool_env())
     assert r.returncode == 2 and "not an MPI launcher" in r.stderr, r.stderr
     assert not out.exists()

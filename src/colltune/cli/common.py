@@ -73,7 +73,7 @@ def _fail(e: ColltuneError) -> None:
     err.print(f"error: {e.message}", highlight=False, markup=False)
     if e.hint:
         err.print(f"  what to do: {e.hint}", highlight=False, markup=False)
-    raise typer.Exit(2)
+    raise typer.Exit(e.exit_code)
 
 
 def _ints(text: str, what: str) -> list[int]:

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 
 from colltune.core.toolchain import Toolchain
-from colltune.errors import ColltuneError
+from colltune.errors import MPIError
 from colltune.host import cache_root
 
 CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra"]
@@ -105,19 +105,19 @@ def build_kernel(mpi: Toolchain, force: bool = False,
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                                  env=mpi.tool_env(), check=False)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise ColltuneError(f"cannot run {mpi.mpicc}: {e}",
+            raise MPIError(f"cannot run {mpi.mpicc}: {e}",
                                 "check that the MPI's compiler wrapper works") from None
         if res.returncode != 0 or not out.exists():
             msg = (res.stderr or res.stdout).strip().splitlines()
             first = next((ln for ln in msg if "error" in ln), msg[0] if msg else "no output")
-            raise ColltuneError(
+            raise MPIError(
                 f"compiling the benchmark kernel with {mpi.mpicc} failed: {first}",
                 "check that the MPI's development files and a C compiler are installed "
                 "(Debian: libopenmpi-dev or libmpich-dev, and gcc)",
             )
         lib = kernel_library(out, mpi.tool_env()) if standalone else ""
         if standalone and not library_matches(mpi, lib):
-            raise ColltuneError(
+            raise MPIError(
                 f"the kernel built with {mpi.mpicc} runs on '{lib}', not on {mpi.describe()}",
                 "check LD_LIBRARY_PATH: it may load another MPI's libraries")
         os.replace(out, exe)  # atomic: concurrent tuners never see half a binary

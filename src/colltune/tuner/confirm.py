@@ -18,7 +18,7 @@ from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.records import Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
-from colltune.errors import ColltuneError
+from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.slots import Placement
@@ -54,12 +54,12 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
             cmd, env = be.launch(mpi, placement, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":
-                raise ColltuneError(f"confirmation launch ({arm}) of {coll.name} failed: "
+                raise MPIError(f"confirmation launch ({arm}) of {coll.name} failed: "
                                     f"{res.status} {res.message}",
                                     "rerun; measurements so far are stored")
             for r in res.results:
                 if r.status != "ok":
-                    raise ColltuneError(f"{coll.name} at {r.size} B gave a {r.status} result "
+                    raise MPIError(f"{coll.name} at {r.size} B gave a {r.status} result "
                                         f"under the {arm} settings", "report this MPI bug")
                 out.samples[arm].setdefault(r.size, []).append(r.samples)
                 obj = r.objective

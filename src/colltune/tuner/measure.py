@@ -12,7 +12,7 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
-from colltune.errors import ColltuneError
+from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import (
     KernelConfig,
@@ -89,7 +89,7 @@ def measure(
                          "kernel started; relaunched")
             if outcome.status == "mismatch":  # killed before it measured anything
                 if rebuilt:
-                    raise ColltuneError(
+                    raise MPIError(
                         f"the kernel reports '{outcome.library}' but {mpi.describe()} launched it",
                         "check LD_LIBRARY_PATH: it may load another MPI's libraries")
                 rep.note(f"warning: {outcome.message} under {mpi.describe()}; rebuilding it")
@@ -105,7 +105,7 @@ def measure(
                 if how == "mpit":
                     break  # relaunch with what is left
         if not progressed:
-            raise ColltuneError(f"no progress measuring {coll.name} at np={placement.np}",
+            raise MPIError(f"no progress measuring {coll.name} at np={placement.np}",
                                 "run with a larger --timeout, or report the kernel output")
     rep.end()
     return failures
@@ -125,7 +125,7 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict
     else:
         stuck_cfg = group[0][0]
     if stuck_cfg is None:
-        raise ColltuneError(
+        raise MPIError(
             f"the MPI job failed before measuring anything ({outcome.status}): {outcome.message}",
             "check that this MPI runs a hello-world with the same --np; see the error above")
     mine = [s for c, s in remaining if c == stuck_cfg]
