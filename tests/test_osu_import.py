@@ -148,3 +148,16 @@ def test_an_import_never_replaces_what_colltune_measured(ompi41: OpenMPI,
     assert r.returncode == 4 and "does not replace what colltune measured" in r.stderr
     with sqlite3.connect(db) as c:  # not even the 16 B point, which was new
         assert c.execute("SELECT size, sweep FROM measurements").fetchall() == [(8, "mpit")]
+
+
+def test_dash_writes_the_summary_to_standard_output_alone(ompi41: OpenMPI,
+                                                          tmp_path: Path) -> None:
+    """`--summary-json -`: standard output is the JSON and nothing else (tables, if any,
+    go to standard error), as with the tools users know."""
+    osu = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 5.0}, False)
+    r = tune_cli("import-osu", str(osu), "--np", "4", "--mpi", str(ompi41.prefix), "--db",
+                 str(tmp_path / "db.sqlite"), "--summary-json", "-")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["collectives"]["reduce"]["4"][0]["size"] == 8
+    assert not (tmp_path / "-").exists()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,9 +140,20 @@ def stage(path: str | Path, text: str, mode: int | None = None) -> Staged:
     return Staged(path, tmp)
 
 
+def is_stdout(path: str | Path | None) -> bool:
+    """`-` names standard output (for --json, --summary-json), as in the tools users know;
+    never /dev/stdout, which as a destination is a link (refused), not a file."""
+    return path is not None and str(path) == "-"
+
+
 def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
     """Write through a temporary file in the same directory, fsync, then rename: readers and
-    a killed writer leave either the old file or the new one, never a mix."""
+    a killed writer leave either the old file or the new one, never a mix. `-`: standard
+    output."""
+    if is_stdout(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     staged = stage(path, text, mode)
     try:
         staged.commit()
@@ -152,6 +164,8 @@ def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
 
 def ensure_writable(path: str | Path, option: str) -> None:
     """Fail before hours of measuring if `path` cannot be written later."""
+    if is_stdout(path):
+        return
     path = Path(path)
     parent = path.parent if str(path.parent) else Path(".")
     if path.is_dir() and not path.is_symlink():

@@ -17,6 +17,7 @@ from colltune.cli.common import (
     _fail,
     app,
     err,
+    json_to_stdout,
     out,
 )
 from colltune.errors import ColltuneError
@@ -106,6 +107,7 @@ def app_cmd(
     from colltune.profile import load
     from colltune.tuner.space import parse_size
 
+    json_to_stdout(json_out)
     try:
         prof = load(profile)
         if json_out is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -18,6 +19,7 @@ from rich.progress import (
 from colltune import __version__
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
+from colltune.outfile import is_stdout
 from colltune.tuner.measure import Reporter
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -67,6 +69,15 @@ class BarReporter(Reporter):
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+
+
+def json_to_stdout(*paths: Path | None) -> bool:
+    """When a JSON output is `-` (standard output), the tables go to standard error, so
+    standard output holds the JSON alone."""
+    if any(is_stdout(p) for p in paths):
+        out.file = sys.stderr
+        return True
+    return False
 
 
 def _fail(e: ColltuneError) -> None:

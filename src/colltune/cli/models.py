@@ -13,6 +13,7 @@ from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.cli.common import (
     _fail,
     app,
+    json_to_stdout,
     out,
 )
 from colltune.collectives import get_collective
@@ -194,6 +195,7 @@ def model_validate_cmd(
     from colltune.tuner.measure import context_for
 
     reports = []
+    json_to_stdout(json_out)
     try:
         ompi = find_openmpi(mpi)
         catalog = read_catalog(ompi)

@@ -21,6 +21,7 @@ from colltune.cli.common import (
     _print_warnings,
     app,
     err,
+    json_to_stdout,
     out,
 )
 from colltune.collectives import COLLECTIVES, get_collective
@@ -100,6 +101,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               tune_han: bool = False, for_np: int | None = None,
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False) -> None:
+    quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
             backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
@@ -307,6 +309,7 @@ def import_osu_cmd(
     """Store OSU results, decide per size and write rules, as if measured here."""
     from colltune.osu_import import import_osu
 
+    quiet = json_to_stdout(summary_json) or quiet
     try:
         if rules_version not in (None, 1, 2):
             raise ColltuneError(f"unknown --rules-version {rules_version}", "use 1 or 2")

@@ -14,6 +14,7 @@ from colltune.cli.common import (
     _fail,
     app,
     err,
+    json_to_stdout,
     out,
 )
 from colltune.errors import ColltuneError
@@ -57,6 +58,7 @@ def verify_cmd(
     from colltune.kernel.launch import Repetitions
     from colltune.verify import report_json, verify
 
+    json_to_stdout(json_out)
     if app_mode:
         _verify_app(args, rules_path, pairs, backend, mpi, app_timeout, json_out, quiet)
         return
