@@ -244,3 +244,22 @@ def test_exit_codes_say_the_class_of_failure(tmp_path: Path) -> None:
         r = tune_cli(*args)
         assert r.returncode == code, (args, r.returncode, r.stderr)
         assert "Traceback" not in r.stderr
+
+
+def test_colltune_is_a_second_name_for_tune() -> None:
+    """Sites where `tune` collides with another command run `colltune`."""
+    exe = Path(sys.executable).parent / "colltune"
+    r = subprocess.run([str(exe), "--version"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and r.stdout == tune_cli("--version").stdout
+
+
+def test_version_with_mpi_names_the_installation_it_would_tune(tmp_path: Path) -> None:
+    from conftest import get_mpich
+
+    mpich = get_mpich("mpich50")
+    r = tune_cli("--version", "--mpi", "/usr")
+    assert r.returncode == 0 and "Open MPI 4.1.4 at /usr" in r.stdout, r.stderr
+    r = tune_cli("--version", "--mpi", str(mpich.prefix))
+    assert r.returncode == 0 and f"MPICH {mpich.version}" in r.stdout, r.stderr
+    r = tune_cli("--version", "--mpi", str(tmp_path))
+    assert r.returncode == 3 and "no MPI colltune drives" in r.stderr

@@ -41,3 +41,15 @@ def test_time_limit() -> None:
     assert time_limit(10, 0.25, 1) == 600  # at least 10 minutes
     assert time_limit(10_000, 0.25, 4) == 2 * (10_000 * 0.3 + 120)
     assert hms(3725) == "01:02:05"
+
+
+def test_slurm_script_with_an_equals_sign_is_the_spaced_form(tmp_path: Path) -> None:
+    texts = []
+    for form in (["--slurm-script", str(tmp_path / "a.sh")],
+                 [f"--slurm-script={tmp_path / 'b.sh'}"]):
+        r = tune_cli("reduce", "--np", "64", "--nodes", "4", "--ppn", "16", "--mpi",
+                     "/opt/ompi", "--sizes", "8,1M", *form)
+        assert r.returncode == 0, r.stderr
+        texts.append((tmp_path / form[-1].split("=")[-1]).read_text())
+    last = [t.strip().splitlines()[-1] for t in texts]
+    assert last[0] == last[1] and "--slurm-script" not in last[0]

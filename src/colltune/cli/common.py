@@ -18,7 +18,7 @@ from rich.progress import (
 
 from colltune import __version__
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, MPIError
 from colltune.outfile import is_stdout
 from colltune.tuner.measure import Reporter
 
@@ -29,17 +29,41 @@ err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
 
 
-def _show_version(value: bool) -> None:
-    if value:
-        out.print(f"colltune {__version__}", highlight=False)
-        raise typer.Exit()
+def _which_mpi(prefix: str) -> str:
+    """The installation at `prefix`, as the first family that recognises it names it."""
+    from colltune.backends.registry import CHOICES, named
+
+    for name in CHOICES:
+        try:
+            return f"--mpi {prefix}: {named(name).find(prefix).describe()} (--backend {name})"
+        except ColltuneError:
+            continue
+    raise MPIError(f"no MPI colltune drives at {prefix}",
+                        "pass the prefix of an Open MPI, MPICH or MVAPICH2 installation")
 
 
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_show_version,
-                                       is_eager=True, help="Print colltune's version.")
-          ) -> None:
+@app.callback(invoke_without_command=True)
+def _root(ctx: typer.Context,
+          version: bool = typer.Option(False, "--version", help="Print colltune's version "
+                                                                "(with --mpi: the MPI it "
+                                                                "would tune there)."),
+          mpi: str | None = typer.Option(None, "--mpi", help="With --version: an MPI "
+                                                             "installation prefix.")) -> None:
     """Measure MPI collective algorithms and write rules the library obeys."""
+    if version:
+        out.print(f"colltune {__version__}", highlight=False)
+        if mpi is not None:
+            try:
+                out.print(_which_mpi(mpi), highlight=False)
+            except ColltuneError as e:
+                _fail(e)
+        raise typer.Exit()
+    if mpi is not None:
+        _fail(ColltuneError("--mpi before the command is only for --version",
+                            "put --mpi after the command: tune reduce --mpi PREFIX ..."))
+    if ctx.invoked_subcommand is None:
+        out.print(ctx.get_help())
+        raise typer.Exit()
 
 
 class BarReporter(Reporter):

@@ -147,6 +147,19 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
                   highlight=False, markup=False)
 
 
+def _without_option(args: list[str], name: str) -> list[str]:
+    """`args` without `name VALUE` or `name=VALUE` (both spellings typer accepts)."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == name:
+            skip = True
+        elif not a.startswith(name + "="):
+            out.append(a)
+    return out
+
+
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
                         nodes: int | None, ppn: int | None, point_time: float,
                         path: Path) -> None:
@@ -164,9 +177,7 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                      for c in configurations(get_collective(n), cat, p, segs)
                      for sz in sizes_for(get_collective(n), p, size_list)
                      if useful_at(c, sz, get_collective(n), p))
-        args = sys.argv[1:]
-        i = args.index("--slurm-script")
-        args = args[:i] + args[i + 2:]
+        args = _without_option(sys.argv[1:], "--slurm-script")
         text = render(args, max(nps), nodes, ppn, points, point_time,
                       launches=len(names) * len(nps), name=f"colltune-{name}")
         ensure_writable(path, "--slurm-script")
