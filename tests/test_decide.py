@@ -132,3 +132,26 @@ def test_each_decision_keeps_its_evidence_in_the_store(tmp_path) -> None:  # typ
     assert (size, chosen, verdict) == (64, "a2/s0/f0/r0", "tuned?")
     assert ev["p_value"] == d.p_value and ev["n_best"] == 40
     assert ev["best_ci"] == list(d.best_ci)
+
+
+def test_the_tests_are_scipys() -> None:
+    """Pinned against scipy.stats for small samples: with 3 against 3 and no ties the
+    Mann-Whitney p-value is exact (1/20: the one ordering of 20 that puts all of `a`
+    first), where the normal approximation used before said 0.040."""
+    from scipy import stats
+
+    from colltune.core.stats import bootstrap_median_ci, paired_t_less, welch_t_less
+
+    assert mann_whitney_less([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]) == 0.05
+    a, b = [1.0, 2.5, 2.0, 3.1, 0.7], [2.2, 3.3, 4.1, 2.9, 3.8, 5.0]
+    assert mann_whitney_less(a, b) == stats.mannwhitneyu(a, b, alternative="less").pvalue
+    x = [-0.3, -0.1, -0.25, 0.05]
+    assert paired_t_less(x) == stats.ttest_1samp(x, 0.0, alternative="less").pvalue
+    assert welch_t_less(a, b) == stats.ttest_ind(a, b, equal_var=False,
+                                                 alternative="less").pvalue
+    lo, hi = bootstrap_median_ci(b, resamples=500, seed=3)
+    assert lo <= 3.55 <= hi and (lo, hi) == bootstrap_median_ci(b, resamples=500, seed=3)
+    # without spread scipy has no answer; the sign (or the values) decide
+    assert paired_t_less([-0.1, -0.1, -0.1]) == 0.0
+    assert mann_whitney_less([1.0, 1.0], [1.0, 1.0]) == 1.0
+    assert bootstrap_median_ci([2.0]) == (2.0, 2.0)

@@ -46,6 +46,7 @@ class SizeCheck:
     note: str = ""
     # per timing mode: ratio (tuned / default), p_faster, p_slower, verdict
     modes: dict[str, dict[str, object]] = field(default_factory=dict)
+    boundary: bool = False  # the last size below, or the first above, where a rule changes
 
 
 @dataclass
@@ -89,9 +90,43 @@ class VerifyReport:
         return any(c.regressions or c.applied == "not applied" for c in self.checks)
 
 
+POWERS = [1 << k for k in range(2, 21)]  # 4 B to 1 MiB per rank: the range a file covers
+
+
+def boundary_sizes(rule_at: Callable[[Collective, int, int], Config | None], coll: Collective,
+                   np: int) -> set[int]:
+    """Per-rank sizes on both sides of every place where the file's rule changes between
+    4 B and 1 MiB: the last size below and the first at or above (found by bisection on
+    the file's own lookup, whatever its family), where a guessed boundary is wrong first."""
+    if not coll.size_dependent:
+        return set()
+    g = coll.granularity
+    grid = sizes_for(coll, np, POWERS)
+    out: set[int] = set()
+    for a, b in zip(grid, grid[1:], strict=False):
+        here = rule_at(coll, np, a)
+        if here == rule_at(coll, np, b):
+            continue
+        lo, hi = a, b  # rule(lo) is here's, rule(hi) is not
+        while hi - lo > g:
+            mid = lo + max(g, (hi - lo) // (2 * g) * g)
+            if rule_at(coll, np, mid) == here:
+                lo = mid
+            else:
+                hi = mid
+        out |= {lo, hi}
+    return out
+
+
+def default_sizes(target: VerifyTarget, coll: Collective, np: int) -> tuple[list[int], set[int]]:
+    """Every power of two from 4 B to 1 MiB, and every rule boundary's two sides."""
+    edges = boundary_sizes(target.rule_at, coll, np)
+    return sizes_for(coll, np, sorted(set(POWERS) | edges)), edges
+
+
 def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, target: VerifyTarget,
-                 coll: Collective, np: int, catalog_label: Callable[..., str]
-                 ) -> list[SizeCheck]:
+                 coll: Collective, np: int, catalog_label: Callable[..., str],
+                 edges: set[int] | None = None) -> list[SizeCheck]:
     out = []
     for size in sorted(verdicts):
         v = verdicts[size]
@@ -104,7 +139,8 @@ def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, target: VerifyTarg
                              modes={m: {"ratio": 1.0 / float(x["launch_speedup"]),  # type: ignore[arg-type]
                                         "p_faster": x["p_faster"], "p_slower": x["p_slower"],
                                         "verdict": x["verdict"]}
-                                    for m, x in v.modes.items()}))
+                                    for m, x in v.modes.items()},
+                             boundary=size in (edges or ())))
     return out
 
 
@@ -197,7 +233,10 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         def label(c: Config | None, coll_name: str = name) -> str:
             return "no rule" if c is None else c.label(catalog, coll_name)
 
-        szs = sizes_for(coll, np, sizes)
+        if sizes is None:  # where the risk is: every power of two and both sides of a boundary
+            szs, edges = default_sizes(target, coll, np)
+        else:
+            szs, edges = sizes_for(coll, np, sizes), set()
         note(f"{name}: checking that {mpi.name} applies the file")
         try:
             applied, detail = target.applied(coll, np, szs)
@@ -206,7 +245,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         check = CollectiveCheck(name, np, applied, detail)
         note(f"{name}: {rounds} default/rules launch pairs over {len(szs)} size(s)")
         ab = ab_runs(mpi, coll, placement, rules_path, szs, rounds, reps, arms=target.arms)
-        check.kernel = _size_checks(judge(ab), ab, target, coll, np, label)
+        check.kernel = _size_checks(judge(ab), ab, target, coll, np, label, edges)
         if with_osu:
             exe = find_osu(name, osu_dir)
             if exe is None:
@@ -215,7 +254,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
             else:
                 note(f"{name}: {rounds} OSU launch pairs ({exe})")
                 oab = osu_ab_runs(mpi, exe, placement, target.arms, szs, rounds)
-                check.osu = _size_checks(judge(oab), oab, target, coll, np, label)
+                check.osu = _size_checks(judge(oab), oab, target, coll, np, label, edges)
         checks.append(check)
     for source in ("kernel", "osu"):
         family_verdicts([r for c in checks for r in getattr(c, source)])

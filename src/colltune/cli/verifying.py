@@ -101,7 +101,7 @@ def verify_cmd(
                         *(f"{m} rules/default" for m in modes), "verdict"):
                 t.add_column(col)
             for r in rows:
-                t.add_row(str(r.size), str(r.lookup_size), r.rule,
+                t.add_row(f"{r.size}{' (edge)' if r.boundary else ''}", str(r.lookup_size), r.rule,
                           f"{r.default_median * 1e6:.2f} ({r.default_ci[0] * 1e6:.2f}-"
                           f"{r.default_ci[1] * 1e6:.2f})",
                           f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
@@ -120,7 +120,9 @@ def verify_cmd(
                   f"{sum(r.verdict == 'faster' for r in c.kernel)} faster, "
                   f"{sum(r.verdict == 'same' for r in c.kernel)} same, "
                   f"{sum(r.verdict == 'slower' for r in c.kernel)} slower", highlight=False)
-    out.print("rules/default: geometric mean over launch pairs of the ratio of launch medians;"
+    out.print("sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
+              "every place where the file's rule changes (unless --sizes); "
+              "rules/default: geometric mean over launch pairs of the ratio of launch medians;"
               " faster/slower: paired t-test over launch pairs, Holm-corrected over all sizes "
               "and timing modes (family-wise p < 0.05), and >= 3%; faster only if faster in "
               "every mode, slower if slower in any; either must reproduce in a recheck",

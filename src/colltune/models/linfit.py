@@ -44,11 +44,13 @@ def fit_line(m: npt.ArrayLike, t: npt.ArrayLike) -> Line:
 
 
 def theil_sen(m: npt.ArrayLike, t: npt.ArrayLike) -> Line:
-    """Median of pairwise slopes: one descheduled train on a loaded machine cannot move it."""
+    """Median of pairwise slopes (scipy's Theil-Sen): one descheduled train on a loaded
+    machine cannot move it. Slope and intercept are kept non-negative; the intercept is
+    the median of y - b*x (scipy's "joint" method), taken again after clamping the slope."""
+    from scipy.stats import theilslopes
+
     x, y = np.asarray(m, float), np.asarray(t, float)
-    slopes = [(y[j] - y[i]) / (x[j] - x[i]) for i in range(len(x)) for j in range(i + 1, len(x))
-              if x[j] != x[i]]
-    b = max(float(np.median(slopes)), 0.0) if slopes else 0.0
+    b = max(float(theilslopes(y, x).slope), 0.0) if len(set(x.tolist())) > 1 else 0.0
     a = max(float(np.median(y - b * x)), 0.0)
     return Line(a, b, int(min(x)), int(max(x)))
 
