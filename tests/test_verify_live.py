@@ -81,3 +81,27 @@ def test_osu_measures_beside_the_kernel(ompi41: OpenMPI, tmp_path: Path) -> None
     (bcast,) = json.loads((tmp_path / "v.json").read_text())["collectives"]
     assert [s["size"] for s in bcast["osu"]] == [1 << 20]
     assert bcast["osu"][0]["ratio"] > 1.5  # OSU sees the same slowdown, independently
+
+
+def test_verify_checks_both_sides_of_every_rule_boundary(ompi41: OpenMPI,
+                                                         tmp_path: Path) -> None:
+    """A slow configuration on a range that ends between two powers of two (300000 to
+    399999 B per rank: no power of two falls inside) is invisible at the powers of two;
+    by default verify also measures the last size below and the first above each rule
+    boundary, marks them, and the gate fails there."""
+    f = tmp_path / "edges.conf"
+    # allreduce at 4 ranks: the default, segmented ring with 1 KiB segments from 300000 B
+    # (7-9x slower here), the default again from 400000 B
+    f.write_text("1\n2\n1\n4\n3\n0 0 0 0\n300000 5 0 1024\n400000 0 0 0\n")
+    out = tmp_path / "v.json"
+    r = tune_cli("verify", str(f), "--np", "4", "--mpi", str(ompi41.prefix), "--rounds", "3",
+                 "--point-time", "0.03", "--json", str(out), "--quiet")
+    doc = json.loads(out.read_text())
+    rows = {k["size"]: k for k in doc["collectives"][0]["kernel"]}
+    edges = {s for s, k in rows.items() if k["boundary"]}
+    assert edges == {299992, 300000, 399992, 400000}
+    assert {1 << k for k in range(3, 21)} <= set(rows)  # every power of two (8 B: doubles)
+    inside = [rows[s] for s in (300000, 399992)]
+    assert all("segmented_ring" in k["rule"] for k in inside)
+    assert any(k["verdict"] == "slower" for k in inside), inside
+    assert r.returncode == 1 and doc["failed"] is True

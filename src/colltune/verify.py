@@ -93,17 +93,23 @@ class VerifyReport:
 POWERS = [1 << k for k in range(2, 21)]  # 4 B to 1 MiB per rank: the range a file covers
 
 
+PROBES_PER_OCTAVE = 64  # a rule range narrower than 1/64 of an octave may go unseen
+
+
 def boundary_sizes(rule_at: Callable[[Collective, int, int], Config | None], coll: Collective,
                    np: int) -> set[int]:
     """Per-rank sizes on both sides of every place where the file's rule changes between
-    4 B and 1 MiB: the last size below and the first at or above (found by bisection on
-    the file's own lookup, whatever its family), where a guessed boundary is wrong first."""
+    4 B and 1 MiB: the last size below and the first at or above, where a guessed boundary
+    is wrong first. Found on the file's own lookup, whatever its family: probed 64 times
+    per octave (a range between two powers of two is seen too), then bisected."""
     if not coll.size_dependent:
         return set()
     g = coll.granularity
-    grid = sizes_for(coll, np, POWERS)
+    probes = sizes_for(coll, np, sorted(
+        {int(2 ** (k + i / PROBES_PER_OCTAVE)) for k in range(2, 20)
+         for i in range(PROBES_PER_OCTAVE)} | {1 << 20}))
     out: set[int] = set()
-    for a, b in zip(grid, grid[1:], strict=False):
+    for a, b in zip(probes, probes[1:], strict=False):
         here = rule_at(coll, np, a)
         if here == rule_at(coll, np, b):
             continue
