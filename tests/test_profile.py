@@ -151,3 +151,33 @@ def test_each_entry_says_what_the_active_rules_file_runs(ompi41: Installation,
     assert algs["allreduce"].startswith("basic_linear(1)") and str(conf) in algs["allreduce"]
     assert algs["bcast"].startswith("Open MPI's fixed decision")
     assert algs["gatherv"] is None  # not a collective colltune tunes
+
+
+FORTRAN = {"ompi41": "/usr/bin/mpifort.openmpi", "mpich40": "/usr/bin/mpifort.mpich"}
+
+
+@pytest.mark.parametrize("which", ["ompi41", "mpich40"])
+@pytest.mark.parametrize("source", ["profcheck.f90", "profcheck_f08.f90"])
+def test_fortran_callers_are_counted_once(which: str, source: str, tmp_path: Path) -> None:
+    """Open MPI's Fortran bindings call PMPI_* directly (the C wrappers alone see nothing),
+    MPICH's call MPI_* (the C wrappers see them): the profiler's Fortran entry points count
+    every call of `use mpi` and `use mpi_f08` programs exactly once on both."""
+    if shutil.which("gfortran") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI installs gfortran (.ci/run)")
+        pytest.skip("needs gfortran")
+    mpi = get_mpi(which) if which.startswith("ompi") else get_mpich(which)
+    exe = tmp_path / "fcheck"
+    res = subprocess.run([FORTRAN[which], "-o", str(exe), str(PROGRAM.parent / source)],
+                         capture_output=True, text=True, env=mpi.tool_env(), check=False)
+    assert res.returncode == 0, res.stderr
+    backend, launch = _launcher(which, mpi)
+    out = tmp_path / "app.json"
+    r = tune_cli("profile", "-o", str(out), "--mpi", str(mpi.prefix), "--backend", backend,
+                 "--", *launch, str(exe), env=mpi.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = {(e["collective"], e["comm_size"], e["size"]): (e["calls"], e["ranks"])
+           for e in json.loads(out.read_text())["entries"]}
+    assert got == {("allreduce", NP, 1024): (3, NP), ("bcast", NP, 16): (5, NP),
+                   ("reduce", NP // 2, 4): (7, NP), ("barrier", NP, 0): (4, NP),
+                   ("allgatherv", NP, 16): (2, NP)}, got
