@@ -133,5 +133,10 @@ def export_cmd(
         return
     for p in written:
         out.print(f"wrote {p.path}  ({p.what})", highlight=False, markup=False)
+    if site is not None:
+        out.print("every file is readable by every user (0644) and every directory made for "
+                  "them searchable (0755): the jobs of every user read them; the paths inside "
+                  "are absolute, so install them where they were written", highlight=False,
+                  markup=False)
 
 
