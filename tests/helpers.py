@@ -115,6 +115,8 @@ _TCL_STUB = """
 proc hex {s} { return [binary encode hex [encoding convertto utf-8 $s]] }
 proc setenv {k v} { puts "[hex $k] [hex $v]" }
 proc module-whatis {args} {}
+proc conflict {args} {}
+proc prereq {args} {}
 source [lindex $argv 0]
 """
 _LUA_STUB = """
@@ -123,6 +125,9 @@ local function hex(s)
 end
 function setenv(k, v) io.write(hex(k), " ", hex(v), "\\n") end
 function whatis(s) end
+function help(s) end
+function family(s) end
+function prereq(s) end
 dofile(arg[1])
 """
 

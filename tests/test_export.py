@@ -206,3 +206,62 @@ def test_a_store_of_another_family_is_not_exported_as_open_mpi_rules(
     assert r.returncode == 2, r.stdout + r.stderr
     assert "writes Open MPI rules only" in r.stderr and "--from-db" in r.stderr
     assert not (tmp_path / "site").exists()
+
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+
+
+def test_lmod_loads_unloads_and_requires_the_site_mpi_module(tmp_path: Path) -> None:
+    """A site export with --module-prereq, used as a cluster user would with Lmod: without
+    the MPI module the load is refused, with it the variables are set, `module unload`
+    removes them, and a second colltune module replaces the first (one family)."""
+    import os
+    import subprocess
+
+    if not LMOD_INIT.exists():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs lmod (.ci/run)")
+        pytest.skip("needs Debian's lmod")
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site), "--module-prereq",
+                 "openmpi/5.0")
+    assert r.returncode == 0, r.stderr
+    mods = site / "modulefiles"
+    (mods / "openmpi").mkdir()
+    (mods / "openmpi" / "5.0.lua").write_text('whatis("the site MPI")\n')
+    other = mods / "colltune" / "other.lua"
+    other.write_text((mods / "colltune" / "tuned.lua").read_text().replace(
+        str(site / "colltune-rules.conf"), "/elsewhere/rules.conf"))
+    var = "OMPI_MCA_coll_tuned_dynamic_rules_filename"
+
+    def lmod(script: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_MCA", "LMOD",
+                                                                          "MODULE"))}
+        return subprocess.run(["bash", "-c", f"source {LMOD_INIT} && module use {mods} && "
+                                             f"{script}"], capture_output=True, text=True,
+                              env=env, timeout=60, check=False)
+
+    r = lmod(f"module load colltune/tuned && echo ${{{var}:-unset}}")
+    assert r.returncode != 0 and "openmpi/5.0" in r.stderr, r.stdout + r.stderr  # refused
+    r = lmod(f"module load openmpi/5.0 colltune/tuned && echo ${{{var}}} && "
+             f"module unload colltune/tuned && echo ${{{var}:-unset}}")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(site / "colltune-rules.conf"), "unset"]
+    r = lmod(f"module load openmpi/5.0 colltune/tuned colltune/other && echo ${{{var}}} && "
+             "module list 2>&1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == "/elsewhere/rules.conf" and "colltune/tuned" not in r.stdout
+
+
+def test_the_installed_rules_keep_their_provenance(tmp_path: Path) -> None:
+    src = tmp_path / "rules.conf"
+    src.write_text("# Open MPI coll/tuned dynamic rules written by colltune\n"
+                   "# measured on Open MPI 4.1.4 at /usr, host node17, 2026-11-23\n" + LINEAR)
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "site"))
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "site" / "colltune-rules.conf").read_text()
+    assert text.startswith("# installed by colltune export, written by colltune")
+    assert "# measured on Open MPI 4.1.4 at /usr, host node17, 2026-11-23" in text
+    assert text.endswith(LINEAR)

@@ -8,6 +8,7 @@ merged into, never replaced."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,12 +31,29 @@ def _stamp(source: Path) -> str:
            f"{check_path(source.resolve(), '--from')}, {when}"
 
 
-def _modules(env: dict[str, str], title: str, source: Path) -> tuple[str, str]:
+MODULE_NAME_OK = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]*")
+
+
+def _modules(env: dict[str, str], title: str, source: Path, prereq: str | None = None
+             ) -> tuple[str, str]:
+    """The Tcl and Lua modules that set `env`: with help and whatis, a conflict with any
+    other colltune module (two tunings at once would fight over the same variables), Lmod's
+    family "colltune" (Lmod swaps them), and an optional prerequisite: the site's MPI
+    module the tuning was made for."""
     check_env(env, "an environment module")
-    tcl = ["#%Module1.0", f"## {title}", f"## {_stamp(source)}",
-           f"module-whatis {tcl_quote(title)}"]
+    if prereq is not None and not MODULE_NAME_OK.fullmatch(prereq):
+        raise ColltuneError(f"--module-prereq {prereq!r} is not a module name",
+                            "e.g. --module-prereq openmpi/5.0")
+    stamp = _stamp(source)
+    about = f"{title}; {stamp}. Sets: " + ", ".join(env)
+    tcl = ["#%Module1.0", f"## {title}", f"## {stamp}",
+           "proc ModulesHelp { } {", f"    puts stderr {tcl_quote(about)}", "}",
+           f"module-whatis {tcl_quote(title)}", "conflict colltune"]
+    tcl += [f"prereq {tcl_quote(prereq)}"] if prereq else []
     tcl += [f"setenv {k} {tcl_quote(v)}" for k, v in env.items()]
-    lua = [f"-- {title}", f"-- {_stamp(source)}", f"whatis({lua_quote(title)})"]
+    lua = [f"-- {title}", f"-- {stamp}", f"help({lua_quote(about)})",
+           f"whatis({lua_quote(title)})", 'family("colltune")']
+    lua += [f"prereq({lua_quote(prereq)})"] if prereq else []
     lua += [f"setenv({lua_quote(k)}, {lua_quote(v)})" for k, v in env.items()]
     return "\n".join(tcl) + "\n", "\n".join(lua) + "\n"
 
@@ -78,7 +96,8 @@ def _decided(db: Path) -> tuple[Backend, str]:
 
 
 def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None,
-                as_format: str | None = None, at_size: int | None = None) -> list[Planned]:
+                as_format: str | None = None, at_size: int | None = None,
+                module_prereq: str | None = None) -> list[Planned]:
     """Every file the export writes, with its text (nothing written yet): the family's
     own files, and (for a site) environment modules that set the same variables."""
     backend, text = _source(source)
@@ -94,7 +113,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
                                              home or Path.home(), as_format, at_size, text))
     out = list(inst.files)
     if site is not None:
-        tcl, lua = _modules(inst.env, inst.title, source)
+        tcl, lua = _modules(inst.env, inst.title, source, module_prereq)
         mods = site / "modulefiles" / MODULE_NAME
         out += [Planned(destination(mods / "tuned"), tcl, "environment module (Tcl)"),
                 Planned(destination(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
@@ -105,7 +124,7 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
 
 def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
            home: Path | None = None, as_format: str | None = None,
-           at_size: int | None = None) -> list[Planned]:
+           at_size: int | None = None, module_prereq: str | None = None) -> list[Planned]:
     """Write every planned file, all or none: each is written in full beside its
     destination first, and only when all of them (and the directories they need) succeeded
     are they renamed into place; on any failure the temporaries and the directories made
@@ -113,7 +132,7 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
     if user == (dest is not None):
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
-    planned = plan_export(source, dest, user, home, as_format, at_size)
+    planned = plan_export(source, dest, user, home, as_format, at_size, module_prereq)
     for p in planned:
         check_destination(p.path, "export destination")
     exists = [p.path for p in planned if p.path.exists() and not p.merge]

@@ -40,7 +40,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError, FormatError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import CommRule, MsgRule
@@ -181,7 +181,11 @@ class OpenMPIBackend(Backend):
                         ) -> tuple[str, dict[str, str]]:
         """The rules file (checked and normalised, or decided from a store) and the MCA
         parameters that make Open MPI read it at `rules_path`."""
-        text = req.text if req.text is not None else rules.render(rules.read(req.source))
+        if req.text is not None:
+            text = req.text
+        else:  # checked as Open MPI reads it, installed as written: its comments say which
+            rules.read(req.source)  # MPI, host and measurements it came from
+            text = f"# installed by colltune export, {req.stamp}\n" + read_text(req.source)
         return text, {"coll_tuned_use_dynamic_rules": "1",
                       "coll_tuned_dynamic_rules_filename": str(rules_path)}
 

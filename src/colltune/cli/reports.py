@@ -120,6 +120,9 @@ def export_cmd(
     for_size: str | None = typer.Option(
         None, "--for-size", help="With --as mvapich3: the message size whose algorithm a "
                                  "size-dependent MVAPICH2 table keeps."),
+    module_prereq: str | None = typer.Option(
+        None, "--module-prereq", help="The site's MPI module the modules need loaded "
+                                      "first, e.g. openmpi/5.0."),
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning
     file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
@@ -127,7 +130,7 @@ def export_cmd(
 
     try:
         written = export(source, site, user, force, None, as_format,
-                         parse_size(for_size) if for_size else None)
+                         parse_size(for_size) if for_size else None, module_prereq)
     except ColltuneError as e:
         _fail(e)
         return
