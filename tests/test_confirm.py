@@ -51,7 +51,8 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     # the store must know the size was measured; the sweep's numbers are made up on purpose
     store.add(ctx, slow, _point(size), "mpit")
     d = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
-    opts = TuneOptions(["reduce"], [4], confirm_rounds=3, mpi=str(ompi41.prefix))
+    opts = TuneOptions(["reduce"], [4], confirm_rounds=3, mpi=str(ompi41.prefix),
+                       boundaries="midpoint")
     sess = registry.named("openmpi").open(opts, ["reduce"], print)
     confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
     assert d.chosen == DEFAULT

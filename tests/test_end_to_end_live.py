@@ -36,7 +36,8 @@ def _size_inside(coll_name: str, np: int, sec: rules.CommRule, i: int) -> int:
 def test_rules_written_by_tune_are_obeyed(ompi: OpenMPI, coll_name: str, tmp_path: Path) -> None:
     out = tmp_path / "rules.conf"
     summary = tmp_path / "summary.json"
-    r = tune_cli(coll_name, "--np", "4", "--mpi", str(ompi.prefix), "--db",
+    r = tune_cli(coll_name, "--boundaries", "midpoint",
+                 "--np", "4", "--mpi", str(ompi.prefix), "--db",
                  str(tmp_path / "db.sqlite"), "--out", str(out), "--sizes", SIZES,
                  "--summary-json", str(summary), "--point-time", "0.05", "--quiet")
     assert r.returncode == 0, r.stderr
@@ -104,7 +105,8 @@ def test_open_mpi_drops_or_misreads_what_check_rejects(ompi: OpenMPI, tmp_path: 
 
 def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path: Path) -> None:
     out = tmp_path / "all.conf"
-    r = tune_cli("all", "--np", "2,3", "--mpi", str(ompi41.prefix), "--db",
+    r = tune_cli("all", "--boundaries", "midpoint",
+                 "--np", "2,3", "--mpi", str(ompi41.prefix), "--db",
                  str(tmp_path / "db.sqlite"), "--out", str(out), "--sizes", "8,4K",
                  "--segsizes", "0", "--point-time", "0.02", "--min-reps", "5",
                  "--confirm-rounds", "0", "--quiet")  # confirmation: test_confirm

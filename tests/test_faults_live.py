@@ -31,7 +31,8 @@ def _tune(ompi: OpenMPI, tmp: Path, *extra: str, fault: str | None = None
           ) -> tuple[subprocess.CompletedProcess[str], dict]:
     summary = tmp / "summary.json"
     env = {"COLLTUNE_TEST_FAULT": fault} if fault else {}
-    r = tune_cli("reduce", "--np", "4", "--mpi", str(ompi.prefix), "--db", str(tmp / "db.sqlite"),
+    r = tune_cli("reduce", "--boundaries", "midpoint",
+                 "--np", "4", "--mpi", str(ompi.prefix), "--db", str(tmp / "db.sqlite"),
                  "--out", str(tmp / "rules.conf"), "--summary-json", str(summary), *FAST, *extra,
                  env=env)
     assert r.returncode == 0, r.stderr
@@ -106,7 +107,8 @@ def test_killed_tuner_resumes_without_repeating_or_losing(ompi41: OpenMPI, tmp_p
     db = tmp_path / "db.sqlite"
     out = tmp_path / "rules.conf"
     out.write_text(BASE)
-    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--out",
+    args = ["reduce", "--boundaries", "midpoint",
+            "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--out",
             str(out), "--sizes", "8,512,4K,64K", *FAST]
     before = set(collbench_pids())
     kill_at = random.Random(seed).uniform(0.5, 8.0)  # a whole run takes about 9 s here
@@ -147,7 +149,8 @@ def test_two_tuners_on_one_store_lose_and_duplicate_nothing(ompi41: OpenMPI, tmp
     plans = {"a": "8,512,4K", "b": "512,4K,64K"}  # overlapping: both want 512 B and 4 KiB
     procs = {
         k: subprocess.Popen(
-            [sys.executable, "-m", "colltune.cli", "reduce", "--np", "2", "--mpi",
+            [sys.executable, "-m", "colltune.cli", "reduce", "--boundaries", "midpoint",
+             "--np", "2", "--mpi",
              str(ompi41.prefix), "--db", str(db), "--sizes", sizes, "--confirm-rounds", "0",
              "--out", str(tmp_path / f"{k}.conf"), *FAST],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -305,7 +305,8 @@ def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
     o5 = get_mpi("ompi50")
     db, out, summ = tmp_path / "db.sqlite", tmp_path / "han.rules", tmp_path / "s.json"
     sizes = [4096, 262144]
-    tune = [sys.executable, "-m", "colltune.cli", "reduce", "--np", "4", "--hostfile",
+    tune = [sys.executable, "-m", "colltune.cli", "reduce", "--boundaries", "midpoint",
+            "--np", "4", "--hostfile",
             two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
             f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(o5.prefix), "--tune-han",
             "--db", str(db), "--out", str(out), "--summary-json", str(summ),

@@ -41,7 +41,8 @@ def test_tuner_rebuilds_a_kernel_built_for_another_mpi(pair: tuple[OpenMPI, Open
     target, foreign = (ompi50, ompi41) if direction.startswith("4.1") else (ompi41, ompi50)
     planted = _plant_foreign_kernel(target, foreign)
     db = tmp_path / "db.sqlite"
-    r = tune_cli("reduce", "--np", "2", "--mpi", str(target.prefix), "--db", str(db),
+    r = tune_cli("reduce", "--boundaries", "midpoint",
+                 "--np", "2", "--mpi", str(target.prefix), "--db", str(db),
                  "--sizes", "8,4K", "--confirm-rounds", "0", "--point-time", "0.02",
                  "--min-reps", "3", "--quiet", "--out", str(tmp_path / "rules.conf"))
     assert r.returncode == 0, r.stderr

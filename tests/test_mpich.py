@@ -270,7 +270,8 @@ def test_tuning_file_and_profile_are_obeyed(mpich: MPICH, netns: str, tmp_path: 
 @pytest.mark.mpi
 def test_tune_writes_files_mpich_obeys(mpich: MPICH, netns: str, tmp_path: Path) -> None:
     out = tmp_path / "tuning.json"
-    r = tune_cli("reduce", "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
+    r = tune_cli("reduce", "--boundaries", "midpoint",
+                 "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
                  "--sizes", "16K,128K", "--min-reps", "5", "--max-reps", "7",
                  "--point-time", "0.05", "--confirm-rounds", "0", "--timing", "isolated",
                  "--out", str(out), "--db", str(tmp_path / "s.sqlite"), "--summary-json",
@@ -600,7 +601,8 @@ def test_tune_searches_radix_and_chunk_and_mpich_obeys_the_choice(strace_ok: Non
 
     mpich = get_mpich("mpich50")
     out, db = tmp_path / "tuning.json", tmp_path / "s.sqlite"
-    r = tune_cli("bcast", "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
+    r = tune_cli("bcast", "--boundaries", "midpoint",
+                 "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
                  "--sizes", "8K,64K", "--segsizes", "0,4K", "--min-reps", "5",
                  "--max-reps", "7", "--point-time", "0.05", "--confirm-rounds", "2",
                  "--out", str(out), "--db", str(db), "--summary-json", str(tmp_path / "s.json"))

@@ -26,7 +26,8 @@ def test_tuning_across_two_hosts_with_a_hostfile(ompi41: OpenMPI, two_hosts: dic
     db, out = tmp_path / "db.sqlite", tmp_path / "rules.conf"
     before_pids = set(collbench_pids())
     rx0 = rx_bytes(two_hosts["a"], two_hosts["veth_a"])
-    tune = [sys.executable, "-m", "colltune.cli", "reduce", "--np", "4", "--hostfile",
+    tune = [sys.executable, "-m", "colltune.cli", "reduce", "--boundaries", "midpoint",
+            "--np", "4", "--hostfile",
             two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
             f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(ompi.prefix),
             "--db", str(db), "--out", str(out), "--sizes", "8,64K", "--point-time", "0.02",

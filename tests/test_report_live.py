@@ -24,7 +24,8 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     ompi: OpenMPI = get_mpi("ompi41")
     d = tmp_path_factory.mktemp("report")
-    r = tune_cli("reduce", "--np", "4", "--mpi", str(ompi.prefix), "--db", str(d / "db.sqlite"),
+    r = tune_cli("reduce", "--boundaries", "midpoint",
+                 "--np", "4", "--mpi", str(ompi.prefix), "--db", str(d / "db.sqlite"),
                  "--sizes", "8,512,4K,64K", "--out", str(d / "rules.conf"), "--point-time",
                  "0.05", "--quiet")
     assert r.returncode == 0, r.stderr

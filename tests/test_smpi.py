@@ -145,7 +145,8 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     need_smpi()
     out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
     summary = tmp_path / "summary.json"
-    res = tune_cli("reduce", "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
+    res = tune_cli("reduce", "--boundaries", "midpoint",
+                   "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
                    "--out", str(out), "--db", str(db), "--summary-json", str(summary),
                    "--quiet", timeout=300)
     assert res.returncode == 0, res.stderr
@@ -190,7 +191,7 @@ def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
     need_smpi()
     runs = []
     for seed in (1, 2):
-        opts = TuneOptions(["bcast"], [16], backend="smpi", platform=FLAT,
+        opts = TuneOptions(["bcast"], [16], backend="smpi", platform=FLAT, boundaries="midpoint",
                            db=tmp_path / f"{seed}.sqlite", sizes=[64, 65536, 1 << 20])
         opts.settings.seed = seed
         res = tune(opts)
@@ -207,7 +208,8 @@ def test_several_layouts_in_one_run(tmp_path: Path) -> None:
     """`--np 8,16 --ppn 4`: one comm-size section per size, each layout 4 per node."""
     need_smpi()
     out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
-    res = tune_cli("barrier", "--np", "8,16", "--ppn", "4", "--backend", "smpi",
+    res = tune_cli("barrier", "--boundaries", "midpoint",
+                   "--np", "8,16", "--ppn", "4", "--backend", "smpi",
                    "--platform", str(FLAT), "--out", str(out), "--db", str(db), "--quiet",
                    timeout=300)
     assert res.returncode == 0, res.stderr
@@ -231,7 +233,8 @@ def test_searches_simulate_each_point_once(tmp_path: Path) -> None:
     for strategy in ("grid", "race", "bayes"):
         db = tmp_path / f"{strategy}.sqlite"
         opts = TuneOptions(["bcast"], [8], backend="smpi", platform=FLAT, db=db,
-                           sizes=[64, 16384, 1 << 20], strategy=strategy)
+                           boundaries="midpoint", sizes=[64, 16384, 1 << 20],
+                           strategy=strategy)
         res = tune(opts)
         chosen[strategy] = [(d.size, d.chosen) for d in res.decisions["bcast"][8]]
         store = Store(db)
@@ -253,7 +256,7 @@ def test_real_open_mpi_runs_what_the_simulation_chose(ompi41: OpenMPI, tmp_path:
     need_smpi()
     out = tmp_path / "rules.conf"
     opts = TuneOptions(["reduce"], [4], backend="smpi", platform=FATTREE, out=out,
-                       db=tmp_path / "m.sqlite", sizes=[8, 65536])
+                       boundaries="midpoint", db=tmp_path / "m.sqlite", sizes=[8, 65536])
     res = tune(opts)
     (d,) = [d for d in res.decisions["reduce"][4] if d.size == 65536]
     rf = rules.read(out)

@@ -35,7 +35,8 @@ def _rows(db: Path) -> dict[tuple[str, int], tuple[str, list[float]]]:
 def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, tmp_path: Path
                                                              ) -> None:
     db, out, summ = tmp_path / "db.sqlite", tmp_path / "rules.conf", tmp_path / "s.json"
-    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+    args = ["reduce", "--boundaries", "midpoint",
+            "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
             SIZES, "--strategy", "bayes", "--budget", "20", "--out", str(out),
             "--summary-json", str(summ), "--confirm-rounds", "2"]
     r = tune_cli(*args)
@@ -66,7 +67,8 @@ def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, t
 def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_path: Path
                                                         ) -> None:
     db, out, summ = tmp_path / "db.sqlite", tmp_path / "rules.conf", tmp_path / "s.json"
-    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+    args = ["reduce", "--boundaries", "midpoint",
+            "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
             SIZES, "--strategy", "race", "--budget", "1500", "--out", str(out),
             "--confirm-rounds", "0"]
     before = set(collbench_pids())
@@ -108,7 +110,8 @@ def test_model_strategy_races_the_model_shortlist_and_the_default(
     from colltune.tuner.space import configurations, useful_at
 
     db = tmp_path / "db.sqlite"
-    args = ["reduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
+    args = ["reduce", "--boundaries", "midpoint",
+            "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
             "8,64K", "--strategy", "model", "--top-k", "2", "--confirm-rounds", "0",
             "--out", str(tmp_path / "r.conf"), "--summary-json", str(tmp_path / "s.json")]
     r = tune_cli(*args)

@@ -50,4 +50,7 @@ class TuneOptions:
     # sizes above the largest measured one: "extend" its decision, or "library" (a default
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"
+    # where neighbouring sizes decide differently: "measure" between them until the switch
+    # is located within 1.25x (tuner.boundaries), or "midpoint" (the geometric midpoint)
+    boundaries: str = "measure"
     settings: MeasureSettings = field(default_factory=MeasureSettings)

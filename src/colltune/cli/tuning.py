@@ -100,7 +100,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               backend: str = "openmpi", platform: Path | None = None,
               tune_han: bool = False, for_np: int | None = None,
               timing: str = "both", window: int = 64, objective: str = "completion",
-              oversubscribe: bool = False) -> None:
+              oversubscribe: bool = False, boundaries: str = "measure") -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -112,7 +112,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
-            oversubscribe=oversubscribe,
+            oversubscribe=oversubscribe, boundaries=boundaries,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective),
@@ -281,6 +281,11 @@ def _make_tune_command(name: str) -> None:
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
+        boundaries: str = typer.Option(
+            "measure", "--boundaries",
+            help="measure: where neighbouring sizes decide differently, measure between "
+                 "them until the switch is located within 1.25x; midpoint: put the boundary "
+                 "at the geometric midpoint unmeasured."),
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
@@ -292,7 +297,7 @@ def _make_tune_command(name: str) -> None:
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
-                  timing, window, objective, oversubscribe)
+                  timing, window, objective, oversubscribe, boundaries)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -13,27 +13,23 @@ from colltune.backends import Installation, registry, waiting_cause
 from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision, PointResult
+from colltune.core.config import DEFAULT
+from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
-from colltune.models.predict import Prediction
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, refuse_heavy_oversubscription
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner import artifacts
-from colltune.tuner.asktell import Outcome, Strategy, drive, grid
-from colltune.tuner.bayes import BayesSettings, bayesian
+from colltune.tuner.boundaries import refine
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import decide
-from colltune.tuner.guided import guided, shortlist
-from colltune.tuner.live import store_measure
 from colltune.tuner.measure import Reporter, context_for
-from colltune.tuner.race import RaceSettings, racing
+from colltune.tuner.search import STRATEGIES, failure_note, search_one
 from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
@@ -111,6 +107,9 @@ def check_options(opts: TuneOptions) -> None:
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     rep = reporter or Reporter()
     check_options(opts)
+    if opts.boundaries not in ("measure", "midpoint"):
+        raise ColltuneError(f"unknown --boundaries '{opts.boundaries}'",
+                            "use --boundaries measure or midpoint")
     if opts.beyond not in ("extend", "library"):
         raise ColltuneError(f"unknown beyond '{opts.beyond}'", "use extend or library")
     if opts.strategy not in STRATEGIES:
@@ -144,8 +143,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
             sess.before_measuring(rep.note)
             for placement in placements:
                 for name in colls:
-                    search_one(opts, mpi, catalog, sess.rules_version, get_collective(name),
+                    coll = get_collective(name)
+                    search_one(opts, mpi, catalog, sess.rules_version, coll,
                                placement, store, sess.sweep, rep, failures, searches)
+                    if opts.boundaries == "measure":
+                        refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
+                               failure_note(failures, coll, placement, catalog))
         decisions: dict[str, dict[int, list[Decision]]] = {}
         if opts.predict:
             for name in colls:
@@ -204,57 +207,6 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision]) -> list[Decis
                      False, reason=f"not measured (above {top} B): the library's own choice")]
 
 
-def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
-               coll: Collective, placement: Placement, store: Store, sweep: str,
-               rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
-               ) -> None:
-    """Measure one collective at one communicator size with the chosen strategy (every
-    strategy through the same ask/tell driver); failed points go to `failures`, what a
-    search did to `searches`."""
-    mreqs = None if version == 2 else [0]
-    cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
-    pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
-           if useful_at(c, s, coll, placement.np)]
-    where = f"{coll.name} np={placement.np}"
-
-    def failed(cfg: Config, r: PointResult) -> None:
-        failures.append(f"{where} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
-                        + (f" ({r.message})" if r.message else ""))
-
-    cands: dict[int, list[Config]] = {}
-    for c, sz in pts:
-        cands.setdefault(sz, []).append(c)
-    if opts.strategy == "bayes" and opts.budget and opts.budget < len(cands):
-        raise ColltuneError(
-            f"--budget {opts.budget} is less than the {len(cands)} sizes of {coll.name}: "
-            "the default is always measured at every size",
-            f"use --budget {len(cands)} or more, or fewer --sizes")
-    strategy: Strategy[Outcome]
-    if opts.strategy == "model":
-        ranked = model_ranking(store, mpi, catalog, coll, placement.np, cands)
-        strategy = guided(ranked, opts.top_k, race_settings(opts))
-        short = sum(1 + len(shortlist(r, opts.top_k)) for r in ranked.values())
-        rep.note(f"{where}: model: racing {short} of {len(pts)} points (per size the "
-                 f"fitted model's top {opts.top_k}, each algorithm's best-predicted variant, "
-                 "and the default)")
-    else:
-        strategy = (grid(cands) if opts.strategy == "grid" else
-                    racing(cands, race_settings(opts)) if opts.strategy == "race" else
-                    bayesian(cands, bayes_settings(opts)))
-    m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
-    out = drive(strategy, m)
-    record, line = out.record(len(pts)), out.describe(len(pts))
-    if record is not None:
-        searches[where] = record
-        if opts.strategy == "model":
-            searches[where].update(top_k=opts.top_k, shortlisted=short)
-    if line is not None:
-        rep.note(f"{where}: {opts.strategy} {line}")
-
-
-STRATEGIES = ("grid", "race", "bayes", "model")
-
-
 def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
                       measured: list[Placement], targets: list[int], sizes: list[int] | None
                       ) -> dict[int, tuple[list[Decision], str]]:
@@ -287,24 +239,6 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
                 "was not compared; check with tune verify at this size before relying on it")
         out[np] = (ds, text)
     return out
-
-
-def model_ranking(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
-                  np: int, cands: dict[int, list[Config]]) -> dict[int, list[Prediction]]:
-    """Per size, the candidates the fitted Hockney model can price, fastest first;
-    configurations without a formula are left out: nothing says they are good."""
-    from colltune.models.predict import load_models, predict
-
-    models = load_models(store, mpi)
-    return {size: predict(models, coll, catalog, np, size, cands[size]) for size in sorted(cands)}
-
-
-def race_settings(opts: TuneOptions) -> RaceSettings:
-    return RaceSettings(budget=opts.budget)
-
-
-def bayes_settings(opts: TuneOptions) -> BayesSettings:
-    return BayesSettings(budget=opts.budget, ei_stop=opts.ei_stop, seed=opts.settings.seed)
 
 
 def check_outputs(out: Path | None, summary_json: Path | None) -> None:

@@ -1,0 +1,95 @@
+"""Measured boundaries (issue 21): where neighbouring measured sizes decide differently,
+tune measures between them until the switch is located within 1.25x, and the written file
+switches there. Simulated (SMPI: deterministic times), so where the switch lies is a fact
+of the platform, not of the noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi import OpenMPI
+from colltune.collectives import get_collective
+from colltune.core.config import Config
+from colltune.core.records import Decision
+from colltune.options import TuneOptions
+from colltune.rules import ompi_classic as rules
+from colltune.tuner.boundaries import FACTOR, between
+from colltune.tuner.run import tune
+from test_smpi import FLAT, need_smpi
+
+
+def test_between_is_the_middle_in_log_size_on_the_granularity() -> None:
+    assert between(1024, 1 << 20, 8) == 32768
+    assert between(64, 512, 1) == 181 and between(64, 512, 8) == 184
+    assert between(8, 16, 8) is None  # nothing strictly between on the granularity
+    assert between(1000, 1001, 1) is None
+
+
+def ranges_are_measured(rf: rules.RulesFile, coll_name: str, np: int,
+                        ds: list[Decision]) -> list[str]:
+    """What is wrong with the written section of `np`: a rule range without a measured
+    size deciding its configuration, or a switch between configurations whose two nearest
+    measured sizes are more than FACTOR apart. One helper for every test's output."""
+    coll = get_collective(coll_name)
+    sec = next(s for s in rf.collectives[coll.ompi_id] if s.comsize == np)
+    measured = sorted((d.lookup_size, d.size, d.chosen) for d in ds if d.size >= 0)
+    problems = []
+    starts = [r.msgsize for r in sec.rules] + [None]
+    for r, end in zip(sec.rules, starts[1:], strict=True):
+        cfg = Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
+        inside = [c for lk, _, c in measured if lk >= r.msgsize and (end is None or lk < end)]
+        if cfg not in inside:
+            problems.append(f"rule from {r.msgsize}: no measured size decides {cfg.key}")
+    for (_, sa, ca), (_, sb, cb) in zip(measured, measured[1:], strict=False):
+        if ca != cb and sb > sa * FACTOR:
+            problems.append(f"switch {ca.key}->{cb.key} between {sa} and {sb} B not located")
+    return problems
+
+
+@pytest.mark.mpi
+def test_the_switch_is_measured_and_written_where_it_is(tmp_path: Path) -> None:
+    need_smpi()
+    out = {}
+    for how in ("midpoint", "measure"):
+        opts = TuneOptions(["bcast"], [16], backend="smpi", platform=FLAT, boundaries=how,
+                           db=tmp_path / f"{how}.sqlite", out=tmp_path / f"{how}.conf",
+                           sizes=[64, 65536, 1 << 20])
+        out[how] = tune(opts)
+    coarse = out["midpoint"].decisions["bcast"][16]
+    fine = out["measure"].decisions["bcast"][16]
+    assert [d.size for d in coarse] == [64, 65536, 1 << 20]
+    switches = [(a.size, b.size) for a, b in zip(coarse, coarse[1:], strict=False)
+                if a.chosen != b.chosen]
+    assert switches, "the platform has no switch between these sizes: pick others"
+    for lo, hi in switches:  # the search measured between every switch of the coarse grid
+        assert any(lo < d.size < hi for d in fine), (lo, hi, [d.size for d in fine])
+    assert ranges_are_measured(rules.read(tmp_path / "measure.conf"), "bcast", 16, fine) == []
+    # without the search the coarse file switches at a midpoint it never measured
+    assert ranges_are_measured(rules.read(tmp_path / "midpoint.conf"), "bcast", 16, coarse)
+
+
+def test_open_mpi_file_switches_only_between_measured_neighbours(ompi41: OpenMPI,
+                                                                 tmp_path: Path) -> None:
+    """On the real library (noise and all): whatever tune decides, every range of the file
+    it writes has a measured size deciding its configuration, and every switch lies between
+    two measured sizes at most 1.25x apart."""
+    import json
+
+    from helpers import tune_cli
+
+    out, summ = tmp_path / "r.conf", tmp_path / "s.json"
+    r = tune_cli("allreduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db",
+                 str(tmp_path / "s.db"),
+                 "--sizes", "512,4K,64K", "--point-time", "0.05", "--max-reps", "40",
+                 "--confirm-rounds", "2", "--out", str(out), "--summary-json", str(summ))
+    assert r.returncode == 0, r.stderr
+    from colltune.core.config import Config as C
+
+    raw = json.loads(summ.read_text())["collectives"]["allreduce"]["4"]
+    ds = [Decision(d["size"], d["lookup_size"],
+                   C(**{k: d["chosen"][k] for k in ("algorithm", "segsize", "fanout",
+                                                     "max_requests")}),
+                   None, None, None, None, False) for d in raw]
+    assert ranges_are_measured(rules.read(out), "allreduce", 4, ds) == []
