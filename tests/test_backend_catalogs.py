@@ -77,3 +77,19 @@ def test_the_store_records_which_backend_measured_a_context(tmp_path: Path) -> N
     v_cat = registry.BACKENDS["mvapich2"].catalog_for(got["allreduce"])
     assert v_cat is not None
     assert f"{v_cat.algorithm_name('allreduce', 2)}(2)" in res.stdout, res.stdout
+
+
+def test_show_json_holds_every_context_and_its_decisions(tmp_path: Path) -> None:
+    import json
+
+    store = Store(tmp_path / "s.db")
+    ctx = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", "h", 4, 4, 1, "reduce",
+                  "openmpi")
+    _add(store, ctx, [Config(1), DEFAULT])
+    store.close()
+    r = tune_cli("show", "--db", str(tmp_path / "s.db"), "--json", "-")
+    assert r.returncode == 0, r.stderr
+    [c] = json.loads(r.stdout)["contexts"]
+    assert (c["collective"], c["np"], c["mpi"]["version"]) == ("reduce", 4, "4.1.4")
+    assert [d["size"] for d in c["decisions"]] == [4096]
+    assert "reduce, 4 ranks" in r.stderr  # the table went to standard error

@@ -263,3 +263,26 @@ def test_version_with_mpi_names_the_installation_it_would_tune(tmp_path: Path) -
     assert r.returncode == 0 and f"MPICH {mpich.version}" in r.stdout, r.stderr
     r = tune_cli("--version", "--mpi", str(tmp_path))
     assert r.returncode == 3 and "no MPI colltune drives" in r.stderr
+
+
+def test_every_table_command_has_json_on_standard_output(tmp_path: Path) -> None:
+    """One option name, --json, on show, check, explain and model show; `-` is standard
+    output, which then holds the JSON alone."""
+    import json
+
+    conf = tmp_path / "r.conf"
+    conf.write_text("1\n7\n1\n4\n2\n0 1 0 0\n65536 3 0 1024\n")
+    r = tune_cli("check", str(conf), "--json", "-")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["valid"] is True
+    assert doc["collectives"]["bcast"][0]["rules"][1]["segsize"] == 1024
+    r = tune_cli("explain", str(conf), "-c", "bcast", "--np", "4", "--size", "1M", "--json",
+                 "-")
+    assert json.loads(r.stdout)["rule"]["algorithm"] == 3
+    bad = tmp_path / "bad.conf"
+    bad.write_text("1\n7\n1\n4\n2\n0 1 0 0\n")
+    r = tune_cli("check", str(bad), "--json", "-")
+    assert r.returncode == 1 and json.loads(r.stdout)["valid"] is False
+    for args in (["show"], ["model", "show"]):  # an empty store: an error, no JSON
+        r = tune_cli(*args, "--db", str(tmp_path / "none.db"), "--json", "-")
+        assert r.returncode == 4 and r.stdout == "", (args, r.stdout, r.stderr)

@@ -95,6 +95,21 @@ class BarReporter(Reporter):
             self.progress = None
 
 
+# one option name for machine-readable output on every command that prints a table
+JSON_OPTION = typer.Option(None, "--json", help="Also write what is shown as JSON (- for "
+                                                "standard output).")
+
+
+def write_json(path: Path | None, doc: object) -> None:
+    """`doc` as JSON at `path` (`-`: standard output); nothing without a path."""
+    import json
+
+    from colltune.outfile import write_atomic
+
+    if path is not None:
+        write_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
+
+
 def json_to_stdout(*paths: Path | None) -> bool:
     """When a JSON output is `-` (standard output), the tables go to standard error, so
     standard output holds the JSON alone."""

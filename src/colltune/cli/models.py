@@ -11,10 +11,12 @@ from rich.table import Table
 
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.cli.common import (
+    JSON_OPTION,
     _fail,
     app,
     json_to_stdout,
     out,
+    write_json,
 )
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
@@ -110,10 +112,12 @@ def model_fit_cmd(
 @model_app.command("show")
 def model_show_cmd(
     db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    json_out: Path | None = JSON_OPTION,
 ) -> None:
     """The fitted models in the store."""
     from colltune.store import Store, default_db_path
 
+    json_to_stdout(json_out)
     try:
         store = Store(db or default_db_path(), readonly=True)
         try:
@@ -125,6 +129,10 @@ def model_show_cmd(
     except ColltuneError as e:
         _fail(e)
         return
+    write_json(json_out, {"fits": [
+        {"mpi_key": f.mpi_key, "mpi_version": f.mpi_version, "host": f.host, "np": f.np,
+         "ppn": f.ppn, "model": f.model, "params": f.params, "created": f.created}
+        for f in fits]})
     by: dict[tuple[str, str, int], dict[str, dict]] = {}  # type: ignore[type-arg]
     for f in fits:
         by.setdefault((f.mpi_version, f.host, f.np), {})[f.model] = f.params

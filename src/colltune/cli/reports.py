@@ -8,11 +8,14 @@ import typer
 from rich.table import Table
 
 from colltune.cli.common import (
+    JSON_OPTION,
     _fail,
     _ints,
     _print_warnings,
     app,
+    json_to_stdout,
     out,
+    write_json,
 )
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
@@ -75,11 +78,13 @@ def show_cmd(
     db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
     collective: list[str] | None = typer.Option(None, "--collective", "-c"),
     np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
+    json_out: Path | None = JSON_OPTION,
 ) -> None:
     """The decisions the store supports, as terminal tables."""
     from colltune.report import load
     from colltune.store import default_db_path
 
+    json_to_stdout(json_out)
     try:
         colls, nps = _selection(collective, np)
         entries = load(db or default_db_path(), colls, nps)
@@ -102,6 +107,13 @@ def show_cmd(
                       d.verdict + ("!" if d.warning else ""))
         out.print(t)
         _print_warnings(en.decisions)
+    write_json(json_out, {"contexts": [
+        {"mpi": {"name": en.ctx.mpi_name, "version": en.ctx.mpi_version,
+                 "prefix": en.ctx.mpi_path, "key": en.ctx.mpi_key},
+         "host": en.ctx.host, "np": en.ctx.np, "ppn": en.ctx.ppn, "nodes": en.ctx.nodes,
+         "collective": en.ctx.collective, "measured": [en.first, en.last],
+         "decisions": [d.as_json(en.catalog, en.ctx.collective) for d in en.decisions]}
+        for en in entries]})
 
 
 @app.command("export")
