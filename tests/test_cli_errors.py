@@ -286,3 +286,39 @@ def test_every_table_command_has_json_on_standard_output(tmp_path: Path) -> None
     for args in (["show"], ["model", "show"]):  # an empty store: an error, no JSON
         r = tune_cli(*args, "--db", str(tmp_path / "none.db"), "--json", "-")
         assert r.returncode == 4 and r.stdout == "", (args, r.stdout, r.stderr)
+
+
+def test_sizes_with_from_db_are_honoured(tmp_path: Path) -> None:
+    """--from-db --sizes decides at those sizes only (never silently at every stored size),
+    and sizes the store does not hold are said."""
+    import json
+    import random
+
+    from colltune.backends.openmpi import find_openmpi
+    from colltune.collectives import get_collective
+    from colltune.core.config import DEFAULT, Config
+    from colltune.core.records import PointResult
+    from colltune.slots import place
+    from colltune.store import Store
+    from colltune.tuner.measure import context_for
+
+    mpi = find_openmpi("/usr")
+    db = tmp_path / "s.db"
+    st = Store(db)
+    ctx = context_for(mpi, get_collective("reduce"), place(4))
+    rng = random.Random(2)
+    for size in (8, 512, 4096):
+        for cfg, t in ((DEFAULT, 2e-5), (Config(1), 1e-5)):
+            xs = [t * rng.uniform(0.95, 1.05) for _ in range(20)]
+            st.add(ctx, cfg, PointResult(0, size, "ok", 20, sorted(xs)[10], samples=xs),
+                   "mpit")
+    st.close()
+    s = tmp_path / "s.json"
+    r = tune_cli("reduce", "--np", "4", "--mpi", "/usr", "--db", str(db), "--from-db",
+                 "--sizes", "8,4K", "--summary-json", str(s), "-q")
+    assert r.returncode == 0, r.stderr
+    assert [d["size"] for d in json.loads(s.read_text())["collectives"]["reduce"]["4"]] == [
+        8, 4096]
+    r = tune_cli("reduce", "--np", "4", "--mpi", "/usr", "--db", str(db), "--from-db",
+                 "--sizes", "64K", "-q")
+    assert r.returncode == 2 and "at those --sizes" in r.stderr, r.stderr

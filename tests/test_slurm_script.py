@@ -31,10 +31,16 @@ def test_batch_script_for_512_ranks(tmp_path: Path) -> None:
                        "--launcher", "srun"]
 
 
-def test_batch_script_needs_a_layout(tmp_path: Path) -> None:
-    r = tune_cli("bcast", "--np", "64", "--slurm-script", str(tmp_path / "job.sh"))
-    assert r.returncode == 2 and "--nodes N or --ppn K" in r.stderr
-    assert not (tmp_path / "job.sh").exists()
+def test_without_a_layout_slurm_places_the_ranks(tmp_path: Path) -> None:
+    job = tmp_path / "job.sh"
+    r = tune_cli("bcast", "--np", "64", "--slurm-script", str(job))
+    assert r.returncode == 0, r.stderr
+    text = job.read_text()
+    sb = dict(re.findall(r"^#SBATCH --([\w-]+)=(\S+)$", text, re.M))
+    assert sb["ntasks"] == "64" and "nodes" not in sb and "ntasks-per-node" not in sb
+    assert subprocess.run(["bash", "-n", str(job)], check=False).returncode == 0
+    cmd = shlex.split(text.strip().splitlines()[-1])
+    assert cmd[3:] == ["bcast", "--np", "64", "--launcher", "srun"]
 
 
 def test_time_limit() -> None:

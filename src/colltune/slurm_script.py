@@ -23,18 +23,25 @@ def hms(seconds: int) -> str:
 
 def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points: int,
            point_time: float, launches: int, name: str) -> str:
-    """`args`: the tune command's own arguments, without --slurm-script."""
-    if not nodes and not ppn:
-        raise ColltuneError("a batch script needs the layout",
-                            "pass --nodes N or --ppn K (ranks per node) with --slurm-script")
-    nodes = nodes or -(-np // (ppn or np))
-    ppn = ppn or -(-np // nodes)
-    if nodes * ppn < np:
-        raise ColltuneError(f"--np {np} does not fit in {nodes} nodes x {ppn} ranks",
-                            "raise --nodes or --ppn")
+    """`args`: the tune command's own arguments, without --slurm-script. Without --nodes
+    and --ppn the script asks for --ntasks alone and Slurm places the ranks."""
+    if nodes or ppn:
+        nodes = nodes or -(-np // (ppn or np))
+        ppn = ppn or -(-np // nodes)
+        if nodes * ppn < np:
+            raise ColltuneError(f"--np {np} does not fit in {nodes} nodes x {ppn} ranks",
+                                "raise --nodes or --ppn")
+        layout = [f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={ppn}",
+                  f"#SBATCH --ntasks={nodes * ppn}"]
+        fixed: list[tuple[str, str]] = [("--launcher", "srun"), ("--nodes", str(nodes)),
+                                        ("--ppn", str(ppn))]
+    else:
+        layout = [f"#SBATCH --ntasks={np}", "# no --nodes/--ppn given: Slurm places the "
+                  "ranks; timings then depend on how it packs them"]
+        fixed = [("--launcher", "srun")]
     limit = time_limit(points, point_time, launches)
     inner = [a for a in args]
-    for flag, value in (("--launcher", "srun"), ("--nodes", str(nodes)), ("--ppn", str(ppn))):
+    for flag, value in fixed:
         if flag not in inner:
             inner += [flag, value]
     cmd = shlex.join([sys.executable, "-m", "colltune.cli", *inner])
@@ -42,9 +49,7 @@ def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points:
     return "\n".join([
         "#!/bin/bash",
         f"#SBATCH --job-name={name}",
-        f"#SBATCH --nodes={nodes}",
-        f"#SBATCH --ntasks-per-node={ppn}",
-        f"#SBATCH --ntasks={nodes * ppn}",
+        *layout,
         f"#SBATCH --time={hms(limit)}",
         "#SBATCH --exclusive",
         f"#SBATCH --output={name}-%j.out",

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from colltune.backends.registry import CHOICES
 from colltune.cli.common import (
+    DB_HELP,
     OBJECTIVE_OPTION,
     TIMING_OPTION,
     WINDOW_OPTION,
@@ -78,7 +79,7 @@ def app_cmd(
     mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix (default: the profile's)."),
     backend: str | None = typer.Option(None, "--backend",
                                        help="Default: the profile's MPI family."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     min_share: float = typer.Option(0.001, "--min-share",
                                     help="Groups under this share of the run's wall time "
                                          "are not measured."),

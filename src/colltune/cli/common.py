@@ -95,6 +95,10 @@ class BarReporter(Reporter):
             self.progress = None
 
 
+DB_HELP = ("SQLite measurement store (default: $XDG_DATA_HOME/colltune/colltune.db, else "
+           "~/.local/share/colltune/colltune.db). Not on NFS or Lustre for tuners running "
+           "at once: SQLite's locks are not reliable there.")
+
 # one option name for machine-readable output on every command that prints a table
 JSON_OPTION = typer.Option(None, "--json", help="Also write what is shown as JSON (- for "
                                                 "standard output).")

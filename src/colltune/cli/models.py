@@ -11,6 +11,7 @@ from rich.table import Table
 
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.cli.common import (
+    DB_HELP,
     JSON_OPTION,
     _fail,
     app,
@@ -71,7 +72,7 @@ def _print_models(label: str, hockney: dict, loggp: dict) -> None:  # type: igno
 def model_fit_cmd(
     np: int = typer.Option(2, "--np", help="Ranks; rank 0 probes each other rank."),
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     max_size: str = typer.Option("1M", "--max-size", help="Largest message probed."),
     reps: int = typer.Option(50, "--reps", help="Repetitions per probe and size (median)."),
     hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
@@ -111,7 +112,7 @@ def model_fit_cmd(
 
 @model_app.command("show")
 def model_show_cmd(
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: Path | None = JSON_OPTION,
 ) -> None:
     """The fitted models in the store."""
@@ -150,7 +151,7 @@ def model_predict_cmd(
     np: int = typer.Option(..., "--np", help="Communicator size (any: nothing is launched)."),
     size: str = typer.Option(..., "--size", help="Per-rank block, e.g. 64K."),
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     model: str = typer.Option("hockney", "--model", help="Rank by hockney or loggp."),
     top: int = typer.Option(0, "--top", help="Show only the first N (0: all)."),
 ) -> None:
@@ -188,7 +189,7 @@ def model_validate_cmd(
     collective: list[str] = typer.Option(..., "--collective", "-c"),
     np: int = typer.Option(4, "--np", help="Communicator size measured."),
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
 ) -> None:
     """Predicted against measured (from `tune <collective>` runs in the store): median and

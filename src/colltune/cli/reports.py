@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from colltune.cli.common import (
+    DB_HELP,
     JSON_OPTION,
     _fail,
     _ints,
@@ -31,7 +32,7 @@ def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] 
 @app.command("report")
 def report_cmd(
     out_dir: Path = typer.Option(..., "--out", "-o", help="Directory for the report."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     collective: list[str] | None = typer.Option(None, "--collective", "-c"),
     np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
     rules_file: list[Path] | None = typer.Option(None, "--rules",
@@ -75,7 +76,7 @@ def report_cmd(
 
 @app.command("show")
 def show_cmd(
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     collective: list[str] | None = typer.Option(None, "--collective", "-c"),
     np: str | None = typer.Option(None, "--np", help="Only these communicator sizes."),
     json_out: Path | None = JSON_OPTION,

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from colltune.backends import registry
 from colltune.cli.common import (
+    DB_HELP,
     OBJECTIVE_OPTION,
     TIMING_OPTION,
     WINDOW_OPTION,
@@ -221,7 +222,7 @@ def _make_tune_command(name: str) -> None:
                                       "(flat tuned or han, han's algorithm, its level "
                                       "modules); --out gets han's rules file and an MCA "
                                       "parameter file beside it."),
-        db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+        db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
         strategy: str = typer.Option(
@@ -316,7 +317,7 @@ def import_osu_cmd(
                                          help="Algorithm of every file (default: from each "
                                               "file name: alg<N> or 'default')."),
     mpi: str | None = typer.Option(None, "--mpi", help="The Open MPI the runs used."),
-    db: Path | None = typer.Option(None, "--db", help="SQLite measurement store."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write."),
     summary_json: Path | None = typer.Option(None, "--summary-json"),
     rules_version: int | None = typer.Option(None, "--rules-version"),

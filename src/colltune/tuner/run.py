@@ -163,11 +163,16 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 coll = get_collective(name)
                 ctx = context_for(mpi, coll, placement)
                 ms = store.measurements(ctx)
+                if opts.from_db and opts.sizes and coll.has_sizes:
+                    # --sizes with --from-db: decide at those sizes only, as asked
+                    keep = set(sizes_for(coll, placement.np, opts.sizes))
+                    ms = [m for m in ms if m.size in keep]
                 if not ms:
                     if opts.from_db:
                         raise ColltuneError(
                             f"no stored measurements of {name} at np={placement.np} for "
-                            f"{mpi.describe()} on {socket.gethostname()}",
+                            f"{mpi.describe()} on {socket.gethostname()}"
+                            + (" at those --sizes" if opts.sizes else ""),
                             "run without --from-db to measure first, or pass the --db used")
                     continue
                 ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, backend.exact)
