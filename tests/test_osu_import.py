@@ -161,3 +161,37 @@ def test_dash_writes_the_summary_to_standard_output_alone(ompi41: OpenMPI,
     doc = json.loads(r.stdout)
     assert doc["collectives"]["reduce"]["4"][0]["size"] == 8
     assert not (tmp_path / "-").exists()
+
+
+def _validated(path: Path, title: str, rows: dict[int, tuple[float, str]]) -> Path:
+    lines = [f"# OSU MPI {title} Latency Test v7.3", "# Datatype: MPI_CHAR.",
+             "# Size       Avg Latency(us)        Validation"]
+    lines += [f"{size:<10}{avg:>18.2f}{ok:>18}" for size, (avg, ok) in rows.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_validation_column_v_collectives_and_the_runs_host(ompi41: OpenMPI,
+                                                           tmp_path: Path) -> None:
+    """OSU's -c column (a failed validation refuses the file, naming the line), the
+    v-collectives colltune tunes, and --host for runs made on a cluster node."""
+    db = tmp_path / "db.sqlite"
+    common = ["--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db), "-q"]
+    files = [_validated(tmp_path / "allgatherv_default.txt", "Allgatherv",
+                        {64: (3.0, "Pass"), 1024: (9.0, "Pass")}),
+             _osu(tmp_path / "alltoallv_default.txt", "All-to-Allv Personalized Exchange",
+                  {64: (4.0)}, False)]
+    r = tune_cli("import-osu", *map(str, files), *common, "--host", "node17")
+    assert r.returncode == 0, r.stderr
+    with sqlite3.connect(db) as c:
+        assert sorted(c.execute("SELECT DISTINCT host, collective FROM measurements")) == [
+            ("node17", "allgatherv"), ("node17", "alltoallv")]
+    bad = _validated(tmp_path / "allgatherv_alg2.txt", "Allgatherv",
+                     {64: (2.0, "Pass"), 1024: (1.0, "Fail")})
+    r = tune_cli("import-osu", str(bad), *common)
+    assert r.returncode == 2 and f"{bad}:5:" in r.stderr and "wrong result" in r.stderr
+    gv = _osu(tmp_path / "gatherv_default.txt", "Gatherv", {64: 2.0}, False)
+    r = tune_cli("import-osu", str(gv), *common)
+    assert r.returncode == 2 and "does not tune gatherv" in r.stderr
+    r = tune_cli("import-osu", str(files[0]), *common, "--host", "x/../y")
+    assert r.returncode == 2 and "not a host name" in r.stderr

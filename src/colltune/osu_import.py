@@ -16,7 +16,7 @@ from colltune.backends import registry
 from colltune.backends.base import write_file
 from colltune.backends.openmpi import find_openmpi, read_catalog
 from colltune.backends.openmpi_backend import build_rules, choose_rules_version, load_merge_base
-from colltune.collectives import get_collective
+from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.core.stats import welch_t_less
@@ -88,7 +88,13 @@ def _decide_size(size: int, lookup: int, runs: dict[Config, list[float]], alpha:
 def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
                mpi_prefix: str | None = None, db: Path | None = None, out: Path | None = None,
                summary_json: Path | None = None, rules_version: int | None = None,
-               alpha: float = 0.05, min_gain: float = 0.03) -> TuneResult:
+               alpha: float = 0.05, min_gain: float = 0.03, host: str | None = None
+               ) -> TuneResult:
+    """Store OSU runs, decide per size, write rules. `host`: the machine the runs were made
+    on (default: this one; runs copied from a cluster name the cluster's node)."""
+    if host is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}", host):
+        raise ColltuneError(f"--host {host[:40]!r} is not a host name",
+                            "letters, digits, '.', '-' and '_', as hostname prints it")
     if not 2 <= np <= MAX_NP:
         raise ColltuneError(f"--np {np}: a collective needs 2 to {MAX_NP} ranks",
                             "pass the number of ranks the OSU runs used")
@@ -103,6 +109,10 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
             run = read_osu(p)
         except FormatError as e:
             raise ColltuneError(f"cannot import {e}", "fix or leave out that file") from None
+        if run.collective not in COLLECTIVES:
+            raise ColltuneError(f"{p}: colltune does not tune {run.collective} (Open MPI's "
+                                "rules file has no entry it obeys for it)",
+                                "leave that file out; tuned: " + ", ".join(sorted(COLLECTIVES)))
         alg = algorithm if algorithm is not None else algorithm_from_name(p)
         if alg is None:
             raise ColltuneError(f"{p}: cannot tell which algorithm this run used",
@@ -129,8 +139,8 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         for name, per_size in by_coll.items():
             coll = get_collective(name)
-            ctx = Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
-                          np, np, 1, name, registry.of(mpi).name)
+            ctx = Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix),
+                          host or socket.gethostname(), np, np, 1, name, registry.of(mpi).name)
             for size, per_cfg in per_size.items():
                 for cfg, xs in per_cfg.items():
                     ys = sorted(xs)

@@ -24,7 +24,8 @@ _TITLE = re.compile(r"^#\s*OSU MPI(?:-\w+)? (?P<what>.+?) Latency Test(?: v(?P<v
                     re.IGNORECASE)
 _COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9 ]*?(?:\([^)]*\))?(?=\s{2,}|\s*$)")
 _KNOWN = {"size": "size", "avg latency(us)": "avg", "min latency(us)": "min",
-          "max latency(us)": "max", "iterations": "iterations"}
+          "max latency(us)": "max", "iterations": "iterations",
+          "validation": "validation"}  # OSU's -c: did the collective compute the right result
 
 
 @dataclass
@@ -127,6 +128,13 @@ def parse(text: str, path: str = "<osu>") -> OsuRun:
                 raise FormatError(path, no, f"iterations '{vals['iterations']}' is not a "
                                   "positive whole number")
             row.iterations = int(vals["iterations"])
+        if "validation" in vals:
+            if vals["validation"] not in ("Pass", "Fail"):
+                raise FormatError(path, no, f"validation '{vals['validation'][:20]}' is "
+                                  "neither Pass nor Fail")
+            if vals["validation"] == "Fail":  # a wrong result is never a candidate
+                raise FormatError(path, no, f"OSU's validation failed at {row.size} B: this "
+                                  "configuration computed a wrong result")
         if rows and row.size <= rows[-1].size:
             raise FormatError(path, no, f"size {row.size} does not increase "
                               f"(previous {rows[-1].size} on line {rows[-1].line})")

@@ -322,6 +322,8 @@ def import_osu_cmd(
     summary_json: Path | None = typer.Option(None, "--summary-json"),
     rules_version: int | None = typer.Option(None, "--rules-version"),
     quiet: bool = typer.Option(False, "--quiet", "-q"),
+    host: str | None = typer.Option(None, "--host", help="The machine the runs were made on "
+                                                         "(default: this one)."),
 ) -> None:
     """Store OSU results, decide per size and write rules, as if measured here."""
     from colltune.osu_import import import_osu
@@ -330,7 +332,8 @@ def import_osu_cmd(
     try:
         if rules_version not in (None, 1, 2):
             raise ColltuneError(f"unknown --rules-version {rules_version}", "use 1 or 2")
-        res = import_osu(paths, np, algorithm, mpi, db, out_path, summary_json, rules_version)
+        res = import_osu(paths, np, algorithm, mpi, db, out_path, summary_json, rules_version,
+                         host=host)
     except ColltuneError as e:
         _fail(e)
         return
