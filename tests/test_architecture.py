@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune.models", "colltune.tuner"),
     ("colltune.report", "colltune.verify", "colltune.export", "colltune.osu_import",
      "colltune.profile", "colltune.app", "colltune.appverify", "colltune.report_app",
-     "colltune.cli"),
+     "colltune.report_tables", "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

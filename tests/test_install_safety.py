@@ -238,8 +238,8 @@ def test_report_names_from_store_text_stay_inside_out_and_links_are_refused(
     r = tune_cli("report", "--db", str(db), "--out", str(out))
     assert r.returncode == 0, r.stderr
     pngs = sorted(p.name for p in tmp_path.rglob("*.png"))
-    assert pngs == ["reduce-np4-ompi4_1_4-x_.._.._ESCAPED-latency.png",
-                    "reduce-np4-ompi4_1_4-x_.._.._ESCAPED-speedup.png"]
+    assert pngs == ["reduce-np4-ompi4_1_4-5c0e77-x_.._.._ESCAPED-latency.png",
+                    "reduce-np4-ompi4_1_4-5c0e77-x_.._.._ESCAPED-speedup.png"]
     assert all(p.parent == out for p in tmp_path.rglob("*.png"))
     victim = tmp_path / "victim.csv"
     victim.write_text("mine\n")
@@ -374,3 +374,38 @@ def test_lmod_loads_both_modules_and_sets_exactly_the_values(env: dict[str, str]
         got = dict(kv.split("=", 1) for kv in r.stdout.decode().split("\0") if "=" in kv)
         assert {k: got.get(k) for k in env} == env, kind
     assert not list(work.iterdir())
+
+
+def test_two_installations_of_one_version_do_not_collide_in_the_report(tmp_path: Path
+                                                                       ) -> None:
+    """Report honesty: two Open MPI 4.1.4 installations (a site build, a copy) get their own
+    plots, anchors, headings and CSV rows; the rules text is in the format tune writes
+    (version 2 where max_requests is chosen); a summary table heads the page."""
+    import csv
+    import random
+
+    from colltune.core.config import DEFAULT, Config
+    from colltune.core.records import PointResult
+    from colltune.store import Context, Store
+
+    rng = random.Random(3)
+    db = tmp_path / "s.db"
+    store = Store(db)
+    for prefix, fast in (("/usr", Config(2, 0, 0, 8)), ("/opt/ompi-4.1.4", Config(1))):
+        ctx = Context(f"openmpi-4.1.4@{prefix}", "Open MPI", "4.1.4", prefix, "h", 4, 4, 1,
+                      "reduce", "openmpi")
+        for cfg, mu in ((DEFAULT, 2e-5), (fast, 1e-5)):
+            xs = [mu * rng.lognormvariate(0, 0.03) for _ in range(20)]
+            store.add(ctx, cfg, PointResult(0, 4096, "ok", 20, sorted(xs)[10], samples=xs),
+                      "mpit")
+    store.close()
+    out = tmp_path / "rep"
+    r = tune_cli("report", "--db", str(db), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    page = (out / "index.html").read_text()
+    assert "at /usr" in page and "at /opt/ompi-4.1.4" in page
+    assert len(list(out.glob("*-latency.png"))) == 2
+    assert "sizes tuned" in page and "rule-file-version-2" in page and "classic" in page
+    with open(out / "decisions.csv") as f:
+        prefixes = {row["prefix"] for row in csv.DictReader(f)}
+    assert prefixes == {"/usr", "/opt/ompi-4.1.4"}

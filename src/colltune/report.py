@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
 import html
 import io
 import math
@@ -24,6 +25,7 @@ from colltune.core.stats import median
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.outfile import check_destination, write_atomic
+from colltune.report_tables import model_tables, summary_table
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
@@ -47,14 +49,18 @@ class Entry:
         v = self.ctx.mpi_version.replace(".", "_")
         backend = registry.for_context(self.ctx)
         family = backend.short if backend else "mpi"
+        # two installations of one version (a site build, a wheel) must not share files
+        where = hashlib.sha1(self.ctx.mpi_path.encode()).hexdigest()[:6]
         # a file name: the store's text (host, version) may hold '/' or '..'
         return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
-                      f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{self.ctx.host}")
+                      f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{where}-"
+                      f"{self.ctx.host}")
 
     @property
     def title(self) -> str:
         c = self.ctx
-        return f"{c.collective}, {c.np} ranks ({c.nodes} node(s)), {c.mpi_name} {c.mpi_version}"
+        return (f"{c.collective}, {c.np} ranks ({c.nodes} node(s)), {c.mpi_name} "
+                f"{c.mpi_version} at {c.mpi_path}")
 
 
 def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
@@ -117,6 +123,7 @@ def _figures(e: Entry) -> dict[str, object]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
     curves = best_per_algorithm(e.measurements)
     figs: dict[str, object] = {}
@@ -128,8 +135,16 @@ def _figures(e: Entry) -> dict[str, object]:
         pts = sorted(curves[alg].items())
         name = e.catalog.algorithm_name(e.ctx.collective, alg)
         if alg == 0:
-            ax.plot([x_of[s] for s, _ in pts], [v * 1e6 for _, (_, v) in pts], color="black",
-                    linewidth=3, marker="o", label="default (library decision)", zorder=5)
+            ci = {m.size: (m.ci_lo, m.ci_hi) for m in e.measurements
+                  if m.config.algorithm == 0 and m.ci_lo is not None and m.ci_hi is not None}
+            ys = [v * 1e6 for _, (_, v) in pts]
+            err = [[max(0.0, y - (ci.get(s, (v, v))[0] or v) * 1e6) for (s, (_, v)), y in
+                    zip(pts, ys, strict=True)],
+                   [max(0.0, (ci.get(s, (v, v))[1] or v) * 1e6 - y) for (s, (_, v)), y in
+                    zip(pts, ys, strict=True)]]
+            ax.errorbar([x_of[s] for s, _ in pts], ys, yerr=err, color="black", linewidth=3,
+                        marker="o", capsize=3, label="default (library decision), 95% CI",
+                        zorder=5)
         else:
             ax.plot([x_of[s] for s, _ in pts], [v * 1e6 for _, (_, v) in pts], marker=".",
                     linewidth=1.2, label=f"{alg} {name}")
@@ -146,8 +161,9 @@ def _figures(e: Entry) -> dict[str, object]:
         ax.scatter(cx, cy, marker="*", s=220, color="gold", edgecolor="black", zorder=6,
                    label="chosen per size")
     ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
     ax.set_yscale("log")
-    ax.set_xlabel("message size per rank (bytes)")
+    ax.set_xlabel("message size per rank")
     ax.set_ylabel("latency, median (us)")
     ax.set_title(e.title)
     ax.grid(True, which="both", alpha=0.3)
@@ -155,17 +171,28 @@ def _figures(e: Entry) -> dict[str, object]:
     fig.tight_layout()
     figs["latency"] = fig
 
+    # scaled by what was written and confirmed; sweep wins that fresh launches refuted are
+    # drawn apart (hollow), and off the scale rather than stretching it
     fig2, ax2 = plt.subplots(figsize=(8, 3.5))
-    sp = [(d.size, d.default_median / d.best_median if d.default_median and d.best_median
-           else 1.0, d.speedup or 1.0) for d in e.decisions if d.size >= 0]
-    if sp:
-        ax2.plot([x_of[s] for s, _, _ in sp], [b for _, b, _ in sp], marker="o",
-                 label="best measured / default")
-        ax2.plot([x_of[s] for s, _, _ in sp], [c for _, _, c in sp], marker="*",
-                 markersize=12, label="chosen (written) / default")
+    sized = [d for d in e.decisions if d.size >= 0]
+    written = [(x_of[d.size], d.confirmations[-1].launch_speedup if d.confirmations
+                else (d.speedup or 1.0)) for d in sized]
+    refuted = [(x_of[d.size], d.default_median / d.best_median) for d in sized
+               if d.verdict == "refuted" and d.default_median and d.best_median]
+    if written:
+        ax2.plot([x for x, _ in written], [y for _, y in written], marker="*",
+                 markersize=12, label="written / default (fresh launches where confirmed)")
+        top = max(max(y for _, y in written), 1.0) * 1.3
+        low = min(min(y for _, y in written), 1.0) / 1.3
+        if refuted:
+            ax2.scatter([x for x, _ in refuted], [min(y, top) for _, y in refuted],
+                        marker="o", facecolors="none", edgecolors="red",
+                        label="refuted sweep win (not written; clipped to the scale)")
+        ax2.set_ylim(low, top)
     ax2.axhline(1.0, color="black", linewidth=1)
     ax2.set_xscale("log", base=2)
-    ax2.set_xlabel("message size per rank (bytes)")
+    ax2.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
+    ax2.set_xlabel("message size per rank")
     ax2.set_ylabel("speed-up over default")
     ax2.set_title(f"{e.ctx.collective}, {e.ctx.np} ranks: speed-up over the default")
     ax2.grid(True, which="both", alpha=0.3)
@@ -180,30 +207,33 @@ def _figures(e: Entry) -> dict[str, object]:
 # ---------------------------------------------------------------------------
 
 
-def _rules_text(e: Entry) -> str:
-    rf = rules.RulesFile(version=1)
+def _rules_text(e: Entry) -> tuple[str, str]:
+    """The section as tune writes it: version 2 where a chosen configuration sets
+    max_requests (classic cannot say it), else classic; and the format's name."""
+    v2 = any(d.chosen.max_requests for d in e.decisions)
+    rf = rules.RulesFile(version=2 if v2 else 1)
     rf.set_section(get_collective(e.ctx.collective).ompi_id, section(e.ctx.np, e.decisions))
-    return rules.render(rf)
+    return rules.render(rf), "rule-file-version-2" if v2 else "classic"
 
 
 def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[object]]]:
-    meas: list[list[object]] = [["mpi", "version", "host", "np", "ppn", "nodes", "collective",
-                                 "algorithm", "algorithm_name", "segsize", "fanout",
+    meas: list[list[object]] = [["mpi", "version", "prefix", "host", "np", "ppn", "nodes",
+                                 "collective", "algorithm", "algorithm_name", "segsize", "fanout",
                                  "max_requests", "size", "status", "n", "median_s", "ci_lo_s",
                                  "ci_hi_s", "message"]]
-    dec: list[list[object]] = [["mpi", "version", "host", "np", "collective", "size",
+    dec: list[list[object]] = [["mpi", "version", "prefix", "host", "np", "collective", "size",
                                 "lookup_size", "chosen", "best", "best_median_s",
                                 "default_median_s", "p_value", "verdict", "reason"]]
     for e in entries:
         c = e.ctx
         for m in e.measurements:
-            meas.append([c.mpi_name, c.mpi_version, c.host, c.np, c.ppn, c.nodes, c.collective,
-                         m.config.algorithm,
+            meas.append([c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.ppn, c.nodes,
+                         c.collective, m.config.algorithm,
                          e.catalog.algorithm_name(c.collective, m.config.algorithm),
                          m.config.segsize, m.config.fanout, m.config.max_requests, m.size,
                          m.status, m.n, m.median, m.ci_lo, m.ci_hi, m.message])
         for d in e.decisions:
-            dec.append([c.mpi_name, c.mpi_version, c.host, c.np, c.collective, d.size,
+            dec.append([c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.collective, d.size,
                         d.lookup_size, d.chosen.label(e.catalog, c.collective),
                         d.best.label(e.catalog, c.collective) if d.best else "",
                         d.best_median, d.default_median, d.p_value, d.verdict, d.reason])
@@ -221,35 +251,6 @@ table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid
 padding:3px 8px;text-align:right}th{background:#eee}td.l{text-align:left}
 pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}
 .tuned{background:#dfd}.refuted{background:#fdd}"""
-
-
-def _model_tables(fits: list[ModelFit]) -> str:
-    """The fitted models (Store.models rows) as tables: parameters and fit quality."""
-    if not fits:
-        return "<p>No cost-model fits in this store (<code>tune model fit</code>).</p>"
-    out = []
-    for f in fits:
-        model, params = f.model, f.params
-        q = params["quality"]
-        out.append(f"<h3>{html.escape(model)}: MPI {html.escape(f.mpi_version)} on "
-                   f"{html.escape(f.host)}, {f.np} ranks ({f.ppn} per node), "
-                   f"{html.escape(f.created)}</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, "
-                   "median error "
-                   f"{100 * q['median_rel']:.1f}%, worst {100 * q['worst_rel']:.1f}%</p>")
-        if model.startswith("hockney"):
-            out.append("<table><tr><th>bytes</th><th>alpha us</th><th>beta ns/B</th>"
-                       "<th>gamma ns/B</th></tr>" + "".join(
-                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['a'] * 1e6:.3f}</td>"
-                           f"<td>{p['b'] * 1e9:.4f}</td><td>{params['gamma'] * 1e9:.4f}</td>"
-                           "</tr>" for p in params["pieces"]) + "</table>")
-        else:
-            out.append("<table><tr><th>bytes</th><th>L us</th><th>o us</th><th>g us</th>"
-                       "<th>G ns/B</th></tr>" + "".join(
-                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['L'] * 1e6:.3f}</td>"
-                           f"<td>{p['o'] * 1e6:.3f}</td><td>{p['g'] * 1e6:.3f}</td>"
-                           f"<td>{p['G'] * 1e9:.4f}</td></tr>" for p in params["pieces"])
-                       + "</table>")
-    return "".join(out)
 
 
 def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
@@ -270,8 +271,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                  "stopping rule); each algorithm's curve shows its fastest configuration "
                  "(segment size, fanout) at each size. The default is the library's own "
                  "decision. Stars mark what the rules file runs at each measured size.</p>")
-    parts.append("<ul>" + "".join(f"<li><a href='#{html.escape(e.slug)}'>"
-                                  f"{html.escape(e.title)}</a></li>" for e in entries) + "</ul>")
+    parts.append(summary_table(entries))
     for profile, verified in apps or []:  # the applications' own view first
         from colltune.report_app import app_section
 
@@ -312,8 +312,9 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 f"<td>{d.verdict}</td><td class='l'>{html.escape(d.reason)}"
                 + (f"<br><strong>warning: {html.escape(d.warning)}</strong>" if d.warning
                    else "") + "</td></tr>")
-        parts.append("</table><p>Rules for this section (Open MPI classic format):</p>"
-                     f"<pre>{html.escape(_rules_text(e))}</pre>")
+        text, fmt = _rules_text(e)
+        parts.append(f"</table><p>Rules for this section (Open MPI {fmt} format, as tune "
+                     f"writes it):</p><pre>{html.escape(text)}</pre>")
     for rf in rules_files or []:
         try:
             text = read_text(rf)
@@ -322,7 +323,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
             raise ColltuneError(f"cannot show --rules {rf}: {why}",
                                 "pass the rules file (text) with --rules") from None
         parts.append(f"<h2>Rules file {html.escape(str(rf))}</h2><pre>{html.escape(text)}</pre>")
-    parts.append("<h2>Model fits</h2>" + _model_tables(fits or []))
+    parts.append("<h2>Model fits</h2>" + model_tables(fits or []))
     parts.append("<p>Exports: measurements.csv, decisions.csv, and each plot as PNG and SVG "
                  "beside this page.</p></body></html>")
     meas, dec = _csv_rows(entries)
@@ -331,6 +332,14 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
     page = out_dir / "index.html"
     write_atomic(page, "\n".join(parts))
     return page
+
+
+def _bytes_label(x: float, _pos: object = None) -> str:
+    """Size axes in B, KiB, MiB."""
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if x >= div:
+            return f"{x / div:g} {unit}"
+    return f"{x:g} B"
 
 
 def _us(x: float | None) -> str:

@@ -41,8 +41,8 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
     for name, per_np in res.decisions.items():
         for np, ds in per_np.items():
             t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
-            for col in ("size/rank", "lookup", "chosen", "best us", "default us", "sweep",
-                        "fresh", "verdict"):
+            for col in ("size/rank", "lookup", "chosen", "best us", "default us",
+                        "sweep default/best", "fresh default/chosen", "verdict"):
                 t.add_column(col)
             for d in ds:
                 t.add_row(
