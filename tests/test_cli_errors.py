@@ -322,3 +322,13 @@ def test_sizes_with_from_db_are_honoured(tmp_path: Path) -> None:
     r = tune_cli("reduce", "--np", "4", "--mpi", "/usr", "--db", str(db), "--from-db",
                  "--sizes", "64K", "-q")
     assert r.returncode == 2 and "at those --sizes" in r.stderr, r.stderr
+
+
+def test_flags_do_not_show_as_taking_a_value() -> None:
+    """typer prints <bool> beside a flag as if it took one; colltune's flags print none
+    (only typer's own --help is left)."""
+    for cmd in (["reduce"], ["verify"], ["export"], ["app"], ["profile"], ["import-osu"],
+                ["report"], []):
+        r = tune_cli(*cmd, "--help", env={"COLUMNS": "200"})
+        flagged = [ln for ln in r.stdout.splitlines() if "<bool>" in ln and "--help" not in ln]
+        assert flagged == [], (cmd, flagged)

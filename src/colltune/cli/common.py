@@ -44,9 +44,9 @@ def _which_mpi(prefix: str) -> str:
 
 @app.callback(invoke_without_command=True)
 def _root(ctx: typer.Context,
-          version: bool = typer.Option(False, "--version", help="Print colltune's version "
-                                                                "(with --mpi: the MPI it "
-                                                                "would tune there)."),
+          version: bool = typer.Option(False, "--version", metavar="",
+                                       help="Print colltune's version (with --mpi: the MPI "
+                                            "it would tune there)."),
           mpi: str | None = typer.Option(None, "--mpi", help="With --version: an MPI "
                                                              "installation prefix.")) -> None:
     """Measure MPI collective algorithms and write rules the library obeys."""

@@ -123,10 +123,10 @@ def export_cmd(
                                                     "or profile, MVAPICH2 profile, or "
                                                     "measurement store (.sqlite) to install."),
     site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
-    user: bool = typer.Option(False, "--user", help="Into your home (~/.openmpi, "
+    user: bool = typer.Option(False, "--user", metavar="", help="Into your home (~/.openmpi, "
                                                     "~/.mvapich2.conf, ~/.config/colltune "
                                                     "for MPICH) instead."),
-    force: bool = typer.Option(False, "--force", help="Replace files that exist."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace files that exist."),
     as_format: str | None = typer.Option(
         None, "--as", help="mvapich3: carry an MVAPICH2 profile over to MVAPICH 3's MVP_ "
                            "variables (one algorithm each)."),

@@ -218,7 +218,8 @@ def _make_tune_command(name: str) -> None:
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
         tune_han: bool = typer.Option(
-            False, "--tune-han", help="Open MPI 5 across nodes: tune coll/han's own choices "
+            False, "--tune-han", metavar="",
+            help="Open MPI 5 across nodes: tune coll/han's own choices "
                                       "(flat tuned or han, han's algorithm, its level "
                                       "modules); --out gets han's rules file and an MCA "
                                       "parameter file beside it."),
@@ -238,7 +239,7 @@ def _make_tune_command(name: str) -> None:
         top_k: int = typer.Option(3, "--top-k", help="model: configurations predicted "
                                                      "fastest that join each algorithm's "
                                                      "best-predicted one in the race."),
-        predict: bool = typer.Option(False, "--predict",
+        predict: bool = typer.Option(False, "--predict", metavar="",
                                      help="--np cannot run here: measure at --fit-np, fit the "
                                           "cost models, write rules predicted for --np."),
         fit_np: str = typer.Option("2,3,4", "--fit-np",
@@ -249,10 +250,12 @@ def _make_tune_command(name: str) -> None:
         sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
         rules_version: int | None = typer.Option(None, "--rules-version",
                                                     help="1 classic, 2 rule-file-version-2."),
-        from_db: bool = typer.Option(False, "--from-db", help="Decide from stored data only."),
+        from_db: bool = typer.Option(False, "--from-db", metavar="",
+                                     help="Decide from stored data only."),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
         oversubscribe: bool = typer.Option(
-            False, "--oversubscribe", help="Run more than 4 ranks per core on this machine "
+            False, "--oversubscribe", metavar="",
+            help="Run more than 4 ranks per core on this machine "
                                            "anyway (refused otherwise: the timings would "
                                            "measure the scheduler)."),
         launcher: str | None = typer.Option(None, "--launcher",
@@ -267,7 +270,8 @@ def _make_tune_command(name: str) -> None:
                                          "in an allocation, instead of running it now."),
         summary_json: Path | None = typer.Option(None, "--summary-json",
                                                     help="Write decisions as JSON."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress or tables."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", metavar="",
+                                   help="No progress or tables."),
         timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
                                                               "before a launch is killed."),
         point_time: float = typer.Option(0.25, "--point-time",
@@ -321,7 +325,7 @@ def import_osu_cmd(
     out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write."),
     summary_json: Path | None = typer.Option(None, "--summary-json"),
     rules_version: int | None = typer.Option(None, "--rules-version"),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
     host: str | None = typer.Option(None, "--host", help="The machine the runs were made on "
                                                          "(default: this one)."),
 ) -> None:

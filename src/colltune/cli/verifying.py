@@ -28,7 +28,7 @@ def verify_cmd(
     args: list[str] = typer.Argument(..., metavar="FILE | -- LAUNCHER ... PROGRAM ...",
                                      help="Rules file to verify; with --app, the "
                                           "application's launch command (after --)."),
-    app_mode: bool = typer.Option(False, "--app", help="Run the application itself, "
+    app_mode: bool = typer.Option(False, "--app", metavar="", help="Run the application itself, "
                                                        "alternately without and with --rules."),
     rules_path: Path | None = typer.Option(None, "--rules", help="With --app: the rules file."),
     pairs: int = typer.Option(5, "--pairs", help="With --app: default/rules run pairs."),
@@ -47,7 +47,7 @@ def verify_cmd(
     osu_dir: Path | None = typer.Option(None, "--osu-dir", help="Where osu_<coll> live."),
     hostfile: str | None = typer.Option(None, "--hostfile"),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON."),
-    quiet: bool = typer.Option(False, "--quiet", "-q"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
     timing: str = TIMING_OPTION,
     window: int = WINDOW_OPTION,
     objective: str = OBJECTIVE_OPTION,
