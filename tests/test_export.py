@@ -265,3 +265,19 @@ def test_the_installed_rules_keep_their_provenance(tmp_path: Path) -> None:
     assert text.startswith("# installed by colltune export, written by colltune")
     assert "# measured on Open MPI 4.1.4 at /usr, host node17, 2026-11-23" in text
     assert text.endswith(LINEAR)
+
+
+def test_export_for_an_open_mpi_that_would_drop_the_file_is_refused(tmp_path: Path) -> None:
+    """A version-2 file exported for Open MPI 4.1.4 (which reads only classic files) is
+    refused before anything is written; for 5.0.11 it is installed."""
+    from conftest import get_mpi
+
+    src = tmp_path / "v2.conf"
+    src.write_text("rule-file-version-2\n1\n7\n1\n4\n1\n0 1 0 0 8\n")
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "a"), "--mpi",
+                 str(get_mpi("ompi41").prefix))
+    assert r.returncode == 2 and "would ignore" in r.stderr and "4.1.8+" in r.stderr
+    assert not (tmp_path / "a").exists()
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "b"), "--mpi",
+                 str(get_mpi("ompi50").prefix))
+    assert r.returncode == 0, r.stderr

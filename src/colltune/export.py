@@ -97,7 +97,7 @@ def _decided(db: Path) -> tuple[Backend, str]:
 
 def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None,
                 as_format: str | None = None, at_size: int | None = None,
-                module_prereq: str | None = None) -> list[Planned]:
+                module_prereq: str | None = None, mpi: str | None = None) -> list[Planned]:
     """Every file the export writes, with its text (nothing written yet): the family's
     own files, and (for a site) environment modules that set the same variables."""
     backend, text = _source(source)
@@ -110,7 +110,8 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
                             "; ".join(routes) + "; leave --as out otherwise")
     site = None if user else (dest or Path("."))
     inst = backend.installable(ExportRequest(source, _stamp(source), site,
-                                             home or Path.home(), as_format, at_size, text))
+                                             home or Path.home(), as_format, at_size, text,
+                                             mpi))
     out = list(inst.files)
     if site is not None:
         tcl, lua = _modules(inst.env, inst.title, source, module_prereq)
@@ -124,7 +125,8 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
 
 def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
            home: Path | None = None, as_format: str | None = None,
-           at_size: int | None = None, module_prereq: str | None = None) -> list[Planned]:
+           at_size: int | None = None, module_prereq: str | None = None,
+           mpi: str | None = None) -> list[Planned]:
     """Write every planned file, all or none: each is written in full beside its
     destination first, and only when all of them (and the directories they need) succeeded
     are they renamed into place; on any failure the temporaries and the directories made
@@ -132,7 +134,7 @@ def export(source: Path, dest: Path | None = None, user: bool = False, force: bo
     if user == (dest is not None):
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
-    planned = plan_export(source, dest, user, home, as_format, at_size, module_prereq)
+    planned = plan_export(source, dest, user, home, as_format, at_size, module_prereq, mpi)
     for p in planned:
         check_destination(p.path, "export destination")
     exists = [p.path for p in planned if p.path.exists() and not p.merge]

@@ -65,6 +65,7 @@ class ExportRequest:
     as_format: str | None = None  # --as: the output converted for another family
     at_size: int | None = None  # --for-size of that conversion
     text: str | None = None  # the tuning file decided from a store (instead of `source`)
+    mpi: str | None = None  # --mpi: the installation the files are for (checked against it)
 
 
 @dataclass(frozen=True)

@@ -184,7 +184,17 @@ class OpenMPIBackend(Backend):
         if req.text is not None:
             text = req.text
         else:  # checked as Open MPI reads it, installed as written: its comments say which
-            rules.read(req.source)  # MPI, host and measurements it came from
+            if req.mpi is not None:  # MPI, host and measurements it came from
+                mpi = find_openmpi(req.mpi)  # as that Open MPI reads it: a 4.1 drops a v2 file
+                try:
+                    rules.read(req.source, valid_algs=valid_algorithms(read_catalog(mpi)),
+                               allow_v2=supports_rules_v2(mpi.version_tuple))
+                except rules.RulesError as e:
+                    raise ColltuneError(f"will not export: {mpi.describe()} would ignore {e}",
+                                        f"check it with tune check {req.source} --mpi "
+                                        f"{mpi.prefix}") from None
+            else:
+                rules.read(req.source)
             text = f"# installed by colltune export, {req.stamp}\n" + read_text(req.source)
         return text, {"coll_tuned_use_dynamic_rules": "1",
                       "coll_tuned_dynamic_rules_filename": str(rules_path)}

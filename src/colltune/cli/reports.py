@@ -136,6 +136,10 @@ def export_cmd(
     module_prereq: str | None = typer.Option(
         None, "--module-prereq", help="The site's MPI module the modules need loaded "
                                       "first, e.g. openmpi/5.0."),
+    mpi: str | None = typer.Option(None, "--mpi", help="The installation the files are for: "
+                                                       "a file it would ignore (a version-2 "
+                                                       "header on Open MPI 4.1, an algorithm "
+                                                       "it lacks) is refused."),
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning
     file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
@@ -143,7 +147,7 @@ def export_cmd(
 
     try:
         written = export(source, site, user, force, None, as_format,
-                         parse_size(for_size) if for_size else None, module_prereq)
+                         parse_size(for_size) if for_size else None, module_prereq, mpi)
     except ColltuneError as e:
         _fail(e)
         return
