@@ -20,6 +20,13 @@ from colltune.tuner.run import tune
 from test_smpi import FLAT, need_smpi
 
 
+def test_the_default_grid_is_every_power_of_two_from_4_bytes_to_1_mib() -> None:
+    from colltune.tuner.space import sizes_for
+
+    assert sizes_for(get_collective("bcast"), 4) == [1 << k for k in range(2, 21)]
+    assert sizes_for(get_collective("reduce"), 4) == [1 << k for k in range(3, 21)]  # doubles
+
+
 def test_between_is_the_middle_in_log_size_on_the_granularity() -> None:
     assert between(1024, 1 << 20, 8) == 32768
     assert between(64, 512, 1) == 181 and between(64, 512, 8) == 184

@@ -147,6 +147,7 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     res = tune_cli("reduce", "--boundaries", "midpoint",
                    "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
+                   "--sizes", "8,64,512,4K,16K,64K,256K,1M",  # the grid this test was made on
                    "--out", str(out), "--db", str(db), "--summary-json", str(summary),
                    "--quiet", timeout=300)
     assert res.returncode == 0, res.stderr
