@@ -537,6 +537,19 @@ static long long ftype(const MPI_Fint *t)
     return tsize(MPI_Type_f2c(*t));
 }
 
+/* the two Fortran names of one entry: gfortran's (mpif.h, `use mpi`) and Open MPI's f08 */
+#define FORTRAN_ENTRIES(name, params, ...)                                                \
+    void mpi_##name##_ params                                                             \
+    {                                                                                     \
+        static fvoid_t next;                                                              \
+        fortran_##name(&next, "mpi_" #name "_", __VA_ARGS__);                             \
+    }                                                                                     \
+    void mpi_##name##_f08_ params                                                         \
+    {                                                                                     \
+        static fvoid_t next;                                                              \
+        fortran_##name(&next, "mpi_" #name "_f08_", __VA_ARGS__);                         \
+    }
+
 /* the mean of a per-rank count array over the communicator */
 static long long fmean(const MPI_Fint *counts, const MPI_Fint *comm)
 {
@@ -564,17 +577,8 @@ static void fortran_barrier(fvoid_t *cache, const char *sym, MPI_Fint *comm, MPI
     record(C_BARRIER, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_barrier_(MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_barrier(&next, "mpi_barrier_", comm, ierr);
-}
-
-void mpi_barrier_f08_(MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_barrier(&next, "mpi_barrier_f08_", comm, ierr);
-}
+FORTRAN_ENTRIES(barrier, (MPI_Fint *comm, MPI_Fint *ierr),
+                comm, ierr)
 
 
 static void fortran_bcast(fvoid_t *cache, const char *sym, void *buf, MPI_Fint *count,
@@ -595,19 +599,9 @@ static void fortran_bcast(fvoid_t *cache, const char *sym, void *buf, MPI_Fint *
     record(C_BCAST, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_bcast_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
-                MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_bcast(&next, "mpi_bcast_", buf, count, type, root, comm, ierr);
-}
-
-void mpi_bcast_f08_(void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
-                    MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_bcast(&next, "mpi_bcast_f08_", buf, count, type, root, comm, ierr);
-}
+FORTRAN_ENTRIES(bcast, (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+                MPI_Fint *ierr),
+                buf, count, type, root, comm, ierr)
 
 
 static void fortran_reduce(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
@@ -629,19 +623,9 @@ static void fortran_reduce(fvoid_t *cache, const char *sym, void *s, void *r, MP
     record(C_REDUCE, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_reduce_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
-                 MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce(&next, "mpi_reduce_", s, r, count, type, op, root, comm, ierr);
-}
-
-void mpi_reduce_f08_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce(&next, "mpi_reduce_f08_", s, r, count, type, op, root, comm, ierr);
-}
+FORTRAN_ENTRIES(reduce, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, count, type, op, root, comm, ierr)
 
 
 static void fortran_allreduce(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
@@ -662,19 +646,9 @@ static void fortran_allreduce(fvoid_t *cache, const char *sym, void *s, void *r,
     record(C_ALLREDUCE, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_allreduce_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                    MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allreduce(&next, "mpi_allreduce_", s, r, count, type, op, comm, ierr);
-}
-
-void mpi_allreduce_f08_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                        MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allreduce(&next, "mpi_allreduce_f08_", s, r, count, type, op, comm, ierr);
-}
+FORTRAN_ENTRIES(allreduce, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, count, type, op, comm, ierr)
 
 
 static void fortran_scan(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
@@ -695,19 +669,9 @@ static void fortran_scan(fvoid_t *cache, const char *sym, void *s, void *r, MPI_
     record(C_SCAN, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_scan_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-               MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scan(&next, "mpi_scan_", s, r, count, type, op, comm, ierr);
-}
-
-void mpi_scan_f08_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                   MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scan(&next, "mpi_scan_f08_", s, r, count, type, op, comm, ierr);
-}
+FORTRAN_ENTRIES(scan, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, count, type, op, comm, ierr)
 
 
 static void fortran_exscan(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
@@ -728,19 +692,9 @@ static void fortran_exscan(fvoid_t *cache, const char *sym, void *s, void *r, MP
     record(C_EXSCAN, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_exscan_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-                 MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_exscan(&next, "mpi_exscan_", s, r, count, type, op, comm, ierr);
-}
-
-void mpi_exscan_f08_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                     MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_exscan(&next, "mpi_exscan_f08_", s, r, count, type, op, comm, ierr);
-}
+FORTRAN_ENTRIES(exscan, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, count, type, op, comm, ierr)
 
 
 static void fortran_reduce_scatter_block(fvoid_t *cache, const char *sym, void *s, void *r,
@@ -762,21 +716,9 @@ static void fortran_reduce_scatter_block(fvoid_t *cache, const char *sym, void *
     record(C_REDUCE_SCATTER_BLOCK, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_reduce_scatter_block_(void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                               MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce_scatter_block(&next, "mpi_reduce_scatter_block_", s, r, count, type, op, comm,
-                                 ierr);
-}
-
-void mpi_reduce_scatter_block_f08_(void *s, void *r, MPI_Fint *count, MPI_Fint *type,
-                                   MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce_scatter_block(&next, "mpi_reduce_scatter_block_f08_", s, r, count, type, op,
-                                 comm, ierr);
-}
+FORTRAN_ENTRIES(reduce_scatter_block, (void *s, void *r, MPI_Fint *count, MPI_Fint *type,
+                MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, count, type, op, comm, ierr)
 
 
 static void fortran_reduce_scatter(fvoid_t *cache, const char *sym, void *s, void *r,
@@ -798,19 +740,9 @@ static void fortran_reduce_scatter(fvoid_t *cache, const char *sym, void *s, voi
     record(C_REDUCE_SCATTER, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_reduce_scatter_(void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
-                         MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce_scatter(&next, "mpi_reduce_scatter_", s, r, counts, type, op, comm, ierr);
-}
-
-void mpi_reduce_scatter_f08_(void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
-                             MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_reduce_scatter(&next, "mpi_reduce_scatter_f08_", s, r, counts, type, op, comm, ierr);
-}
+FORTRAN_ENTRIES(reduce_scatter, (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
+                MPI_Fint *comm, MPI_Fint *ierr),
+                s, r, counts, type, op, comm, ierr)
 
 
 static void fortran_allgather(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -832,19 +764,9 @@ static void fortran_allgather(fvoid_t *cache, const char *sym, void *s, MPI_Fint
     record(C_ALLGATHER, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_allgather_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                    MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allgather(&next, "mpi_allgather_", s, scount, stype, r, rcount, rtype, comm, ierr);
-}
-
-void mpi_allgather_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allgather(&next, "mpi_allgather_f08_", s, scount, stype, r, rcount, rtype, comm, ierr);
-}
+FORTRAN_ENTRIES(allgather, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+                MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcount, rtype, comm, ierr)
 
 
 static void fortran_alltoall(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -866,19 +788,9 @@ static void fortran_alltoall(fvoid_t *cache, const char *sym, void *s, MPI_Fint 
     record(C_ALLTOALL, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_alltoall_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                   MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_alltoall(&next, "mpi_alltoall_", s, scount, stype, r, rcount, rtype, comm, ierr);
-}
-
-void mpi_alltoall_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                       MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_alltoall(&next, "mpi_alltoall_f08_", s, scount, stype, r, rcount, rtype, comm, ierr);
-}
+FORTRAN_ENTRIES(alltoall, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+                MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcount, rtype, comm, ierr)
 
 
 static void fortran_gather(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -900,19 +812,9 @@ static void fortran_gather(fvoid_t *cache, const char *sym, void *s, MPI_Fint *s
     record(C_GATHER, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_gather_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                 MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_gather(&next, "mpi_gather_", s, scount, stype, r, rcount, rtype, root, comm, ierr);
-}
-
-void mpi_gather_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                     MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_gather(&next, "mpi_gather_f08_", s, scount, stype, r, rcount, rtype, root, comm, ierr);
-}
+FORTRAN_ENTRIES(gather, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+                MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcount, rtype, root, comm, ierr)
 
 
 static void fortran_scatter(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -934,20 +836,9 @@ static void fortran_scatter(fvoid_t *cache, const char *sym, void *s, MPI_Fint *
     record(C_SCATTER, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_scatter_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                  MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scatter(&next, "mpi_scatter_", s, scount, stype, r, rcount, rtype, root, comm, ierr);
-}
-
-void mpi_scatter_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                      MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scatter(&next, "mpi_scatter_f08_", s, scount, stype, r, rcount, rtype, root, comm,
-                    ierr);
-}
+FORTRAN_ENTRIES(scatter, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+                MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcount, rtype, root, comm, ierr)
 
 
 static void fortran_allgatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -970,21 +861,9 @@ static void fortran_allgatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fin
     record(C_ALLGATHERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_allgatherv_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                     MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allgatherv(&next, "mpi_allgatherv_", s, scount, stype, r, rcounts, displs, rtype,
-                       comm, ierr);
-}
-
-void mpi_allgatherv_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                         MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_allgatherv(&next, "mpi_allgatherv_f08_", s, scount, stype, r, rcounts, displs, rtype,
-                       comm, ierr);
-}
+FORTRAN_ENTRIES(allgatherv, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
+                MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcounts, displs, rtype, comm, ierr)
 
 
 static void fortran_gatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
@@ -1007,23 +886,9 @@ static void fortran_gatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *
     record(C_GATHERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_gatherv_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                  MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
-                  MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_gatherv(&next, "mpi_gatherv_", s, scount, stype, r, rcounts, displs, rtype, root,
-                    comm, ierr);
-}
-
-void mpi_gatherv_f08_(void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                      MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
-                      MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_gatherv(&next, "mpi_gatherv_f08_", s, scount, stype, r, rcounts, displs, rtype, root,
-                    comm, ierr);
-}
+FORTRAN_ENTRIES(gatherv, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
+                MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scount, stype, r, rcounts, displs, rtype, root, comm, ierr)
 
 
 static void fortran_scatterv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scounts,
@@ -1046,23 +911,9 @@ static void fortran_scatterv(fvoid_t *cache, const char *sym, void *s, MPI_Fint 
     record(C_SCATTERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_scatterv_(void *s, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *r,
-                   MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
-                   MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scatterv(&next, "mpi_scatterv_", s, scounts, displs, stype, r, rcount, rtype, root,
-                     comm, ierr);
-}
-
-void mpi_scatterv_f08_(void *s, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *r,
-                       MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm,
-                       MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_scatterv(&next, "mpi_scatterv_f08_", s, scounts, displs, stype, r, rcount, rtype,
-                     root, comm, ierr);
-}
+FORTRAN_ENTRIES(scatterv, (void *s, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *r,
+                MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+                s, scounts, displs, stype, r, rcount, rtype, root, comm, ierr)
 
 
 static void fortran_alltoallv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scounts,
@@ -1085,23 +936,10 @@ static void fortran_alltoallv(fvoid_t *cache, const char *sym, void *s, MPI_Fint
     record(C_ALLTOALLV, MPI_Comm_f2c(*comm), bytes, now() - t0);
 }
 
-void mpi_alltoallv_(void *s, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *r,
-                    MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm,
-                    MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_alltoallv(&next, "mpi_alltoallv_", s, scounts, sdispls, stype, r, rcounts, rdispls,
-                      rtype, comm, ierr);
-}
-
-void mpi_alltoallv_f08_(void *s, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *r,
-                        MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm,
-                        MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    fortran_alltoallv(&next, "mpi_alltoallv_f08_", s, scounts, sdispls, stype, r, rcounts,
-                      rdispls, rtype, comm, ierr);
-}
+FORTRAN_ENTRIES(alltoallv, (void *s, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *r,
+                MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm,
+                MPI_Fint *ierr),
+                s, scounts, sdispls, stype, r, rcounts, rdispls, rtype, comm, ierr)
 
 
 /* start and end through Fortran: the library's own entry, then our bookkeeping (its
