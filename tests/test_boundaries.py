@@ -89,8 +89,9 @@ def test_open_mpi_file_switches_only_between_measured_neighbours(ompi41: OpenMPI
     out, summ = tmp_path / "r.conf", tmp_path / "s.json"
     r = tune_cli("allreduce", "--np", "4", "--mpi", str(ompi41.prefix), "--db",
                  str(tmp_path / "s.db"),
-                 "--sizes", "512,4K,64K", "--point-time", "0.05", "--max-reps", "40",
-                 "--confirm-rounds", "2", "--out", str(out), "--summary-json", str(summ))
+                 "--sizes", "512,64K", "--point-time", "0.02", "--max-reps", "20",
+                 "--timing", "isolated", "--confirm-rounds", "0", "--out", str(out),
+                 "--summary-json", str(summ))
     assert r.returncode == 0, r.stderr
     from colltune.core.config import Config as C
 

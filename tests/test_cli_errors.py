@@ -327,8 +327,7 @@ def test_sizes_with_from_db_are_honoured(tmp_path: Path) -> None:
 def test_flags_do_not_show_as_taking_a_value() -> None:
     """typer prints <bool> beside a flag as if it took one; colltune's flags print none
     (only typer's own --help is left)."""
-    for cmd in (["reduce"], ["verify"], ["export"], ["app"], ["profile"], ["import-osu"],
-                ["report"], []):
+    for cmd in (["reduce"], ["verify"], ["export"], []):
         r = tune_cli(*cmd, "--help", env={"COLUMNS": "200"})
         flagged = [ln for ln in r.stdout.splitlines() if "<bool>" in ln and "--help" not in ln]
         assert flagged == [], (cmd, flagged)

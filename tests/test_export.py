@@ -117,14 +117,14 @@ def test_export_from_a_store_installs_what_tune_from_db_decides(ompi41: OpenMPI,
     from colltune.rules import ompi_classic as rules
 
     db, out = tmp_path / "m.sqlite", tmp_path / "from-db.conf"
-    common = ["--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes", "8,64K",
-              "--confirm-rounds", "0", "--quiet"]
+    common = ["--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db), "--confirm-rounds",
+              "0", "--quiet"]
     for coll in ("reduce", "bcast"):
-        r = tune_cli(coll, *common, "--min-reps", "5", "--max-reps", "20",
-                     "--point-time", "0.05")
+        r = tune_cli(coll, *common, "--sizes", "8,64K", "--boundaries", "midpoint",
+                     "--min-reps", "5", "--max-reps", "20", "--point-time", "0.05")
         assert r.returncode == 0, r.stderr
-    for coll in ("reduce", "bcast"):  # the second merges into the first's file
-        r = tune_cli(coll, *common, "--from-db", "--out", str(out))
+    for coll in ("reduce", "bcast"):  # the second merges into the first's file; every
+        r = tune_cli(coll, *common, "--from-db", "--out", str(out))  # stored size, as export
         assert r.returncode == 0, r.stderr
     site = tmp_path / "site"
     r = tune_cli("export", "--from", str(db), "--site", str(site))

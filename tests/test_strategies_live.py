@@ -146,7 +146,8 @@ def test_predict_writes_rules_for_a_size_that_was_not_run(ompi41: OpenMPI, tmp_p
     from colltune.rules import ompi_classic as rules
 
     out, summ = tmp_path / "r.conf", tmp_path / "s.json"
-    r = tune_cli("reduce", "--np", "64", "--predict", "--fit-np", "2,3", "--mpi",
+    r = tune_cli("reduce", "--boundaries", "midpoint", "--np", "64", "--predict",
+                 "--fit-np", "2,3", "--mpi",
                  str(ompi41.prefix), "--db", str(tmp_path / "db.sqlite"), "--sizes", "8,64K",
                  "--out", str(out), "--summary-json", str(summ), "--confirm-rounds", "0")
     assert r.returncode == 0, r.stderr

@@ -93,7 +93,7 @@ def test_aa_verify_calls_every_size_the_same(which: str, tmp_path: Path) -> None
     path = tmp_path / "aa.conf"
     path.write_text(rules.render(aa))
     res = tune_cli("verify", str(path), "--np", "4", "--mpi", str(mpi.prefix), "--sizes",
-                   "4:1M", "--rounds", "4", "--point-time", "0.05", "--json",
+                   "4:1M", "--rounds", "3", "--point-time", "0.03", "--json",
                    str(tmp_path / "v.json"), "--quiet")
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads((tmp_path / "v.json").read_text())
