@@ -29,14 +29,15 @@ REPS = 6
 
 
 def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, str],
-            assign: dict[str, int] | None = None) -> Traffic:
+            assign: dict[str, int] | None = None, group: int = 0) -> Traffic:
     """Collective-internal traffic of a fixed number of calls of `coll` at `size`, with
-    `env` at launch and `assign` written through MPI_T by the kernel."""
+    `env` at launch and `assign` written through MPI_T by the kernel (on communicators of
+    `group` consecutive ranks, all at once, where `group` is given)."""
     exe = build_kernel(mpi)
     placement = place(np, env={})
     # no communicator dup unless variables are written: its context-id agreement adds
     # small messages whose pairs vary between runs, and these patterns are compared
-    plan = KernelPlan(coll.name, [KernelConfig(0, assign or {})], [(0, size)],
+    plan = KernelPlan(coll.name, [KernelConfig(0, assign or {}, group)], [(0, size)],
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False)
     with tempfile.TemporaryDirectory(prefix="colltune-mon-") as tmp:
         cmd = launch_command(mpi, placement, monitoring_mca(Path(tmp)))

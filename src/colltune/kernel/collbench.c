@@ -30,6 +30,10 @@
  * MPI_T counters named PREFIX... grew while the point was measured: which
  * algorithm the library ran, in its own words (MVAPICH2's mv2_coll_*).
  *
+ * A configuration with `group G` runs on communicators of G consecutive ranks split
+ * from MPI_COMM_WORLD, every group at once (a ladder of communicator sizes in one
+ * launch); the time of a repetition is then the slowest group's.
+ *
  * Usage: collbench PLANFILE
  *        collbench --library      the MPI library this binary loads
  *        collbench --cvars TEXT   MPI_T control variables whose name contains
@@ -76,6 +80,7 @@ typedef struct {
     int cid;
     int nassign;
     assign_t assign[MAX_ASSIGN];
+    int group; /* ranks per communicator (consecutive ranks); 0: MPI_COMM_WORLD's size */
 } config_t;
 
 typedef struct {
@@ -206,6 +211,10 @@ static int read_plan(const char *path, plan_t *plan)
                     return -2;
                 }
                 p += n;
+            }
+            if (sscanf(p, " group %d", &c->group) == 1 && c->group < 2) {
+                fclose(f);
+                return -2;
             }
             plan->nconfig++;
         } else if (!strcmp(key, "point")) {
@@ -663,6 +672,8 @@ static int is_reduction(coll_t c)
 typedef struct {
     coll_t coll;
     long long size;
+    int p, r;  /* the communicator's size and this rank in it */
+    int idle;  /* in no group (the ranks left over when groups do not divide the job) */
     int count; /* elements per block */
     void *sbuf, *rbuf;
     int *counts, *displs;
@@ -673,12 +684,19 @@ static unsigned char pat(int a, int b, long long i)
     return (unsigned char)((a * 31 + b * 7 + i) & 0xff);
 }
 
-static int bufs_alloc(bufs_t *b, coll_t coll, long long size)
+static int bufs_alloc(bufs_t *b, coll_t coll, long long size, MPI_Comm comm)
 {
-    size_t p = (size_t)g_size, blk;
+    size_t p, blk;
     memset(b, 0, sizeof(*b));
     b->coll = coll;
     b->size = size;
+    b->idle = comm == MPI_COMM_NULL;
+    b->p = 1;
+    if (!b->idle) {
+        MPI_Comm_size(comm, &b->p);
+        MPI_Comm_rank(comm, &b->r);
+    }
+    p = (size_t)b->p;
     b->count = (int)(is_reduction(coll) ? size / (long long)sizeof(double) : size);
     blk = (size_t)size;
     b->counts = calloc(p, sizeof(int));
@@ -740,7 +758,7 @@ static void bufs_free(bufs_t *b)
 /* Fills inputs with a rank-dependent pattern and clears outputs. */
 static void bufs_fill(bufs_t *b)
 {
-    long long n = b->size, p = g_size, r = g_rank;
+    long long n = b->size, p = b->p, r = b->r;
     unsigned char *s = b->sbuf, *rb = b->rbuf;
     double *sd = b->sbuf, *rd = b->rbuf;
     switch (b->coll) {
@@ -792,6 +810,8 @@ static void bufs_fill(bufs_t *b)
 static int run_coll(bufs_t *b, MPI_Comm comm)
 {
     int c = b->count;
+    if (b->idle)
+        return MPI_SUCCESS;
     switch (b->coll) {
     case C_BARRIER:
         return MPI_Barrier(comm);
@@ -831,9 +851,11 @@ static int run_coll(bufs_t *b, MPI_Comm comm)
 /* Returns 1 when this rank's output is what the collective must produce. */
 static int bufs_check(const bufs_t *b)
 {
-    long long n = b->size, p = g_size, r = g_rank;
+    long long n = b->size, p = b->p, r = b->r;
     const unsigned char *s = b->sbuf, *rb = b->rbuf;
     const double *rd = b->rbuf;
+    if (b->idle)
+        return 1;
     switch (b->coll) {
     case C_BARRIER:
         return 1;
@@ -899,7 +921,9 @@ static int bufs_check(const bufs_t *b)
 static void corrupt_output(bufs_t *b)
 {
     /* test-only: simulate an algorithm that returns a wrong answer */
-    if (b->coll == C_BCAST && g_rank != 0 && b->size > 0)
+    if (b->idle)
+        return;
+    if (b->coll == C_BCAST && b->r != 0 && b->size > 0)
         ((unsigned char *)b->sbuf)[0] ^= 0xff;
     else if (is_reduction(b->coll) && b->count > 0)
         ((double *)b->rbuf)[0] += 1.0;
@@ -963,8 +987,10 @@ static int fault_hits(const config_t *cfg, const char *kind)
     return v && atoll(v) == g_fault.value;
 }
 
+/* `comm` is this rank's communicator (MPI_COMM_NULL: in no group); `active` ranks are in
+ * one, all measured at once; a repetition's time is the slowest rank's of any group */
 static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
-                          long long size, MPI_Comm comm)
+                          long long size, MPI_Comm comm, int active)
 {
     int cid = cfg->cid;
     bufs_t b;
@@ -979,7 +1005,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cid, size);
         fflush(stdout);
     }
-    if (bufs_alloc(&b, coll, size) != 0)
+    if (bufs_alloc(&b, coll, size, comm) != 0)
         die("out of memory");
 
     /* correctness: the first call on fresh inputs must give the right answer */
@@ -1054,11 +1080,11 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
             for (int c = 0; c < calls; c++)
                 run_coll(&b, comm);
             t1 = MPI_Wtime();
-            local = (t1 - t0) / calls;
+            local = b.idle ? 0.0 : (t1 - t0) / calls;
             ctl_max_sum(local, &mx, &sum);
             if (g_rank == 0) {
                 series[m][OBJ_COMPLETION][n] = mx;
-                series[m][OBJ_MEAN][n] = sum / g_size;
+                series[m][OBJ_MEAN][n] = sum / active;
                 series[m][OBJ_ROOT][n] = local; /* every rooted collective roots at 0 */
             }
         }
@@ -1235,7 +1261,7 @@ int main(int argc, char **argv)
     for (int oi = 0; oi < plan.nconfig; oi++) {
         const config_t *cfg = &plan.configs[order[oi]];
         char why[512] = "";
-        int bad, npts = 0, *pidx;
+        int bad, npts = 0, *pidx, active = g_size;
         MPI_Comm comm;
 
         bad = cvars_apply(cfg, why, sizeof(why)) != 0;
@@ -1267,22 +1293,32 @@ int main(int argc, char **argv)
         /* A fresh communicator makes the library read the variables just written.
          * Traffic checks skip it where nothing was written: the dup's context-id
          * agreement sends a few small messages between pairs that vary run to run. */
-        if (plan.dup_always || cfg->nassign > 0)
+        if (cfg->group > g_size)
+            die("a configuration's group is larger than the job");
+        if (cfg->group && cfg->group < g_size) {
+            /* a ladder of communicator sizes: groups of consecutive ranks, as an
+             * application's row communicators; the ranks left over idle */
+            int groups = g_size / cfg->group, color;
+            active = groups * cfg->group;
+            color = g_rank < active ? g_rank / cfg->group : MPI_UNDEFINED;
+            MPI_Comm_split(MPI_COMM_WORLD, color, g_rank, &comm);
+        } else if (plan.dup_always || cfg->nassign > 0)
             MPI_Comm_dup(MPI_COMM_WORLD, &comm);
         else
             comm = MPI_COMM_WORLD;
         /* a configuration the library refuses for some arguments (MPICH with
          * MPIR_CVAR_COLLECTIVE_FALLBACK=error) fails that point, not the job */
-        MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+        if (comm != MPI_COMM_NULL)
+            MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
         pidx = malloc((size_t)(plan.npoint + 1) * sizeof(int));
         for (int p = 0; p < plan.npoint; p++)
             if (plan.points[p].cid == cfg->cid)
                 pidx[npts++] = p;
         shuffle_ints(pidx, npts);
         for (int k = 0; k < npts; k++)
-            measure_point(&plan, coll, cfg, plan.points[pidx[k]].size, comm);
+            measure_point(&plan, coll, cfg, plan.points[pidx[k]].size, comm, active);
         free(pidx);
-        if (comm != MPI_COMM_WORLD)
+        if (comm != MPI_COMM_WORLD && comm != MPI_COMM_NULL)
             MPI_Comm_free(&comm);
     }
     if (g_rank == 0) {

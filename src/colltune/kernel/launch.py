@@ -24,6 +24,7 @@ class KernelConfig:
 
     cid: int
     assign: dict[str, int] = field(default_factory=dict)
+    group: int = 0  # communicators of this many consecutive ranks, all at once; 0: the job
 
 
 TIMINGS = ("both", "isolated", "back-to-back")
@@ -81,7 +82,8 @@ class KernelPlan:
             lines.append(f"pvars {self.pvars}")
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
-            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip())
+            group = f" group {c.group}" if c.group else ""
+            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip() + group)
         lines += [f"point {cid} {size}" for cid, size in self.points]
         return "\n".join(lines) + "\n"
 
