@@ -33,6 +33,9 @@ class TuneOptions:
     predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
     fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
     sweep: str = "mpit"
+    # a ladder: measure these communicator sizes inside the one launch of --np ranks
+    # (consecutive-rank groups, all at once), one rules section each
+    comm_sizes: list[int] | None = None
     backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
     for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from colltune.errors import ColltuneError
@@ -22,6 +22,33 @@ class Placement:
     ppn: int
     warning: str | None = None
     launch: Launch = Launch()  # launcher, and what to ask it for (resolved: never None)
+    # a rung of a ladder of communicator sizes: measured inside this launch, on groups of
+    # `np` consecutive ranks that all run at once (None: a launch of its own)
+    within: Placement | None = None
+
+    @property
+    def launched(self) -> Placement:
+        """The job that is started to measure at this communicator size."""
+        return self.within or self
+
+    @property
+    def group(self) -> int:
+        """Ranks per communicator inside the launched job (0: the whole job)."""
+        return self.np if self.within else 0
+
+
+def ladder(top: Placement, sizes: list[int]) -> list[Placement]:
+    """One placement per communicator size, every one but `top` itself measured inside
+    `top`'s launch: its groups fill the same nodes the same way (block placement), so a
+    rung's context records the launch's ranks per node and the nodes a group spans."""
+    bad = [s for s in sizes if s < 2 or s > top.np]
+    if bad:
+        raise ColltuneError(
+            f"--comm-sizes {','.join(map(str, bad))}: each must be 2 to --np {top.np}",
+            f"e.g. --comm-sizes 2:{top.np}")
+    return [top if s == top.np else
+            replace(top, np=s, nodes=-(-s // top.ppn), warning=None, within=top)
+            for s in sorted(set(sizes))]
 
 
 def hostfile_slots(path: str) -> int:

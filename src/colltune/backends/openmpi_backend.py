@@ -267,7 +267,8 @@ class TunedSession(Session):
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> rules.RulesFile:
         rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
-                         predicted, self.comments(), self.note_of)
+                         predicted, self.comments(), self.note_of,
+                         {p.np: p.launched.np for p in self.placements if p.within})
         mpi = self.mpi
         summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
         summary["sections"] = {  # which communicator sizes each written section decides
@@ -315,7 +316,10 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                 mpi: Installation, catalog: Catalog,
                 predicted: dict[tuple[str, int], str] | None = None,
                 comments: list[str] | None = None,
-                note_of: Callable[[str, Decision], str] | None = None) -> rules.RulesFile:
+                note_of: Callable[[str, Decision], str] | None = None,
+                rungs: dict[int, int] | None = None) -> rules.RulesFile:
+    """The rules file for `decisions` (merged into `base`); `rungs` maps a communicator
+    size measured inside a larger launch (a ladder) to that launch's size."""
     rf = base or rules.RulesFile(version=version)
     rf.version = version
     when = stamp()
@@ -329,6 +333,9 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
         coll = get_collective(name)
         for np, ds in per_np.items():
             notes = [f"{name} at {np} ranks, {when}; message sizes are what Open MPI compares"]
+            if rungs and np in rungs:
+                notes.append(f"measured on groups of {np} consecutive ranks inside one "
+                             f"{rungs[np]}-rank launch, every group at once")
             if predicted and (name, np) in predicted:
                 notes.append(f"PREDICTED, NOT MEASURED at {np} ranks: {predicted[(name, np)]}")
             for d in sorted(ds, key=lambda d: d.lookup_size):

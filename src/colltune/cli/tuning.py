@@ -101,7 +101,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               backend: str = "openmpi", platform: Path | None = None,
               tune_han: bool = False, for_np: int | None = None,
               timing: str = "both", window: int = 64, objective: str = "completion",
-              oversubscribe: bool = False, boundaries: str = "measure") -> None:
+              oversubscribe: bool = False, boundaries: str = "measure",
+              comm_sizes: str | None = None) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -110,6 +111,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, budget=budget, ei_stop=ei_stop, top_k=top_k, sweep=sweep,
+            comm_sizes=parse_sizes(comm_sizes) if comm_sizes else None,
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
@@ -248,6 +250,12 @@ def _make_tune_command(name: str) -> None:
                                       help="bayes stops when no point is expected to improve "
                                            "on its size's best by this (log ratio)."),
         sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
+        comm_sizes: str | None = typer.Option(
+            None, "--comm-sizes",
+            help="Communicator sizes measured inside the one launch of --np ranks (2:512: "
+                 "the powers of two between; or 2,4,8): groups of consecutive ranks run "
+                 "the collective at once, as an application's row communicators; one rules "
+                 "section each. Without it, one size per launch (--np 2,4,...)."),
         rules_version: int | None = typer.Option(None, "--rules-version",
                                                     help="1 classic, 2 rule-file-version-2."),
         from_db: bool = typer.Option(False, "--from-db", metavar="",
@@ -302,7 +310,7 @@ def _make_tune_command(name: str) -> None:
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
-                  timing, window, objective, oversubscribe, boundaries)
+                  timing, window, objective, oversubscribe, boundaries, comm_sizes)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

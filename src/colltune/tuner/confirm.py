@@ -49,9 +49,11 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
     out = ABSamples(rounds)
     for rnd in range(rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
-            plan = KernelPlan(coll.name, [KernelConfig(0)], [(0, s) for s in sizes],
+            # a rung of a ladder is confirmed as it was measured: its groups in one job
+            plan = KernelPlan(coll.name, [KernelConfig(0, {}, placement.group)],
+                              [(0, s) for s in sizes],
                               dataclasses.replace(reps, seed=reps.seed + rnd))
-            cmd, env = be.launch(mpi, placement, coll.name, 0, arms[arm])
+            cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":
                 raise MPIError(f"confirmation launch ({arm}) of {coll.name} failed: "

@@ -40,6 +40,10 @@ def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Co
                    placement.np, placement.ppn, placement.nodes, coll.name, of(mpi).name)
 
 
+Lane = tuple[Placement, list[tuple[Config, int]]]  # a communicator size and its points
+Slot = tuple[int, Config]  # (lane, configuration): one kernel configuration id
+
+
 def measure(
     mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
     points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
@@ -48,41 +52,59 @@ def measure(
     """Measure every (config, size) not yet in the store; returns the failures seen.
     With `extend`, every point is measured and its new repetitions are added to what the
     store holds (the searches that come back to a point)."""
+    return [(c, r) for _, c, r in measure_lanes(mpi, catalog, coll, [(placement, points)],
+                                                store, settings, sweep, reporter, extend)]
+
+
+def measure_lanes(
+    mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[Lane], store: Store,
+    settings: MeasureSettings, sweep: str = "mpit", reporter: Reporter | None = None,
+    extend: bool = False,
+) -> list[tuple[Placement, Config, PointResult]]:
+    """`measure` for several communicator sizes of one launch (a ladder: every lane's
+    placement is launched as the same job) in as few launches as one would need."""
     rep = reporter or Reporter()
-    ctx = context_for(mpi, coll, placement)
-    done = set() if extend else store.done(ctx)
-    todo = [(c, s) for c, s in points if (c.key, s) not in done]
-    failures: list[tuple[Config, PointResult]] = []
+    launched = {id(p.launched) for p, _ in lanes}
+    assert len(launched) == 1, "lanes of one launch only"
+    ctxs = [context_for(mpi, coll, p) for p, _ in lanes]
+    todo: list[tuple[Slot, int]] = []
+    for i, (_, points) in enumerate(lanes):
+        done = set() if extend else store.done(ctxs[i])
+        todo += [((i, c), s) for c, s in points if (c.key, s) not in done]
+    failures: list[tuple[Placement, Config, PointResult]] = []
     if not todo:
         return failures
     exe = build_kernel(mpi, on_rebuild=rep.note)
-    cfgs = sorted({c for c, _ in todo})
-    cid_of = {c: i for i, c in enumerate(cfgs)}
-    rep.begin(len(todo), f"{coll.name} np={placement.np}")
+    slots = sorted({sl for sl, _ in todo})
+    cid_of = {sl: i for i, sl in enumerate(slots)}
+    nps = ",".join(str(p.np) for p, _ in lanes)
+    rep.begin(len(todo), f"{coll.name} np={nps}")
 
-    def record(cfg: Config, r: PointResult) -> None:
-        (store.extend if extend else store.add)(ctx, cfg, r,
+    def record(sl: Slot, r: PointResult) -> None:
+        lane, cfg = sl
+        (store.extend if extend else store.add)(ctxs[lane], cfg, r,
                                                 "relaunch" if cfg in via_env else "mpit")
-        todo_set.discard((cfg, r.size))
+        todo_set.discard((sl, r.size))
         if r.status != "ok":
-            failures.append((cfg, r))
+            failures.append((lanes[lane][0], cfg, r))
         rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
 
     todo_set = set(todo)
     # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
     # configuration is its own launch there
     be = of(mpi)
-    via_env: set[Config] = set() if sweep == "mpit" and be.mpit_sweep else set(cfgs)
+    via_env: set[Config] = (set() if sweep == "mpit" and be.mpit_sweep
+                            else {c for _, c in slots})
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
         # one launch for everything MPI_T can switch, one per configuration for the rest
-        groups = [[p for p in batch if p[0] not in via_env]]
-        groups += [[p for p in batch if p[0] == c] for c in sorted(via_env)]
+        groups = [[p for p in batch if p[0][1] not in via_env]]
+        groups += [[p for p in batch if p[0][1] == c] for c in sorted(via_env)]
         progressed = False
         for group in (g for g in groups if g):
-            how = "relaunch" if group[0][0] in via_env else "mpit"
-            outcome, got = _launch(mpi, catalog, coll, placement, exe, group, cid_of, settings,
+            how = "relaunch" if group[0][0][1] in via_env else "mpit"
+            outcome, got = _launch(mpi, catalog, coll, lanes, exe, group, cid_of, settings,
                                    how, record, via_env)
             if outcome.launcher_retries:
                 rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before the "
@@ -105,79 +127,81 @@ def measure(
                 if how == "mpit":
                     break  # relaunch with what is left
         if not progressed:
-            raise MPIError(f"no progress measuring {coll.name} at np={placement.np}",
-                                "run with a larger --timeout, or report the kernel output")
+            raise MPIError(f"no progress measuring {coll.name} at np={nps}",
+                           "run with a larger --timeout, or report the kernel output")
     rep.end()
     return failures
 
 
-def _blame(outcome: LaunchOutcome, group: list[tuple[Config, int]], cid_of: dict[Config, int],
-           sweep: str, remaining: list[tuple[Config, int]],
-           record: Callable[[Config, PointResult], None], smaller_survive: bool = False
+def _blame(outcome: LaunchOutcome, group: list[tuple[Slot, int]], cid_of: dict[Slot, int],
+           sweep: str, remaining: list[tuple[Slot, int]],
+           record: Callable[[Slot, PointResult], None], smaller_survive: bool = False
            ) -> None:
     """Record the point a dead launch was measuring as timed out or crashed, and exclude
     the rest of its configuration (a configuration that hung once costs no more time).
     With `smaller_survive` (a simulation that ran out of time: the cost grows with the
     size) only the larger sizes are excluded; the smaller ones go to a new launch."""
-    if sweep == "mpit":
-        cfg_by_cid = {v: k for k, v in cid_of.items()}
-        stuck_cfg = cfg_by_cid.get(outcome.stuck_cid) if outcome.stuck_cid is not None else None
-    else:
-        stuck_cfg = group[0][0]
-    if stuck_cfg is None:
+    by_cid = {v: k for k, v in cid_of.items()}
+    stuck_slot = by_cid.get(outcome.stuck_cid) if outcome.stuck_cid is not None else None
+    if stuck_slot is None and sweep != "mpit":
+        stuck_slot = group[0][0]
+    if stuck_slot is None:
         raise MPIError(
             f"the MPI job failed before measuring anything ({outcome.status}): {outcome.message}",
             "check that this MPI runs a hello-world with the same --np; see the error above")
-    mine = [s for c, s in remaining if c == stuck_cfg]
+    mine = [s for c, s in remaining if c == stuck_slot]
     stuck_size = outcome.stuck[1] if outcome.stuck and outcome.stuck[1] in mine else mine[0]
     for s in mine:
         if smaller_survive and s < stuck_size:
             continue
         if s == stuck_size:
-            r = PointResult(cid_of[stuck_cfg], s, outcome.status, message=outcome.message)
+            r = PointResult(cid_of[stuck_slot], s, outcome.status, message=outcome.message)
         else:
-            r = PointResult(cid_of[stuck_cfg], s, "skipped",
+            r = PointResult(cid_of[stuck_slot], s, "skipped",
                             message=f"configuration {outcome.status} at {stuck_size} B; excluded")
-        record(stuck_cfg, r)
+        record(stuck_slot, r)
 
 
-def _launch(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement, exe: Path,
-            group: list[tuple[Config, int]], cid_of: dict[Config, int],
+def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[Lane],
+            exe: Path, group: list[tuple[Slot, int]], cid_of: dict[Slot, int],
             settings: MeasureSettings, sweep: str,
-            record: Callable[[Config, PointResult], None], via_env: set[Config]
+            record: Callable[[Slot, PointResult], None], via_env: set[Config]
             ) -> tuple[LaunchOutcome, int]:
-    cfgs = sorted({c for c, _ in group})
+    slots = sorted({sl for sl, _ in group})
     be = of(mpi)
     if sweep == "mpit":
         env_extra = be.mpit_env()
-        kcfgs = [KernelConfig(cid_of[c], be.mpit_vars(catalog, coll, c)) for c in cfgs]
+        kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
+                              lanes[sl[0]][0].group) for sl in slots]
     else:
-        assert len(cfgs) == 1
-        env_extra = be.forcing_env(catalog, coll, cfgs[0])
-        kcfgs = [KernelConfig(cid_of[cfgs[0]], {})]
-    plan = KernelPlan(coll.name, kcfgs, [(cid_of[c], s) for c, s in group], settings,
+        assert len({c for _, c in slots}) == 1
+        env_extra = be.forcing_env(catalog, coll, slots[0][1])
+        kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
+    plan = KernelPlan(coll.name, kcfgs, [(cid_of[sl], s) for sl, s in group], settings,
                       pvars=be.pvar_prefix)
-    cfg_by_cid = {cid_of[c]: c for c in cfgs}
+    slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0
 
     def on_event(ev: dict) -> None:
         nonlocal count
         if ev["event"] == "result":
             r = parse_result(ev)
-            record(cfg_by_cid[r.cid], r)
+            record(slot_by_cid[r.cid], r)
             count += 1
         elif ev["event"] == "rejected":
-            c = cfg_by_cid[int(ev["cid"])]
+            sl = slot_by_cid[int(ev["cid"])]
             if "not settable through MPI_T" in str(ev.get("message")):
-                via_env.add(c)  # set it at launch instead
+                via_env.add(sl[1])  # set it at launch instead
                 count += 1
                 return
-            for cc, s in group:
-                if cc == c:
-                    record(c, PointResult(cid_of[c], s, "rejected", message=str(ev["message"])))
+            for other, s in group:
+                if other == sl:
+                    record(sl, PointResult(cid_of[sl], s, "rejected",
+                                           message=str(ev["message"])))
                     count += 1
 
-    cmd, env = be.launch(mpi, placement, coll.name, cfgs[0].algorithm, env_extra)
+    launched = lanes[0][0].launched
+    cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
     outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
                          start_timeout=max(120.0, settings.timeout), on_event=on_event,
                          library_ok=mpi.runs_on)

@@ -22,14 +22,14 @@ from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
-from colltune.slots import Placement, refuse_heavy_oversubscription
+from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Context, Store, default_db_path
 from colltune.tuner import artifacts
 from colltune.tuner.boundaries import refine
 from colltune.tuner.confirm import ab_runs, judge
 from colltune.tuner.decide import decide
 from colltune.tuner.measure import Reporter, context_for
-from colltune.tuner.search import STRATEGIES, failure_note, search_one
+from colltune.tuner.search import STRATEGIES, failure_note, search_one, sweep_ladder
 from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
@@ -120,10 +120,16 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
+    if opts.comm_sizes and (len(opts.nps) != 1 or opts.predict or opts.tune_han):
+        raise ColltuneError(
+            "--comm-sizes measures inside one launch: give one --np (the launch), without "
+            "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
     backend = registry.named(opts.backend, han=opts.tune_han)
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
+    if opts.comm_sizes:
+        placements = sess.placements = ladder(placements[0], opts.comm_sizes)
     rep.note(f"tuning {mpi.describe()}")
     predicted: dict[tuple[str, int], str] = {}
     path = opts.db or default_db_path()
@@ -141,6 +147,14 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                 rep.note(f"warning: {w}")
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
             sess.before_measuring(rep.note)
+            rungs = [p for p in placements if p.within]
+            if rungs and opts.strategy == "grid":
+                rep.note("measuring communicator sizes " + ", ".join(
+                    str(p.np) for p in placements) + f" in one launch of "
+                    f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
+                for name in colls:
+                    sweep_ladder(opts, mpi, catalog, sess.rules_version, get_collective(name),
+                                 placements, store, sess.sweep, rep, failures)
             for placement in placements:
                 for name in colls:
                     coll = get_collective(name)

@@ -19,7 +19,7 @@ from colltune.tuner.asktell import Outcome, Strategy, drive, grid
 from colltune.tuner.bayes import BayesSettings, bayesian
 from colltune.tuner.guided import guided, shortlist
 from colltune.tuner.live import store_measure
-from colltune.tuner.measure import Reporter
+from colltune.tuner.measure import Reporter, measure_lanes
 from colltune.tuner.race import RaceSettings, racing
 from colltune.tuner.space import configurations, sizes_for, useful_at
 
@@ -37,6 +37,27 @@ def failure_note(failures: list[str], coll: Collective, placement: Placement,
     return failed
 
 
+def candidates(opts: TuneOptions, catalog: Catalog, version: int, coll: Collective,
+               np: int) -> list[tuple[Config, int]]:
+    """Every (configuration, size) worth measuring at communicator size `np`."""
+    mreqs = None if version == 2 else [0]
+    cfgs = configurations(coll, catalog, np, opts.segsizes, mreqs)
+    return [(c, s) for c in cfgs for s in sizes_for(coll, np, opts.sizes)
+            if useful_at(c, s, coll, np)]
+
+
+def sweep_ladder(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
+                 coll: Collective, rungs: list[Placement], store: Store, sweep: str,
+                 rep: Reporter, failures: list[str]) -> None:
+    """The grid of every rung of a ladder of communicator sizes in one launch (per
+    configuration where the library cannot switch inside one): each rung's search then
+    finds its points stored."""
+    lanes = [(p, candidates(opts, catalog, version, coll, p.np)) for p in rungs]
+    for p, cfg, r in measure_lanes(mpi, catalog, coll, lanes, store, opts.settings, sweep,
+                                   rep):
+        failure_note(failures, coll, p, catalog)(cfg, r)
+
+
 def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,
                coll: Collective, placement: Placement, store: Store, sweep: str,
                rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
@@ -44,10 +65,7 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
     """Measure one collective at one communicator size with the chosen strategy (every
     strategy through the same ask/tell driver); failed points go to `failures`, what a
     search did to `searches`."""
-    mreqs = None if version == 2 else [0]
-    cfgs = configurations(coll, catalog, placement.np, opts.segsizes, mreqs)
-    pts = [(c, s) for c in cfgs for s in sizes_for(coll, placement.np, opts.sizes)
-           if useful_at(c, s, coll, placement.np)]
+    pts = candidates(opts, catalog, version, coll, placement.np)
     where = f"{coll.name} np={placement.np}"
 
     failed = failure_note(failures, coll, placement, catalog)
