@@ -87,7 +87,11 @@ def test_tuning_file_round_trip_and_what_mpich_selects() -> None:
     # what MPICH's search would pick, key by key
     sel = mpich_csel.algorithm_for
     assert sel(table, "reduce", 4, 4095) == "MPIR_Reduce_intra_binomial"
-    assert sel(table, "reduce", 3, 4096) == "MPIR_Reduce_intra_reduce_scatter_gather"
+    assert sel(table, "reduce", 4, 4096) == "MPIR_Reduce_intra_reduce_scatter_gather"
+    # nothing was measured below 4 ranks: MPICH's own choice there
+    assert sel(table, "reduce", 3, 4096) is None and sel(table, "barrier", 2, 0) is None
+    assert list(table["collective=barrier"]["comm_type=intra"]) == [
+        "comm_size<=3", "comm_size<=4", "comm_size=any"]
     assert sel(table, "reduce", 4, 1 << 20) is None  # MPICH's own subtree, nested
     own = table["collective=reduce"]["comm_type=intra"]["is_commutative=yes"][
         "comm_size<=4"]["avg_msg_size=any"]["comm_type=intra"]
@@ -227,14 +231,15 @@ def _tcp_env(mpi: MPICH) -> dict[str, str]:
 SIZES = {16384: 128, 131072: 24, 1 << 20: 4}
 
 
-def _bytes(mpi: MPICH, ns: str, tmp: Path, size: int, env: dict[str, str]) -> int:
+def _bytes(mpi: MPICH, ns: str, tmp: Path, size: int, env: dict[str, str], np: int = 4
+           ) -> int:
     exe = build_kernel(mpi)
     reps = SIZES[size]
     plan = KernelPlan("reduce", [KernelConfig(0)], [(0, size)],
                       Repetitions(0, reps, reps, 0.01, 1e6, 1))
     pf = tmp / f"plan{size}"
     pf.write_text(plan.render())
-    nbytes, events = lo_traffic(ns, [str(mpi.mpirun), "-n", "4", str(exe), str(pf)],
+    nbytes, events = lo_traffic(ns, [str(mpi.mpirun), "-n", str(np), str(exe), str(pf)],
                                 mb.launch_env(_tcp_env(mpi) | env))
     assert [e["status"] for e in events if e["event"] == "result"] == ["ok"], events
     return nbytes
@@ -265,6 +270,29 @@ def test_tuning_file_and_profile_are_obeyed(mpich: MPICH, netns: str, tmp_path: 
         assert max(forced.values()) > 1.2 * min(forced.values()), forced
         assert abs(got - forced[name]) < 0.05 * forced[name], (size, got, forced)
         assert abs(got - forced[other]) > 0.15 * forced[other], (size, got, forced)
+
+
+@pytest.mark.mpi
+def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: Path) -> None:
+    """Binomial forced at 4 ranks: at 3 ranks MPICH runs its own choice (the file's leading
+    comm-size condition), which moves other bytes than binomial there."""
+    mpi = get_mpich("mpich50")
+    cat = _catalog(mpi)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    binomial = mb.forcing_env(cat, "reduce", ids["binomial"])
+    tuning = {"reduce": {4: Ranges([(None, cat.container["reduce"][ids["binomial"]])])}}
+    tf = tmp_path / "tuning.json"
+    tf.write_text(mpich_csel.render(cat.builtin, tuning))
+    under = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf))).variables()
+    size = 131072
+    own, forced = (_bytes(mpi, netns, tmp_path, size, env, np=3) for env in ({}, binomial))
+    assert abs(own - forced) > 0.15 * forced, (own, forced)  # distinguishable at 3 ranks
+    got = _bytes(mpi, netns, tmp_path, size, under, np=3)
+    assert abs(got - own) < 0.05 * own, (got, own, forced)
+    # at 4 ranks the file's own section: binomial
+    got4, forced4 = (_bytes(mpi, netns, tmp_path, size, env) for env in (under, binomial))
+    assert abs(got4 - forced4) < 0.05 * forced4, (got4, forced4)
 
 
 @pytest.mark.mpi
@@ -415,7 +443,7 @@ def test_radix_and_chunk_size_are_searched_forced_and_written() -> None:
     assert r.limits == [(16384, f"{TREE} k=3"), (262144, f"{PIPE} chunk_size=4096"),
                         (None, TREE)]  # k=2 is the launch value: the plain container
     tuning = {"bcast": {4: r}}
-    text = mpich_csel.render({}, tuning, cat.params)
+    text = mpich_csel.render(BASE, tuning, cat.params)
     chain = json.loads(text)["collective=bcast"]["comm_type=intra"]["comm_size<=4"]
     assert chain["avg_msg_size<=16384"] == {f"algorithm={TREE}": {
         "tree_type=kary": {}, "k=3": {}, "is_non_blocking=1": {}}}

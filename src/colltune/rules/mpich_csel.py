@@ -8,6 +8,7 @@ subtrees replaced by ours. Our subtree, per collective:
     "collective=reduce": {
       "comm_type=intra": {
         "is_commutative=yes": {                     (reductions: what was measured)
+          "comm_size<=3": {"avg_msg_size=any": <MPICH's own>},  (not measured below 4)
           "comm_size<=4": {"avg_msg_size<=2895": {"algorithm=MPIR_Reduce_intra_binomial": {}},
                            ...,
                            "avg_msg_size=any": {...}},
@@ -128,7 +129,12 @@ def _size_chain(coll: str, r: Ranges, own: dict, params: Params) -> dict:
 
 def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict, params: Params) -> dict:
     nps = sorted(n for n in per_np if n is not None)
-    out = {f"comm_size<={n}": _size_chain(coll, per_np[n], own, params) for n in nps}
+    out = {}
+    if nps and nps[0] > 2:
+        # smaller communicators were not measured: MPICH's own choice there
+        out[f"comm_size<={nps[0] - 1}"] = _size_chain(coll, Ranges([(None, None)]), own,
+                                                      params)
+    out.update({f"comm_size<={n}": _size_chain(coll, per_np[n], own, params) for n in nps})
     # larger communicators: as the largest tuned size (repeated, so reading back keeps it)
     out["comm_size=any"] = _size_chain(coll, per_np.get(None) or per_np[nps[-1]], own, params)
     return out
@@ -208,9 +214,14 @@ def _read_comm_sizes(coll: str, node: dict, params: Params) -> dict[int | None, 
         out[int(m.group(1)) if m.group(1) else None] = r
     if None not in out:
         return None
-    explicit = [n for n in out if n is not None]
-    if explicit and out[None] == out[max(explicit)]:
+    explicit = sorted(n for n in out if n is not None)
+    if explicit and out[None] == out[explicit[-1]]:
         del out[None]  # the repeat of the largest tuned size
+    # MPICH's own choice just below the next size is what render puts below the first
+    # tuned size: not a tuned size of its own (render writes it again)
+    if len(explicit) > 1 and explicit[0] + 1 == explicit[1] and all(
+            a is None for _, a in out[explicit[0]].limits):
+        del out[explicit[0]]
     return out
 
 
@@ -252,11 +263,11 @@ def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool
         if not commutative:
             return None
         node = node["is_commutative=yes"]
-    per_np = _read_comm_sizes(coll, node, params or {})
-    if per_np is None:
-        return None
-    for n in sorted(k for k in per_np if k is not None):
-        if np <= n:
-            return per_np[n].algorithm_at(value)
-    return (per_np.get(None) or per_np[max(k for k in per_np if k is not None)]
-            ).algorithm_at(value)
+    for key, sub in node.items():  # in order: the first that matches wins, as in MPICH
+        m = re.fullmatch(r"comm_size<=(\d+)|comm_size=any", key)
+        if not m or not isinstance(sub, dict):
+            return None
+        if m.group(1) is None or np <= int(m.group(1)):
+            chain = _read_chain(coll, sub, params or {})
+            return chain.algorithm_at(value) if chain else None
+    return None
