@@ -26,6 +26,7 @@ from colltune.launchers import Launch
 from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Range
 from colltune.slots import place
+from colltune.store import Measurement
 from helpers import tune_cli
 
 _ENTRY = re.compile(r"([0-9]+):([0-9]+)-([0-9]+|\+)")
@@ -126,15 +127,30 @@ def test_profile_edge_cases() -> None:
     prof, _ = mvapich2_rules.profile({"reduce": {4: [_d(1024, 0), _d(65536, 0)]}}, cat, {}, 4,
                                      [])
     assert prof.settings == {}
-    # a default whose counters are unknown takes its neighbour's choice, and says so
-    prof, notes = mvapich2_rules.profile(
-        {"reduce": {4: [_d(1024, 0), _d(65536, 5)]}}, cat, {}, 4, [])
+    # a default whose counters are unknown: its neighbour's choice is written there only
+    # where it was measured as a tie with the default; else reduce is left to MVAPICH2
+    def ms(size: int, default: list[float], five: list[float]) -> list[Measurement]:
+        return [Measurement(c, size, "ok", len(t), sorted(t)[len(t) // 2], None, None, t, "")
+                for c, t in ((DEFAULT, default), (Config(5), five))]
+
+    unknown = {"reduce": {4: [_d(1024, 0), _d(65536, 5)]}}
+    prof, notes = mvapich2_rules.profile(unknown, cat, {}, 4, [])
+    assert prof.settings == {} and "reduce left to MVAPICH2: at 1024 B" in notes[-1]
+    slower = mvapich2_rules.ties_in(ms(1024, [1.0, 1.1, 1.0, 1.05, 0.98],
+                                       [1.5, 1.6, 1.55, 1.5, 1.62]), 0.03, 0.01)
+    prof, notes = mvapich2_rules.profile(unknown, cat, {}, 4, [], {"reduce": slower})
+    assert prof.settings == {}, notes
+    tied = mvapich2_rules.ties_in(ms(1024, [1.0, 1.1, 1.0, 1.05, 0.98],
+                                     [1.01, 1.0, 1.08, 0.99, 1.02]), 0.03, 0.01)
+    prof, notes = mvapich2_rules.profile(unknown, cat, {}, 4, [], {"reduce": tied})
     assert prof.settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
-    assert len(notes) == 1 and "1024 B" in notes[0]
+    assert "did not say" in notes[0] and "1024 B: algorithm 5 measured there at" in notes[1]
     # a default that ran reduce via allreduce (8): fine alone, not inside a range string
     ran8 = {(DEFAULT.key, 1 << 20): {"mv2_coll_reduce_allreduce": 8}}
+    tied8 = mvapich2_rules.ties_in(ms(1 << 20, [2.0, 2.1, 2.0], [2.0, 2.05, 1.98]), 0.03, 0.01)
     prof, notes = mvapich2_rules.profile(
-        {"reduce": {4: [_d(65536, 5), _d(1 << 20, 0)]}}, cat, {"reduce": ran8}, 4, [])
+        {"reduce": {4: [_d(65536, 5), _d(1 << 20, 0)]}}, cat, {"reduce": ran8}, 4, [],
+        {"reduce": tied8})
     assert prof.settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
     assert "cannot name" in notes[0]
     mv.parse(mv.render(prof))

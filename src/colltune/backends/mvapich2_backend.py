@@ -2,7 +2,10 @@
 
 MVAPICH2 has no "library's choice" entry in a range table: a range where its default was
 kept names the algorithm the default ran, as MVAPICH2's own counters reported it while the
-default was measured. It has no communicator-size dimension either: one np is written."""
+default was measured. Where they cannot name it (or a range string cannot hold it), the
+neighbouring size's algorithm is written there only if it was measured at that size as a
+tie with the default; otherwise the collective is left to MVAPICH2 whole. It has no
+communicator-size dimension either: one np is written."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
+from colltune.core.stats import mann_whitney_less
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
 from colltune.rules import mvapich2, mvapich3
@@ -45,6 +49,28 @@ if TYPE_CHECKING:
     from colltune.store import Context, Measurement, Store
 
 Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counter growth
+Ties = Callable[[int, int], str | None]  # (size, algorithm) -> how it tied the default, or None
+
+
+def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
+    """Whether an algorithm (its best-measured variant) was measured at a size as a tie
+    with the default: not slower by more than `min_gain`, nor significantly slower."""
+    at: dict[tuple[int, int], list[Measurement]] = {}
+    for m in ms:
+        if m.status == "ok" and m.median:
+            at.setdefault((m.size, m.config.algorithm), []).append(m)
+
+    def tie(size: int, alg: int) -> str | None:
+        dflt = [m for m in at.get((size, 0), []) if m.config == DEFAULT]
+        if not dflt or not dflt[0].median:
+            return None
+        d = dflt[0]
+        for m in sorted(at.get((size, alg), []), key=lambda m: m.median or 0.0):
+            ratio = (m.median or 0.0) / (d.median or 1.0)
+            if ratio <= 1 + min_gain and mann_whitney_less(d.samples, m.samples) >= alpha:
+                return f"{ratio:.2f}x the default's time"
+        return None
+    return tie
 
 
 def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -> int | None:
@@ -52,10 +78,11 @@ def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -
     return catalog.ran_value(coll, counters.get((DEFAULT.key, size), {}))
 
 
-def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters
-           ) -> tuple[list[Range], list[str]]:
+def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
+           tie: Ties | None = None) -> tuple[list[Range], list[str]]:
     """One comm size's decisions as a range table, and notes on what had to be filled in.
-    Empty when the library's choice was kept at every size (nothing to set)."""
+    Empty when the library's choice was kept at every size (nothing to set), or when a
+    size where it was kept would get an algorithm not measured there as a tie with it."""
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     if not sized or all(d.chosen == DEFAULT for d in sized):
         return [], []
@@ -68,7 +95,7 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
         v = default_ran(coll, catalog, counters, d.size)
         if v is None:
             notes.append(f"{coll} {d.size} B: MVAPICH2's counters did not say what its default "
-                         "ran; the neighbouring size's algorithm is written there")
+                         "ran")
         values.append(v)
     # what a range string cannot hold (2.3.7 runs knomial for it) counts as unknown
     single = SINGLE_ONLY.get(VARIABLE[coll], set())
@@ -76,14 +103,23 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
         for i, v in enumerate(values):
             if v in single:
                 notes.append(f"{coll} {sized[i].size} B: MVAPICH2's default ran algorithm {v}, "
-                             "which a range string cannot name; the neighbouring size's "
-                             "algorithm is written there")
+                             "which a range string cannot name")
                 values[i] = None
-    # unknowns take the nearest known neighbour (there is one: some size was tuned)
+    # unknowns take the nearest known neighbour (there is one: some size was tuned), where
+    # that algorithm was measured there as a tie with the default
+    by_value = {v: a for a, v in catalog.value[coll].items()}
     for i, v in enumerate(values):
         if v is None:
             near = sorted((abs(j - i), w) for j, w in enumerate(values) if w is not None)
             values[i] = near[0][1]
+            size, alg = sized[i].size, by_value.get(near[0][1], -1)
+            how = tie(size, alg) if tie else None
+            if how is None:
+                return [], notes + [
+                    f"{coll} left to MVAPICH2: at {size} B, where its default was kept, a "
+                    f"range string would say algorithm {near[0][1]}, which was not measured "
+                    "there as a tie with the default"]
+            notes.append(f"{coll} {size} B: algorithm {near[0][1]} measured there at {how}")
     starts = boundaries([d.size for d in sized])
     merged: list[tuple[int, int]] = []
     for start, v in zip(starts, values, strict=True):
@@ -95,8 +131,8 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
 
 
 def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog,
-            counters: dict[str, Counters], np: int, comments: list[str]
-            ) -> tuple[Profile, list[str]]:
+            counters: dict[str, Counters], np: int, comments: list[str],
+            ties: dict[str, Ties] | None = None) -> tuple[Profile, list[str]]:
     """The profile for communicator size `np`, and notes for the user."""
     p = Profile(comments=list(comments))
     notes: list[str] = []
@@ -104,17 +140,18 @@ def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog
         ds = decisions[coll].get(np)
         if ds is None:
             continue
-        table, why = ranges(coll, catalog, ds, counters.get(coll, {}))
+        table, why = ranges(coll, catalog, ds, counters.get(coll, {}),
+                            (ties or {}).get(coll))
         notes += why
         if table:
             p.set_ranges(VARIABLE[coll], table)
     return p, notes
 
 
-def tentative(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters
-              ) -> dict[str, str]:
+def tentative(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
+              tie: Ties | None = None) -> dict[str, str]:
     """The environment of one collective's profile (the confirmation's "tuned" arm)."""
-    table, _ = ranges(coll, catalog, ds, counters)
+    table, _ = ranges(coll, catalog, ds, counters, tie)
     p = Profile()
     if table:
         p.set_ranges(VARIABLE[coll], table)
@@ -218,19 +255,25 @@ class MVAPICH2Session(Session):
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.mv2_catalog, self.opts = catalog, opts
         self.sweep = "relaunch"
-        # what MVAPICH2 said it ran, for ranges where its default stays
+        # what MVAPICH2 said it ran, for ranges where its default stays, and which
+        # algorithms tied with the default where it cannot say
         self.counters: dict[str, dict[int, Counters]] = {}
+        self.ties: dict[str, dict[int, Ties]] = {}
 
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
         self.counters.setdefault(name, {})[placement.np] = store.counters(ctx)
+        self.ties.setdefault(name, {})[placement.np] = ties_in(ms, self.opts.min_gain,
+                                                               self.opts.alpha)
         return ds
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
         """MVAPICH2 as it comes against MVAPICH2 under this collective's profile."""
         counters = self.counters.get(coll.name, {}).get(placement.np, {})
-        return {"default": {}, "tuned": tentative(coll.name, self.mv2_catalog, ds, counters)}
+        tie = self.ties.get(coll.name, {}).get(placement.np)
+        return {"default": {}, "tuned": tentative(coll.name, self.mv2_catalog, ds, counters,
+                                                  tie)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> RulesFile | None:
@@ -247,7 +290,8 @@ class MVAPICH2Session(Session):
                             "(--for-np)")
         comments += decision_comments(decisions, cat, only_np=np)
         per_coll = {c: per_np.get(np, {}) for c, per_np in self.counters.items()}
-        prof, notes = profile(decisions, cat, per_coll, np, comments)
+        ties = {c: per_np[np] for c, per_np in self.ties.items() if np in per_np}
+        prof, notes = profile(decisions, cat, per_coll, np, comments, ties)
         prof.comments += [f"note: {n}" for n in notes]
         summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
                                "settings": dict(prof.settings), "notes": notes}
