@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scipy import stats
-
 from colltune.backends import registry
 from colltune.errors import ColltuneError
 from colltune.profile import profiled_run
@@ -66,6 +64,8 @@ def judge(name: str, default: list[float], tuned: list[float], alpha: float = 0.
     if all(x == logs[0] for x in logs):  # no spread: the test is undefined
         p = 0.0 if mean != 0 else 1.0
     else:
+        from scipy import stats  # on first use: half a second to import
+
         p = float(stats.ttest_1samp(logs, 0.0).pvalue)
     verdict = "same"
     if p < alpha and abs(ratio - 1) >= min_gain:

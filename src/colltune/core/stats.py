@@ -7,9 +7,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
-from scipy import stats
+
+
+def _scipy() -> ModuleType:
+    """scipy.stats, imported on first use: it costs half a second, and most commands
+    (help, check, explain, export) never test anything."""
+    from scipy import stats
+
+    return stats
 
 
 def median(xs: Sequence[float]) -> float:
@@ -38,11 +46,11 @@ def mann_whitney_less(a: Sequence[float], b: Sequence[float]) -> float:
         return 1.0
     if len(set(a) | set(b)) == 1:  # every sample equal: no evidence either way
         return 1.0
-    return float(stats.mannwhitneyu(a, b, alternative="less").pvalue)
+    return float(_scipy().mannwhitneyu(a, b, alternative="less").pvalue)
 
 
 def student_t_cdf(t: float, df: float) -> float:
-    return float(stats.t.cdf(t, df))
+    return float(_scipy().t.cdf(t, df))
 
 
 def paired_t_less(x: Sequence[float]) -> float:
@@ -54,7 +62,7 @@ def paired_t_less(x: Sequence[float]) -> float:
     mean = sum(x) / n
     if all(v == x[0] for v in x):
         return 0.0 if mean < 0 else 1.0
-    return float(stats.ttest_1samp(x, 0.0, alternative="less").pvalue)
+    return float(_scipy().ttest_1samp(x, 0.0, alternative="less").pvalue)
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
         return 1.0
     if len(set(a)) == 1 and len(set(b)) == 1:
         return 0.0 if a[0] < b[0] else 1.0
-    return float(stats.ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
+    return float(_scipy().ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
 
 
 def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int = 2000,
@@ -113,7 +121,7 @@ def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int
         raise ValueError("no samples")
     if len(set(xs)) == 1:  # one value (or one sample): nothing to resample
         return xs[0], xs[0]
-    ci = stats.bootstrap((np.asarray(xs, float),), np.median, confidence_level=level,
+    ci = _scipy().bootstrap((np.asarray(xs, float),), np.median, confidence_level=level,
                          n_resamples=resamples, method="percentile",
                          random_state=np.random.default_rng(seed)).confidence_interval
     return float(ci.low), float(ci.high)
