@@ -56,7 +56,7 @@ def _rows(db: Path, where: str = "") -> list[tuple]:
 def test_wrong_result_is_recorded_invalid_and_never_chosen(ompi41: OpenMPI, tmp_path: Path
                                                            ) -> None:
     # linear is among the fastest reduces at small sizes here; make it return wrong sums
-    _, doc = _tune(ompi41, tmp_path, "--sizes", "8,64,512",
+    _, doc = _tune(ompi41, tmp_path, "--sizes", "8,64,512", "--confirm-rounds", "0",
                    fault="wrong:coll_tuned_reduce_algorithm=1")
     bad = _rows(tmp_path / "db.sqlite", "WHERE algorithm=1")
     assert bad and all(status == "invalid" for _, _, status, _, _ in bad)
@@ -80,7 +80,7 @@ def test_hung_or_crashing_configuration_is_killed_and_excluded(
         ompi: OpenMPI, tmp_path: Path, kind: str, status: str) -> None:
     before = set(collbench_pids())
     t0 = time.monotonic()
-    _, doc = _tune(ompi, tmp_path, "--sizes", "8,4K", "--timeout", "8",
+    _, doc = _tune(ompi, tmp_path, "--sizes", "8,4K", "--timeout", "8", "--confirm-rounds", "0",
                    fault=f"{kind}:coll_tuned_reduce_algorithm=7")
     assert time.monotonic() - t0 < 180
     rows = _rows(tmp_path / "db.sqlite", "WHERE algorithm=7")

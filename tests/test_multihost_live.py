@@ -66,7 +66,7 @@ def test_model_fit_separates_pairs_inside_and_across_nodes(
     fit = [sys.executable, "-m", "colltune.cli", "model", "fit", "--np", "4", "--hostfile",
            two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
            f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(ompi41.prefix),
-           "--db", str(db), "--reps", "5", "--max-size", "64K"]
+           "--db", str(db), "--reps", "5", "--max-size", "16K"]
     r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
                         'hostname nodeA; exec "$@"', "sh", *fit],
                        capture_output=True, text=True, timeout=600, check=False,
@@ -83,7 +83,7 @@ def test_model_fit_separates_pairs_inside_and_across_nodes(
     # ranks 0,1 on nodeA and 2,3 on nodeB (2 per node): what MPI_Get_processor_name said
     assert {(p["peer"], p["same_node"]) for p in probe["p2p"]} == {(1, True), (2, False),
                                                                     (3, False)}
-    # each kind fitted on its own pairs: one size row per probed size (1 B .. 64 KiB)
+    # each kind fitted on its own pairs: one size row per probed size (1 B .. 16 KiB)
     sizes = len({p["size"] for p in probe["p2p"]})
     for name in ("hockney-intra", "hockney-inter", "loggp-intra", "loggp-inter"):
         assert rows[name][0]["quality"]["points"] == sizes
