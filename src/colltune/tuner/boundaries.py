@@ -18,7 +18,7 @@ from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import PointResult
+from colltune.core.records import Decision, PointResult
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Store
@@ -40,18 +40,20 @@ def between(a: int, b: int, granularity: int) -> int | None:
 
 def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collective,
            placement: Placement, store: Store, sweep: str, rep: Reporter,
-           failed: Callable[[Config, PointResult], None]) -> int:
+           failed: Callable[[Config, PointResult], None],
+           view: Callable[[], list[Decision]] | None = None) -> int:
     """Measure between differing neighbours until every switch is located; returns the
-    points measured."""
+    points measured. `view` gives the decisions to compare (by default the sweep's; after
+    confirmation, the confirmed ones: a refuted switch is not located)."""
     if not coll.size_dependent:
         return 0
     ctx = context_for(mpi, coll, placement)
     exact = of(mpi).exact
     added = 0
     for _ in range(MAX_ROUNDS):
-        ds = sorted((d for d in decide(coll, placement.np, store.measurements(ctx),
-                                       opts.alpha, opts.min_gain, exact) if d.size >= 0),
-                    key=lambda d: d.size)
+        now = view() if view else decide(coll, placement.np, store.measurements(ctx),
+                                         opts.alpha, opts.min_gain, exact)
+        ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
         todo: set[tuple[Config, int]] = set()
         for a, b in zip(ds, ds[1:], strict=False):
             if a.chosen == b.chosen or b.size <= a.size * FACTOR:

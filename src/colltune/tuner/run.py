@@ -14,7 +14,7 @@ from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT
-from colltune.core.records import Decision
+from colltune.core.records import Decision, Verdict
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
@@ -23,7 +23,7 @@ from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
-from colltune.store import Context, Store, default_db_path
+from colltune.store import Context, Measurement, Store, default_db_path
 from colltune.tuner import artifacts
 from colltune.tuner.boundaries import refine
 from colltune.tuner.confirm import ab_runs, judge
@@ -138,6 +138,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         rep.note(f"{path} is read-only here: deciding from it, recording nothing")
     failures: list[str] = []
     searches: dict[str, dict[str, object]] = {}
+    # switches are located after fresh launches confirmed them: one that fresh launches
+    # refute costs no boundary rounds (simulated times need no confirmation)
+    confirm_first = not backend.exact and opts.confirm_rounds > 0 and not opts.predict
     try:
         if not opts.from_db:
             if not opts.oversubscribe:
@@ -160,7 +163,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     coll = get_collective(name)
                     search_one(opts, mpi, catalog, sess.rules_version, coll,
                                placement, store, sess.sweep, rep, failures, searches)
-                    if opts.boundaries == "measure":
+                    if opts.boundaries == "measure" and not confirm_first:
                         refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
                                failure_note(failures, coll, placement, catalog))
         decisions: dict[str, dict[int, list[Decision]]] = {}
@@ -189,12 +192,21 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             + (" at those --sizes" if opts.sizes else ""),
                             "run without --from-db to measure first, or pass the --db used")
                     continue
-                ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, backend.exact)
-                artifacts.flag(ds, placement.ppn, None if placement.hostfile or
-                               placement.nodes > 1 else cores(), waiting_cause(mpi.name))
-                ds = sess.decided(name, placement, ds, ms, store, ctx)
-                if not backend.exact:  # simulated times need no fresh launches
-                    confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
+                ds = decide_and_confirm(opts, sess, store, coll, placement, ms, rep)
+                if confirm_first and opts.boundaries == "measure" and not opts.from_db:
+
+                    def confirmed_view(coll: Collective = coll, ctx: Context = ctx
+                                       ) -> list[Decision]:
+                        ds = decide(coll, ctx.np, store.measurements(ctx), opts.alpha,
+                                    opts.min_gain, backend.exact)
+                        apply_confirmations(ds, store, ctx)
+                        return ds
+
+                    if refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
+                              failure_note(failures, coll, placement, catalog),
+                              confirmed_view):
+                        ms = store.measurements(ctx)
+                        ds = decide_and_confirm(opts, sess, store, coll, placement, ms, rep)
                 ds = sess.confirmed(name, placement, ds)
                 for d in ds if not store.readonly else []:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
@@ -212,6 +224,21 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if opts.summary_json is not None:
         write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
     return TuneResult(mpi, catalog, sess.rules_version, decisions, rf, failures, summary)
+
+
+def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
+                       placement: Placement, ms: list[Measurement], rep: Reporter
+                       ) -> list[Decision]:
+    """Decide from the measurements, flag what oversubscription may have caused, and keep
+    a non-default choice only where fresh launches confirm it (stored verdicts reused)."""
+    mpi, exact = sess.mpi, sess.backend.exact
+    ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+    artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
+                   else cores(), waiting_cause(mpi.name))
+    ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
+    if not exact:  # simulated times need no fresh launches
+        confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
+    return ds
 
 
 def beyond_measured(coll: Collective, np: int, ds: list[Decision]) -> list[Decision]:
@@ -286,17 +313,24 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     if missing and opts.confirm_rounds > 0 and not opts.from_db:
         rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
                  f"{opts.confirm_rounds} fresh launch pairs")
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "tentative.conf"
-            arms = sess.arms(coll, placement, ds, path)
-            ab = ab_runs(mpi, coll, placement, path, missing, opts.confirm_rounds,
-                         opts.settings, opts.settings.timeout, arms)
-        verdicts = judge(ab, opts.confirm_alpha, opts.min_gain)
+        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess)
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:
                     store.add_confirmation(ctx, d.chosen.key, verdicts[s])
     apply_confirmations(ds, store, ctx)
+
+
+def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
+                   sizes: list[int], opts: TuneOptions, sess: Session) -> dict[int, Verdict]:
+    """The library's choice against the session's file for `ds`, in fresh alternating
+    launch pairs at `sizes`, judged per size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tentative.conf"
+        arms = sess.arms(coll, placement, ds, path)
+        ab = ab_runs(sess.mpi, coll, placement, path, sizes, opts.confirm_rounds,
+                     opts.settings, opts.settings.timeout, arms)
+    return judge(ab, opts.confirm_alpha, opts.min_gain)
 
 
 def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
