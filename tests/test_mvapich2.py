@@ -19,14 +19,15 @@ from colltune.backends import mvapich2 as m2
 from colltune.backends import mvapich2_backend as mvapich2_rules
 from colltune.backends.mvapich2 import MVAPICH2
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision
+from colltune.core.records import Decision, Verdict
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.launchers import Launch
+from colltune.options import TuneOptions
 from colltune.rules import mvapich2 as mv
 from colltune.rules.mvapich2 import Range
 from colltune.slots import place
-from colltune.store import Measurement
+from colltune.store import Context, Measurement, Store
 from helpers import tune_cli
 
 _ENTRY = re.compile(r"([0-9]+):([0-9]+)-([0-9]+|\+)")
@@ -160,6 +161,48 @@ def test_profile_edge_cases() -> None:
         prof, _ = mvapich2_rules.profile({"reduce": per_np}, cat, {}, np, [])
         assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], 4096) == alg
         mv.parse(mv.render(prof))
+
+
+def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_path: Path
+                                                                        ) -> None:
+    """reduce kept the default at 1 KiB (MVAPICH2's counters said nothing) and chose
+    redscat_gather at 64 KiB: the range string must name 5 at 1 KiB too. The session asks
+    for that size to be put to fresh launch pairs; their stored verdict decides whether the
+    profile says it (same) or leaves reduce to MVAPICH2 (slower)."""
+    fake = MVAPICH2("2.3.7", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
+                    tmp_path / "mpiname", "ch3:mrail")
+    out = tmp_path / "mv2.conf"
+    opts = TuneOptions(["reduce"], [4], out=out)
+    p = place(4, None, launch=Launch("mpiexec"))
+    sess = mvapich2_rules.MVAPICH2Session(mvapich2_rules.MVAPICH2Backend(), fake,
+                                          m2.catalog(["reduce"]), [p], opts)
+    store = Store(tmp_path / "s.sqlite")
+    ctx = Context("mvapich2-2.3.7", "MVAPICH2", "2.3.7", str(tmp_path), "h", 4, 4, 1, "reduce",
+                  "mvapich2")
+    t = [1.0, 1.1, 1.0, 1.05, 0.98]
+    tied = [Measurement(c, 1024, "ok", 5, sorted(t)[2], None, None, t, "")
+            for c in (DEFAULT, Config(5))]
+    ds = [_d(1024, 0), _d(65536, 5)]
+    sess.decided("reduce", p, ds, tied, store, ctx)
+    assert sess.fills("reduce", p, ds) == [(1024, Config(5))]
+
+    def written(verdict: str) -> tuple[dict[str, str], list[str]]:
+        store.add_confirmation(ctx, Config(5).key, Verdict(1024, 1.0, 1.0, 0.5, 0.5, 2, 4,
+                                                           verdict, 0.8 if verdict ==
+                                                           "slower" else 0.99))
+        summary: dict[str, object] = {}
+        sess.write({"reduce": {4: ds}}, summary, {})
+        mv2 = summary["mvapich2"]
+        assert isinstance(mv2, dict)
+        return mv.read(out).settings, mv2["notes"]
+
+    settings, notes = written("slower")
+    assert "MV2_INTER_REDUCE_TUNING" not in settings
+    assert "reduce left to MVAPICH2: at 1024 B" in notes[-1]
+    assert sess.fills("reduce", p, ds) == []  # refuted: nothing left to confirm
+    settings, notes = written("same")
+    assert settings["MV2_INTER_REDUCE_TUNING"] == "5:0-+"
+    assert "over 4 fresh launch pairs (same)" in notes[-1], notes
 
 
 # ---------------------------------------------------------------------------

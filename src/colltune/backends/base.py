@@ -182,6 +182,13 @@ class Session(ABC):
         """Decisions after the sweep, before fresh launches confirm them."""
         return ds
 
+    def fills(self, name: str, placement: Placement, ds: list[Decision]
+              ) -> list[tuple[int, Config]]:
+        """(size, configuration) where the family's file will name a configuration although
+        the default was kept there (a format with no "library's choice" entry): each is put
+        to fresh launch pairs as a decision is."""
+        return []
+
     def confirmed(self, name: str, placement: Placement, ds: list[Decision]
                   ) -> list[Decision]:
         """Decisions after fresh launches judged them."""

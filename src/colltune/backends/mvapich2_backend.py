@@ -4,8 +4,9 @@ MVAPICH2 has no "library's choice" entry in a range table: a range where its def
 kept names the algorithm the default ran, as MVAPICH2's own counters reported it while the
 default was measured. Where they cannot name it (or a range string cannot hold it), the
 neighbouring size's algorithm is written there only if it was measured at that size as a
-tie with the default; otherwise the collective is left to MVAPICH2 whole. It has no
-communicator-size dimension either: one np is written."""
+tie with the default and fresh launch pairs do not find it slower; otherwise the collective
+is left to MVAPICH2 whole. It has no communicator-size dimension either: one np is
+written."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
-from colltune.core.records import Decision
+from colltune.core.records import Decision, Verdict
 from colltune.core.stats import mann_whitney_less
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
@@ -70,6 +71,25 @@ def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
             if ratio <= 1 + min_gain and mann_whitney_less(d.samples, m.samples) >= alpha:
                 return f"{ratio:.2f}x the default's time"
         return None
+    return tie
+
+
+def confirmed_ties(sweep: Ties, fresh: Callable[[int, int], Verdict | None]) -> Ties:
+    """A tie of the sweep that fresh launch pairs (`fresh`: their stored verdict for an
+    algorithm at a size) did not find slower than the default. Not yet put to them (or
+    --confirm-rounds 0), it stands marked, as an unconfirmed decision does."""
+
+    def tie(size: int, alg: int) -> str | None:
+        how = sweep(size, alg)
+        if how is None:
+            return None
+        v = fresh(size, alg)
+        if v is None:
+            return how + " (not confirmed in fresh launches)"
+        if v.verdict == "slower":
+            return None
+        return (f"{how}, and {1 / v.launch_speedup:.2f}x over {v.rounds} fresh launch pairs "
+                f"({v.verdict})")
     return tie
 
 
@@ -263,9 +283,33 @@ class MVAPICH2Session(Session):
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
         self.counters.setdefault(name, {})[placement.np] = store.counters(ctx)
-        self.ties.setdefault(name, {})[placement.np] = ties_in(ms, self.opts.min_gain,
-                                                               self.opts.alpha)
+        sweep = ties_in(ms, self.opts.min_gain, self.opts.alpha)
+
+        def fresh(size: int, alg: int) -> Verdict | None:
+            return store.confirmation(ctx, size, Config(alg).key)
+
+        self.ties.setdefault(name, {})[placement.np] = confirmed_ties(sweep, fresh)
         return ds
+
+    def fills(self, name: str, placement: Placement, ds: list[Decision]
+              ) -> list[tuple[int, Config]]:
+        """Sizes where the default was kept but the range string will name an algorithm
+        (a tie of the sweep, or not refuted yet); none if the collective is left to
+        MVAPICH2 anyway."""
+        tie = self.ties.get(name, {}).get(placement.np)
+        if tie is None:
+            return []
+        asked: list[tuple[int, Config]] = []
+
+        def recording(size: int, alg: int) -> str | None:
+            how = tie(size, alg)
+            if how is not None:
+                asked.append((size, Config(alg)))
+            return how
+
+        counters = self.counters.get(name, {}).get(placement.np, {})
+        table, _ = ranges(name, self.mv2_catalog, ds, counters, recording)
+        return asked if table else []
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:

@@ -238,6 +238,7 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
     if not exact:  # simulated times need no fresh launches
         confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
+        confirm_fills(ds, coll, placement, store, opts, rep, sess)
     return ds
 
 
@@ -319,6 +320,25 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                 if s in verdicts:
                     store.add_confirmation(ctx, d.chosen.key, verdicts[s])
     apply_confirmations(ds, store, ctx)
+
+
+def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
+                  opts: TuneOptions, rep: Reporter, sess: Session) -> None:
+    """Where the file must name a configuration at a size whose default was kept (the
+    session's fills), fresh launch pairs judge it there against the default, as they judge
+    a decision; the session reads the stored verdicts when it writes."""
+    ctx = context_for(sess.mpi, coll, placement)
+    missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
+               if store.confirmation(ctx, s, c.key) is None]
+    if not missing or opts.confirm_rounds == 0 or opts.from_db or store.readonly:
+        return
+    rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
+             f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
+    verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
+                              sess)
+    for s, c in missing:
+        if s in verdicts:
+            store.add_confirmation(ctx, c.key, verdicts[s])
 
 
 def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
