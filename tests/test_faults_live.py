@@ -100,7 +100,9 @@ def test_hung_or_crashing_configuration_is_killed_and_excluded(
 BASE = "1\n7\n1\n4\n1\n0 1 0 0\n"  # a bcast rule the user already had (merge base)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# seed 1 kills at 1.5 s (measuring), seed 2 at 7.7 s (confirming or writing); seed 3
+# (2.3 s, measuring again) was dropped to keep the suite under 15 minutes
+@pytest.mark.parametrize("seed", [1, 2])
 def test_killed_tuner_resumes_without_repeating_or_losing(ompi41: OpenMPI, tmp_path: Path,
                                                           seed: int) -> None:
     """kill -9 at a seeded random moment (measuring, confirming or writing), then a rerun."""
