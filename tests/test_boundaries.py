@@ -101,3 +101,59 @@ def test_open_mpi_file_switches_only_between_measured_neighbours(ompi41: OpenMPI
                                                      "max_requests")}),
                    None, None, None, None, False) for d in raw]
     assert ranges_are_measured(rules.read(out), "allreduce", 4, ds) == []
+
+
+@pytest.mark.parametrize("fresh", ["same", "faster"])
+def test_a_switch_fresh_launches_refute_costs_no_boundary_round(ompi41: OpenMPI,
+                                                                 tmp_path: Path,
+                                                                 fresh: str) -> None:
+    """A store holding a sweep whose choice switches between 512 B and 64 KiB
+    (recursive_doubling at 512 B, the default at 64 KiB) and the fresh-launch verdict on
+    that choice. Refuted ("same"), the switch is not located: Open MPI is launched for
+    nothing and the store gains no point. Confirmed ("faster"), tune measures between."""
+    import random
+
+    from colltune.backends.openmpi import read_catalog
+    from colltune.core.config import DEFAULT
+    from colltune.core.records import PointResult, Verdict
+    from colltune.options import MeasureSettings
+    from colltune.slots import place
+    from colltune.store import Store
+    from colltune.tuner.measure import context_for
+    from colltune.tuner.space import configurations, useful_at
+
+    coll = get_collective("allreduce")
+    opts = TuneOptions(["allreduce"], [4], mpi=str(ompi41.prefix), db=tmp_path / "s.db",
+                       out=tmp_path / "r.conf", sizes=[512, 65536], segsizes=[0],
+                       confirm_rounds=1, settings=MeasureSettings(timing="isolated",
+                                                                  point_time=0.02,
+                                                                  max_reps=20))
+    ctx = context_for(ompi41, coll, place(4))
+    rd = Config(3)  # recursive_doubling
+    rng = random.Random(7)
+    store = Store(tmp_path / "s.db")
+    # times far below what 4 ranks on 2 cores really take: a point tune measured itself
+    # could not win, and the store's count shows whether it measured any
+    want = {512: {rd: 1e-6, DEFAULT: 2e-6}, 65536: {DEFAULT: 1e-5, rd: 3e-5}}
+    for cfg in configurations(coll, read_catalog(ompi41), 4, [0]):
+        for size, times in want.items():
+            if useful_at(cfg, size, coll, 4):
+                mu = times.get(cfg, 3 * max(times.values()))
+                xs = sorted(mu * rng.uniform(0.97, 1.03) for _ in range(20))
+                store.add(ctx, cfg, PointResult(0, size, "ok", 20, xs[10], samples=xs), "mpit")
+    speedup = 2.0 if fresh == "faster" else 1.0
+    store.add_confirmation(ctx, rd.key, Verdict(512, 2e-6, 2e-6 / speedup, 0.001, 0.9, 1, 1,
+                                                fresh, speedup))
+    before = len(store.measurements(ctx))
+    store.close()
+    res = tune(opts)
+    ds = res.decisions["allreduce"][4]
+    store = Store(tmp_path / "s.db")
+    added = sorted({m.size for m in store.measurements(ctx)} - {512, 65536})
+    if fresh == "same":
+        assert len(store.measurements(ctx)) == before, "tune measured, though nothing was open"
+        assert [d.chosen for d in ds] == [DEFAULT, DEFAULT]
+    else:
+        assert added and all(512 < s < 65536 for s in added), added
+        assert ds[0].chosen == rd
+    assert ranges_are_measured(rules.read(tmp_path / "r.conf"), "allreduce", 4, ds) == []

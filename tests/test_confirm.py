@@ -15,9 +15,8 @@ from colltune.core.records import Decision
 from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
-from colltune.tuner.confirm import ABSamples, judge
+from colltune.tuner.confirm import ABSamples, confirm_decisions, judge
 from colltune.tuner.measure import Reporter, context_for
-from colltune.tuner.run import confirm_decisions
 
 
 def _ab(rng: random.Random, tuned_factor: list[float], n: int = 30) -> ABSamples:

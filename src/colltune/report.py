@@ -29,8 +29,8 @@ from colltune.report_tables import model_tables, summary_table
 from colltune.rules import ompi_classic as rules
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
+from colltune.tuner.confirm import apply_confirmations
 from colltune.tuner.decide import decide
-from colltune.tuner.run import apply_confirmations
 
 
 @dataclass

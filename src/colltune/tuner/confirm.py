@@ -1,4 +1,5 @@
-"""Compare the library default with a rules file in fresh, alternating launches (A B B A ...).
+"""Compare the library default with a rules file in fresh, alternating launches (A B B A ...),
+and keep a decision only where they confirm it.
 
 One launch measures every configuration under one scheduling state; on an oversubscribed or
 shared machine the next launch can rank them differently. A decision is kept only if it also
@@ -10,18 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends import Installation
+from colltune.backends.base import Session
 from colltune.backends.registry import of
 from colltune.collectives import Collective
-from colltune.core.records import Verdict
+from colltune.core.config import DEFAULT
+from colltune.core.records import Decision, Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.options import TuneOptions
 from colltune.slots import Placement
+from colltune.store import Context, Store
+from colltune.tuner.measure import Reporter, context_for
 
 ARMS = ("default", "tuned")
 
@@ -142,3 +149,85 @@ def judge_pooled(ab: ABSamples, alpha: float = 0.01, min_gain: float = 0.03
             verdict = "same"
         out[size] = Verdict(size, md, mt, pf, ps, won, ab.rounds, verdict, md / mt)
     return out
+
+
+def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
+                      mpi: Installation, opts: TuneOptions, rep: Reporter, sess: Session
+                      ) -> None:
+    """Keep a non-default choice only if fresh alternating launches confirm it.
+
+    Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
+    ctx = context_for(mpi, coll, placement)
+    pending = [d for d in ds if d.chosen != DEFAULT]
+    if not pending:
+        return
+    measured = sorted({m.size for m in store.measurements(ctx)})
+    # a size-independent decision (size -1) is checked at every measured size
+    wanted = {d.size: d for d in pending}
+    checks = {s: (measured if s < 0 else [s]) for s in wanted}
+    missing = sorted({s for d in pending for s in checks[d.size]
+                      if store.confirmation(ctx, s, d.chosen.key) is None})
+    if missing and opts.confirm_rounds > 0 and not opts.from_db:
+        rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
+                 f"{opts.confirm_rounds} fresh launch pairs")
+        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess)
+        for d in pending:
+            for s in checks[d.size]:
+                if s in verdicts:
+                    store.add_confirmation(ctx, d.chosen.key, verdicts[s])
+    apply_confirmations(ds, store, ctx)
+
+
+def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
+                  opts: TuneOptions, rep: Reporter, sess: Session) -> None:
+    """Where the file must name a configuration at a size whose default was kept (the
+    session's fills), fresh launch pairs judge it there against the default, as they judge
+    a decision; the session reads the stored verdicts when it writes."""
+    ctx = context_for(sess.mpi, coll, placement)
+    missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
+               if store.confirmation(ctx, s, c.key) is None]
+    if not missing or opts.confirm_rounds == 0 or opts.from_db or store.readonly:
+        return
+    rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
+             f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
+    verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
+                              sess)
+    for s, c in missing:
+        if s in verdicts:
+            store.add_confirmation(ctx, c.key, verdicts[s])
+
+
+def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
+                   sizes: list[int], opts: TuneOptions, sess: Session) -> dict[int, Verdict]:
+    """The library's choice against the session's file for `ds`, in fresh alternating
+    launch pairs at `sizes`, judged per size."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tentative.conf"
+        arms = sess.arms(coll, placement, ds, path)
+        ab = ab_runs(sess.mpi, coll, placement, path, sizes, opts.confirm_rounds,
+                     opts.settings, opts.settings.timeout, arms)
+    return judge(ab, opts.confirm_alpha, opts.min_gain)
+
+
+def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
+    """Attach stored fresh-launch verdicts; a choice they do not confirm reverts to the
+    default. A choice never put to fresh launches keeps its mark ("tuned?")."""
+    pending = [d for d in ds if d.chosen != DEFAULT]
+    if not pending:
+        return
+    measured = sorted({m.size for m in store.measurements(ctx)})
+    checks = {d.size: (measured if d.size < 0 else [d.size]) for d in pending}
+    for d in pending:
+        vs = [store.confirmation(ctx, s, d.chosen.key) for s in checks[d.size]]
+        if any(v is None for v in vs):
+            d.reason += " (not confirmed in fresh launches)"
+            continue
+        d.confirmations = [v for v in vs if v is not None]
+        faster = sum(v.verdict == "faster" for v in d.confirmations)
+        slower = sum(v.verdict == "slower" for v in d.confirmations)
+        if faster * 2 > len(d.confirmations) and slower == 0:
+            d.reason += "; confirmed in fresh launches"
+        else:
+            ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
+            d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
+            d.chosen = DEFAULT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,8 +13,8 @@ from colltune.backends import Installation, registry, waiting_cause
 from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT
-from colltune.core.records import Decision, Verdict
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision, PointResult
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
@@ -23,10 +23,10 @@ from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
-from colltune.store import Context, Measurement, Store, default_db_path
+from colltune.store import Measurement, Store, default_db_path
 from colltune.tuner import artifacts
-from colltune.tuner.boundaries import refine
-from colltune.tuner.confirm import ab_runs, judge
+from colltune.tuner.boundaries import MAX_ROUNDS, refine
+from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.decide import decide
 from colltune.tuner.measure import Reporter, context_for
 from colltune.tuner.search import STRATEGIES, failure_note, search_one, sweep_ladder
@@ -194,19 +194,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     continue
                 ds = decide_and_confirm(opts, sess, store, coll, placement, ms, rep)
                 if confirm_first and opts.boundaries == "measure" and not opts.from_db:
-
-                    def confirmed_view(coll: Collective = coll, ctx: Context = ctx
-                                       ) -> list[Decision]:
-                        ds = decide(coll, ctx.np, store.measurements(ctx), opts.alpha,
-                                    opts.min_gain, backend.exact)
-                        apply_confirmations(ds, store, ctx)
-                        return ds
-
-                    if refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
-                              failure_note(failures, coll, placement, catalog),
-                              confirmed_view):
-                        ms = store.measurements(ctx)
-                        ds = decide_and_confirm(opts, sess, store, coll, placement, ms, rep)
+                    ds = locate_confirmed(opts, sess, store, coll, placement, ds, rep,
+                                          failure_note(failures, coll, placement, catalog))
                 ds = sess.confirmed(name, placement, ds)
                 for d in ds if not store.readonly else []:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
@@ -239,6 +228,29 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     if not exact:  # simulated times need no fresh launches
         confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
         confirm_fills(ds, coll, placement, store, opts, rep, sess)
+    return ds
+
+
+def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
+                     placement: Placement, ds: list[Decision], rep: Reporter,
+                     failed: Callable[[Config, PointResult], None]) -> list[Decision]:
+    """Locate the switches of the confirmed decisions; the sizes measured on the way are
+    confirmed in turn, and where fresh launches refute one the switch moves, so this
+    repeats until no switch is left open (at most MAX_ROUNDS passes)."""
+    ctx = context_for(sess.mpi, coll, placement)
+    exact = sess.backend.exact
+
+    def confirmed_view() -> list[Decision]:
+        now = decide(coll, ctx.np, store.measurements(ctx), opts.alpha, opts.min_gain, exact)
+        apply_confirmations(now, store, ctx)
+        return now
+
+    for _ in range(MAX_ROUNDS):
+        if not refine(opts, sess.mpi, sess.catalog, coll, placement, store, sess.sweep, rep,
+                      failed, confirmed_view):
+            break
+        ds = decide_and_confirm(opts, sess, store, coll, placement, store.measurements(ctx),
+                                rep)
     return ds
 
 
@@ -293,88 +305,6 @@ def check_outputs(out: Path | None, summary_json: Path | None) -> None:
     for path, option in ((out, "--out"), (summary_json, "--summary-json")):
         if path is not None:
             ensure_writable(path, option)
-
-
-def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                      mpi: Installation, opts: TuneOptions, rep: Reporter, sess: Session
-                      ) -> None:
-    """Keep a non-default choice only if fresh alternating launches confirm it.
-
-    Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
-    ctx = context_for(mpi, coll, placement)
-    pending = [d for d in ds if d.chosen != DEFAULT]
-    if not pending:
-        return
-    measured = sorted({m.size for m in store.measurements(ctx)})
-    # a size-independent decision (size -1) is checked at every measured size
-    wanted = {d.size: d for d in pending}
-    checks = {s: (measured if s < 0 else [s]) for s in wanted}
-    missing = sorted({s for d in pending for s in checks[d.size]
-                      if store.confirmation(ctx, s, d.chosen.key) is None})
-    if missing and opts.confirm_rounds > 0 and not opts.from_db:
-        rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
-                 f"{opts.confirm_rounds} fresh launch pairs")
-        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess)
-        for d in pending:
-            for s in checks[d.size]:
-                if s in verdicts:
-                    store.add_confirmation(ctx, d.chosen.key, verdicts[s])
-    apply_confirmations(ds, store, ctx)
-
-
-def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                  opts: TuneOptions, rep: Reporter, sess: Session) -> None:
-    """Where the file must name a configuration at a size whose default was kept (the
-    session's fills), fresh launch pairs judge it there against the default, as they judge
-    a decision; the session reads the stored verdicts when it writes."""
-    ctx = context_for(sess.mpi, coll, placement)
-    missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
-               if store.confirmation(ctx, s, c.key) is None]
-    if not missing or opts.confirm_rounds == 0 or opts.from_db or store.readonly:
-        return
-    rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
-             f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
-    verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
-                              sess)
-    for s, c in missing:
-        if s in verdicts:
-            store.add_confirmation(ctx, c.key, verdicts[s])
-
-
-def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
-                   sizes: list[int], opts: TuneOptions, sess: Session) -> dict[int, Verdict]:
-    """The library's choice against the session's file for `ds`, in fresh alternating
-    launch pairs at `sizes`, judged per size."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "tentative.conf"
-        arms = sess.arms(coll, placement, ds, path)
-        ab = ab_runs(sess.mpi, coll, placement, path, sizes, opts.confirm_rounds,
-                     opts.settings, opts.settings.timeout, arms)
-    return judge(ab, opts.confirm_alpha, opts.min_gain)
-
-
-def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
-    """Attach stored fresh-launch verdicts; a choice they do not confirm reverts to the
-    default. A choice never put to fresh launches keeps its mark ("tuned?")."""
-    pending = [d for d in ds if d.chosen != DEFAULT]
-    if not pending:
-        return
-    measured = sorted({m.size for m in store.measurements(ctx)})
-    checks = {d.size: (measured if d.size < 0 else [d.size]) for d in pending}
-    for d in pending:
-        vs = [store.confirmation(ctx, s, d.chosen.key) for s in checks[d.size]]
-        if any(v is None for v in vs):
-            d.reason += " (not confirmed in fresh launches)"
-            continue
-        d.confirmations = [v for v in vs if v is not None]
-        faster = sum(v.verdict == "faster" for v in d.confirmations)
-        slower = sum(v.verdict == "slower" for v in d.confirmations)
-        if faster * 2 > len(d.confirmations) and slower == 0:
-            d.reason += "; confirmed in fresh launches"
-        else:
-            ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
-            d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
-            d.chosen = DEFAULT
 
 
 def make_summary(mpi: Installation, catalog: Catalog, version: int,
