@@ -80,7 +80,7 @@ def test_hung_or_crashing_configuration_is_killed_and_excluded(
         ompi: OpenMPI, tmp_path: Path, kind: str, status: str) -> None:
     before = set(collbench_pids())
     t0 = time.monotonic()
-    _, doc = _tune(ompi, tmp_path, "--sizes", "8,4K", "--timeout", "8", "--confirm-rounds", "0",
+    _, doc = _tune(ompi, tmp_path, "--sizes", "8,4K", "--timeout", "6", "--confirm-rounds", "0",
                    fault=f"{kind}:coll_tuned_reduce_algorithm=7")
     assert time.monotonic() - t0 < 180
     rows = _rows(tmp_path / "db.sqlite", "WHERE algorithm=7")

@@ -24,7 +24,7 @@ from colltune.rules import ompi_classic as rules
 from colltune.rules.mvapich2 import Profile, Range
 from colltune.rules.ompi_classic import CommRule, MsgRule, RulesFile
 
-EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "100"))  # more: set it
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 runner = CliRunner()
