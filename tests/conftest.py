@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -31,11 +32,16 @@ def isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["XDG_DATA_HOME"] = str(root / "data")
 
 
-def _unavailable(which: str, e: ColltuneError) -> None:
-    msg = f"{which} unavailable ({e.message}); .ci/run installs it"
+def missing(msg: str) -> NoReturn:
+    """Something .ci/run installs is not here: in CI a broken setup (a failure, never a
+    skip: a skipped proof is no proof); elsewhere a skip that says what to install."""
     if os.environ.get("CI"):
-        pytest.fail(msg)  # in CI a missing MPI is a broken setup, never a skip
+        pytest.fail(msg + " (.ci/run installs it)")
     pytest.skip(msg)
+
+
+def _unavailable(which: str, e: ColltuneError) -> None:
+    missing(f"{which} unavailable ({e.message})")
 
 
 def get_mpi(which: str) -> OpenMPI:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi import OpenMPI
+from conftest import missing
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -70,7 +71,7 @@ def test_show_prints_the_same_decisions(tuned: Path) -> None:
 def test_report_renders_in_headless_chromium(tuned: Path, tmp_path: Path) -> None:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        pytest.skip("chromium is not installed (.ci/run installs Debian's chromium)")
+        missing("chromium is not installed (Debian's chromium)")
     out = tmp_path / "report"
     assert tune_cli("report", "--db", str(tuned / "db.sqlite"), "--out", str(out)).returncode == 0
     shot = tmp_path / "screenshot.png"  # the artifact

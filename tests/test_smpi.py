@@ -4,7 +4,6 @@ tuning of reduce at 64 ranks on the shipped fat-tree platform, as the user runs 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from colltune.options import TuneOptions
 from colltune.rules import ompi_classic as rules
 from colltune.store import Store
 from colltune.tuner.run import tune
+from conftest import missing
 from helpers import tune_cli
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "platforms"
@@ -35,10 +35,7 @@ def _installed() -> bool:
 
 def need_smpi() -> None:
     if not _installed():
-        msg = "SimGrid SMPI unavailable (apt-get install libsimgrid-dev); .ci/run installs it"
-        if os.environ.get("CI"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
 
 
 def fake(platform: Path) -> smpi.SMPI:
