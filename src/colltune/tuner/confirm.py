@@ -186,7 +186,7 @@ def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, st
     ctx = context_for(sess.mpi, coll, placement)
     missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
                if store.confirmation(ctx, s, c.key) is None]
-    if not missing or opts.confirm_rounds == 0 or opts.from_db or store.readonly:
+    if not missing or opts.confirm_rounds == 0 or opts.from_db:  # a read-only store: from_db
         return
     rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
              f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
