@@ -139,7 +139,8 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     (["--min-reps", "0"], "--min-reps"), (["--min-reps", "9", "--max-reps", "3"], "--max-reps"),
     (["--timeout", "0"], "--timeout"), (["--sizes", ","], "--sizes"),
     (["--sizes", "0"], "sizes"), (["--rules-version", "3"], "--rules-version"),
-    (["--confirm-rounds", "-1"], "--confirm-rounds"), (["--rel-ci", "2"], "--rel-ci")])
+    (["--confirm-rounds", "-1"], "--confirm-rounds"), (["--rel-ci", "2"], "--rel-ci"),
+    (["--cutoff", "0.5"], "--cutoff")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

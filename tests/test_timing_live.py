@@ -15,7 +15,7 @@ from colltune.backends import launch
 from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
 from colltune.collectives import get_collective
 from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.kernel.launch import CUT, KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 from colltune.tuner.space import parse_sizes
@@ -104,3 +104,34 @@ def test_aa_verify_calls_every_size_the_same(which: str, tmp_path: Path) -> None
                 for r in c["kernel"]}
     assert all(v == "same" for v, _ in verdicts.values()), verdicts
     assert all(set(ms) == {"isolated", "back-to-back"} for _, ms in verdicts.values())
+
+
+def test_the_cutoff_stops_only_what_is_clearly_slower_than_the_default(ompi41: OpenMPI
+                                                                         ) -> None:
+    """The sweep's cutoff: the default (baseline) is measured first; a configuration far
+    slower than it (a pipeline of 64-byte segments at 1 MiB: 16384 messages a call) stops
+    at the minimum repetitions and says so; with the cutoff off it is measured until its
+    budget, as before. Repetition counts, not times, are asserted."""
+    cat = read_catalog(ompi41)
+    slow = forcing_vars("bcast", 3, 64, 0, 0, cat)
+
+    def run(cutoff: float) -> tuple[dict, list[int]]:
+        reps = Repetitions(min_reps=7, max_reps=30, rel_ci=1e-6, point_time=30.0,
+                           timing="both", window=4, cutoff=cutoff)
+        cfgs = [KernelConfig(1, slow), KernelConfig(0, {}, baseline=True)]
+        plan = KernelPlan("bcast", cfgs, [(0, 1 << 20), (1, 1 << 20)], reps)
+        cmd, env = launch(ompi41, place(4, None), "bcast", 0, dynamic_env())
+        order: list[int] = []
+        out = run_kernel(cmd, build_kernel(ompi41), plan, env,
+                         on_event=lambda ev: order.append(int(ev["cid"]))
+                         if ev["event"] == "config" else None)
+        assert out.status == "ok", out.message
+        return {r.cid: r for r in out.results}, order
+
+    on, order = run(1.5)
+    assert order == [0, 1]  # the baseline first, whatever the shuffle
+    assert on[1].n == 7 and on[1].message == CUT
+    assert on[0].n == 30 and not on[0].message  # the baseline is never cut
+    off, shuffled = run(0.0)
+    assert off[1].n == 30 and not off[1].message
+    assert shuffled == [1, 0]  # without the cutoff this seed's shuffle puts it second

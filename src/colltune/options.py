@@ -14,6 +14,7 @@ from colltune.launchers import Launch
 class MeasureSettings(Repetitions):
     timeout: float = 60.0  # seconds without progress before a launch is killed as hung
     timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
+    cutoff: float = 1.5  # the sweep stops points clearly slower than the default early
 
 
 @dataclass

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from colltune.backends.registry import CHOICES
 from colltune.cli.common import (
+    CUTOFF_OPTION,
     DB_HELP,
     OBJECTIVE_OPTION,
     TIMING_OPTION,
@@ -97,6 +98,7 @@ def app_cmd(
     timing: str = TIMING_OPTION,
     window: int = WINDOW_OPTION,
     objective: str = OBJECTIVE_OPTION,
+    cutoff: float = CUTOFF_OPTION,
 ) -> None:
     """Tune what an application's profile holds, costliest first, and say what each entry
     is expected to save in the application's run."""
@@ -121,7 +123,7 @@ def app_cmd(
             strategy=strategy, confirm_rounds=confirm_rounds, oversubscribe=oversubscribe,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps,
                                      point_time=point_time, timing=timing, window=window,
-                                     objective=objective))
+                                     objective=objective, cutoff=cutoff))
         res = tune_app(profile, template, min_share, BarReporter(quiet))
     except ColltuneError as e:
         _fail(e)

@@ -149,6 +149,10 @@ TIMING_OPTION = typer.Option(
                              "(a win must hold in each; docs/methodology.md).")
 WINDOW_OPTION = typer.Option(64, "--window", help="Calls per back-to-back window (fewer "
                                                   "where they would take over 10 ms).")
+CUTOFF_OPTION = typer.Option(
+    1.5, "--cutoff", help="Stop measuring a configuration at a size once it is clearly "
+                          "this many times slower than the library default there, in some "
+                          "timing mode (it cannot be chosen); 0: measure every point fully.")
 OBJECTIVE_OPTION = typer.Option(
     "completion", "--objective", help="What a repetition's time is: completion (slowest "
                                       "rank), mean (over ranks, as OSU prints) or root.")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from colltune.backends import registry
 from colltune.cli.common import (
+    CUTOFF_OPTION,
     DB_HELP,
     OBJECTIVE_OPTION,
     TIMING_OPTION,
@@ -102,7 +103,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               tune_han: bool = False, for_np: int | None = None,
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False, boundaries: str = "measure",
-              comm_sizes: str | None = None) -> None:
+              comm_sizes: str | None = None, cutoff: float = 1.5) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -118,7 +119,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             oversubscribe=oversubscribe, boundaries=boundaries,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
-                                     timing=timing, window=window, objective=objective),
+                                     timing=timing, window=window, objective=objective,
+                                     cutoff=cutoff),
         )
         res = tune(opts, BarReporter(quiet))
     except ColltuneError as e:
@@ -294,6 +296,7 @@ def _make_tune_command(name: str) -> None:
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
+        cutoff: float = CUTOFF_OPTION,
         boundaries: str = typer.Option(
             "measure", "--boundaries",
             help="measure: where neighbouring sizes decide differently, measure between "
@@ -310,7 +313,7 @@ def _make_tune_command(name: str) -> None:
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
-                  timing, window, objective, oversubscribe, boundaries, comm_sizes)
+                  timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

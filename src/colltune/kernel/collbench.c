@@ -24,7 +24,12 @@
  *    within a relative tolerance, a time budget is spent, or max_reps is hit;
  *  - results are checked for correctness; a wrong answer marks the point
  *    invalid;
- *  - configurations and sizes are visited in a seeded random order.
+ *  - configurations and sizes are visited in a seeded random order;
+ *  - with `cutoff F`, a point stops at min_reps once its median's 95% CI lies
+ *    wholly above F times the median of the library default (the configuration
+ *    marked `baseline`, then measured first) at the same size and communicator,
+ *    in any timing mode: a choice must beat the default in every mode, so more
+ *    repetitions of it could not change a decision.
  *
  * With `pvars PREFIX` in the plan, each result also carries how much rank 0's
  * MPI_T counters named PREFIX... grew while the point was measured: which
@@ -81,6 +86,7 @@ typedef struct {
     int nassign;
     assign_t assign[MAX_ASSIGN];
     int group; /* ranks per communicator (consecutive ranks); 0: MPI_COMM_WORLD's size */
+    int baseline; /* the library default for its communicator: the cutoff's reference */
 } config_t;
 
 typedef struct {
@@ -102,6 +108,7 @@ typedef struct {
     int window;      /* calls per back-to-back window, at most */
     double window_time; /* ... and fewer where the window would take longer (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
+    double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
     int nconfig;
     config_t *configs;
     int npoint;
@@ -179,6 +186,11 @@ static int read_plan(const char *path, plan_t *plan)
                 fclose(f);
                 return -2;
             }
+        } else if (!strcmp(key, "cutoff")) {
+            if (sscanf(line + off, "%lf", &plan->cutoff) != 1 || plan->cutoff < 0) {
+                fclose(f);
+                return -2;
+            }
         } else if (!strcmp(key, "objective")) {
             char v[32] = "";
             sscanf(line + off, "%31s", v);
@@ -212,10 +224,14 @@ static int read_plan(const char *path, plan_t *plan)
                 }
                 p += n;
             }
-            if (sscanf(p, " group %d", &c->group) == 1 && c->group < 2) {
-                fclose(f);
-                return -2;
+            if (sscanf(p, " group %d%n", &c->group, &n) == 1) {
+                if (c->group < 2) {
+                    fclose(f);
+                    return -2;
+                }
+                p += n;
             }
+            c->baseline = strstr(p, "baseline") != NULL;
             plan->nconfig++;
         } else if (!strcmp(key, "point")) {
             if (plan->npoint == cap_p) {
@@ -987,6 +1003,56 @@ static int fault_hits(const config_t *cfg, const char *kind)
     return v && atoll(v) == g_fault.value;
 }
 
+/* The baselines' medians per timing mode, by size and communicator size (rank 0 only):
+ * what `cutoff` compares the other configurations' points with. */
+typedef struct {
+    long long size;
+    int group;
+    double med[2];
+} ref_t;
+
+static ref_t *g_refs;
+static int g_nref, g_capref;
+
+static const ref_t *ref_find(long long size, int group)
+{
+    for (int i = 0; i < g_nref; i++)
+        if (g_refs[i].size == size && g_refs[i].group == group)
+            return &g_refs[i];
+    return NULL;
+}
+
+static void ref_add(long long size, int group, const double med[2])
+{
+    if (g_nref == g_capref) {
+        g_capref = g_capref ? 2 * g_capref : 64;
+        g_refs = realloc(g_refs, (size_t)g_capref * sizeof(ref_t));
+        if (!g_refs)
+            die("out of memory");
+    }
+    g_refs[g_nref].size = size;
+    g_refs[g_nref].group = group;
+    g_refs[g_nref].med[0] = med[0];
+    g_refs[g_nref].med[1] = med[1];
+    g_nref++;
+}
+
+/* 1 when, in some timing mode measured, the point's median CI lies above cutoff times
+ * the reference's median */
+static int clearly_slower(const plan_t *plan, const ref_t *ref, double *const series[2], int n,
+                          double *scratch)
+{
+    for (int m = 0; m < 2; m++) {
+        double med, lo, hi;
+        if (!series[m] || ref->med[m] <= 0)
+            continue;
+        median_ci(series[m], n, scratch, &med, &lo, &hi);
+        if (lo > plan->cutoff * ref->med[m])
+            return 1;
+    }
+    return 0;
+}
+
 /* `comm` is this rank's communicator (MPI_COMM_NULL: in no group); `active` ranks are in
  * one, all measured at once; a repetition's time is the slowest rank's of any group */
 static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
@@ -1000,6 +1066,8 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     int window = 1;
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     int wrong = fault_hits(cfg, "wrong");
+    int group = cfg->group ? cfg->group : g_size, cut = 0;
+    const ref_t *ref = NULL;
 
     if (g_rank == 0) {
         printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cid, size);
@@ -1067,6 +1135,8 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         scratch = malloc((size_t)cap * sizeof(double));
         /* the series that drives the stopping rule and becomes "samples" */
         samples = series[(plan->timing & TIMING_ISOLATED) ? 0 : 1][plan->objective];
+        if (plan->cutoff > 0 && !cfg->baseline)
+            ref = ref_find(size, group);
     }
     t_begin = MPI_Wtime();
     while (!stop) {
@@ -1094,8 +1164,12 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
                 stop = 1;
             } else if (n >= plan->min_reps) {
                 double med, lo, hi;
+                double *const objective[2] = {series[0][plan->objective],
+                                              series[1][plan->objective]};
                 if (MPI_Wtime() - t_begin > plan->point_time) {
                     stop = 1;
+                } else if (ref && clearly_slower(plan, ref, objective, n, scratch)) {
+                    stop = cut = 1;
                 } else {
                     median_ci(samples, n, scratch, &med, &lo, &hi);
                     if (med > 0 && (hi - lo) / 2.0 <= plan->rel_ci * med)
@@ -1118,9 +1192,16 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         }
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
-               "\"max\":%.9g,\"window\":%d,\"objective\":\"%s\"",
+               "\"max\":%.9g,\"window\":%d,\"objective\":\"%s\",\"cut\":%s",
                cid, size, n, med, lo, hi, sum / n, mn, mx, window,
-               obj_names[plan->objective]);
+               obj_names[plan->objective], cut ? "true" : "false");
+        if (plan->cutoff > 0 && cfg->baseline) {
+            double meds[2] = {0, 0};
+            for (int m = 0; m < 2; m++)
+                if (series[m][plan->objective])
+                    median_ci(series[m][plan->objective], n, scratch, &meds[m], &lo, &hi);
+            ref_add(size, group, meds);
+        }
         pvars_print();
         printf(",\"samples\":[");
         for (int i = 0; i < n; i++)
@@ -1257,6 +1338,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < plan.nconfig; i++)
         order[i] = i;
     shuffle_ints(order, plan.nconfig);
+    if (plan.cutoff > 0) { /* the baselines first, each keeping its shuffled place among them */
+        int nb = 0;
+        for (int i = 0; i < plan.nconfig; i++)
+            if (plan.configs[order[i]].baseline) {
+                int b = order[i];
+                memmove(&order[nb + 1], &order[nb], (size_t)(i - nb) * sizeof(int));
+                order[nb++] = b;
+            }
+    }
 
     for (int oi = 0; oi < plan.nconfig; oi++) {
         const config_t *cfg = &plan.configs[order[oi]];
@@ -1328,6 +1418,7 @@ int main(int argc, char **argv)
     free(order);
     free(plan.configs);
     free(plan.points);
+    free(g_refs);
     /* MPI_T must be closed before MPI_Finalize, or components that report
      * at finalize (pml monitoring) stay silent */
     pvars_close();

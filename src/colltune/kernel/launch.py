@@ -25,6 +25,7 @@ class KernelConfig:
     cid: int
     assign: dict[str, int] = field(default_factory=dict)
     group: int = 0  # communicators of this many consecutive ranks, all at once; 0: the job
+    baseline: bool = False  # the library default: what the repetitions' cutoff compares with
 
 
 TIMINGS = ("both", "isolated", "back-to-back")
@@ -50,6 +51,9 @@ class Repetitions:
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
     # root (the root's own time)
     objective: str = "completion"
+    # > 0: a point whose median CI lies above this many times the baseline's median (same
+    # size, any timing mode) stops at min_reps; it cannot become a choice. 0: off
+    cutoff: float = 0.0
 
 
 @dataclass
@@ -77,13 +81,15 @@ class KernelPlan:
             f"window {r.window}",
             f"window_time {r.window_time}",
             f"objective {r.objective}",
+            f"cutoff {r.cutoff}",
         ]
         if self.pvars:
             lines.append(f"pvars {self.pvars}")
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
             group = f" group {c.group}" if c.group else ""
-            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip() + group)
+            base = " baseline" if c.baseline else ""
+            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip() + group + base)
         lines += [f"point {cid} {size}" for cid, size in self.points]
         return "\n".join(lines) + "\n"
 
@@ -143,13 +149,17 @@ def _die_with_parent() -> None:
         pass
 
 
+CUT = "stopped at the minimum repetitions: clearly slower than the library default here"
+
+
 def parse_result(ev: dict) -> PointResult:
     """A kernel `result` event as a PointResult."""
     return PointResult(
         cid=int(ev["cid"]), size=int(ev["size"]), status=str(ev.get("status", "ok")),
         n=int(ev.get("n", 0)), median=ev.get("median"), ci_lo=ev.get("ci_lo"),
         ci_hi=ev.get("ci_hi"), mean=ev.get("mean"), min=ev.get("min"), max=ev.get("max"),
-        samples=[float(x) for x in ev.get("samples", [])], message=str(ev.get("message", "")),
+        samples=[float(x) for x in ev.get("samples", [])],
+        message=CUT if ev.get("cut") else str(ev.get("message", "")),
         pvars={str(k): int(v) for k, v in (ev.get("pvars") or {}).items()},
         series={str(m): {str(o): [float(x) for x in xs] for o, xs in objs.items()}
                 for m, objs in (ev.get("series") or {}).items()},

@@ -10,7 +10,7 @@ from colltune.backends import Installation
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
@@ -172,7 +172,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     if sweep == "mpit":
         env_extra = be.mpit_env()
         kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
-                              lanes[sl[0]][0].group) for sl in slots]
+                              lanes[sl[0]][0].group, baseline=sl[1] == DEFAULT)
+                 for sl in slots]
     else:
         assert len({c for _, c in slots}) == 1
         env_extra = be.forcing_env(catalog, coll, slots[0][1])

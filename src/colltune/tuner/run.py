@@ -63,6 +63,9 @@ def check_repetitions(st: Repetitions) -> None:
          "use " + ", ".join(OBJECTIVES)),
         (1 <= st.window <= 100_000, "--window must be between 1 and 100000 calls",
          "e.g. --window 64"),
+        # below 1 it would stop configurations as fast as the default: they could win
+        (st.cutoff == 0 or st.cutoff >= 1, f"--cutoff {st.cutoff} would stop configurations "
+         "that are not slower than the default", "use 0 (off) or a factor of 1 or more"),
     ):
         if not ok:
             raise ColltuneError(msg, hint)
