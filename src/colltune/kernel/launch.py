@@ -52,7 +52,7 @@ class Repetitions:
     # root (the root's own time)
     objective: str = "completion"
     # > 0: a point whose median CI lies above this many times the baseline's median (same
-    # size, any timing mode) stops at min_reps; it cannot become a choice. 0: off
+    # size, any timing mode) stops after 3 repetitions; it cannot become a choice. 0: off
     cutoff: float = 0.0
 
 
@@ -149,7 +149,7 @@ def _die_with_parent() -> None:
         pass
 
 
-CUT = "stopped at the minimum repetitions: clearly slower than the library default here"
+CUT = "stopped after 3 repetitions: clearly slower than the library default here"
 
 
 def parse_result(ev: dict) -> PointResult:
