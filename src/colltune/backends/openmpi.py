@@ -328,11 +328,12 @@ def forcing_vars(coll: str, alg: int, segsize: int, fanout: int, max_requests: i
     return out
 
 
-def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | None = None
-                   ) -> list[str]:
+def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | None = None,
+                   node: bool = True) -> list[str]:
     """The launcher's command line for `placement` (mpirun, or srun in an allocation),
-    up to the executable."""
-    from colltune.launchers import Layout, command
+    up to the executable. A job on this machine alone names the point-to-point components
+    Open MPI selects here (`node`; backends.openmpi_node)."""
+    from colltune.launchers import Layout, command, slurm_allocation
 
     launcher = placement.launch.launcher or "mpirun"
     if launcher == "mpirun":
@@ -344,6 +345,10 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
                             "use --launcher mpirun, or srun inside a Slurm allocation")
     w = placement.launch
     mca = {**HAN_OFF, **(mca or {})} if han_excluded(mpi) else mca
+    if (node and launcher == "mpirun" and placement.hostfile is None
+            and placement.nodes == 1 and slurm_allocation(os.environ) is None):
+        from colltune.backends.openmpi_node import node_mca
+        mca = {**node_mca(mpi), **(mca or {})}
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
                                              placement.oversubscribe, w.args), mca)
 

@@ -1,0 +1,86 @@
+"""The point-to-point components Open MPI selects on this node, probed once per installation
+and host, so a one-node launch can name them and skip initialising the ones that fail here.
+
+Why: the PyPI wheel of Open MPI 5.0.11 carries libfabric's components (btl ofi, and pml cm
+over mtl ofi); on a node without a fabric they fail to initialise, and trying costs 1.1 s
+of a 1.24 s launch. pml ob1 over self/sm/tcp runs either way, so naming what succeeded
+changes nothing the library does, only how long it takes to start (docs/benchmarks.md).
+Across nodes nothing is named: other hosts may have a fabric.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+from colltune.backends.openmpi import OpenMPI
+from colltune.kernel.build import build_kernel
+
+_PML_FAILED = re.compile(r"select: init returned failure for component (\w+)")
+_BTL_OK = re.compile(r"select: init of component (\w+) returned success")
+_PML_SELECTED = re.compile(r"select: component (\w+) selected")
+
+
+def parse(log: str) -> dict[str, str]:
+    """MCA settings from a launch's pml/btl selection log: the byte transfer layers whose
+    init succeeded, and every pml whose init failed excluded. {} unless the log shows ob1
+    selected (with cm or ucx selected, the btls are not what carries the messages)."""
+    if set(_PML_SELECTED.findall(log)) != {"ob1"}:
+        return {}
+    btls = sorted(set(_BTL_OK.findall(log)))
+    if "self" not in btls:
+        return {}
+    out = {"btl": ",".join(btls)}
+    failed = sorted(set(_PML_FAILED.findall(log)))
+    if failed:
+        out["pml"] = "^" + ",".join(failed)
+    return out
+
+
+def _cache(mpi: OpenMPI) -> Path:
+    # beside the kernel built for this installation: a new kernel or MPI probes again
+    return build_kernel(mpi).parent / f"node-{socket.gethostname()}.json"
+
+
+def node_mca(mpi: OpenMPI) -> dict[str, str]:
+    """What a one-node launch of `mpi` names (cached); {} where the user set OMPI_MCA_pml
+    or OMPI_MCA_btl (theirs stands) or the probe could not tell."""
+    if os.environ.get("OMPI_MCA_pml") or os.environ.get("OMPI_MCA_btl"):
+        return {}
+    path = _cache(mpi)
+    try:
+        got = json.loads(path.read_text())
+        if isinstance(got, dict) and all(isinstance(v, str) for v in got.values()):
+            return {str(k): v for k, v in got.items() if k in ("pml", "btl")}
+    except (OSError, ValueError):
+        pass
+    found = probe(mpi)
+    if found:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(found))
+        os.replace(tmp, path)
+    return found
+
+
+def probe(mpi: OpenMPI) -> dict[str, str]:
+    """Start the kernel on 2 ranks with the selection logs on; {} if that fails."""
+    from colltune.backends.openmpi import launch_command, launch_env
+    from colltune.slots import place
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plan = Path(tmp) / "plan"
+        plan.write_text("collective barrier\n")  # MPI_Init, no points, MPI_Finalize
+        cmd = launch_command(mpi, place(2, None), {"pml_base_verbose": "10",
+                                                   "btl_base_verbose": "10"}, node=False)
+        try:
+            res = subprocess.run([*cmd, str(build_kernel(mpi)), str(plan)],
+                                 capture_output=True, text=True, timeout=60,
+                                 env=launch_env(), check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+    return parse(res.stdout + res.stderr) if res.returncode == 0 else {}
