@@ -348,7 +348,11 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
     if (node and launcher == "mpirun" and placement.hostfile is None
             and placement.nodes == 1 and slurm_allocation(os.environ) is None):
         from colltune.backends.openmpi_node import node_mca
-        mca = {**node_mca(mpi), **(mca or {})}
+        from colltune.slots import place
+
+        def two_ranks(verbose: dict[str, str]) -> list[str]:
+            return launch_command(mpi, place(2, None), verbose, node=False)
+        mca = {**node_mca(mpi, two_ranks, launch_env()), **(mca or {})}
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
                                              placement.oversubscribe, w.args), mca)
 

@@ -16,10 +16,13 @@ import re
 import socket
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.core.toolchain import Toolchain
 from colltune.kernel.build import build_kernel
+
+VERBOSE = {"pml_base_verbose": "10", "btl_base_verbose": "10"}  # the selection log
 
 _PML_FAILED = re.compile(r"select: init returned failure for component (\w+)")
 _BTL_OK = re.compile(r"select: init of component (\w+) returned success")
@@ -42,14 +45,16 @@ def parse(log: str) -> dict[str, str]:
     return out
 
 
-def _cache(mpi: OpenMPI) -> Path:
+def _cache(mpi: Toolchain) -> Path:
     # beside the kernel built for this installation: a new kernel or MPI probes again
     return build_kernel(mpi).parent / f"node-{socket.gethostname()}.json"
 
 
-def node_mca(mpi: OpenMPI) -> dict[str, str]:
+def node_mca(mpi: Toolchain, launcher: Callable[[dict[str, str]], list[str]],
+             env: dict[str, str]) -> dict[str, str]:
     """What a one-node launch of `mpi` names (cached); {} where the user set OMPI_MCA_pml
-    or OMPI_MCA_btl (theirs stands) or the probe could not tell."""
+    or OMPI_MCA_btl (theirs stands) or the probe could not tell. `launcher(mca)` is a
+    2-rank launch command up to the executable, `env` its environment."""
     if os.environ.get("OMPI_MCA_pml") or os.environ.get("OMPI_MCA_btl"):
         return {}
     path = _cache(mpi)
@@ -59,7 +64,7 @@ def node_mca(mpi: OpenMPI) -> dict[str, str]:
             return {str(k): v for k, v in got.items() if k in ("pml", "btl")}
     except (OSError, ValueError):
         pass
-    found = probe(mpi)
+    found = probe(mpi, launcher, env)
     if found:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(found))
@@ -67,20 +72,16 @@ def node_mca(mpi: OpenMPI) -> dict[str, str]:
     return found
 
 
-def probe(mpi: OpenMPI) -> dict[str, str]:
-    """Start the kernel on 2 ranks with the selection logs on; {} if that fails."""
-    from colltune.backends.openmpi import launch_command, launch_env
-    from colltune.slots import place
-
+def probe(mpi: Toolchain, launcher: Callable[[dict[str, str]], list[str]],
+          env: dict[str, str]) -> dict[str, str]:
+    """Start the kernel on 2 ranks with the selection log on; {} if that fails."""
     with tempfile.TemporaryDirectory() as tmp:
         plan = Path(tmp) / "plan"
         plan.write_text("collective barrier\n")  # MPI_Init, no points, MPI_Finalize
-        cmd = launch_command(mpi, place(2, None), {"pml_base_verbose": "10",
-                                                   "btl_base_verbose": "10"}, node=False)
         try:
-            res = subprocess.run([*cmd, str(build_kernel(mpi)), str(plan)],
-                                 capture_output=True, text=True, timeout=60,
-                                 env=launch_env(), check=False)
+            res = subprocess.run([*launcher(VERBOSE), str(build_kernel(mpi)), str(plan)],
+                                 capture_output=True, text=True, timeout=60, env=env,
+                                 check=False)
         except (OSError, subprocess.TimeoutExpired):
             return {}
     return parse(res.stdout + res.stderr) if res.returncode == 0 else {}
