@@ -135,3 +135,25 @@ def test_the_cutoff_stops_only_what_is_clearly_slower_than_the_default(ompi41: O
     off, shuffled = run(0.0)
     assert off[1].n == 30 and not off[1].message
     assert shuffled == [1, 0]  # without the cutoff this seed's shuffle puts it second
+
+
+@pytest.mark.parametrize("cutoff", ["1.5", "0"])
+def test_a_tune_sweep_stores_the_points_the_cutoff_stopped(ompi41: OpenMPI, cutoff: str,
+                                                           tmp_path: Path) -> None:
+    """Through `tune`: the sweep marks the library default as the baseline, so 64-byte
+    segments at 1 MiB are stopped and stored as such; with --cutoff 0 none is."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    r = tune_cli("bcast", "--np", "4", "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--sizes", "1M", "--segsizes", "0,64", "--point-time", "0.1",
+                 "--confirm-rounds", "0", "--cutoff", cutoff, "--quiet")
+    assert r.returncode == 0, r.stderr
+    rows = sqlite3.connect(db).execute(
+        "select algorithm, segsize, n, message from measurements").fetchall()
+    cut = [(a, s, n) for a, s, n, msg in rows if msg == CUT]
+    assert all(a and n == 3 for a, _, n in cut)  # never the default, always after 3
+    if cutoff == "0":
+        assert cut == []
+    else:
+        assert any(s == 64 for _, s, _ in cut), rows

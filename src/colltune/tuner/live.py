@@ -65,8 +65,9 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
                 short.setdefault(missing, []).append(p)
         for n, pts in sorted(short.items()):
             # a fixed number of repetitions: the strategy, not the kernel, decides when
-            # a point is known well enough
-            fixed = dataclasses.replace(settings, min_reps=n, max_reps=n, point_time=1e6)
+            # a point is known well enough (so no cutoff either)
+            fixed = dataclasses.replace(settings, min_reps=n, max_reps=n, point_time=1e6,
+                                        cutoff=0.0)
             for cfg, r in measure(mpi, catalog, coll, placement, pts, store, fixed, sweep,
                                   reporter, extend=True):
                 on_failure(cfg, r)
