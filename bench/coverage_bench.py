@@ -29,6 +29,9 @@ def main() -> None:
     ap.add_argument("--mpi", action="append", required=True)
     ap.add_argument("--colls", default="reduce,bcast,allreduce,gather")
     ap.add_argument("--np", default="4")
+    ap.add_argument("--keep", type=Path, help="keep each row's store, rules and verify JSON "
+                                              "here (DIR/MPI-COLL/), to see which size a "
+                                              "regression was at")
     a = ap.parse_args()
     print("| MPI | collective | tune s | sizes decided (grid 19) | non-default | verify s | "
           "sizes verified (edges) | slower (reproduced) | faster |")
@@ -37,6 +40,9 @@ def main() -> None:
         for coll in a.colls.split(","):
             with tempfile.TemporaryDirectory() as tmp:
                 t = Path(tmp)
+                if a.keep:
+                    t = a.keep / f"{Path(mpi).resolve().name}-{coll}"
+                    t.mkdir(parents=True, exist_ok=True)
                 dt, r = run(coll, "--np", a.np, "--mpi", mpi, "--db", str(t / "s.db"),
                             "--out", str(t / "r.conf"), "--summary-json", str(t / "s.json"),
                             "--quiet")
