@@ -75,7 +75,18 @@ def test_decisions_keep_default_without_significant_win_and_skip_invalid() -> No
     assert [d.chosen for d in ds] == [DEFAULT, fast, fast]
     assert all(d.best != wrong and d.chosen != wrong for d in ds)
     sec = section(4, ds)
-    assert [(r.msgsize, r.alg) for r in sec.rules] == [(0, 0), (91, 5)]  # merged
+    # merged; the unmeasured sizes between 8 B (default kept) and 1 KiB stay the library's
+    assert [(r.msgsize, r.alg) for r in sec.rules] == [(0, 0), (1024, 5)]
+
+
+def test_a_chosen_range_spans_its_measured_sizes_and_the_gaps_stay_the_librarys() -> None:
+    from colltune.core.ranges import boundaries
+
+    assert boundaries([8, 1024, 65536]) == [0, 91, 8193]  # midpoints, where nothing says
+    # default, chosen, default: the chosen rule starts at 1024 and ends just after it
+    assert boundaries([8, 1024, 65536], [True, False, True]) == [0, 1024, 1025]
+    # two chosen configurations next to each other: the midpoint between them
+    assert boundaries([8, 1024, 65536], [True, False, False]) == [0, 1024, 8193]
 
 
 def test_lookup_sizes_are_what_open_mpi_compares() -> None:

@@ -79,7 +79,8 @@ def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ran
         chosen = {cont(d) for d in ds}
         # no size to compare: one algorithm if every size agreed, else MPICH's own
         return Ranges([(None, chosen.pop() if len(chosen) == 1 else None)])
-    starts = boundaries([lookup(coll, d.size, np) for d in sized])
+    starts = boundaries([lookup(coll, d.size, np) for d in sized],
+                        [d.chosen == DEFAULT for d in sized])
     return ranges_from_starts([(s, cont(d)) for s, d in zip(starts, sized, strict=True)])
 
 

@@ -369,7 +369,7 @@ def section(np: int, decisions: list[Decision]) -> CommRule:
         sec.rules.append(MsgRule(0, 0))
         return sec
     ordered = sorted(decisions, key=lambda d: d.lookup_size)
-    starts = boundaries([d.lookup_size for d in ordered])
+    starts = boundaries([d.lookup_size for d in ordered], [d.chosen == DEFAULT for d in ordered])
     prev: Config | None = None
     for start, d in zip(starts, ordered, strict=False):
         if d.chosen == prev:
