@@ -57,6 +57,17 @@ def node_mca(mpi: Toolchain, launcher: Callable[[dict[str, str]], list[str]],
     2-rank launch command up to the executable, `env` its environment."""
     if os.environ.get("OMPI_MCA_pml") or os.environ.get("OMPI_MCA_btl"):
         return {}
+    # every launch asks: once per process, not a kernel lookup (mpicc calls) and a read each
+    if str(mpi.mpicc) not in _known:
+        _known[str(mpi.mpicc)] = _read_or_probe(mpi, launcher, env)
+    return _known[str(mpi.mpicc)]
+
+
+_known: dict[str, dict[str, str]] = {}
+
+
+def _read_or_probe(mpi: Toolchain, launcher: Callable[[dict[str, str]], list[str]],
+                   env: dict[str, str]) -> dict[str, str]:
     path = _cache(mpi)
     try:
         got = json.loads(path.read_text())
