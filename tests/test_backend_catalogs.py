@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends import mpich as mpich_backend
 from colltune.backends import registry
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
+from colltune.kernel.build import build_kernel
 from colltune.store import Context, Store
 from conftest import get_mpich
 from helpers import tune_cli
@@ -38,10 +40,14 @@ def test_show_names_mpich_and_mvapich2_algorithms_with_their_own_catalogs(
     v_ctx = Context("mvapich2-2.3.7@/opt/mv2", "MVAPICH2", "2.3.7", "/opt/mv2", "elsewhere",
                     4, 4, 1, "allreduce")
     _add(store, v_ctx, [Config(2), DEFAULT])
+    # as tune records it when it measures: MPICH's own catalog, read through MPI_T
+    exe = build_kernel(mpich)
+    names = mpich_backend.catalog(exe, mpich_backend.library_path(exe), ["reduce"]).algorithms
+    store.add_catalog(mpich.key, "mpich", names)
     store.close()
 
-    m_cat = registry.for_key(mpich.key).catalog_for(m_ctx)  # type: ignore[union-attr]
-    v_cat = registry.for_key(v_ctx.mpi_key).catalog_for(v_ctx)  # type: ignore[union-attr]
+    m_cat = registry.for_key(mpich.key).catalog_for(m_ctx, names)  # type: ignore[union-attr]
+    v_cat = registry.for_key(v_ctx.mpi_key).catalog_for(v_ctx, None)  # type: ignore[union-attr]
     assert m_cat is not None and v_cat is not None
     res = tune_cli("show", "--db", str(tmp_path / "s.db"),
                    env={**os.environ, "COLUMNS": "250"})
@@ -74,7 +80,7 @@ def test_the_store_records_which_backend_measured_a_context(tmp_path: Path) -> N
     assert registry.for_context(got["reduce"]).name == "openmpi"  # type: ignore[union-attr]
     res = tune_cli("show", "--db", str(tmp_path / "s.db"), env={**os.environ, "COLUMNS": "250"})
     assert res.returncode == 0, res.stderr
-    v_cat = registry.BACKENDS["mvapich2"].catalog_for(got["allreduce"])
+    v_cat = registry.BACKENDS["mvapich2"].catalog_for(got["allreduce"], None)
     assert v_cat is not None
     assert f"{v_cat.algorithm_name('allreduce', 2)}(2)" in res.stdout, res.stdout
 

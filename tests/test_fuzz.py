@@ -333,3 +333,114 @@ def test_readers_on_garbage_bytes(tmp_path: Path, reader: str, blob: bytes, head
         READERS[reader](path)
     except FormatError as e:
         assert str(e).startswith(str(path)) and e.reason
+
+
+# --- profiles and store rows: input another user may have written (docs/security.md) ------
+
+def _json_values() -> st.SearchStrategy[object]:
+    leaf = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70),
+                     st.floats(allow_nan=False), st.text(max_size=12),
+                     st.sampled_from(["<script>", "[/]", "$\\frac{$", "\x1b[2J", "=cmd"]))
+    return st.recursive(leaf, lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(st.text(max_size=8), kids, max_size=3)),
+        max_leaves=8)
+
+
+def _paths(doc: object, at: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [at]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out += _paths(v, (*at, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            out += _paths(v, (*at, i))
+    return out
+
+
+@FUZZ
+@given(data=st.data())
+def test_profile_loader_on_mutated_profiles(tmp_path: Path, data: st.DataObject) -> None:
+    """A valid profile with a few values replaced or removed: loaded, or refused with a
+    ColltuneError that names the file; and what loads, `tune app` can plan from."""
+    import json
+
+    from colltune.app import plan
+    from colltune.errors import ColltuneError
+    from colltune.profile import load
+    from test_untrusted_input import valid_profile
+
+    doc: dict[str, object] = valid_profile()
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.sampled_from(_paths(doc)[1:]))
+        parent: object = doc
+        for k in at[:-1]:
+            parent = parent[k]  # type: ignore[index]
+        if data.draw(st.booleans()):
+            parent[at[-1]] = data.draw(_json_values())  # type: ignore[index]
+        else:
+            del parent[at[-1]]  # type: ignore[attr-defined]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    try:
+        prof = load(path)
+    except ColltuneError as e:
+        assert str(path) in e.message and "\n" not in e.message
+        return
+    plan(prof, 0.001)
+
+
+STORE_ROWS = {
+    "measurement samples": ("UPDATE measurements SET samples=?", "json"),
+    "measurement series": ("UPDATE measurements SET series=?", "json"),
+    "model params": ("UPDATE models SET params=?", "json"),
+    "catalog names": ("UPDATE catalogs SET algorithms=?", "json"),
+    "host": ("UPDATE measurements SET host=?", "text"),
+}
+
+
+@pytest.mark.parametrize("row", sorted(STORE_ROWS))
+@FUZZ
+@given(data=st.data())
+def test_store_readers_on_garbage_rows(tmp_path: Path, row: str, data: st.DataObject
+                                       ) -> None:
+    """A store row edited to anything: `tune show` and `tune report` answer, or fail with
+    one line and exit 4; never a traceback."""
+    import json
+
+    from test_untrusted_input import hostile_store
+
+    db = tmp_path / f"s{data.draw(st.integers(0, 10**9))}.db"
+    hostile_store(db, tmp_path / "p", names={"reduce": {2: "x"}})
+    sql, kind = STORE_ROWS[row]
+    value = (json.dumps(data.draw(_json_values())) if kind == "json" and data.draw(st.booleans())
+             else data.draw(st.text(max_size=20)))
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    q = {"r2": 1.0, "median_rel": 0.0, "worst_rel": 0.0, "points": 3}
+    fit = {"pieces": [{"lo": 0, "hi": 8, "a": 1e-6, "b": 1e-9}], "gamma": 0.0,
+           "quality": q, "gamma_quality": q}
+    con.execute("INSERT INTO models (mpi_key, mpi_version, host, np, ppn, model, params, "
+                "probe, created) VALUES ('k', '4.1.4', 'h', 2, 2, 'hockney', ?, '{}', 'x')",
+                (json.dumps(fit),))
+    con.execute(sql, (value,))
+    con.commit()
+    con.close()
+    r = runner.invoke(app, ["show", "--db", str(db)], env={"COLUMNS": "200"})
+    assert r.exception is None or isinstance(r.exception, SystemExit), (value, r.exception)
+    assert r.exit_code in (0, 4), (value, r.output)
+    # what tune report reads and puts in its tables (the plots are left out: slow)
+    from colltune.errors import StoreError
+    from colltune.report import load
+    from colltune.report_tables import model_tables, summary_table
+    from colltune.store import Store
+
+    try:
+        summary_table(load(db))
+        s = Store(db, readonly=True)
+        try:
+            model_tables(s.models())
+        finally:
+            s.close()
+    except StoreError as e:
+        assert "\n" not in e.message

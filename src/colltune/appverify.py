@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends import registry
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, NotApplied
 from colltune.profile import profiled_run
 
 ARMS = ("default", "tuned")
@@ -73,6 +73,29 @@ def judge(name: str, default: list[float], tuned: list[float], alpha: float = 0.
     return MeasureVerdict(name, default, tuned, ratio, p, verdict)
 
 
+def applied(arm: str, wanted: dict[str, str], prof: dict[str, object]) -> str:
+    """Whether a run applied what its arm set, by the library's own read-back (MPI_T) in
+    every rank: a command line that overrides it (mpirun --mca ...) would make both arms
+    the same and every verdict "same", so that is a NotApplied error, not a pass."""
+    if not wanted:
+        return "what the library applied is not provable for this MPI family"
+    got: dict[str, list[str | None]] = prof.get("settings") or {}  # type: ignore[assignment]
+    for name, value in wanted.items():
+        seen = got.get(name, [None])
+        if seen == [None] and arm == "default":
+            return f"unproven: the library has no control variable {name}"
+        if seen != [value]:  # in the tuned arm, a variable the library lacks applies nothing
+            what = (f"has no control variable {name} (the component is not in use)"
+                    if seen == [None] else
+                    f"read back {name} = {', '.join(map(str, seen))}, colltune set {value}")
+            raise NotApplied(
+                f"the {arm} runs did not apply what colltune set: the library {what}; the "
+                "command line overrides it, so both arms would run the same",
+                f"remove {name} from the command (mpirun --mca, -x, -genv): tune verify "
+                "--app sets it in each arm")
+    return "applied (" + ", ".join(f"{k} = {v}" for k, v in wanted.items()) + ", read back)"
+
+
 def verify_app(cmd: list[str], rules: Path, pairs: int = 5, backend_name: str | None = None,
                prefix: str | None = None, timeout: float | None = None,
                note: Callable[[str], None] | None = None) -> AppVerdict:
@@ -90,6 +113,8 @@ def verify_app(cmd: list[str], rules: Path, pairs: int = 5, backend_name: str | 
         for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):
             prof = profiled_run(cmd, backend, mpi, env=arms[arm], timeout=timeout,
                                 capture=True)
+            if i == 0:
+                say(f"{arm} run: " + applied(arm, backend.read_back(arms[arm]), prof))
             runs[arm].append(prof)
             say(f"pair {i + 1}/{pairs} {arm}: wall {_figure(prof, 'wall'):.4f} s, "
                 f"collectives {_figure(prof, 'collectives'):.4f} s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -22,6 +23,13 @@ class ColltuneError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class NotApplied(ColltuneError):
+    """The library did not run what colltune set (its own read-back says so): the verdict
+    of a gate against its input (exit 1), like a regression."""
+
+    exit_code = 1
 
 
 class MPIError(ColltuneError):
@@ -80,3 +88,17 @@ def read_text(path: str | Path) -> str:
     except UnicodeDecodeError as e:
         raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
                           "not UTF-8 text") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str) -> object:
+    """JSON as colltune reads it from files others may write: NaN and Infinity are refused
+    (a NaN compares false with every threshold), and so is nesting deeper than Python's
+    parser goes; either is a ValueError, like any malformed JSON."""
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None

@@ -8,7 +8,9 @@ merged into, never replaced."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -179,6 +181,8 @@ def _make_dirs(d: Path, made: list[Path], shared: bool) -> None:
     missing = []
     for parent in (d, *d.parents):
         if parent.exists() or parent.is_symlink():
+            if shared:
+                _check_shared_dir(parent)
             break
         missing.append(parent)
     for m in reversed(missing):
@@ -188,6 +192,22 @@ def _make_dirs(d: Path, made: list[Path], shared: bool) -> None:
             m.chmod(0o755)
     if not d.is_dir():
         raise ColltuneError(f"{d} is not a directory", "choose another destination")
+
+
+def _check_shared_dir(d: Path) -> None:
+    """A site's files go only where no other user can swap them: the directory they are
+    written (or their directories made) in is owned by this user or root and writable by
+    nobody else, unless sticky (as /tmp, where others cannot rename what is ours)."""
+    st = d.stat()
+    writable_by_others = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
+    if writable_by_others or st.st_uid not in (0, os.geteuid()):
+        who = "writable by other users" if writable_by_others else f"owned by uid {st.st_uid}"
+        raise ColltuneError(
+            f"{d} is {who} (mode {stat.S_IMODE(st.st_mode):04o}): another user could replace "
+            "what "
+            "every user's jobs would load from there; nothing was written",
+            f"install into a directory only you (or root) can write: chmod go-w {d}, or "
+            "choose another --site")
 
 
 def _key(line: str) -> str | None:

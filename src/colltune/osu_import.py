@@ -152,6 +152,7 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
                   for s in sorted(per_size)]
             decisions[name] = {np: ds}
         replaced = store.replace_imported(points, "osu")  # one transaction, all or nothing
+        store.add_catalog(mpi.key, registry.of(mpi).name, catalog.algorithms)
     finally:
         store.close()
     rf = build_rules(base, version, decisions, mpi, catalog)

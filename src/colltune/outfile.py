@@ -117,7 +117,7 @@ class Staged:
             pass
 
 
-def stage(path: str | Path, text: str, mode: int | None = None) -> Staged:
+def stage(path: str | Path, text: str | bytes, mode: int | None = None) -> Staged:
     """Write `text` through a temporary file beside `path` and fsync it; nothing at `path`
     changes until `commit`. The mode is `mode`, else the existing file's, else 0666 minus
     the umask; it is set on the open file, never through the path."""
@@ -129,8 +129,8 @@ def stage(path: str | Path, text: str, mode: int | None = None) -> Staged:
     _sweep_stale(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.tmp", dir=str(parent))
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode() if isinstance(text, str) else text)
             f.flush()
             os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
@@ -146,12 +146,15 @@ def is_stdout(path: str | Path | None) -> bool:
     return path is not None and str(path) == "-"
 
 
-def write_atomic(path: str | Path, text: str, mode: int | None = None) -> None:
+def write_atomic(path: str | Path, text: str | bytes, mode: int | None = None) -> None:
     """Write through a temporary file in the same directory, fsync, then rename: readers and
     a killed writer leave either the old file or the new one, never a mix. `-`: standard
     output."""
     if is_stdout(path):
-        sys.stdout.write(text)
+        if isinstance(text, bytes):
+            sys.stdout.buffer.write(text)
+        else:
+            sys.stdout.write(text)
         sys.stdout.flush()
         return
     staged = stage(path, text, mode)

@@ -23,9 +23,10 @@ from colltune import __version__
 from colltune.backends import Installation, registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
-from colltune.errors import ColltuneError, FormatError, MPIError, read_text
+from colltune.errors import ColltuneError, FormatError, MPIError, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
+from colltune.profile_schema import problem
 
 SCHEMA = "colltune-profile"
 VERSION = 1
@@ -70,10 +71,14 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
     `run_s`: the whole command's elapsed time, launch included. `capture`: the
     application's output is kept (shown only if it fails), not printed."""
     lib = build_kernel(mpi, name=PROFILER)
+    # made 0700 by Python: the profiler writes only into a directory of this user that no
+    # one else can write (on other nodes it makes the same path so, docs/security.md)
     with tempfile.TemporaryDirectory(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
+        cvars = ",".join(backend.read_back(env or {}))
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
-                                     "COLLTUNE_PROFILE_DIR": tmp})
+                                     "COLLTUNE_PROFILE_DIR": tmp,
+                                     **({"COLLTUNE_PROFILE_CVARS": cvars} if cvars else {})})
         start = time.monotonic()
         try:
             res = subprocess.run(full, timeout=timeout, check=False, text=True,
@@ -91,6 +96,8 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
                                 "written" + (": " + " | ".join(tail) if tail else ""),
                                 "run it without tune profile first")
         profile = merge(read_ranks(Path(tmp), mpi), cmd, mpi)
+        # processes MPI_Comm_spawn started that loaded the profiler: not the job's ranks
+        profile["spawned_processes"] = len(list(Path(tmp).glob("spawned.*.json")))
     profile["run_s"] = elapsed
     chose = backend.chooser(mpi, cmd, {**os.environ, **(env or {})})
     for e in profile["entries"]:  # type: ignore[attr-defined]
@@ -165,9 +172,12 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
     entries.sort(key=lambda e: (-e["time_s"]["mean"], e["collective"], e["comm_size"],  # type: ignore[index]
                                 e["size"]))
     nonblocking: dict[str, int] = defaultdict(int)
+    settings: dict[str, set[str | None]] = defaultdict(set)
     for r in ranks:
         for k, v in r.get("nonblocking", {}).items():
             nonblocking[k] = max(nonblocking[k], int(v))
+        for k, v in r.get("settings", {}).items():
+            settings[str(k)].add(None if v is None else str(v))
     return {
         "schema": SCHEMA, "version": VERSION, "colltune": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -183,13 +193,17 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         "entries": entries,
         # counted only: coll/tuned's rules do not decide nonblocking collectives
         "nonblocking": dict(sorted(nonblocking.items())),
+        # what the library read back for the settings asked of it (MPI_T), the distinct
+        # values over the ranks (null: it has no such variable)
+        "settings": {k: sorted(v, key=str) for k, v in sorted(settings.items())},
     }
 
 
 def load(path: Path) -> dict[str, object]:
-    """A profile `tune profile` wrote (a newer schema version is refused)."""
+    """A profile `tune profile` wrote, checked against its schema before any field is used
+    (a profile may come from another user); a newer schema version is refused."""
     try:
-        doc = json.loads(read_text(path))
+        doc = parse_json(read_text(path))
     except (OSError, ValueError, FormatError) as e:
         raise ColltuneError(f"cannot read the profile {path}: {e}",
                             "pass the file tune profile -o wrote") from None
@@ -197,6 +211,10 @@ def load(path: Path) -> dict[str, object]:
         raise ColltuneError(f"{path} is not a colltune profile",
                             "pass the file tune profile -o wrote")
     if not isinstance(doc.get("version"), int) or doc["version"] > VERSION:
-        raise ColltuneError(f"{path} has profile version {doc.get('version')}; this colltune "
-                            f"reads up to {VERSION}", "upgrade colltune")
+        raise ColltuneError(f"{path} has profile version {str(doc.get('version'))[:20]}; "
+                            f"this colltune reads up to {VERSION}", "upgrade colltune")
+    why = problem(doc)
+    if why is not None:
+        raise ColltuneError(f"{path} is not a valid colltune profile: {why}",
+                            "pass the file tune profile -o wrote, unedited")
     return doc

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
-import html
 import io
 import math
 import re
@@ -24,9 +23,11 @@ from colltune.core.records import Decision
 from colltune.core.stats import median
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
-from colltune.outfile import check_destination, write_atomic
+from colltune.outfile import write_atomic
+from colltune.report_app import app_section, save_figure
 from colltune.report_tables import model_tables, summary_table
 from colltune.rules import ompi_classic as rules
+from colltune.sinks import csv_cell, html_text, plot_text
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
 from colltune.tuner.confirm import apply_confirmations
@@ -63,12 +64,15 @@ class Entry:
                 f"{c.mpi_version} at {c.mpi_path}")
 
 
-def _catalog(ctx: Context, cache: dict[str, Catalog]) -> Catalog:
-    """The catalog of the family that measured `ctx` (its own algorithm names); ids only
-    when no backend claims the stored installation."""
+def _catalog(ctx: Context, store: Store, cache: dict[str, Catalog]) -> Catalog:
+    """The catalog of the family that measured `ctx`, naming algorithms as the store
+    recorded them (nothing at the stored path is run); ids only when no backend claims
+    the stored installation."""
     if ctx.mpi_key not in cache:
         backend = registry.for_context(ctx)
-        cache[ctx.mpi_key] = (backend.catalog_for(ctx) if backend else None) or Catalog()
+        names = store.algorithms(ctx.mpi_key)
+        cache[ctx.mpi_key] = (backend.catalog_for(ctx, names) if backend else None) or \
+            Catalog()
     return cache[ctx.mpi_key]
 
 
@@ -90,7 +94,7 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             apply_confirmations(ds, store, ctx)
             here = ctx.host == socket.gethostname() and ctx.nodes == 1
             artifacts.flag(ds, ctx.ppn, cores() if here else None, waiting_cause(ctx.mpi_name))
-            out.append(Entry(ctx, _catalog(ctx, cats), ms, ds, *store.span(ctx)))
+            out.append(Entry(ctx, _catalog(ctx, store, cats), ms, ds, *store.span(ctx)))
     finally:
         store.close()
     if not out:
@@ -147,7 +151,7 @@ def _figures(e: Entry) -> dict[str, object]:
                         zorder=5)
         else:
             ax.plot([x_of[s] for s, _ in pts], [v * 1e6 for _, (_, v) in pts], marker=".",
-                    linewidth=1.2, label=f"{alg} {name}")
+                    linewidth=1.2, label=plot_text(f"{alg} {name}"))
     med = {(m.config, m.size): median(m.samples) for m in e.measurements
            if m.status == "ok" and m.samples}
     cx, cy = [], []
@@ -165,7 +169,7 @@ def _figures(e: Entry) -> dict[str, object]:
     ax.set_yscale("log")
     ax.set_xlabel("message size per rank")
     ax.set_ylabel("latency, median (us)")
-    ax.set_title(e.title)
+    ax.set_title(plot_text(e.title))
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
@@ -194,7 +198,8 @@ def _figures(e: Entry) -> dict[str, object]:
     ax2.xaxis.set_major_formatter(FuncFormatter(_bytes_label))
     ax2.set_xlabel("message size per rank")
     ax2.set_ylabel("speed-up over default")
-    ax2.set_title(f"{e.ctx.collective}, {e.ctx.np} ranks: speed-up over the default")
+    ax2.set_title(plot_text(f"{e.ctx.collective}, {e.ctx.np} ranks: speed-up over the "
+                            "default"))
     ax2.grid(True, which="both", alpha=0.3)
     ax2.legend(fontsize=7)
     fig2.tight_layout()
@@ -242,7 +247,7 @@ def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[objec
 
 def _write_csv(path: Path, rows: list[list[object]]) -> None:
     buf = io.StringIO(newline="")
-    csv.writer(buf).writerows(rows)
+    csv.writer(buf).writerows([[csv_cell(v) for v in row] for row in rows])
     write_atomic(path, buf.getvalue())
 
 
@@ -258,7 +263,6 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                  apps: list[tuple[Path, Path | None]] | None = None) -> Path:
     """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg,
     measurements.csv and decisions.csv. Returns the page's path."""
-    import matplotlib.pyplot as plt
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -273,32 +277,22 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                  "decision. Stars mark what the rules file runs at each measured size.</p>")
     parts.append(summary_table(entries))
     for profile, verified in apps or []:  # the applications' own view first
-        from colltune.report_app import app_section
-
         parts.append(app_section(profile, verified, out_dir))
     for e in entries:
         c = e.ctx
-        parts.append(f"<h2 id='{html.escape(e.slug)}'>{html.escape(e.title)}</h2>")
+        parts.append(f"<h2 id='{html_text(e.slug)}'>{html_text(e.title)}</h2>")
         parts.append(
             "<table><tr><th>MPI</th><th>version</th><th>path</th><th>host</th><th>ranks</th>"
             "<th>ranks/node</th><th>measured</th><th>points</th></tr><tr>"
-            + "".join(f"<td class='l'>{html.escape(str(v))}</td>" for v in (
+            + "".join(f"<td class='l'>{html_text(str(v))}</td>" for v in (
                 c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.ppn,
                 f"{e.first} .. {e.last}", len(e.measurements)))
             + "</tr></table>")
         for kind, fig in _figures(e).items():
             # not with_suffix: a host name with dots would lose its tail (and plots collide)
-            png, svg = (out_dir / f"{e.slug}-{kind}.{ext}" for ext in ("png", "svg"))
-            buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=110)  # type: ignore[attr-defined]
-            check_destination(png, "report file")
-            check_destination(svg, "report file")
-            png.write_bytes(buf.getvalue())
-            fig.savefig(svg)  # type: ignore[attr-defined]
-            plt.close(fig)  # type: ignore[arg-type]
-            parts.append(f"<p><img class='plot' alt='{kind} plot of {html.escape(e.title)}' "
-                         f"src='data:image/png;base64,"
-                         f"{base64.b64encode(buf.getvalue()).decode()}'></p>")
+            png = save_figure(fig, out_dir, f"{e.slug}-{kind}")
+            parts.append(f"<p><img class='plot' alt='{kind} plot of {html_text(e.title)}' "
+                         f"src='data:image/png;base64,{base64.b64encode(png).decode()}'></p>")
         parts.append("<table><tr><th>size/rank</th><th>lookup</th><th>default us</th>"
                      "<th>best</th><th>best us</th><th>chosen</th><th>verdict</th>"
                      "<th class='l'>why</th></tr>")
@@ -307,14 +301,14 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
             parts.append(
                 f"<tr class='{d.verdict.rstrip('?')}'><td>{d.size if d.size >= 0 else 'all'}"
                 f"</td><td>{d.lookup_size}</td><td>{_us(d.default_median)}</td>"
-                f"<td class='l'>{html.escape(best)}</td><td>{_us(d.best_median)}</td>"
-                f"<td class='l'>{html.escape(d.chosen.label(e.catalog, c.collective))}</td>"
-                f"<td>{d.verdict}</td><td class='l'>{html.escape(d.reason)}"
-                + (f"<br><strong>warning: {html.escape(d.warning)}</strong>" if d.warning
+                f"<td class='l'>{html_text(best)}</td><td>{_us(d.best_median)}</td>"
+                f"<td class='l'>{html_text(d.chosen.label(e.catalog, c.collective))}</td>"
+                f"<td>{html_text(d.verdict)}</td><td class='l'>{html_text(d.reason)}"
+                + (f"<br><strong>warning: {html_text(d.warning)}</strong>" if d.warning
                    else "") + "</td></tr>")
         text, fmt = _rules_text(e)
         parts.append(f"</table><p>Rules for this section (Open MPI {fmt} format, as tune "
-                     f"writes it):</p><pre>{html.escape(text)}</pre>")
+                     f"writes it):</p><pre>{html_text(text)}</pre>")
     for rf in rules_files or []:
         try:
             text = read_text(rf)
@@ -322,7 +316,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
             why = err.strerror if isinstance(err, OSError) else str(err)
             raise ColltuneError(f"cannot show --rules {rf}: {why}",
                                 "pass the rules file (text) with --rules") from None
-        parts.append(f"<h2>Rules file {html.escape(str(rf))}</h2><pre>{html.escape(text)}</pre>")
+        parts.append(f"<h2>Rules file {html_text(str(rf))}</h2><pre>{html_text(text)}</pre>")
     parts.append("<h2>Model fits</h2>" + model_tables(fits or []))
     parts.append("<p>Exports: measurements.csv, decisions.csv, and each plot as PNG and SVG "
                  "beside this page.</p></body></html>")

@@ -3,9 +3,10 @@ top, and the stored cost-model fits."""
 
 from __future__ import annotations
 
-import html
 import math
 from typing import TYPE_CHECKING
+
+from colltune.sinks import html_text
 
 if TYPE_CHECKING:
     from colltune.report import Entry
@@ -29,14 +30,18 @@ def summary_table(entries: list[Entry]) -> str:
         for d in sized:
             verdicts[d.verdict] = verdicts.get(d.verdict, 0) + 1
         rows.append(
-            f"<tr><td class='l'><a href='#{html.escape(e.slug)}'>{html.escape(e.title)}</a>"
+            f"<tr><td class='l'><a href='#{html_text(e.slug)}'>{html_text(e.title)}</a>"
             f"</td><td>{len(written)} of {len(sized)}</td>"
             f"<td>{'-' if gm is None else f'{gm:.2f}x'}</td><td class='l'>"
-            + html.escape(", ".join(f"{k} {n}" for k, n in sorted(verdicts.items())))
+            + html_text(", ".join(f"{k} {n}" for k, n in sorted(verdicts.items())))
             + "</td></tr>")
     return ("<table><tr><th class='l'>collective, ranks, MPI</th><th>sizes tuned</th>"
             "<th>speed-up where tuned (geometric mean, fresh launches)</th>"
             "<th class='l'>verdicts</th></tr>" + "".join(rows) + "</table>")
+
+
+def _span(piece: dict[str, object]) -> str:
+    return f"{html_text(piece['lo'])}..{html_text(piece['hi'])}"
 
 
 def model_tables(fits: list[ModelFit]) -> str:
@@ -47,21 +52,21 @@ def model_tables(fits: list[ModelFit]) -> str:
     for f in fits:
         model, params = f.model, f.params
         q = params["quality"]
-        out.append(f"<h3>{html.escape(model)}: MPI {html.escape(f.mpi_version)} on "
-                   f"{html.escape(f.host)}, {f.np} ranks ({f.ppn} per node), "
-                   f"{html.escape(f.created)}</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, "
+        out.append(f"<h3>{html_text(model)}: MPI {html_text(f.mpi_version)} on "
+                   f"{html_text(f.host)}, {f.np} ranks ({f.ppn} per node), "
+                   f"{html_text(f.created)}</h3><p>ping-pong fit: R<sup>2</sup> {q['r2']:.3f}, "
                    "median error "
                    f"{100 * q['median_rel']:.1f}%, worst {100 * q['worst_rel']:.1f}%</p>")
         if model.startswith("hockney"):
             out.append("<table><tr><th>bytes</th><th>alpha us</th><th>beta ns/B</th>"
                        "<th>gamma ns/B</th></tr>" + "".join(
-                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['a'] * 1e6:.3f}</td>"
+                           f"<tr><td>{_span(p)}</td><td>{p['a'] * 1e6:.3f}</td>"
                            f"<td>{p['b'] * 1e9:.4f}</td><td>{params['gamma'] * 1e9:.4f}</td>"
                            "</tr>" for p in params["pieces"]) + "</table>")
         else:
             out.append("<table><tr><th>bytes</th><th>L us</th><th>o us</th><th>g us</th>"
                        "<th>G ns/B</th></tr>" + "".join(
-                           f"<tr><td>{p['lo']}..{p['hi']}</td><td>{p['L'] * 1e6:.3f}</td>"
+                           f"<tr><td>{_span(p)}</td><td>{p['L'] * 1e6:.3f}</td>"
                            f"<td>{p['o'] * 1e6:.3f}</td><td>{p['g'] * 1e6:.3f}</td>"
                            f"<td>{p['G'] * 1e9:.4f}</td></tr>" for p in params["pieces"])
                        + "</table>")

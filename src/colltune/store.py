@@ -112,6 +112,12 @@ CREATE TABLE IF NOT EXISTS decisions (
     created TEXT NOT NULL,
     UNIQUE (mpi_key, host, np, ppn, collective, size)
 );
+CREATE TABLE IF NOT EXISTS catalogs (
+    mpi_key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    algorithms TEXT NOT NULL,
+    created TEXT NOT NULL
+);
 """
 
 # Columns added after stores were in use: an older store gets them with the values its
@@ -505,6 +511,37 @@ class Store:
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return (rows[0][0] or "", rows[0][1] or "")
 
+    def add_catalog(self, mpi_key: str, backend: str,
+                    algorithms: dict[str, dict[int, str]]) -> None:
+        """The algorithm names an installation's catalog gave when it was measured: what
+        read-only commands name stored configurations with, so they never run a program
+        from a stored path (a store may come from another user)."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO catalogs (mpi_key, backend, algorithms, "
+                       "created) VALUES (?,?,?,?)",
+                       (mpi_key, backend, json.dumps(algorithms, sort_keys=True),
+                        datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def algorithms(self, mpi_key: str) -> dict[str, dict[int, str]] | None:
+        """The stored algorithm names of an installation (None: a store older than the
+        record, or none made); names that are not short printable text are dropped."""
+        tables = {r[0] for r in self._read(
+            "SELECT name FROM sqlite_master WHERE type='table'", ())}
+        if "catalogs" not in tables:
+            return None
+        rows = self._read("SELECT algorithms FROM catalogs WHERE mpi_key=?", (mpi_key,))
+        if not rows:
+            return None
+        try:
+            doc = json.loads(rows[0][0])
+            return {str(c): {int(i): n for i, n in algs.items()
+                             if isinstance(n, str) and n.isprintable() and len(n) <= 80}
+                    for c, algs in _dict(doc).items() if isinstance(algs, dict)}
+        except (ValueError, TypeError, RecursionError):
+            raise StoreError(f"{self.path}: the stored catalog of {mpi_key[:60]!r} is "
+                             "malformed", "the store was edited or damaged: delete that "
+                             "row with sqlite3, or pass another --db") from None
+
     def add_decision(self, ctx: Context, size: int, chosen_key: str, verdict: str,
                      evidence: dict[str, object]) -> None:
         """The latest decision per size with its evidence (medians, CIs, p-value,
@@ -541,8 +578,38 @@ class Store:
     def models(self) -> list[ModelFit]:
         rows = self._read("SELECT mpi_key, mpi_version, host, np, ppn, model, params, created "
                           "FROM models ORDER BY mpi_version, host, np, model", ())
-        return [ModelFit(k, v, h, int(n), int(p), m, json.loads(js), c)
+        return [ModelFit(k, v, h, int(n), int(p), m, self._model_params(m, js), c)
                 for k, v, h, n, p, m, js, c in rows]
+
+    def _model_params(self, model: str, text: str) -> dict:  # type: ignore[type-arg]
+        """A stored fit's parameters, checked against what a fit stores (its pieces and fit
+        quality are numbers): a report prints them, and an edited store must not put text
+        or nothing there."""
+        import jsonschema
+
+        need = ["lo", "hi", *(("a", "b") if model.startswith("hockney") else
+                              ("L", "o", "g", "G"))]
+        number = {"type": "number"}
+        quality = {"type": "object", "required": ["r2", "median_rel", "worst_rel"],
+                   "additionalProperties": number}
+        schema: dict[str, object] = {
+            "type": "object", "required": ["pieces", "quality"], "properties": {
+            "pieces": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": need,  # o_send: null in older fits
+                "additionalProperties": {"type": ["number", "null"]}}},
+            "quality": quality, "gamma_quality": quality, "gamma": number}}
+        if model.startswith("hockney"):
+            schema["required"] = ["pieces", "quality", "gamma", "gamma_quality"]
+        try:
+            doc = json.loads(text)
+            jsonschema.validate(doc, schema)
+            return doc  # type: ignore[no-any-return]
+        except (ValueError, TypeError, RecursionError, jsonschema.ValidationError) as e:
+            why = e.message if isinstance(e, jsonschema.ValidationError) else str(e)
+            raise StoreError(f"{self.path}: the stored {str(model)[:40]!r} model fit is "
+                             f"malformed: {why[:120]}",
+                             "the store was edited or damaged: delete that row with "
+                             "sqlite3, or pass another --db") from None
 
     def add_confirmation(self, ctx: Context, config_key: str, v: Verdict) -> None:
         with self._write() as db:

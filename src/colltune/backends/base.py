@@ -127,6 +127,12 @@ class Backend(ABC):
         raise ColltuneError(f"colltune cannot pass settings through {self.name}'s launcher",
                             "use --backend openmpi, mpich or mvapich2")
 
+    def read_back(self, env: dict[str, str]) -> dict[str, str]:
+        """The library's own names (MPI_T control variables) of the settings `env` makes,
+        with the value a job launched with `env` must read back ({}: not provable for this
+        family): how tune verify --app knows each arm ran as asked."""
+        return {}
+
     def chooser(self, mpi: Installation, cmd: list[str], env: dict[str, str]
                 ) -> Callable[[str, int, int], str] | None:
         """What the library runs for (collective, communicator size, per-rank size) in a
@@ -154,9 +160,12 @@ class Backend(ABC):
         raise ColltuneError(f"tune verify does not read {self.name} files yet",
                             "verify the file's decisions with tune's own confirmation")
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
-        """The catalog that names a stored context's algorithms (None: ids only)."""
-        return None
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        """The catalog that names a stored context's algorithms, from `names` (what the
+        store recorded when it was measured) or what the family knows without running
+        anything (None: ids only). Never runs a program: a stored path is data."""
+        return Catalog(algorithms=names, source="store") if names else None
 
     def owns(self, mpi_key: str) -> bool:
         """Whether a stored installation key was made by this family."""

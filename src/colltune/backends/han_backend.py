@@ -198,11 +198,9 @@ class HanBackend(OpenMPIBackend):
     # a store of han's choices is not coll/tuned's rules
     decided_rules = Backend.decided_rules
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
-        try:
-            return han.catalog(han.read_algorithms(find_openmpi(ctx.mpi_path)))
-        except ColltuneError:
-            return None
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        return han.HanCatalog(algorithms=names, source="store") if names else None
 
 
 class HanSession(Session):

@@ -256,15 +256,10 @@ class MPICHBackend(Backend):
         return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": prof.variables()},
                             placement, rule_at, applied)
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
-        from colltune.collectives import COLLECTIVES
-
-        try:
-            mpi = mpich.find_mpich(ctx.mpi_path)
-            exe = build_kernel(mpi)
-            return mpich.catalog(exe, mpich.library_path(exe), sorted(COLLECTIVES))
-        except ColltuneError:
-            return None
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        # MPICH's word for the parameters (k, chunk); ids only in an older store
+        return MPICHCatalog(algorithms=names or {}, source="store")
 
     def owns(self, mpi_key: str) -> bool:
         return mpi_key.startswith(("mpich-", "mvapich-"))  # MVAPICH 4 names itself

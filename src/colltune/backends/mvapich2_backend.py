@@ -263,7 +263,8 @@ class MVAPICH2Backend(Backend):
                                     mvapich3.render(prof), "MVAPICH 3 environment profile")],
                            dict(prof.settings), "MVAPICH 3 collectives tuned by colltune")
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
         from colltune.collectives import COLLECTIVES
 
         return mv2.catalog(sorted(COLLECTIVES))

@@ -92,6 +92,10 @@ class OpenMPIBackend(Backend):
     def rules_arms(self, rules: Path) -> Arms:
         return {"default": FIXED_DECISION_ENV, "tuned": dynamic_env(rules=rules)}
 
+    def read_back(self, env: dict[str, str]) -> dict[str, str]:
+        # an MCA parameter is an MPI_T control variable of the same name
+        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
+
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session:
         # with --predict, what is measured is fit_nps; nps are only predicted
@@ -214,11 +218,12 @@ class OpenMPIBackend(Backend):
             rules.keep_default_below(rf, cid)
         return rules.render(rf)
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
-        try:
-            return read_catalog(find_openmpi(ctx.mpi_path))
-        except ColltuneError:
-            return builtin_catalog()  # the report may run where that Open MPI is not
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        cat = builtin_catalog()  # a store older than its recorded names
+        if names:
+            cat.algorithms, cat.source = names, "store"
+        return cat
 
 
 class TunedSession(Session):

@@ -76,7 +76,8 @@ class SMPIBackend(OpenMPIBackend):
         return SMPISession(self, mpi, smpi.catalog(), placements, opts.rules_version or 1,
                            opts)
 
-    def catalog_for(self, ctx: Context) -> Catalog | None:
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
         return smpi.catalog()
 
 

@@ -70,6 +70,10 @@ def profile_cmd(
                   + ", ".join(f"{k} {v}" for k, v in prof["nonblocking"].items()),  # type: ignore[attr-defined]
                   highlight=False)
     out.print(f"profile written to {output}", highlight=False)
+    if prof.get("spawned_processes"):
+        err.print(f"warning: {prof['spawned_processes']} process(es) started with "
+                  "MPI_Comm_spawn loaded the profiler; their records are kept apart, not in "
+                  "this profile")
 
 
 @app.command("app")
@@ -77,7 +81,9 @@ def app_cmd(
     profile: Path = typer.Argument(..., help="The profile tune profile wrote."),
     out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write "
                                                                    "(merged if it exists)."),
-    mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix (default: the profile's)."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix (default: what the family "
+                                                       "finds on PATH, or the wheel; the "
+                                                       "profile's prefix is only compared)."),
     backend: str | None = typer.Option(None, "--backend",
                                        help="Default: the profile's MPI family."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
@@ -116,8 +122,13 @@ def app_cmd(
         if json_out is not None:
             ensure_writable(json_out, "--json")
         fam: dict[str, str] = prof["mpi"]  # type: ignore[assignment]
+        if mpi is None:
+            # a profile may come from another user: its prefix is data, never run
+            err.print(f"note: {profile} was recorded with {fam['name']} {fam['version']} at "
+                      f"{fam['prefix']}; tuning what --backend finds on PATH (pass --mpi "
+                      "to name the installation)")
         template = TuneOptions(
-            collectives=[], nps=[], out=out_path, mpi=mpi or fam["prefix"],
+            collectives=[], nps=[], out=out_path, mpi=mpi,
             backend=backend or fam.get("backend", "openmpi"), db=db,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, confirm_rounds=confirm_rounds, oversubscribe=oversubscribe,
@@ -149,5 +160,12 @@ def app_cmd(
         out.print("not tuned by colltune: " + ", ".join(res.untuned), highlight=False)
     if json_out is not None:
         write_atomic(json_out, json.dumps(as_json(res), indent=1) + "\n")
-    if out_path is not None and not quiet:
-        err.print(f"wrote {out_path}", highlight=False, markup=False)
+    measured = any(g.status == "measured" for g in res.groups)
+    if out_path is not None and measured and not quiet:
+        err.print(f"wrote {out_path}")
+    elif out_path is not None and not measured:
+        failed = [g for g in res.groups if g.status.startswith("not run")]
+        err.print(f"{out_path} not written: no group of the profile was measured"
+                  + (f" ({len(failed)} failed)" if failed else ""))
+        if failed:
+            raise typer.Exit(3)  # the MPI failed for every group (exit codes: README)

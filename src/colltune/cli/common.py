@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -20,13 +19,15 @@ from colltune import __version__
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, MPIError
 from colltune.outfile import is_stdout
+from colltune.sinks import SafeConsole
 from colltune.tuner.measure import Reporter
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Measure MPI collective algorithms and write rules the library obeys.")
-err = Console(stderr=True, soft_wrap=True)  # one error, one line: greppable
+# names and paths from stores and profiles are shown as text, never as markup or escapes
+err = SafeConsole(stderr=True, soft_wrap=True)  # one error, one line: greppable
 # tables stay readable in logs and CI output, where there is no terminal to size them
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
+out = SafeConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
 
 
 def _which_mpi(prefix: str) -> str:

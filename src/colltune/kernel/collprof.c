@@ -8,6 +8,16 @@
  * not decide them. At MPI_Finalize each rank writes DIR/rank.<world rank>.json, DIR being
  * COLLTUNE_PROFILE_DIR; a rank that dies writes nothing, so `tune profile` knows it failed.
  *
+ * Only the ranks it was meant for: on loading, the profiler takes its settings out of the
+ * process's environment (LD_PRELOAD loses this library, COLLTUNE_PROFILE_* are unset), so a
+ * program the rank starts (system(), a helper) does not load it. A process that MPI started
+ * with MPI_Comm_spawn and that loaded it anyway writes spawned.<rank>.<pid>.json, kept
+ * apart from the ranks' records. Files are created, never opened through a link: DIR must
+ * be a directory of this user that no one else can write (made 0700 where it does not
+ * exist, as on the other nodes of a job), and a record already there is not replaced.
+ * COLLTUNE_PROFILE_CVARS names MPI_T control variables read back at MPI_Finalize: what the
+ * library really used (a command line can override what the environment asked for).
+ *
  * Fortran callers (mpif.h and `use mpi`, gfortran's names: mpi_allreduce_; Open MPI's
  * `use mpi_f08`: mpi_allreduce_f08_): Open MPI's Fortran bindings call PMPI_* directly, so
  * the C wrappers never see them; MPICH's mpif.h/`use mpi` bindings call MPI_* (seen). The
@@ -20,11 +30,15 @@
  */
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 enum {
     C_ALLGATHER, C_ALLGATHERV, C_ALLREDUCE, C_ALLTOALL, C_ALLTOALLV, C_BARRIER, C_BCAST,
@@ -63,6 +77,7 @@ static long long dropped;          /* calls that found the table full */
 static long long icalls[N_ICOLL];
 static double t_init, t_coll, t_p2p; /* start; time in collectives; in sends/receives/waits */
 static int started, written;
+static int spawned; /* started by MPI_Comm_spawn (the parent, once disconnected, is gone) */
 static int in_fortran; /* a Fortran wrapper is timing this call: C wrappers stay silent */
 
 static double now(void)
@@ -439,19 +454,26 @@ int MPI_Waitany(int n, MPI_Request qs[], int *i, MPI_Status *s)
 
 /* ---- start and end ---- */
 
+static void on_init(void)
+{
+    MPI_Comm parent = MPI_COMM_NULL;
+    t_init = now();
+    started = 1;
+    PMPI_Comm_get_parent(&parent);
+    spawned = parent != MPI_COMM_NULL;
+}
+
 int MPI_Init(int *argc, char ***argv)
 {
     int rc = PMPI_Init(argc, argv);
-    t_init = now();
-    started = 1;
+    on_init();
     return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int rc = PMPI_Init_thread(argc, argv, required, provided);
-    t_init = now();
-    started = 1;
+    on_init();
     return rc;
 }
 
@@ -463,13 +485,150 @@ static void clean(char *s)
             *s = ' ';
 }
 
+/* the settings, taken from the environment when the library loads */
+static char prof_dir[4096], prof_cvars[2048];
+
+static void drop_self_from_preload(void)
+{
+    Dl_info info;
+    const char *pre = getenv("LD_PRELOAD");
+    char kept[8192] = "";
+    size_t used = 0;
+    if (!pre || !dladdr((void *)drop_self_from_preload, &info) || !info.dli_fname)
+        return;
+    char *copy = strdup(pre), *save = NULL;
+    if (!copy)
+        return;
+    for (char *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save)) {
+        size_t n = strlen(tok);
+        if (strcmp(tok, info.dli_fname) == 0 || used + n + 2 > sizeof kept)
+            continue;
+        if (used)
+            kept[used++] = ':';
+        memcpy(kept + used, tok, n + 1);
+        used += n;
+    }
+    free(copy);
+    if (used)
+        setenv("LD_PRELOAD", kept, 1);
+    else
+        unsetenv("LD_PRELOAD");
+}
+
+__attribute__((constructor)) static void collprof_load(void)
+{
+    const char *d = getenv("COLLTUNE_PROFILE_DIR"), *c = getenv("COLLTUNE_PROFILE_CVARS");
+    if (d && strlen(d) < sizeof prof_dir)
+        strcpy(prof_dir, d);
+    if (c && strlen(c) < sizeof prof_cvars)
+        strcpy(prof_cvars, c);
+    unsetenv("COLLTUNE_PROFILE_DIR");
+    unsetenv("COLLTUNE_PROFILE_CVARS");
+    drop_self_from_preload();
+}
+
+/* DIR as a place only this user writes: made 0700 if missing, else checked (lstat: a
+ * link is not a directory of ours) */
+static int own_dir(const char *dir)
+{
+    struct stat st;
+    if (lstat(dir, &st) != 0) {
+        /* another process of the job on this node may make it first */
+        if (errno != ENOENT || (mkdir(dir, 0700) != 0 && errno != EEXIST) ||
+            lstat(dir, &st) != 0)
+            return 0;
+    }
+    return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022);
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch < 32 || ch == '"' || ch == '\\')
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+/* one control variable's value as the library holds it now, as JSON (null: unknown) */
+static void cvar_value(FILE *f, const char *name)
+{
+    int idx, verb, bind, scope, count, nlen = 0, dlen = 0;
+    MPI_Datatype dt;
+    MPI_T_enum en;
+    MPI_T_cvar_handle h;
+    if (PMPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS ||
+        PMPI_T_cvar_get_info(idx, NULL, &nlen, &verb, &dt, &en, NULL, &dlen, &bind,
+                             &scope) != MPI_SUCCESS ||
+        PMPI_T_cvar_handle_alloc(idx, NULL, &h, &count) != MPI_SUCCESS) {
+        fputs("null", f);
+        return;
+    }
+    char buf[8192] = "", num[64] = "";
+    int size = 0;
+    PMPI_Type_size(dt, &size);
+    if (dt == MPI_CHAR ? count >= (int)sizeof buf : count != 1 || size > 8 ||
+                                                    PMPI_T_cvar_read(h, buf) != MPI_SUCCESS) {
+        fputs("null", f);
+    } else if (dt == MPI_CHAR) {
+        if (PMPI_T_cvar_read(h, buf) == MPI_SUCCESS) {
+            buf[sizeof buf - 1] = 0;
+            json_string(f, buf);
+        } else {
+            fputs("null", f);
+        }
+    } else {
+        /* every value as text, as the variable would be set in the environment */
+        if (dt == MPI_C_BOOL)
+            snprintf(num, sizeof num, "%d", *(_Bool *)(void *)buf ? 1 : 0);
+        else if (dt == MPI_INT)
+            snprintf(num, sizeof num, "%d", *(int *)(void *)buf);
+        else if (dt == MPI_UNSIGNED)
+            snprintf(num, sizeof num, "%u", *(unsigned *)(void *)buf);
+        else if (dt == MPI_DOUBLE)
+            snprintf(num, sizeof num, "%.17g", *(double *)(void *)buf);
+        else if (dt == MPI_LONG || dt == MPI_LONG_LONG)
+            snprintf(num, sizeof num, "%lld", *(long long *)(void *)buf);
+        else if (dt == MPI_UNSIGNED_LONG || dt == MPI_UNSIGNED_LONG_LONG)
+            snprintf(num, sizeof num, "%llu", *(unsigned long long *)(void *)buf);
+        if (*num)
+            json_string(f, num);
+        else
+            fputs("null", f);
+    }
+    PMPI_T_cvar_handle_free(&h);
+}
+
+static void write_settings(FILE *f)
+{
+    int provided, first = 1;
+    char names[sizeof prof_cvars], *save = NULL;
+    fprintf(f, ", \"settings\": {");
+    if (*prof_cvars && PMPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
+        strcpy(names, prof_cvars);
+        for (char *n = strtok_r(names, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+            if (strspn(n, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                strlen(n))
+                continue;
+            fprintf(f, "%s\"%s\": ", first ? "" : ", ", n);
+            cvar_value(f, n);
+            first = 0;
+        }
+        PMPI_T_finalize();
+    }
+    fputc('}', f);
+}
+
 static void write_profile(void)
 {
-    const char *dir = getenv("COLLTUNE_PROFILE_DIR");
-    char path[4096], tmp[4200], lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int rank = 0, world = 0, len = 0, first = 1;
+    char path[4300], tmp[4400], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int rank = 0, world = 0, len = 0, first = 1, fd;
     double wall = now() - t_init;
-    if (!dir || !*dir || !started || written)
+    if (!*prof_dir || !started || written)
         return;
     written = 1;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -477,11 +636,22 @@ static void write_profile(void)
     PMPI_Get_library_version(lib, &len);
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
     clean(lib);
-    snprintf(path, sizeof path, "%s/rank.%d.json", dir, rank);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    if (!own_dir(prof_dir)) {
+        fprintf(stderr, "collprof: %s is not a directory of this user that only it can "
+                        "write: no record written\n", prof_dir);
+        return;
+    }
+    if (spawned) /* kept apart from the ranks' records */
+        snprintf(path, sizeof path, "%s/spawned.%d.%ld.json", prof_dir, rank, (long)getpid());
+    else
+        snprintf(path, sizeof path, "%s/rank.%d.json", prof_dir, rank);
+    snprintf(tmp, sizeof tmp, "%s/.rank.%d.%ld.tmp", prof_dir, rank, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {
-        fprintf(stderr, "collprof: cannot write %s\n", tmp);
+        fprintf(stderr, "collprof: cannot create %s\n", tmp);
+        if (fd >= 0)
+            close(fd);
         return;
     }
     fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", \"wall_s\": %.9g, "
@@ -505,9 +675,14 @@ static void write_profile(void)
         fprintf(f, "%s\"%s\": %lld", first ? "" : ", ", icoll_names[i], icalls[i]);
         first = 0;
     }
-    fprintf(f, "}}\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        fprintf(stderr, "collprof: cannot write %s\n", path);
+    fputc('}', f);
+    write_settings(f);
+    fprintf(f, "}\n");
+    /* link, not rename: a record already at `path` (or anything planted there) stays */
+    if (fclose(f) != 0 || link(tmp, path) != 0)
+        fprintf(stderr, "collprof: cannot write %s: %s\n", path,
+                errno == EEXIST ? "a record is there already" : strerror(errno));
+    unlink(tmp);
 }
 
 int MPI_Finalize(void)
@@ -953,8 +1128,7 @@ void mpi_init_(MPI_Fint *ierr)
         return;
     }
     ((void (*)(MPI_Fint *))next)(ierr);
-    t_init = now();
-    started = 1;
+    on_init();
 }
 
 void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
@@ -966,8 +1140,7 @@ void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
         return;
     }
     ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, ierr);
-    t_init = now();
-    started = 1;
+    on_init();
 }
 
 void mpi_finalize_(MPI_Fint *ierr)
@@ -992,8 +1165,7 @@ void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr
         return;
     }
     ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, ierr);
-    t_init = now();
-    started = 1;
+    on_init();
 }
 
 void mpi_init_f08_(MPI_Fint *ierr)
@@ -1005,8 +1177,7 @@ void mpi_init_f08_(MPI_Fint *ierr)
         return;
     }
     ((void (*)(MPI_Fint *))next)(ierr);
-    t_init = now();
-    started = 1;
+    on_init();
 }
 
 void mpi_finalize_f08_(MPI_Fint *ierr)

@@ -31,6 +31,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from colltune.errors import parse_json
+
 # The size MPICH computes per collective (MPICH's csel): avg_msg_size is count x type size
 # of one rank's buffer; total_msg_size multiplies by the comm size. Collectives not listed
 # have no size condition (one algorithm per comm size).
@@ -230,7 +232,7 @@ def parse(text: str, params: Params | None = None) -> Tuning:
     table are not ours and are skipped); a leaf's parameters that equal `params` (the launch
     values render was given) are not part of its choice."""
     try:
-        table = json.loads(text)
+        table = parse_json(text)
     except ValueError as e:
         raise CselError(f"not JSON: {e}") from None
     if not isinstance(table, dict):

@@ -152,6 +152,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
+            store.add_catalog(mpi.key, backend.name, catalog.algorithms)
             sess.before_measuring(rep.note)
             rungs = [p for p in placements if p.within]
             if rungs and opts.strategy == "grid":

@@ -1,0 +1,91 @@
+"""The JSON Schema of a profile (what `tune profile` writes, docs/profile.md) and the check
+every reader runs before using one: a profile may come from another user, so its fields are
+checked for type and range (a rank count of 0, text where a time goes, a collective name
+that is markup), never trusted. jsonschema owns the checking."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NAME = {"type": "string", "pattern": r"^[a-z][a-z_]{0,39}$"}  # an MPI collective's name
+_COUNT = {"type": "integer", "minimum": 0, "maximum": 2**62}
+_POSITIVE = {"type": "integer", "minimum": 1, "maximum": 2**31}
+_SECONDS = {"type": "number", "minimum": 0, "maximum": 1e9}
+_SPREAD = {"type": "object", "required": ["mean", "max"],
+           "properties": {"mean": _SECONDS, "max": _SECONDS}}
+_TEXT = {"type": "string", "maxLength": 4096}
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["schema", "version", "mpi", "ranks", "wall_s", "collective_s", "entries"],
+    "properties": {
+        "schema": {"const": "colltune-profile"},
+        "version": {"type": "integer", "minimum": 1},
+        "colltune": _TEXT, "created": _TEXT, "host": _TEXT,
+        "command": {"type": "array", "items": _TEXT, "maxItems": 10_000},
+        "mpi": {
+            "type": "object", "required": ["name", "version", "prefix"],
+            "properties": {"key": _TEXT, "name": _TEXT, "version": _TEXT, "prefix": _TEXT,
+                           "library": _TEXT,
+                           "backend": {"type": "string", "pattern": r"^[a-z0-9_]{1,20}$"}},
+        },
+        "ranks": _POSITIVE,
+        "wall_s": _SPREAD, "collective_s": _SPREAD, "p2p_s": _SPREAD,
+        "run_s": _SECONDS,
+        "dropped_calls": _COUNT,
+        "spawned_processes": _COUNT,
+        "settings": {"type": "object", "additionalProperties": {
+            "type": "array", "items": {"type": ["string", "null"], "maxLength": 4096}}},
+        "entries": {
+            "type": "array", "maxItems": 100_000,
+            "items": {
+                "type": "object",
+                "required": ["collective", "comm_size", "size", "calls", "ranks", "time_s",
+                             "share"],
+                "properties": {
+                    "collective": _NAME, "comm_size": _POSITIVE, "size": _COUNT,
+                    "lookup_size": {"type": ["integer", "null"]},
+                    "tuned_by_colltune": {"type": "boolean"},
+                    "calls": _COUNT, "ranks": _POSITIVE,
+                    "bytes_per_call": {"type": "number", "minimum": 0},
+                    "time_s": _SPREAD, "longest_call_s": _SECONDS,
+                    "share": {"type": "number", "minimum": 0, "maximum": 1e6},
+                    "algorithm": {"type": ["string", "null"], "maxLength": 200},
+                },
+            },
+        },
+        "nonblocking": {"type": "object", "propertyNames": _NAME,
+                        "additionalProperties": _COUNT},
+    },
+}
+
+
+# what `tune verify --app --json` writes, as `tune report --app-verify` reads it
+_RUNS = {"type": "array", "items": _SECONDS, "maxItems": 100_000}
+VERIFY_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["measures", "pairs", "rules"],
+    "properties": {
+        "pairs": _POSITIVE, "rules": _TEXT,
+        "measures": {"type": "object", "propertyNames": _NAME, "minProperties": 1,
+                     "additionalProperties": {
+                         "type": "object",
+                         "required": ["default_s", "tuned_s", "ratio", "p_value", "verdict"],
+                         "properties": {"default_s": _RUNS, "tuned_s": _RUNS,
+                                        "ratio": {"type": "number", "minimum": 0},
+                                        "p_value": {"type": ["number", "null"]},
+                                        "verdict": _NAME}}},
+    },
+}
+
+
+def problem(doc: object, schema: dict[str, Any] = SCHEMA) -> str | None:
+    """What is wrong with a profile (or another schema's document), as one line (where,
+    and why), or None."""
+    import jsonschema
+
+    err = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    if err is None:
+        return None
+    where = "/".join(str(p) for p in err.absolute_path) or "the top level"
+    return f"{where}: {err.message[:160]}"
