@@ -107,7 +107,7 @@ def main() -> None:
                             continue
                         arms = registry.of(mpi).rules_arms(path)
                         ab = osu_ab_runs(mpi, exe, placement, arms, changed, args.rounds,
-                                         args.iters)
+                                         iterations=args.iters)
                     vs = judge(ab)
                     counts = [sum(v.verdict == k for v in vs.values())
                               for k in ("faster", "same", "slower")]

@@ -33,8 +33,33 @@ def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> Non
     (bcast,) = doc["collectives"]
     assert bcast["applied"] == "applied", bcast["applied_detail"]
     assert all(s["verdict"] == "slower" and s["ratio"] > 1.5 for s in bcast["kernel"])
-    assert all("reproduced" in s["note"] for s in bcast["kernel"])
+    # sequential: a 16x slowdown needs no more than the first look's pairs (or one more)
+    assert all(s["rounds"] in (3, 6) for s in bcast["kernel"])
+    assert all(s["mde"] is not None and s["mde"] > 1 for s in bcast["kernel"])
     assert bcast["speedup"] < 1 and doc["failed"] is True
+
+
+# issue 32's file: nonoverlapping allreduce from 256 KiB to 768 KiB, 1.3-2.5x slower here
+SLOW_ALLREDUCE = "1\n2\n1\n4\n3\n0 0 0 0\n262144 2 0 0\n786433 0 0 0\n"
+
+
+def test_the_gate_fails_a_file_slower_over_part_of_its_range(ompi41: OpenMPI,
+                                                              tmp_path: Path) -> None:
+    """At its default sizes (21), verify tests only the 3 the file changes, sequentially,
+    and fails the gate; before issue 32 Holm over all 42 size x mode cells passed it.
+    docs/benchmarks.md ("The gate's power") has the rate over repeated runs."""
+    f = tmp_path / "slow.conf"
+    f.write_text(SLOW_ALLREDUCE)
+    r = tune_cli("verify", str(f), "--np", "4", "--mpi", str(ompi41.prefix), "--json",
+                 str(tmp_path / "v.json"), "--quiet")
+    doc = json.loads((tmp_path / "v.json").read_text())
+    rows = doc["collectives"][0]["kernel"]
+    tested = [k["size"] for k in rows if k["verdict"] != "default"]
+    assert tested == [262144, 524288, 786432], tested
+    assert len(rows) == 21 and doc["design"]["family"] == 6
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "verify failed: allreduce" in r.stderr
+    assert any(k["verdict"] == "slower" for k in rows)
 
 
 def test_file_open_mpi_would_drop_is_not_applied(ompi: OpenMPI, tmp_path: Path) -> None:
@@ -58,7 +83,8 @@ def test_tuned_file_has_no_regression(ompi41: OpenMPI, tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "v.json").read_text())
     (reduce,) = doc["collectives"]
     assert reduce["applied"] in ("applied", "default everywhere", "unproven"), reduce
-    assert r.returncode == 0, r.stdout + r.stderr
+    # 5: a size neither slower nor shown within 10% in 16 pairs (this machine's noise)
+    assert r.returncode in (0, 5), r.stdout + r.stderr
     assert [s["size"] for s in reduce["kernel"]] == [8, 4096, 65536]
     assert all(s["verdict"] != "slower" for s in reduce["kernel"])
 

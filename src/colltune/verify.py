@@ -7,10 +7,12 @@ not "no speed-up"). The file's family (its backend) reads it and says what it ho
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,14 +20,15 @@ from pathlib import Path
 from colltune.backends import Installation, registry
 from colltune.backends.base import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
-from colltune.core.config import Config
-from colltune.core.records import Verdict
-from colltune.core.stats import holm, median_ci
+from colltune.core.config import DEFAULT, Config
+from colltune.core.stats import median, median_ci
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu
 from colltune.slots import Placement
-from colltune.tuner.confirm import ABSamples, ab_runs, combine, judge
+from colltune.tuner import sequential
+from colltune.tuner.confirm import ABSamples, ab_runs, as_batch
+from colltune.tuner.sequential import Batch, Design, SizeResult
 from colltune.tuner.space import sizes_for
 
 
@@ -34,7 +37,7 @@ class SizeCheck:
     size: int  # per-rank bytes, as everywhere in colltune (OSU's size too)
     lookup_size: int  # what Open MPI compares in the rules file
     rule: str  # what the file says at this size
-    verdict: str  # faster | same | slower
+    verdict: str  # faster | same | slower | inconclusive | default (not changed: not tested)
     default_median: float
     tuned_median: float
     default_ci: tuple[float, float]
@@ -42,11 +45,13 @@ class SizeCheck:
     ratio: float  # tuned / default, geometric mean over launch pairs (< 1: faster)
     p_faster: float
     p_slower: float
-    rounds: int
+    rounds: int  # launch pairs this size used
     note: str = ""
-    # per timing mode: ratio (tuned / default), p_faster, p_slower, verdict
+    # per timing mode: ratio, ratio_ci, p_faster, p_slower, mde, verdict
     modes: dict[str, dict[str, object]] = field(default_factory=dict)
     boundary: bool = False  # the last size below, or the first above, where a rule changes
+    ratio_ci: tuple[float, float] = (0.0, math.inf)  # at the last look's level
+    mde: float = math.inf  # smallest slowdown this run could find with 80% power
 
 
 @dataclass
@@ -60,6 +65,7 @@ class CollectiveCheck:
 
     @staticmethod
     def _geomean(checks: list[SizeCheck]) -> float | None:
+        checks = [c for c in checks if c.verdict != "default"]
         if not checks:
             return None
         return math.exp(-sum(math.log(c.ratio) for c in checks) / len(checks))
@@ -77,17 +83,32 @@ class CollectiveCheck:
     def regressions(self) -> list[SizeCheck]:
         return [c for c in self.kernel + self.osu if c.verdict == "slower"]
 
+    @property
+    def undecided(self) -> list[SizeCheck]:
+        return [c for c in self.kernel + self.osu if c.verdict == "inconclusive"]
+
+    @property
+    def tested(self) -> list[SizeCheck]:
+        return [c for c in self.kernel if c.verdict != "default"]
+
 
 @dataclass
 class VerifyReport:
     mpi: Installation
     rules_path: Path
     checks: list[CollectiveCheck]
+    design: Design = field(default_factory=Design)
+    aa: bool = False  # a calibration: both arms ran the library's default
 
     @property
     def failed(self) -> bool:
-        """Gate for a rollout: a significant regression, or a file Open MPI ignores."""
+        """Gate for a rollout: a significant regression, or a file the library ignores."""
         return any(c.regressions or c.applied == "not applied" for c in self.checks)
+
+    @property
+    def inconclusive(self) -> bool:
+        """Some size was neither shown slower nor shown within the threshold in budget."""
+        return any(c.undecided for c in self.checks)
 
 
 POWERS = [1 << k for k in range(2, 21)]  # 4 B to 1 MiB per rank: the range a file covers
@@ -130,24 +151,32 @@ def default_sizes(target: VerifyTarget, coll: Collective, np: int) -> tuple[list
     return sizes_for(coll, np, sorted(set(POWERS) | edges)), edges
 
 
-def _size_checks(verdicts: dict[int, Verdict], ab: ABSamples, target: VerifyTarget,
-                 coll: Collective, np: int, catalog_label: Callable[..., str],
-                 edges: set[int] | None = None) -> list[SizeCheck]:
+def _size_checks(results: dict[int, SizeResult], label: Callable[[int], str], lookup:
+                 Callable[[int], int], edges: set[int]) -> list[SizeCheck]:
     out = []
-    for size in sorted(verdicts):
-        v = verdicts[size]
-        d = [x for r in ab.samples["default"][size] for x in r]
-        t = [x for r in ab.samples["tuned"][size] for x in r]
-        out.append(SizeCheck(size, coll.lookup_size(size, np),
-                             catalog_label(target.rule_at(coll, np, size)), v.verdict,
-                             v.default_median, v.tuned_median, median_ci(d), median_ci(t),
-                             1.0 / v.launch_speedup, v.p_faster, v.p_slower, v.rounds,
-                             modes={m: {"ratio": 1.0 / float(x["launch_speedup"]),  # type: ignore[arg-type]
-                                        "p_faster": x["p_faster"], "p_slower": x["p_slower"],
-                                        "verdict": x["verdict"]}
-                                    for m, x in v.modes.items()},
-                             boundary=size in (edges or ())))
+    for size in sorted(results):
+        r = results[size]
+        main = r.main
+        d = [x for ln in r.default for x in ln]
+        t = [x for ln in r.tuned for x in ln]
+        out.append(SizeCheck(
+            size, lookup(size), label(size), r.verdict, median(d), median(t), median_ci(d),
+            median_ci(t), main.ratio, main.p_faster, main.p_slower, r.pairs,
+            modes={m: {"ratio": c.ratio, "ratio_ci": [c.lo, c.hi], "p_faster": c.p_faster,
+                       "p_slower": c.p_slower, "mde": c.mde, "verdict": c.verdict}
+                   for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {},
+            boundary=size in edges, ratio_ci=(main.lo, main.hi),
+            mde=max(c.mde for c in r.cells.values())))
     return out
+
+
+def _untested(sizes: list[int], label: Callable[[int], str], lookup: Callable[[int], int],
+              edges: set[int]) -> list[SizeCheck]:
+    """Sizes where the file leaves the library's own choice: an A/A comparison, not
+    measured, so they do not dilute the family of tests that look for regressions."""
+    return [SizeCheck(s, lookup(s), label(s), "default", math.nan, math.nan,
+                      (math.nan, math.nan), (math.nan, math.nan), 1.0, 1.0, 1.0, 0,
+                      boundary=s in edges) for s in sizes]
 
 
 # ---------------------------------------------------------------------------
@@ -174,7 +203,8 @@ def find_osu(coll: str, osu_dir: Path | None) -> Path | None:
 
 
 def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
-                sizes: list[int], rounds: int, iterations: int = 200) -> ABSamples:
+                sizes: list[int], rounds: int, first_round: int = 0,
+                iterations: int = 200) -> ABSamples:
     """OSU's average latency per size and launch, arms alternating like the kernel's."""
     out = ABSamples(rounds)
     be = registry.of(mpi)
@@ -183,7 +213,7 @@ def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
            str(exe), "-f", "-i", str(iterations), "-x", "20"]
     if exe.name != "osu_barrier":
         cmd += ["-m", f"{max(1, lo)}:{hi}"]
-    for rnd in range(rounds):
+    for rnd in range(first_round, first_round + rounds):
         for arm in (("default", "tuned") if rnd % 2 == 0 else ("tuned", "default")):
             try:
                 env = be.launch(mpi, placement, "", 0, arms[arm])[1]
@@ -211,15 +241,34 @@ def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
 # ---------------------------------------------------------------------------
 
 
+def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]:
+    return lambda s: note(prefix + s)
+
+
+def _changes(rule: Config | None) -> bool:
+    return rule is not None and rule != DEFAULT
+
+
 def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            collectives: list[str] | None = None, sizes: list[int] | None = None,
-           rounds: int = 6, reps: Repetitions | None = None, with_osu: bool = False,
+           rounds: int = 5, reps: Repetitions | None = None, with_osu: bool = False,
            osu_dir: Path | None = None, hostfile: str | None = None,
-           note: Callable[[str], None] = lambda s: None) -> VerifyReport:
+           note: Callable[[str], None] = lambda s: None, design: Design | None = None,
+           time_budget: float | None = None, aa: bool = False) -> VerifyReport:
+    """The gate. Sizes where the file changes the library's choice are measured in
+    `rounds` launch pairs, then undecided ones in more (sequential; `design` says how many
+    and at what error rates) until each is faster, same, slower, or out of budget
+    (inconclusive). `aa`: a calibration of this machine, both arms run the default."""
     if rounds < 2:
-        raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 6")
+        raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 4")
+    design = dataclasses.replace(design or Design(), first=rounds)
+    if design.max_pairs < rounds:
+        raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds ({rounds})",
+                            "--max-rounds bounds the launch pairs a size may use")
     target = registry.for_file(rules_path).verify_target(rules_path, np, mpi_prefix, hostfile)
     mpi, catalog, placement = target.mpi, target.catalog, target.placement
+    arms = {"default": target.arms["default"],
+            "tuned": target.arms["default" if aa else "tuned"]}
     names = target.collectives
     if collectives:
         unknown = [c for c in collectives if get_collective(c).name not in names]
@@ -231,91 +280,86 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         raise ColltuneError(f"{rules_path} has no rules for any collective",
                             "write one with tune <collective> --out FILE")
     reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both")
+    deadline = None if time_budget is None else time.monotonic() + time_budget
 
-    checks = []
+    plans = []
     for name in names:
         coll = get_collective(name)
-
-        def label(c: Config | None, coll_name: str = name) -> str:
-            return "no rule" if c is None else c.label(catalog, coll_name)
-
         if sizes is None:  # where the risk is: every power of two and both sides of a boundary
             szs, edges = default_sizes(target, coll, np)
         else:
             szs, edges = sizes_for(coll, np, sizes), set()
+        tested = szs if aa else [s for s in szs if _changes(target.rule_at(coll, np, s))]
+        plans.append((coll, szs, edges, tested))
+    # one family for the whole run: every size tested, in every timing mode, by either source
+    modes = 2 if reps.timing == "both" else 1
+    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_osu else 0))
+    design = dataclasses.replace(design, family=max(1, cells))
+
+    checks = []
+    for coll, szs, edges, tested in plans:
+        name = coll.name
+
+        def label(size: int, c: Collective = coll) -> str:
+            if aa:
+                return "A/A: the default in both arms"
+            rule = target.rule_at(c, np, size)
+            return "no rule" if rule is None else rule.label(catalog, c.name)
+
+        def lookup(size: int, c: Collective = coll) -> int:
+            return c.lookup_size(size, np)
+
         note(f"{name}: checking that {mpi.name} applies the file")
         try:
             applied, detail = target.applied(coll, np, szs)
         except ColltuneError as e:
             applied, detail = "unproven", f"no traffic check: {e.message}"
         check = CollectiveCheck(name, np, applied, detail)
-        note(f"{name}: {rounds} default/rules launch pairs over {len(szs)} size(s)")
-        ab = ab_runs(mpi, coll, placement, rules_path, szs, rounds, reps, arms=target.arms)
-        check.kernel = _size_checks(judge(ab), ab, target, coll, np, label, edges)
+        untested = _untested([s for s in szs if s not in tested], label, lookup, edges)
+        if not tested:
+            note(f"{name}: the file leaves every size to {mpi.name}'s own choice: "
+                 "nothing to measure")
+            check.kernel = untested
+            checks.append(check)
+            continue
+        note(f"{name}: {rounds} default/rules launch pairs over the {len(tested)} size(s) the "
+             f"file changes, more where undecided (up to {design.max_pairs})")
+
+        def kernel(szs_: list[int], first: int, n: int, c: Collective = coll) -> Batch:
+            return as_batch(ab_runs(mpi, c, placement, rules_path, szs_, n, reps,
+                                    arms=arms, first_round=first))
+
+        res = sequential.run(kernel, tested, design, deadline=deadline,
+                             note=_prefixed(note, f"{name}: "))
+        check.kernel = sorted(_size_checks(res, label, lookup, edges) + untested,
+                              key=lambda r: r.size)
         if with_osu:
             exe = find_osu(name, osu_dir)
             if exe is None:
                 note(f"warning: no {OSU_PROGRAMS.get(name, 'OSU benchmark')} found "
                      f"({'in ' + str(osu_dir) if osu_dir else 'on PATH'}); kernel only")
             else:
-                note(f"{name}: {rounds} OSU launch pairs ({exe})")
-                oab = osu_ab_runs(mpi, exe, placement, target.arms, szs, rounds)
-                check.osu = _size_checks(judge(oab), oab, target, coll, np, label, edges)
+                note(f"{name}: OSU launch pairs ({exe})")
+
+                def osu(szs_: list[int], first: int, n: int, e: Path = exe) -> Batch:
+                    return as_batch(osu_ab_runs(mpi, e, placement, arms, szs_, n, first))
+
+                ores = sequential.run(osu, tested, design, deadline=deadline,
+                                      note=_prefixed(note, f"{name} (OSU): "))
+                check.osu = _size_checks(ores, label, lookup, edges)
         checks.append(check)
-    for source in ("kernel", "osu"):
-        family_verdicts([r for c in checks for r in getattr(c, source)])
-    # a verdict must reproduce in launches of its own: a regression gates a rollout, and an
-    # all-default file must never read as faster or slower (a false alarm at one size of
-    # many is otherwise likely)
-    for check in checks:
-        flagged = [r for r in check.kernel if r.verdict != "same"]
-        if not flagged:
-            continue
-        coll = get_collective(check.collective)
-        note(f"{check.collective}: rechecking {len(flagged)} size(s) judged faster or slower "
-             f"in {rounds} new launch pairs")
-        ab = ab_runs(mpi, coll, placement, rules_path, [r.size for r in flagged], rounds, reps,
-                     arms=target.arms)
-        again = {r.size: r for r in _size_checks(judge(ab), ab, target, coll, np,
-                                                 lambda c: "")}
-        family_verdicts(list(again.values()))
-        for r in flagged:
-            if again[r.size].verdict != r.verdict:
-                r.note = (f"{r.verdict} in the first launch pairs ({r.ratio:.3f}), "
-                          f"{again[r.size].verdict} in the recheck ({again[r.size].ratio:.3f})")
-                r.verdict = "same"
-            else:
-                r.note = f"reproduced in the recheck ({again[r.size].ratio:.3f})"
-    return VerifyReport(mpi, rules_path, checks)
+    return VerifyReport(mpi, rules_path, checks, design, aa)
 
 
-def family_verdicts(rows: list[SizeCheck], alpha: float = 0.05, min_gain: float = 0.03
-                    ) -> None:
-    """Re-judge all sizes (and timing modes) of one run together (Holm), so the gate's
-    false-alarm rate is alpha for the whole run, not per size. A size is faster only if
-    every mode is, slower if any mode is."""
-    cells: list[tuple[SizeCheck, str | None, float, float, float]] = []
-    for r in rows:
-        if r.modes:
-            cells += [(r, m, float(x["ratio"]), float(x["p_faster"]),  # type: ignore[arg-type]
-                       float(x["p_slower"])) for m, x in r.modes.items()]  # type: ignore[arg-type]
-        else:
-            cells.append((r, None, r.ratio, r.p_faster, r.p_slower))
-    faster = holm([c[3] for c in cells], alpha)
-    slower = holm([c[4] for c in cells], alpha)
-    per_row: dict[int, list[str]] = {}
-    for (r, mode, ratio, _, _), f, s in zip(cells, faster, slower):
-        if f and ratio <= 1 - min_gain:
-            verdict = "faster"
-        elif s and ratio >= 1 / (1 - min_gain):
-            verdict = "slower"
-        else:
-            verdict = "same"
-        if mode is not None:
-            r.modes[mode]["verdict"] = verdict
-        per_row.setdefault(id(r), []).append(verdict)
-    for r in rows:
-        r.verdict = combine(per_row[id(r)])
+def _finite(x: object) -> object:
+    """JSON has no NaN or infinity (and colltune's own reader refuses them): null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_finite(v) for v in x]
+    return x
 
 
 def report_json(rep: VerifyReport) -> str:
@@ -325,6 +369,8 @@ def report_json(rep: VerifyReport) -> str:
     doc = {"mpi": {"name": rep.mpi.name, "version": rep.mpi.version,
                    "prefix": str(rep.mpi.prefix)},
            "rules": str(rep.rules_path), "failed": rep.failed,
+           "inconclusive": rep.inconclusive, "aa": rep.aa,
+           "design": asdict(rep.design),
            "collectives": [{**asdict(c), "speedup": c.speedup, "osu_speedup": c.osu_speedup}
                            for c in rep.checks]}
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n"

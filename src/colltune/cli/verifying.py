@@ -41,7 +41,21 @@ def verify_cmd(
                                                 help="Only these (default: all in the file)."),
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
     sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
-    rounds: int = typer.Option(6, "--rounds", help="Default/rules launch pairs."),
+    rounds: int = typer.Option(5, "--rounds", help="Default/rules launch pairs per size "
+                                                   "before the first look."),
+    max_rounds: int = typer.Option(16, "--max-rounds", help="Launch pairs a size may use "
+                                                            "while undecided."),
+    time_budget: float | None = typer.Option(None, "--time-budget",
+                                             help="Seconds; then undecided sizes stop as "
+                                                  "inconclusive."),
+    threshold: float = typer.Option(0.10, "--threshold",
+                                    help="A practical difference: 0.10 is 10% slower."),
+    allow_inconclusive: bool = typer.Option(False, "--allow-inconclusive", metavar="",
+                                            help="Pass (with a warning) when sizes stay "
+                                                 "undecided."),
+    aa: bool = typer.Option(False, "--aa", metavar="",
+                            help="Calibrate: both arms run the library's default, at every "
+                                 "size; what this machine's noise lets the gate see."),
     point_time: float = typer.Option(0.15, "--point-time", help="Seconds per size and launch."),
     with_: str | None = typer.Option(None, "--with", help="osu: also run OSU benchmarks."),
     osu_dir: Path | None = typer.Option(None, "--osu-dir", help="Where osu_<coll> live."),
@@ -52,10 +66,12 @@ def verify_cmd(
     window: int = WINDOW_OPTION,
     objective: str = OBJECTIVE_OPTION,
 ) -> None:
-    """Default vs the rules file in fresh interleaved launches; exit 1 on any regression or
-    if Open MPI does not apply the file. With --app: the application's own runs, default
-    and --rules alternating; exit 1 if it is significantly slower with the rules."""
+    """Default vs the rules file in fresh interleaved launches, sequentially at the sizes
+    the file changes; exit 1 on a regression or if the library does not apply the file, 5
+    if a size stays undecided. With --app: the application's own runs, default and --rules
+    alternating; exit 1 if it is significantly slower with the rules."""
     from colltune.kernel.launch import Repetitions
+    from colltune.tuner.sequential import Design
     from colltune.verify import report_json, verify
 
     json_to_stdout(json_out)
@@ -75,6 +91,11 @@ def verify_cmd(
             raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
         if json_out is not None:
             ensure_writable(json_out, "--json")
+        if not 0 < threshold < 1:
+            raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
+        if time_budget is not None and time_budget <= 0:
+            raise ColltuneError("--time-budget must be more than 0 seconds",
+                                "e.g. --time-budget 600")
         reps = Repetitions(min_reps=15, point_time=point_time, timing=timing, window=window,
                            objective=objective)
         check_repetitions(reps)
@@ -82,7 +103,9 @@ def verify_cmd(
                      rounds, reps,
                      with_osu=with_ == "osu", osu_dir=osu_dir, hostfile=hostfile,
                      note=(lambda s: None) if quiet else
-                     (lambda s: err.print(s, highlight=False, markup=False)))
+                     (lambda s: err.print(s, highlight=False, markup=False)),
+                     design=Design(threshold=threshold, max_pairs=max_rounds),
+                     time_budget=time_budget, aa=aa)
     except ColltuneError as e:
         _fail(e)
         return
@@ -97,38 +120,60 @@ def verify_cmd(
                             f"({rep.mpi.name} {rep.mpi.version})")
             modes = sorted({m for r in rows for m in r.modes})
             for col in ("size/rank", "lookup", "rule", "default us (95% CI)",
-                        "rules us (95% CI)", "rules/default",
-                        *(f"{m} rules/default" for m in modes), "verdict"):
+                        "rules us (95% CI)", "rules/default (CI)",
+                        *(f"{m} rules/default" for m in modes), "finds", "pairs", "verdict"):
                 t.add_column(col)
             for r in rows:
+                if r.verdict == "default":
+                    continue
                 t.add_row(f"{r.size}{' (edge)' if r.boundary else ''}", str(r.lookup_size), r.rule,
                           f"{r.default_median * 1e6:.2f} ({r.default_ci[0] * 1e6:.2f}-"
                           f"{r.default_ci[1] * 1e6:.2f})",
                           f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
                           f"{r.tuned_ci[1] * 1e6:.2f})",
-                          f"{r.ratio:.3f}",
+                          f"{r.ratio:.3f} ({r.ratio_ci[0]:.2f}-{r.ratio_ci[1]:.2f})",
                           *(_mode_cell(r.modes.get(m)) for m in modes),
-                          r.verdict.upper() if r.verdict == "slower" else r.verdict)
-            out.print(t)
+                          _mde(r.mde), str(r.rounds),
+                          r.verdict.upper() if r.verdict in ("slower", "inconclusive")
+                          else r.verdict)
+            if t.row_count:
+                out.print(t)
+            left = [f"{r.size}{' (edge)' if r.boundary else ''}" for r in rows
+                    if r.verdict == "default"]
+            if left:
+                out.print(f"  left to the library's own choice, not tested: "
+                          f"{', '.join(left)} B", highlight=False)
             for r in rows:
                 if r.note:
                     out.print(f"  {r.size} B: {r.note}", highlight=False)
-        sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else ""
+        sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else "-"
         if c.osu_speedup:
             sp += f", {c.osu_speedup:.3f}x (OSU)"
-        out.print(f"{c.collective}: geometric-mean speed-up {sp}; "
-                  f"{sum(r.verdict == 'faster' for r in c.kernel)} faster, "
-                  f"{sum(r.verdict == 'same' for r in c.kernel)} same, "
-                  f"{sum(r.verdict == 'slower' for r in c.kernel)} slower", highlight=False)
-    out.print("sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
-              "every place where the file's rule changes (unless --sizes); "
-              "rules/default: geometric mean over launch pairs of the ratio of launch medians;"
-              " faster/slower: paired t-test over launch pairs, Holm-corrected over all sizes "
-              "and timing modes (family-wise p < 0.05), and >= 3%; faster only if faster in "
-              "every mode, slower if slower in any; either must reproduce in a recheck",
-              highlight=False)
+        counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
+                           for v in ("faster", "same", "slower", "inconclusive"))
+        out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
+                  f"{counts}; {sum(r.verdict == 'default' for r in c.kernel)} left to the "
+                  "library (not tested)", highlight=False)
+    d = rep.design
+    out.print(f"sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
+              f"every place where the file's rule changes (unless --sizes); only those where "
+              f"the file changes the library's choice are tested"
+              f"{' (--aa: all)' if rep.aa else ''}. "
+              f"rules/default: geometric mean over launch pairs of the ratio of launch medians, "
+              f"its interval at the last look. Sequential: {d.first} launch pairs, then "
+              f"doubled for undecided sizes, up to {d.max_pairs}; alpha {d.alpha} spent "
+              f"over the looks and split over the {d.family} size x mode cells (a size that "
+              f"is not slower is called slower with probability <= {d.alpha} in the whole "
+              f"run); slower: significant and >= {100 * d.min_gain:.0f}% in any mode; same: "
+              f"the interval inside +-{100 * d.threshold:.0f}% in every mode (a size "
+              f"{100 * d.threshold:.0f}% slower is called same with probability <= {d.beta});"
+              f" inconclusive: neither within the budget. finds: the smallest slowdown the "
+              f"last look would find with 80% power", highlight=False)
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
+    undecided = [f"{c.collective} {r.size} B{src}" for c in rep.checks
+                 for src, rows in (("", c.kernel), (" (OSU)", c.osu))
+                 for r in rows if r.verdict == "inconclusive"]
     if rep.failed:
         bad = [f"{c.collective} {r.size} B{src}" for c in rep.checks
                for src, rows in (("", c.kernel), (" (OSU)", c.osu))
@@ -136,6 +181,19 @@ def verify_cmd(
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
         raise typer.Exit(1)
+    if undecided and not allow_inconclusive:
+        err.print(f"verify inconclusive: {', '.join(undecided)} neither slower nor within "
+                  f"{100 * rep.design.threshold:.0f}% in {rep.design.max_pairs} launch pairs "
+                  "(more --max-rounds or --time-budget, a quieter machine, or "
+                  "--allow-inconclusive)", highlight=False, markup=False)
+        raise typer.Exit(5)
+    if undecided:
+        err.print(f"warning: passed with undecided sizes (--allow-inconclusive): "
+                  f"{', '.join(undecided)}", highlight=False, markup=False)
+
+
+def _mde(x: float) -> str:
+    return "-" if x == float("inf") else f"{x:.2f}x"
 
 
 def _mode_cell(m: dict[str, object] | None) -> str:

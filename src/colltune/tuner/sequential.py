@@ -1,0 +1,190 @@
+"""Group-sequential judgement of default/rules launch pairs: look after a first batch and after
+every extension, spend the error rates over the looks, and stop a size once it is decided.
+
+One observation per launch pair and timing mode (a "cell"): the log ratio of the two launches'
+medians. At each look a cell is tested at the share of alpha the spending function releases
+there (Lan-DeMets, Pocock type: alpha * ln(1 + (e - 1) t), t = pairs / budget); by the union
+bound over looks and cells the stated rates hold whenever the procedure stops:
+
+- a cell whose arms are the same is called slower (or faster) with probability <= alpha / cells;
+- a cell `threshold` or more slower is called "same" with probability <= beta.
+
+"same" means the interval of the ratio lies inside +-threshold; a cell that is neither
+significant nor inside the threshold when the budget runs out is "inconclusive". Exact
+group-sequential boundaries would be less conservative; the union bound needs no
+independence between looks and no normal approximation beyond the t-test's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from colltune.core.stats import median
+
+VERDICTS = ("faster", "same", "slower", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Design:
+    """The error rates and the budget of one sequential comparison."""
+
+    alpha: float = 0.05  # over the whole family: a same cell called slower (or faster)
+    beta: float = 0.05  # per cell: a cell `threshold` or more slower called "same"
+    threshold: float = 0.10  # a practical difference: 10% slower (or faster)
+    min_gain: float = 0.03  # significant but smaller than this is not called different
+    first: int = 4  # launch pairs before the first look; each later look doubles them
+    max_pairs: int = 16  # budget per size
+    family: int = 0  # cells tested together (Bonferroni); 0: every cell of the run
+
+    def spent(self, n: int, total: float) -> float:
+        """Error spent by the look at `n` pairs, of `total` (Pocock-type spending)."""
+        t = min(1.0, n / self.max_pairs)
+        return total * math.log(1 + (math.e - 1) * t)
+
+    def level(self, n_prev: int, n: int, total: float) -> float:
+        return max(self.spent(n, total) - self.spent(n_prev, total), 1e-12)
+
+
+@dataclass
+class Cell:
+    """One timing mode of one size at its latest look."""
+
+    verdict: str  # faster | same | slower | undecided | inconclusive
+    ratio: float  # rules / default, geometric mean over launch pairs (< 1: faster)
+    lo: float  # the interval of the ratio at this look's beta level
+    hi: float
+    p_slower: float
+    p_faster: float
+    mde: float  # smallest slowdown (ratio) found with 80% power at this look's level
+    pairs: int
+    can_win: bool = True  # the interval still reaches a gain of min_gain (futility)
+
+
+def _t() -> object:
+    from scipy import stats
+
+    return stats.t
+
+
+def look(x: list[float], n_prev: int, d: Design) -> Cell:
+    """Judge one cell's log ratios `x` at a look after `n_prev` pairs were judged before."""
+    t = _t()
+    n = len(x)
+    mean = sum(x) / n
+    ratio = math.exp(mean)
+    if n < 2:
+        return Cell("undecided", ratio, 0.0, math.inf, 1.0, 1.0, math.inf, n)
+    a = d.level(n_prev, n, d.alpha / max(1, d.family))
+    b = d.level(n_prev, n, d.beta)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in x) / (n - 1))
+    se = sd / math.sqrt(n)
+    if se == 0:  # every pair gave the same ratio: the sign decides
+        ps, pf = (0.0, 1.0) if mean > 0 else (1.0, 0.0) if mean < 0 else (1.0, 1.0)
+        half = 0.0
+    else:
+        ps = float(t.sf(mean / se, n - 1))  # type: ignore[attr-defined]
+        pf = float(t.cdf(mean / se, n - 1))  # type: ignore[attr-defined]
+        half = float(t.ppf(1 - b, n - 1)) * se  # type: ignore[attr-defined]
+    mde = math.exp((float(t.ppf(1 - a, n - 1)) + float(t.ppf(0.8, n - 1))) * se)  # type: ignore[attr-defined]
+    bound = math.log(1 + d.threshold)
+    if ps < a and ratio >= 1 / (1 - d.min_gain):
+        verdict = "slower"
+    elif pf < a and ratio <= 1 - d.min_gain:
+        verdict = "faster"
+    elif -bound < mean - half and mean + half < bound:
+        verdict = "same"
+    else:
+        verdict = "undecided"
+    return Cell(verdict, ratio, math.exp(mean - half), math.exp(mean + half), ps, pf, mde, n,
+                mean - half < math.log(1 - d.min_gain))
+
+
+def combine(cells: list[Cell], need_faster: bool = False) -> str:
+    """A size's verdict from its timing modes: slower if any is; faster only if all are.
+    With `need_faster` (a tuner's choice must win everywhere) a size is also decided, as
+    "same", as soon as one mode cannot be faster: "same", or its interval excludes a gain
+    of min_gain (at the look's beta level: a real win is given up with probability <= beta)."""
+    vs = [c.verdict for c in cells]
+    if "slower" in vs:
+        return "slower"
+    if need_faster and ("same" in vs or not all(c.can_win for c in cells)):
+        return "same"
+    if "undecided" in vs:
+        return "undecided"
+    if vs and all(v == "faster" for v in vs):
+        return "faster"
+    return "inconclusive" if "inconclusive" in vs else "same"
+
+
+@dataclass
+class SizeResult:
+    size: int
+    verdict: str
+    cells: dict[str, Cell]  # per timing mode ("samples" where the launch gives one figure)
+    pairs: int
+    default: list[list[float]] = field(default_factory=list)  # samples per launch
+    tuned: list[list[float]] = field(default_factory=list)
+
+    @property
+    def main(self) -> Cell:
+        """The cell that decided: the slowest-looking one if any is slower, else the first."""
+        cells = list(self.cells.values())
+        return max(cells, key=lambda c: (c.verdict == "slower", c.ratio)) \
+            if self.verdict == "slower" else cells[0]
+
+
+# what a batch of launch pairs gives: per size, per cell, per arm, per launch, samples
+Batch = dict[int, dict[str, dict[str, list[list[float]]]]]
+
+
+def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: Design,
+        need_faster: bool = False, deadline: float | None = None,
+        note: Callable[[str], None] = lambda s: None) -> dict[int, SizeResult]:
+    """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
+    undecided until each is decided, the per-size budget `d.max_pairs` is spent, or the
+    monotonic clock passes `deadline`. `measure(sizes, first_round, rounds)` runs launch
+    pairs numbered from `first_round` (the order of the arms alternates with it)."""
+    logs: dict[int, dict[str, list[float]]] = {s: {} for s in sizes}
+    raw: dict[int, tuple[list[list[float]], list[list[float]]]] = {s: ([], []) for s in sizes}
+    cells: dict[int, dict[str, Cell]] = {s: {} for s in sizes}
+    judged: dict[int, int] = dict.fromkeys(sizes, 0)
+    open_sizes, done_round, rounds = list(sizes), 0, d.first
+    while open_sizes:
+        batch = measure(open_sizes, done_round, rounds)
+        done_round += rounds
+        if d.family == 0:  # Bonferroni over every cell of the run
+            per_size = max(len(batch[s]) for s in open_sizes)
+            d = dataclasses.replace(d, family=max(1, per_size * len(sizes)))
+        for s in open_sizes:
+            for key, arms in batch[s].items():
+                xs = logs[s].setdefault(key, [])
+                for tl, dl in zip(arms["tuned"], arms["default"], strict=True):
+                    xs.append(math.log(median(tl) / median(dl)))
+            first_key = next(iter(batch[s]))
+            raw[s][0].extend(batch[s][first_key]["default"])
+            raw[s][1].extend(batch[s][first_key]["tuned"])
+            cells[s] = {k: look(xs, judged[s], d) for k, xs in logs[s].items()}
+            judged[s] = len(next(iter(logs[s].values())))
+        still = [s for s in open_sizes if combine(list(cells[s].values()), need_faster)
+                 == "undecided"]
+        late = deadline is not None and time.monotonic() > deadline
+        if still and late:
+            note(f"time budget spent: {len(still)} size(s) undecided")
+        open_sizes = [] if late else [s for s in still if judged[s] < d.max_pairs]
+        if open_sizes:
+            # doubling: few looks, so the last one keeps a large share of alpha and beta
+            rounds = min(judged[open_sizes[0]], d.max_pairs - judged[open_sizes[0]])
+            note(f"{len(open_sizes)} size(s) undecided after {judged[open_sizes[0]]} launch "
+                 f"pairs: {rounds} more")
+    out = {}
+    for s in sizes:
+        for c in cells[s].values():
+            if c.verdict == "undecided":
+                c.verdict = "inconclusive"
+        out[s] = SizeResult(s, combine(list(cells[s].values()), need_faster), cells[s],
+                            judged[s], *raw[s])
+    return out

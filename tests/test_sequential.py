@@ -1,0 +1,114 @@
+"""The gate's sequential procedure on synthetic launch pairs: it finds a 2x slowdown under
+this machine's kind of noise (launch medians that jump between two levels, 2.5x apart), it
+calls a same stream different no more often than its stated alpha, and it says "same" only
+when the interval lies inside the threshold."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from colltune.tuner import sequential
+from colltune.tuner.sequential import Batch, Design, look
+
+
+def _stream(rng: random.Random, slowdown: dict[int, float], spread: float = 2.5,
+            p_slow: float = 0.3, modes: tuple[str, ...] = ("isolated", "back-to-back")):
+    """A measure() whose launch medians are bimodal: a launch lands in the slow scheduling
+    state with probability `p_slow` (then `spread` times slower), independently per launch
+    and arm; the rules arm is `slowdown[size]` times the default."""
+
+    def measure(sizes: list[int], first: int, rounds: int) -> Batch:
+        out: Batch = {}
+        for s in sizes:
+            out[s] = {}
+            for m in modes:
+                arms: dict[str, list[list[float]]] = {"default": [], "tuned": []}
+                for _ in range(rounds):
+                    for arm, k in (("default", 1.0), ("tuned", slowdown.get(s, 1.0))):
+                        state = spread if rng.random() < p_slow else 1.0
+                        base = 1e-4 * k * state
+                        arms[arm].append([base * rng.lognormvariate(0, 0.05)
+                                          for _ in range(5)])
+                out[s][m] = arms
+        return out
+
+    return measure
+
+
+def test_a_2x_slowdown_under_bimodal_noise_is_found() -> None:
+    rng = random.Random(7)
+    found, pairs = 0, []
+    for _ in range(60):
+        # 8 sizes tested, one of them 2x slower in every launch
+        res = sequential.run(_stream(rng, {64: 2.0}), [8 << i for i in range(8)], Design())
+        found += res[64].verdict == "slower"
+        pairs.append(res[64].pairs)
+    assert found >= 54, found  # >= 90% power
+    assert sum(pairs) / len(pairs) < 16  # found before the budget on average
+
+
+def test_an_aa_stream_is_not_called_different_more_often_than_alpha() -> None:
+    """Each direction is a family at alpha 0.05 (slower is what fails the gate)."""
+    rng = random.Random(11)
+    runs, slower, faster = 300, 0, 0
+    for _ in range(runs):
+        res = sequential.run(_stream(rng, {}), [8, 64, 512, 4096, 32768], Design())
+        slower += any(r.verdict == "slower" for r in res.values())
+        faster += any(r.verdict == "faster" for r in res.values())
+    # family-wise alpha 0.05 over the 10 cells and every look; 3 standard errors of slack
+    bound = 0.05 + 3 * math.sqrt(0.05 * 0.95 / runs)
+    assert slower / runs <= bound and faster / runs <= bound, (slower, faster)
+
+
+def test_same_only_inside_the_threshold_and_a_10pct_slowdown_is_not_called_same() -> None:
+    rng = random.Random(3)
+    quiet = {"spread": 1.0, "p_slow": 0.0}
+    res = sequential.run(_stream(rng, {}, **quiet), [1024], Design())
+    assert res[1024].verdict == "same" and res[1024].pairs == 4  # decided at the first look
+    c = res[1024].main
+    assert 1 / 1.1 < c.lo <= c.ratio <= c.hi < 1.1
+    wrong_same = 0
+    for _ in range(200):  # exactly at the threshold: "same" at most beta of the time
+        r = sequential.run(_stream(rng, {1024: 1.1}, spread=1.3, p_slow=0.3), [1024],
+                           Design(family=1))
+        wrong_same += r[1024].verdict == "same"
+    assert wrong_same / 200 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 200), wrong_same
+
+
+def test_budget_runs_out_as_inconclusive_and_looks_double() -> None:
+    rng = random.Random(5)
+    notes: list[str] = []
+    res = sequential.run(_stream(rng, {}, spread=3.0, p_slow=0.5), [4096],
+                         Design(max_pairs=16), note=notes.append)
+    r = res[4096]
+    assert r.verdict == "inconclusive" and r.pairs == 16, (r.verdict, r.pairs)
+    assert [n.split(": ")[-1] for n in notes] == ["4 more", "8 more"]  # 4 -> 8 -> 16 pairs
+    assert math.isfinite(r.main.mde) and r.main.mde > 1.1  # what it could have seen
+
+
+def test_a_tuner_choice_must_be_faster_in_every_mode() -> None:
+    faster = look([math.log(0.7)] * 3 + [math.log(0.72)], 0, Design(family=1))
+    same = look([0.01, -0.01, 0.0, 0.005], 0, Design(family=1))
+    assert faster.verdict == "faster" and same.verdict == "same"
+    assert sequential.combine([faster, same], need_faster=True) == "same"
+    assert sequential.combine([faster, same]) == "same"
+    assert sequential.combine([faster, faster], need_faster=True) == "faster"
+
+
+def test_a_choice_that_cannot_win_stops_at_the_first_look() -> None:
+    """Confirmation (need_faster): a mode whose interval excludes any gain decides "same"
+    at once; pairs are not spent hoping for a win the data already rules out."""
+    rng = random.Random(9)
+    res = sequential.run(_stream(rng, {256: 1.08}, spread=1.0, p_slow=0.0), [256],
+                         Design(family=1, max_pairs=12), need_faster=True)
+    assert res[256].verdict in ("same", "slower") and res[256].pairs == 4
+
+
+def test_a_spent_time_budget_stops_after_the_current_look() -> None:
+    rng = random.Random(13)
+    notes: list[str] = []
+    res = sequential.run(_stream(rng, {}, spread=3.0, p_slow=0.5), [64, 4096], Design(),
+                         deadline=0.0, note=notes.append)  # monotonic time 0: long past
+    assert all(r.verdict == "inconclusive" and r.pairs == 4 for r in res.values())
+    assert notes and "time budget spent" in notes[0]
