@@ -205,6 +205,43 @@ def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_pa
     assert "over 4 fresh launch pairs (same)" in notes[-1], notes
 
 
+def test_confirmation_never_compares_the_default_with_itself(tmp_path: Path) -> None:
+    """Issue 37: when the range string cannot carry reduce (at 1 KiB the default was kept
+    and nothing says what a string could name there), the profile's arm is MVAPICH2's
+    default, the same launch as the other arm. Generic code must not launch the default
+    against itself and call the win "refuted": it says the win cannot be expressed, and
+    why. The fake installation has no mpiexec: a launch would fail the test."""
+    from colltune.collectives import get_collective
+    from colltune.tuner.confirm import confirm_decisions
+    from colltune.tuner.measure import Reporter
+
+    fake = MVAPICH2("2.3.7", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
+                    tmp_path / "mpiname", "ch3:mrail")
+    opts = TuneOptions(["reduce"], [2], out=tmp_path / "mv2.conf", confirm_rounds=4)
+    p = place(2, None, launch=Launch("mpiexec"))
+    sess = mvapich2_rules.MVAPICH2Session(mvapich2_rules.MVAPICH2Backend(), fake,
+                                          m2.catalog(["reduce"]), [p], opts)
+    coll = get_collective("reduce")
+    ds = [_d(1024, 0), _d(65536, 5)]
+    arms = sess.arms(coll, p, ds, tmp_path / "unused")
+    assert arms["default"] == arms["tuned"] == {}
+
+    class Notes(Reporter):
+        said: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.said.append(text)
+
+    rep = Notes()
+    store = Store(tmp_path / "s.sqlite")
+    confirm_decisions(ds, coll, p, store, fake, opts, rep, sess)
+    win = ds[1]
+    assert win.chosen == DEFAULT and win.verdict == "unexpressed" and not win.confirmations
+    assert win.reason.startswith("cannot be expressed in an MVAPICH2 profile: reduce left to "
+                                 "MVAPICH2: at 1024 B"), win.reason
+    assert "refuted" not in win.reason and "no launch pairs" in rep.said[-1]
+
+
 # ---------------------------------------------------------------------------
 # live: MVAPICH2 built by hand (COLLTUNE_MVAPICH2_PREFIX)
 # ---------------------------------------------------------------------------

@@ -51,6 +51,7 @@ class TuneOptions:
     oversubscribe: bool = False  # run above MAX_OVERSUBSCRIPTION ranks per core anyway
     confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs
+    confirm_max_rounds: int = 12  # ... and up to this many where still undecided
     # sizes above the largest measured one: "extend" its decision, or "library" (a default
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"

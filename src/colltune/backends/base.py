@@ -82,6 +82,9 @@ class Backend(ABC):
     exact = False  # simulated: a time is deterministic, no test and no fresh launch needed
     mpit_sweep = True  # configurations are switched through MPI_T inside one launch
     pvar_prefix = ""  # MPI_T performance variables that say which algorithm ran
+    # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
+    # scheduler (milliseconds) and timings rank scheduling as much as algorithms
+    busy_polls = False
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
     export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
@@ -206,6 +209,12 @@ class Session(ABC):
     def final(self, decisions: Decisions) -> Decisions:
         """The decisions as the family's files carry them (and the summary reports)."""
         return decisions
+
+    def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
+                    ) -> str:
+        """Why the family's file cannot carry `ds` (its arms would launch the library's
+        default twice); "" where the family does not know."""
+        return ""
 
     @abstractmethod
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path

@@ -151,6 +151,7 @@ class MPICHBackend(Backend):
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
     name = "mpich"
+    busy_polls = True
     output = "an MPICH tuning file or profile"
     short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file

@@ -183,6 +183,7 @@ class MVAPICH2Backend(Backend):
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
 
     name = "mvapich2"
+    busy_polls = True
     output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
     short = "mv2"
@@ -311,6 +312,14 @@ class MVAPICH2Session(Session):
         counters = self.counters.get(name, {}).get(placement.np, {})
         table, _ = ranges(name, self.mv2_catalog, ds, counters, recording)
         return asked if table else []
+
+    def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
+                    ) -> str:
+        """What ranges() gave up on: its last note names the size and the reason."""
+        counters = self.counters.get(coll.name, {}).get(placement.np, {})
+        tie = self.ties.get(coll.name, {}).get(placement.np)
+        table, notes = ranges(coll.name, self.mv2_catalog, ds, counters, tie)
+        return "" if table or not notes else notes[-1]
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:

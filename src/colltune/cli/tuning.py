@@ -103,7 +103,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               tune_han: bool = False, for_np: int | None = None,
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False, boundaries: str = "measure",
-              comm_sizes: str | None = None, cutoff: float = 1.5) -> None:
+              comm_sizes: str | None = None, cutoff: float = 1.5,
+              confirm_max_rounds: int = 12) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -116,7 +117,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
-            oversubscribe=oversubscribe, boundaries=boundaries,
+            confirm_max_rounds=confirm_max_rounds, oversubscribe=oversubscribe,
+            boundaries=boundaries,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective,
@@ -293,6 +295,9 @@ def _make_tune_command(name: str) -> None:
         confirm_rounds: int = typer.Option(4, "--confirm-rounds",
                                            help="Fresh default/tuned launch pairs that must "
                                                 "confirm each win (0: skip)."),
+        confirm_max_rounds: int = typer.Option(12, "--confirm-max-rounds",
+                                               help="... and up to this many where they "
+                                                    "leave a win undecided."),
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
@@ -313,7 +318,8 @@ def _make_tune_command(name: str) -> None:
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
-                  timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff)
+                  timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
+                  confirm_max_rounds)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -28,6 +28,7 @@ class PointResult:
     # `samples` is the objective's series of the first mode measured
     series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     objective: str = "completion"
+    batch: int = 1  # calls per timed stretch in isolated mode (a call under 100 timer steps)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Decision:
     predicted: bool = False  # from a cost model, not measured at this communicator size
     simulated: bool = False  # deterministic simulated time (SMPI): no test, no fresh launches
     warning: str = ""  # a speed-up too large to trust, and its likely cause (tuner.artifacts)
+    # why the family's file cannot carry the choice (nothing was compared; default kept)
+    unexpressed: str = ""
 
     @property
     def speedup(self) -> float | None:
@@ -82,11 +85,14 @@ class Decision:
 
     @property
     def verdict(self) -> str:
-        """One word for tables: tuned, kept (no significant win), or default (fastest)."""
+        """One word for tables: tuned, kept (no significant win), default (fastest),
+        refuted (not confirmed), unexpressed (the output cannot carry the win)."""
         if self.predicted:
             return "predicted"
         if self.chosen != DEFAULT:
             return "tuned" if self.confirmations or self.simulated else "tuned?"
+        if self.unexpressed:
+            return "unexpressed"
         if self.confirmations:
             return "refuted"
         return "default" if self.best in (None, DEFAULT) else "kept"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_ke
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Context, Store
+from colltune.tuner import sequential
 from colltune.tuner.measure import Reporter, context_for
 
 ARMS = ("default", "tuned")
@@ -46,15 +48,16 @@ class ABSamples:
 
 def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
-            arms: dict[str, dict[str, str]] | None = None) -> ABSamples:
+            arms: dict[str, dict[str, str]] | None = None, first_round: int = 0) -> ABSamples:
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
     `arms` are the two launch environments (a session's: coll/han's choices, MPICH's
-    tuning file); by default the library's choice against the rules file `rules`."""
+    tuning file); by default the library's choice against the rules file `rules`.
+    `first_round` numbers the pairs of a later batch (their order and seeds go on)."""
     be = of(mpi)
     arms = arms or be.rules_arms(rules)
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
-    for rnd in range(rounds):
+    for rnd in range(first_round, first_round + rounds):
         for arm in (ARMS if rnd % 2 == 0 else ARMS[::-1]):
             # a rung of a ladder is confirmed as it was measured: its groups in one job
             plan = KernelPlan(coll.name, [KernelConfig(0, {}, placement.group)],
@@ -161,6 +164,8 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     pending = [d for d in ds if d.chosen != DEFAULT]
     if not pending:
         return
+    if _same_arms(sess, coll, placement, ds):  # also from a store: nothing to launch
+        return _unexpressed(pending, ds, coll, placement, sess, rep)
     measured = sorted({m.size for m in store.measurements(ctx)})
     # a size-independent decision (size -1) is checked at every measured size
     wanted = {d.size: d for d in pending}
@@ -170,12 +175,36 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     if missing and opts.confirm_rounds > 0 and not opts.from_db:
         rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
                  f"{opts.confirm_rounds} fresh launch pairs")
-        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess)
+        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess, rep.note)
+        if verdicts is None:
+            return _unexpressed(pending, ds, coll, placement, sess, rep)
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:
                     store.add_confirmation(ctx, d.chosen.key, verdicts[s])
     apply_confirmations(ds, store, ctx)
+
+
+def _same_arms(sess: Session, coll: Collective, placement: Placement, ds: list[Decision]
+               ) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        arms = sess.arms(coll, placement, ds, Path(tmp) / "tentative.conf")
+        return arms["default"] == arms["tuned"]
+
+
+def _unexpressed(pending: list[Decision], ds: list[Decision], coll: Collective,
+                 placement: Placement, sess: Session, rep: Reporter) -> None:
+    """The family's file cannot carry these wins: its arms would launch the library's
+    default twice. Not "refuted": nothing was compared; the default is kept, saying why."""
+    why = (sess.unexpressed(coll, placement, ds)
+           or "the file it would write leaves the library's own choice")
+    out = sess.backend.output
+    rep.note(f"{coll.name} at np={placement.np}: {len(pending)} choice(s) cannot be expressed "
+             f"in {out} ({why}): default kept, no launch pairs")
+    for d in pending:
+        d.unexpressed = why
+        d.reason = f"cannot be expressed in {out}: {why}; default kept"
+        d.chosen = DEFAULT
 
 
 def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
@@ -191,22 +220,62 @@ def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, st
     rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
              f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
     verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
-                              sess)
+                              sess, rep.note) or {}
     for s, c in missing:
         if s in verdicts:
             store.add_confirmation(ctx, c.key, verdicts[s])
 
 
+def as_batch(ab: ABSamples) -> sequential.Batch:
+    """Launch pairs as the sequential procedure reads them: per size, per timing mode (or
+    the one figure a launch gives), per arm, per launch."""
+    out: sequential.Batch = {}
+    for size in ab.samples["default"]:
+        if ab.modes:
+            out[size] = {m: {a: arms[a][size] for a in ARMS} for m, arms in ab.modes.items()}
+        else:
+            out[size] = {"samples": {a: ab.samples[a][size] for a in ARMS}}
+    return out
+
+
+def as_verdict(r: sequential.SizeResult) -> Verdict:
+    """A sequential result as the store keeps a verdict (ratios as speed-ups)."""
+    main = r.main
+    won = sum(median(t) < median(d) for t, d in zip(r.tuned, r.default))
+    return Verdict(r.size, median([x for ln in r.default for x in ln]),
+                   median([x for ln in r.tuned for x in ln]), main.p_faster, main.p_slower,
+                   won, r.pairs, r.verdict, 1.0 / main.ratio,
+                   {m: {"verdict": c.verdict, "launch_speedup": 1.0 / c.ratio,
+                        "p_faster": c.p_faster, "p_slower": c.p_slower,
+                        "ratio_ci": [c.lo, c.hi], "mde": c.mde}
+                    for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {})
+
+
 def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
-                   sizes: list[int], opts: TuneOptions, sess: Session) -> dict[int, Verdict]:
+                   sizes: list[int], opts: TuneOptions, sess: Session,
+                   note: Callable[[str], None] = lambda s: None) -> dict[int, Verdict] | None:
     """The library's choice against the session's file for `ds`, in fresh alternating
-    launch pairs at `sizes`, judged per size."""
+    launch pairs at `sizes`, judged per size by the gate's sequential procedure: a size
+    still undecided after `confirm_rounds` pairs gets more, up to `confirm_max_rounds`;
+    one that runs out of them keeps the default (inconclusive). None, launching nothing,
+    when the two arms are the same launch: the default against itself proves nothing."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tentative.conf"
         arms = sess.arms(coll, placement, ds, path)
-        ab = ab_runs(sess.mpi, coll, placement, path, sizes, opts.confirm_rounds,
-                     opts.settings, opts.settings.timeout, arms)
-    return judge(ab, opts.confirm_alpha, opts.min_gain)
+        if arms["default"] == arms["tuned"]:
+            return None
+
+        def measure(szs: list[int], first: int, rounds: int) -> sequential.Batch:
+            return as_batch(ab_runs(sess.mpi, coll, placement, path, szs, rounds,
+                                    opts.settings, opts.settings.timeout, arms, first))
+
+        # a choice must win in every timing mode (intersection: no correction over modes)
+        design = sequential.Design(alpha=opts.confirm_alpha, min_gain=opts.min_gain,
+                                   first=opts.confirm_rounds, family=1,
+                                   max_pairs=max(opts.confirm_rounds,
+                                                 opts.confirm_max_rounds))
+        res = sequential.run(measure, sizes, design, need_faster=True, note=note)
+    return {s: as_verdict(r) for s, r in res.items()}
 
 
 def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:

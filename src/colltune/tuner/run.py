@@ -86,6 +86,8 @@ def check_options(opts: TuneOptions) -> None:
         (0 <= st.seed < 2**63, "--seed must be a non-negative 64-bit number", "e.g. --seed 1"),
         (0 <= opts.confirm_rounds <= 1000, "--confirm-rounds must be between 0 and 1000",
          "e.g. --confirm-rounds 4, or 0 to skip confirmation"),
+        (opts.confirm_max_rounds <= 1000, "--confirm-max-rounds must be at most 1000",
+         "e.g. --confirm-max-rounds 12"),
         (opts.rules_version in (None, 1, 2), f"unknown --rules-version {opts.rules_version}",
          "use 1 (classic) or 2 (rule-file-version-2)"),
         (opts.budget is None or opts.budget > 0, "--budget must be more than 0",
@@ -151,6 +153,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     refuse_heavy_oversubscription(p)
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
+            if backend.busy_polls and any(p.oversubscribe for p in placements):
+                rep.note(f"warning: {mpi.name} busy-polls: with more ranks than cores a "
+                         "waiting rank spins on a core another needs, calls take "
+                         "milliseconds, and which configuration wins follows the scheduler "
+                         "as much as the algorithm; tune with at most one rank per core "
+                         "for a file to install")
             build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
             store.add_catalog(mpi.key, backend.name, catalog.algorithms)
             sess.before_measuring(rep.note)
