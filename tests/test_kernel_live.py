@@ -80,3 +80,49 @@ def test_a_launcher_that_fails_before_the_kernel_starts_is_retried(ompi: OpenMPI
     assert marker.exists()
     assert out.status == "ok" and out.launcher_retries == 1
     assert [r.status for r in out.results] == ["ok"]
+
+
+def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 37: MVAPICH2 2.3.7's MPI_Wtime moves in steps of 2^-22 s, so one 0.5 us call
+    reads 0.24 or 0.48 us. The kernel measures the step at start (reported with MPI_Wtick)
+    and times a call shorter than 100 steps in batches of consecutive calls. Open MPI's own
+    step is tens of ns; the test fault makes the kernel take it to be 100 us, so a 4 B
+    bcast (a few us) is batched, up to 1000 calls, and 1 MiB (~100 us) is batched less."""
+    from colltune.backends import launch
+    from colltune.core.config import DEFAULT
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    ompi = get_mpi("ompi41")
+    plan = KernelPlan("bcast", [KernelConfig(0)], [(0, 4), (0, 1 << 20)],
+                      Repetitions(min_reps=3, max_reps=5, point_time=0.05, timing="both"))
+
+    def run(fault: str | None) -> dict[int, object]:
+        cmd, env = launch(ompi, place(2), "bcast", 0, None)
+        if fault:
+            env = {**env, "COLLTUNE_TEST_FAULT": fault}
+        out = run_kernel(cmd, build_kernel(ompi), plan, env)
+        assert out.status == "ok" and out.timer, out.message
+        wtick, step = out.timer
+        assert wtick > 0 and step > 0
+        if fault:
+            assert step == pytest.approx(1e-4)
+        else:
+            assert step < 1e-6  # a reading's cost, not a coarse clock
+        return {r.size: r for r in out.results}
+
+    fine, coarse = run(None), run("coarse:timer_step_ns=100000")
+    small, big = coarse[4], coarse[1 << 20]
+    assert small.batch > 10 and small.batch <= 1000, small.batch  # type: ignore[attr-defined]
+    assert 1 <= big.batch < small.batch  # type: ignore[attr-defined]
+    assert fine[1 << 20].batch == 1  # type: ignore[attr-defined]
+    # per-call times either way: batching divides by the calls it timed
+    assert small.median < 1e-4 and fine[4].median < 1e-4  # type: ignore[attr-defined]
+    # the tuner records the step with the measurements
+    store = Store(tmp_path / "db.sqlite")
+    coll = get_collective("bcast")
+    placement = place(2)
+    measure(ompi, read_catalog(ompi), coll, placement, [(DEFAULT, 8)], store, FAST)
+    ctx = context_for(ompi, coll, placement)
+    recorded = store.timer(ctx.mpi_key, ctx.host)
+    assert recorded is not None and 0 < recorded[1] < 1e-6

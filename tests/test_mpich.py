@@ -681,9 +681,26 @@ def test_verify_runs_an_mpich_tuning_file(mpich: MPICH, netns: str, tmp_path: Pa
     out = tmp_path / "verify.json"
     r = tune_cli("verify", str(src), "--np", "2", "--mpi", str(mpich.prefix), "--rounds", "2",
                  "--sizes", "4K", "--point-time", "0.02", "--json", str(out), "--quiet")
-    assert r.returncode in (0, 1), r.stderr  # 1: a regression, judged on this noisy machine
+    # 1: a regression, 5: undecided, judged on this noisy machine
+    assert r.returncode in (0, 1, 5), r.stderr
     doc = json.loads(out.read_text())
     check = doc["collectives"][0]
     assert check["collective"] == "reduce" and check["applied"] == "unproven"
     assert [(k["size"], k["rule"]) for k in check["kernel"]] == [
         (4096, Config(ids["binomial"]).label(cat, "reduce"))]
+
+
+@pytest.mark.mpi
+def test_reduce_tunes_at_4_ranks_on_2_cores(tmp_path: Path) -> None:
+    """MPICH 5.0.2 busy-polls: at 4 ranks on 2 cores its default reduce takes 10 ms to
+    over a second a call at large sizes, and confirmation launches were killed as hung
+    ("no progress for 60 s", issue 32). Now slow points report ticks and adapt their
+    repetitions, and the run completes, warning that its timings are the scheduler's."""
+    mpi = get_mpich("mpich50")
+    out = tmp_path / "r.json"
+    r = tune_cli("reduce", "--np", "4", "--mpi", str(mpi.prefix), "--format", "mpich",
+                 "--sizes", "256K,1M", "--out", str(out), "--db", str(tmp_path / "db.sqlite"),
+                 "--point-time", "0.1", "--confirm-rounds", "2", "--confirm-max-rounds", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "busy-polls" in r.stderr and "no progress" not in r.stderr
+    json.loads(out.read_text())  # the tuning file MPICH reads

@@ -118,6 +118,14 @@ CREATE TABLE IF NOT EXISTS catalogs (
     algorithms TEXT NOT NULL,
     created TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS timers (
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    wtick REAL NOT NULL,
+    step REAL NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (mpi_key, host)
+);
 """
 
 # Columns added after stores were in use: an older store gets them with the values its
@@ -521,6 +529,25 @@ class Store:
                        "created) VALUES (?,?,?,?)",
                        (mpi_key, backend, json.dumps(algorithms, sort_keys=True),
                         datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def add_timer(self, mpi_key: str, host: str, wtick: float, step: float) -> None:
+        """What MPI_Wtime resolves on this host (the kernel's measured step; MPI_Wtick is
+        what the library claims): calls shorter than 100 steps were timed in batches."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO timers (mpi_key, host, wtick, step, created) "
+                       "VALUES (?,?,?,?,?)", (mpi_key, host, wtick, step,
+                                              datetime.now(timezone.utc).isoformat(
+                                                  timespec="seconds")))
+
+    def timer(self, mpi_key: str, host: str) -> tuple[float, float] | None:
+        """(MPI_Wtick, measured step) last recorded for an installation on a host."""
+        tables = {r[0] for r in self._read(
+            "SELECT name FROM sqlite_master WHERE type='table'", ())}
+        if "timers" not in tables:
+            return None
+        rows = self._read("SELECT wtick, step FROM timers WHERE mpi_key=? AND host=?",
+                          (mpi_key, host))
+        return (float(rows[0][0]), float(rows[0][1])) if rows else None
 
     def algorithms(self, mpi_key: str) -> dict[str, dict[int, str]] | None:
         """The stored algorithm names of an installation (None: a store older than the

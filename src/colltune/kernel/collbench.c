@@ -20,6 +20,12 @@
  *    synchronisation between them, divided by the calls (how an application
  *    loop calls it: consecutive calls overlap and skew carries over);
  *    `timing both` takes one of each per repetition;
+ *  - a call shorter than 100 steps of MPI_Wtime (what it really resolves,
+ *    measured at start and reported there with MPI_Wtick) is timed in batches
+ *    of consecutive calls, at least that long, in either mode ("batch");
+ *  - a point whose calls are slow reports "tick" events every 2 s (the
+ *    launcher's watchdog is for hangs), and past 10x its time budget stops at
+ *    3 repetitions whatever min_reps says;
  *  - repetitions continue until the 95% confidence interval of the median is
  *    within a relative tolerance, a time budget is spent, or max_reps is hit;
  *  - results are checked for correctness; a wrong answer marks the point
@@ -49,7 +55,9 @@
  * Test-only fault switch: COLLTUNE_TEST_FAULT=KIND:NAME=VALUE makes every
  * configuration that sets control variable NAME to VALUE (through MPI_T, or
  * through OMPI_MCA_NAME in the environment) hang, crash (SIGSEGV) or return a
- * wrong result; KIND is hang, crash or wrong. Unset in normal use.
+ * wrong result, or take a second longer per call; KIND is hang, crash, wrong or
+ * slow. coarse:timer_step_ns=N makes the kernel take MPI_Wtime's step to be N ns.
+ * Unset in normal use.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -333,6 +341,24 @@ static void ctl_max_sum(double v, double *mx, double *sum)
 }
 
 /* binomial-tree broadcast of an int from rank 0 */
+/* The step MPI_Wtime really takes: the least nonzero difference between successive
+ * readings over up to 10 ms (MPI_Wtick is what the library claims; MVAPICH2 2.3.7 claims
+ * less than the 2^-22 s it resolves). On a fine clock this is the cost of a reading. */
+static double timer_step(void)
+{
+    double best = 0, start = MPI_Wtime(), prev = start, now;
+    int steps = 0;
+    while (steps < 1000 && (now = MPI_Wtime()) - start < 0.01) {
+        if (now != prev) {
+            if (best == 0 || now - prev < best)
+                best = now - prev;
+            prev = now;
+            steps++;
+        }
+    }
+    return best;
+}
+
 static int ctl_bcast(int v)
 {
     int top = 1;
@@ -823,7 +849,26 @@ static void bufs_fill(bufs_t *b)
     }
 }
 
+/* test-only: the configuration's calls each take a second longer (COLLTUNE_TEST_FAULT) */
+static int g_slow;
+
+/* a timed stretch lasts at least this many timer steps: a call shorter than that is timed
+ * in batches (at most MAX_BATCH calls), so one step is at most 1% of a sample */
+#define MIN_TICKS 100
+#define MAX_BATCH 1000
+static double g_step; /* what MPI_Wtime resolves (timer_step), slowest rank's */
+
+static int coll_call(bufs_t *b, MPI_Comm comm);
+
 static int run_coll(bufs_t *b, MPI_Comm comm)
+{
+    int rc = coll_call(b, comm);
+    if (g_slow)
+        sleep(1);
+    return rc;
+}
+
+static int coll_call(bufs_t *b, MPI_Comm comm)
 {
     int c = b->count;
     if (b->idle)
@@ -1043,6 +1088,13 @@ static void ref_add(long long size, int group, const double med[2])
  * would have stopped had medians within 1.2x of the default's in both modes. */
 #define CUT_REPS 3
 
+/* min_reps is a floor while a point has used less than this many times its point_time;
+ * past it (a default at a second per call, a busy-polling MPI oversubscribed) CUT_REPS
+ * repetitions do: launch pairs, not repetitions, carry the statistics */
+#define SLOW_POINT 10.0
+/* seconds between two "tick" events while a point runs */
+#define TICK_SECONDS 2.0
+
 /* 1 when, in some timing mode measured, the point's median CI lies above cutoff times
  * the reference's median */
 static int clearly_slower(const plan_t *plan, const ref_t *ref, double *const series[2], int n,
@@ -1068,10 +1120,11 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     bufs_t b;
     int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
-    double *samples = NULL, *scratch = NULL, t_begin, t_call;
-    int window = 1;
+    double *samples = NULL, *scratch = NULL, t_begin, t_call, t_tick;
+    int window = 1, batch = 1;
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     int wrong = fault_hits(cfg, "wrong");
+    g_slow = fault_hits(cfg, "slow");
     int group = cfg->group ? cfg->group : g_size, cut = 0;
     const ref_t *ref = NULL;
 
@@ -1079,6 +1132,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         printf("{\"event\":\"begin\",\"cid\":%d,\"size\":%lld}\n", cid, size);
         fflush(stdout);
     }
+    t_begin = MPI_Wtime();
     if (bufs_alloc(&b, coll, size, comm) != 0)
         die("out of memory");
 
@@ -1113,6 +1167,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
             fflush(stdout);
         }
         bufs_free(&b);
+        g_slow = 0;
         return;
     }
     t_call = MPI_Wtime();
@@ -1130,8 +1185,19 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
             window = (int)(plan->window_time / t_call);
         if (window < 1)
             window = 1;
+        if (g_step > 0 && t_call < MIN_TICKS * g_step) {
+            double b = ceil(MIN_TICKS * g_step / (t_call > g_step ? t_call : g_step));
+            batch = b > MAX_BATCH ? MAX_BATCH : (int)b;
+        }
+        if (window < batch)
+            window = batch;
     }
     window = ctl_bcast(window);
+    batch = ctl_bcast(batch);
+    if (g_rank == 0 && MPI_Wtime() - t_begin > TICK_SECONDS) { /* a slow warm-up is alive */
+        printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":0}\n", cid, size);
+        fflush(stdout);
+    }
 
     if (g_rank == 0) {
         for (int m = 0; m < 2; m++)
@@ -1144,11 +1210,11 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         if (plan->cutoff > 0 && !cfg->baseline)
             ref = ref_find(size, group);
     }
-    t_begin = MPI_Wtime();
+    t_begin = t_tick = MPI_Wtime();
     while (!stop) {
         for (int m = 0; m < 2; m++) {
             double t0, t1, local, mx, sum;
-            int calls = m == 0 ? 1 : window;
+            int calls = m == 0 ? batch : window;
             if (!(plan->timing & (1 << m)))
                 continue;
             sync_barrier();
@@ -1166,13 +1232,20 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         }
         if (g_rank == 0) {
             n++;
+            /* a slow point shows it is alive: the launcher's watchdog is for hangs */
+            if (MPI_Wtime() - t_tick > TICK_SECONDS) {
+                printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid, size, n);
+                fflush(stdout);
+                t_tick = MPI_Wtime();
+            }
             double *const objective[2] = {series[0][plan->objective],
                                           series[1][plan->objective]};
             if (n >= cap) {
                 stop = 1;
             } else if (ref && n >= CUT_REPS && clearly_slower(plan, ref, objective, n, scratch)) {
                 stop = cut = 1;
-            } else if (n >= plan->min_reps) {
+            } else if (n >= plan->min_reps
+                       || (n >= CUT_REPS && MPI_Wtime() - t_begin > SLOW_POINT * plan->point_time)) {
                 double med, lo, hi;
                 if (MPI_Wtime() - t_begin > plan->point_time) {
                     stop = 1;
@@ -1198,8 +1271,8 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
         }
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
-               "\"max\":%.9g,\"window\":%d,\"objective\":\"%s\",\"cut\":%s",
-               cid, size, n, med, lo, hi, sum / n, mn, mx, window,
+               "\"max\":%.9g,\"window\":%d,\"batch\":%d,\"objective\":\"%s\",\"cut\":%s",
+               cid, size, n, med, lo, hi, sum / n, mn, mx, window, batch,
                obj_names[plan->objective], cut ? "true" : "false");
         if (plan->cutoff > 0 && cfg->baseline) {
             double meds[2] = {0, 0};
@@ -1234,6 +1307,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
             free(series[m][o]);
     free(scratch);
     bufs_free(&b);
+    g_slow = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1331,10 +1405,13 @@ int main(int argc, char **argv)
     MPI_Get_library_version(lib, &liblen);
     cvars_init(&plan);
     pvars_init(plan.pvars);
+    g_step = ctl_max(timer_step());
+    if (!strcmp(g_fault.kind, "coarse") && !strcmp(g_fault.name, "timer_step_ns"))
+        g_step = (double)g_fault.value * 1e-9; /* test-only: a timer as coarse as asked */
     if (g_rank == 0) {
         printf("{\"event\":\"start\",\"np\":%d,\"collective\":\"%s\",\"configs\":%d,"
-               "\"points\":%d,\"library\":",
-               g_size, plan.collective, plan.nconfig, plan.npoint);
+               "\"points\":%d,\"wtick\":%.9g,\"timer_step\":%.9g,\"library\":",
+               g_size, plan.collective, plan.nconfig, plan.npoint, MPI_Wtick(), g_step);
         put_json_string(lib);
         printf("}\n");
         fflush(stdout);

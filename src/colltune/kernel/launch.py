@@ -105,6 +105,8 @@ class LaunchOutcome:
     other_lines: list[str] = field(default_factory=list)  # stdout lines that are not events
     stderr: str = ""
     launcher_retries: int = 0  # launches that died before the kernel started, then retried
+    # (MPI_Wtick, the step MPI_Wtime really takes), as the kernel measured them at start
+    timer: tuple[float, float] | None = None
 
 
 def session_pids(sid: int) -> list[int]:
@@ -164,6 +166,7 @@ def parse_result(ev: dict) -> PointResult:
         series={str(m): {str(o): [float(x) for x in xs] for o, xs in objs.items()}
                 for m, objs in (ev.get("series") or {}).items()},
         objective=str(ev.get("objective", "completion")),
+        batch=int(ev.get("batch", 1)),
     )
 
 
@@ -264,6 +267,8 @@ def _run_once(
             if kind == "start":
                 started = True
                 out.library = str(ev.get("library", ""))
+                if "timer_step" in ev:
+                    out.timer = (float(ev.get("wtick", 0.0)), float(ev["timer_step"]))
                 if library_ok is not None and not library_ok(out.library):
                     out.status = "mismatch"
                     out.message = f"the kernel runs on '{out.library}'"

@@ -90,6 +90,7 @@ def measure_lanes(
         rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
 
     todo_set = set(todo)
+    timer_told = False
     # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
     # configuration is its own launch there
     be = of(mpi)
@@ -106,6 +107,9 @@ def measure_lanes(
             how = "relaunch" if group[0][0][1] in via_env else "mpit"
             outcome, got = _launch(mpi, catalog, coll, lanes, exe, group, cid_of, settings,
                                    how, record, via_env)
+            if outcome.timer and not timer_told:
+                _timer(store, ctxs[0], outcome.timer, rep)
+                timer_told = True
             if outcome.launcher_retries:
                 rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before the "
                          "kernel started; relaunched")
@@ -131,6 +135,20 @@ def measure_lanes(
                            "run with a larger --timeout, or report the kernel output")
     rep.end()
     return failures
+
+
+COARSE_TIMER = 1e-7  # a step of MPI_Wtime this long or longer is worth telling
+
+
+def _timer(store: Store, ctx: Context, timer: tuple[float, float], rep: Reporter) -> None:
+    """Record what MPI_Wtime resolves; say so where it is coarse (MVAPICH2 2.3.7: 2^-22 s)."""
+    wtick, step = timer
+    if not store.readonly:
+        store.add_timer(ctx.mpi_key, ctx.host, wtick, step)
+    if step >= COARSE_TIMER:
+        rep.note(f"note: MPI_Wtime resolves {step * 1e6:.3g} us here (MPI_Wtick says "
+                 f"{wtick * 1e6:.3g} us): calls shorter than {100 * step * 1e6:.3g} us are "
+                 "timed in batches of consecutive calls")
 
 
 def _blame(outcome: LaunchOutcome, group: list[tuple[Slot, int]], cid_of: dict[Slot, int],
