@@ -59,8 +59,8 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     # (no assertion on the ratio itself: one disturbed launch pair on this shared machine
     # can move a 3-pair geometric mean either way; the verdict is what must hold)
     assert [v.verdict for v in d.confirmations] in (["slower"], ["same"])
-    # sequential: 3 pairs, doubled while a win is still possible, up to 12
-    assert d.confirmations[0].rounds in (3, 6, 12)
+    # sequential: 3 pairs, doubled once while a win is still possible (up to twice 3)
+    assert d.confirmations[0].rounds in (3, 6)
     assert "not confirmed" in d.reason
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)

@@ -95,7 +95,8 @@ def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # 
 
     ompi = get_mpi("ompi41")
     plan = KernelPlan("bcast", [KernelConfig(0)], [(0, 4), (0, 1 << 20)],
-                      Repetitions(min_reps=3, max_reps=5, point_time=0.05, timing="both"))
+                      Repetitions(min_reps=3, max_reps=5, point_time=0.05, timing="both",
+                                  min_ticks=100))
 
     def run(fault: str | None) -> dict[int, object]:
         cmd, env = launch(ompi, place(2), "bcast", 0, None)

@@ -698,9 +698,13 @@ def test_reduce_tunes_at_4_ranks_on_2_cores(tmp_path: Path) -> None:
     repetitions, and the run completes, warning that its timings are the scheduler's."""
     mpi = get_mpich("mpich50")
     out = tmp_path / "r.json"
+    # at 1 MiB the default takes 5 ms to over a second a call here, launch by launch: at a
+    # second, 3 warm-up calls and 7 repetitions were 10 s of silence, beyond the 8 s
+    # watchdog before ticks (the fault test in test_faults_live.py proves that part alone)
     r = tune_cli("reduce", "--np", "4", "--mpi", str(mpi.prefix), "--format", "mpich",
-                 "--sizes", "256K,1M", "--out", str(out), "--db", str(tmp_path / "db.sqlite"),
-                 "--point-time", "0.1", "--confirm-rounds", "2", "--confirm-max-rounds", "4")
+                 "--sizes", "1M", "--out", str(out), "--db", str(tmp_path / "db.sqlite"),
+                 "--point-time", "0.05", "--timeout", "8", "--timing", "isolated",
+                 "--confirm-rounds", "2", "--confirm-max-rounds", "2")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "busy-polls" in r.stderr and "no progress" not in r.stderr
     json.loads(out.read_text())  # the tuning file MPICH reads

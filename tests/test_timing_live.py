@@ -98,7 +98,7 @@ def test_an_all_default_file_is_not_measured_and_passes(which: str, tmp_path: Pa
     doc = json.loads((tmp_path / "v.json").read_text())
     [c] = doc["collectives"]
     assert c["applied"] == "default everywhere"
-    assert len(c["kernel"]) == 19  # 4 B (doubles: 8 B) to 1 MiB, no boundary
+    assert len(c["kernel"]) == 18  # 4 B (doubles: 8 B) to 1 MiB, no boundary
     assert all(r["verdict"] == "default" and r["rounds"] == 0 for r in c["kernel"])
     assert "nothing to measure" in res.stderr and not doc["inconclusive"]
 
@@ -110,12 +110,12 @@ def test_aa_calibration_calls_no_size_different(ompi41: OpenMPI, tmp_path: Path)
     path = tmp_path / "aa.conf"
     path.write_text("1\n2\n1\n4\n1\n0 0 0 0\n")
     res = tune_cli("verify", str(path), "--np", "4", "--mpi", str(ompi41.prefix), "--aa",
-                   "--sizes", "8,4K,1M", "--max-rounds", "8", "--point-time", "0.03",
+                   "--sizes", "8,1M", "--max-rounds", "8", "--point-time", "0.03",
                    "--json", str(tmp_path / "v.json"), "--quiet")
     assert res.returncode in (0, 5), res.stdout + res.stderr
     doc = json.loads((tmp_path / "v.json").read_text())
     [c] = doc["collectives"]
-    assert doc["aa"] and [r["size"] for r in c["kernel"]] == [8, 4096, 1 << 20]
+    assert doc["aa"] and [r["size"] for r in c["kernel"]] == [8, 1 << 20]
     for r in c["kernel"]:
         assert r["verdict"] in ("same", "inconclusive"), r
         assert set(r["modes"]) == {"isolated", "back-to-back"} and r["rounds"] in (5, 8)

@@ -15,6 +15,7 @@ class MeasureSettings(Repetitions):
     timeout: float = 60.0  # seconds without progress before a launch is killed as hung
     timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
     cutoff: float = 1.5  # the sweep stops points clearly slower than the default early
+    min_ticks: int = 100  # calls under 100 timer steps are timed in batches (issue 37)
 
 
 @dataclass
@@ -51,7 +52,8 @@ class TuneOptions:
     oversubscribe: bool = False  # run above MAX_OVERSUBSCRIPTION ranks per core anyway
     confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs
-    confirm_max_rounds: int = 12  # ... and up to this many where still undecided
+    # ... and up to this many where still undecided; None: twice confirm_rounds (4, 8)
+    confirm_max_rounds: int | None = None
     # sizes above the largest measured one: "extend" its decision, or "library" (a default
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"

@@ -279,7 +279,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
     if not names:
         raise ColltuneError(f"{rules_path} has no rules for any collective",
                             "write one with tune <collective> --out FILE")
-    reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both")
+    reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both", min_ticks=100)
     deadline = None if time_budget is None else time.monotonic() + time_budget
 
     plans = []

@@ -64,10 +64,12 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
             out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
                       "mean over fresh launch pairs, per timing mode (iso: one call after a "
                       "barrier, b2b: calls back to back); a choice must win in every mode")
-            out.print("verdict: tuned = significantly faster, confirmed in fresh launches; "
+            out.print("verdict: tuned = significantly faster, confirmed in fresh launches "
+                      "(sequential: more pairs while undecided, up to --confirm-max-rounds); "
                       "refuted = faster in the sweep, not in fresh launches (default kept); "
                       "kept = no significant win; default = the default was best; "
-                      "tuned? = not confirmed (--confirm-rounds 0 or --from-db)")
+                      "unexpressed = a win the output cannot carry (default kept, nothing "
+                      "compared); tuned? = not confirmed (--confirm-rounds 0 or --from-db)")
     if res.failures:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:
@@ -104,7 +106,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False, boundaries: str = "measure",
               comm_sizes: str | None = None, cutoff: float = 1.5,
-              confirm_max_rounds: int = 12) -> None:
+              confirm_max_rounds: int | None = None) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -295,9 +297,9 @@ def _make_tune_command(name: str) -> None:
         confirm_rounds: int = typer.Option(4, "--confirm-rounds",
                                            help="Fresh default/tuned launch pairs that must "
                                                 "confirm each win (0: skip)."),
-        confirm_max_rounds: int = typer.Option(12, "--confirm-max-rounds",
-                                               help="... and up to this many where they "
-                                                    "leave a win undecided."),
+        confirm_max_rounds: int | None = typer.Option(
+            None, "--confirm-max-rounds", help="... and up to this many where they leave a "
+                                               "win undecided (default: twice as many)."),
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,

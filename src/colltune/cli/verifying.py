@@ -97,7 +97,7 @@ def verify_cmd(
             raise ColltuneError("--time-budget must be more than 0 seconds",
                                 "e.g. --time-budget 600")
         reps = Repetitions(min_reps=15, point_time=point_time, timing=timing, window=window,
-                           objective=objective)
+                           objective=objective, min_ticks=100)
         check_repetitions(reps)
         rep = verify(path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
                      rounds, reps,

@@ -113,6 +113,7 @@ typedef struct {
     int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
     char pvars[64];  /* count rank 0's performance variables whose name starts so */
     int timing;      /* TIMING_* bits */
+    int min_ticks;   /* a timed stretch lasts this many timer steps at least (0: off) */
     int window;      /* calls per back-to-back window, at most */
     double window_time; /* ... and fewer where the window would take longer (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
@@ -181,6 +182,11 @@ static int read_plan(const char *path, plan_t *plan)
                            : !strcmp(v, "back-to-back") ? TIMING_B2B
                            : !strcmp(v, "isolated") ? TIMING_ISOLATED : 0;
             if (!plan->timing) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "min_ticks")) {
+            if (sscanf(line + off, "%d", &plan->min_ticks) != 1 || plan->min_ticks < 0) {
                 fclose(f);
                 return -2;
             }
@@ -348,7 +354,8 @@ static double timer_step(void)
 {
     double best = 0, start = MPI_Wtime(), prev = start, now;
     int steps = 0;
-    while (steps < 1000 && (now = MPI_Wtime()) - start < 0.01) {
+    /* bounded in readings too: a simulated clock (SMPI) may never move; then 0, no batches */
+    for (long i = 0; i < 1000000 && steps < 1000 && (now = MPI_Wtime()) - start < 0.01; i++) {
         if (now != prev) {
             if (best == 0 || now - prev < best)
                 best = now - prev;
@@ -852,9 +859,9 @@ static void bufs_fill(bufs_t *b)
 /* test-only: the configuration's calls each take a second longer (COLLTUNE_TEST_FAULT) */
 static int g_slow;
 
-/* a timed stretch lasts at least this many timer steps: a call shorter than that is timed
- * in batches (at most MAX_BATCH calls), so one step is at most 1% of a sample */
-#define MIN_TICKS 100
+/* with `min_ticks N` a timed stretch lasts at least N timer steps: a call shorter than
+ * that is timed in batches (at most MAX_BATCH calls); N = 100: one step is at most 1% of
+ * a sample. 0 (probes that count a call's traffic): one call, always */
 #define MAX_BATCH 1000
 static double g_step; /* what MPI_Wtime resolves (timer_step), slowest rank's */
 
@@ -1121,7 +1128,7 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
     int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
     double *samples = NULL, *scratch = NULL, t_begin, t_call, t_tick;
-    int window = 1, batch = 1;
+    int window = 1, batch = 1, more;
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     int wrong = fault_hits(cfg, "wrong");
     g_slow = fault_hits(cfg, "slow");
@@ -1185,15 +1192,26 @@ static void measure_point(const plan_t *plan, coll_t coll, const config_t *cfg,
             window = (int)(plan->window_time / t_call);
         if (window < 1)
             window = 1;
-        if (g_step > 0 && t_call < MIN_TICKS * g_step) {
-            double b = ceil(MIN_TICKS * g_step / (t_call > g_step ? t_call : g_step));
-            batch = b > MAX_BATCH ? MAX_BATCH : (int)b;
-        }
-        if (window < batch)
-            window = batch;
     }
     window = ctl_bcast(window);
-    batch = ctl_bcast(batch);
+    /* a call under min_ticks timer steps: batches of calls, doubled until one lasts that
+     * long (a call shorter than one step says little about its own time) */
+    more = ctl_bcast(g_rank == 0 && plan->min_ticks > 0 && g_step > 0
+                     && t_call < plan->min_ticks * g_step);
+    while (more) {
+        double t0, dt;
+        batch *= 2;
+        sync_barrier();
+        t0 = MPI_Wtime();
+        for (int c = 0; c < batch; c++)
+            run_coll(&b, comm);
+        dt = ctl_max(MPI_Wtime() - t0);
+        more = ctl_bcast(g_rank == 0 && dt < plan->min_ticks * g_step && batch < MAX_BATCH);
+    }
+    if (batch > MAX_BATCH)
+        batch = MAX_BATCH;
+    if (window < batch)
+        window = batch;
     if (g_rank == 0 && MPI_Wtime() - t_begin > TICK_SECONDS) { /* a slow warm-up is alive */
         printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":0}\n", cid, size);
         fflush(stdout);

@@ -54,6 +54,10 @@ class Repetitions:
     # > 0: a point whose median CI lies above this many times the baseline's median (same
     # size, any timing mode) stops after 3 repetitions; it cannot become a choice. 0: off
     cutoff: float = 0.0
+    # > 0: a call shorter than this many steps of MPI_Wtime is timed in batches of calls
+    # (tuning, verify); 0: one call a repetition, as probes that count what a call sends
+    # need (a batch's size follows the warm-up's time, so its traffic would vary)
+    min_ticks: int = 0
 
 
 @dataclass
@@ -82,6 +86,7 @@ class KernelPlan:
             f"window_time {r.window_time}",
             f"objective {r.objective}",
             f"cutoff {r.cutoff}",
+            f"min_ticks {r.min_ticks}",
         ]
         if self.pvars:
             lines.append(f"pvars {self.pvars}")

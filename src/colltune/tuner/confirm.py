@@ -238,6 +238,11 @@ def as_batch(ab: ABSamples) -> sequential.Batch:
     return out
 
 
+def _finite(x: float) -> float | None:
+    """The store keeps JSON, which has no infinity (a cell of one pair has no interval)."""
+    return x if math.isfinite(x) else None
+
+
 def as_verdict(r: sequential.SizeResult) -> Verdict:
     """A sequential result as the store keeps a verdict (ratios as speed-ups)."""
     main = r.main
@@ -247,7 +252,7 @@ def as_verdict(r: sequential.SizeResult) -> Verdict:
                    won, r.pairs, r.verdict, 1.0 / main.ratio,
                    {m: {"verdict": c.verdict, "launch_speedup": 1.0 / c.ratio,
                         "p_faster": c.p_faster, "p_slower": c.p_slower,
-                        "ratio_ci": [c.lo, c.hi], "mde": c.mde}
+                        "ratio_ci": [_finite(c.lo), _finite(c.hi)], "mde": _finite(c.mde)}
                     for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {})
 
 
@@ -273,7 +278,8 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         design = sequential.Design(alpha=opts.confirm_alpha, min_gain=opts.min_gain,
                                    first=opts.confirm_rounds, family=1,
                                    max_pairs=max(opts.confirm_rounds,
-                                                 opts.confirm_max_rounds))
+                                                 opts.confirm_max_rounds
+                                                 or 2 * opts.confirm_rounds))
         res = sequential.run(measure, sizes, design, need_faster=True, note=note)
     return {s: as_verdict(r) for s, r in res.items()}
 
