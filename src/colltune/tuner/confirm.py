@@ -175,9 +175,8 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     if missing and opts.confirm_rounds > 0 and not opts.from_db:
         rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
                  f"{opts.confirm_rounds} fresh launch pairs")
-        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess, rep.note)
-        if verdicts is None:
-            return _unexpressed(pending, ds, coll, placement, sess, rep)
+        # identical arms were refused above; fresh_verdicts' own guard is for confirm_fills
+        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess, rep.note) or {}
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:
