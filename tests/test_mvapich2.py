@@ -163,6 +163,41 @@ def test_profile_edge_cases() -> None:
         mv.parse(mv.render(prof))
 
 
+def test_trade_off_gives_up_the_unnameable_default_with_its_cost_noted() -> None:
+    """MVAPICH2 2.3.7 at 2 ranks (issue 37): its default ran the shared-memory reduce at
+    1 KiB (no tuning variable names it) and reduce via allreduce at 1 MiB (8: not inside a
+    range string); redscat_gather won at 64 KiB. Without --trade-off reduce is left to
+    MVAPICH2 and the note says why; with it, the fastest nameable algorithm measured at
+    each given-up size is written and its cost noted."""
+    cat = m2.catalog(["reduce"])
+    counters = {(DEFAULT.key, 1024): {"mv2_coll_reduce_shmem": 9},
+                (DEFAULT.key, 65536): {"mv2_coll_reduce_binomial": 9},
+                (DEFAULT.key, 1 << 20): {"mv2_coll_reduce_allreduce": 9}}
+    ds = [_d(1024, 0), _d(65536, 5), _d(1 << 20, 0)]
+
+    def m(size: int, alg: int, t: float) -> Measurement:
+        c = Config(alg) if alg else DEFAULT
+        return Measurement(c, size, "ok", 3, t, None, None, [t, t * 1.01, t * 0.99], "")
+
+    ms = [m(1024, 0, 1.0), m(1024, 1, 1.3), m(1024, 2, 1.5), m(1024, 5, 2.0),
+          m(65536, 0, 20.0), m(65536, 5, 15.0), m(1 << 20, 0, 100.0),
+          m(1 << 20, 1, 160.0), m(1 << 20, 5, 140.0)]
+    prof, notes = mvapich2_rules.profile({"reduce": {2: ds}}, cat, {"reduce": counters}, 2, [])
+    assert prof.settings == {}
+    assert "1024 B: MVAPICH2's default ran its shared-memory reduce" in notes[0], notes
+    assert "--trade-off" in notes[-1]
+    trades = {"reduce": mvapich2_rules.trades_in(ms, cat, "reduce")}
+    prof, notes = mvapich2_rules.profile({"reduce": {2: ds}}, cat, {"reduce": counters}, 2, [],
+                                         None, trades)
+    value = prof.settings["MV2_INTER_REDUCE_TUNING"]
+    assert [_mv2_select(value, s) for s in (1024, 65536, 1 << 20)] == [1, 5, 5], value
+    given_up = [n for n in notes if "given up" in n]
+    assert len(given_up) == 2, notes
+    assert "1024 B" in given_up[0] and "binomial, measured there at 1.30x" in given_up[0]
+    assert "1048576 B" in given_up[1] and "at 1.40x" in given_up[1]
+    mv.parse(mv.render(prof))
+
+
 def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_path: Path
                                                                         ) -> None:
     """reduce kept the default at 1 KiB (MVAPICH2's counters said nothing) and chose

@@ -60,4 +60,8 @@ class TuneOptions:
     # where neighbouring sizes decide differently: "measure" between them until the switch
     # is located within 1.25x (tuner.boundaries), or "midpoint" (the geometric midpoint)
     boundaries: str = "measure"
+    # where the output cannot name the library's default at a size (MVAPICH2's shared-memory
+    # reduce): write the fastest nameable algorithm measured there and note its cost,
+    # rather than leave the whole collective to the library
+    trade_off: bool = False
     settings: MeasureSettings = field(default_factory=MeasureSettings)

@@ -133,6 +133,16 @@ def find_mvapich2(prefix: str | Path | None) -> MVAPICH2:
                     tools["mpiname"], device)
 
 
+# what the library's own choice may run that no tuning variable can name, and why: 2.3.7
+# takes its shared-memory reduce only from its built-in tables (at or below
+# MV2_COLL_SKIP_TABLE_THRESHOLD, 1 KiB), and any user table, a range string or a single
+# number, skips that shortcut (reduce_osu.c)
+UNNAMEABLE: dict[str, dict[str, str]] = {
+    "reduce": {PVAR_PREFIX + "reduce_shmem": "its shared-memory reduce, which it runs only "
+               "from its built-in tables: any MV2_INTER_REDUCE_TUNING turns it off"},
+}
+
+
 @dataclass
 class MV2Catalog(Catalog):
     """Algorithms per collective. Ids are 1-based like every catalog's (0 = the library's
@@ -151,6 +161,11 @@ class MV2Catalog(Catalog):
                       if c}
         by_counter.update({c: v for v, c in ALSO_COUNTED.get(coll, [])})
         return _most(counts, by_counter)
+
+    def unnameable(self, coll: str, counts: dict[str, int]) -> str | None:
+        """What ran that no tuning variable can name, if its counter grew."""
+        return next((why for c, why in UNNAMEABLE.get(coll, {}).items() if counts.get(c)),
+                    None)
 
 
 def _most(counts: dict[str, int], meaning: dict[str, int]) -> int | None:

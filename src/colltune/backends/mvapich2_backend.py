@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
 Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counter growth
 Ties = Callable[[int, int], str | None]  # (size, algorithm) -> how it tied the default, or None
+# size -> the algorithm (MVAPICH2 number) measured fastest there among those a range string
+# can name, and what it costs against the default; for --trade-off
+Trades = Callable[[int], tuple[int, str] | None]
 
 
 def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
@@ -72,6 +75,30 @@ def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
                 return f"{ratio:.2f}x the default's time"
         return None
     return tie
+
+
+def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str) -> Trades:
+    """The fastest nameable algorithm measured at each size, and its cost there: what
+    --trade-off writes where the default cannot be named."""
+    best: dict[int, Measurement] = {}
+    dflt: dict[int, float] = {}
+    for m in ms:
+        if m.status != "ok" or not m.median:
+            continue
+        if m.config == DEFAULT:
+            dflt[m.size] = m.median
+        elif m.config.algorithm in catalog.value.get(coll, {}) and (
+                m.size not in best or m.median < (best[m.size].median or 0.0)):
+            best[m.size] = m
+
+    def trade(size: int) -> tuple[int, str] | None:
+        m = best.get(size)
+        if m is None or size not in dflt:
+            return None
+        alg, cost = m.config.algorithm, (m.median or 0.0) / dflt[size]
+        return (catalog.value[coll][alg], f"{catalog.algorithms[coll][alg]}, measured there "
+                f"at {cost:.2f}x the default's time (in the sweep)")
+    return trade
 
 
 def confirmed_ties(sweep: Ties, fresh: Callable[[int, int], Verdict | None]) -> Ties:
@@ -99,10 +126,13 @@ def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -
 
 
 def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
-           tie: Ties | None = None) -> tuple[list[Range], list[str]]:
+           tie: Ties | None = None, trade: Trades | None = None
+           ) -> tuple[list[Range], list[str]]:
     """One comm size's decisions as a range table, and notes on what had to be filled in.
     Empty when the library's choice was kept at every size (nothing to set), or when a
-    size where it was kept would get an algorithm not measured there as a tie with it."""
+    size where it was kept would get an algorithm not measured there as a tie with it;
+    with `trade` (--trade-off) that size gets the fastest nameable algorithm measured
+    there instead, and a note of its cost."""
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     if not sized or all(d.chosen == DEFAULT for d in sized):
         return [], []
@@ -114,8 +144,10 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
             continue
         v = default_ran(coll, catalog, counters, d.size)
         if v is None:
-            notes.append(f"{coll} {d.size} B: MVAPICH2's counters did not say what its default "
-                         "ran")
+            what = catalog.unnameable(coll, counters.get((DEFAULT.key, d.size), {}))
+            notes.append(f"{coll} {d.size} B: MVAPICH2's default ran {what}" if what else
+                         f"{coll} {d.size} B: MVAPICH2's counters did not say what its "
+                         "default ran")
         values.append(v)
     # what a range string cannot hold (2.3.7 runs knomial for it) counts as unknown
     single = SINGLE_ONLY.get(VARIABLE[coll], set())
@@ -134,11 +166,18 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
             values[i] = near[0][1]
             size, alg = sized[i].size, by_value.get(near[0][1], -1)
             how = tie(size, alg) if tie else None
+            traded = trade(size) if how is None and trade else None
+            if traded is not None:
+                values[i] = traded[0]
+                notes.append(f"{coll} {size} B: MVAPICH2's default given up (--trade-off): "
+                             f"algorithm {traded[0]}, {traded[1]}")
+                continue
             if how is None:
                 return [], notes + [
                     f"{coll} left to MVAPICH2: at {size} B, where its default was kept, a "
                     f"range string would say algorithm {near[0][1]}, which was not measured "
-                    "there as a tie with the default"]
+                    "there as a tie with the default (--trade-off writes the fastest "
+                    "algorithm measured there and notes its cost)"]
             notes.append(f"{coll} {size} B: algorithm {near[0][1]} measured there at {how}")
     starts = boundaries([d.size for d in sized])
     merged: list[tuple[int, int]] = []
@@ -152,7 +191,8 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
 
 def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog,
             counters: dict[str, Counters], np: int, comments: list[str],
-            ties: dict[str, Ties] | None = None) -> tuple[Profile, list[str]]:
+            ties: dict[str, Ties] | None = None, trades: dict[str, Trades] | None = None
+            ) -> tuple[Profile, list[str]]:
     """The profile for communicator size `np`, and notes for the user."""
     p = Profile(comments=list(comments))
     notes: list[str] = []
@@ -161,17 +201,15 @@ def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog
         if ds is None:
             continue
         table, why = ranges(coll, catalog, ds, counters.get(coll, {}),
-                            (ties or {}).get(coll))
+                            (ties or {}).get(coll), (trades or {}).get(coll))
         notes += why
         if table:
             p.set_ranges(VARIABLE[coll], table)
     return p, notes
 
 
-def tentative(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
-              tie: Ties | None = None) -> dict[str, str]:
+def tentative(table: list[Range], coll: str) -> dict[str, str]:
     """The environment of one collective's profile (the confirmation's "tuned" arm)."""
-    table, _ = ranges(coll, catalog, ds, counters, tie)
     p = Profile()
     if table:
         p.set_ranges(VARIABLE[coll], table)
@@ -281,6 +319,7 @@ class MVAPICH2Session(Session):
         # algorithms tied with the default where it cannot say
         self.counters: dict[str, dict[int, Counters]] = {}
         self.ties: dict[str, dict[int, Ties]] = {}
+        self.trades: dict[str, dict[int, Trades]] = {}  # --trade-off
 
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
@@ -291,7 +330,15 @@ class MVAPICH2Session(Session):
             return store.confirmation(ctx, size, Config(alg).key)
 
         self.ties.setdefault(name, {})[placement.np] = confirmed_ties(sweep, fresh)
+        if self.opts.trade_off:
+            self.trades.setdefault(name, {})[placement.np] = trades_in(ms, self.mv2_catalog, name)
         return ds
+
+    def _ranges(self, name: str, np: int, ds: list[Decision], tie: Ties | None = None
+                ) -> tuple[list[Range], list[str]]:
+        return ranges(name, self.mv2_catalog, ds, self.counters.get(name, {}).get(np, {}),
+                      tie or self.ties.get(name, {}).get(np),
+                      self.trades.get(name, {}).get(np))
 
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
@@ -309,25 +356,20 @@ class MVAPICH2Session(Session):
                 asked.append((size, Config(alg)))
             return how
 
-        counters = self.counters.get(name, {}).get(placement.np, {})
-        table, _ = ranges(name, self.mv2_catalog, ds, counters, recording)
+        table, _ = self._ranges(name, placement.np, ds, recording)
         return asked if table else []
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:
         """What ranges() gave up on: its last note names the size and the reason."""
-        counters = self.counters.get(coll.name, {}).get(placement.np, {})
-        tie = self.ties.get(coll.name, {}).get(placement.np)
-        table, notes = ranges(coll.name, self.mv2_catalog, ds, counters, tie)
+        table, notes = self._ranges(coll.name, placement.np, ds)
         return "" if table or not notes else notes[-1]
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
         """MVAPICH2 as it comes against MVAPICH2 under this collective's profile."""
-        counters = self.counters.get(coll.name, {}).get(placement.np, {})
-        tie = self.ties.get(coll.name, {}).get(placement.np)
-        return {"default": {}, "tuned": tentative(coll.name, self.mv2_catalog, ds, counters,
-                                                  tie)}
+        table, _ = self._ranges(coll.name, placement.np, ds)
+        return {"default": {}, "tuned": tentative(table, coll.name)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> RulesFile | None:
@@ -345,7 +387,8 @@ class MVAPICH2Session(Session):
         comments += decision_comments(decisions, cat, only_np=np)
         per_coll = {c: per_np.get(np, {}) for c, per_np in self.counters.items()}
         ties = {c: per_np[np] for c, per_np in self.ties.items() if np in per_np}
-        prof, notes = profile(decisions, cat, per_coll, np, comments, ties)
+        trades = {c: per_np[np] for c, per_np in self.trades.items() if np in per_np}
+        prof, notes = profile(decisions, cat, per_coll, np, comments, ties, trades)
         prof.comments += [f"note: {n}" for n in notes]
         summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
                                "settings": dict(prof.settings), "notes": notes}

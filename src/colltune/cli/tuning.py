@@ -106,7 +106,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False, boundaries: str = "measure",
               comm_sizes: str | None = None, cutoff: float = 1.5,
-              confirm_max_rounds: int | None = None) -> None:
+              confirm_max_rounds: int | None = None, trade_off: bool = False) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -120,7 +120,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             confirm_max_rounds=confirm_max_rounds, oversubscribe=oversubscribe,
-            boundaries=boundaries,
+            boundaries=boundaries, trade_off=trade_off,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective,
@@ -309,6 +309,12 @@ def _make_tune_command(name: str) -> None:
             help="measure: where neighbouring sizes decide differently, measure between "
                  "them until the switch is located within 1.25x; midpoint: put the boundary "
                  "at the geometric midpoint unmeasured."),
+        trade_off: bool = typer.Option(
+            False, "--trade-off", metavar="",
+            help="mvapich2: where a range string cannot name MVAPICH2's default (its "
+                 "shared-memory reduce, reduce via allreduce), write the fastest algorithm "
+                 "measured there anyway and note its cost; without it such a collective is "
+                 "left to MVAPICH2 whole."),
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
@@ -321,7 +327,7 @@ def _make_tune_command(name: str) -> None:
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds)
+                  confirm_max_rounds, trade_off)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)
