@@ -27,7 +27,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends import launch
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
     OpenMPI,
@@ -38,6 +37,7 @@ from colltune.backends.openmpi import (
     launch_env,
     read_catalog,
 )
+from colltune.backends.registry import launch
 from colltune.kernel.build import build_kernel, cache_dir
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.osu_output import parse as parse_osu

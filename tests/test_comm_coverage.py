@@ -11,7 +11,7 @@ import pytest
 
 from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
-from colltune.backends.openmpi_backend import build_rules
+from colltune.backends.tuned_rules import build_rules
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision

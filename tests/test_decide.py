@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from colltune.backends.openmpi import builtin_catalog
-from colltune.backends.openmpi_backend import section
+from colltune.backends.tuned_rules import section
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries

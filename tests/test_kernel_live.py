@@ -88,7 +88,7 @@ def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # 
     and times a call shorter than 100 steps in batches of consecutive calls. Open MPI's own
     step is tens of ns; the test fault makes the kernel take it to be 100 us, so a 4 B
     bcast (a few us) is batched, up to 1000 calls, and 1 MiB (~100 us) is batched less."""
-    from colltune.backends import launch
+    from colltune.backends.registry import launch
     from colltune.core.config import DEFAULT
     from colltune.kernel.build import build_kernel
     from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel

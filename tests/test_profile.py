@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import Installation, registry
+from colltune.backends import registry
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.profile import inject
 from conftest import get_mpi, get_mpich, missing

@@ -12,7 +12,7 @@ import pytest
 from colltune.applied import forced, under_rules
 from colltune.backends import smpi
 from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
-from colltune.backends.openmpi_backend import valid_algorithms
+from colltune.backends.tuned_rules import valid_algorithms
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import launch
 from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
+from colltune.backends.registry import launch
 from colltune.collectives import get_collective
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import CUT, KernelConfig, KernelPlan, Repetitions, run_kernel

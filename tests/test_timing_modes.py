@@ -8,7 +8,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from colltune.backends.openmpi_backend import section
+from colltune.backends.tuned_rules import section
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
@@ -151,7 +151,7 @@ def _decision(default_us: float, best_us: float) -> Decision:
 
 
 def test_huge_oversubscribed_speedups_carry_their_cause() -> None:
-    from colltune.backends import waiting_cause
+    from colltune.backends.registry import waiting_cause
     from colltune.tuner import artifacts
 
     # MPICH 5.0.2 at 4 ranks on 2 cores (the issue): default 10 ms, forced 19 us

@@ -15,7 +15,8 @@ from pathlib import Path
 from colltune.backends import registry
 from colltune.backends.base import write_file
 from colltune.backends.openmpi import find_openmpi, read_catalog
-from colltune.backends.openmpi_backend import build_rules, choose_rules_version, load_merge_base
+from colltune.backends.openmpi_backend import choose_rules_version
+from colltune.backends.tuned_rules import build_rules, load_merge_base
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult

@@ -20,9 +20,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
-from colltune.backends import Installation, registry
+from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, MPIError, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic

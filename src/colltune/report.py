@@ -14,8 +14,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends import registry, waiting_cause
-from colltune.backends.openmpi_backend import section
+from colltune.backends import registry
+from colltune.backends.registry import waiting_cause
+from colltune.backends.tuned_rules import section
 from colltune.collectives import get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config

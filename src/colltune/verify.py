@@ -17,11 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends import Installation, registry
+from colltune.backends import registry
 from colltune.backends.base import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.stats import median, median_ci
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
 from colltune.osu_output import parse as parse_osu

@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import Planned, write_atomic
@@ -27,7 +28,6 @@ from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
@@ -36,6 +36,7 @@ Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> p
 # a stored context, what was decided there, and when it was measured ("first .. last")
 StoredDecisions = tuple["Context", list[Decision], str]
 Arms = dict[str, dict[str, str]]  # "default" / "tuned" -> launch environment
+M = TypeVar("M", bound=Installation)  # a family's own installation class
 
 
 @dataclass
@@ -75,8 +76,9 @@ class Installable:
     title: str  # what the module says it is
 
 
-class Backend(ABC):
-    """One MPI family. Class attributes say what it can do; methods do it."""
+class Backend(ABC, Generic[M]):
+    """One MPI family, driving installations of its own class `M`. Class attributes say
+    what it can do; methods do it."""
 
     name: str = ""  # what --backend (or --tune-han for coll/han) selects
     exact = False  # simulated: a time is deterministic, no test and no fresh launch needed
@@ -89,9 +91,18 @@ class Backend(ABC):
     short = ""  # in file names the report writes
     export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
     output = "a tuning file"  # what its output is called, for messages
+    # installation name (Installation.name) -> how its ranks wait inside a collective: why
+    # a default can look thousands of times slower than a forced algorithm when ranks
+    # share cores (MPICH 5.0.2 at 4 ranks on 2 cores: default 10-1560 ms, forced 19 us)
+    waits: dict[str, str] = {}
+
+    def waiting(self, mpi_name: str) -> str:
+        """Why this family's waiting ranks stall when they share cores ("" for a
+        simulation, whose times are not scheduled, or a name not this family's)."""
+        return self.waits.get(mpi_name, "")
 
     @abstractmethod
-    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+    def launch(self, mpi: M, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
         """Launcher command line (up to the executable) and environment."""
 
@@ -114,11 +125,11 @@ class Backend(ABC):
 
     @abstractmethod
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[M]:
         """Find the installation and its catalog, place the ranks, refuse what does not
         apply to this family."""
 
-    def find(self, prefix: str | None) -> Installation:
+    def find(self, prefix: str | None) -> M:
         """The installation at `prefix` (None: the family's own search rules), for commands
         that run the user's program rather than tune (tune profile)."""
         raise ColltuneError(f"tune profile does not run {self.name} applications",
@@ -136,7 +147,7 @@ class Backend(ABC):
         family): how tune verify --app knows each arm ran as asked."""
         return {}
 
-    def chooser(self, mpi: Installation, cmd: list[str], env: dict[str, str]
+    def chooser(self, mpi: M, cmd: list[str], env: dict[str, str]
                 ) -> Callable[[str, int, int], str] | None:
         """What the library runs for (collective, communicator size, per-rank size) in a
         job launched as `cmd` with `env`, as far as its settings say (None: not known)."""
@@ -175,11 +186,11 @@ class Backend(ABC):
         return mpi_key.startswith(f"{self.name}-")
 
 
-class Session(ABC):
+class Session(ABC, Generic[M]):
     """One tuning run on one installation: what was found, and the family's outputs."""
 
-    backend: Backend
-    mpi: Installation
+    backend: Backend[M]
+    mpi: M
     catalog: Catalog
     placements: list[Placement]
     rules_version = 0  # Open MPI's rules format version; 0 where the family has none

@@ -43,7 +43,7 @@ from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
+    from colltune.core.toolchain import Installation
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
@@ -139,7 +139,7 @@ class HanBackend(OpenMPIBackend):
     mpit_sweep = False  # han's variables are read at communicator creation: a launch each
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[OpenMPI]:
         """The installation with coll/han left on, and han's choices as the catalog.
         Refused where han does not run: before Open MPI 5, on one node, for collectives it
         leaves to coll/tuned."""
@@ -203,8 +203,8 @@ class HanBackend(OpenMPIBackend):
         return han.HanCatalog(algorithms=names, source="store") if names else None
 
 
-class HanSession(Session):
-    def __init__(self, backend: Backend, mpi: OpenMPI, catalog: HanCatalog,
+class HanSession(Session[OpenMPI]):
+    def __init__(self, backend: Backend[OpenMPI], mpi: OpenMPI, catalog: HanCatalog,
                  placements: list[Placement], opts: TuneOptions) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.han_catalog, self.opts = catalog, opts

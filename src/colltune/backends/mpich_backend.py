@@ -40,7 +40,6 @@ from colltune.rules.safe import check_env
 from colltune.slots import place
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context
@@ -146,7 +145,7 @@ def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges,
 
 
 
-class MPICHBackend(Backend):
+class MPICHBackend(Backend[MPICH]):
     """MPICH (and MVAPICH 4, which is MPICH): algorithms switched through MPI_T in one
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
@@ -155,10 +154,14 @@ class MPICHBackend(Backend):
     output = "an MPICH tuning file or profile"
     short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
+    waits = {MPICH.name: "MPICH's ranks busy-poll while they wait, its default (shared-"
+                         "memory) collectives most of all, so a rank waits for a scheduler "
+                         "time slice of the rank whose core it shares",
+             "MVAPICH": "MVAPICH's ranks busy-poll while they wait, so a rank waits for a "
+                        "scheduler time slice of the rank whose core it shares"}
 
-    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+    def launch(self, mpi: MPICH, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        assert isinstance(mpi, MPICH)
         return mpich.launch_command(mpi, placement), mpich.launch_env(env_extra)
 
     def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
@@ -170,7 +173,7 @@ class MPICHBackend(Backend):
         return mpich.forcing_env(catalog, coll.name, cfg.algorithm, cfg.segsize, cfg.fanout)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[MPICH]:
         """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in
         selection table (the tuning file starts from it)."""
         refuse(opts, self.name)
@@ -198,7 +201,7 @@ class MPICHBackend(Backend):
                                 + ", ".join(missing), "tune other collectives")
         return catalog
 
-    def find(self, prefix: str | None) -> Installation:
+    def find(self, prefix: str | None) -> MPICH:
         return mpich.find_mpich(prefix)
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
@@ -266,8 +269,8 @@ class MPICHBackend(Backend):
         return mpi_key.startswith(("mpich-", "mvapich-"))  # MVAPICH 4 names itself
 
 
-class MPICHSession(Session):
-    def __init__(self, backend: Backend, mpi: MPICH, catalog: MPICHCatalog,
+class MPICHSession(Session[MPICH]):
+    def __init__(self, backend: Backend[MPICH], mpi: MPICH, catalog: MPICHCatalog,
                  placements: list[Placement], out: Path | None) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.mpich_catalog, self.out = catalog, out

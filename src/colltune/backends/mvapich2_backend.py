@@ -44,7 +44,6 @@ from colltune.rules.ompi_classic import RulesFile
 from colltune.rules.safe import check_env
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
@@ -216,7 +215,7 @@ def tentative(table: list[Range], coll: str) -> dict[str, str]:
     return dict(p.settings)
 
 
-class MVAPICH2Backend(Backend):
+class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     """MVAPICH2 2.3 (and the MVAPICH 3 carry-over of its profile): one launch per
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
 
@@ -227,10 +226,12 @@ class MVAPICH2Backend(Backend):
     short = "mv2"
     mpit_sweep = False  # MVAPICH2 reads its variables once, in MPI_Init
     pvar_prefix = mv2.PVAR_PREFIX
+    waits = {mv2.MVAPICH2.name: "MVAPICH2's ranks busy-poll while they wait, so a rank "
+                                "waits for a scheduler time slice of the rank whose core it "
+                                "shares"}
 
-    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+    def launch(self, mpi: mv2.MVAPICH2, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        assert isinstance(mpi, mv2.MVAPICH2)
         return (mv2.launch_command(mpi, placement),
                 mv2.launch_env(env_extra, placement.oversubscribe))
 
@@ -239,7 +240,7 @@ class MVAPICH2Backend(Backend):
         return mv2.forcing_env(catalog, coll.name, cfg.algorithm)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[mv2.MVAPICH2]:
         """The MVAPICH2 under --mpi and its catalog."""
         refuse(opts, self.name)
         if opts.for_np is not None and opts.for_np not in opts.nps:
@@ -257,7 +258,7 @@ class MVAPICH2Backend(Backend):
 
     export_as = ("mvapich3",)  # MVAPICH 3's variables, one algorithm each
 
-    def find(self, prefix: str | None) -> Installation:
+    def find(self, prefix: str | None) -> mv2.MVAPICH2:
         return mv2.find_mvapich2(prefix)
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
@@ -309,8 +310,8 @@ class MVAPICH2Backend(Backend):
         return mv2.catalog(sorted(COLLECTIVES))
 
 
-class MVAPICH2Session(Session):
-    def __init__(self, backend: Backend, mpi: mv2.MVAPICH2, catalog: MV2Catalog,
+class MVAPICH2Session(Session[mv2.MVAPICH2]):
+    def __init__(self, backend: Backend[mv2.MVAPICH2], mpi: mv2.MVAPICH2, catalog: MV2Catalog,
                  placements: list[Placement], opts: TuneOptions) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.mv2_catalog, self.opts = catalog, opts

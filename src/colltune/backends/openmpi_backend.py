@@ -7,51 +7,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune import __version__
 from colltune.applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.base import (
-    Arms,
-    Backend,
-    Decisions,
-    ExportRequest,
-    Installable,
     Session,
-    StoredDecisions,
     VerifyTarget,
-    provenance,
-    stamp,
-    write_file,
 )
 from colltune.backends.openmpi import (
-    FIXED_DECISION_ENV,
     OpenMPI,
-    builtin_catalog,
-    dynamic_env,
     find_openmpi,
-    forcing_vars,
     han_excluded,
     launch_command,
     launch_env,
     read_catalog,
     supports_rules_v2,
 )
-from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
-from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT, Config
-from colltune.core.ranges import boundaries
-from colltune.core.records import Decision
-from colltune.errors import ColltuneError, FormatError, read_text
-from colltune.outfile import Planned, destination, write_atomic
+from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
+from colltune.collectives import COLLECTIVE_BY_ID, get_collective
+from colltune.errors import ColltuneError
 from colltune.rules import ompi_classic as rules
-from colltune.rules.ompi_classic import CommRule, MsgRule
-from colltune.rules.safe import check_env
 from colltune.slots import place
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
     from colltune.options import TuneOptions
     from colltune.slots import Placement
-    from colltune.store import Context
 
 HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
             "Open MPI 5 would run han instead of the tuned algorithms measured here. The "
@@ -59,50 +37,25 @@ HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on sever
             "^han too, or keep han and its own choices")
 
 
-RULES_NAME = "colltune-rules.conf"
 
-
-class OpenMPIBackend(Backend):
+class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
     name = "openmpi"
-    output = "an Open MPI rules file"
-    formats = ("openmpi",)
     short = "ompi"
-    rules_name = RULES_NAME  # the installed rules file
-    rules_what = "Open MPI rules file"
+    waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
+                           "can wait for a scheduler time slice of the rank whose core it "
+                           "shares"}
 
-    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        assert isinstance(mpi, OpenMPI)
         return launch_command(mpi, placement), launch_env(env_extra)
 
-    def mpit_env(self) -> dict[str, str]:
-        return dynamic_env()
-
-    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
-        if cfg.algorithm == 0:
-            return {}  # the launch values: algorithm 0, the library's own decision
-        if coll.name in catalog.forcing:  # coll/han's choices
-            return catalog.forcing[coll.name][cfg.algorithm]
-        return forcing_vars(coll.name, cfg.algorithm, cfg.segsize, cfg.fanout,
-                            cfg.max_requests, catalog)
-
-    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-        return dynamic_env(self.mpit_vars(catalog, coll, cfg))
-
-    def rules_arms(self, rules: Path) -> Arms:
-        return {"default": FIXED_DECISION_ENV, "tuned": dynamic_env(rules=rules)}
-
-    def read_back(self, env: dict[str, str]) -> dict[str, str]:
-        # an MCA parameter is an MPI_T control variable of the same name
-        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
-
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[OpenMPI]:
         # with --predict, what is measured is fit_nps; nps are only predicted
         placements = [place(np, opts.hostfile, launch=opts.launch)
                       for np in (opts.fit_nps if opts.predict else opts.nps)]
         mpi = find_openmpi(opts.mpi)
-        return TunedSession(self, mpi, read_catalog(mpi), placements,
+        return OpenMPISession(self, mpi, read_catalog(mpi), placements,
                             choose_rules_version(mpi, opts.rules_version), opts)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
@@ -123,13 +76,13 @@ class OpenMPIBackend(Backend):
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
 
-    def find(self, prefix: str | None) -> Installation:
+    def find(self, prefix: str | None) -> OpenMPI:
         return find_openmpi(prefix)
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
 
-    def chooser(self, mpi: Installation, cmd: list[str], env: dict[str, str]
+    def chooser(self, mpi: OpenMPI, cmd: list[str], env: dict[str, str]
                 ) -> Callable[[str, int, int], str] | None:
         """The active rules file's rule (--mca in the command or OMPI_MCA_ in the
         environment, as mpirun reads them; the command wins), else the fixed decision."""
@@ -140,7 +93,6 @@ class OpenMPIBackend(Backend):
         path = mca.get("coll_tuned_dynamic_rules_filename")
         if mca.get("coll_tuned_use_dynamic_rules") not in ("1", "true") or not path:
             return lambda coll, n, size: "Open MPI's fixed decision (no rules file)"
-        assert isinstance(mpi, OpenMPI)
         catalog = read_catalog(mpi)
         try:
             rf = rules.read(path, valid_algs=valid_algorithms(catalog),
@@ -158,93 +110,14 @@ class OpenMPIBackend(Backend):
 
         return rule
 
-    def installable(self, req: ExportRequest) -> Installable:
-        """The rules file and the MCA parameter file that switches it on (the site's, to
-        append to <prefix>/etc/openmpi-mca-params.conf, or the user's own)."""
-        user = req.site is None
-        where = req.home / ".openmpi" if req.site is None else req.site
-        rules_path = destination(where / self.rules_name)
-        try:
-            text, params = self.installed_rules(req, rules_path)
-        except FormatError as e:
-            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
-        conf = [f"# Open MPI MCA parameters {req.stamp}"]
-        if not user:
-            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
-                        "OMPI_MCA_mca_base_param_files to this file")
-        conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
-        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
-        return Installable(
-            [Planned(rules_path, text, self.rules_what),
-             Planned(destination(where / conf_name), "\n".join(conf) + "\n",
-                     "Open MPI MCA parameter file", merge=user)],
-            {f"OMPI_MCA_{k}": v for k, v in params.items()},
-            "Open MPI collectives tuned by colltune")
+class OpenMPISession(TunedSession[OpenMPI]):
+    """A run on a real Open MPI: MPI_T proven to switch algorithms, coll/han noted."""
 
-    def installed_rules(self, req: ExportRequest, rules_path: Path
-                        ) -> tuple[str, dict[str, str]]:
-        """The rules file (checked and normalised, or decided from a store) and the MCA
-        parameters that make Open MPI read it at `rules_path`."""
-        if req.text is not None:
-            text = req.text
-        else:  # checked as Open MPI reads it, installed as written: its comments say which
-            if req.mpi is not None:  # MPI, host and measurements it came from
-                mpi = find_openmpi(req.mpi)  # as that Open MPI reads it: a 4.1 drops a v2 file
-                try:
-                    rules.read(req.source, valid_algs=valid_algorithms(read_catalog(mpi)),
-                               allow_v2=supports_rules_v2(mpi.version_tuple))
-                except rules.RulesError as e:
-                    raise ColltuneError(f"will not export: {mpi.describe()} would ignore {e}",
-                                        f"check it with tune check {req.source} --mpi "
-                                        f"{mpi.prefix}") from None
-            else:
-                rules.read(req.source)
-            text = f"# installed by colltune export, {req.stamp}\n" + read_text(req.source)
-        return text, {"coll_tuned_use_dynamic_rules": "1",
-                      "coll_tuned_dynamic_rules_filename": str(rules_path)}
-
-    def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
-        """Every collective and communicator size the store holds, as tune writes them."""
-        chosen = [d.chosen for _, ds, _ in decided for d in ds if d.chosen != DEFAULT]
-        rf = rules.RulesFile(version=2 if any(c.max_requests for c in chosen) else 1)
-        rf.comments = [f"Open MPI coll/tuned dynamic rules decided from {db.resolve()} "
-                       f"({name}) by colltune {__version__}"]
-        for ctx, ds, when in decided:
-            coll = get_collective(ctx.collective)
-            rf.set_section(coll.ompi_id, section(ctx.np, ds),
-                           [f"{coll.name} at {ctx.np} ranks ({ctx.nodes} x {ctx.ppn}), "
-                            f"measured {when}"])
-        for cid in list(rf.collectives):  # as tune writes it: nothing measured below
-            rules.keep_default_below(rf, cid)
-        return rules.render(rf)
-
-    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
-                    ) -> Catalog | None:
-        cat = builtin_catalog()  # a store older than its recorded names
-        if names:
-            cat.algorithms, cat.source = names, "store"
-        return cat
-
-
-class TunedSession(Session):
-    """A run that writes coll/tuned's dynamic rules (merged into an existing --out)."""
-
-    def __init__(self, backend: Backend, mpi: Installation, catalog: Catalog,
-                 placements: list[Placement], version: int, opts: TuneOptions) -> None:
-        self.backend, self.mpi, self.catalog = backend, mpi, catalog
-        self.placements, self.rules_version, self.opts = placements, version, opts
-        self.sweep = opts.sweep
-        self.base = load_merge_base(opts.out, catalog) if opts.out else None
-        if self.base and self.base.version == 1 and version == 2:
-            self.base.version = 2
-        elif self.base and self.base.version == 2 and version == 1:
-            raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI "
-                                f"{mpi.version} reads only the classic format",
-                                "choose another --out")
+    def han_excluded(self) -> bool:
+        return han_excluded(self.mpi)
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
         mpi = self.mpi
-        assert isinstance(mpi, OpenMPI)
         if han_excluded(mpi) and any(p.nodes > 1 or p.hostfile for p in self.placements):
             note(HAN_NOTE)
         if self.sweep == "mpit":
@@ -255,34 +128,6 @@ class TunedSession(Session):
                 self.sweep = "relaunch"
             elif verified is None:
                 note("note: pml monitoring unavailable; trusting MPI_T read-back")
-
-    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
-             ) -> Arms:
-        tentative = rules.RulesFile(version=self.rules_version)
-        tentative.set_section(coll.ompi_id, section(placement.np, ds))
-        write_atomic(path, rules.render(tentative))
-        return self.backend.rules_arms(path)
-
-    def comments(self) -> list[str]:
-        return []
-
-    def note_of(self, name: str, d: Decision) -> str:
-        return ""
-
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> rules.RulesFile:
-        rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
-                         predicted, self.comments(), self.note_of,
-                         {p.np: p.launched.np for p in self.placements if p.within})
-        mpi = self.mpi
-        summary["coll_han_excluded"] = isinstance(mpi, OpenMPI) and han_excluded(mpi)
-        summary["sections"] = {  # which communicator sizes each written section decides
-            name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
-                   rules.served(rf.collectives[get_collective(name).ompi_id])]
-            for name in decisions}
-        if self.opts.out is not None:
-            write_file(self.opts.out, rules.render(rf), "--out")
-        return rf
 
 
 def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
@@ -295,91 +140,3 @@ def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
     return requested
 
 
-def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
-    """For `rules.parse`: the algorithm ids this installation accepts, per collective id."""
-
-    def valid(coll_id: int) -> set[int]:
-        c = COLLECTIVE_BY_ID.get(coll_id)
-        return set(catalog.algorithms.get(c.name, {})) if c else set()
-
-    return valid
-
-
-def load_merge_base(path: Path, catalog: Catalog) -> rules.RulesFile | None:
-    """The existing rules file to merge into; a malformed one stops the run untouched."""
-    if not path.exists():
-        return None
-    try:
-        return rules.read(path, valid_algs=valid_algorithms(catalog))
-    except rules.RulesError as e:
-        raise ColltuneError(f"will not merge into {e}",
-                            "fix or move that file, or choose another --out; it was not "
-                            "changed") from None
-
-
-def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,
-                mpi: Installation, catalog: Catalog,
-                predicted: dict[tuple[str, int], str] | None = None,
-                comments: list[str] | None = None,
-                note_of: Callable[[str, Decision], str] | None = None,
-                rungs: dict[int, int] | None = None) -> rules.RulesFile:
-    """The rules file for `decisions` (merged into `base`); `rungs` maps a communicator
-    size measured inside a larger launch (a ladder) to that launch's size."""
-    rf = base or rules.RulesFile(version=version)
-    rf.version = version
-    when = stamp()
-    rf.comments = [
-        f"Open MPI coll/tuned dynamic rules written by colltune {__version__}",
-        provenance(mpi),
-        "use: mpirun --mca coll_tuned_use_dynamic_rules 1 "
-        "--mca coll_tuned_dynamic_rules_filename THIS_FILE ...",
-    ] + (comments or [])
-    for name, per_np in decisions.items():
-        coll = get_collective(name)
-        for np, ds in per_np.items():
-            notes = [f"{name} at {np} ranks, {when}; message sizes are what Open MPI compares"]
-            if rungs and np in rungs:
-                notes.append(f"measured on groups of {np} consecutive ranks inside one "
-                             f"{rungs[np]}-rank launch, every group at once")
-            if predicted and (name, np) in predicted:
-                notes.append(f"PREDICTED, NOT MEASURED at {np} ranks: {predicted[(name, np)]}")
-            for d in sorted(ds, key=lambda d: d.lookup_size):
-                where = f"{d.size} B per rank" if d.size >= 0 else "every size"
-                if d.default_median and d.best_median and d.best:
-                    notes.append(
-                        f"  {where} (lookup {d.lookup_size}): {d.chosen.label(catalog, name)}; "
-                        f"best {d.best.label(catalog, name)} {d.best_median * 1e6:.1f} us vs "
-                        f"default {d.default_median * 1e6:.1f} us" if d.size >= 0 else
-                        f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
-                else:
-                    notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
-                if note_of:
-                    notes[-1] += note_of(name, d)
-            rf.set_section(coll.ompi_id, section(np, ds), notes)
-    for name in decisions:
-        cid = get_collective(name).ompi_id
-        rules.keep_default_below(rf, cid)
-        for sec, lo, hi in rules.served(rf.collectives[cid]):
-            written = rf.notes.get((cid, sec.comsize))  # made now (the reader keeps none)
-            if written is not None:
-                written.insert(1, f"serves communicators of {lo} to "
-                                  f"{hi if hi is not None else 'any number of'} ranks")
-    return rf
-
-
-def section(np: int, decisions: list[Decision]) -> CommRule:
-    """The comm-size section for `np`; adjacent sizes with the same choice share a rule."""
-    sec = CommRule(np)
-    if not decisions:
-        sec.rules.append(MsgRule(0, 0))
-        return sec
-    ordered = sorted(decisions, key=lambda d: d.lookup_size)
-    starts = boundaries([d.lookup_size for d in ordered], [d.chosen == DEFAULT for d in ordered])
-    prev: Config | None = None
-    for start, d in zip(starts, ordered, strict=False):
-        if d.chosen == prev:
-            continue
-        c = d.chosen
-        sec.rules.append(MsgRule(start, c.algorithm, c.fanout, c.segsize, c.max_requests))
-        prev = c
-    return sec

@@ -5,7 +5,7 @@ Adding an MPI family: its module in backends/ and one line in BACKENDS."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from colltune.backends.base import Backend
 from colltune.backends.han_backend import HanBackend
@@ -16,18 +16,19 @@ from colltune.backends.smpi_backend import SMPIBackend
 from colltune.errors import ColltuneError, FormatError, read_text
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
+    from colltune.core.toolchain import Installation
+    from colltune.slots import Placement
     from colltune.store import Context
 
 # han first: its keys are Open MPI's with a suffix
-BACKENDS: dict[str, Backend] = {b.name: b for b in (
+BACKENDS: dict[str, Backend[Any]] = {b.name: b for b in (
     HanBackend(), OpenMPIBackend(), MPICHBackend(), MVAPICH2Backend(), SMPIBackend())}
 
 # what --backend offers; coll/han is Open MPI's, chosen with --tune-han
 CHOICES = ("openmpi", "mpich", "mvapich2", "smpi")
 
 
-def named(name: str, han: bool = False) -> Backend:
+def named(name: str, han: bool = False) -> Backend[Any]:
     """The backend `--backend name` (with --tune-han: coll/han's) selects."""
     if name not in CHOICES:
         raise ColltuneError(f"unknown backend '{name}'",
@@ -53,7 +54,7 @@ def for_format(backend: str, out_format: str | None) -> str:
                         f"use --backend {writers[0]}")
 
 
-def for_file(path: Path) -> Backend:
+def for_file(path: Path) -> Backend[Any]:
     """The backend whose output `path` is (Open MPI's rules file unless another claims it;
     its reader then says what is wrong)."""
     try:
@@ -63,20 +64,34 @@ def for_file(path: Path) -> Backend:
     return next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"])
 
 
-def for_key(mpi_key: str) -> Backend | None:
+def for_key(mpi_key: str) -> Backend[Any] | None:
     """The backend that made a stored installation key (None: made by none of these)."""
     return next((b for b in BACKENDS.values() if b.owns(mpi_key)), None)
 
 
-def for_context(ctx: Context) -> Backend | None:
+def for_context(ctx: Context) -> Backend[Any] | None:
     """The backend that measured a stored context: as the store recorded it, or (a store
     older than that record) from its installation key."""
     return BACKENDS.get(ctx.backend) or for_key(ctx.mpi_key)
 
 
-def of(mpi: Installation) -> Backend:
+def of(mpi: Installation) -> Backend[Any]:
     """The backend that drives `mpi`."""
     b = for_key(mpi.key)
     if b is None:
         raise ColltuneError(f"no backend drives {mpi.describe()}", "report this")
     return b
+
+
+def launch(mpi: Installation, placement: Placement, coll: str = "reduce", alg: int = 0,
+           env_extra: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Launcher command line (up to the executable) and environment, as `mpi`'s backend
+    makes them: `env_extra` holds the family's variables (SMPI takes `coll` and `alg` on
+    smpirun's command line)."""
+    return of(mpi).launch(mpi, placement, coll, alg, env_extra)
+
+
+def waiting_cause(mpi_name: str) -> str:
+    """Why an installation's waiting ranks stall when they share cores, as its family
+    says ("" when none does: a simulation)."""
+    return next((w for b in BACKENDS.values() if (w := b.waiting(mpi_name))), "")

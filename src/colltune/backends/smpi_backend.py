@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.backends import smpi
-from colltune.backends.base import Arms, Backend, Session
-from colltune.backends.openmpi_backend import OpenMPIBackend, TunedSession
+from colltune.backends.base import Arms, Session
+from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -20,26 +20,26 @@ from colltune.errors import ColltuneError
 from colltune.rules.ompi_classic import RulesFile
 
 if TYPE_CHECKING:
-    from colltune.backends import Installation
     from colltune.backends.base import Decisions
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context
 
 
-class SMPIBackend(OpenMPIBackend):
+class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
+    """Open MPI's algorithms simulated; a simulation runs no real application (Backend's
+    refusals for find and launcher_env)."""
+
     name = "smpi"
     output = "an Open MPI rules file (SMPI)"
     exact = True
     short = "smpi"
     mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line
-    # a simulation runs no real application: Backend's refusals, not Open MPI's answers
-    find = Backend.find
-    launcher_env = Backend.launcher_env
 
-    def launch(self, mpi: Installation, placement: Placement, coll: str, alg: int,
+    def launch(self, mpi: smpi.SMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        assert isinstance(mpi, smpi.SMPI) and placement.hostfile is not None
+        if placement.hostfile is None:
+            raise ColltuneError("an SMPI placement has no hostfile", "report this")
         return (smpi.launch_command(mpi, Path(placement.hostfile), placement.np, coll, alg,
                                     placement.launch.args), dict(os.environ))
 
@@ -54,7 +54,7 @@ class SMPIBackend(OpenMPIBackend):
                             "verify the rules on a real Open MPI")
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session:
+             ) -> Session[smpi.SMPI]:
         """The simulated installation, its catalog and the rules format (classic unless
         asked: every Open MPI reads it). Searches that need models or fresh launches are
         refused."""
@@ -81,8 +81,8 @@ class SMPIBackend(OpenMPIBackend):
         return smpi.catalog()
 
 
-class SMPISession(TunedSession):
-    def __init__(self, backend: OpenMPIBackend, mpi: Installation, catalog: Catalog,
+class SMPISession(TunedSession[smpi.SMPI]):
+    def __init__(self, backend: SMPIBackend, mpi: smpi.SMPI, catalog: Catalog,
                  placements: list[Placement], version: int, opts: TuneOptions) -> None:
         super().__init__(backend, mpi, catalog, placements, version, opts)
         self.sweep = "relaunch"
@@ -92,7 +92,6 @@ class SMPISession(TunedSession):
 
     def comments(self) -> list[str]:
         mpi = self.mpi
-        assert isinstance(mpi, smpi.SMPI)
         return [
             f"SIMULATED, NOT MEASURED: Open MPI's algorithms as SimGrid SMPI implements them "
             f"on the platform {mpi.platform}",
@@ -121,6 +120,5 @@ class SMPISession(TunedSession):
               predicted: dict[tuple[str, int], str]) -> RulesFile:
         rf = super().write(decisions, summary, predicted)
         mpi = self.mpi
-        assert isinstance(mpi, smpi.SMPI)
         summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
         return rf

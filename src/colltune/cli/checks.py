@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
-from colltune.backends.openmpi_backend import valid_algorithms
+from colltune.backends.tuned_rules import valid_algorithms
 from colltune.cli.common import (
     JSON_OPTION,
     _fail,

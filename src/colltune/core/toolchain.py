@@ -44,6 +44,14 @@ class Toolchain(Protocol):
         ...
 
 
+class Installation(Toolchain, Protocol):
+    """An MPI installation measurements are taken on, whatever its family: its toolchain
+    and its launcher. Each backend has its own class; generic code sees only this."""
+
+    @property
+    def mpirun(self) -> Path: ...
+
+
 class HydraToolchain:
     """MPICH-derived wrappers (MPICH, MVAPICH2): `-show` prints what they add, binaries run
     standalone, MPI_Get_library_version names the version."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from colltune.backends import Installation
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
 from colltune.models.hockney import Hockney

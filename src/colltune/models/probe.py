@@ -9,7 +9,8 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 
-from colltune.backends import Installation, launch
+from colltune.backends.registry import launch
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.slots import Placement

@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from colltune.backends import Installation
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.toolchain import Installation
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Store

@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends import Installation
 from colltune.backends.base import Session
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.config import DEFAULT
 from colltune.core.records import Decision, Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
+from colltune.core.toolchain import Installation
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from colltune.backends import Installation
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
+from colltune.core.toolchain import Installation
 from colltune.options import MeasureSettings
 from colltune.slots import Placement
 from colltune.store import Store

@@ -6,12 +6,12 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from colltune.backends import Installation
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
+from colltune.core.toolchain import Installation
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import (

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from colltune import __version__
-from colltune.backends import Installation, registry, waiting_cause
+from colltune.backends import registry
 from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
@@ -235,7 +236,7 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     mpi, exact = sess.mpi, sess.backend.exact
     ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
     artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
-                   else cores(), waiting_cause(mpi.name))
+                   else cores(), sess.backend.waiting(mpi.name))
     ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
     if not exact:  # simulated times need no fresh launches
         confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from colltune.backends import Installation
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.models.predict import Prediction
 from colltune.options import TuneOptions
