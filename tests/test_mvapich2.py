@@ -16,8 +16,9 @@ import pytest
 
 from colltune.backends import mpich as mb
 from colltune.backends import mvapich2 as m2
-from colltune.backends import mvapich2_backend as mvapich2_rules
+from colltune.backends import mvapich2_ranges as mvapich2_rules
 from colltune.backends.mvapich2 import MVAPICH2
+from colltune.backends.mvapich2_backend import MVAPICH2Backend, MVAPICH2Session
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
 from colltune.kernel.build import build_kernel
@@ -209,7 +210,7 @@ def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_pa
     out = tmp_path / "mv2.conf"
     opts = TuneOptions(["reduce"], [4], out=out)
     p = place(4, None, launch=Launch("mpiexec"))
-    sess = mvapich2_rules.MVAPICH2Session(mvapich2_rules.MVAPICH2Backend(), fake,
+    sess = MVAPICH2Session(MVAPICH2Backend(), fake,
                                           m2.catalog(["reduce"]), [p], opts)
     store = Store(tmp_path / "s.sqlite")
     ctx = Context("mvapich2-2.3.7", "MVAPICH2", "2.3.7", str(tmp_path), "h", 4, 4, 1, "reduce",
@@ -254,7 +255,7 @@ def test_confirmation_never_compares_the_default_with_itself(tmp_path: Path) -> 
                     tmp_path / "mpiname", "ch3:mrail")
     opts = TuneOptions(["reduce"], [2], out=tmp_path / "mv2.conf", confirm_rounds=4)
     p = place(2, None, launch=Launch("mpiexec"))
-    sess = mvapich2_rules.MVAPICH2Session(mvapich2_rules.MVAPICH2Backend(), fake,
+    sess = MVAPICH2Session(MVAPICH2Backend(), fake,
                                           m2.catalog(["reduce"]), [p], opts)
     coll = get_collective("reduce")
     ds = [_d(1024, 0), _d(65536, 5)]

@@ -5,64 +5,28 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import io
 import math
-import re
 import socket
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 from colltune.backends import registry
 from colltune.backends.registry import waiting_cause
-from colltune.backends.tuned_rules import section
 from colltune.collectives import get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
-from colltune.core.records import Decision
 from colltune.core.stats import median
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.outfile import write_atomic
 from colltune.report_app import app_section, save_figure
-from colltune.report_tables import model_tables, summary_table
-from colltune.rules import ompi_classic as rules
+from colltune.report_tables import Entry, model_tables, summary_table
 from colltune.sinks import csv_cell, html_text, plot_text
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts
 from colltune.tuner.confirm import apply_confirmations
 from colltune.tuner.decide import decide
-
-
-@dataclass
-class Entry:
-    """One (MPI, host, layout, collective) of the store with its decisions."""
-
-    ctx: Context
-    catalog: Catalog
-    measurements: list[Measurement]
-    decisions: list[Decision]
-    first: str
-    last: str
-
-    @property
-    def slug(self) -> str:
-        v = self.ctx.mpi_version.replace(".", "_")
-        backend = registry.for_context(self.ctx)
-        family = backend.short if backend else "mpi"
-        # two installations of one version (a site build, a wheel) must not share files
-        where = hashlib.sha1(self.ctx.mpi_path.encode()).hexdigest()[:6]
-        # a file name: the store's text (host, version) may hold '/' or '..'
-        return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
-                      f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{where}-"
-                      f"{self.ctx.host}")
-
-    @property
-    def title(self) -> str:
-        c = self.ctx
-        return (f"{c.collective}, {c.np} ranks ({c.nodes} node(s)), {c.mpi_name} "
-                f"{c.mpi_version} at {c.mpi_path}")
 
 
 def _catalog(ctx: Context, store: Store, cache: dict[str, Catalog]) -> Catalog:
@@ -213,15 +177,6 @@ def _figures(e: Entry) -> dict[str, object]:
 # ---------------------------------------------------------------------------
 
 
-def _rules_text(e: Entry) -> tuple[str, str]:
-    """The section as tune writes it: version 2 where a chosen configuration sets
-    max_requests (classic cannot say it), else classic; and the format's name."""
-    v2 = any(d.chosen.max_requests for d in e.decisions)
-    rf = rules.RulesFile(version=2 if v2 else 1)
-    rf.set_section(get_collective(e.ctx.collective).ompi_id, section(e.ctx.np, e.decisions))
-    return rules.render(rf), "rule-file-version-2" if v2 else "classic"
-
-
 def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[object]]]:
     meas: list[list[object]] = [["mpi", "version", "prefix", "host", "np", "ppn", "nodes",
                                  "collective", "algorithm", "algorithm_name", "segsize", "fanout",
@@ -307,9 +262,15 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 f"<td>{html_text(d.verdict)}</td><td class='l'>{html_text(d.reason)}"
                 + (f"<br><strong>warning: {html_text(d.warning)}</strong>" if d.warning
                    else "") + "</td></tr>")
-        text, fmt = _rules_text(e)
-        parts.append(f"</table><p>Rules for this section (Open MPI {fmt} format, as tune "
-                     f"writes it):</p><pre>{html_text(text)}</pre>")
+        backend = registry.for_context(c)
+        shown = backend.section_text(c, e.decisions) if backend else None
+        if shown:
+            parts.append(f"</table><p>Rules for this section ({html_text(shown[1])}, as "
+                         f"tune writes it):</p><pre>{html_text(shown[0])}</pre>")
+        else:
+            parts.append("</table><p>This family's file for this section: "
+                         f"<code>tune {html_text(c.collective)} --np {c.np} --from-db "
+                         "--mpi PREFIX --out FILE</code> writes it from the store.</p>")
     for rf in rules_files or []:
         try:
             text = read_text(rf)

@@ -1,16 +1,51 @@
-"""The report's HTML tables that summarise: one row per collective and installation at the
-top, and the stored cost-model fits."""
+"""The report's record of one stored context (`Entry`) and the HTML tables that summarise:
+one row per collective and installation at the top, and the stored cost-model fits."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from colltune.backends import registry
+from colltune.core.catalog import Catalog
+from colltune.core.records import Decision
 from colltune.sinks import html_text
 
 if TYPE_CHECKING:
-    from colltune.report import Entry
-    from colltune.store import ModelFit
+    from colltune.store import Context, Measurement, ModelFit
+
+
+@dataclass
+class Entry:
+    """One (MPI, host, layout, collective) of the store with its decisions."""
+
+    ctx: Context
+    catalog: Catalog
+    measurements: list[Measurement]
+    decisions: list[Decision]
+    first: str
+    last: str
+
+    @property
+    def slug(self) -> str:
+        v = self.ctx.mpi_version.replace(".", "_")
+        backend = registry.for_context(self.ctx)
+        family = backend.short if backend else "mpi"
+        # two installations of one version (a site build, a wheel) must not share files
+        where = hashlib.sha1(self.ctx.mpi_path.encode()).hexdigest()[:6]
+        # a file name: the store's text (host, version) may hold '/' or '..'
+        return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
+                      f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{where}-"
+                      f"{self.ctx.host}")
+
+    @property
+    def title(self) -> str:
+        c = self.ctx
+        return (f"{c.collective}, {c.np} ranks ({c.nodes} node(s)), {c.mpi_name} "
+                f"{c.mpi_version} at {c.mpi_path}")
 
 
 def summary_table(entries: list[Entry]) -> str:

@@ -169,6 +169,12 @@ class Backend(ABC, Generic[M]):
                             "write the file with tune <collective> --from-db --mpi PREFIX "
                             "--out FILE, then export that file")
 
+    def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
+        """One stored context's decisions as this family's output shows them, and the
+        format's name (tune report); None when the family's file needs more than the
+        decisions (counters, ties) and is written by tune --from-db."""
+        return None
+
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:
         raise ColltuneError(f"tune verify does not read {self.name} files yet",

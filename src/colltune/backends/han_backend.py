@@ -197,6 +197,7 @@ class HanBackend(OpenMPIBackend):
 
     # a store of han's choices is not coll/tuned's rules
     decided_rules = Backend.decided_rules
+    section_text = Backend.section_text
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
@@ -280,6 +281,9 @@ def write_han_outputs(mpi: Installation, catalog: HanCatalog, decisions: Decisio
                                   for c, (u, low) in modules.items()},
                       "notes": [n for ns in notes.values() for n in ns]}
     summary["coll_han_excluded"] = False
+    summary["wrote"] = {"what": "coll/han's dynamic rules", "also": str(frag) if frag else None,
+                        "use": f"mpirun --mca mca_base_param_files {frag} ...",
+                        "notes": summary["han"]["notes"]}  # type: ignore[index]
     if out and frag:
         write_file(out, han.render(rules_map, comments), "--out")
         write_file(frag, han.mca_fragment(out, modules), "--out")

@@ -295,6 +295,10 @@ class MPICHSession(Session[MPICH]):
                             "env_profile": str(env_path(out)) if out else None,
                             "not_selectable": cat.not_selectable or {}}
         summary["coll_han_excluded"] = False
+        summary["wrote"] = {"what": "MPICH tuning file",
+                            "also": str(env_path(out)) if out else None,
+                            "use": f"source {env_path(out) if out else 'PROFILE'} (or set its "
+                                   "variables) before mpiexec", "notes": []}
         if out:
             try:
                 text, merged = merged_table(out, cat.builtin, new, cat.params)

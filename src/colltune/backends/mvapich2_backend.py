@@ -1,4 +1,5 @@
-"""MVAPICH2 as a Backend: per-size decisions become its environment profile (`MV2_*_TUNING` ranges).
+"""MVAPICH2 as a Backend: finding it, forcing and counting its algorithms, confirming,
+and writing its environment profile (the ranges themselves: mvapich2_ranges.py).
 
 MVAPICH2 has no "library's choice" entry in a range table: a range where its default was
 kept names the algorithm the default ran, as MVAPICH2's own counters reported it while the
@@ -29,17 +30,26 @@ from colltune.backends.base import (
     refuse,
     write_file,
 )
-from colltune.backends.mvapich2 import VARIABLE, MV2Catalog
+from colltune.backends.mvapich2 import MV2Catalog
+from colltune.backends.mvapich2_ranges import (
+    Counters,
+    Ties,
+    Trades,
+    confirmed_ties,
+    profile,
+    ranges,
+    tentative,
+    ties_in,
+    trades_in,
+)
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT, Config
-from colltune.core.ranges import boundaries
+from colltune.core.config import Config
 from colltune.core.records import Decision, Verdict
-from colltune.core.stats import mann_whitney_less
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
 from colltune.rules import mvapich2, mvapich3
-from colltune.rules.mvapich2 import SINGLE_ONLY, Profile, Range
+from colltune.rules.mvapich2 import Range
 from colltune.rules.ompi_classic import RulesFile
 from colltune.rules.safe import check_env
 
@@ -47,173 +57,6 @@ if TYPE_CHECKING:
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
-
-Counters = dict[tuple[str, int], dict[str, int]]  # (config key, size) -> counter growth
-Ties = Callable[[int, int], str | None]  # (size, algorithm) -> how it tied the default, or None
-# size -> the algorithm (MVAPICH2 number) measured fastest there among those a range string
-# can name, and what it costs against the default; for --trade-off
-Trades = Callable[[int], tuple[int, str] | None]
-
-
-def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
-    """Whether an algorithm (its best-measured variant) was measured at a size as a tie
-    with the default: not slower by more than `min_gain`, nor significantly slower."""
-    at: dict[tuple[int, int], list[Measurement]] = {}
-    for m in ms:
-        if m.status == "ok" and m.median:
-            at.setdefault((m.size, m.config.algorithm), []).append(m)
-
-    def tie(size: int, alg: int) -> str | None:
-        dflt = [m for m in at.get((size, 0), []) if m.config == DEFAULT]
-        if not dflt or not dflt[0].median:
-            return None
-        d = dflt[0]
-        for m in sorted(at.get((size, alg), []), key=lambda m: m.median or 0.0):
-            ratio = (m.median or 0.0) / (d.median or 1.0)
-            if ratio <= 1 + min_gain and mann_whitney_less(d.samples, m.samples) >= alpha:
-                return f"{ratio:.2f}x the default's time"
-        return None
-    return tie
-
-
-def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str) -> Trades:
-    """The fastest nameable algorithm measured at each size, and its cost there: what
-    --trade-off writes where the default cannot be named."""
-    best: dict[int, Measurement] = {}
-    dflt: dict[int, float] = {}
-    for m in ms:
-        if m.status != "ok" or not m.median:
-            continue
-        if m.config == DEFAULT:
-            dflt[m.size] = m.median
-        elif m.config.algorithm in catalog.value.get(coll, {}) and (
-                m.size not in best or m.median < (best[m.size].median or 0.0)):
-            best[m.size] = m
-
-    def trade(size: int) -> tuple[int, str] | None:
-        m = best.get(size)
-        if m is None or size not in dflt:
-            return None
-        alg, cost = m.config.algorithm, (m.median or 0.0) / dflt[size]
-        return (catalog.value[coll][alg], f"{catalog.algorithms[coll][alg]}, measured there "
-                f"at {cost:.2f}x the default's time (in the sweep)")
-    return trade
-
-
-def confirmed_ties(sweep: Ties, fresh: Callable[[int, int], Verdict | None]) -> Ties:
-    """A tie of the sweep that fresh launch pairs (`fresh`: their stored verdict for an
-    algorithm at a size) did not find slower than the default. Not yet put to them (or
-    --confirm-rounds 0), it stands marked, as an unconfirmed decision does."""
-
-    def tie(size: int, alg: int) -> str | None:
-        how = sweep(size, alg)
-        if how is None:
-            return None
-        v = fresh(size, alg)
-        if v is None:
-            return how + " (not confirmed in fresh launches)"
-        if v.verdict == "slower":
-            return None
-        return (f"{how}, and {1 / v.launch_speedup:.2f}x over {v.rounds} fresh launch pairs "
-                f"({v.verdict})")
-    return tie
-
-
-def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -> int | None:
-    """The MVAPICH2 number of what the library's own choice ran at `size`."""
-    return catalog.ran_value(coll, counters.get((DEFAULT.key, size), {}))
-
-
-def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
-           tie: Ties | None = None, trade: Trades | None = None
-           ) -> tuple[list[Range], list[str]]:
-    """One comm size's decisions as a range table, and notes on what had to be filled in.
-    Empty when the library's choice was kept at every size (nothing to set), or when a
-    size where it was kept would get an algorithm not measured there as a tie with it;
-    with `trade` (--trade-off) that size gets the fastest nameable algorithm measured
-    there instead, and a note of its cost."""
-    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
-    if not sized or all(d.chosen == DEFAULT for d in sized):
-        return [], []
-    notes: list[str] = []
-    values: list[int | None] = []
-    for d in sized:
-        if d.chosen != DEFAULT:
-            values.append(catalog.value[coll][d.chosen.algorithm])
-            continue
-        v = default_ran(coll, catalog, counters, d.size)
-        if v is None:
-            what = catalog.unnameable(coll, counters.get((DEFAULT.key, d.size), {}))
-            notes.append(f"{coll} {d.size} B: MVAPICH2's default ran {what}" if what else
-                         f"{coll} {d.size} B: MVAPICH2's counters did not say what its "
-                         "default ran")
-        values.append(v)
-    # what a range string cannot hold (2.3.7 runs knomial for it) counts as unknown
-    single = SINGLE_ONLY.get(VARIABLE[coll], set())
-    if len(set(values)) > 1:
-        for i, v in enumerate(values):
-            if v in single:
-                notes.append(f"{coll} {sized[i].size} B: MVAPICH2's default ran algorithm {v}, "
-                             "which a range string cannot name")
-                values[i] = None
-    # unknowns take the nearest known neighbour (there is one: some size was tuned), where
-    # that algorithm was measured there as a tie with the default
-    by_value = {v: a for a, v in catalog.value[coll].items()}
-    for i, v in enumerate(values):
-        if v is None:
-            near = sorted((abs(j - i), w) for j, w in enumerate(values) if w is not None)
-            values[i] = near[0][1]
-            size, alg = sized[i].size, by_value.get(near[0][1], -1)
-            how = tie(size, alg) if tie else None
-            traded = trade(size) if how is None and trade else None
-            if traded is not None:
-                values[i] = traded[0]
-                notes.append(f"{coll} {size} B: MVAPICH2's default given up (--trade-off): "
-                             f"algorithm {traded[0]}, {traded[1]}")
-                continue
-            if how is None:
-                return [], notes + [
-                    f"{coll} left to MVAPICH2: at {size} B, where its default was kept, a "
-                    f"range string would say algorithm {near[0][1]}, which was not measured "
-                    "there as a tie with the default (--trade-off writes the fastest "
-                    "algorithm measured there and notes its cost)"]
-            notes.append(f"{coll} {size} B: algorithm {near[0][1]} measured there at {how}")
-    starts = boundaries([d.size for d in sized])
-    merged: list[tuple[int, int]] = []
-    for start, v in zip(starts, values, strict=True):
-        if not merged or merged[-1][1] != v:
-            merged.append((start, v))  # type: ignore[arg-type]
-    out = [Range(v, lo, merged[i + 1][0] - 1 if i + 1 < len(merged) else None)
-           for i, (lo, v) in enumerate(merged)]
-    return out, notes
-
-
-def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog,
-            counters: dict[str, Counters], np: int, comments: list[str],
-            ties: dict[str, Ties] | None = None, trades: dict[str, Trades] | None = None
-            ) -> tuple[Profile, list[str]]:
-    """The profile for communicator size `np`, and notes for the user."""
-    p = Profile(comments=list(comments))
-    notes: list[str] = []
-    for coll in sorted(decisions):
-        ds = decisions[coll].get(np)
-        if ds is None:
-            continue
-        table, why = ranges(coll, catalog, ds, counters.get(coll, {}),
-                            (ties or {}).get(coll), (trades or {}).get(coll))
-        notes += why
-        if table:
-            p.set_ranges(VARIABLE[coll], table)
-    return p, notes
-
-
-def tentative(table: list[Range], coll: str) -> dict[str, str]:
-    """The environment of one collective's profile (the confirmation's "tuned" arm)."""
-    p = Profile()
-    if table:
-        p.set_ranges(VARIABLE[coll], table)
-    return dict(p.settings)
-
 
 class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     """MVAPICH2 2.3 (and the MVAPICH 3 carry-over of its profile): one launch per
@@ -394,6 +237,9 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
         summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
                                "settings": dict(prof.settings), "notes": notes}
         summary["coll_han_excluded"] = False
+        summary["wrote"] = {"what": f"MVAPICH2 profile for {np} ranks", "also": None,
+                            "use": f"MV2_USER_CONFIG={opts.out} mpiexec ..., or tune export "
+                                   "--site", "notes": notes}
         if opts.out:
             write_file(opts.out, mvapich2.render(prof), "--out")
         return None

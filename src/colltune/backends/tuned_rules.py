@@ -91,6 +91,14 @@ class TunedRulesBackend(Backend[T]):
     def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
         return decided_rules(db, name, decided)
 
+    def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
+        # version 2 where a chosen configuration sets max_requests (classic cannot say it)
+        v2 = any(d.chosen.max_requests for d in decisions)
+        rf = rules.RulesFile(version=2 if v2 else 1)
+        rf.set_section(get_collective(ctx.collective).ompi_id, section(ctx.np, decisions))
+        return (rules.render(rf),
+                "Open MPI " + ("rule-file-version-2" if v2 else "classic") + " format")
+
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
         cat = builtin_catalog()  # a store older than its recorded names
@@ -202,6 +210,9 @@ class TunedSession(Session[T]):
             name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
                    rules.served(rf.collectives[get_collective(name).ompi_id])]
             for name in decisions}
+        summary["wrote"] = {"what": "format: " + ("rule-file-version-2" if rf.version == 2
+                                                  else "classic"),
+                            "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
             write_file(self.opts.out, rules.render(rf), "--out")
         return rf

@@ -131,29 +131,15 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
         _fail(e)
         return
     _print_result(res, quiet)
-    han = res.summary.get("han")
-    if out_path and isinstance(han, dict) and not quiet:
-        err.print(f"wrote {out_path} (coll/han's dynamic rules) and {han['mca_params']}; use: "
-                  f"mpirun --mca mca_base_param_files {han['mca_params']} ...",
+    wrote = res.summary.get("wrote")
+    if out_path and isinstance(wrote, dict) and not quiet:
+        # what the family wrote and how it is used: each Session.write says it
+        also = f" and {wrote['also']}" if wrote.get("also") else ""
+        use = f"; use: {wrote['use']}" if wrote.get("use") else ""
+        err.print(f"wrote {out_path} ({wrote['what']}){also}{use}",
                   highlight=False, markup=False)
-        for n in han["notes"]:
+        for n in wrote.get("notes") or []:
             err.print(f"note: {n}", highlight=False, markup=False)
-    elif out_path and isinstance(res.summary.get("mpich"), dict) and not quiet:
-        prof = res.summary["mpich"]["env_profile"]  # type: ignore[index]
-        err.print(f"wrote {out_path} (MPICH tuning file) and {prof}; use: source {prof} "
-                  "(or set its variables) before mpiexec", highlight=False, markup=False)
-    elif out_path and isinstance(res.summary.get("mvapich2"), dict) and not quiet:
-        mv2 = res.summary["mvapich2"]
-        assert isinstance(mv2, dict)
-        err.print(f"wrote {out_path} (MVAPICH2 profile for {mv2['for_np']} ranks); use: "
-                  f"MV2_USER_CONFIG={out_path} mpiexec ..., or tune export --site",
-                  highlight=False, markup=False)
-        for n in mv2["notes"]:
-            err.print(f"note: {n}", highlight=False, markup=False)
-    elif out_path and not quiet:
-        err.print(f"wrote {out_path} (format: "
-                  f"{'rule-file-version-2' if res.rules_version == 2 else 'classic'})",
-                  highlight=False, markup=False)
 
 
 def _without_option(args: list[str], name: str) -> list[str]:
