@@ -122,6 +122,35 @@ def test_tuning_file_refuses_what_mpich_cannot_express() -> None:
         mpich_csel.parse(json.dumps(bad))
 
 
+def test_check_reads_each_file_with_its_familys_reader(tmp_path: Path) -> None:
+    """tune check hands a file to the family that claims it: an MPICH tuning file and an
+    MVAPICH2 profile are checked by their own readers (not refused as broken Open MPI
+    rules), and what those readers refuse is said without a traceback."""
+    good = tmp_path / "t.json"
+    good.write_text(mpich_csel.render(BASE, {"reduce": {4: Ranges(
+        [(4095, "MPIR_Reduce_intra_binomial"), (None, "MPIR_Reduce_intra_nb")])}}))
+    r = tune_cli("check", str(good), "--json", "-")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["format"] == "mpich" and doc["collectives"] == [
+        "reduce"], r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"reduce": 1}')
+    r = tune_cli("check", str(bad))
+    assert r.returncode != 0 and "unexpected top-level key" in r.stderr
+    assert "Traceback" not in r.stderr
+    prof = tmp_path / "mv2.conf"
+    prof.write_text("MV2_USE_INDEXED_TUNING = 0\nMV2_USE_INDEXED_REDUCE_TUNING = 0\n"
+                    "MV2_INTER_REDUCE_TUNING = 1:0-1024,5:1025-+\n")
+    r = tune_cli("check", str(prof), "--json", "-")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["format"] == "mvapich2", r.stderr
+    assert doc["variables"]["MV2_INTER_REDUCE_TUNING"] == "1:0-1024,5:1025-+"
+    rules = tmp_path / "r.conf"  # anything unclaimed is read as Open MPI rules
+    rules.write_text("1\n7\n1\n4\n1\n0 1 0 0\n")
+    r = tune_cli("check", str(rules), "--json", "-")
+    assert r.returncode == 0 and json.loads(r.stdout)["format"] == "classic"
+
+
 def _install(root: Path, version_text: str) -> Path:
     """A prefix whose bin/ holds an `mpichversion` printing `version_text` (what MVAPICH's
     own prints: no MVAPICH 4 or 3 can be had here) beside stand-in mpicc and mpiexec."""

@@ -70,6 +70,16 @@ class ExportRequest:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """What `tune check` says of a valid file: what it holds, as a phrase and as JSON
+    (with "format"), and what the library would read differently from what it says."""
+
+    what: str
+    doc: dict[str, object]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
 class Installable:
     files: list[Planned]
     env: dict[str, str]  # what an environment module sets for the same effect
@@ -156,6 +166,13 @@ class Backend(ABC, Generic[M]):
     def claims(self, text: str) -> bool:
         """Whether a file's text is this family's output (for commands given a file)."""
         return False
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        """Validate a file of this family the way the library reads it (`--mpi`: against
+        that installation; `version`: the library's version). A line the library would
+        refuse raises FormatError with its number."""
+        raise ColltuneError(f"tune check does not read {self.name} files yet",
+                            "run the library with the file and read its own errors")
 
     def installable(self, req: ExportRequest) -> Installable:
         """The files (and module environment) that install this family's output."""

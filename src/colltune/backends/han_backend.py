@@ -22,6 +22,7 @@ from colltune.backends import han
 from colltune.backends.base import (
     Arms,
     Backend,
+    Checked,
     Decisions,
     ExportRequest,
     Session,
@@ -180,6 +181,16 @@ class HanBackend(OpenMPIBackend):
 
     def claims(self, text: str) -> bool:
         return "global_communicator" in text
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        try:
+            parsed = han.parse(read_text(path))
+        except han.HanRulesError as e:
+            raise ColltuneError(f"{path}: {e}", "write it again with tune --tune-han"
+                                ) from None
+        n = sum(len(v) for per in parsed.values() for v in per.values())
+        return Checked(f"Open MPI coll/han rules, {len(parsed)} collective(s), {n} rule(s)",
+                       {"format": "han", "collectives": sorted(parsed)}, [])
 
     def installed_rules(self, req: ExportRequest, rules_path: Path
                         ) -> tuple[str, dict[str, str]]:

@@ -12,6 +12,7 @@ from colltune.backends import mpich
 from colltune.backends.base import (
     Arms,
     Backend,
+    Checked,
     Decisions,
     ExportRequest,
     Installable,
@@ -210,6 +211,15 @@ class MPICHBackend(Backend[MPICH]):
     def claims(self, text: str) -> bool:
         return text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
 
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        """The tuning file or its environment profile, read as `tune export` reads them
+        (MPICH aborts at start-up on what this reader refuses)."""
+        text, prof = read_files(path, "will not check")
+        tuned = mpich_csel.parse(text)
+        return Checked(f"MPICH tuning file, {len(tuned)} collective(s) tuned",
+                       {"format": "mpich", "collectives": sorted(tuned),
+                        "tuning_file": str(prof.tuning_file or path)}, [])
+
     def installable(self, req: ExportRequest) -> Installable:
         """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
         json_text, prof = read_files(req.source)
@@ -316,7 +326,8 @@ class MPICHSession(Session[MPICH]):
         return None
 
 
-def read_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
+def read_files(source: Path, refusal: str = "will not export"
+               ) -> tuple[str, mpich_env.EnvProfile]:
     """The tuning file's text and its profile, from either of the two files `tune --format
     mpich` wrote (the profile names the tuning file; the tuning file has its profile beside
     it, else the profile is made from the collectives the file tunes)."""
@@ -334,7 +345,7 @@ def read_files(source: Path) -> tuple[str, mpich_env.EnvProfile]:
                 mpich_env.EnvProfile(collectives=sorted(mpich_csel.parse(text)))
         mpich_csel.parse(json_text)  # MPICH's reader aborts on what ours refuses
     except (OSError, FormatError, mpich_csel.CselError, mpich_env.EnvProfileError) as e:
-        raise ColltuneError(f"will not export {source}: {e}",
+        raise ColltuneError(f"{refusal} {source}: {e}",
                             "pass the tuning file or profile `tune --format mpich` wrote"
                             ) from None
     return json_text, prof

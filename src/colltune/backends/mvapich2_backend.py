@@ -20,6 +20,7 @@ from colltune.backends import mvapich2 as mv2
 from colltune.backends.base import (
     Arms,
     Backend,
+    Checked,
     Decisions,
     ExportRequest,
     Installable,
@@ -109,6 +110,13 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
 
     def claims(self, text: str) -> bool:
         return mvapich2.is_profile_text(text)
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        prof = mvapich2.read(path)
+        n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
+        return Checked(f"MVAPICH2 profile, {len(prof.settings)} variable(s), {n} tuning "
+                       "table(s)", {"format": "mvapich2", "variables": dict(prof.settings)},
+                       [])
 
     def installable(self, req: ExportRequest) -> Installable:
         """The parameter file (the site's /etc/mvapich2.conf, or the user's ~/.mvapich2.conf);

@@ -4,6 +4,7 @@ MCA variables, the rules built from decisions, and their export."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -12,6 +13,7 @@ from colltune import __version__
 from colltune.backends.base import (
     Arms,
     Backend,
+    Checked,
     Decisions,
     ExportRequest,
     Installable,
@@ -98,6 +100,28 @@ class TunedRulesBackend(Backend[T]):
         rf.set_section(get_collective(ctx.collective).ompi_id, section(ctx.np, decisions))
         return (rules.render(rf),
                 "Open MPI " + ("rule-file-version-2" if v2 else "classic") + " format")
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        valid, allow_v2 = None, None
+        if version:
+            allow_v2 = supports_rules_v2(tuple(int(x) for x in re.findall(r"\d+", version)[:3]))
+        elif mpi:
+            inst = find_openmpi(mpi)
+            allow_v2 = supports_rules_v2(inst.version_tuple)
+            valid = valid_algorithms(read_catalog(inst))
+        rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
+        fmt = "rule-file-version-2" if rf.version == 2 else "classic"
+        n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
+        warnings = rules.coverage_warnings(rf)  # Open MPI reads the file: not errors
+        return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)", {
+            "format": fmt,
+            "collectives": {(COLLECTIVE_BY_ID[cid].name if cid in COLLECTIVE_BY_ID
+                             else str(cid)): [
+                {"comm_size": sec.comsize,
+                 "rules": [{"msgsize": r.msgsize, "algorithm": r.alg, "faninout": r.faninout,
+                            "segsize": r.segsize, "max_requests": r.maxreq}
+                           for r in sec.rules]}
+                for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

@@ -1,14 +1,13 @@
-"""`tune check` and `tune explain`: what Open MPI makes of a rules file."""
+"""`tune check` (a file, read by the family that claims it) and `tune explain` (what Open
+MPI makes of a rules file)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import typer
 
-from colltune.backends.openmpi import find_openmpi, read_catalog, supports_rules_v2
-from colltune.backends.tuned_rules import valid_algorithms
+from colltune.backends import registry
 from colltune.cli.common import (
     JSON_OPTION,
     _fail,
@@ -18,15 +17,10 @@ from colltune.cli.common import (
     out,
     write_json,
 )
-from colltune.collectives import COLLECTIVE_BY_ID, get_collective
+from colltune.collectives import get_collective
 from colltune.errors import ColltuneError, FormatError
-from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.tuner.space import parse_size
-
-
-def get_collective_name(cid: int) -> str:
-    return COLLECTIVE_BY_ID[cid].name if cid in COLLECTIVE_BY_ID else str(cid)
 
 
 @app.command("check")
@@ -40,25 +34,9 @@ def check_cmd(
     """Validate a rules file or profile the way the library reads it; report what it would
     drop or crash on."""
     json_to_stdout(json_out)
+    backend = registry.for_file(path)  # Open MPI's reader unless another family claims it
     try:
-        if mvapich2.looks_like_profile(path):
-            prof = mvapich2.read(path)
-            n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
-            out.print(f"{path}: OK (MVAPICH2 profile, {len(prof.settings)} variable(s), "
-                      f"{n} tuning table(s))", highlight=False)
-            write_json(json_out, {"file": str(path), "valid": True, "format": "mvapich2",
-                                  "variables": dict(prof.settings), "warnings": []})
-            return
-        valid = None
-        allow_v2: bool | None = None
-        if ompi_version:
-            allow_v2 = supports_rules_v2(tuple(int(x) for x in re.findall(r"\d+",
-                                                                          ompi_version)[:3]))
-        elif mpi:
-            inst = find_openmpi(mpi)
-            allow_v2 = supports_rules_v2(inst.version_tuple)
-            valid = valid_algorithms(read_catalog(inst))
-        rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
+        checked = backend.check(path, mpi, ompi_version)
     except FormatError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
         err.print("  what to do: fix that line; the library would ignore the whole file or "
@@ -69,21 +47,11 @@ def check_cmd(
     except ColltuneError as e:
         _fail(e)
         return
-    n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
-    out.print(f"{path}: OK ({'rule-file-version-2' if rf.version == 2 else 'classic'} format, "
-              f"{len(rf.collectives)} collective(s), {n} rule(s))", highlight=False)
-    warnings = rules.coverage_warnings(rf)
-    for w in warnings:  # Open MPI reads the file: warnings, not errors
+    out.print(f"{path}: OK ({checked.what})", highlight=False, markup=False)
+    for w in checked.warnings:
         err.print(f"warning: {path}: {w}", highlight=False, markup=False)
-    write_json(json_out, {
-        "file": str(path), "valid": True,
-        "format": "rule-file-version-2" if rf.version == 2 else "classic",
-        "collectives": {get_collective_name(cid): [
-            {"comm_size": sec.comsize,
-             "rules": [{"msgsize": r.msgsize, "algorithm": r.alg, "faninout": r.faninout,
-                        "segsize": r.segsize, "max_requests": r.maxreq} for r in sec.rules]}
-            for sec in secs] for cid, secs in rf.collectives.items()},
-        "warnings": warnings})
+    write_json(json_out, {"file": str(path), "valid": True, **checked.doc,
+                          "warnings": checked.warnings})
 
 
 @app.command("explain")
