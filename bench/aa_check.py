@@ -12,10 +12,10 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi
 from colltune.collectives import get_collective
+from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions
 from colltune.slots import place
 from colltune.tuner.confirm import ab_runs, judge, judge_pooled
-from colltune.tuner.space import sizes_for
 
 
 def main() -> None:

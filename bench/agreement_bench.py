@@ -38,11 +38,11 @@ from colltune.backends.openmpi import (
     read_catalog,
 )
 from colltune.backends.registry import launch
+from colltune.core.space import parse_sizes
 from colltune.kernel.build import build_kernel, cache_dir
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.osu_output import parse as parse_osu
 from colltune.slots import Placement, place
-from colltune.tuner.space import parse_sizes
 
 HERE = Path(__file__).resolve().parent
 OSU_NAMES = {"allreduce": "osu_allreduce", "reduce": "osu_reduce", "bcast": "osu_bcast",

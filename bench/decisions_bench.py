@@ -24,7 +24,6 @@ from pathlib import Path
 
 from agreement_bench import build_apploop
 
-from colltune.applied import rule_at
 from colltune.backends import registry
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
@@ -34,12 +33,13 @@ from colltune.backends.openmpi import (
     launch_command,
     launch_env,
 )
+from colltune.backends.openmpi_applied import rule_at
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT
+from colltune.core.space import sizes_for
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.tuner.space import sizes_for
 from colltune.verify import find_osu, osu_ab_runs
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi, read_catalog, wheel_bindir
 from colltune.collectives import get_collective
+from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.space import configurations, parse_sizes, sizes_for, useful_at
 
 SIZES = "8,512,4K,64K"
 FAST = ["--point-time", "0.05", "--min-reps", "5", "--quiet"]

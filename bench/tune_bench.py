@@ -17,10 +17,10 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi, wheel_bindir
 from colltune.collectives import get_collective
+from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions
 from colltune.slots import place
 from colltune.tuner.confirm import ab_runs, judge
-from colltune.tuner.space import sizes_for
 
 
 def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: str,

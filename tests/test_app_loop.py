@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from colltune.app import plan
-from colltune.applied import rule_at
 from colltune.appverify import judge
 from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi_applied import rule_at
 from colltune.collectives import get_collective
 from colltune.rules import ompi_classic as rules
 from conftest import missing

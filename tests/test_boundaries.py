@@ -21,7 +21,7 @@ from test_smpi import FLAT, need_smpi
 
 
 def test_the_default_grid_is_every_power_of_two_from_4_bytes_to_1_mib() -> None:
-    from colltune.tuner.space import sizes_for
+    from colltune.core.space import sizes_for
 
     assert sizes_for(get_collective("bcast"), 4) == [1 << k for k in range(2, 21)]
     assert sizes_for(get_collective("reduce"), 4) == [1 << k for k in range(3, 21)]  # doubles
@@ -116,11 +116,11 @@ def test_a_switch_fresh_launches_refute_costs_no_boundary_round(ompi41: OpenMPI,
     from colltune.backends.openmpi import read_catalog
     from colltune.core.config import DEFAULT
     from colltune.core.records import PointResult, Verdict
+    from colltune.core.space import configurations, useful_at
     from colltune.options import MeasureSettings
     from colltune.slots import place
     from colltune.store import Store
     from colltune.tuner.measure import context_for
-    from colltune.tuner.space import configurations, useful_at
 
     coll = get_collective("allreduce")
     opts = TuneOptions(["allreduce"], [4], mpi=str(ompi41.prefix), db=tmp_path / "s.db",

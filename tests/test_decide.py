@@ -9,10 +9,10 @@ from colltune.backends.tuned_rules import section
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
+from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.stats import compare, mann_whitney_less, median, median_ci
 from colltune.store import Measurement
 from colltune.tuner.decide import decide
-from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
 def _samples(rng: random.Random, mu: float, n: int = 40) -> list[float]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.applied import forced, under_rules
 from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.backends.openmpi_applied import forced, under_rules
 from colltune.collectives import get_collective
 from colltune.core.config import Config
 from colltune.outfile import write_atomic

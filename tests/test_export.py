@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.applied import forced, traffic
 from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.backends.openmpi_applied import forced, traffic
 from colltune.collectives import get_collective
 from colltune.core.config import Config
 from colltune.rules import mvapich2 as mv

@@ -18,8 +18,8 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.space import configurations, parse_sizes, sizes_for, useful_at
 from helpers import collbench_pids, tune_cli
 
 pytestmark = pytest.mark.mpi

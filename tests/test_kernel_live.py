@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from colltune.applied import mpit_takes_effect
 from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.backends.openmpi_applied import mpit_takes_effect
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.kernel.traffic import internal_traffic
 from colltune.options import MeasureSettings
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for, measure
-from colltune.tuner.space import configurations, sizes_for, useful_at
 from conftest import get_mpi
 
 pytestmark = pytest.mark.mpi

@@ -203,11 +203,11 @@ def test_parameters_are_recovered_from_collective_times() -> None:
     4 ranks, 5% noise): the collective-level fit finds alpha, beta and gamma again."""
     from colltune.backends.openmpi import builtin_catalog
     from colltune.collectives import get_collective
+    from colltune.core.space import configurations, useful_at
     from colltune.models.collfit import Observation, fit_on_collectives
     from colltune.models.formulas import HockneyNet, Shape, formula
     from colltune.models.hockney import Hockney
     from colltune.models.linfit import Line, Quality
-    from colltune.tuner.space import configurations, useful_at
 
     q = Quality(1, 0, 0, 0)
     truth = Hockney([Line(4e-6, 2e-10, 0, 1 << 40)], 5e-11, q, q)

@@ -21,12 +21,12 @@ from colltune.collectives import get_collective
 from colltune.core.catalog import FAN, SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
+from colltune.core.space import configurations
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
-from colltune.tuner.space import configurations
 from conftest import get_mpich, missing
 from helpers import RankSends, lo_traffic, module_env, rank_sends, traced_command, tune_cli
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.applied import forced, under_rules
 from colltune.backends import smpi
 from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
+from colltune.backends.openmpi_applied import forced, under_rules
 from colltune.backends.tuned_rules import valid_algorithms
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config

@@ -104,10 +104,10 @@ def test_model_strategy_races_the_model_shortlist_and_the_default(
     from colltune.backends.openmpi import read_catalog
     from colltune.collectives import get_collective
     from colltune.core.config import Config
+    from colltune.core.space import configurations, useful_at
     from colltune.models.predict import load_models, predict
     from colltune.store import Store
     from colltune.tuner.guided import shortlist
-    from colltune.tuner.space import configurations, useful_at
 
     db = tmp_path / "db.sqlite"
     args = ["reduce", "--boundaries", "midpoint",

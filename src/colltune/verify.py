@@ -21,6 +21,7 @@ from colltune.backends import registry
 from colltune.backends.base import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
+from colltune.core.space import sizes_for
 from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError
@@ -30,7 +31,6 @@ from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ABSamples, ab_runs, as_batch
 from colltune.tuner.sequential import Batch, Design, SizeResult
-from colltune.tuner.space import sizes_for
 
 
 @dataclass

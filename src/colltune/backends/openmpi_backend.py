@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.base import (
     Session,
     VerifyTarget,
@@ -21,6 +20,7 @@ from colltune.backends.openmpi import (
     read_catalog,
     supports_rules_v2,
 )
+from colltune.backends.openmpi_applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
 from colltune.collectives import COLLECTIVE_BY_ID, get_collective
 from colltune.errors import ColltuneError

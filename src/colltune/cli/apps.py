@@ -111,10 +111,10 @@ def app_cmd(
     import json
 
     from colltune.app import as_json, tune_app
+    from colltune.core.space import parse_size
     from colltune.options import MeasureSettings, TuneOptions
     from colltune.outfile import write_atomic
     from colltune.profile import load
-    from colltune.tuner.space import parse_size
 
     json_to_stdout(json_out)
     try:

@@ -18,9 +18,9 @@ from colltune.cli.common import (
     write_json,
 )
 from colltune.collectives import get_collective
+from colltune.core.space import parse_size
 from colltune.errors import ColltuneError, FormatError
 from colltune.rules import ompi_classic as rules
-from colltune.tuner.space import parse_size
 
 
 @app.command("check")

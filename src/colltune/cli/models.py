@@ -20,10 +20,10 @@ from colltune.cli.common import (
     write_json,
 )
 from colltune.collectives import get_collective
+from colltune.core.space import parse_size
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import write_atomic
-from colltune.tuner.space import parse_size
 
 model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and LogGP.")
 app.add_typer(model_app, name="model")

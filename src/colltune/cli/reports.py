@@ -19,8 +19,8 @@ from colltune.cli.common import (
     write_json,
 )
 from colltune.collectives import get_collective
+from colltune.core.space import parse_size
 from colltune.errors import ColltuneError
-from colltune.tuner.space import parse_size
 
 
 def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] | None,

@@ -28,12 +28,12 @@ from colltune.cli.common import (
 )
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.records import Verdict
+from colltune.core.space import parse_size, parse_sizes
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.tuner.run import TuneResult, tune
-from colltune.tuner.space import parse_size, parse_sizes
 
 
 def _print_result(res: TuneResult, quiet: bool) -> None:
@@ -159,8 +159,8 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                         nodes: int | None, ppn: int | None, point_time: float,
                         path: Path) -> None:
     from colltune.backends.openmpi import builtin_catalog
+    from colltune.core.space import configurations, sizes_for, useful_at
     from colltune.slurm_script import render
-    from colltune.tuner.space import configurations, sizes_for, useful_at
 
     try:
         nps = _ints(np, "--np")

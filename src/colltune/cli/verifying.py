@@ -17,10 +17,10 @@ from colltune.cli.common import (
     json_to_stdout,
     out,
 )
+from colltune.core.space import parse_sizes
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.tuner.run import check_repetitions
-from colltune.tuner.space import parse_sizes
 
 
 @app.command("verify")

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
+from colltune.core.space import configurations, useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
 from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
 from colltune.store import Store
-from colltune.tuner.space import configurations, useful_at
 
 
 @dataclass(frozen=True)

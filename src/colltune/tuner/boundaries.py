@@ -18,13 +18,13 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.space import sizes_for, useful_at
 from colltune.core.toolchain import Installation
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Store
 from colltune.tuner.decide import decide
 from colltune.tuner.measure import Reporter, context_for, measure
-from colltune.tuner.space import sizes_for, useful_at
 
 FACTOR = 1.25  # a switch located within this factor in size is located
 MAX_ROUNDS = 8  # from a factor of 8 between grid sizes, 4 rounds reach 1.25; noise may add

@@ -15,6 +15,7 @@ from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.host import cores
@@ -31,7 +32,6 @@ from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confi
 from colltune.tuner.decide import decide
 from colltune.tuner.measure import Reporter, context_for
 from colltune.tuner.search import STRATEGIES, failure_note, search_one, sweep_ladder
-from colltune.tuner.space import configurations, sizes_for, useful_at
 
 
 @dataclass

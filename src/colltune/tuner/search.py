@@ -9,6 +9,7 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
+from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.models.predict import Prediction
@@ -21,7 +22,6 @@ from colltune.tuner.guided import guided, shortlist
 from colltune.tuner.live import store_measure
 from colltune.tuner.measure import Reporter, measure_lanes
 from colltune.tuner.race import RaceSettings, racing
-from colltune.tuner.space import configurations, sizes_for, useful_at
 
 STRATEGIES = ("grid", "race", "bayes", "model")
 
