@@ -59,3 +59,24 @@ def test_slurm_script_with_an_equals_sign_is_the_spaced_form(tmp_path: Path) -> 
         texts.append((tmp_path / form[-1].split("=")[-1]).read_text())
     last = [t.strip().splitlines()[-1] for t in texts]
     assert last[0] == last[1] and "--slurm-script" not in last[0]
+
+
+def test_the_time_limit_counts_the_chosen_familys_plan(tmp_path: Path) -> None:
+    """--backend decides what the job measures: MVAPICH2's 4 reduce algorithms (one launch
+    each, no segment sizes) make a smaller plan than Open MPI's, so a shorter limit; a
+    family whose algorithms only its installation knows is refused, not counted as Open
+    MPI."""
+    def seconds(*extra: str) -> int:
+        job = tmp_path / "job.sh"
+        r = tune_cli("reduce", "--np", "2048", "--point-time", "5", *extra,
+                     "--slurm-script", str(job))
+        assert r.returncode == 0, r.stderr
+        h, m, s = re.search(r"^#SBATCH --time=(\d+):(\d+):(\d+)$", job.read_text(),
+                            re.M).groups()  # type: ignore[union-attr]
+        return int(h) * 3600 + int(m) * 60 + int(s)
+
+    assert seconds("--backend", "mvapich2") < seconds()
+    r = tune_cli("reduce", "--np", "64", "--backend", "mpich", "--slurm-script",
+                 str(tmp_path / "m.sh"))
+    assert r.returncode != 0 and "only from the installation" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "m.sh").exists()

@@ -197,6 +197,11 @@ class Backend(ABC, Generic[M]):
         raise ColltuneError(f"tune verify does not read {self.name} files yet",
                             "verify the file's decisions with tune's own confirmation")
 
+    def plan_catalog(self, colls: list[str]) -> Catalog | None:
+        """The catalog a plan can be counted with before any installation is read (a batch
+        script's time limit); None when only the installation knows its algorithms."""
+        return None
+
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
         """The catalog that names a stored context's algorithms, from `names` (what the

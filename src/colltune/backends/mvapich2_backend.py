@@ -154,6 +154,9 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
                                     mvapich3.render(prof), "MVAPICH 3 environment profile")],
                            dict(prof.settings), "MVAPICH 3 collectives tuned by colltune")
 
+    def plan_catalog(self, colls: list[str]) -> Catalog | None:
+        return mv2.catalog(colls)  # MVAPICH2's numbers are fixed by its release
+
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
         from colltune.collectives import COLLECTIVES

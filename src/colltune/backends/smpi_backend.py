@@ -76,6 +76,9 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
         return SMPISession(self, mpi, smpi.catalog(), placements, opts.rules_version or 1,
                            opts)
 
+    def plan_catalog(self, colls: list[str]) -> Catalog | None:
+        return smpi.catalog()
+
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
         return smpi.catalog()

@@ -157,8 +157,7 @@ def _without_option(args: list[str], name: str) -> list[str]:
 
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
                         nodes: int | None, ppn: int | None, point_time: float,
-                        path: Path) -> None:
-    from colltune.backends.openmpi import builtin_catalog
+                        path: Path, backend: str, tune_han: bool) -> None:
     from colltune.core.space import configurations, sizes_for, useful_at
     from colltune.slurm_script import render
 
@@ -167,7 +166,12 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
         names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
         size_list = parse_sizes(sizes) if sizes else None
         segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None
-        cat = builtin_catalog()  # the plan's size; the batch job reads the real catalog
+        family = registry.named(backend, han=tune_han)
+        cat = family.plan_catalog(names)  # the plan's size; the job reads the real catalog
+        if cat is None:
+            raise ColltuneError(f"--slurm-script sizes the job from the plan, and {family.name}"
+                                "'s algorithms are known only from the installation",
+                                f"run tune {name} --mpi PREFIX inside your own batch job")
         points = sum(1 for n in names for p in nps
                      for c in configurations(get_collective(n), cat, p, segs)
                      for sz in sizes_for(get_collective(n), p, size_list)
@@ -304,7 +308,7 @@ def _make_tune_command(name: str) -> None:
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
-                                slurm_script)
+                                slurm_script, _backend_for(backend, out_format), tune_han)
             return
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
