@@ -31,7 +31,8 @@ from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.decide import decide
 from colltune.tuner.measure import Reporter, context_for
-from colltune.tuner.search import STRATEGIES, failure_note, search_one, sweep_ladder
+from colltune.tuner.search import failure_note, search_one, sweep_ladder
+from colltune.tuner.strategies import STRATEGIES
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """One collective at one communicator size, searched with the chosen strategy: the
-candidates, the strategy (grid, race, bayes, model), and the ask/tell driver's measure."""
+candidates, the strategy (by name from tuner/strategies.py), and the ask/tell driver's
+measure."""
 
 from __future__ import annotations
 
@@ -11,19 +12,13 @@ from colltune.core.config import Config
 from colltune.core.records import PointResult
 from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.toolchain import Installation
-from colltune.errors import ColltuneError
-from colltune.models.predict import Prediction
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Store
-from colltune.tuner.asktell import Outcome, Strategy, drive, grid
-from colltune.tuner.bayes import BayesSettings, bayesian
-from colltune.tuner.guided import guided, shortlist
+from colltune.tuner.asktell import drive
 from colltune.tuner.live import store_measure
 from colltune.tuner.measure import Reporter, measure_lanes
-from colltune.tuner.race import RaceSettings, racing
-
-STRATEGIES = ("grid", "race", "bayes", "model")
+from colltune.tuner.strategies import STRATEGIES, Request
 
 
 def failure_note(failures: list[str], coll: Collective, placement: Placement,
@@ -73,47 +68,16 @@ def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: 
     cands: dict[int, list[Config]] = {}
     for c, sz in pts:
         cands.setdefault(sz, []).append(c)
-    if opts.strategy == "bayes" and opts.budget and opts.budget < len(cands):
-        raise ColltuneError(
-            f"--budget {opts.budget} is less than the {len(cands)} sizes of {coll.name}: "
-            "the default is always measured at every size",
-            f"use --budget {len(cands)} or more, or fewer --sizes")
-    strategy: Strategy[Outcome]
-    if opts.strategy == "model":
-        ranked = model_ranking(store, mpi, catalog, coll, placement.np, cands)
-        strategy = guided(ranked, opts.top_k, race_settings(opts))
-        short = sum(1 + len(shortlist(r, opts.top_k)) for r in ranked.values())
-        rep.note(f"{where}: model: racing {short} of {len(pts)} points (per size the "
-                 f"fitted model's top {opts.top_k}, each algorithm's best-predicted variant, "
-                 "and the default)")
-    else:
-        strategy = (grid(cands) if opts.strategy == "grid" else
-                    racing(cands, race_settings(opts)) if opts.strategy == "race" else
-                    bayesian(cands, bayes_settings(opts)))
+    started = STRATEGIES[opts.strategy](Request(opts, cands, store, mpi, catalog, coll,
+                                                placement.np))
+    if started.note:
+        rep.note(f"{where}: {started.note}")
     m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
-    out = drive(strategy, m)
+    out = drive(started.strategy, m)
     record, line = out.record(len(pts)), out.describe(len(pts))
     if record is not None:
-        searches[where] = record
-        if opts.strategy == "model":
-            searches[where].update(top_k=opts.top_k, shortlisted=short)
+        searches[where] = {**record, **started.record}
     if line is not None:
         rep.note(f"{where}: {opts.strategy} {line}")
 
 
-def model_ranking(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
-                  np: int, cands: dict[int, list[Config]]) -> dict[int, list[Prediction]]:
-    """Per size, the candidates the fitted Hockney model can price, fastest first;
-    configurations without a formula are left out: nothing says they are good."""
-    from colltune.models.predict import load_models, predict
-
-    models = load_models(store, mpi)
-    return {size: predict(models, coll, catalog, np, size, cands[size]) for size in sorted(cands)}
-
-
-def race_settings(opts: TuneOptions) -> RaceSettings:
-    return RaceSettings(budget=opts.budget)
-
-
-def bayes_settings(opts: TuneOptions) -> BayesSettings:
-    return BayesSettings(budget=opts.budget, ei_stop=opts.ei_stop, seed=opts.settings.seed)
