@@ -211,3 +211,11 @@ def test_every_backend_is_registered_and_implements_the_interface() -> None:
     assert registry.for_key("openmpi-5.0.11@/x+han").name == "han"  # type: ignore[union-attr]
     assert registry.for_key("openmpi-4.1.4@/usr").name == "openmpi"  # type: ignore[union-attr]
     assert registry.for_key("mvapich2-2.3.7@/x").name == "mvapich2"  # type: ignore[union-attr]
+
+
+def test_the_architecture_doc_names_every_module() -> None:
+    doc = (SRC.parent.parent / "docs" / "architecture.md").read_text()
+    missing = [m for m, p in _modules().items() if p.name != "__init__.py"
+               and p.stem not in ("__main__",) and not m.startswith("colltune.cli")
+               and not re.search(rf"\b{re.escape(p.stem)}\b", doc)]
+    assert missing == [], "say in docs/architecture.md what these are"
