@@ -41,7 +41,7 @@ from colltune.backends.registry import launch
 from colltune.core.space import parse_sizes
 from colltune.kernel.build import build_kernel, cache_dir
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
-from colltune.osu_output import parse as parse_osu
+from colltune.osu.osu_output import parse as parse_osu
 from colltune.slots import Placement, place
 
 HERE = Path(__file__).resolve().parent

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.app import plan
-from colltune.appverify import judge
+from colltune.apploop.app import plan
+from colltune.apploop.appverify import judge
 from colltune.backends.openmpi import OpenMPI
 from colltune.backends.openmpi_applied import rule_at
 from colltune.collectives import get_collective

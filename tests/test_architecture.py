@@ -17,13 +17,15 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune", "colltune.core", "colltune.errors", "colltune.host", "colltune.collectives",
      "colltune.outfile", "colltune.rules.safe", "colltune.rules.shell_lines"),
     ("colltune.kernel", "colltune.launchers", "colltune.slots", "colltune.rules",
-     "colltune.osu_output", "colltune.store", "colltune.slurm_script"),
+     "colltune.osu.osu_output", "colltune.store", "colltune.outputs.slurm_script"),
     ("colltune.options",),
     ("colltune.backends",),
     ("colltune.models", "colltune.tuner"),
-    ("colltune.report", "colltune.verify", "colltune.export", "colltune.osu_import",
-     "colltune.profile", "colltune.app", "colltune.appverify", "colltune.report_app",
-     "colltune.report_tables", "colltune.cli"),
+    # the stages users run, by folder: reporting, verification, outputs, the application
+    # loop, OSU import, and the commands over them
+    ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
+     "colltune.osu.osu_import", "colltune.apploop.profile", "colltune.apploop.app",
+     "colltune.apploop.appverify", "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from colltune import osu_output
 from colltune.cli import app
 from colltune.collectives import COLLECTIVES
 from colltune.errors import FormatError
+from colltune.osu import osu_output
 from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.rules.mvapich2 import Profile, Range
@@ -364,9 +364,9 @@ def test_profile_loader_on_mutated_profiles(tmp_path: Path, data: st.DataObject)
     ColltuneError that names the file; and what loads, `tune app` can plan from."""
     import json
 
-    from colltune.app import plan
+    from colltune.apploop.app import plan
+    from colltune.apploop.profile import load
     from colltune.errors import ColltuneError
-    from colltune.profile import load
     from test_untrusted_input import valid_profile
 
     doc: dict[str, object] = valid_profile()
@@ -433,8 +433,8 @@ def test_store_readers_on_garbage_rows(tmp_path: Path, row: str, data: st.DataOb
     assert r.exit_code in (0, 4), (value, r.output)
     # what tune report reads and puts in its tables (the plots are left out: slow)
     from colltune.errors import StoreError
-    from colltune.report import load
-    from colltune.report_tables import model_tables, summary_table
+    from colltune.reporting.report import load
+    from colltune.reporting.report_tables import model_tables, summary_table
     from colltune.store import Store
 
     try:

@@ -121,7 +121,7 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
 
 
 def test_site_export_of_a_han_file(tmp_path: Path) -> None:
-    from colltune.export import export
+    from colltune.outputs.export import export
 
     path = tmp_path / "han.rules"
     rules: han.HanRules = {"reduce": {4: [(0, han.Choice("tuned"))]}}
@@ -279,7 +279,7 @@ def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
     frag = tmp_path / "han-mca-params.conf"
     frag.write_text(han.mca_fragment(path, {"reduce": (0, 1)}))  # low level: sm
     # installed as an administrator would: the site profile exported from the two files
-    from colltune.export import export
+    from colltune.outputs.export import export
 
     export(path, tmp_path / "site")
     site = tmp_path / "site" / "openmpi-mca-params.conf"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colltune.errors import FormatError
-from colltune.osu_output import parse as parse_osu
+from colltune.osu.osu_output import parse as parse_osu
 from colltune.rules import ompi_classic as rules
 from helpers import tune_cli
 

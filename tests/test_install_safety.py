@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from colltune.errors import ColltuneError
-from colltune.export import _modules
+from colltune.outputs.export import _modules
 from colltune.rules import mpich_env
 from colltune.rules.safe import SAFE_VALUE, check_env
 from conftest import missing

@@ -166,8 +166,8 @@ def dummy(monkeypatch: pytest.MonkeyPatch) -> DummyBackend:
 
 def test_a_family_defined_outside_colltune_goes_through_every_command(
         dummy: DummyBackend, tmp_path: Path) -> None:
-    from colltune.export import export
-    from colltune.report import load, write_report
+    from colltune.outputs.export import export
+    from colltune.reporting.report import load, write_report
     from colltune.tuner.run import tune
 
     mpi = Dummy(tmp_path / "dummy")

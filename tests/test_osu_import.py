@@ -9,7 +9,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
-from colltune.osu_import import algorithm_from_name
+from colltune.osu.osu_import import algorithm_from_name
 from colltune.rules import ompi_classic as rules
 from helpers import tune_cli
 

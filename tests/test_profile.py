@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from colltune.apploop.profile import inject
 from colltune.backends import registry
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
-from colltune.profile import inject
 from conftest import get_mpi, get_mpich, missing
 from helpers import tune_cli
 

@@ -8,7 +8,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from colltune.slurm_script import hms, time_limit
+from colltune.outputs.slurm_script import hms, time_limit
 from helpers import tune_cli
 
 

@@ -213,7 +213,7 @@ def test_a_plot_is_never_written_through_a_link_planted_after_the_check(
     import matplotlib.pyplot as plt
 
     from colltune import outfile
-    from colltune.report_app import save_figure
+    from colltune.reporting.report_app import save_figure
 
     victim = tmp_path / "victim"
     victim.write_text("root's file\n")

@@ -42,7 +42,7 @@ def profile_cmd(
     collectives cost: per collective, communicator size and message size, calls and time
     (mean over ranks and slowest rank), and its wall time. Example:
     tune profile -o app.json -- mpirun -np 4 lmp -in in.lj"""
-    from colltune.profile import run
+    from colltune.apploop.profile import run
 
     try:
         ensure_writable(output, "--output")
@@ -110,11 +110,11 @@ def app_cmd(
     is expected to save in the application's run."""
     import json
 
-    from colltune.app import as_json, tune_app
+    from colltune.apploop.app import as_json, tune_app
+    from colltune.apploop.profile import load
     from colltune.core.space import parse_size
     from colltune.options import MeasureSettings, TuneOptions
     from colltune.outfile import write_atomic
-    from colltune.profile import load
 
     json_to_stdout(json_out)
     try:

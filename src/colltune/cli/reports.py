@@ -45,7 +45,7 @@ def report_cmd(
 ) -> None:
     """HTML page with plots (PNG, SVG) and CSV exports of everything in the store, and of
     applications' profiles and their runs without and with the rules."""
-    from colltune.report import load, write_report
+    from colltune.reporting.report import load, write_report
     from colltune.store import Store, default_db_path
 
     try:
@@ -82,7 +82,7 @@ def show_cmd(
     json_out: Path | None = JSON_OPTION,
 ) -> None:
     """The decisions the store supports, as terminal tables."""
-    from colltune.report import load
+    from colltune.reporting.report import load
     from colltune.store import default_db_path
 
     json_to_stdout(json_out)
@@ -143,7 +143,7 @@ def export_cmd(
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning
     file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
-    from colltune.export import export
+    from colltune.outputs.export import export
 
     try:
         written = export(source, site, user, force, None, as_format,

@@ -159,7 +159,7 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                         nodes: int | None, ppn: int | None, point_time: float,
                         path: Path, backend: str, tune_han: bool) -> None:
     from colltune.core.space import configurations, sizes_for, useful_at
-    from colltune.slurm_script import render
+    from colltune.outputs.slurm_script import render
 
     try:
         nps = _ints(np, "--np")
@@ -345,7 +345,7 @@ def import_osu_cmd(
                                                          "(default: this one)."),
 ) -> None:
     """Store OSU results, decide per size and write rules, as if measured here."""
-    from colltune.osu_import import import_osu
+    from colltune.osu.osu_import import import_osu
 
     quiet = json_to_stdout(summary_json) or quiet
     try:

@@ -72,7 +72,7 @@ def verify_cmd(
     alternating; exit 1 if it is significantly slower with the rules."""
     from colltune.kernel.launch import Repetitions
     from colltune.tuner.sequential import Design
-    from colltune.verify import report_json, verify
+    from colltune.verification.verify import report_json, verify
 
     json_to_stdout(json_out)
     if app_mode:
@@ -207,7 +207,7 @@ def _verify_app(cmd: list[str], rules: Path | None, pairs: int, backend: str | N
                 quiet: bool) -> None:
     import json
 
-    from colltune.appverify import as_json, verify_app
+    from colltune.apploop.appverify import as_json, verify_app
 
     try:
         if rules is None:

@@ -26,7 +26,7 @@ from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError
 from colltune.kernel.launch import Repetitions
-from colltune.osu_output import parse as parse_osu
+from colltune.osu.osu_output import parse as parse_osu
 from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ABSamples, ab_runs, as_batch

@@ -15,13 +15,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.apploop.profile import load
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.options import TuneOptions
-from colltune.profile import load
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 

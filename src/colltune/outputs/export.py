@@ -79,7 +79,7 @@ def _decided(db: Path) -> tuple[Backend, str]:
     """What a store decides, in the tuning file of the family that measured it (every
     collective and communicator size it holds, confirmations applied), for one
     installation."""
-    from colltune.report import load
+    from colltune.reporting.report import load
 
     entries = load(db)
     names = sorted({f"{e.ctx.mpi_name} {e.ctx.mpi_version} ({e.ctx.mpi_path})"

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.apploop.profile import profiled_run
 from colltune.backends import registry
 from colltune.errors import ColltuneError, NotApplied
-from colltune.profile import profiled_run
 
 ARMS = ("default", "tuned")
 # what is compared: the application's own wall time (slowest rank, MPI_Init to

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
+from colltune.apploop.profile_schema import problem
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
@@ -27,7 +28,6 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, MPIError, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
-from colltune.profile_schema import problem
 
 SCHEMA = "colltune-profile"
 VERSION = 1

@@ -9,10 +9,10 @@ import io
 import re
 from pathlib import Path
 
+from colltune.apploop.profile import load
+from colltune.apploop.profile_schema import VERIFY_SCHEMA, problem
 from colltune.errors import ColltuneError, FormatError, parse_json, read_text
 from colltune.outfile import write_atomic
-from colltune.profile import load
-from colltune.profile_schema import VERIFY_SCHEMA, problem
 from colltune.sinks import html_text, plot_text
 
 

@@ -23,8 +23,8 @@ from colltune.core.records import Decision, PointResult
 from colltune.core.stats import welch_t_less
 from colltune.errors import ColltuneError, FormatError
 from colltune.options import TuneOptions
-from colltune.osu_output import OsuRun
-from colltune.osu_output import read as read_osu
+from colltune.osu.osu_output import OsuRun
+from colltune.osu.osu_output import read as read_osu
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import INT_MAX as MAX_NP
 from colltune.store import Context, Store, default_db_path

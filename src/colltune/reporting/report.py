@@ -20,8 +20,8 @@ from colltune.core.stats import median
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.outfile import write_atomic
-from colltune.report_app import app_section, save_figure
-from colltune.report_tables import Entry, model_tables, summary_table
+from colltune.reporting.report_app import app_section, save_figure
+from colltune.reporting.report_tables import Entry, model_tables, summary_table
 from colltune.sinks import csv_cell, html_text, plot_text
 from colltune.store import Context, Measurement, ModelFit, Store
 from colltune.tuner import artifacts

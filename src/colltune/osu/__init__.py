@@ -1,0 +1,1 @@
+"""OSU Micro-Benchmarks: reading its output, importing it into a store."""

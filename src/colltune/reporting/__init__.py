@@ -1,0 +1,1 @@
+"""Reporting what the store holds: the HTML page with plots, CSV, terminal summaries."""

@@ -1,0 +1,1 @@
+"""Verifying an output against the library's own choice in fresh launches."""
