@@ -31,7 +31,6 @@ from colltune.core.records import Decision, PointResult
 from colltune.errors import FormatError, read_text
 from colltune.options import TuneOptions
 from colltune.outfile import Planned, destination
-from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import Placement, place
 from colltune.store import Context, Store
 from colltune.tuner.measure import context_for
@@ -131,7 +130,7 @@ class DummySession(Session[Dummy]):
         return {"default": {}, "tuned": {"DUMMY_TUNING_FILE": str(path)}}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
+              predicted: dict[tuple[str, int], str]) -> None:
         np = max(self.opts.nps)
         choices = {d.size: d.chosen.algorithm for d in decisions["reduce"][np]
                    if d.chosen != DEFAULT}

@@ -24,7 +24,6 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import Planned, write_atomic
-from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -263,9 +262,9 @@ class Session(ABC, Generic[M]):
 
     @abstractmethod
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
+              predicted: dict[tuple[str, int], str]) -> None:
         """Write the family's files at --out (and beside it), adding what was written to
-        `summary`; returns Open MPI's rules as written, None for other formats."""
+        `summary` (its "wrote": what, the file beside, how to use it, notes)."""
 
 
 def hydra_placements(opts: TuneOptions) -> list[Placement]:

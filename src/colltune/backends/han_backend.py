@@ -40,7 +40,6 @@ from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import write_atomic
-from colltune.rules.ompi_classic import RulesFile
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -253,10 +252,9 @@ class HanSession(Session[OpenMPI]):
         return {"default": {}, "tuned": han.file_env(path, modules)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
+              predicted: dict[tuple[str, int], str]) -> None:
         write_han_outputs(self.mpi, self.han_catalog, decisions, summary, self.opts.out,
                           self.modules, self.notes)
-        return None
 
 
 def write_han_outputs(mpi: Installation, catalog: HanCatalog, decisions: Decisions,

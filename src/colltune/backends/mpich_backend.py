@@ -36,7 +36,6 @@ from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
-from colltune.rules.ompi_classic import RulesFile
 from colltune.rules.safe import check_env
 from colltune.slots import place
 
@@ -295,7 +294,7 @@ class MPICHSession(Session[MPICH]):
             ranges(coll.name, cat, placement.np, ds), cat.params)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
+              predicted: dict[tuple[str, int], str]) -> None:
         """MPICH's tuning file at --out and, beside it, the environment profile that uses
         it."""
         cat, out = self.mpich_catalog, self.out

@@ -51,7 +51,6 @@ from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
 from colltune.rules import mvapich2, mvapich3
 from colltune.rules.mvapich2 import Range
-from colltune.rules.ompi_classic import RulesFile
 from colltune.rules.safe import check_env
 
 if TYPE_CHECKING:
@@ -227,7 +226,7 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
         return {"default": {}, "tuned": tentative(table, coll.name)}
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile | None:
+              predicted: dict[tuple[str, int], str]) -> None:
         """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG)
         for one communicator size: MVAPICH2's tables have no comm-size dimension."""
         opts, cat = self.opts, self.mv2_catalog

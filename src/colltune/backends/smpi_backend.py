@@ -17,7 +17,6 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
-from colltune.rules.ompi_classic import RulesFile
 
 if TYPE_CHECKING:
     from colltune.backends.base import Decisions
@@ -120,8 +119,6 @@ class SMPISession(TunedSession[smpi.SMPI]):
         return out
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> RulesFile:
-        rf = super().write(decisions, summary, predicted)
-        mpi = self.mpi
-        summary["simulated"] = {"platform": str(mpi.platform), "deterministic": True}
-        return rf
+              predicted: dict[tuple[str, int], str]) -> None:
+        super().write(decisions, summary, predicted)
+        summary["simulated"] = {"platform": str(self.mpi.platform), "deterministic": True}

@@ -228,7 +228,7 @@ class TunedSession(Session[T]):
         return ""
 
     def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> rules.RulesFile:
+              predicted: dict[tuple[str, int], str]) -> None:
         rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
                          predicted, self.comments(), self.note_of,
                          {p.np: p.launched.np for p in self.placements if p.within})
@@ -242,7 +242,6 @@ class TunedSession(Session[T]):
                             "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
             write_file(self.opts.out, rules.render(rf), "--out")
-        return rf
 
 
 def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:

@@ -164,4 +164,4 @@ def import_osu(paths: list[Path], np: int, algorithm: int | None = None,
         write_file(out, rules.render(rf), "--out")
     if summary_json is not None:
         write_file(summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, version, decisions, rf, [], summary)
+    return TuneResult(mpi, catalog, version, decisions, [], summary)

@@ -23,7 +23,6 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
-from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
 from colltune.tuner import artifacts
@@ -41,7 +40,6 @@ class TuneResult:
     catalog: Catalog
     rules_version: int
     decisions: dict[str, dict[int, list[Decision]]]
-    rules_file: rules.RulesFile | None
     failures: list[str]
     summary: dict[str, object]
 
@@ -223,10 +221,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     summary = make_summary(mpi, catalog, sess.rules_version, decisions, failures, opts,
                            searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
-    rf = sess.write(decisions, summary, predicted)
+    sess.write(decisions, summary, predicted)
     if opts.summary_json is not None:
         write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
-    return TuneResult(mpi, catalog, sess.rules_version, decisions, rf, failures, summary)
+    return TuneResult(mpi, catalog, sess.rules_version, decisions, failures, summary)
 
 
 def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
