@@ -55,16 +55,15 @@ def main() -> None:
                 raise SystemExit(f"tune {coll} failed: {r.stderr}")
             summaries[coll] = json.loads(summ.read_text())
         con = sqlite3.connect(db)
-        rows = con.execute("SELECT collective, size, algorithm, segsize, fanout, median "
+        rows = con.execute("SELECT collective, size, config_key, median "
                            "FROM measurements WHERE status = 'ok' AND np = ?",
                            (a.np,)).fetchall()
         con.close()
     print(f"`tune COLL --np {a.np} --format mpich --sizes {a.sizes} --segsizes {a.segsizes}` "
           f"on {mpi.describe()}: {len(rows)} points measured ({', '.join(walls)})\n")
     for coll in colls:
-        med = {(s, Config(al, seg, fan)): m for c, s, al, seg, fan, m in rows if c == coll}
-        decided = {d["size"]: (Config(d["chosen"]["algorithm"], d["chosen"]["segsize"],
-                                      d["chosen"]["fanout"]), d)
+        med = {(s, Config.from_key(k)): m for c, s, k, m in rows if c == coll}
+        decided = {d["size"]: (Config.from_key(d["chosen"]["key"]), d)
                    for d in summaries[coll]["collectives"][coll][str(a.np)]}
         print(f"### {coll}, {a.np} ranks\n")
         print("| size | algorithm | launch values us | best radix/chunk | us | launch/best |")

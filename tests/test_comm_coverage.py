@@ -13,6 +13,7 @@ from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
 from colltune.backends.openmpi_applied import forced, under_rules
 from colltune.backends.tuned_rules import build_rules
 from colltune.collectives import get_collective
+from colltune.core.catalog import SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.outfile import write_atomic
@@ -20,7 +21,7 @@ from colltune.rules import ompi_classic as rules
 from helpers import tune_cli
 
 REDUCE = get_collective("reduce")
-PIPELINE = Config(3, 1024)  # traffic unlike the default's at 2 and 3 ranks (64 KiB)
+PIPELINE = Config.of(3, {SEG: 1024})  # traffic unlike the default's at 2 and 3 ranks (64 KiB)
 
 
 def _file(mpi: OpenMPI, np: int, cfg: Config, catalog: object) -> rules.RulesFile:

@@ -7,6 +7,7 @@ import random
 from colltune.backends.openmpi import builtin_catalog
 from colltune.backends.tuned_rules import section
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.space import configurations, sizes_for, useful_at
@@ -109,15 +110,15 @@ def test_boundaries_are_geometric_midpoints() -> None:
 
 def test_grid_space() -> None:
     cat = builtin_catalog()
-    red = configurations(get_collective("reduce"), cat, 4, max_requests=[0])
+    red = configurations(get_collective("reduce"), cat, 4, {MAXREQ: [0]})
     assert red[0] == DEFAULT
     assert Config(1) in red and Config(7) in red
-    assert Config(5, 4096) in red and Config(2, 4096, 2) in red
-    assert all(c.fanout == 0 for c in red if c.algorithm != 2)
+    assert Config.of(5, {SEG: 4096}) in red and Config.of(2, {SEG: 4096, FAN: 2}) in red
+    assert all(c.get(FAN) == 0 for c in red if c.algorithm != 2)
     two = [c.algorithm for c in configurations(get_collective("allgather"), cat, 4)]
     assert 6 not in two  # two_proc only runs on 2 ranks
     assert 6 in [c.algorithm for c in configurations(get_collective("allgather"), cat, 2)]
-    assert not useful_at(Config(5, 4096), 4096, get_collective("reduce"), 4)
+    assert not useful_at(Config.of(5, {SEG: 4096}), 4096, cat)
     assert sizes_for(get_collective("barrier"), 4) == [0]
     assert sizes_for(get_collective("reduce"), 4, [1, 9]) == [8, 16]
 
@@ -140,7 +141,7 @@ def test_each_decision_keeps_its_evidence_in_the_store(tmp_path) -> None:  # typ
     store.add(ctx, Config(2), PointResult(0, 64, "ok", samples=[1.0]), "mpit")
     store.add_decision(ctx, 64, d.chosen.key, d.verdict, d.as_json(builtin_catalog(), "reduce"))
     ((size, chosen, verdict, ev),) = store.decisions(ctx)
-    assert (size, chosen, verdict) == (64, "a2/s0/f0/r0", "tuned?")
+    assert (size, chosen, verdict) == (64, "a2", "tuned?")
     assert ev["p_value"] == d.p_value and ev["n_best"] == 40
     assert ev["best_ci"] == list(d.best_ci)
 

@@ -12,6 +12,7 @@ import pytest
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.backends.openmpi_applied import forced, under_rules
 from colltune.collectives import get_collective
+from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
@@ -64,7 +65,7 @@ def test_rules_written_by_tune_are_obeyed(ompi: OpenMPI, coll_name: str, tmp_pat
     assert sec.comsize == 4
     for i, rule in enumerate(sec.rules):
         size = _size_inside(coll_name, 4, sec, i)
-        cfg = Config(rule.alg, rule.segsize, rule.faninout, rule.maxreq or 0)
+        cfg = Config.of(rule.alg, {SEG: rule.segsize, FAN: rule.faninout, MAXREQ: rule.maxreq or 0})
         got = under_rules(ompi, coll, 4, size, out)
         want = forced(ompi, coll, 4, size, cfg, cat)
         assert got == want, f"rule {i} ({cfg}) at {size} B: Open MPI ran something else"
@@ -130,8 +131,9 @@ def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path
 
 
 @pytest.mark.parametrize("coll_name,choices", [
-    ("reduce", {8: Config(1), 4096: Config(4, 1024), 262144: Config(2, 32768, 2)}),
-    ("bcast", {64: Config(3, 1024), 65536: Config(2, 8192, 2)}),
+    ("reduce", {8: Config(1), 4096: Config.of(4, {SEG: 1024}),
+                262144: Config.of(2, {SEG: 32768, FAN: 2})}),
+    ("bcast", {64: Config.of(3, {SEG: 1024}), 65536: Config.of(2, {SEG: 8192, FAN: 2})}),
     ("allgather", {8: Config(2), 4096: Config(4)}),
 ])
 def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(

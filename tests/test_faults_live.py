@@ -18,6 +18,7 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.collectives import get_collective
+from colltune.core.catalog import MAXREQ
 from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at
 from colltune.rules import ompi_classic as rules
 from helpers import collbench_pids, tune_cli
@@ -43,8 +44,8 @@ def _planned(mpi: OpenMPI, np: int, sizes: str) -> set[tuple[str, int]]:
     """The (config, size) points the tuner plans for reduce (classic rules: no max_requests)."""
     cat = read_catalog(mpi)
     coll = get_collective("reduce")
-    return {(c.key, s) for c in configurations(coll, cat, np, None, [0])
-            for s in sizes_for(coll, np, parse_sizes(sizes)) if useful_at(c, s, coll, np)}
+    return {(c.key, s) for c in configurations(coll, cat, np, {MAXREQ: [0]})
+            for s in sizes_for(coll, np, parse_sizes(sizes)) if useful_at(c, s, cat)}
 
 
 def _rows(db: Path, where: str = "") -> list[tuple]:
@@ -71,7 +72,7 @@ def test_wrong_result_is_recorded_invalid_and_never_chosen(ompi41: OpenMPI, tmp_
     assert [s for s, _, _ in stored] == [8, 64, 512]
     for (size, chosen, ev), d in zip(stored, doc["collectives"]["reduce"]["4"]):
         e = json.loads(ev)
-        assert size == d["size"] and chosen.startswith(f"a{d['chosen']['algorithm']}/")
+        assert size == d["size"] and chosen == d["chosen"]["key"]
         assert e["best_ci"] == d["best_ci"] and e["n_best"] > 0
 
 

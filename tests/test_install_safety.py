@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from colltune.core.catalog import MAXREQ
 from colltune.errors import ColltuneError
 from colltune.outputs.export import _modules
 from colltune.rules import mpich_env
@@ -390,7 +391,7 @@ def test_two_installations_of_one_version_do_not_collide_in_the_report(tmp_path:
     rng = random.Random(3)
     db = tmp_path / "s.db"
     store = Store(db)
-    for prefix, fast in (("/usr", Config(2, 0, 0, 8)), ("/opt/ompi-4.1.4", Config(1))):
+    for prefix, fast in (("/usr", Config.of(2, {MAXREQ: 8})), ("/opt/ompi-4.1.4", Config(1))):
         ctx = Context(f"openmpi-4.1.4@{prefix}", "Open MPI", "4.1.4", prefix, "h", 4, 4, 1,
                       "reduce", "openmpi")
         for cfg, mu in ((DEFAULT, 2e-5), (fast, 1e-5)):

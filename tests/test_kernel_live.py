@@ -8,6 +8,7 @@ import pytest
 from colltune.backends.openmpi import OpenMPI, read_catalog
 from colltune.backends.openmpi_applied import mpit_takes_effect
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.catalog import MAXREQ, SEG
 from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.kernel.traffic import internal_traffic
 from colltune.options import MeasureSettings
@@ -36,9 +37,9 @@ def test_every_algorithm_of_every_collective_is_correct(which: str, np: int, tmp
     bad = []
     for name in sorted(COLLECTIVES):
         coll = get_collective(name)
-        cfgs = configurations(coll, cat, np, segsizes=[0, 1024], max_requests=[0])
+        cfgs = configurations(coll, cat, np, {SEG: [0, 1024], MAXREQ: [0]})
         sizes = sizes_for(coll, np, [8, 4096])
-        pts = [(c, s) for c in cfgs for s in sizes if useful_at(c, s, coll, np)]
+        pts = [(c, s) for c in cfgs for s in sizes if useful_at(c, s, cat)]
         measure(ompi, cat, coll, placement, pts, store, FAST)
         ms = store.measurements(context_for(ompi, coll, placement))
         assert len(ms) == len(pts), name

@@ -14,6 +14,7 @@ from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_c
 from colltune.backends.openmpi_applied import forced, traffic, under_rules
 from colltune.backends.registry import of
 from colltune.collectives import get_collective
+from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
@@ -101,12 +102,14 @@ def test_one_launch_writes_a_section_per_size_that_open_mpi_obeys(
         for i, rule in enumerate(sec.rules):
             nxt = sec.rules[i + 1].msgsize if i + 1 < len(sec.rules) else 1 << 20
             size = max(65536, (rule.msgsize + nxt) // 2 // 8 * 8)
-            cfg = Config(rule.alg, rule.segsize, rule.faninout, rule.maxreq or 0)
+            cfg = Config.of(rule.alg, {SEG: rule.segsize, FAN: rule.faninout,
+                                       MAXREQ: rule.maxreq or 0})
             want = forced(ompi41, REDUCE, np, size, cfg, cat)
             assert under_rules(ompi41, REDUCE, np, size, out) == want, (np, size, cfg)
             # the comparison can fail: another configuration leaves other traffic here (at 2
             # ranks every reduce sends rank 1's data to 0: the segments tell them apart)
-            others = [o for o in (Config(1), Config(3, 1024), Config(5, 4096)) if o != cfg]
+            others = [o for o in (Config(1), Config.of(3, {SEG: 1024}),
+                                  Config.of(5, {SEG: 4096})) if o != cfg]
             assert any(forced(ompi41, REDUCE, np, size, o, cat) != want for o in others)
 
 

@@ -110,7 +110,7 @@ def test_layout_and_launcher_args_reach_the_real_launch(tmp_path) -> None:  # ty
     bad = con.execute("SELECT config_key FROM measurements WHERE status='invalid'").fetchall()
     con.close()
     assert rows == [(4, 4, 1)]
-    assert bad == [("a1/s0/f0/r0",)]
+    assert bad == [("a1",)]
 
 
 def test_open_mpi_5_launches_exclude_han_and_4_1_does_not() -> None:

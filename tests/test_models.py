@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi import OpenMPI
+from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.models.hockney import fit_hockney
 from colltune.models.linfit import fit_line, fit_pieces
 from colltune.models.loggp import fit_loggp
@@ -216,11 +217,11 @@ def test_parameters_are_recovered_from_collective_times() -> None:
     for name in ("reduce", "bcast"):
         coll = get_collective(name)
         for np_ in (2, 3, 4):
-            for c in configurations(coll, cat, np_, [0, 4096], [0]):
+            for c in configurations(coll, cat, np_, {SEG: [0, 4096], MAXREQ: [0]}):
                 fn = formula(name, cat.algorithm_name(name, c.algorithm))
                 for size in (8, 1024, 65536, 1 << 20):
-                    if fn and useful_at(c, size, coll, np_):
-                        t = fn(net, Shape(np_, float(size), c.segsize, c.fanout))
+                    if fn and useful_at(c, size, cat):
+                        t = fn(net, Shape(np_, float(size), c.get(SEG), c.get(FAN)))
                         obs.append(Observation(coll, np_, c, size, t * rng.lognormvariate(0, .05)))
     fit = fit_on_collectives(obs, cat)
     assert fit.hockney.alpha(1) == pytest.approx(4e-6, rel=0.1)

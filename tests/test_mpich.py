@@ -445,14 +445,15 @@ def _tree_catalog() -> mb.MPICHCatalog:
 def test_radix_and_chunk_size_are_searched_forced_and_written() -> None:
     cat = _tree_catalog()
     bcast = get_collective("bcast")
-    cfgs = configurations(bcast, cat, 4, segsizes=[0, 4096, 8192, 65536])
-    got = {(c.algorithm, c.segsize, c.fanout) for c in cfgs}
+    cfgs = configurations(bcast, cat, 4, {SEG: [0, 4096, 8192, 65536]})
+    got = {(c.algorithm, c.get(SEG), c.get(FAN)) for c in cfgs}
     # radices up to the comm size beside the launch value 2 (fanout 0); chunk sizes without
     # the launch value 8192 (segsize 0); binomial has neither
     assert got == {(0, 0, 0), (1, 0, 0), *((7, 0, k) for k in (0, 3, 4)),
                    *((6, s, k) for s in (0, 4096, 65536) for k in (0, 3, 4))}
-    assert [k for k in cat.fanout_choices("bcast", 7, 16)] == [0, 3, 4, 8, 16]
-    assert Config(6, 4096, 3).label(cat, "bcast") == "pipelined_tree(6) chunk=4096 k=3"
+    assert cat.param_values("bcast", 7, 16, {})[FAN] == [0, 3, 4, 8, 16]
+    assert (Config.of(6, {SEG: 4096, FAN: 3}).label(cat, "bcast")
+            == "pipelined_tree(6) chunk=4096 k=3")
     # forced through MPI_T inside one launch, or through the environment of a launch
     assert cat.assignments("bcast", 6, 4096, 3) == {
         mb.device_var("bcast"): 0, mb.algorithm_var("bcast"): 6,
@@ -466,9 +467,10 @@ def test_radix_and_chunk_size_are_searched_forced_and_written() -> None:
     def d(size: int, c: Config) -> Decision:
         return Decision(size, size, c, c, 1.0, 1.0, None, False)
 
-    r = mpich_rules.ranges("bcast", cat, 4, [d(1024, Config(7, 0, 3)), d(4096, Config(7, 0, 3)),
-                                            d(65536, Config(6, 4096, 0)),
-                                            d(1 << 20, Config(7, 0, 2))])
+    r = mpich_rules.ranges("bcast", cat, 4, [d(1024, Config.of(7, {FAN: 3})),
+                                            d(4096, Config.of(7, {FAN: 3})),
+                                            d(65536, Config.of(6, {SEG: 4096})),
+                                            d(1 << 20, Config.of(7, {FAN: 2}))])
     assert r.limits == [(16384, f"{TREE} k=3"), (262144, f"{PIPE} chunk_size=4096"),
                         (None, TREE)]  # k=2 is the launch value: the plain container
     tuning = {"bcast": {4: r}}
@@ -605,12 +607,12 @@ def test_radix_and_chunk_size_of_the_tuning_file_are_obeyed(mpich: MPICH, strace
     assert mpich_csel.parse(tf.read_text(), cat.params) == tuning
     under_file = {mb.JSON_VAR: str(tf), mb.device_var("bcast"): "0"}
     # size: (what the file says, its neighbour that differs only in the radix / chunk size)
-    cases = {8192: (Config(tree, 0, 3), Config(tree, 0, 2)),
-             65536: (Config(pipe, 4096, 0), Config(pipe, 0, 0)),
-             1 << 20: (Config(tree, 0, 0), Config(tree, 0, 3))}
+    cases = {8192: (Config.of(tree, {FAN: 3}), Config.of(tree, {FAN: 2})),
+             65536: (Config.of(pipe, {SEG: 4096}), Config(pipe)),
+             1 << 20: (Config(tree), Config.of(tree, {FAN: 3}))}
     for size, (want_cfg, other_cfg) in cases.items():
         want, other = (_sends(mpich, tmp_path, "bcast", size, mb.forcing_env(
-            cat, "bcast", c.algorithm, c.segsize, c.fanout)) for c in (want_cfg, other_cfg))
+            cat, "bcast", c.algorithm, c.get(SEG), c.get(FAN))) for c in (want_cfg, other_cfg))
         got = _sends(mpich, tmp_path, "bcast", size, under_file)
         print(size, want_cfg, "file", got, "forced", want, "neighbour", other)
         assert not _same(want, other), (size, want, other)  # the signature tells them apart
@@ -664,8 +666,9 @@ def test_tune_searches_radix_and_chunk_and_mpich_obeys_the_choice(strace_ok: Non
     cat = _catalog(mpich)
     ids = {n: i for i, n in cat.algorithms["bcast"].items()}
     con = sqlite3.connect(db)
-    measured = set(con.execute("SELECT algorithm, segsize, fanout FROM measurements "
-                               "WHERE size = 65536 AND status = 'ok'"))
+    measured = {(c.algorithm, c.get(SEG), c.get(FAN)) for c in (
+        Config.from_key(k) for (k,) in con.execute(
+            "SELECT config_key FROM measurements WHERE size = 65536 AND status = 'ok'"))}
     con.close()
     assert {(ids["tree"], 0, k) for k in (0, 3, 4)} <= measured, measured
     assert {(ids["pipelined_tree"], s, k) for s in (0, 4096) for k in (0, 3, 4)} <= measured

@@ -1,9 +1,10 @@
 """A new MPI family is one module plus a registry line (issue 34): a family defined here,
 in tests/ only (its installation class, a catalog of one algorithm, its own file format),
 registered at run time, goes through `tune --from-db`, `tune check`, `tune report` and
-`tune export` with no edit to colltune. What it can do is asked of its backend; if generic
-code still asked which family it drives, this family would be refused or written as Open
-MPI's."""
+`tune export` with no edit to colltune, and so does its own algorithm parameter (a radix
+its catalog declares: searched, stored, decided, labelled and written by name). What it
+can do is asked of its backend; if generic code still asked which family it drives, this
+family would be refused or written as Open MPI's."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from colltune.backends.base import (
     write_file,
 )
 from colltune.collectives import Collective, get_collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import Catalog, Param
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
+from colltune.core.space import configurations
 from colltune.errors import FormatError, read_text
 from colltune.options import TuneOptions
 from colltune.outfile import Planned, destination
@@ -70,11 +72,24 @@ class Dummy:
 
 ALGS = {"reduce": {1: "pipe"}}
 HEADER = "# dummy tuning file"
+RADIX = "radix"  # a parameter no family in colltune has
 
 
-def _render(choices: dict[int, int]) -> str:
-    """The family's own format: `SIZE ALGORITHM` lines under a header."""
-    return HEADER + "\n" + "".join(f"{s} {a}\n" for s, a in sorted(choices.items()))
+class DummyCatalog(Catalog):
+    """One algorithm, `pipe`, whose radix is tunable: 0 (the library's) or 2, 4, 8."""
+
+    def declared(self) -> tuple[Param, ...]:
+        return (Param(RADIX, "r"),)
+
+    def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
+                     ) -> dict[str, list[int]]:
+        return {RADIX: grid.get(RADIX, [0, 2, 4, 8])} if alg == 1 else {}
+
+
+def _render(choices: dict[int, Config]) -> str:
+    """The family's own format: `SIZE ALGORITHM RADIX` lines under a header."""
+    return HEADER + "\n" + "".join(f"{s} {c.algorithm} {c.get(RADIX)}\n"
+                                   for s, c in sorted(choices.items()))
 
 
 class DummyBackend(Backend[Dummy]):
@@ -92,7 +107,7 @@ class DummyBackend(Backend[Dummy]):
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[Dummy]:
-        return DummySession(self, self.find(opts.mpi), Catalog(algorithms=ALGS),
+        return DummySession(self, self.find(opts.mpi), DummyCatalog(algorithms=ALGS),
                             [place(n, None) for n in opts.nps], opts)
 
     def find(self, prefix: str | None) -> Dummy:
@@ -104,13 +119,17 @@ class DummyBackend(Backend[Dummy]):
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         lines = read_text(path).splitlines()[1:]
         for no, line in enumerate(lines, 2):
-            if len(line.split()) != 2 or not all(x.isdigit() for x in line.split()):
-                raise FormatError(str(path), no, "want SIZE ALGORITHM")
+            if len(line.split()) != 3 or not all(x.isdigit() for x in line.split()):
+                raise FormatError(str(path), no, "want SIZE ALGORITHM RADIX")
         return Checked(f"dummy tuning file, {len(lines)} rule(s)", {"format": "dummy"}, [])
 
     def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
-        return _render({d.size: d.chosen.algorithm for d in decisions
+        return _render({d.size: d.chosen for d in decisions
                         if d.chosen != DEFAULT}), "dummy format"
+
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        return DummyCatalog(algorithms=names or ALGS, source="store")
 
     def installable(self, req: ExportRequest) -> Installable:
         site = req.site or req.home
@@ -132,8 +151,7 @@ class DummySession(Session[Dummy]):
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> None:
         np = max(self.opts.nps)
-        choices = {d.size: d.chosen.algorithm for d in decisions["reduce"][np]
-                   if d.chosen != DEFAULT}
+        choices = {d.size: d.chosen for d in decisions["reduce"][np] if d.chosen != DEFAULT}
         summary["wrote"] = {"what": "dummy tuning file", "use": "DUMMY_TUNING_FILE=FILE",
                             "notes": []}
         if self.opts.out:
@@ -142,15 +160,19 @@ class DummySession(Session[Dummy]):
 
 
 def _recorded(db: Path, mpi: Dummy) -> Context:
-    """What a real run would have stored: the default and `pipe` at two sizes, `pipe`
-    clearly faster at 64 KiB and the same at 1 KiB."""
+    """What a real run of the grid would have stored: the default and `pipe` at each radix,
+    at two sizes; `pipe` with radix 4 clearly fastest at 64 KiB, all the same at 1 KiB."""
     ctx = context_for(mpi, get_collective("reduce"), place(2, None))
     s = Store(db)
     s.add_catalog(mpi.key, "dummy", {"reduce": {0: "default", 1: "pipe"}})
-    for alg, size, t in ((0, 1024, 10.0), (1, 1024, 10.0), (0, 65536, 40.0), (1, 65536, 20.0)):
-        xs = [t * 1e-6 * (1 + 0.01 * i) for i in range(-5, 6)]
-        s.add(ctx, Config(alg), PointResult(0, size, "ok", len(xs), sorted(xs)[5], min(xs),
-                                            max(xs), samples=xs), "relaunch")
+    grid = configurations(get_collective("reduce"), DummyCatalog(algorithms=ALGS), 2)
+    assert grid == [DEFAULT] + [Config.of(1, {RADIX: r}) for r in (0, 2, 4, 8)]
+    for cfg in grid:
+        for size in (1024, 65536):
+            t = 10.0 if size == 1024 else {0: 40.0, 4: 20.0}.get(cfg.get(RADIX), 30.0)
+            xs = [t * 1e-6 * (1 + 0.01 * i) for i in range(-5, 6)]
+            s.add(ctx, cfg, PointResult(0, size, "ok", len(xs), sorted(xs)[5], min(xs),
+                                        max(xs), samples=xs), "relaunch")
     s.close()
     return ctx
 
@@ -175,9 +197,10 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     out = tmp_path / "tuned.dummy"
     res = tune(TuneOptions(["reduce"], [2], out=out, mpi=str(mpi.prefix), db=db,
                            from_db=True, backend="dummy", confirm_rounds=0))
-    chosen = {d.size: d.chosen.algorithm for d in res.decisions["reduce"][2]}
-    assert chosen == {1024: 0, 65536: 1}, res.decisions
-    assert out.read_text() == HEADER + "\n65536 1\n"
+    chosen = {d.size: d.chosen for d in res.decisions["reduce"][2]}
+    assert chosen == {1024: DEFAULT, 65536: Config.of(1, {RADIX: 4})}, res.decisions
+    assert out.read_text() == HEADER + "\n65536 1 4\n"
+    assert res.summary["collectives"]["reduce"]["2"][1]["chosen"][RADIX] == 4  # type: ignore[index]
     assert res.summary["wrote"]["what"] == "dummy tuning file"  # type: ignore[index]
 
     # tune check: the family's own reader, by what the file claims to be
@@ -189,7 +212,7 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     assert [e.ctx.backend for e in entries] == ["dummy"]
     assert entries[0].slug.split("-")[2].startswith("dm")
     html = write_report(entries, tmp_path / "report").read_text()
-    assert "dummy format" in html and "pipe" in html
+    assert "dummy format" in html and "pipe(1) r=4" in html
 
     # tune export: the family's files and the module that sets its variable
     done = export(out, tmp_path / "site")

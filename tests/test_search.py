@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from colltune.core.catalog import FAN, SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.core.stats import bootstrap_median_ci
 from colltune.tuner.bayes import BayesSettings, bayes_search
@@ -76,7 +77,7 @@ def test_bayes_finds_the_faster_algorithm_at_each_size_within_its_budget() -> No
     # algorithm 2 is 20% faster than the default at large sizes, algorithm 1 at small ones;
     # segmented variants of 3 are slow everywhere (the bulk of the space)
     sizes = [8 << (2 * i) for i in range(8)]
-    cfgs = [DEFAULT, Config(1), Config(2)] + [Config(3, 1024 << k) for k in range(8)]
+    cfgs = [DEFAULT, Config(1), Config(2)] + [Config.of(3, {SEG: 1024 << k}) for k in range(8)]
     cost = {}
     for j, size in enumerate(sizes):
         for c in cfgs:
@@ -86,7 +87,7 @@ def test_bayes_finds_the_faster_algorithm_at_each_size_within_its_budget() -> No
             elif c.algorithm == 2:
                 rel = 1.3 if j < 4 else 0.8
             elif c.algorithm == 3:
-                rel = 1.5 + 0.05 * (c.segsize // 1024).bit_length()
+                rel = 1.5 + 0.05 * (c.get(SEG) // 1024).bit_length()
             cost[(c, size)] = rel * size ** 0.5
     measure, asked = _by_size(cost)
     out = bayes_search({s: cfgs for s in sizes}, measure, BayesSettings(budget=50, seed=2))
@@ -100,7 +101,8 @@ def test_bayes_stops_early_when_nothing_can_be_gained() -> None:
     # 16 algorithms, all as fast as the default at every size: once the model has seen
     # that, no point is expected to improve and the search ends well before the grid would
     sizes = [8 << (2 * i) for i in range(8)]
-    cfgs = [DEFAULT] + [Config(a) for a in range(1, 9)] + [Config(9, 1024 << k) for k in range(8)]
+    cfgs = [DEFAULT] + [Config(a) for a in range(1, 9)] + [Config.of(9, {SEG: 1024 << k})
+                                                            for k in range(8)]
     cost = {(c, s): float(s) ** 0.5 for c in cfgs for s in sizes}
     measure, asked = _by_size(cost)
     out = bayes_search({s: cfgs for s in sizes}, measure, BayesSettings(seed=1))
@@ -122,12 +124,14 @@ def test_model_shortlist_keeps_each_algorithm_best_variant_and_the_top_k() -> No
     from colltune.models.predict import Prediction
     from colltune.tuner.guided import shortlist
 
-    ranked = [Prediction(Config(6, 1024), 1.0, 9.0), Prediction(Config(6, 4096), 1.1, 9.0),
-              Prediction(Config(6, 0), 1.2, 9.0), Prediction(Config(2, 1024, 4), 2.0, 9.0),
-              Prediction(Config(2, 8192, 4), 2.5, 9.0), Prediction(Config(1), 3.0, 9.0)]
-    assert shortlist(ranked, 2) == sorted([Config(6, 1024), Config(6, 4096),
-                                           Config(2, 1024, 4), Config(1)])
-    assert shortlist(ranked, 0) == sorted([Config(6, 1024), Config(2, 1024, 4), Config(1)])
+    s1k, s4k = Config.of(6, {SEG: 1024}), Config.of(6, {SEG: 4096})
+    chain = Config.of(2, {SEG: 1024, FAN: 4})
+    ranked = [Prediction(s1k, 1.0, 9.0), Prediction(s4k, 1.1, 9.0),
+              Prediction(Config(6), 1.2, 9.0), Prediction(chain, 2.0, 9.0),
+              Prediction(Config.of(2, {SEG: 8192, FAN: 4}), 2.5, 9.0),
+              Prediction(Config(1), 3.0, 9.0)]
+    assert shortlist(ranked, 2) == sorted([s1k, s4k, chain, Config(1)])
+    assert shortlist(ranked, 0) == sorted([s1k, chain, Config(1)])
     assert shortlist([], 3) == []
 
 

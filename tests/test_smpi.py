@@ -14,6 +14,7 @@ from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
 from colltune.backends.openmpi_applied import forced, under_rules
 from colltune.backends.tuned_rules import valid_algorithms
 from colltune.collectives import get_collective
+from colltune.core.catalog import FAN, SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
@@ -267,7 +268,7 @@ def test_real_open_mpi_runs_what_the_simulation_chose(ompi41: OpenMPI, tmp_path:
     assert rule.alg != 0 and rule.segsize > 0, "the simulation chose nothing to check"
     coll = get_collective("reduce")
     cat = read_catalog(ompi41)
-    chosen = Config(rule.alg, rule.segsize, rule.faninout)
+    chosen = Config.of(rule.alg, {SEG: rule.segsize, FAN: rule.faninout})
     seen = under_rules(ompi41, coll, 4, 65536, out)
     assert seen == forced(ompi41, coll, 4, 65536, chosen, cat)
-    assert seen != forced(ompi41, coll, 4, 65536, Config(rule.alg, 0, rule.faninout), cat)
+    assert seen != forced(ompi41, coll, 4, 65536, Config.of(rule.alg, {FAN: rule.faninout}), cat)

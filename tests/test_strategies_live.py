@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi import OpenMPI
+from colltune.core.catalog import MAXREQ
 from helpers import collbench_pids, tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -44,7 +45,7 @@ def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, t
     assert "bayes measured" in r.stderr
     rows = _rows(db)
     assert len(rows) <= 20, "more (configuration, size) points measured than the budget"
-    assert all(rows[("a0/s0/f0/r0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
+    assert all(rows[("a0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
     # fixed repetitions per point (10), 30 more for each size's leaders and the default
     assert {len(xs) for st, xs in rows.values() if st == "ok"} <= {10, 40}
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
@@ -95,7 +96,7 @@ def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_pa
     used = sum(len(xs) for st, xs in final.values() if st == "ok")
     # every stored repetition was used by the resumed race, none measured twice
     assert search["repetitions"] == used <= 1500
-    assert all(final[("a0/s0/f0/r0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
+    assert all(final[("a0", s)][0] == "ok" for s in (8, 4096, 65536, 1048576))
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
 
 
@@ -127,14 +128,15 @@ def test_model_strategy_races_the_model_shortlist_and_the_default(
     coll, cat = get_collective("reduce"), read_catalog(ompi41)
     for size in (8, 65536):
         # 4.1.4 reads classic rules only: the tuner plans without max_requests
-        cands = [c for c in configurations(coll, cat, 4, None, [0]) if useful_at(c, size, coll, 4)]
+        cands = [c for c in configurations(coll, cat, 4, {MAXREQ: [0]})
+                 if useful_at(c, size, cat)]
         ranked = predict(models, coll, cat, 4, size, cands)
         short = {c.key for c in shortlist(ranked, 2)}
         assert {p.config.key for p in ranked[:2]} <= short
         assert {p.config.algorithm for p in ranked} == {Config.from_key(k).algorithm
                                                         for k in short}
         assert len(short) < len(cands)  # segment sizes were pruned
-        assert {k for k, s in rows if s == size} == short | {"a0/s0/f0/r0"}
+        assert {k for k, s in rows if s == size} == short | {"a0"}
     search = json.loads((tmp_path / "s.json").read_text())["searches"]["reduce np=4"]
     used = sum(len(xs) for st, xs in rows.values() if st == "ok")
     assert search["shortlisted"] == len(rows) and search["top_k"] == 2

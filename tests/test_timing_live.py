@@ -14,6 +14,8 @@ import pytest
 from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
 from colltune.backends.registry import launch
 from colltune.collectives import get_collective
+from colltune.core.catalog import SEG
+from colltune.core.config import Config
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import CUT, KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.rules import ompi_classic as rules
@@ -167,8 +169,9 @@ def test_a_tune_sweep_stores_the_points_the_cutoff_stopped(ompi41: OpenMPI, cuto
                  "--confirm-rounds", "0", "--cutoff", cutoff, "--quiet")
     assert r.returncode == 0, r.stderr
     rows = sqlite3.connect(db).execute(
-        "select algorithm, segsize, n, message from measurements").fetchall()
-    cut = [(a, s, n) for a, s, n, msg in rows if msg == CUT]
+        "select config_key, n, message from measurements").fetchall()
+    cut = [(Config.from_key(k).algorithm, Config.from_key(k).get(SEG), n)
+           for k, n, msg in rows if msg == CUT]
     assert all(a and n == 3 for a, _, n in cut)  # never the default, always after 3
     if cutoff == "0":
         assert cut == []

@@ -117,10 +117,10 @@ def test_an_older_store_reads_as_isolated_completion(tmp_path: Path) -> None:
     con.executescript(old)
     con.execute(
         "INSERT INTO measurements (mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, "
-        "nodes, collective, config_key, algorithm, segsize, fanout, max_requests, size, "
+        "nodes, collective, config_key, algorithm, size, "
         "status, n, median, samples, message, sweep, created) VALUES "
-        "('openmpi-test','Open MPI','4.1.4','/usr','host',4,4,1,'allreduce','a0/s0/f0/r0',0,0,0,"
-        "0,64,'ok',3,1.0,?,'','mpit','2026-01-01T00:00:00+00:00')",
+        "('openmpi-test','Open MPI','4.1.4','/usr','host',4,4,1,'allreduce','a0',0,"
+        "64,'ok',3,1.0,?,'','mpit','2026-01-01T00:00:00+00:00')",
         (json.dumps([1.0, 1.0, 1.0]),))
     con.commit()
     con.close()

@@ -347,7 +347,9 @@ def test_verify_app_fails_when_the_command_line_overrides_the_rules(ompi41: obje
     assert "coll_tuned_use_dynamic_rules = 0, colltune set 1" in res.stderr
     res = tune_cli(*base, "--mca", "coll_tuned_use_dynamic_rules", "0", str(exe),
                    env=ompi41.tool_env())  # type: ignore[attr-defined]
-    assert res.returncode == 0, res.stderr
+    # applied: the verdict is then on wall time, which a loaded machine can call slower
+    # (exit 1 with "significantly slower"); what is asserted is that both arms applied
+    assert res.returncode in (0, 1) and "did not apply" not in res.stderr, res.stderr
     assert (f"tuned run: applied (coll_tuned_use_dynamic_rules = 1, "
             f"coll_tuned_dynamic_rules_filename = {rules.resolve()}, read back)") in res.stderr
     assert "default run: applied (coll_tuned_use_dynamic_rules = 0, read back)" in res.stderr

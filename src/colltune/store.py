@@ -35,9 +35,6 @@ CREATE TABLE IF NOT EXISTS measurements (
     collective TEXT NOT NULL,
     config_key TEXT NOT NULL,
     algorithm INTEGER NOT NULL,
-    segsize INTEGER NOT NULL,
-    fanout INTEGER NOT NULL,
-    max_requests INTEGER NOT NULL,
     size INTEGER NOT NULL,
     status TEXT NOT NULL,
     n INTEGER NOT NULL,
@@ -137,6 +134,12 @@ MIGRATIONS = [
     ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
     ("measurements", "backend", "TEXT NOT NULL DEFAULT ''"),
 ]
+# columns of Open MPI's parameters that stores had before catalogs declared parameters:
+# their values live in the configuration key since (a3/segsize=1024, was a3/s1024/f0/r0)
+OLD_PARAM_COLUMNS = ("segsize", "fanout", "max_requests")
+# where configuration keys are stored
+KEY_COLUMNS = (("measurements", "config_key"), ("counters", "config_key"),
+               ("confirmations", "config_key"), ("decisions", "chosen"))
 
 
 def timing_of(r: PointResult) -> str:
@@ -300,23 +303,50 @@ class Store:
             self.db.close()
             raise StoreError(f"{self.path} is not a colltune measurement store",
                                 "pass the --db used when tuning")
+        if self._outdated():
+            # an older store read as the current one, its file untouched: a copy in memory
+            # takes the migrations
+            memory = sqlite3.connect(":memory:", isolation_level=None)
+            self.db.backup(memory)
+            self.db.close()
+            self.db = memory
+            self.db.executescript(SCHEMA)
+            self._migrate()
+
+    def _outdated(self) -> bool:
+        return any(not self._has(t, c) for t, c, _ in MIGRATIONS) or self._has(
+            "measurements", OLD_PARAM_COLUMNS[0])
 
     def _has(self, table: str, column: str) -> bool:
         """Whether an (older, read-only) store has a column added since."""
         return column in {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
 
-    def _col(self, table: str, column: str) -> str:
-        """`column`, or its migration default where a read-only older store lacks it."""
-        if not self.readonly or self._has(table, column):
-            return column
-        return next(d.split("DEFAULT ")[1] for t, c, d in MIGRATIONS
-                    if (t, c) == (table, column))
-
     def _migrate(self) -> None:
         for table, column, decl in MIGRATIONS:
-            have = {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-            if column not in have:
+            if not self._has(table, column):
                 self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        if self._has("measurements", OLD_PARAM_COLUMNS[0]):
+            self._rekey()
+
+    def _rekey(self) -> None:
+        """Configuration keys of the parameter columns' time in today's form, and the
+        columns dropped, in one transaction: a store is either old or migrated."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            if self._has("measurements", OLD_PARAM_COLUMNS[0]):  # not by a racing tuner
+                for table, column in KEY_COLUMNS:
+                    olds = [r[0] for r in self.db.execute(
+                        f"SELECT DISTINCT {column} FROM {table}")]
+                    self.db.executemany(
+                        f"UPDATE {table} SET {column}=? WHERE {column}=?",
+                        [(Config.from_key(k).key, k) for k in olds
+                         if Config.from_key(k).key != k])
+                for column in OLD_PARAM_COLUMNS:
+                    self.db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self.db.close()
@@ -396,8 +426,8 @@ class Store:
                 sweep: str) -> None:
         row = (
             ctx.mpi_key, ctx.mpi_name, ctx.mpi_version, ctx.mpi_path, ctx.host, ctx.np,
-            ctx.ppn, ctx.nodes, ctx.collective, cfg.key, cfg.algorithm, cfg.segsize,
-            cfg.fanout, cfg.max_requests, r.size, r.status, r.n, r.median, r.ci_lo, r.ci_hi,
+            ctx.ppn, ctx.nodes, ctx.collective, cfg.key, cfg.algorithm,
+            r.size, r.status, r.n, r.median, r.ci_lo, r.ci_hi,
             r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
             timing_of(r), r.objective, json.dumps(r.series), ctx.backend,
@@ -405,10 +435,10 @@ class Store:
         db.execute(
             "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
             "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
-            "segsize, fanout, max_requests, size, status, n, median, ci_lo, ci_hi, "
+            "size, status, n, median, ci_lo, ci_hi, "
             "mean, min, max, samples, message, sweep, created, timing, objective, "
             "series, backend) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-            "?,?,?,?)",
+            "?)",
             row,
         )
         if r.pvars:
@@ -473,8 +503,8 @@ class Store:
     def measurements(self, ctx: Context) -> list[Measurement]:
         cur = self._read(
             "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message, "
-            f"{self._col('measurements', 'timing')}, {self._col('measurements', 'objective')}, "
-            f"{self._col('measurements', 'series')} FROM measurements WHERE mpi_key=? AND "
+            "timing, objective, "
+            "series FROM measurements WHERE mpi_key=? AND "
             "host=? AND np=? AND ppn=? AND collective=? ORDER BY size, config_key",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
         )
@@ -506,7 +536,7 @@ class Store:
         # rows of one context stored before and after the backend column: one context
         rows = self._read(
             "SELECT mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
-            f"collective, MAX({self._col('measurements', 'backend')}) FROM measurements "
+            "collective, MAX(backend) FROM measurements "
             "GROUP BY mpi_key, mpi_name, mpi_version, mpi_path, host, np, ppn, nodes, "
             "collective ORDER BY mpi_version, host, collective, np", ())
         return [Context(*r) for r in rows]
@@ -655,7 +685,7 @@ class Store:
     def confirmation(self, ctx: Context, size: int, config_key: str) -> Verdict | None:
         rows = self._read(
             "SELECT size, default_median, tuned_median, p_faster, p_slower, rounds_won, rounds, "
-            f"verdict, launch_speedup, {self._col('confirmations', 'modes')} FROM "
+            "verdict, launch_speedup, modes FROM "
             "confirmations WHERE mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? "
             "AND size=? AND config_key=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, size, config_key),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import FAN, SEG, SEGMENT_GRID, Catalog, Param
 from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError, MPIError
 from colltune.rules.mpich_names import (  # noqa: F401 (what the backend's users name)
@@ -220,6 +220,11 @@ class MPICHCatalog(Catalog):
     # collective -> algorithm id -> FAN (radix k) / SEG (chunk size) -> the variable setting it
     knobs: dict[str, dict[int, dict[str, str]]] | None = None
 
+    def declared(self) -> tuple[Param, ...]:
+        # the radix k and the pipeline chunk size, stored under the names coll/tuned's
+        # segment size and fanout have (stores written before parameters were declared)
+        return (Param(SEG, "chunk", below_message=True), Param(FAN, "k"))
+
     def uses(self, coll: str, alg: int, param: str) -> bool:
         return param in (self.knobs or {}).get(coll, {}).get(alg, {})
 
@@ -229,18 +234,14 @@ class MPICHCatalog(Catalog):
         text = (self.params or {}).get(cont or "", {}).get(key or "")
         return int(text) if text and text.lstrip("-").isdigit() else None
 
-    def fanout_choices(self, coll: str, alg: int, np: int) -> list[int]:
-        """0 (the launch value) and the other radices up to the comm size."""
-        base = self._launch_value(coll, alg, FAN)
-        return [0] + [k for k in RADICES if k <= max(np, 2) and k != base]
-
-    def segsize_choices(self, coll: str, alg: int, segsizes: list[int]) -> list[int]:
-        """The chunk sizes asked for, without the launch value (0 stands for it)."""
-        base = self._launch_value(coll, alg, SEG)
-        return [s for s in segsizes if s == 0 or s != base]
-
-    def param_label(self, param: str) -> str:
-        return {SEG: "chunk", FAN: "k", MAXREQ: "maxreq"}[param]
+    def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
+                ) -> dict[str, list[int]]:
+        """Chunk sizes asked for and the radices up to the comm size, without the launch
+        values (0 stands for them)."""
+        chunk, radix = self._launch_value(coll, alg, SEG), self._launch_value(coll, alg, FAN)
+        values = {SEG: [s for s in grid.get(SEG, SEGMENT_GRID) if s == 0 or s != chunk],
+                  FAN: [0] + [k for k in RADICES if k <= max(np, 2) and k != radix]}
+        return {p: v for p, v in values.items() if self.uses(coll, alg, p)}
 
     def assignments(self, coll: str, alg: int, segsize: int = 0, fanout: int = 0
                     ) -> dict[str, int]:

@@ -54,7 +54,7 @@ def config_of(catalog: MPICHCatalog, coll: str, text: str) -> Config | None:
     if alg is None:
         return None
     values = {KNOBS[k]: int(v) for k, v in overrides.items() if k in KNOBS and v.isdigit()}
-    return Config(alg, values.get(SEG, 0), values.get(FAN, 0))
+    return Config.of(alg, {SEG: values.get(SEG, 0), FAN: values.get(FAN, 0)})
 
 
 def env_path(out: Path) -> Path:
@@ -71,7 +71,7 @@ def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ran
         if not c.algorithm:
             return None
         return mpich_csel.choice(containers[coll][c.algorithm],
-                                 catalog.leaf_overrides(coll, c.algorithm, c.segsize, c.fanout))
+                                 catalog.leaf_overrides(coll, c.algorithm, c.get(SEG), c.get(FAN)))
 
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     if SIZE_KEY.get(coll) is None or not sized:
@@ -167,10 +167,10 @@ class MPICHBackend(Backend[MPICH]):
     def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
         if cfg.algorithm == 0 or not isinstance(catalog, MPICHCatalog):
             return {}
-        return catalog.assignments(coll.name, cfg.algorithm, cfg.segsize, cfg.fanout)
+        return catalog.assignments(coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN))
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-        return mpich.forcing_env(catalog, coll.name, cfg.algorithm, cfg.segsize, cfg.fanout)
+        return mpich.forcing_env(catalog, coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN))
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[MPICH]:

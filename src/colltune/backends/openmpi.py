@@ -11,7 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, SEGMENT_GRID, Catalog, Param
 from colltune.core.toolchain import names_version
 from colltune.errors import ColltuneError, MPIError
 
@@ -219,9 +219,22 @@ BUILTIN_CATALOG: dict[str, list[str]] = {
 }
 
 
+# coll/tuned's algorithm parameters, as labels and search models list them; the grid a
+# search measures when the user names no values
+TUNED_PARAMS = (
+    Param(SEG, "seg", below_message=True),
+    Param(FAN, "fanout"),
+    Param(MAXREQ, "maxreq"),
+)
+DEFAULT_MAX_REQUESTS = [0, 8]
+
+
 @dataclass
 class TunedCatalog(Catalog):
     """coll/tuned's catalog: parameters are MCA variables, used as ALGORITHM_PARAMS says."""
+
+    def declared(self) -> tuple[Param, ...]:
+        return TUNED_PARAMS
 
     def has(self, coll: str, param: str) -> bool:
         return any(_PARAM_SUFFIX[v.split(f"coll_tuned_{coll}", 1)[1]] == param
@@ -232,10 +245,17 @@ class TunedCatalog(Catalog):
         return param in ALGORITHM_PARAMS.get(coll, {}).get(name, frozenset()) and (
             self.has(coll, param))
 
-    def fanout_choices(self, coll: str, alg: int, np: int) -> list[int]:
-        """Chain counts worth trying: powers of two below the number of non-root ranks."""
-        out = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)]
-        return out or [1]
+    def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
+                ) -> dict[str, list[int]]:
+        # chain counts worth trying: powers of two below the number of non-root ranks
+        fanouts = [f for f in (1, 2, 4, 8, 16, 32) if f < max(2, np - 1)] or [1]
+        values = {SEG: grid.get(SEG, SEGMENT_GRID), FAN: fanouts,
+                  MAXREQ: grid.get(MAXREQ, DEFAULT_MAX_REQUESTS)}
+        return {p.name: values[p.name] for p in TUNED_PARAMS if self.uses(coll, alg, p.name)}
+
+    def redundant(self, coll: str, alg: int, values: dict[str, int]) -> bool:
+        # an unsegmented reduce posts one request: nothing to limit
+        return coll == "reduce" and bool(values.get(MAXREQ)) and not values.get(SEG)
 
 
 _PARAM_SUFFIX = {

@@ -15,7 +15,7 @@ from colltune.backends.openmpi import (
     launch_env,
 )
 from colltune.collectives import Collective, get_collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
@@ -61,7 +61,7 @@ def forced(mpi: OpenMPI, coll: Collective, np: int, size: int, cfg: Config,
     if cfg.algorithm == 0:
         return traffic(mpi, coll, np, size, FIXED_DECISION_ENV)
     return traffic(mpi, coll, np, size, dynamic_env(forcing_vars(
-        coll.name, cfg.algorithm, cfg.segsize, cfg.fanout, cfg.max_requests, catalog)))
+        coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN), cfg.get(MAXREQ), catalog)))
 
 
 def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
@@ -99,7 +99,7 @@ def rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config
     if hit is None:
         return None
     r = hit[1]
-    return Config(r.alg, r.segsize, r.faninout, r.maxreq or 0)
+    return Config.of(r.alg, {SEG: r.segsize, FAN: r.faninout, MAXREQ: r.maxreq or 0})
 
 
 def applied_check(mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int, sizes: list[int],

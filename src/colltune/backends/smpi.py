@@ -122,10 +122,10 @@ def find_smpi(prefix: str | Path | None, platform: str | Path | None) -> SMPI:
 def catalog() -> Catalog:
     """Open MPI ids and names for what SMPI implements; no segment size or fanout
     variables: SMPI's ports choose those themselves (see `smpi_segsize`)."""
-    from colltune.backends.openmpi import builtin_catalog
+    from colltune.backends.openmpi import TunedCatalog, builtin_catalog
 
     names = builtin_catalog().algorithms
-    cat = Catalog(source="smpi")
+    cat = TunedCatalog(source="smpi")  # coll/tuned's parameter names, none settable
     for coll, algs in ALGORITHMS.items():
         cat.algorithms[coll] = {i: names[coll][i] for i in algs}
     return cat

@@ -13,7 +13,7 @@ from colltune.backends import smpi
 from colltune.backends.base import Arms, Session
 from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import FAN, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
@@ -113,7 +113,7 @@ class SMPISession(TunedSession[smpi.SMPI]):
                 fixed = []
                 for d in ds:
                     seg, fan = smpi.smpi_segsize(name, d.chosen.algorithm, np, max(d.size, 0))
-                    fixed.append(replace(d, chosen=replace(d.chosen, segsize=seg, fanout=fan))
+                    fixed.append(replace(d, chosen=d.chosen.with_values({SEG: seg, FAN: fan}))
                                  if d.chosen != DEFAULT else d)
                 out.setdefault(name, {})[np] = fixed
         return out

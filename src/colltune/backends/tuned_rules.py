@@ -33,7 +33,7 @@ from colltune.backends.openmpi import (
     supports_rules_v2,
 )
 from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
@@ -70,8 +70,8 @@ class TunedRulesBackend(Backend[T]):
             return {}  # the launch values: algorithm 0, the library's own decision
         if coll.name in catalog.forcing:  # coll/han's choices
             return catalog.forcing[coll.name][cfg.algorithm]
-        return forcing_vars(coll.name, cfg.algorithm, cfg.segsize, cfg.fanout,
-                            cfg.max_requests, catalog)
+        return forcing_vars(coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN),
+                            cfg.get(MAXREQ), catalog)
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return dynamic_env(self.mpit_vars(catalog, coll, cfg))
@@ -95,7 +95,7 @@ class TunedRulesBackend(Backend[T]):
 
     def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
         # version 2 where a chosen configuration sets max_requests (classic cannot say it)
-        v2 = any(d.chosen.max_requests for d in decisions)
+        v2 = any(d.chosen.get(MAXREQ) for d in decisions)
         rf = rules.RulesFile(version=2 if v2 else 1)
         rf.set_section(get_collective(ctx.collective).ompi_id, section(ctx.np, decisions))
         return (rules.render(rf),
@@ -181,7 +181,7 @@ def installed_rules(req: ExportRequest, rules_path: Path) -> tuple[str, dict[str
 def decided_rules(db: Path, name: str, decided: list[StoredDecisions]) -> str:
     """Every collective and communicator size the store holds, as tune writes them."""
     chosen = [d.chosen for _, ds, _ in decided for d in ds if d.chosen != DEFAULT]
-    rf = rules.RulesFile(version=2 if any(c.max_requests for c in chosen) else 1)
+    rf = rules.RulesFile(version=2 if any(c.get(MAXREQ) for c in chosen) else 1)
     rf.comments = [f"Open MPI coll/tuned dynamic rules decided from {db.resolve()} "
                    f"({name}) by colltune {__version__}"]
     for ctx, ds, when in decided:
@@ -329,6 +329,6 @@ def section(np: int, decisions: list[Decision]) -> CommRule:
         if d.chosen == prev:
             continue
         c = d.chosen
-        sec.rules.append(MsgRule(start, c.algorithm, c.fanout, c.segsize, c.max_requests))
+        sec.rules.append(MsgRule(start, c.algorithm, c.get(FAN), c.get(SEG), c.get(MAXREQ)))
         prev = c
     return sec

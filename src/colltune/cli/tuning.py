@@ -158,6 +158,7 @@ def _without_option(args: list[str], name: str) -> list[str]:
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
                         nodes: int | None, ppn: int | None, point_time: float,
                         path: Path, backend: str, tune_han: bool) -> None:
+    from colltune.core.catalog import SEG
     from colltune.core.space import configurations, sizes_for, useful_at
     from colltune.outputs.slurm_script import render
 
@@ -173,9 +174,10 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                                 "'s algorithms are known only from the installation",
                                 f"run tune {name} --mpi PREFIX inside your own batch job")
         points = sum(1 for n in names for p in nps
-                     for c in configurations(get_collective(n), cat, p, segs)
+                     for c in configurations(get_collective(n), cat, p,
+                                               {SEG: segs} if segs else None)
                      for sz in sizes_for(get_collective(n), p, size_list)
-                     if useful_at(c, sz, get_collective(n), p))
+                     if useful_at(c, sz, cat))
         args = _without_option(sys.argv[1:], "--slurm-script")
         text = render(args, max(nps), nodes, ppn, points, point_time,
                       launches=len(names) * len(nps), name=f"colltune-{name}")

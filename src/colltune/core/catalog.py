@@ -4,16 +4,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# the tuning parameters a configuration can carry besides its algorithm
+# the names under which the families here declare their algorithm parameters (a catalog
+# may declare others: a configuration carries any name its catalog declares)
 SEG, FAN, MAXREQ = "segsize", "fanout", "max_requests"
+# the segment (chunk) sizes a search measures when the user names none
+SEGMENT_GRID = [0] + [1024 << i for i in range(8)]  # 0, 1 KiB .. 128 KiB
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable a configuration carries besides its algorithm, as a catalog declares it."""
+
+    name: str  # in configuration keys and the store
+    label: str  # the library's own word for it, in labels
+    # a value at or above the message size does what 0 (no value) does: a segment as
+    # large as the message is no segmentation, so the point is not measured
+    below_message: bool = False
 
 
 @dataclass
 class Catalog:
     """Algorithms (id -> name) and settable parameters per collective, for one installation.
 
-    The base takes no parameters; a family whose algorithms do overrides `uses` and the
-    choices (backends/openmpi.py, backends/mpich.py)."""
+    The base declares no parameters; a family whose algorithms take some overrides
+    `declared` and `param_values` (backends/openmpi.py, backends/mpich.py)."""
 
     algorithms: dict[str, dict[int, str]] = field(default_factory=dict)
     # collective -> the library's variables for its parameters (Open MPI's MCA names)
@@ -23,7 +37,20 @@ class Catalog:
     # not one variable's value (coll/han's choices)
     forcing: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
 
-    def has(self, coll: str, param: str) -> bool:
+    def declared(self) -> tuple[Param, ...]:
+        """Every parameter this library's configurations can carry, in the order labels
+        and search models list them."""
+        return ()
+
+    def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
+                ) -> dict[str, list[int]]:
+        """The values worth measuring for each parameter algorithm `alg` takes at `np`
+        ranks (0: the library's own value); `grid` holds the values a user asked for, by
+        parameter name. A parameter the algorithm does not take is absent."""
+        return {}
+
+    def redundant(self, coll: str, alg: int, values: dict[str, int]) -> bool:
+        """Whether a combination of values only repeats another one."""
         return False
 
     def algorithm_name(self, coll: str, alg: int) -> str:
@@ -31,15 +58,6 @@ class Catalog:
             return "default"
         return self.algorithms.get(coll, {}).get(alg, f"algorithm {alg}")
 
-    def uses(self, coll: str, alg: int, param: str) -> bool:
-        return False
-
-    def fanout_choices(self, coll: str, alg: int, np: int) -> list[int]:
-        return [0]
-
-    def segsize_choices(self, coll: str, alg: int, segsizes: list[int]) -> list[int]:
-        return segsizes
-
-    def param_label(self, param: str) -> str:
-        """How a configuration's label names the parameter (this library's word for it)."""
-        return {SEG: "seg", FAN: "fanout", MAXREQ: "maxreq"}[param]
+    def param(self, name: str) -> Param:
+        """The declaration of `name` (one this catalog does not declare: its own name)."""
+        return next((p for p in self.declared() if p.name == name), Param(name, name))

@@ -99,7 +99,11 @@ class Decision:
 
     def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:
         def cfg(c: Config) -> dict[str, object]:
-            return {**asdict(c), "name": catalog.algorithm_name(coll, c.algorithm)}
+            # every parameter the catalog declares, by name (0: the library's value)
+            return {"algorithm": c.algorithm,
+                    **{p.name: c.get(p.name) for p in catalog.declared()},
+                    "params": dict(c.params), "key": c.key,
+                    "name": catalog.algorithm_name(coll, c.algorithm)}
 
         d = asdict(self)
         d["chosen"] = cfg(self.chosen)

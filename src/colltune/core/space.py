@@ -1,16 +1,17 @@
-"""Configurations (algorithm, segment size, fanout, max_requests) and the grid over them."""
+"""Configurations (an algorithm and its catalog-declared parameters) and the grid over
+them; message sizes."""
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Mapping
 
 from colltune.collectives import Collective, SizeRule
-from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 
-DEFAULT_SEGSIZES = [0] + [1024 << i for i in range(8)]  # 0, 1 KiB .. 128 KiB
-DEFAULT_MAX_REQUESTS = [0, 8]
 # per-rank block sizes; reductions need a multiple of 8 (one double)
 # every power of two from 4 B to 1 MiB per rank: a rule between two measured sizes is a
 # guess (issue 21), and with the MPI_T sweep 19 sizes cost little more than 8
@@ -49,35 +50,27 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def configurations(coll: Collective, catalog: Catalog, np: int,
-                   segsizes: list[int] | None = None,
-                   max_requests: list[int] | None = None) -> list[Config]:
-    """Every configuration of the grid, the library default first."""
-    segs = DEFAULT_SEGSIZES if segsizes is None else segsizes
-    mreqs = DEFAULT_MAX_REQUESTS if max_requests is None else max_requests
+                   grid: Mapping[str, list[int]] | None = None) -> list[Config]:
+    """Every configuration of the grid, the library default first: each algorithm with
+    every combination of the values its catalog offers for the parameters it takes
+    (`grid`: the values a user asked for, by parameter name)."""
     out = [DEFAULT]
     for alg, name in sorted(catalog.algorithms.get(coll.name, {}).items()):
         if name == "two_proc" and np != 2:
             continue  # only defined for exactly two ranks
-        seg_opts = catalog.segsize_choices(coll.name, alg, segs) if catalog.uses(
-            coll.name, alg, SEG) else [0]
-        fan_opts = catalog.fanout_choices(coll.name, alg, np) if catalog.uses(
-            coll.name, alg, FAN) else [0]
-        req_opts = mreqs if catalog.uses(coll.name, alg, MAXREQ) else [0]
-        for s in seg_opts:
-            for f in fan_opts:
-                for r in req_opts:
-                    if r and coll.name == "reduce" and s == 0:
-                        continue  # an unsegmented reduce posts one request: nothing to limit
-                    out.append(Config(alg, s, f, r))
+        axes = catalog.param_values(coll.name, alg, np, dict(grid or {}))
+        for combo in itertools.product(*axes.values()):
+            values = dict(zip(axes, combo, strict=True))
+            if not catalog.redundant(coll.name, alg, values):
+                out.append(Config.of(alg, values))
     return out
 
 
-def useful_at(cfg: Config, size: int, coll: Collective, np: int) -> bool:
+def useful_at(cfg: Config, size: int, catalog: Catalog) -> bool:
     """False when the point would only repeat another: a segment at least as large as
     the message is no segmentation at all."""
-    if cfg.segsize and cfg.segsize >= size:
-        return False
-    return True
+    return not any(p.below_message and 0 < cfg.get(p.name) and cfg.get(p.name) >= size
+                   for p in catalog.declared())
 
 
 def sizes_for(coll: Collective, np: int, sizes: list[int] | None = None) -> list[int]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import Config
 from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, formula
 from colltune.models.hockney import Hockney
@@ -66,8 +66,8 @@ def fit_on_collectives(obs: list[Observation], catalog: Catalog) -> Models:
         from colltune.errors import ColltuneError
         raise ColltuneError("too few measured configurations with a cost formula to fit",
                             "measure a grid first (tune <collective> --np N)")
-    shapes = [Shape(o.np, float(o.size), o.config.segsize, o.config.fanout,
-                    o.config.max_requests) for o, _ in pairs]
+    shapes = [Shape(o.np, float(o.size), o.config.get(SEG), o.config.get(FAN),
+                    o.config.get(MAXREQ)) for o, _ in pairs]
     y = np.log([o.seconds for o, _ in pairs])
 
     def residuals(net_of: Callable[[np.ndarray], Net]) -> Callable[[np.ndarray], np.ndarray]:

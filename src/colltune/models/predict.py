@@ -7,7 +7,7 @@ import socket
 from dataclasses import dataclass
 
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import Config
 from colltune.core.space import configurations, useful_at
 from colltune.core.toolchain import Installation
@@ -67,11 +67,11 @@ def predict(models: Models, coll: Collective, catalog: Catalog, np: int, size: i
     h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.loggp_gamma)
     out = []
     for c in configs if configs is not None else configurations(coll, catalog, np):
-        if c.algorithm == 0 or not useful_at(c, size, coll, np):
+        if c.algorithm == 0 or not useful_at(c, size, catalog):
             continue  # the library's own decision has no formula: it is measured
         fn = formula(coll.name, catalog.algorithm_name(coll.name, c.algorithm))
         if fn is None:
             continue
-        shape = Shape(np, float(size), c.segsize, c.fanout, c.max_requests)
+        shape = Shape(np, float(size), c.get(SEG), c.get(FAN), c.get(MAXREQ))
         out.append(Prediction(c, fn(h, shape), fn(lg, shape)))
     return sorted(out, key=lambda p: (p.time(rank_by), p.config))

@@ -179,8 +179,8 @@ def _figures(e: Entry) -> dict[str, object]:
 
 def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[object]]]:
     meas: list[list[object]] = [["mpi", "version", "prefix", "host", "np", "ppn", "nodes",
-                                 "collective", "algorithm", "algorithm_name", "segsize", "fanout",
-                                 "max_requests", "size", "status", "n", "median_s", "ci_lo_s",
+                                 "collective", "algorithm", "algorithm_name", "parameters", "size",
+                                 "status", "n", "median_s", "ci_lo_s",
                                  "ci_hi_s", "message"]]
     dec: list[list[object]] = [["mpi", "version", "prefix", "host", "np", "collective", "size",
                                 "lookup_size", "chosen", "best", "best_median_s",
@@ -191,7 +191,7 @@ def _csv_rows(entries: list[Entry]) -> tuple[list[list[object]], list[list[objec
             meas.append([c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.ppn, c.nodes,
                          c.collective, m.config.algorithm,
                          e.catalog.algorithm_name(c.collective, m.config.algorithm),
-                         m.config.segsize, m.config.fanout, m.config.max_requests, m.size,
+                         " ".join(f"{n}={v}" for n, v in m.config.params), m.size,
                          m.status, m.n, m.median, m.ci_lo, m.ci_hi, m.message])
         for d in e.decisions:
             dec.append([c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.collective, d.size,

@@ -1,5 +1,5 @@
-"""Bayesian search with scikit-optimize: one Gaussian process over (algorithm, log2 segment
-size, fanout, log2 max_requests, log2 message size), so a point measured at one size
+"""Bayesian search with scikit-optimize: one Gaussian process over (algorithm, log2 of each
+parameter the candidates set, log2 message size), so a point measured at one size
 informs its neighbours, and expected improvement chosen per message size.
 
 What is modelled is log(median / default median at the same size): sizes differ by orders
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from colltune.core.config import DEFAULT, Config
@@ -62,9 +62,13 @@ def _log2(x: int) -> int:
     return int(math.log2(x)) + 1 if x > 0 else 0
 
 
-def _encode(p: Point) -> list[int]:
-    c, size = p
-    return [c.algorithm, _log2(c.segsize), c.fanout, _log2(c.max_requests), _log2(size)]
+def _encoder(points: list[Point]) -> Callable[[Point], list[int]]:
+    """A point as numbers: its algorithm, then every parameter any of `points` sets (the
+    values a catalog offers double: segment sizes, radices, request counts), then its
+    message size."""
+    names = sorted({n for c, _ in points for n, _ in c.params})
+    return lambda p: ([p[0].algorithm] + [_log2(p[0].get(n)) for n in names]
+                      + [_log2(p[1])])
 
 
 def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
@@ -166,9 +170,10 @@ def _next_batch(out: BayesOutcome, todo: list[Point], sizes: list[int], n: int,
             if (DEFAULT, size) in out.samples}
     known = [(p, math.log(median(v) / base[p[1]])) for p, v in sorted(out.samples.items())
              if p[1] in base]
+    _encode = _encoder([p for p, _ in known] + list(todo))
     every = [_encode(p) for p, _ in known] + [_encode(p) for p in todo]
     dims: list[Categorical | Integer] = [Categorical(sorted({e[0] for e in every}))]
-    for k in range(1, 5):
+    for k in range(1, len(every[0])):
         lo, hi = min(e[k] for e in every), max(e[k] for e in every)
         dims.append(Integer(lo, max(hi, lo + 1)))  # skopt needs lo < hi
     # one hyper-parameter fit per batch, no restarts: measured points cost seconds, but the

@@ -62,7 +62,7 @@ def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collect
             if mid is None or sizes_for(coll, placement.np, [mid]) != [mid]:
                 continue  # no size between, or too large a buffer for this collective
             todo |= {(c, mid) for c in (DEFAULT, a.chosen, b.chosen)
-                     if useful_at(c, mid, coll, placement.np)}
+                     if useful_at(c, mid, catalog)}
         done = store.done(ctx)
         todo = {p for p in todo if (p[0].key, p[1]) not in done}
         if not todo:

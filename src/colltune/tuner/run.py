@@ -296,7 +296,7 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
     for np in targets:
         ds = []
         for size in sizes_for(coll, np, sizes):
-            cands = [c for c in configurations(coll, catalog, np) if useful_at(c, size, coll, np)]
+            cands = [c for c in configurations(coll, catalog, np) if useful_at(c, size, catalog)]
             ranked = predict(models, coll, catalog, np, size, cands, rank_by=which)
             if not ranked:
                 continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import MAXREQ, SEG, Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
 from colltune.core.space import configurations, sizes_for, useful_at
@@ -35,10 +35,12 @@ def failure_note(failures: list[str], coll: Collective, placement: Placement,
 def candidates(opts: TuneOptions, catalog: Catalog, version: int, coll: Collective,
                np: int) -> list[tuple[Config, int]]:
     """Every (configuration, size) worth measuring at communicator size `np`."""
-    mreqs = None if version == 2 else [0]
-    cfgs = configurations(coll, catalog, np, opts.segsizes, mreqs)
+    grid = {SEG: opts.segsizes} if opts.segsizes is not None else {}
+    if version != 2:
+        grid[MAXREQ] = [0]  # only Open MPI's version-2 rules have a max_requests column
+    cfgs = configurations(coll, catalog, np, grid)
     return [(c, s) for c in cfgs for s in sizes_for(coll, np, opts.sizes)
-            if useful_at(c, s, coll, np)]
+            if useful_at(c, s, catalog)]
 
 
 def sweep_ladder(opts: TuneOptions, mpi: Installation, catalog: Catalog, version: int,

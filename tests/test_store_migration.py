@@ -1,0 +1,119 @@
+"""A store written by colltune 0.1.0 (tests/data/store-0.1.0.sqlite: Open MPI 4.1.4 reduce,
+bcast and alltoall at 2 and 3 ranks, MPICH 4.0.2 bcast, recorded on the host "vm" by that
+release's `tune`) opens in today's colltune without loss: its parameter columns become
+configuration keys, every row and value stays, a read-only open leaves the file as it was,
+and `tune --from-db` on it writes byte for byte what 0.1.0's own `tune --from-db` wrote
+(tests/golden/store-0.1.0-*, with time stamps and the output path
+replaced by placeholders). How they were recorded: docs/architecture.md, "Stores"."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from colltune.core.catalog import FAN, MAXREQ, SEG
+from colltune.core.config import Config
+from colltune.options import TuneOptions
+from colltune.store import KEY_COLUMNS, OLD_PARAM_COLUMNS, Store
+from colltune.tuner.run import tune
+
+RECORDED = Path(__file__).parent / "data" / "store-0.1.0.sqlite"
+GOLDEN = Path(__file__).parent / "golden"
+HOST = "vm"  # where the store was recorded: a store's contexts are per host
+
+
+def _rows(path: Path, table: str) -> list[dict[str, object]]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(f"SELECT * FROM {table} ORDER BY id")]
+    finally:
+        con.close()
+
+
+def _migrated(tmp_path: Path) -> Path:
+    db = tmp_path / "old.sqlite"
+    shutil.copyfile(RECORDED, db)
+    Store(db).close()
+    return db
+
+
+def test_an_old_store_migrates_every_row_and_value(tmp_path: Path) -> None:
+    old = {t: _rows(RECORDED, t) for t, _ in KEY_COLUMNS if t != "decisions"}
+    assert set(OLD_PARAM_COLUMNS) <= set(old["measurements"][0])  # really the old schema
+    assert any(r["segsize"] for r in old["measurements"])  # and parameters to carry over
+    db = _migrated(tmp_path)
+    new = {t: _rows(db, t) for t in old}
+    for m_old, m_new in zip(old["measurements"], new["measurements"], strict=True):
+        # the columns' values are now the key's; everything else is as it was
+        want = Config.of(int(m_old["algorithm"]), {  # type: ignore[call-overload]
+            SEG: m_old["segsize"], FAN: m_old["fanout"], MAXREQ: m_old["max_requests"]})
+        assert m_new["config_key"] == want.key
+        assert Config.from_key(str(m_new["config_key"])) == want
+        assert {k: v for k, v in m_old.items() if k not in OLD_PARAM_COLUMNS
+                and k != "config_key"} == {k: v for k, v in m_new.items() if k != "config_key"}
+    for table in ("counters", "confirmations"):
+        assert len(new[table]) == len(old[table])
+        for a, b in zip(old[table], new[table], strict=True):
+            assert b["config_key"] == Config.from_key(str(a["config_key"])).key
+    old_dec, new_dec = _rows(RECORDED, "decisions"), _rows(db, "decisions")
+    assert [Config.from_key(str(d["chosen"])) for d in old_dec] == [
+        Config.from_key(str(d["chosen"])) for d in new_dec]
+    assert all(re.fullmatch(r"a\d+(/[a-z_]+=\d+)*", str(d["chosen"])) for d in new_dec)
+    # a second open finds nothing to do
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    Store(db).close()
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_a_read_only_open_reads_an_old_store_as_migrated_and_leaves_it(tmp_path: Path
+                                                                       ) -> None:
+    copy = tmp_path / "ro.sqlite"
+    shutil.copyfile(RECORDED, copy)
+    before = hashlib.sha256(copy.read_bytes()).hexdigest()
+    ro = Store(copy, readonly=True)
+    rw = Store(_migrated(tmp_path))
+    try:
+        ctxs = ro.contexts()
+        assert ctxs == rw.contexts() and len(ctxs) == 6
+        for ctx in ctxs:
+            assert ro.measurements(ctx) == rw.measurements(ctx)
+            assert ro.decisions(ctx) == rw.decisions(ctx)
+    finally:
+        ro.close()
+        rw.close()
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == before
+
+
+def _normalised(text: str, out: Path) -> str:
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "<stamp>", text)
+    return text.replace(str(out.with_suffix(".json")), "<out>")
+
+
+@pytest.mark.mpi  # reads the installed Open MPI 4.1.4 and MPICH 4.0.2, launches nothing
+@pytest.mark.parametrize("coll,nps,fmt,suffix", [
+    ("reduce", [2, 3], "openmpi", ".conf"), ("bcast", [2], "openmpi", ".conf"),
+    ("alltoall", [2], "openmpi", ".conf"), ("bcast", [2, 3], "mpich", ".json")])
+def test_from_db_on_an_old_store_writes_what_its_release_wrote(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, coll: str, nps: list[int],
+        fmt: str, suffix: str) -> None:
+    from conftest import get_mpi, get_mpich
+
+    get_mpi("ompi41") if fmt == "openmpi" else get_mpich("mpich40")  # skips with the reason
+    db = tmp_path / "old.sqlite"
+    shutil.copyfile(RECORDED, db)
+    monkeypatch.setattr(socket, "gethostname", lambda: HOST)
+    out = tmp_path / f"out{suffix}"
+    tune(TuneOptions([coll], nps, out=out, mpi="/usr", db=db, from_db=True, backend=fmt))
+    name = f"store-0.1.0-{fmt if fmt == 'mpich' else coll}"
+    written = [(out, GOLDEN / f"{name}{suffix}")]
+    if fmt == "mpich":
+        written.append((out.with_suffix(".env"), GOLDEN / f"{name}.env"))
+    for got, want in written:
+        assert _normalised(got.read_text(), out) == want.read_text(), got.name
