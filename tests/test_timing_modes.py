@@ -12,7 +12,8 @@ from colltune.backends.tuned_rules import section
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
-from colltune.store import SCHEMA, Context, Store
+from colltune.store import Context, Store
+from colltune.store_schema import SCHEMA
 from colltune.tuner.confirm import ABSamples, judge
 from colltune.tuner.decide import decide
 

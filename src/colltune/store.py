@@ -1,7 +1,7 @@
 """SQLite store of every measurement with its full context; the source for decisions.
 
-Over 400 lines: one schema, its migrations and the queries on it; split, a query would
-live apart from the columns it reads."""
+The queries on it; the schema, its migrations and opening a file are store_schema.py.
+Over 400 lines: one query per stored kind, each beside the record it reads."""
 
 from __future__ import annotations
 
@@ -15,131 +15,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import NoReturn
 
 from colltune.core.config import Config
 from colltune.core.records import PointResult, Verdict
 from colltune.errors import ColltuneError, StoreError
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS measurements (
-    id INTEGER PRIMARY KEY,
-    mpi_key TEXT NOT NULL,
-    mpi_name TEXT NOT NULL,
-    mpi_version TEXT NOT NULL,
-    mpi_path TEXT NOT NULL,
-    host TEXT NOT NULL,
-    np INTEGER NOT NULL,
-    ppn INTEGER NOT NULL,
-    nodes INTEGER NOT NULL,
-    collective TEXT NOT NULL,
-    config_key TEXT NOT NULL,
-    algorithm INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    n INTEGER NOT NULL,
-    median REAL, ci_lo REAL, ci_hi REAL, mean REAL, min REAL, max REAL,
-    samples TEXT NOT NULL,
-    message TEXT NOT NULL,
-    sweep TEXT NOT NULL,
-    created TEXT NOT NULL,
-    timing TEXT NOT NULL DEFAULT 'isolated',
-    objective TEXT NOT NULL DEFAULT 'completion',
-    series TEXT NOT NULL DEFAULT '{}',
-    backend TEXT NOT NULL DEFAULT '',
-    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
-);
-CREATE TABLE IF NOT EXISTS counters (
-    id INTEGER PRIMARY KEY,
-    mpi_key TEXT NOT NULL,
-    host TEXT NOT NULL,
-    np INTEGER NOT NULL,
-    ppn INTEGER NOT NULL,
-    collective TEXT NOT NULL,
-    config_key TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    counts TEXT NOT NULL,
-    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
-);
-CREATE TABLE IF NOT EXISTS confirmations (
-    id INTEGER PRIMARY KEY,
-    mpi_key TEXT NOT NULL,
-    host TEXT NOT NULL,
-    np INTEGER NOT NULL,
-    ppn INTEGER NOT NULL,
-    collective TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    config_key TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    default_median REAL NOT NULL,
-    tuned_median REAL NOT NULL,
-    p_faster REAL NOT NULL,
-    p_slower REAL NOT NULL,
-    rounds_won INTEGER NOT NULL,
-    rounds INTEGER NOT NULL,
-    launch_speedup REAL NOT NULL,
-    created TEXT NOT NULL,
-    modes TEXT NOT NULL DEFAULT '{}',
-    UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
-);
-CREATE TABLE IF NOT EXISTS models (
-    id INTEGER PRIMARY KEY,
-    mpi_key TEXT NOT NULL,
-    mpi_version TEXT NOT NULL,
-    host TEXT NOT NULL,
-    np INTEGER NOT NULL,
-    ppn INTEGER NOT NULL,
-    model TEXT NOT NULL,
-    params TEXT NOT NULL,
-    probe TEXT NOT NULL,
-    created TEXT NOT NULL,
-    UNIQUE (mpi_key, host, np, ppn, model)
-);
-CREATE TABLE IF NOT EXISTS decisions (
-    id INTEGER PRIMARY KEY,
-    mpi_key TEXT NOT NULL,
-    host TEXT NOT NULL,
-    np INTEGER NOT NULL,
-    ppn INTEGER NOT NULL,
-    collective TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    chosen TEXT NOT NULL,
-    verdict TEXT NOT NULL,
-    evidence TEXT NOT NULL,
-    created TEXT NOT NULL,
-    UNIQUE (mpi_key, host, np, ppn, collective, size)
-);
-CREATE TABLE IF NOT EXISTS catalogs (
-    mpi_key TEXT PRIMARY KEY,
-    backend TEXT NOT NULL,
-    algorithms TEXT NOT NULL,
-    created TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS timers (
-    mpi_key TEXT NOT NULL,
-    host TEXT NOT NULL,
-    wtick REAL NOT NULL,
-    step REAL NOT NULL,
-    created TEXT NOT NULL,
-    PRIMARY KEY (mpi_key, host)
-);
-"""
-
-# Columns added after stores were in use: an older store gets them with the values its
-# rows were measured with (one call after a barrier, the slowest rank, no per-mode verdicts)
-MIGRATIONS = [
-    ("measurements", "timing", "TEXT NOT NULL DEFAULT 'isolated'"),
-    ("measurements", "objective", "TEXT NOT NULL DEFAULT 'completion'"),
-    ("measurements", "series", "TEXT NOT NULL DEFAULT '{}'"),
-    ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
-    ("measurements", "backend", "TEXT NOT NULL DEFAULT ''"),
-]
-# columns of Open MPI's parameters that stores had before catalogs declared parameters:
-# their values live in the configuration key since (a3/segsize=1024, was a3/s1024/f0/r0)
-OLD_PARAM_COLUMNS = ("segsize", "fanout", "max_requests")
-# where configuration keys are stored
-KEY_COLUMNS = (("measurements", "config_key"), ("counters", "config_key"),
-               ("confirmations", "config_key"), ("decisions", "chosen"))
+from colltune.store_schema import open_readonly, open_writable
 
 
 def timing_of(r: PointResult) -> str:
@@ -229,36 +109,12 @@ class Measurement:
 class Store:
     def __init__(self, path: str | Path, readonly: bool = False) -> None:
         """`readonly`: for commands that only read (show, report, export, model show): the
-        file is opened through SQLite's read-only mode, nothing is created, converted or
-        migrated, and a file that is not a colltune store is refused."""
+        file is opened through SQLite's read-only mode, nothing is created or converted on
+        disk (an older store is migrated in memory), and a file that is not a colltune
+        store is refused."""
         self.path = Path(path)
         self.readonly = readonly
-        if readonly:
-            self._open_readonly()
-            return
-        # two tuners starting on one store race to switch it to WAL and create the tables;
-        # SQLite answers "database is locked" at once there, without waiting: retry
-        deadline = time.monotonic() + 60
-        while True:
-            db: sqlite3.Connection | None = None
-            try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(str(self.path), timeout=60, isolation_level=None)
-                self.db = db
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.executescript(SCHEMA)
-                self._migrate()
-                return
-            except sqlite3.OperationalError as e:
-                if ("locked" not in str(e) and "duplicate column" not in str(e)) or \
-                        time.monotonic() > deadline:
-                    self._fail_open(e)
-                if db is not None:
-                    db.close()
-                time.sleep(0.1)
-            except (sqlite3.Error, OSError) as e:
-                self._fail_open(e)
+        self.db = open_readonly(self.path) if readonly else open_writable(self.path)
 
     @classmethod
     def for_deciding(cls, path: str | Path) -> Store:
@@ -272,81 +128,6 @@ class Store:
                 return cls(path, readonly=True)
             except ColltuneError:
                 raise first from None
-
-    def _fail_open(self, e: Exception) -> NoReturn:
-        raise StoreError(f"cannot open the measurement store {self.path}: {e}",
-                            "pass a writable file with --db PATH") from None
-
-    def _open_readonly(self) -> None:
-        from urllib.parse import quote
-
-        if not self.path.is_file():
-            raise StoreError(f"no measurement store at {self.path}",
-                                "pass the --db used when tuning")
-        uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
-        try:
-            try:
-                self.db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
-                tables = {r[0] for r in self.db.execute(
-                    "SELECT name FROM sqlite_master WHERE type='table'")}
-            except sqlite3.OperationalError:
-                # a WAL store whose -shm/-wal files cannot be created (a read-only
-                # filesystem, a directory the reader cannot write): read it as immutable
-                self.db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60,
-                                          isolation_level=None)
-                tables = {r[0] for r in self.db.execute(
-                    "SELECT name FROM sqlite_master WHERE type='table'")}
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot read the measurement store {self.path}: {e}",
-                                "pass the --db used when tuning") from None
-        if not {"measurements", "confirmations", "models"} <= tables:
-            self.db.close()
-            raise StoreError(f"{self.path} is not a colltune measurement store",
-                                "pass the --db used when tuning")
-        if self._outdated():
-            # an older store read as the current one, its file untouched: a copy in memory
-            # takes the migrations
-            memory = sqlite3.connect(":memory:", isolation_level=None)
-            self.db.backup(memory)
-            self.db.close()
-            self.db = memory
-            self.db.executescript(SCHEMA)
-            self._migrate()
-
-    def _outdated(self) -> bool:
-        return any(not self._has(t, c) for t, c, _ in MIGRATIONS) or self._has(
-            "measurements", OLD_PARAM_COLUMNS[0])
-
-    def _has(self, table: str, column: str) -> bool:
-        """Whether an (older, read-only) store has a column added since."""
-        return column in {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
-
-    def _migrate(self) -> None:
-        for table, column, decl in MIGRATIONS:
-            if not self._has(table, column):
-                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-        if self._has("measurements", OLD_PARAM_COLUMNS[0]):
-            self._rekey()
-
-    def _rekey(self) -> None:
-        """Configuration keys of the parameter columns' time in today's form, and the
-        columns dropped, in one transaction: a store is either old or migrated."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            if self._has("measurements", OLD_PARAM_COLUMNS[0]):  # not by a racing tuner
-                for table, column in KEY_COLUMNS:
-                    olds = [r[0] for r in self.db.execute(
-                        f"SELECT DISTINCT {column} FROM {table}")]
-                    self.db.executemany(
-                        f"UPDATE {table} SET {column}=? WHERE {column}=?",
-                        [(Config.from_key(k).key, k) for k in olds
-                         if Config.from_key(k).key != k])
-                for column in OLD_PARAM_COLUMNS:
-                    self.db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
 
     def close(self) -> None:
         self.db.close()

@@ -1,0 +1,236 @@
+"""The store's schema, its migrations and how a store file is opened: created or
+migrated for writing, or read-only (an older store migrated in a copy in memory)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import NoReturn
+from urllib.parse import quote
+
+from colltune.core.config import Config
+from colltune.errors import StoreError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    mpi_name TEXT NOT NULL,
+    mpi_version TEXT NOT NULL,
+    mpi_path TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    nodes INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    algorithm INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    median REAL, ci_lo REAL, ci_hi REAL, mean REAL, min REAL, max REAL,
+    samples TEXT NOT NULL,
+    message TEXT NOT NULL,
+    sweep TEXT NOT NULL,
+    created TEXT NOT NULL,
+    timing TEXT NOT NULL DEFAULT 'isolated',
+    objective TEXT NOT NULL DEFAULT 'completion',
+    series TEXT NOT NULL DEFAULT '{}',
+    backend TEXT NOT NULL DEFAULT '',
+    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
+);
+CREATE TABLE IF NOT EXISTS counters (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    config_key TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    counts TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
+);
+CREATE TABLE IF NOT EXISTS confirmations (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    config_key TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    default_median REAL NOT NULL,
+    tuned_median REAL NOT NULL,
+    p_faster REAL NOT NULL,
+    p_slower REAL NOT NULL,
+    rounds_won INTEGER NOT NULL,
+    rounds INTEGER NOT NULL,
+    launch_speedup REAL NOT NULL,
+    created TEXT NOT NULL,
+    modes TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (mpi_key, host, np, ppn, collective, size, config_key)
+);
+CREATE TABLE IF NOT EXISTS models (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    mpi_version TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    params TEXT NOT NULL,
+    probe TEXT NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, model)
+);
+CREATE TABLE IF NOT EXISTS decisions (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    np INTEGER NOT NULL,
+    ppn INTEGER NOT NULL,
+    collective TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    chosen TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    created TEXT NOT NULL,
+    UNIQUE (mpi_key, host, np, ppn, collective, size)
+);
+CREATE TABLE IF NOT EXISTS catalogs (
+    mpi_key TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    algorithms TEXT NOT NULL,
+    created TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS timers (
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    wtick REAL NOT NULL,
+    step REAL NOT NULL,
+    created TEXT NOT NULL,
+    PRIMARY KEY (mpi_key, host)
+);
+"""
+
+# Columns added after stores were in use: an older store gets them with the values its
+# rows were measured with (one call after a barrier, the slowest rank, no per-mode verdicts)
+MIGRATIONS = [
+    ("measurements", "timing", "TEXT NOT NULL DEFAULT 'isolated'"),
+    ("measurements", "objective", "TEXT NOT NULL DEFAULT 'completion'"),
+    ("measurements", "series", "TEXT NOT NULL DEFAULT '{}'"),
+    ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
+    ("measurements", "backend", "TEXT NOT NULL DEFAULT ''"),
+]
+# columns of Open MPI's parameters that stores had before catalogs declared parameters:
+# their values live in the configuration key since (a3/segsize=1024, was a3/s1024/f0/r0)
+OLD_PARAM_COLUMNS = ("segsize", "fanout", "max_requests")
+# where configuration keys are stored
+KEY_COLUMNS = (("measurements", "config_key"), ("counters", "config_key"),
+               ("confirmations", "config_key"), ("decisions", "chosen"))
+
+
+def _fail_open(path: Path, e: Exception) -> NoReturn:
+    raise StoreError(f"cannot open the measurement store {path}: {e}",
+                     "pass a writable file with --db PATH") from None
+
+
+def open_writable(path: Path) -> sqlite3.Connection:
+    """The store at `path`, created or migrated as needed (WAL, so tuners can share it)."""
+    # two tuners starting on one store race to switch it to WAL and create the tables;
+    # SQLite answers "database is locked" at once there, without waiting: retry
+    deadline = time.monotonic() + 60
+    while True:
+        db: sqlite3.Connection | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(SCHEMA)
+            migrate(db)
+            return db
+        except sqlite3.OperationalError as e:
+            if ("locked" not in str(e) and "duplicate column" not in str(e)) or \
+                    time.monotonic() > deadline:
+                _fail_open(path, e)
+            if db is not None:
+                db.close()
+            time.sleep(0.1)
+        except (sqlite3.Error, OSError) as e:
+            _fail_open(path, e)
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """The store at `path` through SQLite's read-only mode; an older one is migrated in a
+    copy in memory, its file untouched."""
+    if not path.is_file():
+        raise StoreError(f"no measurement store at {path}", "pass the --db used when tuning")
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    try:
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        except sqlite3.OperationalError:
+            # a WAL store whose -shm/-wal files cannot be created (a read-only
+            # filesystem, a directory the reader cannot write): read it as immutable
+            db = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=60,
+                                 isolation_level=None)
+            tables = {r[0] for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.Error as e:
+        raise StoreError(f"cannot read the measurement store {path}: {e}",
+                         "pass the --db used when tuning") from None
+    if not {"measurements", "confirmations", "models"} <= tables:
+        db.close()
+        raise StoreError(f"{path} is not a colltune measurement store",
+                         "pass the --db used when tuning")
+    if outdated(db):
+        memory = sqlite3.connect(":memory:", isolation_level=None)
+        db.backup(memory)
+        db.close()
+        db = memory
+        db.executescript(SCHEMA)
+        migrate(db)
+    return db
+
+
+def has(db: sqlite3.Connection, table: str, column: str) -> bool:
+    """Whether a store has a column (added since, or dropped since)."""
+    return column in {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+def outdated(db: sqlite3.Connection) -> bool:
+    return any(not has(db, t, c) for t, c, _ in MIGRATIONS) or has(
+        db, "measurements", OLD_PARAM_COLUMNS[0])
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    for table, column, decl in MIGRATIONS:
+        if not has(db, table, column):
+            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+    if has(db, "measurements", OLD_PARAM_COLUMNS[0]):
+        _rekey(db)
+
+
+def _rekey(db: sqlite3.Connection) -> None:
+    """Configuration keys of the parameter columns' time in today's form, and the columns
+    dropped, in one transaction: a store is either old or migrated."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if has(db, "measurements", OLD_PARAM_COLUMNS[0]):  # not done by a racing tuner
+            for table, column in KEY_COLUMNS:
+                olds = [r[0] for r in db.execute(f"SELECT DISTINCT {column} FROM {table}")]
+                db.executemany(f"UPDATE {table} SET {column}=? WHERE {column}=?",
+                               [(Config.from_key(k).key, k) for k in olds
+                                if Config.from_key(k).key != k])
+            for column in OLD_PARAM_COLUMNS:
+                db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
