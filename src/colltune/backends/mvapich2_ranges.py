@@ -181,6 +181,11 @@ def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog
         notes += why
         if table:
             p.set_ranges(VARIABLE[coll], table)
+        lost = [d for d in ds if d.unexpressed]
+        if not table and lost:  # say why the profile sets nothing for it, and what would
+            notes.append(f"{coll}: nothing set; {len(lost)} win(s) found in the sweep "
+                         f"(at {', '.join(f'{d.size} B' for d in lost)}) cannot be expressed: "
+                         f"{lost[0].unexpressed}")
     return p, notes
 
 
