@@ -109,5 +109,6 @@ class Decision:
         d["chosen"] = cfg(self.chosen)
         d["best"] = cfg(self.best) if self.best else None
         d["speedup"] = self.speedup
+        d["verdict"] = self.verdict
         d["confirmations"] = [{**asdict(v), "speedup": v.speedup} for v in self.confirmations]
         return d
