@@ -185,7 +185,8 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
 
         self.ties.setdefault(name, {})[placement.np] = confirmed_ties(sweep, fresh)
         if self.opts.trade_off:
-            self.trades.setdefault(name, {})[placement.np] = trades_in(ms, self.mv2_catalog, name)
+            self.trades.setdefault(name, {})[placement.np] = trades_in(
+                ms, self.mv2_catalog, name, self.counters[name][placement.np])
         return ds
 
     def _ranges(self, name: str, np: int, ds: list[Decision], tie: Ties | None = None

@@ -53,9 +53,13 @@ def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
     return tie
 
 
-def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str) -> Trades:
+def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str,
+              counters: Counters | None = None) -> Trades:
     """The fastest nameable algorithm measured at each size, and its cost there: what
-    --trade-off writes where the default cannot be named."""
+    --trade-off writes where the default cannot be named. Where MVAPICH2's counters say the
+    forced algorithm ran as another (reduce-scatter+gather falls back to binomial when the
+    count is below the number of ranks), the one that ran is written: it is what was
+    measured."""
     best: dict[int, Measurement] = {}
     dflt: dict[int, float] = {}
     for m in ms:
@@ -72,8 +76,14 @@ def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str) -> Trades:
         if m is None or size not in dflt:
             return None
         alg, cost = m.config.algorithm, (m.median or 0.0) / dflt[size]
-        return (catalog.value[coll][alg], f"{catalog.algorithms[coll][alg]}, measured there "
-                f"at {cost:.2f}x the default's time (in the sweep)")
+        value, how = catalog.value[coll][alg], catalog.algorithms[coll][alg]
+        ran = catalog.ran_value(coll, (counters or {}).get((m.config.key, size), {}))
+        if ran is not None and ran != value and ran in catalog.value[coll].values():
+            names = {catalog.value[coll][a]: n for a, n in catalog.algorithms[coll].items()}
+            value, how = ran, f"{names.get(ran, ran)} (forced as {how}: MVAPICH2 ran " \
+                f"{names.get(ran, ran)} there)"
+        return (value, f"{how}, measured there at {cost:.2f}x the default's time (in the "
+                "sweep)")
     return trade
 
 
