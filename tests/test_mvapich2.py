@@ -164,14 +164,17 @@ def test_profile_edge_cases() -> None:
         mv.parse(mv.render(prof))
 
 
-def test_trade_off_gives_up_the_unnameable_default_with_its_cost_noted() -> None:
+def test_the_shared_memory_default_is_kept_in_the_first_range_and_8_is_traded() -> None:
     """MVAPICH2 2.3.7 at 2 ranks (issue 37): its default ran the shared-memory reduce at
-    1 KiB (no tuning variable names it) and reduce via allreduce at 1 MiB (8: not inside a
-    range string); redscat_gather won at 64 KiB. Without --trade-off reduce is left to
-    MVAPICH2 and the note says why; with it, the fastest nameable algorithm measured at
-    each given-up size is written and its cost noted."""
+    1 KiB and reduce via allreduce at 1 MiB (8: not inside a range string); redscat_gather
+    won at 64 KiB. The shared-memory path can be named in the first range only (2.3.7 marks
+    entry 0 of a user table two-level, with MV2_INTRA_REDUCE_TUNING's algorithm inside the
+    node); 8 cannot: without --trade-off reduce is left to MVAPICH2 and the note says why;
+    with it, the fastest nameable algorithm measured at 1 MiB is written, its cost noted."""
     cat = m2.catalog(["reduce"])
-    counters = {(DEFAULT.key, 1024): {"mv2_coll_reduce_shmem": 9},
+    counters = {(DEFAULT.key, 1024): {"mv2_coll_reduce_shmem": 9,
+                                      "mv2_coll_reduce_two_level_helper": 9,
+                                      "mv2_coll_reduce_binomial": 1},
                 (DEFAULT.key, 65536): {"mv2_coll_reduce_binomial": 9},
                 (DEFAULT.key, 1 << 20): {"mv2_coll_reduce_allreduce": 9}}
     ds = [_d(1024, 0), _d(65536, 5), _d(1 << 20, 0)]
@@ -185,18 +188,43 @@ def test_trade_off_gives_up_the_unnameable_default_with_its_cost_noted() -> None
           m(1 << 20, 1, 160.0), m(1 << 20, 5, 140.0)]
     prof, notes = mvapich2_rules.profile({"reduce": {2: ds}}, cat, {"reduce": counters}, 2, [])
     assert prof.settings == {}
-    assert "1024 B: MVAPICH2's default ran its shared-memory reduce" in notes[0], notes
+    assert "1048576 B: MVAPICH2's default ran algorithm 8" in notes[0], notes
     assert "--trade-off" in notes[-1]
     trades = {"reduce": mvapich2_rules.trades_in(ms, cat, "reduce")}
     prof, notes = mvapich2_rules.profile({"reduce": {2: ds}}, cat, {"reduce": counters}, 2, [],
                                          None, trades)
     value = prof.settings["MV2_INTER_REDUCE_TUNING"]
-    assert [_mv2_select(value, s) for s in (1024, 65536, 1 << 20)] == [1, 5, 5], value
+    assert value == "1:0-8192,5:8193-+"
+    # the first range is the default's own path: two-level, shared memory inside the node
+    assert prof.settings["MV2_INTER_REDUCE_TUNING_TWO_LEVEL"] == "1"
+    assert prof.settings["MV2_INTRA_REDUCE_TUNING"] == "4"
     given_up = [n for n in notes if "given up" in n]
-    assert len(given_up) == 2, notes
-    assert "1024 B" in given_up[0] and "binomial, measured there at 1.30x" in given_up[0]
-    assert "1048576 B" in given_up[1] and "at 1.40x" in given_up[1]
+    assert len(given_up) == 1 and "1048576 B" in given_up[0] and "at 1.40x" in given_up[0]
+    assert any("up to 8192 B: MVAPICH2's default kept (its shared-memory path)" in n
+               for n in notes), notes
     mv.parse(mv.render(prof))
+    # after a tuned size the shared-memory path is not the first range: not nameable there
+    later = [_d(512, 5), _d(1024, 0), _d(65536, 5)]
+    prof, notes = mvapich2_rules.profile({"reduce": {2: later}}, cat, {"reduce": counters}, 2,
+                                         [], None, trades)
+    assert "MV2_INTER_REDUCE_TUNING_TWO_LEVEL" not in prof.settings
+    assert "1024 B: MVAPICH2's default ran its shared-memory reduce" in notes[0], notes
+    assert "1024 B: MVAPICH2's default given up (--trade-off): algorithm 1, binomial, " \
+        "measured there at 1.30x" in notes[1], notes
+
+
+def test_a_trade_names_what_mvapich2_ran_where_the_forced_algorithm_fell_back() -> None:
+    """reduce-scatter+gather at a count below the ranks runs binomial (MVAPICH2's counters
+    said so while it was measured): --trade-off writes binomial, and says why."""
+    cat = m2.catalog(["reduce"])
+    fast = Measurement(Config(5), 8, "ok", 3, 0.5, None, None, [0.5, 0.5, 0.5], "")
+    dflt = Measurement(DEFAULT, 8, "ok", 3, 0.4, None, None, [0.4, 0.4, 0.4], "")
+    counted = {(Config(5).key, 8): {"mv2_coll_reduce_binomial": 7}}
+    trade = mvapich2_rules.trades_in([fast, dflt], cat, "reduce", counted)(8)
+    assert trade is not None and trade[0] == 1
+    assert trade[1].startswith("binomial (forced as redscat_gather: MVAPICH2 ran binomial")
+    plain = mvapich2_rules.trades_in([fast, dflt], cat, "reduce")(8)
+    assert plain is not None and plain[0] == 5
 
 
 def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_path: Path
@@ -354,6 +382,32 @@ def test_tune_writes_a_profile_mvapich2_obeys(mvapich2: MVAPICH2, tmp_path: Path
         # default was kept, what the default runs
         want = cat.value["reduce"][decided[s]] if decided[s] else \
             cat.ran_value("reduce", default[s])
+        if want is None and default[s].get("mv2_coll_reduce_shmem"):
+            # the default's shared-memory path, kept by the profile's two-level first range
+            assert under[s].get("mv2_coll_reduce_shmem"), (s, under[s], default[s])
+            continue
         assert cat.ran_value("reduce", under[s]) == want, (s, decided, under[s], default[s])
         if "MV2_INTER_REDUCE_TUNING" in prof.settings:
             assert _mv2_select(prof.settings["MV2_INTER_REDUCE_TUNING"], s) == want
+
+
+@pytest.mark.mpi
+def test_the_first_range_can_run_the_shared_memory_reduce(mvapich2: MVAPICH2, tmp_path: Path
+                                                          ) -> None:
+    """What the profile writes for a first range where MVAPICH2's default ran its
+    shared-memory reduce: the two-level switch and the intra-node algorithm 4 make 2.3.7
+    run it there (its counters: reduce_shmem inside reduce_two_level_helper), the next
+    range still runs its own algorithm; the range alone runs binomial there. MVAPICH2 builds
+    its node-level communicators only after 16 calls on a communicator
+    (MV2_TWO_LEVEL_COMM_THRESHOLD), and runs flat binomial until then: 40 calls a point."""
+    base = {"MV2_USE_INDEXED_TUNING": "0", "MV2_USE_INDEXED_REDUCE_TUNING": "0",
+            "MV2_INTER_REDUCE_TUNING": "1:0-2048,2:2049-+"}
+    first = {**base, **m2.FIRST_RANGE["reduce"][2]}
+    got = _counts(mvapich2, tmp_path, [1024, 65536], first, reps=40)
+    shmem = got[1024].get("mv2_coll_reduce_shmem", 0)
+    assert shmem > got[1024].get("mv2_coll_reduce_binomial", 0), got[1024]
+    assert got[1024].get("mv2_coll_reduce_two_level_helper", 0) == shmem, got[1024]
+    assert m2.catalog(["reduce"]).ran_value("reduce", got[65536]) == 2, got[65536]
+    plain = _counts(mvapich2, tmp_path, [1024], base, reps=40)
+    assert not plain[1024].get("mv2_coll_reduce_shmem") and plain[1024].get(
+        "mv2_coll_reduce_binomial"), plain[1024]

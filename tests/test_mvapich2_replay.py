@@ -9,7 +9,10 @@ real ones; only the host name and the installation's detection stand in (replay_
 What it guards: the confirmation never compares MVAPICH2's default with itself; a profile
 that sets nothing says precisely why; --trade-off writes a table that names, at every size
 it decided, the algorithm decided there, and notes the cost of every size given up; and
-the profiles are what the live run wrote (tests/golden/mvapich2-2.3.7-reduce-np2*.conf)."""
+the profiles are what the live runs wrote from the same measurements
+(tests/golden/mvapich2-2.3.7-reduce-np2*.conf: the --trade-off one byte for byte as the
+live run wrote it; the plain one from the whole store, which holds the sizes the second
+run's boundary search added)."""
 
 from __future__ import annotations
 
@@ -113,7 +116,7 @@ def test_with_trade_off_every_decided_size_is_named_and_every_loss_noted(
     cat = mv2.catalog(["reduce"])
     ds = _decided(summary)
     tuned = [d for d in ds if d["chosen"]["algorithm"]]
-    assert tuned and all(d["confirmations"] and d["confirmations"][-1]["speedup"] > 1
+    assert tuned and all(d["confirmations"] and d["confirmations"][-1]["launch_speedup"] > 1
                          for d in tuned)
     for d in tuned:  # what MVAPICH2 reads there is what was decided there
         assert _selected(value, d["size"]) == cat.value["reduce"][d["chosen"]["algorithm"]]
@@ -123,11 +126,24 @@ def test_with_trade_off_every_decided_size_is_named_and_every_loss_noted(
                           r"algorithm (\d+), \w+(?: \(forced as \w+: MVAPICH2 ran \w+ "
                           r"there\))?, measured there at ([0-9.]+)x", text)
     assert given_up
-    # at 8 B reduce-scatter+gather was fastest but ran as binomial (count 1 < 2 ranks, by
-    # MVAPICH2's counters): the range says what ran, binomial, and the note says why
-    assert ("reduce 8 B: MVAPICH2's default given up (--trade-off): algorithm 1, binomial "
-            "(forced as redscat_gather: MVAPICH2 ran binomial there)") in text
+    # the first range is the default's shared-memory path, at exactly the sizes where the
+    # stored counters say the default ran it: two-level, shared memory inside the node
+    assert prof.settings["MV2_INTER_REDUCE_TUNING_TWO_LEVEL"] == "1"
+    assert prof.settings["MV2_INTRA_REDUCE_TUNING"] == "4"
+    first_hi = int(_ENTRY.findall(value)[0][2])
+    ctx = recorded_context(RECORDED, "mvapich2", "reduce", 2)
+    s = Store(RECORDED, readonly=True)
+    try:
+        counted = s.counters(ctx)
+    finally:
+        s.close()
+    shmem = sorted(size for (k, size), c in counted.items()
+                   if k == "a0" and c.get("mv2_coll_reduce_shmem", 0) > c.get(
+                       "mv2_coll_reduce_binomial", 0))
+    kept_first = [d["size"] for d in ds if d["size"] <= first_hi]
+    assert kept_first and set(kept_first) <= set(shmem), (kept_first, shmem)
     by_size = {d["size"]: d for d in ds}
+    assert all(by_size[z]["chosen"]["algorithm"] == 0 for z in kept_first)
     for size, alg, _ in given_up:  # where the default was kept, and the range names alg
         assert by_size[int(size)]["chosen"]["algorithm"] == 0
         assert _selected(value, int(size)) == cat.value["reduce"][int(alg)]

@@ -28,7 +28,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = tune_cli("reduce", "--boundaries", "midpoint",
                  "--np", "4", "--mpi", str(ompi.prefix), "--db", str(d / "db.sqlite"),
                  "--sizes", "8,512,4K,64K", "--out", str(d / "rules.conf"), "--point-time",
-                 "0.05", "--quiet")
+                 "0.05", "--confirm-rounds", "2", "--quiet")  # confirmation: test_confirm
     assert r.returncode == 0, r.stderr
     fit = tune_cli("model", "fit", "--np", "2", "--mpi", str(ompi.prefix), "--db",
                    str(d / "db.sqlite"), "--reps", "5", "--max-size", "64K")

@@ -141,6 +141,16 @@ UNNAMEABLE: dict[str, dict[str, str]] = {
     "reduce": {PVAR_PREFIX + "reduce_shmem": "its shared-memory reduce, which it runs only "
                "from its built-in tables: any MV2_INTER_REDUCE_TUNING turns it off"},
 }
+# ... except in a range string's first range: 2.3.7 marks only entry 0 of a user table
+# two-level (MV2_INTER_<C>_TUNING_TWO_LEVEL) and reads the intra-node algorithm from
+# MV2_INTRA_<C>_TUNING, which is what its default runs for small messages (shared memory
+# inside the node, binomial between node leaders; reduce_tuning.c, reduce_osu.c). Seen on
+# the library: with these, its counters show reduce_shmem and reduce_two_level_helper in
+# the first range, as for the default. collective -> (its counter, inter value, settings)
+FIRST_RANGE: dict[str, tuple[str, int, dict[str, str]]] = {
+    "reduce": (PVAR_PREFIX + "reduce_shmem", 1, {"MV2_INTER_REDUCE_TUNING_TWO_LEVEL": "1",
+                                                 "MV2_INTRA_REDUCE_TUNING": "4"}),
+}
 
 
 @dataclass
@@ -160,7 +170,11 @@ class MV2Catalog(Catalog):
         by_counter = {c: self.value[coll][i] for i, c in self.counter.get(coll, {}).items()
                       if c}
         by_counter.update({c: v for v, c in ALSO_COUNTED.get(coll, [])})
-        return _most(counts, by_counter)
+        # what no variable names counts too: the shared-memory reduce at 2 KiB grew by
+        # every call, binomial by a few (its leaders' step, or set-up), and it is not binomial
+        by_counter.update({c: -1 for c in UNNAMEABLE.get(coll, {})})
+        v = _most(counts, by_counter)
+        return None if v == -1 else v
 
     def unnameable(self, coll: str, counts: dict[str, int]) -> str | None:
         """What ran that no tuning variable can name, if its counter grew."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from colltune.backends.mvapich2 import VARIABLE, MV2Catalog
+from colltune.backends.mvapich2 import FIRST_RANGE, VARIABLE, MV2Catalog
 from colltune.core.config import DEFAULT
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision, Verdict
@@ -30,6 +30,8 @@ Ties = Callable[[int, int], str | None]  # (size, algorithm) -> how it tied the 
 # size -> the algorithm (MVAPICH2 number) measured fastest there among those a range string
 # can name, and what it costs against the default; for --trade-off
 Trades = Callable[[int], tuple[int, str] | None]
+# a range value standing for what FIRST_RANGE names: the default's own small-message path
+FIRST = -1
 
 
 def ties_in(ms: list[Measurement], min_gain: float, alpha: float) -> Ties:
@@ -124,11 +126,16 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
         return [], []
     notes: list[str] = []
     values: list[int | None] = []
+    first = FIRST_RANGE.get(coll)
     for d in sized:
         if d.chosen != DEFAULT:
             values.append(catalog.value[coll][d.chosen.algorithm])
             continue
         v = default_ran(coll, catalog, counters, d.size)
+        counted = counters.get((DEFAULT.key, d.size), {})
+        if v is None and first and counted.get(first[0]) and all(w == FIRST for w in values):
+            values.append(FIRST)  # the default's small-message path, nameable up to here
+            continue
         if v is None:
             what = catalog.unnameable(coll, counters.get((DEFAULT.key, d.size), {}))
             notes.append(f"{coll} {d.size} B: MVAPICH2's default ran {what}" if what else
@@ -148,7 +155,8 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
     by_value = {v: a for a, v in catalog.value[coll].items()}
     for i, v in enumerate(values):
         if v is None:
-            near = sorted((abs(j - i), w) for j, w in enumerate(values) if w is not None)
+            near = sorted((abs(j - i), w) for j, w in enumerate(values)
+                          if w is not None and w != FIRST)
             values[i] = near[0][1]
             size, alg = sized[i].size, by_value.get(near[0][1], -1)
             how = tie(size, alg) if tie else None
@@ -172,7 +180,21 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
             merged.append((start, v))  # type: ignore[arg-type]
     out = [Range(v, lo, merged[i + 1][0] - 1 if i + 1 < len(merged) else None)
            for i, (lo, v) in enumerate(merged)]
+    if out and out[0].algorithm == FIRST and first:
+        notes.append(f"{coll} up to {out[0].hi} B: MVAPICH2's default kept (its shared-memory "
+                     f"path), as {', '.join(f'{k}={v}' for k, v in first[2].items())} with "
+                     "the first range")
     return out, notes
+
+
+def apply(p: Profile, coll: str, table: list[Range]) -> None:
+    """Set one collective's table in a profile, with what its first range needs when it
+    stands for the default's small-message path (FIRST)."""
+    first = FIRST_RANGE.get(coll)
+    if table and table[0].algorithm == FIRST and first:
+        table = [Range(first[1], table[0].lo, table[0].hi)] + table[1:]
+        p.settings.update(first[2])
+    p.set_ranges(VARIABLE[coll], table)
 
 
 def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog,
@@ -190,7 +212,7 @@ def profile(decisions: dict[str, dict[int, list[Decision]]], catalog: MV2Catalog
                             (ties or {}).get(coll), (trades or {}).get(coll))
         notes += why
         if table:
-            p.set_ranges(VARIABLE[coll], table)
+            apply(p, coll, table)
         lost = [d for d in ds if d.unexpressed]
         if not table and lost:  # say why the profile sets nothing for it, and what would
             notes.append(f"{coll}: nothing set; {len(lost)} win(s) found in the sweep "
@@ -203,5 +225,5 @@ def tentative(table: list[Range], coll: str) -> dict[str, str]:
     """The environment of one collective's profile (the confirmation's "tuned" arm)."""
     p = Profile()
     if table:
-        p.set_ranges(VARIABLE[coll], table)
+        apply(p, coll, table)
     return dict(p.settings)
