@@ -225,9 +225,9 @@ def _rekey(db: sqlite3.Connection) -> None:
         if has(db, "measurements", OLD_PARAM_COLUMNS[0]):  # not done by a racing tuner
             for table, column in KEY_COLUMNS:
                 olds = [r[0] for r in db.execute(f"SELECT DISTINCT {column} FROM {table}")]
+                new = {k: Config.from_key(k).key for k in olds}
                 db.executemany(f"UPDATE {table} SET {column}=? WHERE {column}=?",
-                               [(Config.from_key(k).key, k) for k in olds
-                                if Config.from_key(k).key != k])
+                               [(n, k) for k, n in new.items() if n != k])
             for column in OLD_PARAM_COLUMNS:
                 db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")
         db.execute("COMMIT")

@@ -172,9 +172,10 @@ class MV2Catalog(Catalog):
         by_counter.update({c: v for v, c in ALSO_COUNTED.get(coll, [])})
         # what no variable names counts too: the shared-memory reduce at 2 KiB grew by
         # every call, binomial by a few (its leaders' step, or set-up), and it is not binomial
-        by_counter.update({c: -1 for c in UNNAMEABLE.get(coll, {})})
+        unnamed = -1
+        by_counter.update({c: unnamed for c in UNNAMEABLE.get(coll, {})})
         v = _most(counts, by_counter)
-        return None if v == -1 else v
+        return None if v == unnamed else v
 
     def unnameable(self, coll: str, counts: dict[str, int]) -> str | None:
         """What ran that no tuning variable can name, if its counter grew."""

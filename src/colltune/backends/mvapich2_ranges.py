@@ -80,10 +80,9 @@ def trades_in(ms: list[Measurement], catalog: MV2Catalog, coll: str,
         alg, cost = m.config.algorithm, (m.median or 0.0) / dflt[size]
         value, how = catalog.value[coll][alg], catalog.algorithms[coll][alg]
         ran = catalog.ran_value(coll, (counters or {}).get((m.config.key, size), {}))
-        if ran is not None and ran != value and ran in catalog.value[coll].values():
-            names = {catalog.value[coll][a]: n for a, n in catalog.algorithms[coll].items()}
-            value, how = ran, f"{names.get(ran, ran)} (forced as {how}: MVAPICH2 ran " \
-                f"{names.get(ran, ran)} there)"
+        names = {catalog.value[coll][a]: n for a, n in catalog.algorithms[coll].items()}
+        if ran is not None and ran != value and ran in names:
+            value, how = ran, f"{names[ran]} (forced as {how}: MVAPICH2 ran {names[ran]} there)"
         return (value, f"{how}, measured there at {cost:.2f}x the default's time (in the "
                 "sweep)")
     return trade
@@ -108,11 +107,6 @@ def confirmed_ties(sweep: Ties, fresh: Callable[[int, int], Verdict | None]) -> 
     return tie
 
 
-def default_ran(coll: str, catalog: MV2Catalog, counters: Counters, size: int) -> int | None:
-    """The MVAPICH2 number of what the library's own choice ran at `size`."""
-    return catalog.ran_value(coll, counters.get((DEFAULT.key, size), {}))
-
-
 def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counters,
            tie: Ties | None = None, trade: Trades | None = None
            ) -> tuple[list[Range], list[str]]:
@@ -131,13 +125,13 @@ def ranges(coll: str, catalog: MV2Catalog, ds: list[Decision], counters: Counter
         if d.chosen != DEFAULT:
             values.append(catalog.value[coll][d.chosen.algorithm])
             continue
-        v = default_ran(coll, catalog, counters, d.size)
-        counted = counters.get((DEFAULT.key, d.size), {})
+        counted = counters.get((DEFAULT.key, d.size), {})  # what the default ran there
+        v = catalog.ran_value(coll, counted)
         if v is None and first and counted.get(first[0]) and all(w == FIRST for w in values):
             values.append(FIRST)  # the default's small-message path, nameable up to here
             continue
         if v is None:
-            what = catalog.unnameable(coll, counters.get((DEFAULT.key, d.size), {}))
+            what = catalog.unnameable(coll, counted)
             notes.append(f"{coll} {d.size} B: MVAPICH2's default ran {what}" if what else
                          f"{coll} {d.size} B: MVAPICH2's counters did not say what its "
                          "default ran")
