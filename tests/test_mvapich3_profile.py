@@ -69,3 +69,22 @@ def test_export_as_mvapich3(tmp_path: Path) -> None:
     r = tune_cli("export", "--from", str(rules), "--site", str(tmp_path / "t"), "--as",
                  "mvapich3")
     assert r.returncode == 2 and "converts an MVAPICH2 profile" in r.stderr
+
+
+def test_the_two_level_first_range_carries_over_only_where_it_applies() -> None:
+    """An MVAPICH2 profile whose first reduce range is the default's shared-memory path
+    (two-level, intra-node shared memory): converted inside that range, MVAPICH 3 gets the
+    two-level switch with it; converted above it, the switch is left out and said so."""
+    p = mv2.Profile()
+    p.set_ranges("MV2_INTER_REDUCE_TUNING", [Range(1, 0, 2048), Range(2, 2049, None)])
+    p.settings.update({"MV2_INTER_REDUCE_TUNING_TWO_LEVEL": "1",
+                       "MV2_INTRA_REDUCE_TUNING": "4"})
+    small, _ = mv3.from_mvapich2(p, at_size=1024)
+    assert small.settings["MVP_REDUCE_TUNING_IS_TWO_LEVEL"] == "1"
+    assert small.settings["MVP_REDUCE_INTRA_NODE_TUNING_ALGO"] == "SHMEM"
+    assert small.settings["MVP_REDUCE_INTER_NODE_TUNING_ALGO"] == "BINOMIAL"
+    large, notes = mv3.from_mvapich2(p, at_size=65536)
+    assert "MVP_REDUCE_TUNING_IS_TWO_LEVEL" not in large.settings
+    assert large.settings["MVP_REDUCE_INTER_NODE_TUNING_ALGO"] == "KNOMIAL"
+    assert any("first range" in n for n in notes), notes
+    mv3.parse(mv3.render(small))

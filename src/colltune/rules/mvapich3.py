@@ -110,6 +110,21 @@ def from_mvapich2(p: mv2.Profile, at_size: int | None = None) -> tuple[Profile, 
         out.settings[target.variable] = name
         if alg in target.two_level:
             out.settings[TWO_LEVEL.format(target.collective)] = "1"
+    for var, value in p.settings.items():
+        m = re.fullmatch(r"MV2_INTER_(\w+)_TUNING_TWO_LEVEL", var)
+        if m is None or not value.isdigit() or int(value) < 1:
+            continue
+        # MVAPICH2 2.3.7 makes only a table's first entry two-level (colltune writes it
+        # for the default's shared-memory path there): carried over where that entry
+        # is the one converted
+        inter = f"MV2_INTER_{m.group(1)}_TUNING"
+        first = p.ranges(inter)[0] if inter in p.settings else None
+        if first is not None and (len(p.ranges(inter)) == 1 or at_size is None
+                                  or first.hi is None or at_size <= first.hi):
+            out.settings[TWO_LEVEL.format(m.group(1))] = "1"
+        else:
+            notes.append(f"{var}: applies to the first range of {inter} only, not at "
+                         f"{at_size} B; left out")
     return out, notes
 
 
