@@ -118,3 +118,22 @@ def test_from_db_on_an_old_store_writes_what_its_release_wrote(
         written.append((out.with_suffix(".env"), GOLDEN / f"{name}.env"))
     for got, want in written:
         assert _normalised(got.read_text(), out) == want.read_text(), got.name
+
+
+def test_an_old_store_with_a_key_no_release_wrote_is_refused_untouched(tmp_path: Path
+                                                                       ) -> None:
+    """A store is data someone else may have written: a key colltune cannot read stops
+    the migration with a store error (no traceback), and the file stays as it was."""
+    from colltune.errors import StoreError
+
+    db = tmp_path / "bad.sqlite"
+    shutil.copyfile(RECORDED, db)
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE measurements SET config_key='a1/<script>' WHERE id=1")
+    con.close()
+    before = _rows(db, "measurements")
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match="configuration key colltune cannot read"):
+            Store(db, readonly=readonly)
+    # rolled back whole: the old columns and every key as they were
+    assert _rows(db, "measurements") == before and "segsize" in before[0]

@@ -217,6 +217,16 @@ def migrate(db: sqlite3.Connection) -> None:
         _rekey(db)
 
 
+def _today(key: str) -> str:
+    """An older store's configuration key in today's form; a key no release wrote (the
+    store is data another user may have written) is a store error, not a traceback."""
+    try:
+        return Config.from_key(key).key
+    except ValueError:
+        raise StoreError(f"the store holds a configuration key colltune cannot read: "
+                         f"{key[:60]!r}", "pass a store colltune wrote (--db)") from None
+
+
 def _rekey(db: sqlite3.Connection) -> None:
     """Configuration keys of the parameter columns' time in today's form, and the columns
     dropped, in one transaction: a store is either old or migrated."""
@@ -225,7 +235,7 @@ def _rekey(db: sqlite3.Connection) -> None:
         if has(db, "measurements", OLD_PARAM_COLUMNS[0]):  # not done by a racing tuner
             for table, column in KEY_COLUMNS:
                 olds = [r[0] for r in db.execute(f"SELECT DISTINCT {column} FROM {table}")]
-                new = {k: Config.from_key(k).key for k in olds}
+                new = {k: _today(k) for k in olds}
                 db.executemany(f"UPDATE {table} SET {column}=? WHERE {column}=?",
                                [(n, k) for k, n in new.items() if n != k])
             for column in OLD_PARAM_COLUMNS:
