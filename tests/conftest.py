@@ -11,6 +11,7 @@ from typing import NoReturn
 
 import pytest
 
+from colltune.backends.impi import IntelMPI, find_impi
 from colltune.backends.mpich import MPICH, find_mpich
 from colltune.backends.mvapich2 import MVAPICH2, find_mvapich2
 from colltune.backends.openmpi import OpenMPI, find_openmpi, wheel_bindir
@@ -85,6 +86,23 @@ def get_mpich(which: str) -> MPICH:
 @pytest.fixture(params=["mpich50", "mpich40"])
 def mpich(request: pytest.FixtureRequest) -> MPICH:
     return get_mpich(request.param)
+
+
+# Intel MPI 2021.18 from PyPI (impi-rt, impi-devel) in its own venv, as .ci/run installs it
+IMPI_PREFIX = os.environ.get("COLLTUNE_IMPI_PREFIX",
+                             str(Path(__file__).resolve().parent.parent / ".venv-impi"))
+
+
+@pytest.fixture(scope="session")
+def impi() -> IntelMPI:
+    """Intel MPI, with gdb (its proof of what ran reads the library's symbols)."""
+    if not shutil.which("gdb"):
+        missing("gdb is not installed (Intel MPI's proof of what ran)")
+    try:
+        return find_impi(IMPI_PREFIX)
+    except ColltuneError as e:
+        _unavailable("Intel MPI", e)
+        raise
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from colltune.backends.base import Backend
 from colltune.backends.han_backend import HanBackend
+from colltune.backends.impi_backend import ImpiBackend
 from colltune.backends.mpich_backend import MPICHBackend
 from colltune.backends.mvapich2_backend import MVAPICH2Backend
 from colltune.backends.openmpi_backend import OpenMPIBackend
@@ -20,12 +21,14 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context
 
-# han first: its keys are Open MPI's with a suffix
+# han first: its keys are Open MPI's with a suffix; Intel MPI before MPICH, which claims any
+# JSON file
 BACKENDS: dict[str, Backend[Any]] = {b.name: b for b in (
-    HanBackend(), OpenMPIBackend(), MPICHBackend(), MVAPICH2Backend(), SMPIBackend())}
+    HanBackend(), OpenMPIBackend(), ImpiBackend(), MPICHBackend(), MVAPICH2Backend(),
+    SMPIBackend())}
 
 # what --backend offers; coll/han is Open MPI's, chosen with --tune-han
-CHOICES = ("openmpi", "mpich", "mvapich2", "smpi")
+CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 
 def named(name: str, han: bool = False) -> Backend[Any]:

@@ -120,8 +120,9 @@ def show_cmd(
 @app.command("export")
 def export_cmd(
     source: Path = typer.Option(..., "--from", help="Open MPI rules file, MPICH tuning file "
-                                                    "or profile, MVAPICH2 profile, or "
-                                                    "measurement store (.sqlite) to install."),
+                                                    "or profile, MVAPICH2 profile, Intel MPI "
+                                                    "tuning file or profile, or measurement "
+                                                    "store (.sqlite) to install."),
     site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
     user: bool = typer.Option(False, "--user", metavar="", help="Into your home (~/.openmpi, "
                                                     "~/.mvapich2.conf, ~/.config/colltune "

@@ -202,7 +202,7 @@ def _make_tune_command(name: str) -> None:
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
         backend: str = typer.Option(
-            "openmpi", "--backend", help="openmpi, mpich or mvapich2 (run it), or smpi "
+            "openmpi", "--backend", help="openmpi, mpich, mvapich2 or impi (run it), or smpi "
                                          "(simulate Open MPI's algorithms on --platform "
                                          "with SimGrid)."),
         out_format: str | None = typer.Option(
@@ -210,7 +210,9 @@ def _make_tune_command(name: str) -> None:
                                    "JSON at --out and an environment profile beside it; "
                                    "implies --backend mpich; mvapich4 is the same), or "
                                    "mvapich2 (MV2_ profile; "
-                                   "implies --backend mvapich2); both need --mpi PREFIX."),
+                                   "implies --backend mvapich2), or impi (Intel MPI's "
+                                   "tuning JSON and a profile naming it; implies "
+                                   "--backend impi); all need --mpi PREFIX."),
         for_np: int | None = typer.Option(
             None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "
                                    "(MVAPICH2 has one table for every communicator size; "

@@ -1,0 +1,152 @@
+"""Intel MPI: find an installation, read its presets from impi_info, force one preset per
+launch through I_MPI_ADJUST_<OP>, launch with its own mpiexec.hydra.
+
+Intel MPI fixes its choice per launch (writing its MPIR_CVAR_ algorithm variables through
+MPI_T reads back but changes nothing), so every configuration is its own launch. Preset ids
+change between releases: their range is read from `impi_info`, and what each preset runs is
+read from the library itself (backends/impi_proof.py), never from a table kept here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.core.catalog import Catalog
+from colltune.core.toolchain import HydraToolchain
+from colltune.errors import ColltuneError, MPIError
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
+
+INSTALL_HINT = ("install it into its own venv (python3 -m venv V && V/bin/pip install impi-rt "
+                "impi-devel) and point at it with --mpi V")
+
+# Intel MPI's selection variables and tuning files: inherited from the user's session they
+# would change what the library runs under colltune's measurements (and a partial binary
+# tuning file with any I_MPI_ADJUST_* crashes at start-up)
+_INHERITED = re.compile(r"^I_MPI_(ADJUST_\w+|TUNING\w*|ROOT)$")
+
+
+def adjust_var(coll: str) -> str:
+    """The variable that selects `coll`'s preset: I_MPI_ADJUST_REDUCE_SCATTER_BLOCK."""
+    return "I_MPI_ADJUST_" + coll.upper()
+
+
+def tuning_name(coll: str) -> str:
+    """The collective's name in a tuning file's keys ("coll=Reduce_scatter")."""
+    return coll[0].upper() + coll[1:]
+
+
+@dataclass(frozen=True)
+class IntelMPI(HydraToolchain):
+    """One Intel MPI installation (a venv with impi-rt and impi-devel, or oneAPI's mpi/latest),
+    identified by its real binaries."""
+
+    version: str
+    prefix: Path
+    mpicc: Path
+    mpirun: Path  # mpiexec.hydra: `mpirun` is a script that finds it through PATH
+    impi_info: Path
+    name: str = "Intel MPI"
+
+    @property
+    def key(self) -> str:
+        return f"impi-{self.version}@{self.prefix}"
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version} at {self.prefix} (mpiexec.hydra {self.mpirun})"
+
+    def tool_env(self) -> dict[str, str]:
+        return launch_env(self.prefix)
+
+
+def launch_env(prefix: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment Intel MPI's tools and jobs need: I_MPI_ROOT (or its mpicc leaves a
+    placeholder unfilled) and its lib/ (or impi_info and mpitune_fast crash), without the
+    inherited selection variables."""
+    env = {k: v for k, v in os.environ.items() if not _INHERITED.match(k)}
+    env["I_MPI_ROOT"] = str(prefix)
+    libs = [str(prefix / "lib"), str(prefix / "lib" / "release")]
+    env["LD_LIBRARY_PATH"] = ":".join(libs + [p for p in env.get("LD_LIBRARY_PATH", "")
+                                             .split(":") if p and p not in libs])
+    env.update(extra or {})
+    return env
+
+
+def _run(cmd: list[str], prefix: Path) -> str:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                             env=launch_env(prefix), check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise MPIError(f"cannot run {cmd[0]}: {e}", INSTALL_HINT) from None
+    return res.stdout + res.stderr
+
+
+def find_impi(prefix: str | Path | None) -> IntelMPI:
+    """The Intel MPI under --mpi PREFIX (never guessed from PATH: its `mpirun` would start
+    whichever mpiexec.hydra PATH holds first, Debian's MPICH one here)."""
+    if not prefix:
+        raise ColltuneError("--backend impi needs --mpi PREFIX", INSTALL_HINT)
+    root = Path(prefix).expanduser().resolve()
+    bindir = root / "bin"
+    tools = {n: bindir / n for n in ("mpiexec.hydra", "mpicc", "impi_info")}
+    missing = [n for n, p in tools.items() if not (p.exists() and os.access(p, os.X_OK))]
+    if missing:
+        raise MPIError(f"no Intel MPI under {root} (missing {', '.join(missing)} in "
+                       f"{bindir})", INSTALL_HINT)
+    m = re.search(r"Intel\(R\) MPI Library.*?Version (\d[\w.]*)",
+                  _run([str(tools["mpiexec.hydra"]), "--version"], root))
+    if not m:
+        raise MPIError(f"{tools['mpiexec.hydra']} does not say it is Intel MPI's",
+                       INSTALL_HINT)
+    return IntelMPI(m.group(1), root, tools["mpicc"], tools["mpiexec.hydra"],
+                    tools["impi_info"])
+
+
+def preset_range(mpi: IntelMPI, coll: str) -> int | None:
+    """The highest preset id `impi_info` gives I_MPI_ADJUST_<OP> (None: not a variable this
+    release has)."""
+    text = _run([str(mpi.impi_info), "-e", "-v", adjust_var(coll)], mpi.prefix)
+    m = re.search(r"range:\s*0\s*-\s*(\d+)", text)
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class ImpiCatalog(Catalog):
+    """Presets per collective (id = the I_MPI_ADJUST_<OP> value), named by what the library
+    was seen to run (impi_proof); `same_as` holds the presets found to run another
+    preset's functions at every size probed (a silent fallback), never measured."""
+
+    same_as: dict[str, dict[int, int]] | None = None
+
+
+def catalog(mpi: IntelMPI, collectives: list[str]) -> ImpiCatalog:
+    cat = ImpiCatalog(source="impi_info", same_as={})
+    for coll in collectives:
+        top = preset_range(mpi, coll)
+        if top:
+            cat.algorithms[coll] = {i: "preset" for i in range(1, top + 1)}  # label: preset(7)
+    return cat
+
+
+def forcing_env(coll: str, alg: int) -> dict[str, str]:
+    """One preset for the whole launch (0: the library's own choice, nothing set)."""
+    return {adjust_var(coll): str(alg)} if alg else {}
+
+
+def launch_command(mpi: IntelMPI, placement: Placement) -> list[str]:
+    from colltune.launchers import Layout, command
+
+    launcher = placement.launch.launcher or "mpiexec"
+    if launcher not in ("mpiexec", "srun"):
+        raise ColltuneError(f"{launcher} does not launch Intel MPI jobs here",
+                            "use --launcher mpiexec (its mpiexec.hydra), or srun inside an "
+                            "allocation")
+    w = placement.launch
+    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
+    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
+                                             placement.oversubscribe, w.args))

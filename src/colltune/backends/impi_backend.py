@@ -1,0 +1,381 @@
+"""Intel MPI as a Backend: a launch per preset, the library's own symbols say what ran
+(impi_proof), decisions become its JSON tuning file and a profile that names it.
+
+Intel MPI has no "library's choice" entry: a collective a tuning file names is the file's at
+every size and comm size (the same holds for I_MPI_ADJUST_*: outside its rules the generic
+selection runs, not the default's table). So where the default is kept, the file names the
+preset whose functions the default was seen to run at that size; where no preset runs what
+the default runs, the collective is left to Intel MPI whole, and the summary says why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune import __version__
+from colltune.backends import impi
+from colltune.backends.base import (
+    Arms,
+    Backend,
+    Checked,
+    Decisions,
+    ExportRequest,
+    Installable,
+    Session,
+    VerifyTarget,
+    decision_comments,
+    hydra_placements,
+    provenance,
+    refuse,
+    write_file,
+)
+from colltune.backends.impi import ImpiCatalog, IntelMPI
+from colltune.backends.impi_proof import Fingerprint, describe, gdb_path, probe
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.ranges import boundaries
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.launchers import Launch
+from colltune.outfile import Planned, destination
+from colltune.rules import impi_env, impi_tuning
+from colltune.rules.impi_tuning import ImpiFormatError, Rules, Tuning, rules_for, rules_from
+from colltune.rules.safe import check_env
+from colltune.slots import place
+
+if TYPE_CHECKING:
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context, Measurement, Store
+
+# preset -> size -> fingerprint (0: the library's own choice, nothing set)
+Prints = dict[int, dict[int, Fingerprint | None]]
+
+
+def env_path(out: Path) -> Path:
+    return out.with_suffix(".env") if out.suffix == ".json" else out.with_name(out.name + ".env")
+
+
+def same_as(prints: Prints, preset: int, size: int) -> int | None:
+    """The lowest preset other than `preset` seen running the same functions at `size` (None:
+    none, or nothing seen)."""
+    fp = prints.get(preset, {}).get(size)
+    if fp is None:
+        return None
+    return next((p for p in sorted(prints) if p and p != preset
+                 and prints[p].get(size) == fp), None)
+
+
+def rules(coll: str, ds: list[Decision], prints: Prints,
+          fill: Callable[[int], int | None] | None = None) -> tuple[Rules | None, str]:
+    """One comm size's decisions as rules (None: not expressible, and why). A kept default
+    names the preset seen running what the default ran at that size; where none does,
+    `fill` may name the sweep's fastest preset there, if fresh launches did not find it
+    slower than the default."""
+    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    points: list[tuple[int, int]] = []
+    starts = boundaries([d.size for d in sized], [d.chosen == DEFAULT for d in sized])
+    for start, d in zip(starts, sized, strict=True):
+        if d.chosen.algorithm:
+            points.append((start, d.chosen.algorithm))
+            continue
+        twin = same_as(prints, 0, d.size) or (fill(d.size) if fill else None)
+        if not twin:
+            what = describe(prints.get(0, {}).get(d.size), coll)
+            return None, (f"at {d.size} B the default runs functions no preset runs alone "
+                          f"({what}), and no preset measured there was confirmed as fast; a "
+                          "tuning file has no entry for the library's choice")
+        points.append((start, twin))
+    return rules_from(points), ""
+
+
+def fastest(ms: list[Measurement]) -> dict[int, int]:
+    """Per size, the preset with the lowest median in the sweep."""
+    best: dict[int, tuple[float, int]] = {}
+    for m in ms:
+        if m.config.algorithm and m.status == "ok" and m.median is not None:
+            if m.size not in best or m.median < best[m.size][0]:
+                best[m.size] = (m.median, m.config.algorithm)
+    return {s: p for s, (_, p) in best.items()}
+
+
+class ImpiBackend(Backend[IntelMPI]):
+    """Intel MPI: one launch per preset (I_MPI_ADJUST_<OP>), its symbols as proof, its JSON
+    tuning file as output."""
+
+    name = "impi"
+    output = "an Intel MPI tuning file"
+    formats = ("impi",)
+    short = "impi"
+    mpit_sweep = False  # the choice is fixed per launch (MPI_T writes read back, change nothing)
+
+    def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        return impi.launch_command(mpi, placement), impi.launch_env(mpi.prefix, env_extra)
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return impi.forcing_env(coll.name, cfg.algorithm)
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session[IntelMPI]:
+        refuse(opts, self.name)
+        placements = hydra_placements(opts)
+        mpi = impi.find_impi(opts.mpi)
+        gdb_path()  # the proof of what ran: refused before any launch, not after the sweep
+        catalog = impi.catalog(mpi, colls)
+        missing = [c for c in colls if not catalog.algorithms.get(c)]
+        if missing:
+            raise ColltuneError(f"{mpi.describe()} has no I_MPI_ADJUST_ presets for "
+                                + ", ".join(missing) + " (impi_info)", "tune other collectives")
+        return ImpiSession(self, mpi, catalog, placements, opts.out)
+
+    def find(self, prefix: str | None) -> IntelMPI:
+        return impi.find_impi(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return [a for k, v in env.items() for a in ("-genv", k, v)]
+
+    def claims(self, text: str) -> bool:
+        head = text.lstrip()[:200]
+        return head.startswith('{"coll=') or head.startswith('{\n "coll=') or \
+            "export I_MPI_" in text
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        text, prof = read_files(path, "will not check")
+        t = impi_tuning.parse(text)
+        return Checked(f"Intel MPI tuning file, {len(t)} collective(s) tuned",
+                       {"format": "impi", "collectives": sorted(t),
+                        "profile": prof.settings}, [])
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The tuning file and a profile that names it (Intel MPI reads no parameter file)."""
+        text, _ = read_files(req.source)
+        where = req.home / ".config" / "colltune" if req.site is None else req.site
+        installed = destination(where / "colltune-impi.json")
+        prof = impi_env.ImpiProfile(
+            [f"Intel MPI collectives tuned by colltune: {req.stamp}",
+             "use: source this file before mpirun (no I_MPI_ADJUST_* beside it)"],
+            {impi_env.TUNING_VAR: str(installed)})
+        env = check_env(dict(prof.settings), "the Intel MPI profile")
+        return Installable([Planned(installed, text, "Intel MPI tuning file (JSON)"),
+                            Planned(destination(where / "colltune-impi.env"),
+                                    impi_env.render(prof), "Intel MPI environment profile")],
+                           env, "Intel MPI collectives tuned by colltune")
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None) -> VerifyTarget:
+        text, prof = read_files(path)
+        t = impi_tuning.parse(text)
+        mpi = impi.find_impi(mpi_prefix)
+        names = sorted(t)
+        catalog = impi.catalog(mpi, names)
+        placement = place(np, hostfile, launch=Launch(launcher="mpiexec"))
+        tuned_env = {impi_env.TUNING_VAR: prof.settings.get(impi_env.TUNING_VAR)
+                     or str(path.resolve())}
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            r = rules_for(t, coll.name, n)
+            preset = r.preset_at(size) if r else None
+            return None if preset is None else Config(preset)
+
+        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
+            r = rules_for(t, coll.name, n)
+            if r is None:
+                return "default everywhere", "the file does not name this collective"
+            return obeyed(mpi, place(n, hostfile, launch=Launch(launcher="mpiexec")),
+                          coll.name, r, tuned_env, sizes)
+
+        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": tuned_env},
+                            placement, rule_at, applied)
+
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        return ImpiCatalog(algorithms=names or {}, source="store")
+
+
+def obeyed(mpi: IntelMPI, placement: Placement, coll: str, r: Rules, env: dict[str, str],
+           sizes: list[int]) -> tuple[str, str]:
+    """Whether a job launched with `env` runs, at each of `sizes`, what forcing the rule's
+    preset runs there (the library's symbols, one launch for the file and one per preset)."""
+    got = probe(mpi, placement, coll, sizes, env)
+    want: dict[int, list[int]] = {}
+    for s in sizes:
+        want.setdefault(r.preset_at(s) or 0, []).append(s)
+    bad, same = [], 0
+    default = probe(mpi, placement, coll, sizes, {})
+    for preset, at in sorted(want.items()):
+        forced = probe(mpi, placement, coll, at, impi.forcing_env(coll, preset))
+        for s in at:
+            if got[s] is None or got[s] != forced[s]:
+                bad.append(f"{s} B ran {describe(got[s], coll)}, preset {preset} runs "
+                           f"{describe(forced[s], coll)}")
+            elif got[s] == default[s]:
+                same += 1
+    if bad:
+        return "not applied", "; ".join(bad)
+    if same == len(sizes):
+        return "unproven", ("at every size the file's preset runs the functions the default "
+                            "runs: the symbols cannot tell them apart")
+    return "applied", (f"Intel MPI ran the file's preset at {len(sizes)} size(s), by the "
+                       "functions it called (rank 0 under gdb)")
+
+
+class ImpiSession(Session[IntelMPI]):
+    def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
+                 placements: list[Placement], out: Path | None) -> None:
+        self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
+        self.out = out
+        self.sweep = "relaunch"
+        self.prints: dict[tuple[str, int], Prints] = {}
+        self.fastest: dict[tuple[str, int], dict[int, int]] = {}
+        self.ctx: dict[tuple[str, int], Context] = {}
+        self.store: Store | None = None
+        self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
+
+    def decided(self, name: str, placement: Placement, ds: list[Decision],
+                ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
+        """What the default and every preset run at the decided sizes (a launch each): which
+        preset a kept default is, and which presets fell back to another's functions."""
+        sizes = sorted({d.size for d in ds if d.size >= 0} | {2 * max(
+            (d.size for d in ds), default=0)} - {0})
+        prints: Prints = {0: probe(self.mpi, placement, name, sizes, {})}
+        for preset in sorted(self.catalog.algorithms.get(name, {})):
+            prints[preset] = probe(self.mpi, placement, name, sizes,
+                                   impi.forcing_env(name, preset))
+        self.prints[(name, placement.np)] = prints
+        best = fastest(ms)
+        self.fastest[(name, placement.np)] = {
+            d.size: best[d.size] for d in ds if d.chosen == DEFAULT and d.size in best
+            and same_as(prints, 0, d.size) is None}
+        self.store, self.ctx[(name, placement.np)] = store, ctx
+        for d in ds:
+            p = d.chosen.algorithm
+            twin = same_as(prints, p, d.size) if p else None
+            if twin is not None and twin < p:
+                self.notes[f"{name} np={placement.np} {d.size} B: preset {p} runs the "
+                           f"functions preset {twin} runs ({describe(prints[p][d.size], name)})"
+                           ": a fallback, or a difference the symbols do not show"] = None
+        return ds
+
+    def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
+        """The sweep's fastest preset at a kept-default size no preset matches, unless fresh
+        launch pairs found it slower than the default (untested yet: it stands)."""
+        ctx, fast = self.ctx.get((name, np)), self.fastest.get((name, np), {})
+
+        def fill(size: int) -> int | None:
+            preset = fast.get(size)
+            if preset is None or ctx is None or self.store is None:
+                return preset
+            v = self.store.confirmation(ctx, size, Config(preset).key)
+            return None if v is not None and v.verdict == "slower" else preset
+        return fill
+
+    def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
+        return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np))
+
+    def fills(self, name: str, placement: Placement, ds: list[Decision]
+              ) -> list[tuple[int, Config]]:
+        """Kept-default sizes the file names the sweep's fastest preset at, put to fresh
+        launch pairs (none if the collective keeps the default everywhere)."""
+        if not any(d.chosen.algorithm for d in ds):
+            return []
+        fast = self.fastest.get((name, placement.np), {})
+        return [(s, Config(p)) for s, p in sorted(fast.items())]
+
+    def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
+                    ) -> str:
+        return self._rules(coll.name, placement.np, ds)[1]
+
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        r, _ = self._rules(coll.name, placement.np, ds)
+        if r is None:
+            return {"default": {}, "tuned": {}}
+        path.write_text(impi_tuning.render({coll.name: {placement.np: r}}))
+        return {"default": {}, "tuned": {impi_env.TUNING_VAR: str(path.resolve())}}
+
+    def write(self, decisions: Decisions, summary: dict[str, object],
+              predicted: dict[tuple[str, int], str]) -> None:
+        """The tuning file at --out (merged into what it holds) and the profile beside it."""
+        t: Tuning = {}
+        notes = list(self.notes)
+        for name, per_np in decisions.items():
+            if not any(d.chosen.algorithm for ds in per_np.values() for d in ds):
+                continue  # the default everywhere: nothing to write
+            got = {np: self._rules(name, np, ds) for np, ds in per_np.items()}
+            why = [f"{name} np={np}: {w}" for np, (r, w) in got.items() if r is None]
+            if why:
+                notes += why + [f"{name} left to Intel MPI (a file names a collective at "
+                                "every size and comm size)"]
+                continue
+            t[name] = {np: r for np, (r, _) in got.items() if r is not None}
+        out = self.out
+        top = max(p.np for p in self.placements)
+        notes.append(f"comm sizes: Intel MPI applies the first comm_size key at or above a "
+                     f"job's size (a {min(p.np for p in self.placements)}-rank key also "
+                     f"serves smaller jobs); jobs above {top} ranks were not measured")
+        summary["impi"] = {"tuning_file": str(out) if out else None,
+                           "rules": {c: {str(np): r.limits for np, r in per.items()}
+                                     for c, per in t.items()},
+                           "seen": {f"{c} np={np}": {str(p): {str(s): describe(fp, c)
+                                                               for s, fp in per.items()}
+                                                      for p, per in pr.items()}
+                                    for (c, np), pr in self.prints.items()},
+                           "notes": notes}
+        summary["coll_han_excluded"] = False
+        summary["wrote"] = {"what": "Intel MPI tuning file",
+                            "also": str(env_path(out)) if out else None,
+                            "use": f"source {env_path(out) if out else 'PROFILE'} (sets "
+                                   "I_MPI_TUNING) before mpirun", "notes": notes}
+        if not out:
+            return None
+        old: Tuning = {}
+        if out.exists():
+            try:
+                old = impi_tuning.parse(read_text(out))
+            except (OSError, FormatError, ImpiFormatError) as e:
+                raise ColltuneError(f"will not merge into {out}: {e}",
+                                    "move that file or choose another --out; it was not "
+                                    "changed") from None
+        for c, per in t.items():
+            old.setdefault(c, {}).update(per)
+        comments = [f"Intel MPI tuning written by colltune {__version__}",
+                    provenance(self.mpi), f"use: source this file; the tuning file is "
+                    f"{out.resolve()}"] + decision_comments(decisions, self.catalog)
+        comments += [f"note: {n}" for n in notes]
+        settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
+        if old:
+            write_file(out, impi_tuning.render(old), "--out")
+        else:  # an empty tuning file is no file Intel MPI documents: set nothing
+            comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
+            summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
+                                "use": "nothing to install: Intel MPI's own choice was kept",
+                                "notes": notes}
+        write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
+                   "--out")
+        return None
+
+
+def read_files(source: Path, refusal: str = "will not export"
+               ) -> tuple[str, impi_env.ImpiProfile]:
+    """The tuning file's text and its profile, from either file `tune --format impi` wrote."""
+    try:
+        text = read_text(source)
+        if text.lstrip().startswith("{"):
+            beside = env_path(source)
+            prof = impi_env.parse(read_text(beside)) if beside.exists() else \
+                impi_env.ImpiProfile()
+            json_text = text
+        else:
+            prof = impi_env.parse(text)
+            if impi_env.TUNING_VAR not in prof.settings:
+                raise ImpiFormatError(f"it names no {impi_env.TUNING_VAR}")
+            json_text = read_text(Path(prof.settings[impi_env.TUNING_VAR]))
+        impi_tuning.parse(json_text)
+    except (OSError, FormatError, ImpiFormatError) as e:
+        raise ColltuneError(f"{refusal} {source}: {e}",
+                            "pass the tuning file or profile `tune --format impi` wrote"
+                            ) from None
+    return json_text, prof

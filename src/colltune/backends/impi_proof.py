@@ -1,0 +1,106 @@
+"""What Intel MPI ran, in the library's own terms: rank 0 of a kernel launch runs under gdb
+with a counting breakpoint on every internal function named after the collective
+(libmpi.so keeps its symbol table) and on the kernel's `collbench_point`, so each size's
+calls are attributed. A size's fingerprint is the set of (function, calls per collective
+call) it showed.
+
+Intel MPI prints nothing per call and has no MPI_T performance variables; this costs about
+a second a launch. Two presets with one fingerprint ran the same functions; where their
+code differs only inside inlined helpers the fingerprint cannot tell them apart, so
+"applied" is claimed only where the file's choice and the library's default differ."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.backends.impi import IntelMPI, launch_command, launch_env, tuning_name
+from colltune.errors import ColltuneError, MPIError
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
+
+Fingerprint = frozenset[tuple[str, int]]
+
+GDB_HINT = "install gdb (apt-get install gdb): Intel MPI's proof of what ran reads its symbols"
+
+# rank 0 runs under gdb, the others as they are (PMI_RANK: Hydra; SLURM_PROCID: srun)
+_WRAP = ('r=${PMI_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
+         'if [ "$r" = 0 ]; then exec "$g" -q -batch -nx -x "$COLLTUNE_BREAK_SCRIPT" '
+         '--args "$@"; else exec "$@"; fi')
+
+
+def gdb_path() -> str:
+    found = shutil.which("gdb")
+    if not found:
+        raise ColltuneError("gdb is not installed", GDB_HINT)
+    return found
+
+
+def patterns(coll: str) -> tuple[str, str]:
+    """(gdb regex that lists candidates quickly, Python regex for the functions that belong
+    to `coll`): the collective's name as a word of its own, so reduce is not allreduce or
+    reduce_scatter, and bcast is not Ibcast (non-blocking)."""
+    listing = "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else c for c in coll)
+    tail = "(?!_scatter)" if coll == "reduce" else ""
+    match = rf"^(?!P?MPIX?_|p?mpi_)(?!.*memcpy)\w*(?<![A-Za-z])(?i:{coll}){tail}(?![a-z])"
+    return listing, match
+
+
+def fingerprint(counts: dict[str, int], coll: str) -> Fingerprint | None:
+    """The functions a size's calls went through, per call (the library's entry function
+    MPIR_<Coll> counts the calls); None where the entry was never seen."""
+    entry = f"MPIR_{tuning_name(coll)}"
+    calls = counts.get(entry, 0)
+    if not calls:
+        return None
+    # the selection's own steps (`auto`, an algorithm's `_check` of its conditions) are not
+    # what ran: BCAST=7 at 2 ranks checks Shumilin's, then runs binomial through auto
+    return frozenset((f, max(1, round(n / calls))) for f, n in counts.items()
+                     if f != entry and not f.endswith(("_check", "_auto")))
+
+
+def describe(fp: Fingerprint | None, coll: str) -> str:
+    """A fingerprint in words: "binomial", "scatter_ring_allgather", "binomial x2"."""
+    if fp is None:
+        return "unknown"
+    strip = re.compile(rf"^MPIR_{tuning_name(coll)}_(intra_|allcomm_)?")
+    parts = [strip.sub("", f) + (f" x{n}" if n > 1 else "")
+             for f, n in sorted(fp)]
+    return "+".join(parts) or "entry only"
+
+
+def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
+          env: dict[str, str], timeout: float = 60.0) -> dict[int, Fingerprint | None]:
+    """The fingerprint of each size's calls in one launch with `env` (a few calls a size)."""
+    gdb = gdb_path()
+    exe = build_kernel(mpi)
+    listing, match = patterns(coll)
+    script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
+    plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
+                      Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
+                      dup_always=False)
+    with tempfile.TemporaryDirectory(prefix="colltune-proof-") as tmp, \
+            resources.as_file(script) as script_path:
+        out = Path(tmp) / "counts.json"
+        job_env = launch_env(mpi.prefix, {**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),
+                                          "COLLTUNE_BREAK_LIST": listing,
+                                          "COLLTUNE_BREAK_MATCH": match,
+                                          "COLLTUNE_BREAK_OUT": str(out)})
+        cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
+        outcome = run_kernel(cmd, exe, plan, job_env, point_timeout=timeout,
+                             library_ok=mpi.runs_on)
+        if outcome.status != "ok" or not out.exists():
+            raise MPIError(f"the proof launch (rank 0 under gdb) failed: {outcome.status} "
+                           f"{outcome.message} {outcome.stderr[-400:]}".strip(),
+                           "check that gdb runs here (ptrace allowed) and that the job runs "
+                           "without gdb")
+        counts = json.loads(out.read_text())
+    return {s: fingerprint(counts.get(str(s), {}), coll) for s in sizes}

@@ -1,0 +1,52 @@
+# Counts, per kernel point, the calls into a library's internal functions whose names match
+# COLLTUNE_BREAK_LIST (a gdb regex, to list them fast) and COLLTUNE_BREAK_MATCH (a Python
+# regex), on the rank gdb runs. Loaded by gdb -batch -x; the
+# counts go to COLLTUNE_BREAK_OUT as JSON {size: {function: calls}}. Used where a library
+# leaves no other record of the algorithm it ran (Intel MPI: backends/impi_proof.py).
+set pagination off
+set confirm off
+set breakpoint pending on
+python
+import json, os, re
+import gdb
+
+_want = re.compile(os.environ["COLLTUNE_BREAK_MATCH"])
+_out = os.environ["COLLTUNE_BREAK_OUT"]
+_counts = {}
+_point = [None]
+
+
+class _Count(gdb.Breakpoint):
+    def stop(self):
+        if self.location == "collbench_point":
+            # x86-64 SysV: the second argument (the size) is in rsi; no debug info needed
+            _point[0] = str(int(gdb.parse_and_eval("(long long)$rsi")))
+        elif _point[0] is not None:
+            per = _counts.setdefault(_point[0], {})
+            per[self.location] = per.get(self.location, 0) + 1
+        return False
+
+
+def _save(event):
+    with open(_out, "w") as f:
+        json.dump(_counts, f)
+
+
+gdb.events.exited.connect(_save)
+_Count("collbench_point", internal=True)
+gdb.execute("break MPI_Init")
+gdb.execute("run")
+# libmpi is loaded now: a counting breakpoint on each of its functions that match
+_names = set()
+for line in gdb.execute("info functions -q " + os.environ["COLLTUNE_BREAK_LIST"],
+                         to_string=True).splitlines():
+    parts = line.split()
+    # the library's functions only (the kernel's own helpers live in the executable)
+    if len(parts) == 2 and parts[0].startswith("0x") and _want.search(parts[1]) \
+            and gdb.solib_name(int(parts[0], 16)):
+        _names.add(parts[1])
+for n in sorted(_names):
+    _Count(n, internal=True)
+gdb.execute("delete")
+gdb.execute("continue")
+end

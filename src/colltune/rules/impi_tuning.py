@@ -1,0 +1,159 @@
+"""Intel MPI's JSON tuning file (I_MPI_TUNING=file.json), read and written.
+
+Shape, as Intel MPI 2021.18 reads it (observed; docs/impi.md):
+`{"coll=Bcast": {"ppn=-1": {"comm_size=4": {"comm_id=-1": {"msg_size=1024": {"Bcast=1": {}},
+"msg_size=-1": {"Bcast=3": {}}}}}}}`. Keys ascend; the first key at or above the value wins;
+-1 is the catch-all and comes last; the last rule also covers larger values. Without the
+comm_id level the library misreads the file. A collective the file names is wholly the
+file's: Intel MPI has no "library's choice" entry for a range."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from colltune.errors import parse_json
+
+
+class ImpiFormatError(ValueError):
+    """An Intel MPI tuning file or profile the library would misread or refuse."""
+
+
+# a collective's name in the file (coll=Bcast; its preset key repeats it: Bcast=3)
+_NAMES = ("Allgather", "Allgatherv", "Allreduce", "Alltoall", "Alltoallv", "Alltoallw",
+          "Barrier", "Bcast", "Exscan", "Gather", "Gatherv", "Reduce", "Reduce_scatter",
+          "Reduce_scatter_block", "Scan", "Scatter", "Scatterv")
+
+
+def file_name(coll: str) -> str:
+    """colltune's collective name as the file spells it: reduce_scatter -> Reduce_scatter."""
+    return coll[0].upper() + coll[1:]
+
+
+@dataclass
+class Rules:
+    """One collective at one comm-size key: (upper message size, inclusive; None for the
+    catch-all -1) and the preset id, ascending."""
+
+    limits: list[tuple[int | None, int]] = field(default_factory=list)
+
+    def preset_at(self, size: int) -> int | None:
+        """The preset Intel MPI runs for `size` (the last rule covers larger sizes)."""
+        for upper, preset in self.limits:
+            if upper is None or size <= upper:
+                return preset
+        return self.limits[-1][1] if self.limits else None
+
+    def ranges(self) -> list[tuple[int, int | None, int]]:
+        """(lowest size, highest size or None, preset) of each rule."""
+        out, low = [], 0
+        for upper, preset in self.limits:
+            out.append((low, upper, preset))
+            low = (upper or 0) + 1
+        return out
+
+
+# collective (colltune's name) -> comm size key (None: -1) -> its rules
+Tuning = dict[str, dict[int | None, Rules]]
+
+
+def rules_from(points: list[tuple[int, int]]) -> Rules:
+    """Rules from (lowest size of a range, preset), ascending: each range ends where the next
+    begins; the last is the catch-all. Neighbours with one preset merge."""
+    merged: list[tuple[int, int]] = []
+    for start, preset in points:
+        if not merged or merged[-1][1] != preset:
+            merged.append((start, preset))
+    limits: list[tuple[int | None, int]] = [
+        (nxt[0] - 1, preset) for (_, preset), nxt in zip(merged, merged[1:], strict=False)]
+    return Rules(limits + [(None, merged[-1][1])] if merged else [])
+
+
+def _num(key: str) -> int | None:
+    return None if key == "-1" else int(key)
+
+
+def _order(k: int | None) -> tuple[int, int]:
+    return (1, 0) if k is None else (0, k)
+
+
+def render(t: Tuning) -> str:
+    doc: dict[str, object] = {}
+    for coll in sorted(t):
+        name = file_name(coll)
+        sizes: dict[str, object] = {}
+        for np in sorted(t[coll], key=_order):
+            rules = t[coll][np]
+            msgs: dict[str, object] = {f"msg_size={-1 if u is None else u}": {f"{name}={p}": {}}
+                    for u, p in rules.limits}
+            sizes[f"comm_size={-1 if np is None else np}"] = {"comm_id=-1": msgs}
+        doc[f"coll={name}"] = {"ppn=-1": sizes}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def _level(obj: object, key: str, where: str) -> list[tuple[int | None, object]]:
+    """The entries `key=N` of one level, checked as Intel MPI needs them: integers, -1 last,
+    ascending."""
+    if not isinstance(obj, dict) or not obj:
+        raise ImpiFormatError(f"{where}: expected an object of '{key}=N' entries")
+    out = []
+    for k, v in obj.items():
+        m = re.fullmatch(rf"{key}=(-1|\d+)", k)
+        if not m:
+            raise ImpiFormatError(f"{where}: '{k}' is not '{key}=N'")
+        out.append((_num(m.group(1)), v))
+    keys = [k for k, _ in out]
+    if keys != sorted(keys, key=_order) or len(set(keys)) != len(keys):
+        raise ImpiFormatError(f"{where}: '{key}' keys must ascend with -1 last (Intel MPI takes "
+                          "the first key at or above the value)")
+    return out
+
+
+def parse(text: str) -> Tuning:
+    """A tuning file as Intel MPI reads it; ImpiFormatError where it would misread it."""
+    try:
+        doc = parse_json(text)
+    except ValueError as e:
+        raise ImpiFormatError(f"not JSON: {e}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise ImpiFormatError("an Intel MPI tuning file is an object of 'coll=Name' entries")
+    out: Tuning = {}
+    by_name = {n: n.lower() for n in _NAMES}
+    for ckey, tree in doc.items():
+        m = re.fullmatch(r"coll=(\w+)", ckey)
+        if not m or m.group(1) not in by_name:
+            raise ImpiFormatError(f"'{ckey}' names no collective Intel MPI tunes")
+        name, coll = m.group(1), by_name[m.group(1)]
+        for ppn, per_ppn in _level(tree, "ppn", ckey):
+            if ppn is not None:
+                raise ImpiFormatError(f"{ckey}: ppn={ppn}: colltune reads ppn=-1 files only")
+            for np, ids in _level(per_ppn, "comm_size", ckey):
+                (cid, msgs), *more = _level(ids, "comm_id", f"{ckey} comm_size={np}")
+                if cid is not None or more:
+                    raise ImpiFormatError(f"{ckey} comm_size={np}: one comm_id=-1 expected")
+                limits: list[tuple[int | None, int]] = []
+                for upper, leaf in _level(msgs, "msg_size", f"{ckey} comm_size={np}"):
+                    if not isinstance(leaf, dict) or len(leaf) != 1:
+                        raise ImpiFormatError(f"{ckey} comm_size={np} msg_size={upper}: one "
+                                          f"'{name}=ID' expected")
+                    (pkey, _), = leaf.items()
+                    pm = re.fullmatch(rf"{name}=(\d+)", pkey)
+                    if not pm:
+                        raise ImpiFormatError(f"{ckey} msg_size={upper}: '{pkey}' is not "
+                                          f"'{name}=ID'")
+                    limits.append((upper, int(pm.group(1))))
+                out.setdefault(coll, {})[np] = Rules(limits)
+    return out
+
+
+def rules_for(t: Tuning, coll: str, np: int) -> Rules | None:
+    """The rules Intel MPI applies to `coll` at `np` ranks: the first comm-size key at or
+    above np, else the catch-all (observed: a comm_size=4 key also serves 2 and 3 ranks)."""
+    per = t.get(coll)
+    if not per:
+        return None
+    keys = sorted(k for k in per if k is not None and k >= np)
+    if keys:
+        return per[keys[0]]
+    return per.get(None)

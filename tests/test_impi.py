@@ -1,0 +1,122 @@
+"""Intel MPI, live (2021.18 from PyPI; .ci/run installs it and gdb): what ran is read from
+the library itself (rank 0 under gdb counting calls into libmpi's own functions), so a
+file is "obeyed" only where Intel MPI ran, at both ends of each rule range, the functions
+forcing that rule's preset runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.impi import IntelMPI, forcing_env
+from colltune.backends.impi_backend import obeyed, rules, same_as
+from colltune.backends.impi_proof import describe, probe
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
+from colltune.launchers import Launch
+from colltune.rules import impi_env, impi_tuning
+from colltune.slots import place
+from helpers import tune_cli
+
+SIZES = [8, 1024, 65536, 1048576]
+
+
+def at(np: int):  # noqa: ANN201 (a Placement)
+    return place(np, None, launch=Launch(launcher="mpiexec"))
+
+
+def ends(r: impi_tuning.Rules) -> list[int]:
+    """Both ends of every rule range (the catch-all: its start and twice that)."""
+    return sorted({x for lo, hi, _ in r.ranges() for x in (max(lo, 1), hi or 2 * max(lo, 1))})
+
+
+def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
+    """BCAST=7 (Shumilin's) at 2 ranks runs what preset 1 (binomial) runs, by the library's
+    own functions; at 4 ranks it runs its own."""
+    for np, falls in ((2, True), (4, False)):
+        prints = {p: probe(impi, at(np), "bcast", [1024], forcing_env("bcast", p))
+                  for p in (1, 7)}
+        assert all(prints[p][1024] is not None for p in prints)
+        assert (same_as(prints, 7, 1024) == 1) is falls, {
+            p: describe(f[1024], "bcast") for p, f in prints.items()}
+    assert "shumilin" in describe(prints[7][1024], "bcast")
+
+
+@pytest.mark.parametrize("np", [2, 4])
+def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: Path,
+                                                      np: int) -> None:
+    """Decisions (presets 8, 3 and 1, and a kept default) through the writer: Intel MPI
+    loads the file and runs each range's preset at both of its ends; the same rules as
+    I_MPI_ADJUST_* variables too; and a file without the comm_id level is caught."""
+    prints = {p: probe(impi, at(np), "bcast", SIZES, forcing_env("bcast", p))
+              for p in (0, 1, 2, 3, 8)}
+
+    def d(size: int, cfg: Config) -> Decision:
+        return Decision(size, size, cfg, None, None, None, None, False)
+
+    ds = [d(8, Config(8)), d(1024, DEFAULT), d(65536, Config(3)), d(1048576, Config(1))]
+    r, why = rules("bcast", ds, prints, fill=lambda s: 2)
+    assert r is not None, why
+    f = tmp_path / "bcast.json"
+    f.write_text(impi_tuning.render({"bcast": {np: r}}))
+    status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": str(f)}, ends(r))
+    assert status == "applied", detail
+    if np == 2:
+        # installed with tune export --site: the profile a user sources names the installed
+        # copy, and a job launched with what it sets runs the file's presets
+        site = tmp_path / "site"
+        e = tune_cli("export", "--from", str(f), "--site", str(site))
+        assert e.returncode == 0, e.stderr
+        got = subprocess.run(["bash", "-c", f". {site / 'colltune-impi.env'} && "
+                              "printf %s \"$I_MPI_TUNING\""], capture_output=True, text=True,
+                             check=True).stdout
+        assert got == str(site / "colltune-impi.json")
+        status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": got}, ends(r))
+        assert status == "applied", detail
+    if np == 4:
+        # tune check reads it as Intel MPI does; tune verify proves it applied, then times it
+        c = tune_cli("check", str(f), "--json", "-")
+        assert c.returncode == 0 and json.loads(c.stdout)["format"] == "impi", c.stderr
+        v = tune_cli("verify", str(f), "--mpi", str(impi.prefix), "--np", "4", "--sizes",
+                     "64K", "--rounds", "2", "--max-rounds", "2", "--allow-inconclusive")
+        assert "bcast, 4 ranks: applied" in v.stdout, v.stdout + v.stderr
+        env = impi_env.from_tuning({"bcast": {np: r}})
+        status, detail = obeyed(impi, at(np), "bcast", r, env, ends(r))
+        assert status == "applied", detail
+        # without the comm_id level Intel MPI misreads the file: the proof sees it
+        doc = json.loads(f.read_text())
+        level = doc["coll=Bcast"]["ppn=-1"][f"comm_size={np}"]
+        level.update(level.pop("comm_id=-1"))
+        f.write_text(json.dumps(doc))
+        status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": str(f)}, ends(r))
+        assert status == "not applied", detail
+
+
+def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
+                                                          tmp_path: Path) -> None:
+    """`tune gather --backend impi --np 4` end to end: every preset's functions seen, the
+    file (if a win was confirmed) obeyed at every range, its profile sets I_MPI_TUNING and
+    never an I_MPI_ADJUST_*."""
+    out, summ = tmp_path / "g.json", tmp_path / "s.json"
+    r = tune_cli("gather", "--backend", "impi", "--mpi", str(impi.prefix), "--np", "4",
+                 "--sizes", "8,64K", "--boundaries", "midpoint", "--out", str(out),
+                 "--summary-json", str(summ), "--db", str(tmp_path / "db.sqlite"), "-q")
+    assert r.returncode == 0, r.stderr + r.stdout
+    s = json.loads(summ.read_text())
+    seen = s["impi"]["seen"]["gather np=4"]
+    assert set(seen) == {"0", "1", "2", "3", "4", "5"}  # the default and every preset
+    assert all(v != "unknown" for per in seen.values() for v in per.values())
+    prof = impi_env.parse((tmp_path / "g.env").read_text())
+    assert not prof.adjusts()
+    if not out.exists():  # no confirmed win: the profile sets nothing and says so
+        assert prof.settings == {} and any("nothing tuned" in c for c in prof.comments)
+        return
+    assert prof.settings == {"I_MPI_TUNING": str(out.resolve())}
+    t = impi_tuning.parse(out.read_text())
+    rule = impi_tuning.rules_for(t, "gather", 4)
+    assert rule is not None
+    status, detail = obeyed(impi, at(4), "gather", rule, prof.settings, ends(rule))
+    assert status in ("applied", "unproven"), detail

@@ -1,0 +1,125 @@
+"""Intel MPI's tuning file and profiles as colltune writes and reads them (no library needed):
+a round trip, the refusals that match what Intel MPI would misread, and the rule that a
+profile never selects through a tuning file and I_MPI_ADJUST_* at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune.backends import registry
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
+from colltune.rules import impi_env, impi_tuning
+from colltune.rules.impi_tuning import ImpiFormatError, Rules, rules_for, rules_from
+
+
+def test_render_and_parse_round_trip() -> None:
+    t: impi_tuning.Tuning = {
+        "bcast": {2: Rules([(1024, 1), (None, 3)]), 4: Rules([(20, 8), (None, 15)])},
+        "reduce_scatter": {None: Rules([(None, 2)])}}
+    text = impi_tuning.render(t)
+    doc = json.loads(text)
+    # the levels Intel MPI needs, comm_id included (without it the file is misread)
+    assert doc["coll=Bcast"]["ppn=-1"]["comm_size=4"]["comm_id=-1"]["msg_size=20"] == \
+        {"Bcast=8": {}}
+    assert list(doc["coll=Bcast"]["ppn=-1"]["comm_size=2"]["comm_id=-1"]) == \
+        ["msg_size=1024", "msg_size=-1"]  # ascending, the catch-all last
+    assert "coll=Reduce_scatter" in doc
+    back = impi_tuning.parse(text)
+    assert impi_tuning.render(back) == text
+    assert back["bcast"][4].preset_at(20) == 8 and back["bcast"][4].preset_at(21) == 15
+    # the first comm_size key at or above the job's size (observed: 4 also serves 2 and 3)
+    assert rules_for(back, "bcast", 3) is back["bcast"][4]
+    assert rules_for(back, "bcast", 5) is None
+
+
+@pytest.mark.parametrize("text, why", [
+    ('{"coll=Bcast": {"ppn=-1": {"comm_size=4": {"msg_size=-1": {"Bcast=1": {}}}}}}',
+     "comm_id"),
+    ('{"coll=Bcast": {"ppn=-1": {"comm_size=4": {"comm_id=-1": {"msg_size=-1": '
+     '{"Bcast=1": {}}, "msg_size=64": {"Bcast=2": {}}}}}}}', "ascend"),
+    ('{"coll=Bcast": {"ppn=-1": {"comm_size=4": {"comm_id=-1": {"msg_size=-1": '
+     '{"Reduce=1": {}}}}}}}', "Bcast=ID"),
+    ('{"coll=Frobnicate": {}}', "names no collective"),
+    ('{"coll=Bcast": {"ppn=-1": {"comm_size=4": {"comm_id=-1": {"msg_size=NaN": '
+     '{"Bcast=1": {}}}}}}}', "msg_size=N"),
+    ("[1, 2]", "object"),
+    ('{"coll=Bcast": NaN}', "not JSON"),
+])
+def test_what_intel_mpi_would_misread_is_refused(text: str, why: str) -> None:
+    with pytest.raises(ImpiFormatError, match=why):
+        impi_tuning.parse(text)
+
+
+def test_rules_from_range_starts_merges_neighbours() -> None:
+    r = rules_from([(0, 1), (100, 1), (4000, 3), (70000, 1)])
+    assert r.limits == [(3999, 1), (69999, 3), (None, 1)]
+    assert r.ranges() == [(0, 3999, 1), (4000, 69999, 3), (70000, None, 1)]
+
+
+def test_a_profile_never_mixes_a_tuning_file_with_adjust_variables() -> None:
+    with pytest.raises(ImpiFormatError, match="never both"):
+        impi_env.render(impi_env.ImpiProfile([], {"I_MPI_TUNING": "/x.json",
+                                                  "I_MPI_ADJUST_BCAST": "1:0-100"}))
+    with pytest.raises(ImpiFormatError, match="never both"):
+        impi_env.parse("export I_MPI_TUNING_BIN=/a.dat\nexport I_MPI_ADJUST_REDUCE=2:0-8\n")
+    # a malformed rule list is ignored by Intel MPI without a word: refused here
+    with pytest.raises(ImpiFormatError, match="malformed"):
+        impi_env.parse("export I_MPI_ADJUST_BCAST='1:0-100@1-4,2:101-200@1-4'\n")
+    with pytest.raises(ImpiFormatError, match="not a setting"):
+        impi_env.parse("export I_MPI_HYDRA_BOOTSTRAP_EXEC=/tmp/evil\n")
+    with pytest.raises(ImpiFormatError, match="takes one value"):
+        impi_env.parse("export I_MPI_TUNING='$(rm -rf ~)'\n")
+
+
+def test_adjust_variables_carry_the_same_rules(tmp_path: Path) -> None:
+    """The I_MPI_ADJUST_* form of a tuning of one comm size, read back by bash as written;
+    two comm sizes do not fit (one message-size rule per process range)."""
+    top = impi_env.TOP
+    env = impi_env.from_tuning({"bcast": {4: Rules([(20, 8), (None, 15)])}})
+    assert env == {"I_MPI_ADJUST_BCAST": f"8:0-20;15:21-{top}"}
+    with pytest.raises(ImpiFormatError, match="one message-size rule per process range"):
+        impi_env.from_tuning({"bcast": {2: Rules([(None, 1)]), 4: Rules([(None, 3)])}})
+    with pytest.raises(ImpiFormatError, match="keeps only the last"):
+        impi_env.check({"I_MPI_ADJUST_BCAST": "8:0-20@1-4;2:21-1023@1-4"})
+    prof = impi_env.ImpiProfile(["a comment; with $(danger)"], env)
+    text = impi_env.render(prof)
+    assert impi_env.parse(text).settings == env
+    path = tmp_path / "p.env"
+    path.write_text(text)
+    out = subprocess.run(["bash", "-c", f". {path} && printf %s \"$I_MPI_ADJUST_BCAST\""],
+                         capture_output=True, text=True, check=True).stdout
+    assert out == env["I_MPI_ADJUST_BCAST"]
+
+
+def test_the_family_claims_its_files(tmp_path: Path) -> None:
+    f = tmp_path / "t.json"
+    f.write_text(impi_tuning.render({"bcast": {4: Rules([(None, 1)])}}))
+    assert registry.for_file(f).name == "impi"
+    g = tmp_path / "t.env"
+    g.write_text("export I_MPI_TUNING=/x/t.json\n")
+    assert registry.for_file(g).name == "impi"
+
+
+def test_a_kept_default_names_the_preset_seen_running_the_same_functions() -> None:
+    from colltune.backends.impi_backend import rules
+
+    a, b = frozenset({("MPIR_Bcast_intra_binomial", 1)}), frozenset({("X", 1)})
+    prints = {0: {8: a, 64: b}, 1: {8: a, 64: a}, 3: {8: b, 64: b}}
+
+    def d(size: int, cfg: Config) -> Decision:
+        return Decision(size, size, cfg, None, None, None, None, False)
+
+    r, why = rules("bcast", [d(8, DEFAULT), d(64, Config(3)), d(4096, DEFAULT)], prints)
+    assert r is None and "4096 B" in why  # nothing seen at 4096 B: cannot be named
+    prints[0][4096] = prints[1][4096] = a
+    r, _ = rules("bcast", [d(8, DEFAULT), d(64, Config(3)), d(4096, DEFAULT)], prints)
+    assert r is not None and [p for _, p in r.limits] == [1, 3, 1]
+    # no preset runs what the default runs at 64 B: a fill (the sweep's fastest) stands in
+    prints[0][64] = frozenset({("MPIDI_SHMGR_Release_bcast", 1)})
+    r, _ = rules("bcast", [d(8, Config(3)), d(64, DEFAULT)], prints, fill=lambda s: 1)
+    assert r is not None and [p for _, p in r.limits] == [3, 1]
