@@ -13,13 +13,15 @@ import pytest
 
 from colltune.backends.impi import IntelMPI, forcing_env
 from colltune.backends.impi_backend import obeyed, rules, same_as
-from colltune.backends.impi_proof import describe, probe
+from colltune.backends.impi_proof import Probes, describe, probe
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.launchers import Launch
 from colltune.rules import impi_env, impi_tuning
 from colltune.slots import place
 from helpers import tune_cli
+
+pytestmark = pytest.mark.mpi
 
 SIZES = [8, 1024, 65536, 1048576]
 
@@ -51,8 +53,8 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
     """Decisions (presets 8, 3 and 1, and a kept default) through the writer: Intel MPI
     loads the file and runs each range's preset at both of its ends; the same rules as
     I_MPI_ADJUST_* variables too; and a file without the comm_id level is caught."""
-    prints = {p: probe(impi, at(np), "bcast", SIZES, forcing_env("bcast", p))
-              for p in (0, 1, 2, 3, 8)}
+    probes = Probes(impi, at(np), "bcast")
+    prints = {p: probes(forcing_env("bcast", p), SIZES) for p in (0, 1, 2, 3, 8)}
 
     def d(size: int, cfg: Config) -> Decision:
         return Decision(size, size, cfg, None, None, None, None, False)
@@ -62,7 +64,7 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
     assert r is not None, why
     f = tmp_path / "bcast.json"
     f.write_text(impi_tuning.render({"bcast": {np: r}}))
-    status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": str(f)}, ends(r))
+    status, detail = obeyed(probes, r, {"I_MPI_TUNING": str(f)}, ends(r))
     assert status == "applied", detail
     if np == 2:
         # installed with tune export --site: the profile a user sources names the installed
@@ -74,7 +76,7 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
                               "printf %s \"$I_MPI_TUNING\""], capture_output=True, text=True,
                              check=True).stdout
         assert got == str(site / "colltune-impi.json")
-        status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": got}, ends(r))
+        status, detail = obeyed(probes, r, {"I_MPI_TUNING": got}, ends(r))
         assert status == "applied", detail
     if np == 4:
         # tune check reads it as Intel MPI does; tune verify proves it applied, then times it
@@ -84,14 +86,15 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
                      "64K", "--rounds", "2", "--max-rounds", "2", "--allow-inconclusive")
         assert "bcast, 4 ranks: applied" in v.stdout, v.stdout + v.stderr
         env = impi_env.from_tuning({"bcast": {np: r}})
-        status, detail = obeyed(impi, at(np), "bcast", r, env, ends(r))
+        status, detail = obeyed(probes, r, env, ends(r))
         assert status == "applied", detail
         # without the comm_id level Intel MPI misreads the file: the proof sees it
         doc = json.loads(f.read_text())
         level = doc["coll=Bcast"]["ppn=-1"][f"comm_size={np}"]
         level.update(level.pop("comm_id=-1"))
-        f.write_text(json.dumps(doc))
-        status, detail = obeyed(impi, at(np), "bcast", r, {"I_MPI_TUNING": str(f)}, ends(r))
+        bad = tmp_path / "no-comm-id.json"
+        bad.write_text(json.dumps(doc))
+        status, detail = obeyed(probes, r, {"I_MPI_TUNING": str(bad)}, ends(r))
         assert status == "not applied", detail
 
 
@@ -118,5 +121,18 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     t = impi_tuning.parse(out.read_text())
     rule = impi_tuning.rules_for(t, "gather", 4)
     assert rule is not None
-    status, detail = obeyed(impi, at(4), "gather", rule, prof.settings, ends(rule))
+    status, detail = obeyed(Probes(impi, at(4), "gather"), rule, prof.settings, ends(rule))
     assert status in ("applied", "unproven"), detail
+
+
+def test_imb_from_this_intel_mpi_is_read(impi: IntelMPI) -> None:
+    """IMB-MPI1 as Intel MPI ships it, run for real and read back."""
+    from colltune.backends.impi import launch_command, launch_env
+    from colltune.osu.imb_output import parse, table
+
+    out = subprocess.run([*launch_command(impi, at(2)), str(impi.prefix / "bin" / "IMB-MPI1"),
+                          "Bcast", "-npmin", "2", "-msglog", "3:10", "-iter", "20",
+                          "-iter_policy", "off", "-zero_size", "off"], capture_output=True,
+                         text=True, timeout=120, env=launch_env(impi.prefix), check=True)
+    t = table(parse(out.stdout), "bcast", 2)
+    assert t is not None and sorted(t.avg_us()) == [8 << i for i in range(8)]

@@ -31,7 +31,7 @@ from colltune.backends.base import (
     write_file,
 )
 from colltune.backends.impi import ImpiCatalog, IntelMPI
-from colltune.backends.impi_proof import Fingerprint, describe, gdb_path, probe
+from colltune.backends.impi_proof import Fingerprint, Probes, describe, gdb_path, probe
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -184,8 +184,9 @@ class ImpiBackend(Backend[IntelMPI]):
             r = rules_for(t, coll.name, n)
             if r is None:
                 return "default everywhere", "the file does not name this collective"
-            return obeyed(mpi, place(n, hostfile, launch=Launch(launcher="mpiexec")),
-                          coll.name, r, tuned_env, sizes)
+            probes = Probes(mpi, place(n, hostfile, launch=Launch(launcher="mpiexec")),
+                            coll.name)
+            return obeyed(probes, r, tuned_env, sizes)
 
         return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": tuned_env},
                             placement, rule_at, applied)
@@ -195,18 +196,19 @@ class ImpiBackend(Backend[IntelMPI]):
         return ImpiCatalog(algorithms=names or {}, source="store")
 
 
-def obeyed(mpi: IntelMPI, placement: Placement, coll: str, r: Rules, env: dict[str, str],
-           sizes: list[int]) -> tuple[str, str]:
+def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
+           ) -> tuple[str, str]:
     """Whether a job launched with `env` runs, at each of `sizes`, what forcing the rule's
-    preset runs there (the library's symbols, one launch for the file and one per preset)."""
-    got = probe(mpi, placement, coll, sizes, env)
+    preset runs there (the library's symbols: a launch for the file, the default and each
+    preset, unless already probed)."""
+    coll = probes.coll
+    got, default = probes(env, sizes), probes({}, sizes)
     want: dict[int, list[int]] = {}
     for s in sizes:
         want.setdefault(r.preset_at(s) or 0, []).append(s)
     bad, same = [], 0
-    default = probe(mpi, placement, coll, sizes, {})
     for preset, at in sorted(want.items()):
-        forced = probe(mpi, placement, coll, at, impi.forcing_env(coll, preset))
+        forced = probes(impi.forcing_env(coll, preset), at)
         for s in at:
             if got[s] is None or got[s] != forced[s]:
                 bad.append(f"{s} B ran {describe(got[s], coll)}, preset {preset} runs "

@@ -104,3 +104,21 @@ def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
                            "without gdb")
         counts = json.loads(out.read_text())
     return {s: fingerprint(counts.get(str(s), {}), coll) for s in sizes}
+
+
+class Probes:
+    """The fingerprints seen so far for one collective on one placement, by (environment,
+    size): a launch only for the sizes an environment was not probed at yet."""
+
+    def __init__(self, mpi: IntelMPI, placement: Placement, coll: str) -> None:
+        self.mpi, self.placement, self.coll = mpi, placement, coll
+        self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Fingerprint | None] = {}
+
+    def __call__(self, env: dict[str, str], sizes: list[int]
+                 ) -> dict[int, Fingerprint | None]:
+        key = tuple(sorted(env.items()))
+        missing = [s for s in sizes if (key, s) not in self.seen]
+        if missing:
+            got = probe(self.mpi, self.placement, self.coll, missing, env)
+            self.seen.update({(key, s): fp for s, fp in got.items()})
+        return {s: self.seen[(key, s)] for s in sizes}

@@ -9,8 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
-import numpy as np
-
 
 def _scipy() -> ModuleType:
     """scipy.stats, imported on first use: it costs half a second, and most commands
@@ -121,6 +119,8 @@ def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int
         raise ValueError("no samples")
     if len(set(xs)) == 1:  # one value (or one sample): nothing to resample
         return xs[0], xs[0]
+    import numpy as np  # here, not at import: every CLI start would pay for it
+
     ci = _scipy().bootstrap((np.asarray(xs, float),), np.median, confidence_level=level,
                          n_resamples=resamples, method="percentile",
                          random_state=np.random.default_rng(seed)).confidence_interval

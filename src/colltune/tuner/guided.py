@@ -9,10 +9,14 @@ and the k configurations predicted fastest overall join them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from colltune.core.config import DEFAULT, Config
-from colltune.models.predict import Prediction
 from colltune.tuner.asktell import Strategy
 from colltune.tuner.race import RaceOutcome, RaceSettings, racing
+
+if TYPE_CHECKING:  # numpy, which the models need, stays out of every CLI start
+    from colltune.models.predict import Prediction
 
 
 def guided(ranked: dict[int, list[Prediction]], k: int, settings: RaceSettings | None = None

@@ -5,19 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
-from colltune.models.predict import Prediction
 from colltune.options import TuneOptions
 from colltune.store import Store
 from colltune.tuner.asktell import Outcome, Strategy, grid
 from colltune.tuner.bayes import BayesSettings, bayesian
 from colltune.tuner.guided import guided, shortlist
 from colltune.tuner.race import RaceSettings, racing
+
+if TYPE_CHECKING:  # numpy, which the models need, stays out of every CLI start
+    from colltune.models.predict import Prediction
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,182 @@
+"""Benchmark for docs/benchmarks.md (issue 36): colltune against Intel's own autotuner
+(mpitune_fast) on Intel MPI, same machine, np and collectives.
+
+    python bench/impi_vs_mpitune.py --mpi .venv-impi --np 4 --colls bcast,reduce \
+        --sizes 8,1K,16K,64K,1M --pairs 8
+
+Per collective: mpitune_fast is run (every I_MPI_ADJUST_* / I_MPI_TUNING* unset, from a
+scratch directory, as it requires) and timed; `tune COLL --backend impi` is run and timed.
+Then, in fresh launches, the three arms (the default; mpitune_fast's binary file through
+I_MPI_TUNING_BIN; colltune's JSON through I_MPI_TUNING) alternate in rotating order, each
+judged by IMB-MPI1 (its t_avg) and by an application-style loop (bench/apploop.c: calls
+back to back on MPI_COMM_WORLD, timed as a whole). Per size and judge: the speed-up over
+the default as the geometric mean over pairs of default/arm, its 95% t-interval over the
+pairs' log ratios (scipy), and a verdict: faster or slower when the interval excludes 1,
+otherwise none (the interval says how large a difference could have gone unseen).
+Prints markdown. Only ratios within one run count: this machine's launch-to-launch noise is
+large (2 cores, up to 2.5x between launches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scipy import stats
+
+from colltune.backends.impi import IntelMPI, find_impi, launch_command, launch_env
+from colltune.core.space import parse_sizes
+from colltune.launchers import Launch
+from colltune.osu.imb_output import parse as parse_imb
+from colltune.osu.imb_output import table
+from colltune.slots import place
+
+HERE = Path(__file__).resolve().parent
+IMB_NAMES = {"bcast": "Bcast", "reduce": "Reduce", "allreduce": "Allreduce",
+             "gather": "Gather", "allgather": "Allgather", "alltoall": "Alltoall"}
+ARMS = ("default", "mpitune", "colltune")
+
+
+def clean_env(mpi: IntelMPI, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = launch_env(mpi.prefix, extra)
+    env["PATH"] = f"{mpi.prefix / 'bin'}:{env.get('PATH', '')}"  # mpitune_fast's mpirun
+    return env
+
+
+def run_mpitune(mpi: IntelMPI, coll: str, np: int, work: Path) -> tuple[Path, float]:
+    d = work / f"mpitune-{coll}-{np}"
+    d.mkdir()
+    (d / "hosts").write_text(socket.gethostname() + "\n")
+    t = time.monotonic()
+    r = subprocess.run([str(mpi.prefix / "bin" / "mpitune_fast"), "-f", "hosts", "-n", "1",
+                        "-ppn", str(np), "-c", coll, "-d", str(d / "out")], cwd=d,
+                       capture_output=True, text=True, env=clean_env(mpi), timeout=1800,
+                       check=False)
+    took = time.monotonic() - t
+    dats = sorted((d / "out").rglob("cluster_merged_*.dat"))
+    if r.returncode != 0 or not dats:
+        raise SystemExit(f"mpitune_fast failed ({r.returncode}): {r.stdout[-800:]}"
+                         f"{r.stderr[-800:]}")
+    return dats[0], took
+
+
+def run_colltune(mpi: IntelMPI, coll: str, np: int, sizes: str, work: Path
+                 ) -> tuple[Path | None, float, dict]:
+    out, summ = work / f"colltune-{coll}-{np}.json", work / f"summary-{coll}-{np}.json"
+    t = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi",
+                        "--mpi", str(mpi.prefix), "--np", str(np), "--sizes", sizes,
+                        "--out", str(out), "--summary-json", str(summ),
+                        "--db", str(work / "colltune.sqlite"), "-q"],
+                       capture_output=True, text=True, timeout=3600, check=False)
+    took = time.monotonic() - t
+    if r.returncode != 0:
+        raise SystemExit(f"tune failed: {r.stderr[-1500:]}")
+    return (out if out.exists() else None), took, json.loads(summ.read_text())
+
+
+def build_loop(mpi: IntelMPI, work: Path) -> Path:
+    exe = work / "apploop-impi"
+    subprocess.run([str(mpi.mpicc), "-O2", "-std=c99", "-Wall", "-Wextra",
+                    str(HERE / "apploop.c"), "-o", str(exe)], check=True, env=clean_env(mpi))
+    return exe
+
+
+def imb(mpi: IntelMPI, coll: str, np: int, sizes: list[int], env: dict[str, str],
+        work: Path) -> dict[int, float]:
+    lens = work / "msglens"
+    lens.write_text("".join(f"{s}\n" for s in sizes))
+    cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))),
+           str(mpi.prefix / "bin" / "IMB-MPI1"), IMB_NAMES[coll], "-npmin", str(np),
+           "-msglen", str(lens), "-iter", "200", "-iter_policy", "off", "-zero_size", "off"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(mpi, env),
+                       timeout=600, check=False)
+    t = table(parse_imb(r.stdout), IMB_NAMES[coll], np)
+    if r.returncode != 0 or t is None:
+        raise SystemExit(f"IMB failed: {r.stdout[-600:]} {r.stderr[-600:]}")
+    return {s: v * 1e-6 for s, v in t.avg_us().items()}
+
+
+def loop(mpi: IntelMPI, exe: Path, coll: str, np: int, sizes: list[int],
+         env: dict[str, str], iters: int) -> dict[int, float]:
+    cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))), str(exe), coll,
+           str(iters), *map(str, sizes)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(mpi, env),
+                       timeout=600, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"loop failed: {r.stderr[-600:]}")
+    return {int(d["size"]): float(d["completion"]) for d in
+            (json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{"))}
+
+
+def judge(ratios: list[float]) -> str:
+    """default/arm over pairs: geometric mean, 95% interval, verdict."""
+    logs = [math.log(x) for x in ratios]
+    gm = math.exp(sum(logs) / len(logs))
+    if len(logs) < 2:
+        return f"{gm:.2f}x"
+    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=sum(logs) / len(logs),
+                              scale=stats.sem(logs)) if len(set(logs)) > 1 else (logs[0],) * 2
+    verdict = "faster" if lo > 0 else "slower" if hi < 0 else "none"
+    return f"{gm:.2f}x ({math.exp(lo):.2f}-{math.exp(hi):.2f}) {verdict}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mpi", default=os.environ.get("COLLTUNE_IMPI_PREFIX", ".venv-impi"))
+    ap.add_argument("--np", type=int, default=4)
+    ap.add_argument("--colls", default="bcast")
+    ap.add_argument("--sizes", default="8,1K,16K,64K,1M")
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--iters", type=int, default=200)
+    a = ap.parse_args()
+    mpi = find_impi(a.mpi)
+    sizes = parse_sizes(a.sizes)
+    print(f"Intel MPI {mpi.version}, {a.np} ranks on {os.cpu_count()} cores, sizes "
+          f"{a.sizes}, {a.pairs} rounds of fresh launches (arms in rotating order)\n")
+    with tempfile.TemporaryDirectory(prefix="impi-bench-") as tmp:
+        work = Path(tmp)
+        exe = build_loop(mpi, work)
+        for coll in a.colls.split(","):
+            dat, t_intel = run_mpitune(mpi, coll, a.np, work)
+            js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work)
+            envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
+                    "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
+            got: dict[tuple[str, str, int], list[float]] = {}
+            for p in range(a.pairs):
+                order = ARMS[p % 3:] + ARMS[:p % 3]
+                for arm in order:
+                    for s, v in imb(mpi, coll, a.np, sizes, envs[arm], work).items():
+                        got.setdefault(("IMB", arm, s), []).append(v)
+                    for s, v in loop(mpi, exe, coll, a.np, sizes, envs[arm], a.iters).items():
+                        got.setdefault(("loop", arm, s), []).append(v)
+            print(f"### {coll}, {a.np} ranks\n")
+            print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
+                  f"({'wrote a tuning file' if js else 'kept the default everywhere'})\n")
+            print("| size | judge | default us | mpitune_fast/default | colltune/default |")
+            print("|---|---|---|---|---|")
+            for s in sizes:
+                for j in ("IMB", "loop"):
+                    d = got[(j, "default", s)]
+                    cells = []
+                    for arm in ("mpitune", "colltune"):
+                        r = [x / y for x, y in zip(d, got[(j, arm, s)], strict=True)]
+                        cells.append(judge(r))
+                    med = sorted(d)[len(d) // 2] * 1e6
+                    print(f"| {s} | {j} | {med:.2f} | {cells[0]} | {cells[1]} |")
+            decided = [f"{d['size']} B preset {d['chosen']['algorithm']}"
+                       for d in summary["collectives"].get(coll, {}).get(str(a.np), [])
+                       if d.get("verdict") == "tuned"]
+            print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Intel MPI Benchmarks (IMB-MPI1) output, read: one table per benchmark and process count.
+
+The text may come from another user's run: it is data. Every line that is not a table row
+of the header just read is skipped, numbers must be finite, and sizes whole."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+_BENCH = re.compile(r"^# Benchmarking (\w+)\s*$")
+_PROCS = re.compile(r"^# #processes = (\d+)")
+MAX_ROWS = 100_000  # more than any IMB run prints: a bigger file is not IMB's
+
+
+@dataclass
+class ImbTable:
+    benchmark: str  # as IMB names it: Bcast, Reduce, Allreduce...
+    processes: int
+    columns: list[str]  # "#bytes", "#repetitions", "t_min[usec]", ...
+    rows: list[dict[str, float]] = field(default_factory=list)
+
+    def avg_us(self) -> dict[int, float]:
+        """Message size -> t_avg (the mean over ranks, microseconds)."""
+        return {int(r["#bytes"]): r["t_avg[usec]"] for r in self.rows
+                if "#bytes" in r and "t_avg[usec]" in r}
+
+
+class ImbError(ValueError):
+    pass
+
+
+def parse(text: str) -> list[ImbTable]:
+    tables: list[ImbTable] = []
+    bench: str | None = None
+    procs: int | None = None
+    cur: ImbTable | None = None
+    rows = 0
+    for line in text.splitlines():
+        s = line.strip()
+        if (m := _BENCH.match(s)):
+            bench, procs, cur = m.group(1), None, None
+            continue
+        if (m := _PROCS.match(s)):
+            procs = int(m.group(1))
+            continue
+        if bench and procs and s.startswith("#") and "[usec]" in s:
+            cur = ImbTable(bench, procs, s.split())
+            tables.append(cur)
+            continue
+        if cur is None or not s or s.startswith("#"):
+            if s.startswith("#") and cur is not None and cur.rows:
+                cur = None  # the table ended
+            continue
+        words = s.split()
+        if len(words) != len(cur.columns):
+            cur = None
+            continue
+        try:
+            values = [float(w) for w in words]
+        except ValueError:
+            cur = None
+            continue
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise ImbError(f"{cur.benchmark}: a row holds a value no timing has: {s!r}")
+        row = dict(zip(cur.columns, values, strict=True))
+        if "#bytes" in row and row["#bytes"] != int(row["#bytes"]):
+            raise ImbError(f"{cur.benchmark}: {row['#bytes']} is not a whole size")
+        rows += 1
+        if rows > MAX_ROWS:
+            raise ImbError(f"more than {MAX_ROWS} rows: not IMB output")
+        cur.rows.append(row)
+    return [t for t in tables if t.rows]
+
+
+def table(tables: list[ImbTable], benchmark: str, processes: int) -> ImbTable | None:
+    """The table of one benchmark (case-insensitive: bcast finds Bcast) at a process count."""
+    return next((t for t in tables if t.benchmark.lower() == benchmark.lower()
+                 and t.processes == processes), None)

@@ -1,0 +1,45 @@
+"""The IMB-MPI1 reader on output recorded from Intel MPI 2021.18.1's own IMB (np 2: Bcast,
+Reduce, Barrier), and on what another user's file may hold instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from colltune.osu.imb_output import ImbError, parse, table
+
+DATA = Path(__file__).parent / "data" / "imb-2021.18.1-np2.txt"
+
+
+def test_recorded_imb_output_is_read() -> None:
+    tables = parse(DATA.read_text())
+    assert [(t.benchmark, t.processes) for t in tables] == [
+        ("Bcast", 2), ("Reduce", 2), ("Barrier", 2)]
+    bcast = table(tables, "bcast", 2)
+    assert bcast is not None and sorted(bcast.avg_us()) == [8, 16, 32, 64]
+    assert all(r["#repetitions"] == 50 for r in bcast.rows)
+    assert all(r["t_min[usec]"] <= r["t_avg[usec]"] <= r["t_max[usec]"] for r in bcast.rows)
+    barrier = table(tables, "Barrier", 2)
+    assert barrier is not None and barrier.avg_us() == {} and len(barrier.rows) == 1
+    assert table(tables, "bcast", 4) is None
+
+
+@pytest.mark.parametrize("row", ["8 50 1.0 nan 1.0", "8 50 1.0 inf 1.0", "8 50 -1 2 3",
+                                 "8.5 50 1 2 3"])
+def test_impossible_rows_are_refused(row: str) -> None:
+    text = DATA.read_text().replace("            8           50", row + " #", 1)
+    head = ("# Benchmarking Bcast\n# #processes = 2\n"
+            "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]\n")
+    with pytest.raises(ImbError):
+        parse(head + row + "\n")
+    assert parse(text)  # the recorded file itself stays readable
+
+
+def test_what_is_not_a_table_row_is_skipped() -> None:
+    text = ("# Benchmarking Bcast\n# #processes = 2\n"
+            "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]\n"
+            "            8           50         1.93         2.62         2.28\n"
+            "<script>alert(1)</script>\n16 50 1 2\n")
+    (t,) = parse(text)
+    assert t.avg_us() == {8: 2.28}
