@@ -68,14 +68,14 @@ def run_mpitune(mpi: IntelMPI, coll: str, np: int, work: Path) -> tuple[Path, fl
     return dats[0], took
 
 
-def run_colltune(mpi: IntelMPI, coll: str, np: int, sizes: str, work: Path
-                 ) -> tuple[Path | None, float, dict]:
+def run_colltune(mpi: IntelMPI, coll: str, np: int, sizes: str, work: Path,
+                 extra: list[str]) -> tuple[Path | None, float, dict]:
     out, summ = work / f"colltune-{coll}-{np}.json", work / f"summary-{coll}-{np}.json"
     t = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi",
                         "--mpi", str(mpi.prefix), "--np", str(np), "--sizes", sizes,
                         "--out", str(out), "--summary-json", str(summ),
-                        "--db", str(work / "colltune.sqlite"), "-q"],
+                        "--db", str(work / "colltune.sqlite"), "-q", *extra],
                        capture_output=True, text=True, timeout=3600, check=False)
     took = time.monotonic() - t
     if r.returncode != 0:
@@ -137,17 +137,21 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,1K,16K,64K,1M")
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--tune-args", default="", help="more options for tune, e.g. "
+                    "'--window 200'")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
     print(f"Intel MPI {mpi.version}, {a.np} ranks on {os.cpu_count()} cores, sizes "
-          f"{a.sizes}, {a.pairs} rounds of fresh launches (arms in rotating order)\n")
+          f"{a.sizes}, {a.pairs} rounds of fresh launches (arms in rotating order), loop "
+          f"{a.iters} calls, tune {a.tune_args or '(defaults)'}\n")
     with tempfile.TemporaryDirectory(prefix="impi-bench-") as tmp:
         work = Path(tmp)
         exe = build_loop(mpi, work)
         for coll in a.colls.split(","):
             dat, t_intel = run_mpitune(mpi, coll, a.np, work)
-            js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work)
+            js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work,
+                                               a.tune_args.split())
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
                     "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
             got: dict[tuple[str, str, int], list[float]] = {}

@@ -96,6 +96,11 @@ class Backend(ABC, Generic[M]):
     # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
     # scheduler (milliseconds) and timings rank scheduling as much as algorithms
     busy_polls = False
+    # measure on MPI_COMM_WORLD itself, not a duplicate, where no MPI_T write needs a new
+    # communicator: a library that runs differently on a duplicate (Intel MPI: bcast 16 KiB
+    # preset 7 1.5x faster on one, 1.2x slower on WORLD) would be tuned for calls
+    # applications do not make
+    on_world = False
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
     export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to

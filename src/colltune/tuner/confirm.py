@@ -62,7 +62,8 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
             # a rung of a ladder is confirmed as it was measured: its groups in one job
             plan = KernelPlan(coll.name, [KernelConfig(0, {}, placement.group)],
                               [(0, s) for s in sizes],
-                              dataclasses.replace(reps, seed=reps.seed + rnd))
+                              dataclasses.replace(reps, seed=reps.seed + rnd),
+                              dup_always=not be.on_world)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":

@@ -197,6 +197,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
         env_extra = be.forcing_env(catalog, coll, slots[0][1])
         kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
     plan = KernelPlan(coll.name, kcfgs, [(cid_of[sl], s) for sl, s in group], settings,
+                      dup_always=sweep == "mpit" or not be.on_world,
                       pvars=be.pvar_prefix)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0
