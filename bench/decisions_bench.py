@@ -40,7 +40,7 @@ from colltune.core.space import sizes_for
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.tuner.confirm import ABSamples, judge
-from colltune.verification.verify import find_osu, osu_ab_runs
+from colltune.verification.second import find_osu, osu_ab_runs
 
 
 def loop_ab_runs(mpi: OpenMPI, placement: Placement, coll: str, path: Path,

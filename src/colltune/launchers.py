@@ -156,3 +156,17 @@ def default_launcher(env: Mapping[str, str], requested: str | None) -> str:
                                 "use --launcher " + ", ".join(LAUNCHERS))
         return requested
     return "srun" if slurm_allocation(env) else "mpirun"
+
+
+def hydra_command(family: str, mpiexec: str, launch: Launch, np: int, hostfile: str | None,
+                  oversubscribe: bool) -> list[str]:
+    """The command line, up to the executable, of a family launched by Hydra (MPICH,
+    MVAPICH2, Intel MPI): its own mpiexec, which passes the environment to every rank, or
+    srun inside an allocation."""
+    launcher = launch.launcher or "mpiexec"
+    if launcher not in ("mpiexec", "srun"):
+        raise ColltuneError(f"{launcher} does not launch {family} jobs for colltune",
+                            f"use --launcher mpiexec ({family}'s own), or srun inside an "
+                            "allocation")
+    return command(launcher, mpiexec if launcher == "mpiexec" else "srun",
+                   Layout(np, launch.nodes, launch.ppn, hostfile, oversubscribe, launch.args))

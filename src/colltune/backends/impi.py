@@ -139,14 +139,7 @@ def forcing_env(coll: str, alg: int) -> dict[str, str]:
 
 
 def launch_command(mpi: IntelMPI, placement: Placement) -> list[str]:
-    from colltune.launchers import Layout, command
+    from colltune.launchers import hydra_command
 
-    launcher = placement.launch.launcher or "mpiexec"
-    if launcher not in ("mpiexec", "srun"):
-        raise ColltuneError(f"{launcher} does not launch Intel MPI jobs here",
-                            "use --launcher mpiexec (its mpiexec.hydra), or srun inside an "
-                            "allocation")
-    w = placement.launch
-    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
-    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
-                                             placement.oversubscribe, w.args))
+    return hydra_command("Intel MPI", str(mpi.mpirun), placement.launch, placement.np,
+                         placement.hostfile, placement.oversubscribe)

@@ -71,9 +71,8 @@ def same_as(prints: Prints, preset: int, size: int) -> int | None:
 def rules(coll: str, ds: list[Decision], prints: Prints,
           fill: Callable[[int], int | None] | None = None) -> tuple[Rules | None, str]:
     """One comm size's decisions as rules (None: not expressible, and why). A kept default
-    names the preset seen running what the default ran at that size; where none does,
-    `fill` may name the sweep's fastest preset there, if fresh launches did not find it
-    slower than the default."""
+    names the preset seen running what the default ran at that size, or what `fill` (a
+    session's stand-in, checked by fresh launch pairs) names there."""
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     points: list[tuple[int, int]] = []
     starts = boundaries([d.size for d in sized], [d.chosen == DEFAULT for d in sized])
@@ -81,12 +80,12 @@ def rules(coll: str, ds: list[Decision], prints: Prints,
         if d.chosen.algorithm:
             points.append((start, d.chosen.algorithm))
             continue
-        twin = same_as(prints, 0, d.size) or (fill(d.size) if fill else None)
+        twin = fill(d.size) if fill else same_as(prints, 0, d.size)
         if not twin:
             what = describe(prints.get(0, {}).get(d.size), coll)
-            return None, (f"at {d.size} B the default runs functions no preset runs alone "
-                          f"({what}), and no preset measured there was confirmed as fast; a "
-                          "tuning file has no entry for the library's choice")
+            return None, (f"at {d.size} B no preset stands in for the default ({what}): "
+                          "none runs its functions and was not found slower in fresh "
+                          "launches; a tuning file has no entry for the library's choice")
         points.append((start, twin))
     return rules_from(points), ""
 
@@ -235,7 +234,7 @@ class ImpiSession(Session[IntelMPI]):
         self.sweep = "relaunch"
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
-        self.fastest: dict[tuple[str, int], dict[int, int]] = {}
+        self.stand_in: dict[tuple[str, int], dict[int, int]] = {}
         self.ctx: dict[tuple[str, int], Context] = {}
         self.store: Store | None = None
         self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
@@ -254,9 +253,9 @@ class ImpiSession(Session[IntelMPI]):
                           for p in [0, *sorted(self.catalog.algorithms.get(name, {}))]}
         self.prints[(name, placement.np)] = prints
         best = fastest(ms)
-        self.fastest[(name, placement.np)] = {
-            d.size: best[d.size] for d in ds if d.chosen == DEFAULT and d.size in best
-            and same_as(prints, 0, d.size) is None}
+        self.stand_in[(name, placement.np)] = {
+            d.size: p for d in ds if d.chosen == DEFAULT
+            and (p := same_as(prints, 0, d.size) or best.get(d.size)) is not None}
         self.store, self.ctx[(name, placement.np)] = store, ctx
         for d in ds:
             p = d.chosen.algorithm
@@ -268,12 +267,17 @@ class ImpiSession(Session[IntelMPI]):
         return ds
 
     def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
-        """The sweep's fastest preset at a kept-default size no preset matches, unless fresh
-        launch pairs found it slower than the default (untested yet: it stands)."""
-        ctx, fast = self.ctx.get((name, np)), self.fastest.get((name, np), {})
+        """The preset that stands in for the default at a kept size (the one seen running
+        its functions, else the sweep's fastest), unless fresh launch pairs found the file
+        slower than the default there (untested yet: it stands). A twin by the symbols can
+        still differ (parameters inside a preset do not show): so it is tested too."""
+        ctx, stand = self.ctx.get((name, np)), self.stand_in.get((name, np), {})
+        prints = self.prints.get((name, np), {})
 
         def fill(size: int) -> int | None:
-            preset = fast.get(size)
+            # a size decided after the sweep (--beyond library: twice the largest) was
+            # probed, not measured: its twin by the symbols, if any
+            preset = stand.get(size) or same_as(prints, 0, size)
             if preset is None or ctx is None or self.store is None:
                 return preset
             v = self.store.confirmation(ctx, size, Config(preset).key)
@@ -285,12 +289,12 @@ class ImpiSession(Session[IntelMPI]):
 
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
-        """Kept-default sizes the file names the sweep's fastest preset at, put to fresh
-        launch pairs (none if the collective keeps the default everywhere)."""
+        """Kept-default sizes and the preset the file names there, put to fresh launch
+        pairs (none if the collective keeps the default everywhere)."""
         if not any(d.chosen.algorithm for d in ds):
             return []
-        fast = self.fastest.get((name, placement.np), {})
-        return [(s, Config(p)) for s, p in sorted(fast.items())]
+        stand = self.stand_in.get((name, placement.np), {})
+        return [(s, Config(p)) for s, p in sorted(stand.items())]
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:

@@ -373,13 +373,7 @@ def forcing_env(catalog: Catalog, coll: str, alg: int, segsize: int = 0, fanout:
 
 
 def launch_command(mpi: MPICH, placement: Placement) -> list[str]:
-    from colltune.launchers import Layout, command
+    from colltune.launchers import hydra_command
 
-    launcher = placement.launch.launcher or "mpiexec"
-    if launcher not in ("mpiexec", "srun"):
-        raise ColltuneError(f"{launcher} does not launch MPICH jobs here",
-                            "use --launcher mpiexec (Hydra), or srun inside an allocation")
-    w = placement.launch
-    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
-    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
-                                             placement.oversubscribe, w.args))
+    return hydra_command(mpi.name, str(mpi.mpirun), placement.launch, placement.np,
+                         placement.hostfile, placement.oversubscribe)

@@ -229,14 +229,7 @@ def launch_env(extra: dict[str, str] | None = None, oversubscribed: bool = False
 
 
 def launch_command(mpi: MVAPICH2, placement: Placement) -> list[str]:
-    from colltune.launchers import Layout, command
+    from colltune.launchers import hydra_command
 
-    launcher = placement.launch.launcher or "mpiexec"
-    if launcher not in ("mpiexec", "srun"):
-        raise ColltuneError(f"{launcher} does not launch MVAPICH2 jobs for colltune",
-                            "use --launcher mpiexec (Hydra passes the environment to every "
-                            "rank), or srun inside an allocation")
-    w = placement.launch
-    program = str(mpi.mpirun) if launcher == "mpiexec" else "srun"
-    return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
-                                             placement.oversubscribe, w.args))
+    return hydra_command("MVAPICH2", str(mpi.mpirun), placement.launch, placement.np,
+                         placement.hostfile, placement.oversubscribe)

@@ -57,7 +57,8 @@ def verify_cmd(
                             help="Calibrate: both arms run the library's default, at every "
                                  "size; what this machine's noise lets the gate see."),
     point_time: float = typer.Option(0.15, "--point-time", help="Seconds per size and launch."),
-    with_: str | None = typer.Option(None, "--with", help="osu: also run OSU benchmarks."),
+    with_: str | None = typer.Option(None, "--with", help="osu or imb: also judge by OSU "
+                                     "Micro-Benchmarks or IMB-MPI1 (Intel MPI's own)."),
     osu_dir: Path | None = typer.Option(None, "--osu-dir", help="Where osu_<coll> live."),
     hostfile: str | None = typer.Option(None, "--hostfile"),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON."),
@@ -85,8 +86,8 @@ def verify_cmd(
         return
     path = Path(args[0])
     try:
-        if with_ not in (None, "osu"):
-            raise ColltuneError(f"unknown --with {with_}", "use --with osu")
+        if with_ not in (None, "osu", "imb"):
+            raise ColltuneError(f"unknown --with {with_}", "use --with osu or --with imb")
         if point_time <= 0:
             raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
         if json_out is not None:
@@ -101,7 +102,7 @@ def verify_cmd(
         check_repetitions(reps)
         rep = verify(path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
                      rounds, reps,
-                     with_osu=with_ == "osu", osu_dir=osu_dir, hostfile=hostfile,
+                     with_=with_, osu_dir=osu_dir, hostfile=hostfile,
                      note=(lambda s: None) if quiet else
                      (lambda s: err.print(s, highlight=False, markup=False)),
                      design=Design(threshold=threshold, max_pairs=max_rounds),
@@ -113,7 +114,7 @@ def verify_cmd(
         mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
         out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
                   f"{c.applied_detail}", highlight=False)
-        for source, rows in (("kernel", c.kernel), ("OSU", c.osu)):
+        for source, rows in (("kernel", c.kernel), (c.second or "OSU", c.osu)):
             if not rows:
                 continue
             t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
@@ -148,7 +149,7 @@ def verify_cmd(
                     out.print(f"  {r.size} B: {r.note}", highlight=False)
         sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else "-"
         if c.osu_speedup:
-            sp += f", {c.osu_speedup:.3f}x (OSU)"
+            sp += f", {c.osu_speedup:.3f}x ({c.second})"
         counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
                            for v in ("faster", "same", "slower", "inconclusive"))
         out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
@@ -172,11 +173,11 @@ def verify_cmd(
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
     undecided = [f"{c.collective} {r.size} B{src}" for c in rep.checks
-                 for src, rows in (("", c.kernel), (" (OSU)", c.osu))
+                 for src, rows in (("", c.kernel), (f" ({c.second})", c.osu))
                  for r in rows if r.verdict == "inconclusive"]
     if rep.failed:
         bad = [f"{c.collective} {r.size} B{src}" for c in rep.checks
-               for src, rows in (("", c.kernel), (" (OSU)", c.osu))
+               for src, rows in (("", c.kernel), (f" ({c.second})", c.osu))
                for r in rows if r.verdict == "slower"]
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)

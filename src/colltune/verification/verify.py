@@ -9,28 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends import registry
-from colltune.backends.base import Arms, VerifyTarget
+from colltune.backends.base import VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.space import sizes_for
 from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
-from colltune.errors import ColltuneError, FormatError
+from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
-from colltune.osu.osu_output import parse as parse_osu
-from colltune.slots import Placement
 from colltune.tuner import sequential
-from colltune.tuner.confirm import ABSamples, ab_runs, as_batch
+from colltune.tuner.confirm import ab_runs, as_batch
 from colltune.tuner.sequential import Batch, Design, SizeResult
+from colltune.verification.second import Second, second
 
 
 @dataclass
@@ -62,7 +58,10 @@ class CollectiveCheck:
     applied: str  # applied | not applied | default everywhere | unproven
     applied_detail: str
     kernel: list[SizeCheck] = field(default_factory=list)
+    # the second benchmark's checks (`second` names it: OSU or IMB; the field keeps its
+    # name in `tune verify --json`)
     osu: list[SizeCheck] = field(default_factory=list)
+    second: str = ""
 
     @staticmethod
     def _geomean(checks: list[SizeCheck]) -> float | None:
@@ -181,65 +180,6 @@ def _untested(sizes: list[int], label: Callable[[int], str], lookup: Callable[[i
 
 
 # ---------------------------------------------------------------------------
-# OSU Micro-Benchmarks as an independent second measurement
-# ---------------------------------------------------------------------------
-
-OSU_PROGRAMS = {"allgather": "osu_allgather", "allreduce": "osu_allreduce",
-                "alltoall": "osu_alltoall", "barrier": "osu_barrier", "bcast": "osu_bcast",
-                "gather": "osu_gather", "reduce": "osu_reduce", "scatter": "osu_scatter",
-                "reduce_scatter": "osu_reduce_scatter", "allgatherv": "osu_allgatherv",
-                "alltoallv": "osu_alltoallv", "gatherv": "osu_gatherv",
-                "scatterv": "osu_scatterv"}
-
-
-def find_osu(coll: str, osu_dir: Path | None) -> Path | None:
-    prog = OSU_PROGRAMS.get(coll)
-    if prog is None:
-        return None
-    if osu_dir is not None:
-        hits = sorted(osu_dir.rglob(prog))
-        return next((h for h in hits if h.is_file() and os.access(h, os.X_OK)), None)
-    found = shutil.which(prog)
-    return Path(found) if found else None
-
-
-def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
-                sizes: list[int], rounds: int, first_round: int = 0,
-                iterations: int = 200) -> ABSamples:
-    """OSU's average latency per size and launch, arms alternating like the kernel's."""
-    out = ABSamples(rounds)
-    be = registry.of(mpi)
-    lo, hi = (min(sizes), max(sizes)) if sizes else (0, 0)
-    cmd = [*be.launch(mpi, placement, "", 0, None)[0],
-           str(exe), "-f", "-i", str(iterations), "-x", "20"]
-    if exe.name != "osu_barrier":
-        cmd += ["-m", f"{max(1, lo)}:{hi}"]
-    for rnd in range(first_round, first_round + rounds):
-        for arm in (("default", "tuned") if rnd % 2 == 0 else ("tuned", "default")):
-            try:
-                env = be.launch(mpi, placement, "", 0, arms[arm])[1]
-                res = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                                     env=env, check=False)
-            except subprocess.TimeoutExpired:
-                raise ColltuneError(f"{exe.name} did not finish in 600 s",
-                                    "run it by hand under mpirun to see why") from None
-            if res.returncode != 0:
-                raise ColltuneError(f"{exe.name} failed (exit {res.returncode}): "
-                                    f"{res.stderr.strip()[-300:]}",
-                                    "run it by hand under mpirun to see why")
-            try:
-                run = parse_osu(res.stdout, exe.name)
-            except FormatError as e:
-                raise ColltuneError(f"cannot read {exe.name}'s output: {e}",
-                                    "check that this is an OSU collective benchmark") from None
-            for row in run.rows:
-                if row.size in sizes or exe.name == "osu_barrier":
-                    size = 0 if exe.name == "osu_barrier" else row.size
-                    out.samples[arm].setdefault(size, []).append([row.avg_us * 1e-6])
-    return out
-
-
-# ---------------------------------------------------------------------------
 
 
 def _prefixed(note: Callable[[str], None], prefix: str) -> Callable[[str], None]:
@@ -252,7 +192,7 @@ def _changes(rule: Config | None) -> bool:
 
 def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            collectives: list[str] | None = None, sizes: list[int] | None = None,
-           rounds: int = 5, reps: Repetitions | None = None, with_osu: bool = False,
+           rounds: int = 5, reps: Repetitions | None = None, with_: str | None = None,
            osu_dir: Path | None = None, hostfile: str | None = None,
            note: Callable[[str], None] = lambda s: None, design: Design | None = None,
            time_budget: float | None = None, aa: bool = False) -> VerifyReport:
@@ -294,7 +234,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         plans.append((coll, szs, edges, tested))
     # one family for the whole run: every size tested, in every timing mode, by either source
     modes = 2 if reps.timing == "both" else 1
-    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_osu else 0))
+    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0))
     design = dataclasses.replace(design, family=max(1, cells))
 
     checks = []
@@ -334,20 +274,20 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
                              note=_prefixed(note, f"{name}: "))
         check.kernel = sorted(_size_checks(res, label, lookup, edges) + untested,
                               key=lambda r: r.size)
-        if with_osu:
-            exe = find_osu(name, osu_dir)
-            if exe is None:
-                note(f"warning: no {OSU_PROGRAMS.get(name, 'OSU benchmark')} found "
-                     f"({'in ' + str(osu_dir) if osu_dir else 'on PATH'}); kernel only")
+        if with_:
+            other = second(with_, mpi, placement, arms, name, osu_dir)
+            if other is None:
+                note(f"warning: no {with_.upper()} benchmark for {name} found; kernel only")
             else:
-                note(f"{name}: OSU launch pairs ({exe})")
+                note(f"{name}: {other.name} launch pairs ({other.exe})")
 
-                def osu(szs_: list[int], first: int, n: int, e: Path = exe) -> Batch:
-                    return as_batch(osu_ab_runs(mpi, e, placement, arms, szs_, n, first))
+                def run2(szs_: list[int], first: int, n: int, o: Second = other) -> Batch:
+                    return as_batch(o.runs(szs_, first, n))
 
-                ores = sequential.run(osu, tested, design, deadline=deadline,
-                                      note=_prefixed(note, f"{name} (OSU): "))
+                ores = sequential.run(run2, tested, design, deadline=deadline,
+                                      note=_prefixed(note, f"{name} ({other.name}): "))
                 check.osu = _size_checks(ores, label, lookup, edges)
+                check.second = other.name
         checks.append(check)
     return VerifyReport(mpi, rules_path, checks, design, aa)
 
