@@ -36,11 +36,6 @@ def adjust_var(coll: str) -> str:
     return "I_MPI_ADJUST_" + coll.upper()
 
 
-def tuning_name(coll: str) -> str:
-    """The collective's name in a tuning file's keys ("coll=Reduce_scatter")."""
-    return coll[0].upper() + coll[1:]
-
-
 @dataclass(frozen=True)
 class IntelMPI(HydraToolchain):
     """One Intel MPI installation (a venv with impi-rt and impi-devel, or oneAPI's mpi/latest),
@@ -115,17 +110,13 @@ def preset_range(mpi: IntelMPI, coll: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@dataclass
 class ImpiCatalog(Catalog):
-    """Presets per collective (id = the I_MPI_ADJUST_<OP> value), named by what the library
-    was seen to run (impi_proof); `same_as` holds the presets found to run another
-    preset's functions at every size probed (a silent fallback), never measured."""
-
-    same_as: dict[str, dict[int, int]] | None = None
+    """Presets per collective (id = the I_MPI_ADJUST_<OP> value; impi_info gives no names:
+    what each runs is read from the library, impi_proof)."""
 
 
 def catalog(mpi: IntelMPI, collectives: list[str]) -> ImpiCatalog:
-    cat = ImpiCatalog(source="impi_info", same_as={})
+    cat = ImpiCatalog(source="impi_info")
     for coll in collectives:
         top = preset_range(mpi, coll)
         if top:

@@ -9,6 +9,7 @@ the default runs, the collective is left to Intel MPI whole, and the summary say
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -140,9 +141,7 @@ class ImpiBackend(Backend[IntelMPI]):
         return [a for k, v in env.items() for a in ("-genv", k, v)]
 
     def claims(self, text: str) -> bool:
-        head = text.lstrip()[:200]
-        return head.startswith('{"coll=') or head.startswith('{\n "coll=') or \
-            "export I_MPI_" in text
+        return re.match(r'\s*\{\s*"coll=', text) is not None or "export I_MPI_" in text
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         text, prof = read_files(path, "will not check")

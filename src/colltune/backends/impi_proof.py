@@ -19,10 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.impi import IntelMPI, launch_command, launch_env, tuning_name
+from colltune.backends.impi import IntelMPI, launch_command, launch_env
 from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.rules.impi_tuning import file_name
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -57,7 +58,7 @@ def patterns(coll: str) -> tuple[str, str]:
 def fingerprint(counts: dict[str, int], coll: str) -> Fingerprint | None:
     """The functions a size's calls went through, per call (the library's entry function
     MPIR_<Coll> counts the calls); None where the entry was never seen."""
-    entry = f"MPIR_{tuning_name(coll)}"
+    entry = f"MPIR_{file_name(coll)}"
     calls = counts.get(entry, 0)
     if not calls:
         return None
@@ -71,17 +72,19 @@ def describe(fp: Fingerprint | None, coll: str) -> str:
     """A fingerprint in words: "binomial", "scatter_ring_allgather", "binomial x2"."""
     if fp is None:
         return "unknown"
-    strip = re.compile(rf"^MPIR_{tuning_name(coll)}_(intra_|allcomm_)?")
+    strip = re.compile(rf"^MPIR_{file_name(coll)}_(intra_|allcomm_)?")
     parts = [strip.sub("", f) + (f" x{n}" if n > 1 else "")
              for f, n in sorted(fp)]
     return "+".join(parts) or "entry only"
 
 
 def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
-          env: dict[str, str], timeout: float = 60.0) -> dict[int, Fingerprint | None]:
-    """The fingerprint of each size's calls in one launch with `env` (a few calls a size)."""
+          env: dict[str, str], timeout: float = 60.0, exe: Path | None = None
+          ) -> dict[int, Fingerprint | None]:
+    """The fingerprint of each size's calls in one launch with `env` (a few calls a size);
+    `exe`: the kernel, if already built for `mpi`."""
     gdb = gdb_path()
-    exe = build_kernel(mpi)
+    exe = exe or build_kernel(mpi)
     listing, match = patterns(coll)
     script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
@@ -113,12 +116,14 @@ class Probes:
     def __init__(self, mpi: IntelMPI, placement: Placement, coll: str) -> None:
         self.mpi, self.placement, self.coll = mpi, placement, coll
         self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Fingerprint | None] = {}
+        self.exe: Path | None = None  # built (and checked) once, not per launch
 
     def __call__(self, env: dict[str, str], sizes: list[int]
                  ) -> dict[int, Fingerprint | None]:
         key = tuple(sorted(env.items()))
         missing = [s for s in sizes if (key, s) not in self.seen]
         if missing:
-            got = probe(self.mpi, self.placement, self.coll, missing, env)
+            self.exe = self.exe or build_kernel(self.mpi)
+            got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self.exe)
             self.seen.update({(key, s): fp for s, fp in got.items()})
         return {s: self.seen[(key, s)] for s in sizes}

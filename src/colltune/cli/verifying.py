@@ -114,7 +114,7 @@ def verify_cmd(
         mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
         out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
                   f"{c.applied_detail}", highlight=False)
-        for source, rows in (("kernel", c.kernel), (c.second or "OSU", c.osu)):
+        for source, rows in (("kernel", c.kernel), (c.second, c.osu)):
             if not rows:
                 continue
             t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
