@@ -67,23 +67,27 @@ def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | 
 
 def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
                  env: dict[str, str] | None = None, timeout: float | None = None,
-                 capture: bool = False) -> dict[str, object]:
+                 capture: bool = False, launcher_environ: dict[str, str] | None = None,
+                 cvars: list[str] | None = None) -> dict[str, object]:
     """One run of `cmd` with the profiler, `env` given to every rank too; its profile, with
     `run_s`: the whole command's elapsed time, launch included. `capture`: the
-    application's output is kept (shown only if it fails), not printed."""
+    application's output is kept (shown only if it fails), not printed. `launcher_environ`:
+    the launcher's whole environment (what it reads itself, such as binding; None: this
+    process's); `cvars`: control variables read back in every rank besides `env`'s."""
     lib = build_kernel(mpi, name=PROFILER)
     # made 0700 by Python: the profiler writes only into a directory of this user that no
     # one else can write (on other nodes it makes the same path so, docs/security.md)
     with tempfile.TemporaryDirectory(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
-        cvars = ",".join(backend.read_back(env or {}))
+        names = ",".join(dict.fromkeys([*backend.read_back(env or {}), *(cvars or [])]))
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
                                      "COLLTUNE_PROFILE_DIR": tmp,
-                                     **({"COLLTUNE_PROFILE_CVARS": cvars} if cvars else {})})
+                                     **({"COLLTUNE_PROFILE_CVARS": names} if names else {})})
         start = time.monotonic()
         try:
             res = subprocess.run(full, timeout=timeout, check=False, text=True,
-                                 capture_output=capture)
+                                 capture_output=capture,
+                                 env=launcher_environ)
         except FileNotFoundError:
             raise ColltuneError(f"cannot run {cmd[0]}: not found",
                                 "give the launcher's path, or put it on PATH") from None
@@ -197,6 +201,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         # what the library read back for the settings asked of it (MPI_T), the distinct
         # values over the ranks (null: it has no such variable)
         "settings": {k: sorted(v, key=str) for k, v in sorted(settings.items())},
+        # how many CPUs each rank may run on (its binding), the distinct counts
+        "cpus_per_rank": sorted({int(r.get("cpus", -1)) for r in ranks}),
     }
 
 

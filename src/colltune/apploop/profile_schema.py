@@ -34,6 +34,8 @@ SCHEMA: dict[str, Any] = {
         "run_s": _SECONDS,
         "dropped_calls": _COUNT,
         "spawned_processes": _COUNT,
+        # the CPUs a rank may run on (its binding), the distinct counts over the ranks
+        "cpus_per_rank": {"type": "array", "items": {"type": "integer"}, "maxItems": 64},
         "settings": {"type": "object", "additionalProperties": {
             "type": "array", "items": {"type": ["string", "null"], "maxLength": 4096}}},
         "entries": {

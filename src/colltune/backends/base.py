@@ -20,6 +20,7 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
+from colltune.core.runtime import Knob, Setting
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
@@ -216,6 +217,55 @@ class Backend(ABC, Generic[M]):
     def owns(self, mpi_key: str) -> bool:
         """Whether a stored installation key was made by this family."""
         return mpi_key.startswith(f"{self.name}-")
+
+    # -- runtime parameters (tune runtime): job-wide settings, declared like the catalog
+
+    def runtime_knobs(self, mpi: M) -> list[Knob]:
+        """The runtime parameters colltune tunes for this installation."""
+        raise ColltuneError(f"tune runtime does not tune {self.name} yet",
+                            "use --backend openmpi or mpich")
+
+    def runtime_vouch(self, mpi: M, name: str) -> Knob | None:
+        """A parameter the catalog does not declare that the installation itself lists
+        (None: the library has no parameter of that name)."""
+        return None
+
+    def runtime_refuse(self, mpi: M, knobs: list[Knob], cmd: list[str]) -> None:
+        """Refuse, before any launch, a knob the installation does not know (it would be
+        ignored silently) and a command line that sets a tuned knob itself."""
+        return None
+
+    def runtime_environ(self, mpi: M, knobs: dict[str, Knob], setting: Setting,
+                        base: dict[str, str]) -> dict[str, str]:
+        """The launcher's whole environment (from `base`) that applies `setting`: every
+        inherited value of a tuned knob removed, the setting's non-default values added."""
+        raise ColltuneError(f"tune runtime does not tune {self.name} yet",
+                            "use --backend openmpi or mpich")
+
+    def runtime_own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
+        """colltune's own launch command (the kernel objective's) without what it sets
+        itself for a knob the search varies."""
+        return cmd
+
+    def runtime_readback(self, mpi: M, knob: Knob, value: str) -> set[str]:
+        """What the knob's control variable reads back in a rank when `value` applied."""
+        return {value}
+
+    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
+        """For a binding knob: whether a rank's CPU count fits `value` (None: not known)."""
+        return None
+
+    def runtime_write(self, mpi: M, knobs: dict[str, Knob], setting: Setting,
+                      rules: Path | None, out: Path, notes: list[str]) -> dict[str, object]:
+        """Write `setting` (and the settings that load `rules`) into the files sites install,
+        at `out` and beside it; returns what was written (what, also, use)."""
+        raise ColltuneError(f"tune runtime does not write {self.name} files yet",
+                            "use --backend openmpi or mpich")
+
+    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        """The setting (and rules file) a file tune runtime wrote holds; None: not one of
+        this family's runtime files."""
+        return None
 
 
 class Session(ABC, Generic[M]):

@@ -7,7 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends import openmpi_runtime as runtime
 from colltune.backends.base import (
+    Checked,
+    ExportRequest,
+    Installable,
     Session,
     VerifyTarget,
 )
@@ -23,7 +27,9 @@ from colltune.backends.openmpi import (
 from colltune.backends.openmpi_applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
 from colltune.collectives import COLLECTIVE_BY_ID, get_collective
-from colltune.errors import ColltuneError
+from colltune.core.runtime import Knob, Setting
+from colltune.errors import ColltuneError, read_text
+from colltune.rules import mca_params
 from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
@@ -78,6 +84,57 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
 
     def find(self, prefix: str | None) -> OpenMPI:
         return find_openmpi(prefix)
+
+    # a parameter file tune runtime wrote is this family's too: exported and checked as one
+    def installable(self, req: ExportRequest) -> Installable:
+        if req.text is None and mca_params.claims(read_text(req.source)):
+            return runtime.installable(req, self.rules_name)
+        return super().installable(req)
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        got = runtime.read(path)
+        if got is None:
+            return super().check(path, mpi, version)
+        setting, rules_path = got
+        setting = {k: v for k, v in setting.items() if k not in runtime.rules_params(Path())}
+        if mpi:
+            runtime.refuse(find_openmpi(mpi), [Knob(n, "choice", "mca", (v,), v)
+                                               for n in setting if n != runtime.PRTE_BIND
+                                               for v in (setting[n],)], [])
+        return Checked(f"Open MPI runtime parameters, {len(setting)} set"
+                       + (f", loads rules {rules_path}" if rules_path else ""),
+                       {"format": "mca-params", "parameters": setting,
+                        "rules": str(rules_path) if rules_path else None}, [])
+
+    def runtime_knobs(self, mpi: OpenMPI) -> list[Knob]:
+        return runtime.knobs(mpi)
+
+    def runtime_vouch(self, mpi: OpenMPI, name: str) -> Knob | None:
+        return runtime.vouch(mpi, name)
+
+    def runtime_refuse(self, mpi: OpenMPI, knobs: list[Knob], cmd: list[str]) -> None:
+        runtime.refuse(mpi, knobs, cmd)
+
+    def runtime_environ(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
+                        base: dict[str, str]) -> dict[str, str]:
+        return runtime.environment(knobs, setting, base)
+
+    def runtime_own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
+        return runtime.strip_own(cmd, knobs)
+
+    def runtime_readback(self, mpi: OpenMPI, knob: Knob, value: str) -> set[str]:
+        return runtime.readback(mpi, knob, value)
+
+    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
+        return runtime.cpus(knob, value)
+
+    def runtime_write(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
+                      rules_path: Path | None, out: Path, notes: list[str]
+                      ) -> dict[str, object]:
+        return runtime.write(mpi, knobs, setting, rules_path, out, notes)
+
+    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return runtime.read(path)
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]

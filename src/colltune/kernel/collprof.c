@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -676,6 +677,10 @@ static void write_profile(void)
         first = 0;
     }
     fputc('}', f);
+    /* how many CPUs this rank may run on: the binding its launcher applied */
+    cpu_set_t cpus;
+    fprintf(f, ", \"cpus\": %d",
+            sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : -1);
     write_settings(f);
     fprintf(f, "}\n");
     /* link, not rename: a record already at `path` (or anything planted there) stays */

@@ -1,0 +1,169 @@
+"""`tune runtime`: tune job-wide runtime parameters (binding, eager limits, collective
+components) for an application or a collective, and prove a written file applied."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from colltune.backends.registry import CHOICES
+from colltune.cli.common import _fail, app, err, json_to_stdout, out, write_json
+from colltune.errors import ColltuneError
+from colltune.outfile import ensure_writable
+
+
+def _values(specs: list[str]) -> dict[str, list[str]]:
+    """`--param NAME=V1,V2` options."""
+    got: dict[str, list[str]] = {}
+    for spec in specs:
+        name, eq, vals = spec.partition("=")
+        if not eq or not name.strip() or not vals.strip():
+            raise ColltuneError(f"--param {spec[:60]!r}: not NAME=V1,V2",
+                                "e.g. --param btl_vader_eager_limit=4k,16k")
+        got.setdefault(name.strip(), []).extend(v for v in vals.split(",") if v.strip())
+    return got
+
+
+@app.command("runtime", context_settings={"allow_interspersed_args": False})
+def runtime_cmd(
+    command: list[str] = typer.Argument(None, metavar="[-- LAUNCHER ARGS... PROGRAM ARGS...]",
+                                        help="The application (after --): its wall time is "
+                                             "the objective."),
+    np: int = typer.Option(4, "--np", help="Ranks of the collective objective."),
+    mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix."),
+    backend: str = typer.Option("openmpi", "--backend", help=", ".join(CHOICES[:-1]) + "."),
+    params: str | None = typer.Option(None, "--params",
+                                      help="Parameters to search (comma-separated; default: "
+                                           "every one --list shows)."),
+    param: list[str] = typer.Option([], "--param", help="NAME=V1,V2: the values to try "
+                                                        "(also a parameter --list lacks, if "
+                                                        "the library lists it)."),
+    collective: str | None = typer.Option(None, "--collective",
+                                          help="Objective: this collective's time per call "
+                                               "in the kernel (instead of -- CMD)."),
+    sizes: str = typer.Option("8,1K,64K", "--sizes", help="Sizes of --collective."),
+    calls: int = typer.Option(30, "--calls", help="Windows of calls per size, --collective."),
+    rules: Path | None = typer.Option(None, "--rules", help="A rules file every launch "
+                                                            "reads (both arms) and the output "
+                                                            "loads."),
+    rounds: int = typer.Option(2, "--rounds", help="Screening launches per candidate."),
+    budget: int = typer.Option(48, "--budget", help="Screening launches at most (every "
+                                                    "combination when it fits, else bayes)."),
+    pairs: int = typer.Option(12, "--pairs", help="Fresh launch pairs at most to confirm."),
+    out_path: Path | None = typer.Option(None, "--out", "-o", help="Parameter file to write."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON."),
+    timeout: float | None = typer.Option(600, "--timeout", help="Seconds per launch."),
+    listing: bool = typer.Option(False, "--list", help="Show the parameters and exit."),
+    prove: Path | None = typer.Option(None, "--prove",
+                                      help="Run the command once as the environment is and "
+                                           "read back every value of this file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
+) -> None:
+    """Search runtime parameters (binding, eager limits, collective components) for an
+    application's wall time (-- CMD) or a collective (--collective), confirm the best
+    against the library's defaults in fresh launch pairs, and write the parameter file the
+    library reads. Example: tune runtime --params btl_vader_eager_limit,coll_han_priority
+    --out params.conf -- mpirun -np 4 lmp -in in.melt"""
+    from colltune.apploop import runtime as rt
+    from colltune.apploop.objective import application, kernel
+    from colltune.backends import registry
+    from colltune.core.runtime import build_space, changed, label
+    from colltune.core.space import parse_sizes
+    from colltune.slots import place
+
+    json_to_stdout(json_out)
+    say = (lambda _s: None) if quiet else (lambda s: err.print(s, highlight=False,
+                                                               markup=False))
+    try:
+        be = registry.named(backend)
+        inst = be.find(mpi)
+        catalog = be.runtime_knobs(inst)
+        if listing:
+            _list(catalog)
+            return
+        if prove is not None:
+            _prove(be, inst, prove, command or [], timeout)
+            return
+        for p in (out_path, json_out):
+            if p is not None:
+                ensure_writable(p, "--out" if p == out_path else "--json")
+        values = _values(param)
+        names = [n.strip() for n in (params or "").split(",") if n.strip()]
+        extra = {n: k for n in [*names, *values] if not any(c.name == n for c in catalog)
+                 for k in [be.runtime_vouch(inst, n)] if k is not None}
+        space = build_space(catalog, names, values, extra)
+        with tempfile.TemporaryDirectory(prefix="colltune-runtime-") as tmp:
+            if collective is not None:
+                if command:
+                    raise ColltuneError("give --collective or a command, not both",
+                                        "one objective per search")
+                obj = kernel(be, inst, place(np), collective, parse_sizes(sizes), calls,
+                             Path(tmp))
+                obj.cmd = be.runtime_own(obj.cmd, {k.name: k for k in space.knobs})
+            else:
+                obj = application(command or [])
+            be.runtime_refuse(inst, space.knobs, obj.cmd)
+            say(f"searching {len(space.knobs)} parameter(s), {space.size()} combination(s), "
+                f"for {obj.what}")
+            res = rt.search(rt.Request(be, inst, space, obj, rounds, budget, pairs, rules,
+                                       timeout, note=say))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    _show(res)
+    doc = rt.as_json(res, obj.what)
+    if out_path is not None:
+        notes = [f"objective: {obj.what}", rt.verdict_line(res)]
+        notes += [f"{k}: " + ", ".join(f"{v} {s:.3f}x" for v, s in e.items())
+                  for k, e in res.effects.items()]
+        try:
+            doc["wrote"] = be.runtime_write(inst, {k.name: k for k in space.knobs},
+                                            res.chosen, rules, out_path, notes)
+        except ColltuneError as e:
+            _fail(e)
+        if not quiet:
+            err.print(f"wrote {out_path}: {label(changed(res.chosen, space))}")
+    write_json(json_out, doc)
+
+
+def _list(catalog: list) -> None:  # type: ignore[type-arg]
+    t = Table(title="runtime parameters")
+    for col in ("name", "kind", "default", "tried", "set by", "proof", "affects"):
+        t.add_column(col)
+    for k in catalog:
+        t.add_row(k.name, k.kind, k.default, ",".join(k.values), k.via, k.proof or "-",
+                  "; ".join(k.affects))
+    out.print(t)
+
+
+def _show(res: object) -> None:
+    from colltune.apploop.runtime import Outcome, verdict_line
+    from colltune.core.runtime import changed, label
+
+    assert isinstance(res, Outcome)
+    t = Table(title=f"screening ({res.strategy}, {res.launches} launches): best first")
+    t.add_column("setting")
+    t.add_column("vs defaults")
+    for s, score in sorted(res.screened, key=lambda cs: cs[1])[:10]:
+        t.add_row(label(changed(s, res.space)),
+                  f"{score:.3f}x")
+    out.print(t)
+    for name, eff in res.effects.items():
+        out.print(f"{name}: " + ", ".join(f"{v} {s:.3f}x" for v, s in eff.items()),
+                  highlight=False, markup=False)
+    out.print(verdict_line(res), highlight=False, markup=False)
+    for k, seen in res.applied.items():
+        out.print(f"read back: {k}: " + "; ".join(f"{v} -> {w}" for v, w in seen.items()),
+                  highlight=False, markup=False)
+
+
+def _prove(be: object, inst: object, path: Path, cmd: list[str], timeout: float | None
+           ) -> None:
+    from colltune.apploop.runtime import prove_file
+
+    rows = prove_file(be, inst, path, cmd, timeout)  # type: ignore[arg-type]
+    for name, value, seen in rows:
+        out.print(f"{name} = {value}: {seen}", highlight=False, markup=False)
