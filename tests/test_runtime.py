@@ -10,13 +10,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import module_env, tune_cli
 
 from colltune.backends import openmpi_runtime as rt
 from colltune.backends.base import ExportRequest
 from colltune.backends.openmpi import OpenMPI
 from colltune.core.runtime import Knob, Space, build_space, changed
 from colltune.errors import ColltuneError
+from helpers import module_env, tune_cli
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
