@@ -110,6 +110,11 @@ class Backend(ABC, Generic[M]):
     # a default can look thousands of times slower than a forced algorithm when ranks
     # share cores (MPICH 5.0.2 at 4 ranks on 2 cores: default 10-1560 ms, forced 19 us)
     waits: dict[str, str] = {}
+    own_launcher = "mpirun"  # what launches its jobs here unless --launcher says otherwise
+
+    def place(self, np: int, hostfile: str | None = None) -> Placement:
+        """`np` ranks placed for this family's own launcher."""
+        return place(np, hostfile, launch=Launch(launcher=self.own_launcher))
 
     def waiting(self, mpi_name: str) -> str:
         """Why this family's waiting ranks stall when they share cores ("" for a

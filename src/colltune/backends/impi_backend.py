@@ -106,6 +106,7 @@ class ImpiBackend(Backend[IntelMPI]):
     tuning file as output."""
 
     name = "impi"
+    own_launcher = "mpiexec"
     output = "an Intel MPI tuning file"
     formats = ("impi",)
     short = "impi"

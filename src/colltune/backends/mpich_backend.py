@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
-from colltune.backends import mpich
+from colltune.backends import env_runtime, mpich
+from colltune.backends import mpich_runtime as runtime
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -30,6 +31,7 @@ from colltune.core.catalog import FAN, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
+from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
@@ -150,6 +152,7 @@ class MPICHBackend(Backend[MPICH]):
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
     name = "mpich"
+    own_launcher = "mpiexec"
     busy_polls = True
     output = "an MPICH tuning file or profile"
     short = "mpich"
@@ -207,12 +210,41 @@ class MPICHBackend(Backend[MPICH]):
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
 
+    def runtime_knobs(self, mpi: MPICH) -> list[Knob]:
+        return runtime.knobs(mpi)
+
+    def runtime_refuse(self, mpi: MPICH, knobs: list[Knob], cmd: list[str]) -> None:
+        runtime.refuse(mpi, knobs, cmd)
+
+    def runtime_environ(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
+                        base: dict[str, str]) -> dict[str, str]:
+        return env_runtime.environment(knobs, setting, base)
+
+    def runtime_readback(self, mpi: MPICH, knob: Knob, value: str) -> set[str]:
+        return runtime.readback(knob, value)
+
+    def runtime_write(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
+                      rules_path: Path | None, out: Path, notes: list[str]
+                      ) -> dict[str, object]:
+        if rules_path is not None:  # MPICH's tuning file has its own profile
+            notes = [*notes, f"searched with the tuning file {rules_path} loaded: source "
+                             "its profile too"]
+        return env_runtime.write(mpi, knobs, setting, out, notes, "MPICH")
+
+    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return env_runtime.read(path, "MPICH")
+
     def claims(self, text: str) -> bool:
-        return text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
+        return (text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
+                or env_runtime.claims(text, "MPICH"))
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         """The tuning file or its environment profile, read as `tune export` reads them
         (MPICH aborts at start-up on what this reader refuses)."""
+        got = env_runtime.read(path, "MPICH")
+        if got is not None:
+            return Checked(f"MPICH runtime profile, {len(got[0])} set",
+                           {"format": "mpich-runtime", "parameters": got[0]}, [])
         text, prof = read_files(path, "will not check")
         tuned = mpich_csel.parse(text)
         return Checked(f"MPICH tuning file, {len(tuned)} collective(s) tuned",
@@ -221,8 +253,10 @@ class MPICHBackend(Backend[MPICH]):
 
     def installable(self, req: ExportRequest) -> Installable:
         """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
-        json_text, prof = read_files(req.source)
         where = req.home / ".config" / "colltune" if req.site is None else req.site
+        if req.text is None and env_runtime.read(req.source, "MPICH") is not None:
+            return env_runtime.installable(req.source, req.stamp, where, "MPICH")
+        json_text, prof = read_files(req.source)
         installed = destination(where / "colltune-mpich.json")
         prof.tuning_file = installed
         prof.comments = [f"MPICH collectives tuned by colltune: {req.stamp}",

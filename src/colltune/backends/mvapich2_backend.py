@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
+from colltune.backends import env_runtime
 from colltune.backends import mvapich2 as mv2
+from colltune.backends import mvapich2_runtime as runtime
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -47,6 +49,7 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision, Verdict
+from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
 from colltune.rules import mvapich2, mvapich3
@@ -63,6 +66,7 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
 
     name = "mvapich2"
+    own_launcher = "mpiexec"
     busy_polls = True
     output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
@@ -108,7 +112,31 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
         return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
 
     def claims(self, text: str) -> bool:
-        return mvapich2.is_profile_text(text)
+        return mvapich2.is_profile_text(text) or env_runtime.claims(text, "MVAPICH2")
+
+    # runtime parameters: a profile of MV2_ variables, installed as the parameter file
+    def runtime_knobs(self, mpi: mv2.MVAPICH2) -> list[Knob]:
+        return runtime.knobs()
+
+    def runtime_refuse(self, mpi: mv2.MVAPICH2, knobs: list[Knob], cmd: list[str]) -> None:
+        env_runtime.refuse_overrides(cmd, knobs)
+
+    def runtime_environ(self, mpi: mv2.MVAPICH2, knobs: dict[str, Knob], setting: Setting,
+                        base: dict[str, str]) -> dict[str, str]:
+        return env_runtime.environment(knobs, setting, base)
+
+    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
+        return runtime.cpus(knob, value)
+
+    def runtime_write(self, mpi: mv2.MVAPICH2, knobs: dict[str, Knob], setting: Setting,
+                      rules_path: Path | None, out: Path, notes: list[str]
+                      ) -> dict[str, object]:
+        if rules_path is not None:  # a tuning profile of its own
+            notes = [*notes, f"searched with {rules_path} loaded: install it too"]
+        return env_runtime.write(mpi, knobs, setting, out, notes, "MVAPICH2")
+
+    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return env_runtime.read(path, "MVAPICH2")
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         prof = mvapich2.read(path)

@@ -72,7 +72,6 @@ def runtime_cmd(
     from colltune.backends import registry
     from colltune.core.runtime import build_space, changed, label
     from colltune.core.space import parse_sizes
-    from colltune.slots import place
 
     json_to_stdout(json_out)
     say = (lambda _s: None) if quiet else (lambda s: err.print(s, highlight=False,
@@ -100,7 +99,7 @@ def runtime_cmd(
                 if command:
                     raise ColltuneError("give --collective or a command, not both",
                                         "one objective per search")
-                obj = kernel(be, inst, place(np), collective, parse_sizes(sizes), calls,
+                obj = kernel(be, inst, be.place(np), collective, parse_sizes(sizes), calls,
                              Path(tmp))
                 obj.cmd = be.runtime_own(obj.cmd, {k.name: k for k in space.knobs})
             else:
