@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     # loop, OSU import, and the commands over them
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
      "colltune.osu.osu_import", "colltune.apploop.profile", "colltune.apploop.app",
-     "colltune.apploop.appverify", "colltune.cli"),
+     "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
+     "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

@@ -162,6 +162,10 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
     for (name, n, bucket), es in by.items():
         coll = COLLECTIVES.get(name)
         times = [float(e["time_s"]) for e in es]
+        firsts = [[float(x) for x in e.get("first_s", [])] for e in es]
+        # per call, the slowest rank (a call is done when its last rank is)
+        first = [max(f[i] for f in firsts if len(f) > i)
+                 for i in range(max((len(f) for f in firsts), default=0))]
         calls = sum(int(e["calls"]) for e in es)
         mean = sum(times) / len(es)
         entries.append({
@@ -173,6 +177,9 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
             "time_s": {"mean": mean, "max": max(times)},
             "longest_call_s": max(float(e["longest_s"]) for e in es),
             "share": mean * len(es) / world / wall["mean"] if wall["mean"] > 0 else 0.0,
+            "first_s": first,
+            "first_total_s": sum(sum(f) for f in firsts) / len(es),
+            "warmup": warmup(first),
         })
     entries.sort(key=lambda e: (-e["time_s"]["mean"], e["collective"], e["comm_size"],  # type: ignore[index]
                                 e["size"]))
@@ -204,6 +211,32 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         # how many CPUs each rank may run on (its binding), the distinct counts
         "cpus_per_rank": sorted({int(r.get("cpus", -1)) for r in ranks}),
     }
+
+
+def warmup(first: list[float]) -> dict[str, float] | None:
+    """Where an entry's first calls change level (core.stats.change_point), or None."""
+    from colltune.core.stats import change_point
+
+    cp = change_point(first) if len(first) >= 24 else None
+    return None if cp is None else {"after_calls": cp.after, "before_s": cp.before_median,
+                                    "after_s": cp.after_median, "p_value": cp.p_value}
+
+
+def warmups(prof: dict[str, object]) -> list[str]:
+    """One line per entry whose calls changed level after its first calls."""
+    out = []
+    for e in prof["entries"]:  # type: ignore[attr-defined]
+        w = e.get("warmup")
+        if w:
+            n = int(w["after_calls"])
+            out.append(
+                f"{e['collective']} {e['size']} B at {e['comm_size']} ranks: calls 1-{n} "
+                f"took {w['before_s'] * 1e6:.1f} us (median), later calls "
+                f"{w['after_s'] * 1e6:.1f} us (Mann-Whitney p={w['p_value']:.1g}): the "
+                f"calls changed level after call {n} (the library switching, or the "
+                "application's own phases): a benchmark of fewer calls measures the "
+                "first level only")
+    return out
 
 
 def load(path: Path) -> dict[str, object]:

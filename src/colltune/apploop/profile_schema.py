@@ -53,6 +53,11 @@ SCHEMA: dict[str, Any] = {
                     "time_s": _SPREAD, "longest_call_s": _SECONDS,
                     "share": {"type": "number", "minimum": 0, "maximum": 1e6},
                     "algorithm": {"type": ["string", "null"], "maxLength": 200},
+                    # the first calls one by one (slowest rank), and their time in all
+                    "first_s": {"type": "array", "items": _SECONDS, "maxItems": 64},
+                    "first_total_s": _SECONDS,
+                    # where the calls changed level, if they did (tune profile reports it)
+                    "warmup": {"type": ["object", "null"]},
                 },
             },
         },

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.apploop.objective import Figures, Objective
-from colltune.apploop.profile import profiled_run
+from colltune.apploop.profile import profiled_run, warmups
 from colltune.backends.base import Backend
 from colltune.core.runtime import Knob, Setting, Space, changed, label
 from colltune.core.toolchain import Installation
@@ -53,6 +53,7 @@ class Outcome:
     effects: dict[str, dict[str, float]]  # knob -> value -> geometric mean score
     applied: dict[str, dict[str, str]] = field(default_factory=dict)  # knob -> value -> seen
     launches: int = 0
+    warmup: list[str] = field(default_factory=list)  # calls that changed level (defaults)
 
     @property
     def chosen(self) -> Setting:
@@ -70,6 +71,7 @@ class Runner:
         self.rank_env = req.backend.rules_arms(req.rules)["tuned"] if req.rules else {}
         self.applied: dict[str, dict[str, str]] = {}
         self.launches = 0
+        self.warmup: list[str] | None = None
 
     def __call__(self, setting: Setting) -> Figures:
         r = self.req
@@ -80,6 +82,8 @@ class Runner:
                             cvars=cvars)
         self.launches += 1
         self.prove(setting, prof)
+        if self.warmup is None:  # the first launch (the defaults): first calls apart
+            self.warmup = warmups(prof)
         return r.objective.figures(prof)
 
     def prove(self, setting: Setting, prof: dict[str, object]) -> None:
@@ -166,7 +170,7 @@ def as_json(res: Outcome, what: str) -> dict[str, object]:
             "verdict": res.verdict, "ratio": res.ratio,
             "interval": list(res.interval) if res.interval else None, "pairs": res.pairs,
             "screened": [{"setting": s, "score": v} for s, v in res.screened],
-            "effects": res.effects, "applied": res.applied,
+            "effects": res.effects, "applied": res.applied, "warmup": res.warmup,
             "space": {k.name: list(res.space.values[k.name]) for k in res.space.knobs}}
 
 
@@ -285,5 +289,7 @@ def search(req: Request) -> Outcome:
         req.note(f"confirming {label(changed(best, req.space))} ({score:.3f}x in the "
                  "screening) in fresh launch pairs against the defaults")
         out.verdict, out.ratio, out.interval, out.pairs = confirm(req, run, best)
-    out.applied, out.launches = run.applied, run.launches
+    out.applied, out.launches, out.warmup = run.applied, run.launches, run.warmup or []
+    for line in out.warmup:
+        req.note(f"warning: {line}")
     return out

@@ -69,6 +69,10 @@ def profile_cmd(
         out.print("nonblocking collectives (counted, not decided by coll/tuned's rules): "
                   + ", ".join(f"{k} {v}" for k, v in prof["nonblocking"].items()),  # type: ignore[attr-defined]
                   highlight=False)
+    from colltune.apploop.profile import warmups
+
+    for line in warmups(prof):
+        err.print(f"warning: {line}", highlight=False, markup=False)
     out.print(f"profile written to {output}", highlight=False)
     if prof.get("spawned_processes"):
         err.print(f"warning: {prof['spawned_processes']} process(es) started with "

@@ -125,3 +125,53 @@ def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int
                          n_resamples=resamples, method="percentile",
                          random_state=np.random.default_rng(seed)).confidence_interval
     return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """Calls 1..`after` of a sequence run differently from the rest."""
+
+    after: int
+    before_median: float
+    after_median: float
+    p_value: float  # Mann-Whitney, Bonferroni-adjusted over the split points tried
+
+    @property
+    def ratio(self) -> float:
+        return self.after_median / self.before_median if self.before_median > 0 else math.inf
+
+
+def change_point(xs: Sequence[float], alpha: float = 1e-3, min_ratio: float = 1.25,
+                 edge: int = 3) -> ChangePoint | None:
+    """Where a sequence of call times changes level (a library that switches algorithm
+    after N calls): the split where a two-sided Mann-Whitney test separates the calls
+    before from those after best, refined to the least absolute deviation of log times
+    from each side's median; reported when the test there is significant after Bonferroni
+    over the splits tried and the medians differ by `min_ratio`. At least `edge` calls on
+    each side: one slow first call (connections being set up) is ordinary warm-up, not a
+    change of behaviour."""
+    n = len(xs)
+    if n < 2 * edge + 2 or min(xs) <= 0:
+        return None
+    logs = [math.log(x) for x in xs]
+
+    def cost(part: list[float]) -> float:  # absolute deviations: a few spikes weigh little
+        m = median(part)
+        return sum(abs(v - m) for v in part)
+
+    def pvalue(j: int) -> float:
+        return float(_scipy().mannwhitneyu(xs[:j], xs[j:], alternative="two-sided").pvalue)
+
+    splits = range(edge, n - edge + 1)
+    # the rank test finds the change whatever a few first calls cost (their own level
+    # would win a least-deviation split), but its p-value favours balanced splits: the
+    # exact point is then the least deviation within three calls of it
+    near = min(splits, key=pvalue)
+    k = min(range(max(edge, near - 3), min(n - edge, near + 3) + 1),
+            key=lambda j: cost(logs[:j]) + cost(logs[j:]))
+    p = min(1.0, pvalue(k) * len(splits))
+    before, after = median(xs[:k]), median(xs[k:])
+    ratio = after / before if before > 0 else math.inf
+    if p >= alpha or (1 / min_ratio < ratio < min_ratio):
+        return None
+    return ChangePoint(k, before, after, p)
