@@ -21,8 +21,10 @@ from colltune.apploop.profile import profiled_run, warmups
 from colltune.backends.base import Backend
 from colltune.core.runtime import Knob, Setting, Space, changed, label
 from colltune.core.toolchain import Installation
-from colltune.errors import NotApplied
+from colltune.errors import MPIError, NotApplied
 from colltune.tuner import sequential
+
+CUTOFF = 5.0  # a screening launch this many times the defaults' longest is stopped
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Request:
     timeout: float | None = None  # per launch
     seed: int = 1
     note: Callable[[str], None] = lambda _s: None
+    named: set[str] = field(default_factory=set)  # knobs whose values the user gave
 
 
 @dataclass
@@ -54,6 +57,8 @@ class Outcome:
     applied: dict[str, dict[str, str]] = field(default_factory=dict)  # knob -> value -> seen
     launches: int = 0
     warmup: list[str] = field(default_factory=list)  # calls that changed level (defaults)
+    left_out: list[str] = field(default_factory=list)  # values the library did not apply
+    alone: dict[str, dict[str, float]] = field(default_factory=dict)  # knob -> value -> x
 
     @property
     def chosen(self) -> Setting:
@@ -71,6 +76,7 @@ class Runner:
         self.rank_env = req.backend.rules_arms(req.rules)["tuned"] if req.rules else {}
         self.applied: dict[str, dict[str, str]] = {}
         self.launches = 0
+        self.default_run_s: list[float] = []  # whole launches of the defaults
         self.warmup: list[str] | None = None
 
     def __call__(self, setting: Setting) -> Figures:
@@ -81,10 +87,32 @@ class Runner:
                             timeout=r.timeout, capture=True, launcher_environ=environ,
                             cvars=cvars)
         self.launches += 1
+        if setting == r.space.default():
+            self.default_run_s.append(float(prof["run_s"]))  # type: ignore[arg-type]
         self.prove(setting, prof)
         if self.warmup is None:  # the first launch (the defaults): first calls apart
             self.warmup = warmups(prof)
         return r.objective.figures(prof)
+
+    def screen(self, setting: Setting) -> Figures | None:
+        """A candidate in the screening, stopped once it has run CUTOFF times as long as
+        the slowest launch of the defaults so far (None: stopped; it cannot be chosen).
+        Seen: not yielding at 4 ranks on 2 cores ran LAMMPS melt 35-45x slower."""
+        limit = CUTOFF * max(self.default_run_s) + 10.0
+        if self.req.timeout is not None:
+            limit = min(limit, self.req.timeout)
+        saved, self.req.timeout = self.req.timeout, limit
+        try:
+            return self(setting)
+        except MPIError as e:
+            if "longer than --timeout" not in e.message:
+                raise
+            self.req.note(f"{label(changed(setting, self.req.space))}: stopped after "
+                          f"{limit:.0f} s ({CUTOFF:g}x the defaults' longest launch)")
+            self.launches += 1
+            return None
+        finally:
+            self.req.timeout = saved
 
     def prove(self, setting: Setting, prof: dict[str, object]) -> None:
         seen = applied(self.req.backend, self.req.mpi, self.knobs, setting, prof)
@@ -101,7 +129,11 @@ def applied(backend: Backend, mpi: Installation, knobs: dict[str, Knob],  # type
     seen = {}
     for name, value in setting.items():
         k = knobs[name]
-        if k.proof == "cvar":
+        if value == k.default:  # left to the library: what it chose is recorded, not judged
+            vals = got.get(name, [None])
+            seen[name] = ("the library's own choice" + ("" if vals == [None] else
+                          f": {', '.join(map(str, vals))} read back"))
+        elif k.proof == "cvar":
             want = backend.runtime_readback(mpi, k, value)
             vals = got.get(name, [None])
             if len(vals) != 1 or vals[0] not in want:
@@ -171,6 +203,7 @@ def as_json(res: Outcome, what: str) -> dict[str, object]:
             "interval": list(res.interval) if res.interval else None, "pairs": res.pairs,
             "screened": [{"setting": s, "score": v} for s, v in res.screened],
             "effects": res.effects, "applied": res.applied, "warmup": res.warmup,
+            "left_out": res.left_out, "alone": res.alone,
             "space": {k.name: list(res.space.values[k.name]) for k in res.space.knobs}}
 
 
@@ -197,11 +230,11 @@ def screen_grid(req: Request, run: Runner) -> list[tuple[Setting, float]]:
     for r in range(req.rounds):
         order = list(range(len(cands))) + [-1] * max(2, len(cands) // 4)
         rng.shuffle(order)
-        figs = [(i, run(cands[i] if i >= 0 else default)) for i in order]
-        defaults = [f for i, f in figs if i < 0]
+        figs = [(i, run(default) if i < 0 else run.screen(cands[i])) for i in order]
+        defaults = [f for i, f in figs if i < 0 and f is not None]
         for i, f in figs:
             if i >= 0:
-                scores[i].append(_ratio(f, defaults))
+                scores[i].append(CUTOFF if f is None else _ratio(f, defaults))
         req.note(f"screening round {r + 1}/{req.rounds}: {len(cands)} candidates, "
                  f"best so far {min(_geo(v) for v in scores.values()):.3f}x the defaults")
     return [(default, 1.0)] + [(cands[i], _geo(v)) for i, v in scores.items()]
@@ -223,7 +256,8 @@ def screen_bayes(req: Request, run: Runner) -> list[tuple[Setting, float]]:
     for i in range(req.budget):
         point = opt.ask()
         key = tuple(str(v) for v in point)
-        score = _ratio(run(dict(zip(names, key, strict=True))), defaults[-2:])
+        fig = run.screen(dict(zip(names, key, strict=True)))
+        score = CUTOFF if fig is None else _ratio(fig, defaults[-2:])
         seen.setdefault(key, []).append(score)
         opt.tell(point, math.log(score))
         if (i + 1) % 4 == 0:
@@ -235,9 +269,14 @@ def screen_bayes(req: Request, run: Runner) -> list[tuple[Setting, float]]:
 
 
 def effects(space: Space, screened: list[tuple[Setting, float]]) -> dict[str, dict[str, float]]:
-    """Per knob and value, the geometric mean score of the candidates with that value:
-    which parameters mattered here (a flat row did not)."""
-    return {k.name: {v: _geo([s for c, s in screened if c[k.name] == v])
+    """Per knob and value, the median score of the candidates with that value: which
+    parameters mattered here (a flat row did not). A median, because one catastrophic
+    value of another knob (not yielding when oversubscribed: 35-45x) would drag the mean
+    of every value it was tried with; after a Bayesian search the candidates are not
+    balanced, so a row there is a hint, not a marginal effect."""
+    from colltune.core.stats import median
+
+    return {k.name: {v: median([s for c, s in screened if c[k.name] == v])
                      for v in space.values[k.name]
                      if any(c[k.name] == v for c, _ in screened)}
             for k in space.knobs}
@@ -275,14 +314,50 @@ def confirm(req: Request, run: Runner, best: Setting
     return verdict, ratio, (lo, hi), max(r.pairs for r in res.values())
 
 
+def applicable(req: Request, run: Runner, first: Figures
+               ) -> tuple[list[str], dict[str, dict[str, float]]]:
+    """Each value of a knob the user did not give values for, launched once on its own:
+    a value the library does not apply in this launch (Open MPI 5 ignores its default
+    binding policy when mpirun oversubscribes) is left out with a note, not searched (a
+    value the user named that does not apply stops the run when launched). Returns what
+    was left out, and each value's time alone against the defaults launched before and
+    after the probes (one launch each: a hint of what matters, not a verdict)."""
+    dropped: list[str] = []
+    figs: dict[str, dict[str, Figures]] = {}
+    default = req.space.default()
+    for k in req.space.knobs:
+        if k.name in req.named:
+            continue
+        kept = []
+        for v in req.space.values[k.name]:
+            if v != k.default:
+                try:
+                    fig = run.screen({**default, k.name: v})
+                    if fig is None:
+                        raise MPIError(f"over {CUTOFF:g}x the defaults' time, stopped")
+                    figs.setdefault(k.name, {})[v] = fig
+                except (NotApplied, MPIError) as e:  # not applied, or refused at launch
+                    dropped.append(f"{k.name}={v} left out: {e.message}")
+                    req.note(dropped[-1])
+                    continue
+            kept.append(v)
+        req.space.values[k.name] = tuple(kept)
+    if not figs:
+        return dropped, {}
+    defaults = [first, run(default)]
+    return dropped, {n: {v: _ratio(f, defaults) for v, f in vs.items()}
+                     for n, vs in figs.items()}
+
+
 def search(req: Request) -> Outcome:
     run = Runner(req)
-    run(req.space.default())  # proves the defaults arm before anything is compared
+    first = run(req.space.default())  # proves the defaults arm before anything is compared
+    left_out, alone = applicable(req, run, first)
     grid = req.space.size() - 1 <= req.budget // max(1, req.rounds)
     screened = screen_grid(req, run) if grid else screen_bayes(req, run)
     best, score = min(screened, key=lambda cs: cs[1])
     out = Outcome(req.space, "grid" if grid else "bayes", screened, best, "none", None,
-                  None, 0, effects(req.space, screened))
+                  None, 0, effects(req.space, screened), left_out=left_out, alone=alone)
     if not changed(best, req.space):
         req.note("the library's defaults screened best: nothing to confirm")
     else:

@@ -40,7 +40,8 @@ def knobs(mpi: OpenMPI) -> list[Knob]:
     bind = Knob(
         # 4.1: mpirun's hwloc framework; 5.0: PRRTE's, which OMPI_MCA_ does not reach
         PRTE_BIND if v5 else "hwloc_base_binding_policy",
-        "choice", "prte" if v5 else "mca", ("none", "core:overload-allowed", "socket"),
+        "choice", "prte" if v5 else "mca",
+        ("none", "core:overload-allowed", "package" if v5 else "socket"),
         UNSET, choices=(UNSET, *BINDINGS), proof="affinity", launcher_reads=True,
         affects=("every call: where ranks run",),
         doc="where ranks are bound (mpirun --bind-to); the default depends on the rank "
@@ -56,9 +57,11 @@ def knobs(mpi: OpenMPI) -> list[Knob]:
         Knob("mpi_leave_pinned", "choice", "mca", ("-1", "0", "1"), "-1",
              choices=("-1", "0", "1"), affects=("large messages over RDMA networks",),
              doc="leave-pinned protocol (-1: the network decides)"),
-        Knob("mpi_yield_when_idle", "bool", "mca", ("0", "1"), "0",
-             affects=("every wait when ranks share cores",),
-             doc="waiting ranks yield the core instead of polling"),
+        # mpirun sets it itself when it oversubscribes: the default is the launch's
+        Knob("mpi_yield_when_idle", "choice", "mca", ("0", "1"), UNSET,
+             choices=(UNSET, "0", "1"), affects=("every wait when ranks share cores",),
+             doc="waiting ranks yield the core instead of polling (mpirun sets 1 when it "
+                 "oversubscribes)"),
         Knob("coll_han_priority", "int", "mca", ("0", "100"), "35" if v5 else "0", lo=0,
              hi=100, affects=("collectives: han over tuned when above 30",),
              doc="coll/han's priority (hierarchical collectives); above coll/tuned's 30 "

@@ -108,7 +108,7 @@ def runtime_cmd(
             say(f"searching {len(space.knobs)} parameter(s), {space.size()} combination(s), "
                 f"for {obj.what}")
             res = rt.search(rt.Request(be, inst, space, obj, rounds, budget, pairs, rules,
-                                       timeout, note=say))
+                                       timeout, note=say, named=set(values)))
     except ColltuneError as e:
         _fail(e)
         return
@@ -151,8 +151,12 @@ def _show(res: object) -> None:
                   f"{score:.3f}x")
     out.print(t)
     for name, eff in res.effects.items():
-        out.print(f"{name}: " + ", ".join(f"{v} {s:.3f}x" for v, s in eff.items()),
-                  highlight=False, markup=False)
+        alone = res.alone.get(name, {})
+        out.print(f"{name}: " + ", ".join(f"{v} {s:.3f}x" for v, s in eff.items())
+                  + ("; alone: " + ", ".join(f"{v} {s:.3f}x" for v, s in alone.items())
+                     if alone else ""), highlight=False, markup=False)
+    for line in res.left_out:
+        out.print(f"left out: {line}", highlight=False, markup=False)
     out.print(verdict_line(res), highlight=False, markup=False)
     for k, seen in res.applied.items():
         out.print(f"read back: {k}: " + "; ".join(f"{v} -> {w}" for v, w in seen.items()),
