@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import shutil
 import subprocess
@@ -99,6 +100,7 @@ def main() -> None:
     rules = work / "rules.conf"
     rules_env = rt.rules_params(rules) if rules.exists() else {}
     env = {"default": {}, "rules": rules_env, "runtime": chosen, "both": {**rules_env, **chosen}}
+    os.chdir(work)  # HPCC reads hpccinf.txt from, and writes hpccoutf.txt into, its cwd
     walls: dict[str, list[float]] = {arm: [] for arm in ARMS}
     rng = random.Random(a.seed)
     base = launch_env()
