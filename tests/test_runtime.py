@@ -90,7 +90,9 @@ def test_a_collective_search_proves_binding_on_both_open_mpis(ompi: OpenMPI, tmp
         assert any(x.startswith(f"{bind}=core:overload-allowed left out: a launch set")
                    and "may run on 2 CPU(s)" in x for x in doc["left_out"])
         assert "ranks bound to 2 CPU(s)" in seen[bind]["none"]
-        assert doc["space"][bind] == ["unset", "none"]
+        # package is not checked (it depends on the node's sockets): kept
+        assert "core:overload-allowed" not in doc["space"][bind]
+        assert "none" in doc["space"][bind]
     else:
         assert not doc["left_out"]
         assert len(doc["screened"]) == 12  # binding 3 (the library's own too) x 2 x 2
