@@ -146,3 +146,13 @@ def module_env(path: Path, cwd: Path | None = None) -> dict[str, str]:
         k, _, v = line.partition(" ")
         out[bytes.fromhex(k).decode()] = bytes.fromhex(v).decode()
     return out
+
+
+def export_site(source: Path, site: Path, conf: str, setting: dict[str, str]) -> None:
+    """`tune export --site` of `source`: the parameter file `conf` and the Tcl module hold
+    every value of `setting`."""
+    res = tune_cli("export", "--from", str(source), "--site", str(site))
+    assert res.returncode == 0, res.stderr
+    text = (site / conf).read_text()
+    for k, v in setting.items():
+        assert f"{k} = {v}" in text

@@ -16,7 +16,8 @@ from colltune.backends.base import ExportRequest
 from colltune.backends.openmpi import OpenMPI
 from colltune.core.runtime import Knob, Space, build_space, changed
 from colltune.errors import ColltuneError
-from helpers import module_env, tune_cli
+from conftest import missing
+from helpers import export_site, module_env, tune_cli
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
@@ -25,7 +26,7 @@ ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 def _melt(ompi: OpenMPI, tmp: Path) -> list[str]:
     lmp = shutil.which("lmp")
     if lmp is None or not MELT.exists():
-        pytest.skip("LAMMPS (apt-get install lammps lammps-examples) is not installed")
+        missing("LAMMPS (apt-get install lammps lammps-examples) is not installed")
     shutil.copy(MELT, tmp / "in.melt")
     return [str(ompi.mpirun), "-np", "4", "--oversubscribe", lmp, "-in", str(tmp / "in.melt"),
             "-log", "none", "-screen", "none"]
@@ -110,11 +111,7 @@ def test_the_exported_file_applies_in_a_job_that_only_loads_the_module(
     conf = tmp_path / "rt.conf"
     rt.write(ompi41, knobs, setting, None, conf, ["a test"])
     site = tmp_path / "site"
-    res = tune_cli("export", "--from", str(conf), "--site", str(site))
-    assert res.returncode == 0, res.stderr
-    installed = (site / "openmpi-mca-params.conf").read_text()
-    for k, v in setting.items():
-        assert f"{k} = {v}" in installed
+    export_site(conf, site, "openmpi-mca-params.conf", setting)
     mods = site / "modulefiles" / "colltune"
     for module in (mods / "tuned", mods / "tuned.lua"):  # each run by its own interpreter
         env = module_env(module)

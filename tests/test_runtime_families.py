@@ -12,7 +12,7 @@ from pathlib import Path
 from colltune.backends import env_runtime, mvapich2_runtime
 from colltune.backends.mpich import MPICH
 from colltune.backends.mpich_runtime import knobs as mpich_knobs
-from helpers import module_env, tune_cli
+from helpers import export_site, module_env, tune_cli
 
 
 def test_an_mpich_search_reads_back_every_cvar_it_set(mpich: MPICH, tmp_path: Path) -> None:
@@ -66,10 +66,6 @@ def test_every_mvapich2_value_reaches_bash_the_parameter_file_and_the_modules(
     res = tune_cli("check", str(out))
     assert res.returncode == 0 and "MVAPICH2 profile" in res.stdout, res.stderr
     site = tmp_path / "site"
-    res = tune_cli("export", "--from", str(out), "--site", str(site))
-    assert res.returncode == 0, res.stderr
-    conf = (site / "mvapich2.conf").read_text()
-    for n, v in setting.items():
-        assert f"{n} = {v}" in conf
+    export_site(out, site, "mvapich2.conf", setting)
     env = module_env(site / "modulefiles" / "colltune" / "tuned")
     assert setting.items() <= env.items()

@@ -79,12 +79,14 @@ class Runner:
         self.default_run_s: list[float] = []  # whole launches of the defaults
         self.warmup: list[str] | None = None
 
-    def __call__(self, setting: Setting) -> Figures:
+    def __call__(self, setting: Setting, timeout: float | None = None) -> Figures:
+        """One launch of the objective with `setting` (`timeout`: instead of --timeout)."""
         r = self.req
         environ = r.backend.runtime_environ(r.mpi, self.knobs, setting, self.base)
         cvars = [k.name for k in self.knobs.values() if k.proof == "cvar"]
         prof = profiled_run(r.objective.cmd, r.backend, r.mpi, env=self.rank_env,
-                            timeout=r.timeout, capture=True, launcher_environ=environ,
+                            timeout=timeout or r.timeout, capture=True,
+                            launcher_environ=environ,
                             cvars=cvars)
         self.launches += 1
         if setting == r.space.default():
@@ -101,9 +103,8 @@ class Runner:
         limit = CUTOFF * max(self.default_run_s) + 10.0
         if self.req.timeout is not None:
             limit = min(limit, self.req.timeout)
-        saved, self.req.timeout = self.req.timeout, limit
         try:
-            return self(setting)
+            return self(setting, limit)
         except MPIError as e:
             if "longer than --timeout" not in e.message:
                 raise
@@ -111,8 +112,6 @@ class Runner:
                           f"{limit:.0f} s ({CUTOFF:g}x the defaults' longest launch)")
             self.launches += 1
             return None
-        finally:
-            self.req.timeout = saved
 
     def prove(self, setting: Setting, prof: dict[str, object]) -> None:
         seen = applied(self.req.backend, self.req.mpi, self.knobs, setting, prof)
