@@ -50,6 +50,9 @@ def verify_cmd(
                                                   "inconclusive."),
     threshold: float = typer.Option(0.10, "--threshold",
                                     help="A practical difference: 0.10 is 10% slower."),
+    alpha: float = typer.Option(0.05, "--alpha",
+                                help="False alarms: the chance the whole run calls a size "
+                                     "that is not slower slower (or faster)."),
     allow_inconclusive: bool = typer.Option(False, "--allow-inconclusive", metavar="",
                                             help="Pass (with a warning) when sizes stay "
                                                  "undecided."),
@@ -94,6 +97,8 @@ def verify_cmd(
             ensure_writable(json_out, "--json")
         if not 0 < threshold < 1:
             raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
+        if not 0 < alpha < 0.5:
+            raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
         if time_budget is not None and time_budget <= 0:
             raise ColltuneError("--time-budget must be more than 0 seconds",
                                 "e.g. --time-budget 600")
@@ -105,7 +110,7 @@ def verify_cmd(
                      with_=with_, osu_dir=osu_dir, hostfile=hostfile,
                      note=(lambda s: None) if quiet else
                      (lambda s: err.print(s, highlight=False, markup=False)),
-                     design=Design(threshold=threshold, max_pairs=max_rounds),
+                     design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
                      time_budget=time_budget, aa=aa)
     except ColltuneError as e:
         _fail(e)
