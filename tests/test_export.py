@@ -122,7 +122,7 @@ def test_export_from_a_store_installs_what_tune_from_db_decides(ompi41: OpenMPI,
               "0", "--quiet"]
     for coll in ("reduce", "bcast"):
         r = tune_cli(coll, *common, "--sizes", "8,64K", "--boundaries", "midpoint",
-                     "--min-reps", "5", "--max-reps", "20", "--point-time", "0.05")
+                     "--min-reps", "5", "--max-reps", "20", "--point-time", "0.02")
         assert r.returncode == 0, r.stderr
     for coll in ("reduce", "bcast"):  # the second merges into the first's file; every
         r = tune_cli(coll, *common, "--from-db", "--out", str(out))  # stored size, as export

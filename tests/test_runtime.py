@@ -1,7 +1,8 @@
 """tune runtime on the real Open MPI: a search over binding, the shared-memory eager limit
-and coll/han for LAMMPS melt and for a collective, every value read back from the running
-job; the written file installed with tune export --site and proven applied in a job that
-only loads the module; refusals before any launch; no chosen value dropped by a writer."""
+and coll/han and coll/sm for LAMMPS melt and for a collective, every value read back from
+the running job (a component's place in MPI_COMM_WORLD's stack from Open MPI's own log);
+the written file installed with tune export --site and proven applied in a job that only
+loads the module; refusals before any launch; no chosen value dropped by a writer."""
 
 from __future__ import annotations
 
@@ -45,22 +46,30 @@ def test_a_lammps_search_reads_back_every_value_it_tried(ompi41: OpenMPI, tmp_pa
     res = tune_cli("runtime", "--mpi", str(ompi41.prefix),
                    "--param", "hwloc_base_binding_policy=none,core:overload-allowed",
                    "--param", "btl_vader_eager_limit=4k,16k",
-                   "--param", "coll_han_priority=0,100",
+                   "--params", "coll_han_priority,coll_sm_priority",
                    "--rounds", "1", "--pairs", "2", "--out", str(out), "--json", str(js),
                    "--", *cmd, env=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr
     doc = json.loads(js.read_text())
-    # the whole grid (2 x 3 x 2, the library's own binding added) was screened
+    # coll/han disqualifies itself on one node: set, read back, yet never in charge; Open
+    # MPI's own log says so, and the value is left out with its reason, not searched
+    assert [x for x in doc["left_out"] if x.startswith("coll_han_priority=100")] == [
+        "coll_han_priority=100 left out: coll_han_priority=100 read back, but coll/han is "
+        "not in MPI_COMM_WORLD's stack: comm has only local processes; disqualifying "
+        "myself (Open MPI's log)"]
+    # the whole remaining grid (3 x 2 x 1 x 2, the library's own binding added) screened
     assert len(doc["screened"]) == 12
     seen = doc["applied"]
     assert set(seen["btl_vader_eager_limit"]) == {"4096", "16384"}
-    assert set(seen["coll_han_priority"]) == {"0", "100"}
+    assert set(seen["coll_han_priority"]) == {"0"}
+    assert seen["coll_sm_priority"]["100"] == (
+        "100 (read back in every rank); coll/sm in MPI_COMM_WORLD's stack (Open MPI's log)")
     # the binding, from the CPUs each rank could run on: one for core, both for none
     assert "ranks bound to 1 CPU(s)" in seen["hwloc_base_binding_policy"]["core:overload-allowed"]
     assert "ranks bound to 2 CPU(s)" in seen["hwloc_base_binding_policy"]["none"]
     assert doc["verdict"] in ("faster", "same", "slower", "inconclusive", "none")
     assert set(doc["effects"]) == {"hwloc_base_binding_policy", "btl_vader_eager_limit",
-                                   "coll_han_priority"}
+                                   "coll_han_priority", "coll_sm_priority"}
     # the file holds what was chosen (the defaults unless confirmed faster), nothing else
     setting, rules = rt.read(out) or ({}, None)
     assert rules is None and setting == doc["chosen"]
@@ -69,7 +78,7 @@ def test_a_lammps_search_reads_back_every_value_it_tried(ompi41: OpenMPI, tmp_pa
 
 def test_a_collective_search_proves_binding_on_both_open_mpis(ompi: OpenMPI, tmp_path: Path
                                                               ) -> None:
-    """An allreduce at 4 ranks on 2 cores: binding, the eager limit and coll/han on or off,
+    """An allreduce at 4 ranks on 2 cores: binding, the eager limit and coll/sm on or off,
     every value read back in every rank. Open MPI 5's binding is PRRTE's default policy,
     which mpirun ignores when it oversubscribes: its values are probed (not named), and
     the ones the library does not apply are left out, said so, not searched."""
@@ -80,13 +89,14 @@ def test_a_collective_search_proves_binding_on_both_open_mpis(ompi: OpenMPI, tmp
     binding = ["--params", bind] if v5 else ["--param", f"{bind}=none,core:overload-allowed"]
     res = tune_cli("runtime", "--mpi", str(ompi.prefix), "--collective", "allreduce",
                    "--sizes", "8,16K", "--np", "4", "--calls", "3", *binding,
-                   "--param", f"btl_{btl}_eager_limit=4k,8k", "--param", "coll_han_priority=0,100",
+                   "--param", f"btl_{btl}_eager_limit=4k,8k", "--param", "coll_sm_priority=0,100",
                    "--rounds", "1", "--pairs", "2", "--json", str(js), env=ROOT, timeout=600)
     assert res.returncode == 0, res.stderr
     doc = json.loads(js.read_text())
     seen = doc["applied"]
     assert set(seen[f"btl_{btl}_eager_limit"]) == {"4096", "8192"}
-    assert "100 (read back in every rank)" == seen["coll_han_priority"]["100"]
+    assert seen["coll_sm_priority"]["100"].endswith("coll/sm in MPI_COMM_WORLD's stack "
+                                                    "(Open MPI's log)")
     if v5:
         assert any(x.startswith(f"{bind}=core:overload-allowed left out: a launch set")
                    and "may run on 2 CPU(s)" in x for x in doc["left_out"])
@@ -106,7 +116,7 @@ def test_the_exported_file_applies_in_a_job_that_only_loads_the_module(
     cmd = _melt(ompi41, tmp_path)
     knobs = {k.name: k for k in rt.knobs(ompi41)}
     setting = {"hwloc_base_binding_policy": "core:overload-allowed",
-               "btl_vader_eager_limit": "16384", "coll_han_priority": "100",
+               "btl_vader_eager_limit": "16384", "coll_sm_priority": "100",
                "mpi_yield_when_idle": "1"}
     conf = tmp_path / "rt.conf"
     rt.write(ompi41, knobs, setting, None, conf, ["a test"])
@@ -121,6 +131,7 @@ def test_the_exported_file_applies_in_a_job_that_only_loads_the_module(
     assert res.returncode == 0, res.stderr
     assert "btl_vader_eager_limit = 16384: 16384 (read back in every rank)" in res.stdout
     assert "ranks bound to 1 CPU(s)" in res.stdout
+    assert "coll/sm in MPI_COMM_WORLD's stack (Open MPI's log)" in res.stdout
     # the site's parameter file alone, as an administrator installs it, does the same
     res = tune_cli("runtime", "--mpi", str(ompi41.prefix), "--prove", str(conf), "--", *cmd,
                    env={**ROOT, "OMPI_MCA_mca_base_param_files":

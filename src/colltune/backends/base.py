@@ -256,6 +256,16 @@ class Backend(ABC, Generic[M]):
         """What the knob's control variable reads back in a rank when `value` applied."""
         return {value}
 
+    def runtime_log_env(self, knobs: list[Knob]) -> dict[str, str]:
+        """Launcher variables that make the library log what its `component` knobs put in
+        charge (its own debug output, read by `runtime_logged`); {} when none needs it."""
+        return {}
+
+    def runtime_logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
+        """Whether the library's own log (a launch's standard error) shows `value` of a
+        `component` knob in effect, and what it says."""
+        return False, f"{self.name} logs nothing colltune reads"
+
     def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
         """For a binding knob: whether a rank's CPU count fits `value` (None: not known)."""
         return None

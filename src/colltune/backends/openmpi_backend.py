@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends import openmpi_coll_log as coll_log
 from colltune.backends import openmpi_runtime as runtime
 from colltune.backends.base import (
     Checked,
@@ -127,6 +128,12 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
 
     def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
         return runtime.cpus(knob, value)
+
+    def runtime_log_env(self, knobs: list[Knob]) -> dict[str, str]:
+        return coll_log.LOG_ENV if any(k.proof == "component" for k in knobs) else {}
+
+    def runtime_logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
+        return coll_log.logged(knob, value, log)
 
     def runtime_write(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
                       rules_path: Path | None, out: Path, notes: list[str]

@@ -11,6 +11,7 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
+from colltune.backends import openmpi_coll_log as coll_log
 from colltune.backends.base import ExportRequest, Installable, provenance, write_file
 from colltune.backends.openmpi import OpenMPI, _run
 from colltune.core.runtime import Knob, Setting
@@ -64,11 +65,19 @@ def knobs(mpi: OpenMPI) -> list[Knob]:
                  "oversubscribes)"),
         Knob("coll_han_priority", "int", "mca", ("0", "100"), "35" if v5 else "0", lo=0,
              hi=100, affects=("collectives: han over tuned when above 30",),
+             proof="component",
              doc="coll/han's priority (hierarchical collectives); above coll/tuned's 30 "
-                 "it is in charge"),
+                 "it is in charge, on communicators spanning nodes only (it disqualifies "
+                 "itself on one node's processes)"),
         Knob("coll_adapt_priority", "int", "mca", ("0", "100"), "0", lo=0, hi=100,
              affects=("bcast, reduce: adapt over tuned when above 30",),
+             proof="component",
              doc="coll/adapt's priority (event-driven bcast and reduce)"),
+        Knob("coll_sm_priority", "int", "mca", ("0", "100"), "0", lo=0, hi=100,
+             affects=("barrier, bcast, reduce, allreduce on one node: sm over tuned when "
+                      "above 30",),
+             proof="component",
+             doc="coll/sm's priority (shared-memory collectives within a node)"),
     ]
     if not v5:  # 5.0 moved single copy into the smsc framework (a component choice)
         out.insert(3, Knob("btl_vader_single_copy_mechanism", "choice", "mca",
@@ -103,7 +112,8 @@ def vouch(mpi: OpenMPI, name: str) -> Knob | None:
     if name not in listed:
         return None
     value, enums = listed[name]
-    return Knob(name, "choice", "mca", (value,), value, choices=enums, proof="cvar",
+    return Knob(name, "choice", "mca", (value,), value, choices=enums,
+                proof="component" if coll_log.COMPONENT.fullmatch(name) else "cvar",
                 doc="an MCA parameter of this Open MPI (ompi_info)")
 
 

@@ -15,7 +15,9 @@ from colltune.errors import ColltuneError
 KINDS = ("int", "bool", "choice")
 # how a job shows that it took a value: the MPI_T control variable of the same name read
 # back in every rank; the CPUs each rank may run on (binding); nothing the library shows
-PROOFS = ("cvar", "affinity", "")
+# cvar: its control variable read back; affinity: the CPUs a rank may run on; component:
+# its control variable and the library's own log of what it put in charge
+PROOFS = ("cvar", "affinity", "component", "")
 _SUFFIX = {"": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20}
 # a value written into profiles, modules and parameter files: no quoting needed anywhere
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_.:+,/-]{1,200}\Z")
@@ -40,6 +42,11 @@ class Knob:
     # the library reads it in the launcher, not the ranks (binding): it must be in the
     # launcher's own environment, not passed to the ranks by the launcher's option
     launcher_reads: bool = False
+
+    @property
+    def has_cvar(self) -> bool:
+        """Proven (also) by its control variable read back in every rank."""
+        return self.proof in ("cvar", "component")
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS or self.proof not in PROOFS:
