@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
      "colltune.osu.osu_import", "colltune.apploop.profile", "colltune.apploop.app",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
+     "colltune.apploop.compare",
      "colltune.cli"),
 ]
 

@@ -153,7 +153,7 @@ def test_output_lost_during_the_run_keeps_the_store(ompi41: OpenMPI, tmp_path: P
     outdir = tmp_path / "out"
     outdir.mkdir()
     args = ["reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--db", str(db), "--sizes",
-            "8,4K", "--point-time", "0.05", "--confirm-rounds", "0", "--quiet"]
+            "8,4K", "--point-time", "0.02", "--confirm-rounds", "0", "--quiet"]
     proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args, "--out",
                              str(outdir / "r.conf")], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120

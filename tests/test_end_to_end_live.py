@@ -40,7 +40,7 @@ def test_rules_written_by_tune_are_obeyed(ompi: OpenMPI, coll_name: str, tmp_pat
     r = tune_cli(coll_name, "--boundaries", "midpoint",
                  "--np", "4", "--mpi", str(ompi.prefix), "--db",
                  str(tmp_path / "db.sqlite"), "--out", str(out), "--sizes", SIZES,
-                 "--summary-json", str(summary), "--point-time", "0.05", "--quiet",
+                 "--summary-json", str(summary), "--point-time", "0.02", "--quiet",
                  # two segment sizes: segmented and fan-out rules have their own test below
                  "--segsizes", "0,32K",
                  "--confirm-rounds", "0")  # unconfirmed choices are written too: more to obey

@@ -77,7 +77,7 @@ def test_one_launch_writes_a_section_per_size_that_open_mpi_obeys(
         ompi41: OpenMPI, tmp_path: Path) -> None:
     out, db, summary = tmp_path / "r.conf", tmp_path / "s.sqlite", tmp_path / "s.json"
     r = tune_cli("reduce", "--np", "4", "--comm-sizes", "2:4", "--mpi", str(ompi41.prefix),
-                 "--sizes", "64K,256K", "--boundaries", "midpoint", "--point-time", "0.05",
+                 "--sizes", "64K,256K", "--boundaries", "midpoint", "--point-time", "0.02",
                  "--confirm-rounds", "1", "--out", str(out), "--db", str(db),
                  "--summary-json", str(summary))
     assert r.returncode == 0, r.stderr

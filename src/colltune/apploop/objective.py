@@ -4,15 +4,17 @@ kernel launch with a fixed number of calls (`--collective`)."""
 
 from __future__ import annotations
 
+import math
+import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends.base import Backend
 from colltune.collectives import get_collective
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, MPIError
-from colltune.kernel.build import build_kernel
+from colltune.kernel.build import build_kernel, loaded_libraries, mpi_sonames
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.slots import Placement
 
@@ -25,6 +27,7 @@ class Objective:
     cmd: list[str]  # the launcher's command line, program and arguments included
     figures: Callable[[dict[str, object]], Figures]
     cell: str  # what a cell is: "run" or "size"
+    env: dict[str, str] = field(default_factory=dict)  # given to every rank
 
 
 def application(cmd: list[str]) -> Objective:
@@ -40,6 +43,92 @@ def application(cmd: list[str]) -> Objective:
 
     return Objective(f"the wall time of {Path(cmd[0]).name} ... {Path(_program(cmd)).name}",
                      cmd, wall, "run")
+
+
+def printed(obj: Objective, metric: str) -> Objective:
+    """`obj` judged by what its program prints instead of its wall time: `osu` (an OSU
+    benchmark's average latency per size), `imb` (IMB-MPI1's t_avg per size, its last
+    table), or a regular expression whose first group is a time in seconds (its last match:
+    LAMMPS's `Loop time of (\\S+)`, the time-step loop without set-up)."""
+    import re
+
+    from colltune.errors import FormatError
+    from colltune.osu import imb_output, osu_output
+
+    if metric not in ("osu", "imb"):
+        try:
+            rx = re.compile(metric)
+        except re.error as e:
+            raise ColltuneError(f"--metric {metric[:60]!r} is not a regular expression: {e}",
+                                "e.g. --metric 'Loop time of (\\S+)'") from None
+        if rx.groups < 1:
+            raise ColltuneError(f"--metric {metric[:60]!r} has no group",
+                                "put the seconds in a group: 'Loop time of (\\S+)'")
+
+    def figures(prof: dict[str, object]) -> Figures:
+        text = str(prof.get("stdout") or "")
+        try:
+            if metric == "osu":
+                got = {r.size: r.avg_us * 1e-6 for r in osu_output.parse(text).rows}
+            elif metric == "imb":
+                sized = [t.avg_us() for t in imb_output.parse(text) if t.avg_us()]
+                # a size IMB timed as 0.00 us has no ratio: left out
+                got = {s: t * 1e-6 for s, t in sized[-1].items() if t > 0} if sized else {}
+            else:
+                found = rx.findall(text)
+                last = found[-1] if found else None
+                got = {0: float(last[0] if isinstance(last, tuple) else last)} \
+                    if last is not None else {}
+        except (FormatError, ValueError) as e:
+            raise MPIError(f"--metric {metric[:40]}: the program's output does not give "
+                           f"a time ({e})", "check the metric against its output") from None
+        if not got or not all(math.isfinite(v) and v > 0 for v in got.values()):
+            raise MPIError(f"--metric {metric[:40]}: no positive time in the program's "
+                           "output", "check the metric against its output")
+        return got
+
+    how = {"osu": "OSU's average latency", "imb": "IMB's t_avg"}.get(metric,
+                                                                     "the time it prints")
+    return Objective(obj.what.replace("the wall time of", f"{how}:"), obj.cmd, figures,
+                     "run" if metric not in ("osu", "imb") else "size", obj.env)
+
+
+def program(backend: Backend, mpi: Installation, placement: Placement, argv: list[str]
+            ) -> Objective:
+    """`argv` (a program and its arguments, no launcher) launched by `mpi`'s own launcher,
+    its ranks finding `mpi`'s library before any other: one binary runs on every library
+    of the ABI it was built for (Open MPI 4.1 and 5.0; MPICH and Intel MPI), and the
+    profiler's read-back of the library's own version proves which one ran. Its wall
+    time, as `application`."""
+    if not argv or Path(argv[0]).name.startswith(("mpirun", "mpiexec", "srun", "prterun")):
+        raise ColltuneError("give the program and its arguments after --, not a launcher",
+                            "tune compare launches it with each library's own launcher: "
+                            "tune compare --lib ... -- lmp -in in.melt")
+    cmd, _env = backend.launch(mpi, placement, "", 0, None)
+    env = mpi.tool_env()
+    kernel_libs = loaded_libraries(build_kernel(mpi), env)
+    own = mpi_sonames(kernel_libs)
+    # the library's own directories first: its libmpi and what that needs from its prefix
+    # (MPICH's wheel keeps its UCX beside it), as the kernel built by its mpicc loads them
+    top = mpi.prefix.resolve()
+    dirs = list(dict.fromkeys(str(p.parent) for n, p in kernel_libs.items()
+                              if n in own or p.resolve().is_relative_to(top)))
+    exe = shutil.which(argv[0]) or argv[0]
+    needs = mpi_sonames(loaded_libraries(Path(exe), env))
+    # the soname the library's own programs load (a system directory may hold another
+    # library's file of the needed name: Debian puts Open MPI's and MPICH's side by side)
+    lacking = [n for n in needs if n not in own]
+    if own and lacking:  # another ABI (Open MPI's libmpi.so.40, Debian MPICH's libmpich)
+        raise ColltuneError(f"{Path(exe).name} needs {', '.join(lacking)}, which "
+                            f"{mpi.describe()} does not provide (it has "
+                            f"{', '.join(own) or 'no libmpi'})",
+                            "compare libraries of the ABI the program was built for, or "
+                            "build it with each library's mpicc")
+    obj = application([*cmd, *argv])
+    if dirs:
+        obj.env = {"LD_LIBRARY_PATH": ":".join(dict.fromkeys(
+            [*dirs, *env.get("LD_LIBRARY_PATH", "").split(":")])).strip(":")}
+    return obj
 
 
 def _program(cmd: list[str]) -> str:

@@ -104,6 +104,8 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
         # processes MPI_Comm_spawn started that loaded the profiler: not the job's ranks
         profile["spawned_processes"] = len(list(Path(tmp).glob("spawned.*.json")))
     profile["run_s"] = elapsed
+    if capture:  # for an objective the program prints, and the library's own log (kept
+        profile["stdout"], profile["stderr"] = res.stdout, res.stderr  # out of profiles)
     chose = backend.chooser(mpi, cmd, {**os.environ, **(env or {})})
     for e in profile["entries"]:  # type: ignore[attr-defined]
         # what the library ran there, as far as its settings say (null: not known)

@@ -78,17 +78,24 @@ class Runner:
         self.launches = 0
         self.default_run_s: list[float] = []  # whole launches of the defaults
         self.warmup: list[str] | None = None
+        self.library = ""  # the library's own version string, as the last launch's ranks read it
 
     def __call__(self, setting: Setting, timeout: float | None = None) -> Figures:
         """One launch of the objective with `setting` (`timeout`: instead of --timeout)."""
         r = self.req
-        environ = r.backend.runtime_environ(r.mpi, self.knobs, setting, self.base)
-        cvars = [k.name for k in self.knobs.values() if k.proof == "cvar"]
-        prof = profiled_run(r.objective.cmd, r.backend, r.mpi, env=self.rank_env,
+        # no knob (a library compared at its defaults): the library's own environment
+        environ = ({**r.backend.runtime_environ(r.mpi, self.knobs, setting, self.base),
+                    **r.backend.runtime_log_env(list(self.knobs.values()))}
+                   if self.knobs else self.base)
+        cvars = [k.name for k in self.knobs.values() if k.has_cvar]
+        prof = profiled_run(r.objective.cmd, r.backend, r.mpi,
+                            env={**self.rank_env, **r.objective.env},
                             timeout=timeout or r.timeout, capture=True,
                             launcher_environ=environ,
                             cvars=cvars)
         self.launches += 1
+        # every rank's library was checked against r.mpi by the profiler
+        self.library = str(prof["mpi"]["library"])  # type: ignore[index]
         if setting == r.space.default():
             self.default_run_s.append(float(prof["run_s"]))  # type: ignore[arg-type]
         self.prove(setting, prof)
@@ -132,7 +139,7 @@ def applied(backend: Backend, mpi: Installation, knobs: dict[str, Knob],  # type
             vals = got.get(name, [None])
             seen[name] = ("the library's own choice" + ("" if vals == [None] else
                           f": {', '.join(map(str, vals))} read back"))
-        elif k.proof == "cvar":
+        elif k.has_cvar:
             want = backend.runtime_readback(mpi, k, value)
             vals = got.get(name, [None])
             if len(vals) != 1 or vals[0] not in want:
@@ -143,6 +150,12 @@ def applied(backend: Backend, mpi: Installation, knobs: dict[str, Knob],  # type
                     f"remove {name} from the command, the environment and the site's "
                     "parameter files: tune runtime sets it in each launch")
             seen[name] = f"{vals[0]} (read back in every rank)"
+            if k.proof == "component":  # set is not in charge: the library's own log says
+                ok, said = backend.runtime_logged(k, value, str(prof.get("stderr") or ""))
+                if not ok:
+                    raise NotApplied(f"{name}={value} read back, but {said}",
+                                     "the library does not use this component here")
+                seen[name] += f"; {said}"
         elif k.proof == "affinity":
             fits = backend.runtime_cpus(k, value)
             if fits is not None and not all(fits(c) for c in cpus):
@@ -172,15 +185,25 @@ def prove_file(backend: Backend, mpi: Installation, path: Path, cmd: list[str], 
         raise ColltuneError(f"{path} is not a file tune runtime wrote",
                             "pass the --out file of tune runtime")
     setting, _rules = got
-    catalog = {k.name: k for k in backend.runtime_knobs(mpi)}
-    knobs = {n: catalog.get(n) or backend.runtime_vouch(mpi, n)
-             or Knob(n, "choice", "env", (v,), v) for n, v in setting.items()}
+    knobs = file_knobs(backend, mpi, setting)
     cmd = application(cmd).cmd
     prof = profiled_run(cmd, backend, mpi, timeout=timeout, capture=True,
-                        launcher_environ={**mpi.tool_env(), **os.environ},
-                        cvars=[n for n, k in knobs.items() if k.proof == "cvar"])
+                        launcher_environ={**mpi.tool_env(), **os.environ,
+                                          **backend.runtime_log_env(list(knobs.values()))},
+                        cvars=[n for n, k in knobs.items() if k.has_cvar])
     seen = applied(backend, mpi, knobs, setting, prof)  # type: ignore[arg-type]
     return [(n, setting[n], seen[n]) for n in setting]
+
+
+def file_knobs(backend: Backend, mpi: Installation, setting: Setting  # type: ignore[type-arg]
+               ) -> dict[str, Knob]:
+    """The knobs of a file's setting: the catalog's, the library's own, else a bare one
+    (read back only if it has a control variable)."""
+    if not setting:
+        return {}
+    catalog = {k.name: k for k in backend.runtime_knobs(mpi)}
+    return {n: catalog.get(n) or backend.runtime_vouch(mpi, n)
+            or Knob(n, "choice", "env", (v,), v) for n, v in setting.items()}
 
 
 def verdict_line(res: Outcome) -> str:

@@ -49,6 +49,10 @@ def runtime_cmd(
     rules: Path | None = typer.Option(None, "--rules", help="A rules file every launch "
                                                             "reads (both arms) and the output "
                                                             "loads."),
+    metric: str | None = typer.Option(None, "--metric",
+                                      help="With a program: judge it by what it prints, "
+                                           "not its wall time: osu, imb, or a regular "
+                                           "expression whose first group is seconds."),
     rounds: int = typer.Option(2, "--rounds", help="Screening launches per candidate."),
     budget: int = typer.Option(48, "--budget", help="Screening launches at most (every "
                                                     "combination when it fits, else bayes)."),
@@ -68,7 +72,7 @@ def runtime_cmd(
     library reads. Example: tune runtime --params btl_vader_eager_limit,coll_han_priority
     --out params.conf -- mpirun -np 4 lmp -in in.melt"""
     from colltune.apploop import runtime as rt
-    from colltune.apploop.objective import application, kernel
+    from colltune.apploop.objective import application, kernel, printed
     from colltune.backends import registry
     from colltune.core.runtime import build_space, changed, label
     from colltune.core.space import parse_sizes
@@ -99,11 +103,16 @@ def runtime_cmd(
                 if command:
                     raise ColltuneError("give --collective or a command, not both",
                                         "one objective per search")
+                if metric is not None:
+                    raise ColltuneError("--metric reads what a program prints",
+                                        "use it with -- CMD, not --collective")
                 obj = kernel(be, inst, be.place(np), collective, parse_sizes(sizes), calls,
                              Path(tmp))
                 obj.cmd = be.runtime_own(obj.cmd, {k.name: k for k in space.knobs})
             else:
                 obj = application(command or [])
+                if metric is not None:
+                    obj = printed(obj, metric)
             be.runtime_refuse(inst, space.knobs, obj.cmd)
             say(f"searching {len(space.knobs)} parameter(s), {space.size()} combination(s), "
                 f"for {obj.what}")

@@ -60,6 +60,28 @@ def kernel_library(exe: Path, env: dict[str, str]) -> str:
     return res.stdout.strip() if res.returncode == 0 else f"unusable: exit {res.returncode}"
 
 
+def loaded_libraries(exe: Path, env: dict[str, str]) -> dict[str, Path]:
+    """Every shared library the dynamic loader gives `exe` in `env`, soname -> file (empty
+    when ldd sees none: a script, a static program)."""
+    try:
+        res = subprocess.run(["ldd", str(exe)], capture_output=True, text=True, timeout=60,
+                             env=env, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found = {}
+    for line in res.stdout.splitlines():
+        name, _, where = line.strip().partition(" => ")
+        if where.startswith("/"):
+            found[name] = Path(where.split(" (")[0])
+    return found
+
+
+def mpi_sonames(libs: dict[str, Path]) -> dict[str, Path]:
+    """The MPI libraries among `libs`, by soname (the ABI: libmpi.so.40 Open MPI's,
+    libmpi.so.12 and libmpich.so.12 MPICH's, which Intel MPI shares)."""
+    return {n: p for n, p in libs.items() if n.startswith(("libmpi.so", "libmpich.so"))}
+
+
 def library_matches(mpi: Toolchain, library: str) -> bool:
     return mpi.runs_on(library)
 
