@@ -17,15 +17,16 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune", "colltune.core", "colltune.errors", "colltune.host", "colltune.collectives",
      "colltune.outfile", "colltune.rules.safe", "colltune.rules.shell_lines"),
     ("colltune.kernel", "colltune.launchers", "colltune.slots", "colltune.rules",
-     "colltune.osu.osu_output", "colltune.store", "colltune.store_schema",
-     "colltune.outputs.slurm_script"),
+     "colltune.osu.osu_output", "colltune.osu.imb_output", "colltune.store",
+     "colltune.store_schema", "colltune.outputs.slurm_script"),
     ("colltune.options",),
     ("colltune.backends",),
     ("colltune.models", "colltune.tuner"),
     # the stages users run, by folder: reporting, verification, outputs, the application
-    # loop, OSU import, and the commands over them
+    # loop, OSU and IMB import, and the commands over them
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
-     "colltune.osu.osu_import", "colltune.apploop.profile", "colltune.apploop.app",
+     "colltune.osu.importing", "colltune.osu.osu_import", "colltune.osu.imb_import",
+     "colltune.apploop.profile", "colltune.apploop.app",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
      "colltune.apploop.compare",
      "colltune.cli"),

@@ -43,3 +43,30 @@ def test_what_is_not_a_table_row_is_skipped() -> None:
             "<script>alert(1)</script>\n16 50 1 2\n")
     (t,) = parse(text)
     assert t.avg_us() == {8: 2.28}
+
+
+def test_runs_to_import_are_the_tables_at_np_and_a_forced_file_holds_one(tmp_path: Path
+                                                                        ) -> None:
+    """`tune import-imb` reads the recorded file: at --np 2 every collective table of a
+    default run; a file forced to a preset may hold one benchmark only (the others in it
+    ran their defaults); another --np names what the file holds."""
+    from colltune.errors import ColltuneError
+    from colltune.osu.imb_import import imb_runs
+
+    default = tmp_path / "imb_default.txt"
+    default.write_text(DATA.read_text())
+    runs = imb_runs([default], 2)
+    assert [(r.collective, sorted(r.avg_us), r.algorithm) for r in runs] == [
+        ("bcast", [8, 16, 32, 64], 0), ("reduce", [8, 16, 32, 64], 0), ("barrier", [0], 0)]
+    assert runs[0].avg_us == table(parse(DATA.read_text()), "Bcast", 2).avg_us()  # type: ignore[union-attr]
+    forced = tmp_path / "imb_alg3.txt"
+    forced.write_text(DATA.read_text())
+    with pytest.raises(ColltuneError, match="holds Bcast, Reduce, Barrier"):
+        imb_runs([forced], 2)
+    with pytest.raises(ColltuneError, match=r"at 4 processes \(it holds Barrier at 2"):
+        imb_runs([default], 4)
+    unnamed = tmp_path / "imb.txt"
+    unnamed.write_text(DATA.read_text())
+    with pytest.raises(ColltuneError, match="--algorithm"):
+        imb_runs([unnamed], 2)
+    assert [r.algorithm for r in imb_runs([unnamed], 2, algorithm=0)] == [0, 0, 0]

@@ -140,3 +140,47 @@ def test_imb_from_this_intel_mpi_is_read(impi: IntelMPI) -> None:
                          text=True, timeout=120, env=launch_env(impi.prefix), check=True)
     t = table(parse(out.stdout), "bcast", 2)
     assert t is not None and sorted(t.avg_us()) == [8 << i for i in range(8)]
+
+
+def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: Path) -> None:
+    """IMB-MPI1 run here, twice at the default and twice forced to preset 2 (gather, 4
+    ranks), imported: stored as IMB's, decided per size by Welch's test, and the tuning
+    file (if a preset won) obeyed at every rule range; else the profile sets nothing."""
+    from colltune.backends.impi import launch_command, launch_env
+
+    lens = tmp_path / "msglen"
+    lens.write_text("64\n65536\n")
+    files = []
+    for rnd in range(2):
+        for p in (0, 2):
+            run = subprocess.run(
+                [*launch_command(impi, at(4)), str(impi.prefix / "bin" / "IMB-MPI1"),
+                 "Gather", "-npmin", "4", "-msglen", str(lens), "-iter", "100",
+                 "-iter_policy", "off"], capture_output=True, text=True, timeout=120,
+                env={**launch_env(impi.prefix), **forcing_env("gather", p)}, check=True)
+            f = tmp_path / (f"gather_alg{p}_{rnd}.txt" if p else f"gather_default_{rnd}.txt")
+            f.write_text(run.stdout)
+            files.append(f)
+    out, summ, db = tmp_path / "g.json", tmp_path / "s.json", tmp_path / "db.sqlite"
+    r = tune_cli("import-imb", *map(str, files), "--np", "4", "--mpi", str(impi.prefix),
+                 "--db", str(db), "--out", str(out), "--summary-json", str(summ), "-q")
+    assert r.returncode == 0, r.stderr + r.stdout
+    import sqlite3
+    with sqlite3.connect(db) as c:
+        assert sorted(c.execute("SELECT algorithm, size, n, sweep FROM measurements")) == [
+            (0, 64, 2, "imb"), (0, 65536, 2, "imb"), (2, 64, 2, "imb"), (2, 65536, 2, "imb")]
+    ds = json.loads(summ.read_text())["collectives"]["gather"]["4"]
+    assert [d["size"] for d in ds] == [64, 65536]
+    assert all("IMB runs" in d["reason"] or "the default is the fastest" in d["reason"]
+               for d in ds), ds
+    prof = impi_env.parse((tmp_path / "g.env").read_text())
+    assert not prof.adjusts()
+    if not out.exists():
+        assert all(d["chosen"]["algorithm"] == 0 for d in ds)
+        assert prof.settings == {} and any("nothing tuned" in c for c in prof.comments)
+        return
+    assert any(d["chosen"]["algorithm"] == 2 for d in ds)
+    rule = impi_tuning.rules_for(impi_tuning.parse(out.read_text()), "gather", 4)
+    assert rule is not None
+    status, detail = obeyed(Probes(impi, at(4), "gather"), rule, prof.settings, ends(rule))
+    assert status == "applied", detail

@@ -9,7 +9,8 @@ import sys
 from colltune.cli.common import app, err
 
 # importing a command module registers its commands, in the order `tune --help` lists them
-for _group in ("tuning", "checks", "verifying", "reports", "models", "apps", "runtime", "compare"):
+for _group in ("tuning", "imports", "checks", "verifying", "reports", "models", "apps",
+               "runtime", "compare"):
     importlib.import_module(f"colltune.cli.{_group}")
 
 __all__ = ["app", "main"]

@@ -1,5 +1,5 @@
 """`tune <collective>` and `tune all` (one command per collective, generated from one
-definition), and `tune import-osu`."""
+definition)."""
 
 from __future__ import annotations
 
@@ -329,39 +329,3 @@ def _make_tune_command(name: str) -> None:
 
 for _name in [*sorted(COLLECTIVES), "all"]:
     _make_tune_command(_name)
-
-
-
-@app.command("import-osu")
-def import_osu_cmd(
-    paths: list[Path] = typer.Argument(..., help="OSU output files, one run per file."),
-    np: int = typer.Option(..., "--np", help="Ranks the OSU runs used."),
-    algorithm: int | None = typer.Option(None, "--algorithm", "-a",
-                                         help="Algorithm of every file (default: from each "
-                                              "file name: alg<N> or 'default')."),
-    mpi: str | None = typer.Option(None, "--mpi", help="The Open MPI the runs used."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    out_path: Path | None = typer.Option(None, "--out", "-o", help="Rules file to write."),
-    summary_json: Path | None = typer.Option(None, "--summary-json"),
-    rules_version: int | None = typer.Option(None, "--rules-version"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
-    host: str | None = typer.Option(None, "--host", help="The machine the runs were made on "
-                                                         "(default: this one)."),
-) -> None:
-    """Store OSU results, decide per size and write rules, as if measured here."""
-    from colltune.osu.osu_import import import_osu
-
-    quiet = json_to_stdout(summary_json) or quiet
-    try:
-        if rules_version not in (None, 1, 2):
-            raise ColltuneError(f"unknown --rules-version {rules_version}", "use 1 or 2")
-        res = import_osu(paths, np, algorithm, mpi, db, out_path, summary_json, rules_version,
-                         host=host)
-    except ColltuneError as e:
-        _fail(e)
-        return
-    _print_result(res, quiet)
-    if out_path and not quiet:
-        err.print(f"wrote {out_path}", highlight=False, markup=False)
-
-

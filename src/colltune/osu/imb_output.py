@@ -12,6 +12,13 @@ from dataclasses import dataclass, field
 _BENCH = re.compile(r"^# Benchmarking (\w+)\s*$")
 _PROCS = re.compile(r"^# #processes = (\d+)")
 MAX_ROWS = 100_000  # more than any IMB run prints: a bigger file is not IMB's
+# colltune's collective -> IMB-MPI1's benchmark
+IMB_NAMES = {"allgather": "Allgather", "allgatherv": "Allgatherv", "allreduce": "Allreduce",
+             "alltoall": "Alltoall", "alltoallv": "Alltoallv", "barrier": "Barrier",
+             "bcast": "Bcast", "gather": "Gather", "gatherv": "Gatherv",
+             "reduce": "Reduce", "reduce_scatter": "Reduce_scatter",
+             "reduce_scatter_block": "Reduce_scatter_block", "scatter": "Scatter",
+             "scatterv": "Scatterv"}
 
 
 @dataclass

@@ -16,7 +16,7 @@ from colltune.backends import registry
 from colltune.backends.base import Arms
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError
-from colltune.osu.imb_output import ImbError, table
+from colltune.osu.imb_output import IMB_NAMES, ImbError, table
 from colltune.osu.imb_output import parse as parse_imb
 from colltune.osu.osu_output import parse as parse_osu
 from colltune.slots import Placement
@@ -67,12 +67,6 @@ def osu_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms,
     return out
 
 
-IMB_NAMES = {"allgather": "Allgather", "allgatherv": "Allgatherv", "allreduce": "Allreduce",
-             "alltoall": "Alltoall", "alltoallv": "Alltoallv", "barrier": "Barrier",
-             "bcast": "Bcast", "gather": "Gather", "gatherv": "Gatherv",
-             "reduce": "Reduce", "reduce_scatter": "Reduce_scatter",
-             "reduce_scatter_block": "Reduce_scatter_block", "scatter": "Scatter",
-             "scatterv": "Scatterv"}
 
 
 def find_imb(mpi: Installation) -> Path | None:
