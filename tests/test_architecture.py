@@ -144,6 +144,15 @@ def test_a_module_over_400_lines_says_why() -> None:
     assert long == [], "split these, or say in the opening comment why not"
 
 
+def test_a_c_file_over_600_lines_says_why() -> None:
+    """The C programs are split by concern as the Python is (the kernel's plan, sync,
+    MPI_T, collectives' table and measuring are files of their own)."""
+    long = [f"{p.name} ({n} lines)" for p in sorted((SRC / "kernel").glob("*.[ch]"))
+            if (n := len(p.read_text().splitlines())) > 600
+            and "Over 600 lines:" not in p.read_text().split("*/", 1)[0]]
+    assert long == [], "split these, or say in the opening comment why not"
+
+
 def _family_names() -> tuple[list[str], list[str]]:
     """The registered families' names and the classes their modules define for an
     installation or a catalog, read from the registry (a new family is seen unlisted)."""

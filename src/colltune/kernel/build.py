@@ -27,8 +27,19 @@ KERNELS = ("collbench", "modelbench")
 SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never run alone
 
 
+# a program split by concern: its main file first, then the files it is built from
+SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c",
+                         "bench_mpit.c", "bench_colls.c", "bench_measure.c")}
+
+
+def source_files(name: str) -> tuple[str, ...]:
+    return SOURCES.get(name, (f"{name}.c",))
+
+
 def kernel_source(name: str = "collbench") -> bytes:
-    return resources.files("colltune.kernel").joinpath(f"{name}.c").read_bytes()
+    """Every source file of `name`, in order: what its cached build is keyed by."""
+    pkg = resources.files("colltune.kernel")
+    return b"".join(pkg.joinpath(f).read_bytes() for f in source_files(name))
 
 
 def _compiler_identity(mpi: Toolchain) -> str:
@@ -118,11 +129,13 @@ def build_kernel(mpi: Toolchain, force: bool = False,
                        f"{mpi.describe()}; rebuilding it")
     exe.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
-        src = Path(tmp) / f"{name}.c"
-        src.write_bytes(kernel_source(name))
+        pkg = resources.files("colltune.kernel")
+        for f in source_files(name):
+            (Path(tmp) / f).write_bytes(pkg.joinpath(f).read_bytes())
         out = Path(tmp) / exe.name
         shared = ["-fPIC", "-shared"] if name in SHARED else []
-        cmd = [str(mpi.mpicc), *CFLAGS, *shared, "-o", str(out), str(src), "-lm"]
+        cmd = [str(mpi.mpicc), *CFLAGS, *shared, "-o", str(out),
+               *(str(Path(tmp) / f) for f in source_files(name) if f.endswith(".c")), "-lm"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                                  env=mpi.tool_env(), check=False)

@@ -1,4 +1,7 @@
 /* collprof: what an application's collectives cost, recorded through the PMPI interface.
+ * Over 600 lines: one preloaded library holding a wrapper per C and Fortran entry it
+ * times; generating the Fortran ones from one macro and splitting the file as the
+ * kernel is split are not done yet (issue 34).
  *
  * Preloaded into every rank (LD_PRELOAD, set by `tune profile` through the launcher's own
  * option), it counts every blocking collective per (collective, communicator size, per-rank

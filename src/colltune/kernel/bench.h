@@ -1,0 +1,136 @@
+/* collbench's shared declarations: the plan, the collectives' table, synchronisation,
+ * MPI_T and measuring, one source file each (collbench.c says what the kernel does). */
+#ifndef COLLTUNE_BENCH_H
+#define COLLTUNE_BENCH_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#define MAX_NAME 256
+#define MAX_ASSIGN 16
+#define TAG_SYNC 30001
+#define TAG_CTL 30002
+
+#define TIMING_ISOLATED 1
+#define TIMING_B2B 2
+enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
+extern const char *const mode_names[2];
+extern const char *const obj_names[NOBJ];
+
+/* SimGrid SMPI implements no MPI_T control variables: there every configuration is
+ * chosen at launch (smpirun --cfg=smpi/<coll>:<name>) and a plan that asks to write
+ * variables is rejected. */
+#if defined(SMPI_H)
+#define HAVE_MPIT_CVARS 0
+#else
+#define HAVE_MPIT_CVARS 1
+#endif
+
+/* ---- the plan (bench_plan.c) ---- */
+
+typedef struct {
+    char name[MAX_NAME];
+    long long value;
+} assign_t;
+
+typedef struct {
+    int cid;
+    int nassign;
+    assign_t assign[MAX_ASSIGN];
+    int group; /* ranks per communicator (consecutive ranks); 0: MPI_COMM_WORLD's size */
+    int baseline; /* the library default for its communicator: the cutoff's reference */
+} config_t;
+
+typedef struct {
+    int cid;
+    long long size;
+} point_t;
+
+typedef struct {
+    char collective[64];
+    int warmup;
+    int min_reps;
+    int max_reps;
+    double rel_ci;
+    double point_time;
+    unsigned long long seed;
+    int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
+    char pvars[64];  /* count rank 0's performance variables whose name starts so */
+    int timing;      /* TIMING_* bits */
+    int min_ticks;   /* a timed stretch lasts this many timer steps at least (0: off) */
+    int window;      /* calls per back-to-back window, at most */
+    double window_time; /* ... and fewer where the window would take longer (seconds) */
+    int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
+    double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
+    int nconfig;
+    config_t *configs;
+    int npoint;
+    point_t *points;
+} plan_t;
+
+int read_plan(const char *path, plan_t *plan);
+void rng_seed(unsigned long long seed);
+void shuffle_ints(int *a, int n);
+
+/* ---- synchronisation and control, point to point on MPI_COMM_WORLD (bench_sync.c) ---- */
+
+extern int g_rank, g_size;
+void die(const char *msg);
+void sync_barrier(void);
+double ctl_max(double v);
+void ctl_max_sum(double v, double *mx, double *sum);
+int ctl_bcast(int v);
+double timer_step(void);
+void put_json_string(const char *s);
+
+/* ---- MPI_T control and performance variables (bench_mpit.c) ---- */
+
+void cvars_init(const plan_t *plan);
+int cvars_apply(const config_t *cfg, char *why, size_t whylen);
+void cvars_close(void);
+void pvars_init(const char *prefix);
+void pvars_mark(void);
+void pvars_print(void);
+void pvars_close(void);
+int list_cvars(const char *text);
+
+/* ---- the collectives: buffers, the call, its check (bench_colls.c) ---- */
+
+/* `size` is the per-rank block in bytes (the count a caller passes times the datatype
+ * size). Reductions use MPI_DOUBLE holding small integers, so sums are exact and can be
+ * checked bit for bit; the rest use MPI_BYTE. */
+typedef struct coll_ops coll_ops_t;
+typedef struct {
+    const coll_ops_t *ops;
+    long long size;
+    int p, r;  /* the communicator's size and this rank in it */
+    int idle;  /* in no group (the ranks left over when groups do not divide the job) */
+    int count; /* elements per block */
+    void *sbuf, *rbuf;
+    int *counts, *displs;
+} bufs_t;
+
+const coll_ops_t *coll_find(const char *name);
+int bufs_alloc(bufs_t *b, const coll_ops_t *ops, long long size, MPI_Comm comm);
+void bufs_free(bufs_t *b);
+void bufs_fill(bufs_t *b);          /* rank-dependent inputs, cleared outputs */
+int coll_call(bufs_t *b, MPI_Comm comm);
+int bufs_check(const bufs_t *b);    /* 1: this rank's output is what it must be */
+void corrupt_output(bufs_t *b);     /* test-only: a wrong answer */
+
+/* ---- measuring one point (bench_measure.c) ---- */
+
+typedef struct {
+    char kind[16];
+    char name[MAX_NAME];
+    long long value;
+} fault_t;
+
+extern fault_t g_fault; /* COLLTUNE_TEST_FAULT, test-only */
+extern double g_step;   /* what MPI_Wtime resolves (timer_step), slowest rank's */
+int fault_hits(const config_t *cfg, const char *kind);
+void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cfg,
+                   long long size, MPI_Comm comm, int active);
+void refs_free(void);
+
+#endif

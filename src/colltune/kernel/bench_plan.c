@@ -1,0 +1,166 @@
+/* collbench's plan file (what to measure, written by the tuner) and the seeded order of
+ * configurations and sizes: identical on every rank because the seed is shared. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+int read_plan(const char *path, plan_t *plan)
+{
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    int cap_c = 16, cap_p = 64;
+    if (!f)
+        return -1;
+    memset(plan, 0, sizeof(*plan));
+    plan->warmup = 2;
+    plan->min_reps = 5;
+    plan->max_reps = 1000;
+    plan->rel_ci = 0.05;
+    plan->point_time = 0.5;
+    plan->seed = 1;
+    plan->dup_always = 1;
+    plan->timing = TIMING_ISOLATED;
+    plan->window = 64;
+    plan->window_time = 0.01;
+    plan->objective = OBJ_COMPLETION;
+    plan->configs = calloc((size_t)cap_c, sizeof(config_t));
+    plan->points = calloc((size_t)cap_p, sizeof(point_t));
+    while (fgets(line, sizeof(line), f)) {
+        char key[64];
+        int off = 0;
+        if (sscanf(line, "%63s%n", key, &off) != 1 || key[0] == '#')
+            continue;
+        if (!strcmp(key, "collective")) {
+            sscanf(line + off, "%63s", plan->collective);
+        } else if (!strcmp(key, "warmup")) {
+            sscanf(line + off, "%d", &plan->warmup);
+        } else if (!strcmp(key, "min_reps")) {
+            sscanf(line + off, "%d", &plan->min_reps);
+        } else if (!strcmp(key, "max_reps")) {
+            sscanf(line + off, "%d", &plan->max_reps);
+        } else if (!strcmp(key, "rel_ci")) {
+            sscanf(line + off, "%lf", &plan->rel_ci);
+        } else if (!strcmp(key, "point_time")) {
+            sscanf(line + off, "%lf", &plan->point_time);
+        } else if (!strcmp(key, "seed")) {
+            sscanf(line + off, "%llu", &plan->seed);
+        } else if (!strcmp(key, "dup_always")) {
+            sscanf(line + off, "%d", &plan->dup_always);
+        } else if (!strcmp(key, "pvars")) {
+            sscanf(line + off, "%63s", plan->pvars);
+        } else if (!strcmp(key, "timing")) {
+            char v[32] = "";
+            sscanf(line + off, "%31s", v);
+            plan->timing = !strcmp(v, "both") ? TIMING_ISOLATED | TIMING_B2B
+                           : !strcmp(v, "back-to-back") ? TIMING_B2B
+                           : !strcmp(v, "isolated") ? TIMING_ISOLATED : 0;
+            if (!plan->timing) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "min_ticks")) {
+            if (sscanf(line + off, "%d", &plan->min_ticks) != 1 || plan->min_ticks < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "window")) {
+            if (sscanf(line + off, "%d", &plan->window) != 1 || plan->window < 1) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "window_time")) {
+            if (sscanf(line + off, "%lf", &plan->window_time) != 1 || plan->window_time < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "cutoff")) {
+            if (sscanf(line + off, "%lf", &plan->cutoff) != 1 || plan->cutoff < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "objective")) {
+            char v[32] = "";
+            sscanf(line + off, "%31s", v);
+            plan->objective = -1;
+            for (int o = 0; o < NOBJ; o++)
+                if (!strcmp(v, obj_names[o]))
+                    plan->objective = o;
+            if (plan->objective < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "config")) {
+            config_t *c;
+            char *p = line + off;
+            int n = 0;
+            if (plan->nconfig == cap_c) {
+                cap_c *= 2;
+                plan->configs = realloc(plan->configs, (size_t)cap_c * sizeof(config_t));
+            }
+            c = &plan->configs[plan->nconfig];
+            memset(c, 0, sizeof(*c));
+            if (sscanf(p, "%d %d%n", &c->cid, &c->nassign, &n) != 2 || c->nassign > MAX_ASSIGN) {
+                fclose(f);
+                return -2;
+            }
+            p += n;
+            for (int i = 0; i < c->nassign; i++) {
+                if (sscanf(p, "%255s %lld%n", c->assign[i].name, &c->assign[i].value, &n) != 2) {
+                    fclose(f);
+                    return -2;
+                }
+                p += n;
+            }
+            if (sscanf(p, " group %d%n", &c->group, &n) == 1) {
+                if (c->group < 2) {
+                    fclose(f);
+                    return -2;
+                }
+                p += n;
+            }
+            c->baseline = strstr(p, "baseline") != NULL;
+            plan->nconfig++;
+        } else if (!strcmp(key, "point")) {
+            if (plan->npoint == cap_p) {
+                cap_p *= 2;
+                plan->points = realloc(plan->points, (size_t)cap_p * sizeof(point_t));
+            }
+            if (sscanf(line + off, "%d %lld", &plan->points[plan->npoint].cid,
+                       &plan->points[plan->npoint].size) != 2) {
+                fclose(f);
+                return -2;
+            }
+            plan->npoint++;
+        }
+    }
+    fclose(f);
+    return plan->collective[0] ? 0 : -3;
+}
+
+static unsigned long long rng_state;
+
+void rng_seed(unsigned long long seed)
+{
+    rng_state = seed;
+}
+
+static unsigned long long rng_next(void)
+{
+    /* splitmix64: tiny, good enough to randomise measurement order */
+    unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+void shuffle_ints(int *a, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rng_next() % (unsigned long long)(i + 1));
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
