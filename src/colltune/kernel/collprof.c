@@ -1,7 +1,7 @@
 /* collprof: what an application's collectives cost, recorded through the PMPI interface.
- * Over 600 lines: one preloaded library holding a wrapper per C and Fortran entry it
- * times; generating the Fortran ones from one macro and splitting the file as the
- * kernel is split are not done yet (issue 34).
+ * Over 600 lines: one preloaded library holding a wrapper per C entry it times (the
+ * Fortran ones are generated from one line per collective); splitting it as the kernel is
+ * split is not done yet (issue 34).
  *
  * Preloaded into every rank (LD_PRELOAD, set by `tune profile` through the launcher's own
  * option), it counts every blocking collective per (collective, communicator size, per-rank
@@ -729,18 +729,31 @@ static long long ftype(const MPI_Fint *t)
     return tsize(MPI_Type_f2c(*t));
 }
 
-/* the two Fortran names of one entry: gfortran's (mpif.h, `use mpi`) and Open MPI's f08 */
-#define FORTRAN_ENTRIES(name, params, ...)                                                \
-    void mpi_##name##_ params                                                             \
+/* one Fortran entry: the library's own definition of the same name, timed (`comm` and
+ * `ierr` are among every entry's parameters) */
+#define FORTRAN_ENTRY(sym, coll, params, args, bytes)                                     \
+    void sym params                                                                       \
     {                                                                                     \
-        static fvoid_t next;                                                              \
-        fortran_##name(&next, "mpi_" #name "_", __VA_ARGS__);                             \
-    }                                                                                     \
-    void mpi_##name##_f08_ params                                                         \
-    {                                                                                     \
-        static fvoid_t next;                                                              \
-        fortran_##name(&next, "mpi_" #name "_f08_", __VA_ARGS__);                         \
+        static fvoid_t cache;                                                             \
+        fvoid_t next = next_of(&cache, #sym);                                             \
+        if (!next) {                                                                      \
+            if (ierr)                                                                     \
+                *ierr = MPI_ERR_OTHER;                                                    \
+            return;                                                                       \
+        }                                                                                 \
+        long long b = (bytes);                                                            \
+        double t0 = now();                                                                \
+        in_fortran++;                                                                     \
+        ((void(*) params)next) args;                                                      \
+        in_fortran--;                                                                     \
+        record(coll, MPI_Comm_f2c(*comm), b, now() - t0);                                 \
     }
+
+/* the two Fortran names of one collective, gfortran's (mpif.h, `use mpi`) and Open MPI's
+ * f08: its parameters, the arguments passed on, and the bytes of one rank's block */
+#define FORTRAN_COLL(name, coll, params, args, bytes)                                     \
+    FORTRAN_ENTRY(mpi_##name##_, coll, params, args, bytes)                               \
+    FORTRAN_ENTRY(mpi_##name##_f08_, coll, params, args, bytes)
 
 /* the mean of a per-rank count array over the communicator */
 static long long fmean(const MPI_Fint *counts, const MPI_Fint *comm)
@@ -752,387 +765,86 @@ static long long fmean(const MPI_Fint *counts, const MPI_Fint *comm)
     return n ? s / n : 0;
 }
 
-
-static void fortran_barrier(fvoid_t *cache, const char *sym, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = 0;
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(MPI_Fint *, MPI_Fint *))next)(comm, ierr);
-    in_fortran--;
-    record(C_BARRIER, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(barrier, (MPI_Fint *comm, MPI_Fint *ierr),
-                comm, ierr)
-
-
-static void fortran_bcast(fvoid_t *cache, const char *sym, void *buf, MPI_Fint *count,
-                          MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-  ((void (*)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(buf, count,
-             type, root, comm, ierr);
-    in_fortran--;
-    record(C_BCAST, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(bcast, (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
-                MPI_Fint *ierr),
-                buf, count, type, root, comm, ierr)
-
-
-static void fortran_reduce(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
-                           MPI_Fint *type, MPI_Fint *op, MPI_Fint *root, MPI_Fint *comm,
-                           MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, count, type, op, root, comm, ierr);
-    in_fortran--;
-    record(C_REDUCE, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(reduce, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, count, type, op, root, comm, ierr)
-
-
-static void fortran_allreduce(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
-                              MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, count, type, op, comm, ierr);
-    in_fortran--;
-    record(C_ALLREDUCE, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(allreduce, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, count, type, op, comm, ierr)
-
-
-static void fortran_scan(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
-                         MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, count, type, op, comm, ierr);
-    in_fortran--;
-    record(C_SCAN, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(scan, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, count, type, op, comm, ierr)
-
-
-static void fortran_exscan(fvoid_t *cache, const char *sym, void *s, void *r, MPI_Fint *count,
-                           MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, count, type, op, comm, ierr);
-    in_fortran--;
-    record(C_EXSCAN, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(exscan, (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, count, type, op, comm, ierr)
-
-
-static void fortran_reduce_scatter_block(fvoid_t *cache, const char *sym, void *s, void *r,
-                                         MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
-                                         MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*count * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, count, type, op, comm, ierr);
-    in_fortran--;
-    record(C_REDUCE_SCATTER_BLOCK, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(reduce_scatter_block, (void *s, void *r, MPI_Fint *count, MPI_Fint *type,
-                MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, count, type, op, comm, ierr)
-
-
-static void fortran_reduce_scatter(fvoid_t *cache, const char *sym, void *s, void *r,
-                                   MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-                                   MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = fmean(counts, comm) * ftype(type);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, r, counts, type, op, comm, ierr);
-    in_fortran--;
-    record(C_REDUCE_SCATTER, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(reduce_scatter, (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op,
-                MPI_Fint *comm, MPI_Fint *ierr),
-                s, r, counts, type, op, comm, ierr)
-
-
-static void fortran_allgather(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                              MPI_Fint *stype, void *r, MPI_Fint *rcount, MPI_Fint *rtype,
-                              MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*scount * ftype(stype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, scount, stype, r, rcount, rtype, comm, ierr);
-    in_fortran--;
-    record(C_ALLGATHER, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(allgather, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcount, rtype, comm, ierr)
-
-
-static void fortran_alltoall(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                             MPI_Fint *stype, void *r, MPI_Fint *rcount, MPI_Fint *rtype,
-                             MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*scount * ftype(stype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *))next)(s, scount, stype, r, rcount, rtype, comm, ierr);
-    in_fortran--;
-    record(C_ALLTOALL, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(alltoall, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcount, rtype, comm, ierr)
-
-
-static void fortran_gather(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                           MPI_Fint *stype, void *r, MPI_Fint *rcount, MPI_Fint *rtype,
-                           MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*scount * ftype(stype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *))next)(s, scount, stype, r, rcount, rtype, root, comm, ierr);
-    in_fortran--;
-    record(C_GATHER, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(gather, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcount, rtype, root, comm, ierr)
-
-
-static void fortran_scatter(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                            MPI_Fint *stype, void *r, MPI_Fint *rcount, MPI_Fint *rtype,
-                            MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*rcount * ftype(rtype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *))next)(s, scount, stype, r, rcount, rtype, root, comm, ierr);
-    in_fortran--;
-    record(C_SCATTER, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(scatter, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcount, rtype, root, comm, ierr)
-
-
-static void fortran_allgatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                               MPI_Fint *stype, void *r, MPI_Fint *rcounts, MPI_Fint *displs,
-                               MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = fmean(rcounts, comm) * ftype(rtype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *))next)(s, scount, stype, r, rcounts, displs, rtype, comm,
-                                             ierr);
-    in_fortran--;
-    record(C_ALLGATHERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(allgatherv, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcounts, displs, rtype, comm, ierr)
-
-
-static void fortran_gatherv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scount,
-                            MPI_Fint *stype, void *r, MPI_Fint *rcounts, MPI_Fint *displs,
-                            MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*scount * ftype(stype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(s, scount, stype, r, rcounts, displs,
-                                                         rtype, root, comm, ierr);
-    in_fortran--;
-    record(C_GATHERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(gatherv, (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scount, stype, r, rcounts, displs, rtype, root, comm, ierr)
-
-
-static void fortran_scatterv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scounts,
-                             MPI_Fint *displs, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-                             MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = (long long)*rcount * ftype(rtype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(s, scounts, displs, stype, r, rcount,
-                                                         rtype, root, comm, ierr);
-    in_fortran--;
-    record(C_SCATTERV, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(scatterv, (void *s, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *r,
-                MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
-                s, scounts, displs, stype, r, rcount, rtype, root, comm, ierr)
-
-
-static void fortran_alltoallv(fvoid_t *cache, const char *sym, void *s, MPI_Fint *scounts,
-                              MPI_Fint *sdispls, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
-                              MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    fvoid_t next = next_of(cache, sym);
-    if (!next) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    long long bytes = fmean(rcounts, comm) * ftype(rtype);
-    double t0 = now();
-    in_fortran++;
-    ((void (*)(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *, MPI_Fint *,
-               MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(s, scounts, sdispls, stype, r, rcounts,
-                                                         rdispls, rtype, comm, ierr);
-    in_fortran--;
-    record(C_ALLTOALLV, MPI_Comm_f2c(*comm), bytes, now() - t0);
-}
-
-FORTRAN_ENTRIES(alltoallv, (void *s, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *r,
-                MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm,
-                MPI_Fint *ierr),
-                s, scounts, sdispls, stype, r, rcounts, rdispls, rtype, comm, ierr)
-
+FORTRAN_COLL(barrier, C_BARRIER,
+             (MPI_Fint *comm, MPI_Fint *ierr),
+             (comm, ierr),
+             0)
+FORTRAN_COLL(bcast, C_BCAST,
+             (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (buf, count, type, root, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(reduce, C_REDUCE,
+             (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
+              MPI_Fint *comm, MPI_Fint *ierr),
+             (s, r, count, type, op, root, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(allreduce, C_ALLREDUCE,
+             (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, r, count, type, op, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(scan, C_SCAN,
+             (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, r, count, type, op, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(exscan, C_EXSCAN,
+             (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, r, count, type, op, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(reduce_scatter_block, C_REDUCE_SCATTER_BLOCK,
+             (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, r, count, type, op, comm, ierr),
+             (long long)*count * ftype(type))
+FORTRAN_COLL(reduce_scatter, C_REDUCE_SCATTER,
+             (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, r, counts, type, op, comm, ierr),
+             fmean(counts, comm) * ftype(type))
+FORTRAN_COLL(allgather, C_ALLGATHER,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+              MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcount, rtype, comm, ierr),
+             (long long)*scount * ftype(stype))
+FORTRAN_COLL(alltoall, C_ALLTOALL,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+              MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcount, rtype, comm, ierr),
+             (long long)*scount * ftype(stype))
+FORTRAN_COLL(gather, C_GATHER,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+              MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcount, rtype, root, comm, ierr),
+             (long long)*scount * ftype(stype))
+FORTRAN_COLL(scatter, C_SCATTER,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+              MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcount, rtype, root, comm, ierr),
+             (long long)*rcount * ftype(rtype))
+FORTRAN_COLL(allgatherv, C_ALLGATHERV,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
+              MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcounts, displs, rtype, comm, ierr),
+             fmean(rcounts, comm) * ftype(rtype))
+FORTRAN_COLL(gatherv, C_GATHERV,
+             (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcounts,
+              MPI_Fint *displs, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scount, stype, r, rcounts, displs, rtype, root, comm, ierr),
+             (long long)*scount * ftype(stype))
+FORTRAN_COLL(scatterv, C_SCATTERV,
+             (void *s, MPI_Fint *scounts, MPI_Fint *displs, MPI_Fint *stype, void *r,
+              MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr),
+             (s, scounts, displs, stype, r, rcount, rtype, root, comm, ierr),
+             (long long)*rcount * ftype(rtype))
+FORTRAN_COLL(alltoallv, C_ALLTOALLV,
+             (void *s, MPI_Fint *scounts, MPI_Fint *sdispls, MPI_Fint *stype, void *r,
+              MPI_Fint *rcounts, MPI_Fint *rdispls, MPI_Fint *rtype, MPI_Fint *comm,
+              MPI_Fint *ierr),
+             (s, scounts, sdispls, stype, r, rcounts, rdispls, rtype, comm, ierr),
+             fmean(rcounts, comm) * ftype(rtype))
 
 /* start and end through Fortran: the library's own entry, then our bookkeeping (its
  * entry may call MPI_Init/MPI_Finalize, ours: `written` keeps the record single) */
