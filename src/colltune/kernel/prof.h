@@ -1,0 +1,39 @@
+/* collprof's shared declarations: the collective and nonblocking indices, the record
+ * every wrapper feeds, and the start and end (collprof.c says what the profiler does).
+ * Hidden: a preloaded library's internal names must never bind to an application's own
+ * functions of the same name (an executable's `now` or `record` would win otherwise). */
+#ifndef COLLTUNE_PROF_H
+#define COLLTUNE_PROF_H
+
+#include <mpi.h>
+
+#pragma GCC visibility push(hidden)
+
+enum {
+    C_ALLGATHER, C_ALLGATHERV, C_ALLREDUCE, C_ALLTOALL, C_ALLTOALLV, C_BARRIER, C_BCAST,
+    C_EXSCAN, C_GATHER, C_GATHERV, C_REDUCE, C_REDUCE_SCATTER, C_REDUCE_SCATTER_BLOCK,
+    C_SCAN, C_SCATTER, C_SCATTERV, C_ALLTOALLW, N_COLL
+};
+
+enum {
+    I_ALLGATHER, I_ALLGATHERV, I_ALLREDUCE, I_ALLTOALL, I_ALLTOALLV, I_ALLTOALLW, I_BARRIER,
+    I_BCAST, I_EXSCAN, I_GATHER, I_GATHERV, I_REDUCE, I_REDUCE_SCATTER,
+    I_REDUCE_SCATTER_BLOCK, I_SCAN, I_SCATTER, I_SCATTERV, N_ICOLL
+};
+
+extern long long icalls[N_ICOLL]; /* nonblocking collectives: counted only */
+extern double t_p2p;              /* time in sends, receives and waits */
+extern int in_fortran; /* a Fortran wrapper is timing this call: C wrappers stay silent */
+
+double now(void);
+int tsize(MPI_Datatype t);
+int csize(MPI_Comm c);
+int crank(MPI_Comm c);
+void record(int coll, MPI_Comm comm, long long bytes, double t);
+long long sum_counts(const int *counts, int n);
+void on_init(void);        /* after the library's own MPI_Init */
+void write_profile(void);  /* before the library's own MPI_Finalize; once */
+
+#pragma GCC visibility pop
+
+#endif
