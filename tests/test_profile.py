@@ -178,3 +178,20 @@ def test_fortran_callers_are_counted_once(which: str, source: str, tmp_path: Pat
     assert got == {("allreduce", NP, 1024): (3, NP), ("bcast", NP, 16): (5, NP),
                    ("reduce", NP // 2, 4): (7, NP), ("barrier", NP, 0): (4, NP),
                    ("allgatherv", NP, 16): (2, NP)}, got
+
+
+def test_the_preloaded_library_exports_only_mpi_entries() -> None:
+    """collprof is preloaded into the application: any other global name it defined (its
+    `now`, `record`, tables) could bind to the application's own function of that name, or
+    the application's to its. Only MPI's C and Fortran entries are exported."""
+    from colltune.kernel.build import build_kernel
+
+    if shutil.which("nm") is None:
+        missing("needs nm (binutils)")
+    lib = build_kernel(get_mpi("ompi41"), name="collprof")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                         text=True, check=True).stdout
+    names = [ln.split()[-1] for ln in out.splitlines() if ln.split()]
+    assert "MPI_Allreduce" in names and "mpi_allreduce_" in names
+    assert "mpi_allreduce_f08_" in names and "MPI_Finalize" in names
+    assert [n for n in names if not n.startswith(("MPI_", "mpi_"))] == []
