@@ -228,3 +228,8 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     assert (tmp_path / "site" / "dummy.conf").read_text() == out.read_text()
     lua = next(p for p in done if p.path.name == "tuned.lua")
     assert "DUMMY_TUNING_FILE" in lua.text
+
+    # the commands' help (--backend, --format, export --from) lists it, from the registry
+    assert "dummy (a dummy tuning file)" in registry.backend_help()
+    assert "dummy (a dummy tuning file)" in registry.format_help()
+    assert "a dummy tuning file" in registry.outputs_help()

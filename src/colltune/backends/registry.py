@@ -31,6 +31,29 @@ BACKENDS: dict[str, Backend[Any]] = {b.name: b for b in (
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 
+def backend_help() -> str:
+    """--backend's help, from the registered families (a new family is listed unedited)."""
+    return ("The MPI family: " + ", ".join(f"{n} ({BACKENDS[n].output})" for n in CHOICES)
+            + ".")
+
+
+def format_help() -> str:
+    """--format's help: every format a family writes, and which."""
+    return ("What to write at --out: " + ", ".join(
+        f"{f} ({BACKENDS[n].output})" for n in CHOICES for f in BACKENDS[n].formats
+        if n == next(m for m in CHOICES if f in BACKENDS[m].formats))
+        + "; a format implies the family that writes it; all need --mpi PREFIX.")
+
+
+def outputs_help() -> str:
+    """What `tune export --from` installs: each format's output, as its first writer names
+    it (SMPI writes Open MPI's)."""
+    return ", ".join(dict.fromkeys(
+        BACKENDS[n].output for n in CHOICES
+        if any(n == next(m for m in CHOICES if f in BACKENDS[m].formats)
+               for f in BACKENDS[n].formats)))
+
+
 def named(name: str, han: bool = False) -> Backend[Any]:
     """The backend `--backend name` (with --tune-han: coll/han's) selects."""
     if name not in CHOICES:

@@ -30,7 +30,7 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     refusals for find and launcher_env)."""
 
     name = "smpi"
-    output = "an Open MPI rules file (SMPI)"
+    output = "an Open MPI rules file, from a SimGrid simulation on --platform"
     exact = True
     short = "smpi"
     mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line

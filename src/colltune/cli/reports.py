@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from colltune.backends import registry
 from colltune.cli.common import (
     DB_HELP,
     JSON_OPTION,
@@ -119,10 +120,9 @@ def show_cmd(
 
 @app.command("export")
 def export_cmd(
-    source: Path = typer.Option(..., "--from", help="Open MPI rules file, MPICH tuning file "
-                                                    "or profile, MVAPICH2 profile, Intel MPI "
-                                                    "tuning file or profile, or measurement "
-                                                    "store (.sqlite) to install."),
+    source: Path = typer.Option(..., "--from", help="What to install: "
+                                + registry.outputs_help() + ", or a measurement store "
+                                "(.sqlite)."),
     site: Path | None = typer.Option(None, "--site", help="Directory for the site profile."),
     user: bool = typer.Option(False, "--user", metavar="", help="Into your home (~/.openmpi, "
                                                     "~/.mvapich2.conf, ~/.config/colltune "

@@ -201,18 +201,9 @@ def _make_tune_command(name: str) -> None:
         out_path: Path | None = typer.Option(None, "--out", "-o",
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
-        backend: str = typer.Option(
-            "openmpi", "--backend", help="openmpi, mpich, mvapich2 or impi (run it), or smpi "
-                                         "(simulate Open MPI's algorithms on --platform "
-                                         "with SimGrid)."),
-        out_format: str | None = typer.Option(
-            None, "--format", help="openmpi (coll/tuned rules), mpich (MPICH's tuning "
-                                   "JSON at --out and an environment profile beside it; "
-                                   "implies --backend mpich; mvapich4 is the same), or "
-                                   "mvapich2 (MV2_ profile; "
-                                   "implies --backend mvapich2), or impi (Intel MPI's "
-                                   "tuning JSON and a profile naming it; implies "
-                                   "--backend impi); all need --mpi PREFIX."),
+        backend: str = typer.Option("openmpi", "--backend",
+                                    help=registry.backend_help()),
+        out_format: str | None = typer.Option(None, "--format", help=registry.format_help()),
         for_np: int | None = typer.Option(
             None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "
                                    "(MVAPICH2 has one table for every communicator size; "
