@@ -106,7 +106,8 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
                                                           tmp_path: Path) -> None:
     """`tune gather --backend impi --np 4` end to end: every preset's functions seen, the
     file (if a win was confirmed) obeyed at every range, its profile sets I_MPI_TUNING and
-    never an I_MPI_ADJUST_*."""
+    never an I_MPI_ADJUST_*; the same decisions written as I_MPI_ADJUST_* variables
+    (--format impi-env) hold the same rules and are obeyed too."""
     out, summ = tmp_path / "g.json", tmp_path / "s.json"
     r = tune_cli("gather", "--backend", "impi", "--mpi", str(impi.prefix), "--np", "4",
                  "--sizes", "8,64K", "--boundaries", "midpoint", "--out", str(out),
@@ -118,14 +119,27 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     assert all(v != "unknown" for per in seen.values() for v in per.values())
     prof = impi_env.parse((tmp_path / "g.env").read_text())
     assert not prof.adjusts()
-    if not out.exists():  # no confirmed win: the profile sets nothing and says so
+    # the same decisions as I_MPI_ADJUST_* variables (--format impi-env, from the store)
+    adj = tmp_path / "adjust.env"
+    r = tune_cli("gather", "--format", "impi-env", "--mpi", str(impi.prefix), "--np", "4",
+                 "--sizes", "8,64K", "--boundaries", "midpoint", "--out", str(adj),
+                 "--from-db", "--db", str(tmp_path / "db.sqlite"), "-q")
+    assert r.returncode == 0, r.stderr + r.stdout
+    variables = impi_env.parse(adj.read_text())
+    assert impi_env.TUNING_VAR not in variables.settings
+    if not out.exists():  # no confirmed win: the profiles set nothing and say so
         assert prof.settings == {} and any("nothing tuned" in c for c in prof.comments)
+        assert variables.settings == {}
         return
     assert prof.settings == {"I_MPI_TUNING": str(out.resolve())}
     t = impi_tuning.parse(out.read_text())
     rule = impi_tuning.rules_for(t, "gather", 4)
     assert rule is not None
+    assert variables.settings == impi_env.from_tuning({"gather": {4: rule}})
     status, detail = obeyed(Probes(impi, at(4), "gather"), rule, prof.settings, ends(rule))
+    assert status in ("applied", "unproven"), detail
+    status, detail = obeyed(Probes(impi, at(4), "gather"), rule, variables.settings,
+                            ends(rule))
     assert status in ("applied", "unproven"), detail
 
 
@@ -184,3 +198,11 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
     assert rule is not None
     status, detail = obeyed(Probes(impi, at(4), "gather"), rule, prof.settings, ends(rule))
     assert status == "applied", detail
+
+
+def test_variables_hold_one_comm_size_refused_before_any_launch(impi: IntelMPI,
+                                                                tmp_path: Path) -> None:
+    r = tune_cli("bcast", "--format", "impi-env", "--mpi", str(impi.prefix), "--np", "2,4",
+                 "--out", str(tmp_path / "b.env"), "--db", str(tmp_path / "db.sqlite"))
+    assert r.returncode == 2 and "one comm size per collective" in r.stderr, r.stderr
+    assert "--format impi" in r.stderr and not (tmp_path / "db.sqlite").exists()

@@ -123,3 +123,54 @@ def test_a_kept_default_names_the_preset_seen_running_the_same_functions() -> No
     prints[0][64] = frozenset({("MPIDI_SHMGR_Release_bcast", 1)})
     r, _ = rules("bcast", [d(8, Config(3)), d(64, DEFAULT)], prints, fill=lambda s: 1)
     assert r is not None and [p for _, p in r.limits] == [3, 1]
+
+
+def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -> None:
+    """--format impi-env: one profile of I_MPI_ADJUST_* variables at --out, merged with the
+    variables it held for other collectives; read back (check, verify, export) as the
+    rules it holds; never merged into a profile that names a tuning file."""
+    from colltune.backends.impi_files import read_files, tuned_env, write_adjusts
+    from colltune.errors import ColltuneError
+    from colltune.outputs.export import export
+
+    out = tmp_path / "impi.env"
+    summary: dict[str, object] = {}
+    write_adjusts(out, {"reduce": {4: Rules([(None, 3)])}}, ["provenance"], [], summary)
+    write_adjusts(out, {"bcast": {4: Rules([(1024, 8), (None, 1)])}}, ["provenance"],
+                  ["a note"], summary)
+    prof = impi_env.parse(out.read_text())
+    assert prof.settings == {"I_MPI_ADJUST_REDUCE": f"3:0-{impi_env.TOP}",
+                             "I_MPI_ADJUST_BCAST": f"8:0-1024;1:1025-{impi_env.TOP}"}
+    assert "note: a note" in prof.comments and summary["wrote"]["what"].endswith(  # type: ignore[index]
+        "I_MPI_ADJUST_* variables")
+    text, read = read_files(out)
+    t = impi_tuning.parse(text)
+    bcast = rules_for(t, "bcast", 4)
+    assert bcast is not None and [bcast.preset_at(s) for s in (8, 1024, 1025, 1 << 30)] == [
+        8, 8, 1, 1]
+    assert tuned_env(out, read) == prof.settings  # what verify's tuned arm sets
+    done = export(out, tmp_path / "site")
+    (installed,) = [p for p in done if p.path.name == "colltune-impi.env"]
+    assert impi_env.parse(installed.text).settings == prof.settings
+    assert not (tmp_path / "site" / "colltune-impi.json").exists()
+    # the modules set the rule lists exactly, ';' and all, in the real interpreters
+    from helpers import module_env
+    modules = [p.path for p in done if "modulefiles" in p.path.parts]
+    assert sorted(m.name for m in modules) == ["tuned", "tuned.lua"]
+    for module in modules:
+        assert module_env(module) == prof.settings, module
+    sourced = subprocess.run(["bash", "-c", f". {installed.path} && printf %s "
+                              "\"$I_MPI_ADJUST_BCAST\""], capture_output=True, text=True,
+                             check=True).stdout
+    assert sourced == prof.settings["I_MPI_ADJUST_BCAST"]
+
+    named = tmp_path / "named.env"
+    named.write_text("export I_MPI_TUNING=/x/t.json\n")
+    with pytest.raises(ColltuneError, match="never holds both"):
+        write_adjusts(named, {"bcast": {4: Rules([(None, 1)])}}, ["p"], [], {})
+    assert named.read_text() == "export I_MPI_TUNING=/x/t.json\n"
+    with pytest.raises(ColltuneError, match="tune one --np"):
+        write_adjusts(tmp_path / "two.env", {"bcast": {2: Rules([(None, 1)]),
+                                                       4: Rules([(None, 3)])}}, ["p"], [], {})
+    with pytest.raises(ImpiFormatError, match="every process count"):
+        impi_env.to_tuning({"I_MPI_ADJUST_BCAST": "1:0-100@1-4"})

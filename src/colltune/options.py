@@ -43,6 +43,7 @@ class TuneOptions:
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate
     tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
     rules_version: int | None = None
+    out_format: str | None = None  # --format: which of its family's formats to write
     from_db: bool = False
     hostfile: str | None = None
     launch: Launch | None = None  # --launcher, --nodes, --ppn, --launcher-args

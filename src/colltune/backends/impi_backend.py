@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune import __version__
 from colltune.backends import impi
 from colltune.backends.base import (
     Arms,
@@ -29,20 +28,27 @@ from colltune.backends.base import (
     hydra_placements,
     provenance,
     refuse,
-    write_file,
 )
 from colltune.backends.impi import ImpiCatalog, IntelMPI
+from colltune.backends.impi_files import (
+    FORMATS,
+    env_path,
+    read_files,
+    tuned_env,
+    write_adjusts,
+    write_tuning,
+)
 from colltune.backends.impi_proof import Fingerprint, Probes, describe, gdb_path
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_tuning
-from colltune.rules.impi_tuning import ImpiFormatError, Rules, Tuning, rules_for, rules_from
+from colltune.rules.impi_tuning import Rules, Tuning, rules_for, rules_from
 from colltune.rules.safe import check_env
 from colltune.slots import place
 
@@ -53,10 +59,6 @@ if TYPE_CHECKING:
 
 # preset -> size -> fingerprint (0: the library's own choice, nothing set)
 Prints = dict[int, dict[int, Fingerprint | None]]
-
-
-def env_path(out: Path) -> Path:
-    return out.with_suffix(".env") if out.suffix == ".json" else out.with_name(out.name + ".env")
 
 
 def same_as(prints: Prints, preset: int, size: int) -> int | None:
@@ -108,7 +110,7 @@ class ImpiBackend(Backend[IntelMPI]):
     name = "impi"
     own_launcher = "mpiexec"
     output = "an Intel MPI tuning file"
-    formats = ("impi",)
+    formats = FORMATS
     short = "impi"
     mpit_sweep = False  # the choice is fixed per launch (MPI_T writes read back, change nothing)
     # measured on MPI_COMM_WORLD: on a duplicate, bcast 16 KiB with preset 7 ran 1.5x faster
@@ -133,7 +135,13 @@ class ImpiBackend(Backend[IntelMPI]):
         if missing:
             raise ColltuneError(f"{mpi.describe()} has no I_MPI_ADJUST_ presets for "
                                 + ", ".join(missing) + " (impi_info)", "tune other collectives")
-        return ImpiSession(self, mpi, catalog, placements, opts.out)
+        if opts.out_format == "impi-env" and len(placements) > 1:
+            raise ColltuneError("--format impi-env holds one comm size per collective "
+                                f"(Intel MPI: one message-size rule per process range); got "
+                                f"--np {','.join(str(p.np) for p in placements)}",
+                                "tune one --np, or write the tuning file (--format impi)")
+        return ImpiSession(self, mpi, catalog, placements, opts.out,
+                           adjusts=opts.out_format == "impi-env")
 
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
@@ -147,14 +155,26 @@ class ImpiBackend(Backend[IntelMPI]):
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         text, prof = read_files(path, "will not check")
         t = impi_tuning.parse(text)
-        return Checked(f"Intel MPI tuning file, {len(t)} collective(s) tuned",
+        what = "profile of I_MPI_ADJUST_* variables" if prof.adjusts() else "tuning file"
+        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
                        {"format": "impi", "collectives": sorted(t),
                         "profile": prof.settings}, [])
 
     def installable(self, req: ExportRequest) -> Installable:
-        """The tuning file and a profile that names it (Intel MPI reads no parameter file)."""
-        text, _ = read_files(req.source)
+        """The tuning file and a profile that names it (Intel MPI reads no parameter file),
+        or the profile of I_MPI_ADJUST_* variables alone."""
+        text, source = read_files(req.source)
         where = req.home / ".config" / "colltune" if req.site is None else req.site
+        if source.adjusts():
+            prof = impi_env.ImpiProfile(
+                [f"Intel MPI collectives tuned by colltune: {req.stamp}",
+                 "use: source this file before mpirun (no I_MPI_TUNING beside it)"],
+                source.adjusts())
+            impi_env.check(prof.settings)  # the rule lists' own grammar (impi_env.render: quoted)
+            env = check_env(dict(prof.settings), "the Intel MPI profile", quoted=True)
+            return Installable([Planned(destination(where / "colltune-impi.env"),
+                                        impi_env.render(prof), "Intel MPI environment profile")],
+                               env, "Intel MPI collectives tuned by colltune")
         installed = destination(where / "colltune-impi.json")
         prof = impi_env.ImpiProfile(
             [f"Intel MPI collectives tuned by colltune: {req.stamp}",
@@ -174,8 +194,7 @@ class ImpiBackend(Backend[IntelMPI]):
         names = sorted(t)
         catalog = impi.catalog(mpi, names)
         placement = place(np, hostfile, launch=Launch(launcher="mpiexec"))
-        tuned_env = {impi_env.TUNING_VAR: prof.settings.get(impi_env.TUNING_VAR)
-                     or str(path.resolve())}
+        env = tuned_env(path, prof)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
             r = rules_for(t, coll.name, n)
@@ -188,9 +207,9 @@ class ImpiBackend(Backend[IntelMPI]):
                 return "default everywhere", "the file does not name this collective"
             probes = Probes(mpi, place(n, hostfile, launch=Launch(launcher="mpiexec")),
                             coll.name)
-            return obeyed(probes, r, tuned_env, sizes)
+            return obeyed(probes, r, env, sizes)
 
-        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": tuned_env},
+        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": env},
                             placement, rule_at, applied)
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
@@ -228,9 +247,9 @@ def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
 
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
-                 placements: list[Placement], out: Path | None) -> None:
+                 placements: list[Placement], out: Path | None, adjusts: bool = False) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
-        self.out = out
+        self.out, self.adjusts = out, adjusts
         self.sweep = "relaunch"
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
@@ -310,7 +329,8 @@ class ImpiSession(Session[IntelMPI]):
 
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> None:
-        """The tuning file at --out (merged into what it holds) and the profile beside it."""
+        """The tuning file at --out (merged into what it holds) and the profile beside it, or
+        (--format impi-env) one profile of I_MPI_ADJUST_* variables."""
         t: Tuning = {}
         notes = list(self.notes)
         for name, per_np in decisions.items():
@@ -343,51 +363,6 @@ class ImpiSession(Session[IntelMPI]):
                                    "I_MPI_TUNING) before mpirun", "notes": notes}
         if not out:
             return None
-        old: Tuning = {}
-        if out.exists():
-            try:
-                old = impi_tuning.parse(read_text(out))
-            except (OSError, FormatError, ImpiFormatError) as e:
-                raise ColltuneError(f"will not merge into {out}: {e}",
-                                    "move that file or choose another --out; it was not "
-                                    "changed") from None
-        for c, per in t.items():
-            old.setdefault(c, {}).update(per)
-        comments = [f"Intel MPI tuning written by colltune {__version__}",
-                    provenance(self.mpi), f"use: source this file; the tuning file is "
-                    f"{out.resolve()}"] + decision_comments(decisions, self.catalog)
-        comments += [f"note: {n}" for n in notes]
-        settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
-        if old:
-            write_file(out, impi_tuning.render(old), "--out")
-        else:  # an empty tuning file is no file Intel MPI documents: set nothing
-            comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
-            summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
-                                "use": "nothing to install: Intel MPI's own choice was kept",
-                                "notes": notes}
-        write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
-                   "--out")
+        comments = [provenance(self.mpi)] + decision_comments(decisions, self.catalog)
+        (write_adjusts if self.adjusts else write_tuning)(out, t, comments, notes, summary)
         return None
-
-
-def read_files(source: Path, refusal: str = "will not export"
-               ) -> tuple[str, impi_env.ImpiProfile]:
-    """The tuning file's text and its profile, from either file `tune --format impi` wrote."""
-    try:
-        text = read_text(source)
-        if text.lstrip().startswith("{"):
-            beside = env_path(source)
-            prof = impi_env.parse(read_text(beside)) if beside.exists() else \
-                impi_env.ImpiProfile()
-            json_text = text
-        else:
-            prof = impi_env.parse(text)
-            if impi_env.TUNING_VAR not in prof.settings:
-                raise ImpiFormatError(f"it names no {impi_env.TUNING_VAR}")
-            json_text = read_text(Path(prof.settings[impi_env.TUNING_VAR]))
-        impi_tuning.parse(json_text)
-    except (OSError, FormatError, ImpiFormatError) as e:
-        raise ColltuneError(f"{refusal} {source}: {e}",
-                            "pass the tuning file or profile `tune --format impi` wrote"
-                            ) from None
-    return json_text, prof

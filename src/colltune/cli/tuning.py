@@ -106,7 +106,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               timing: str = "both", window: int = 64, objective: str = "completion",
               oversubscribe: bool = False, boundaries: str = "measure",
               comm_sizes: str | None = None, cutoff: float = 1.5,
-              confirm_max_rounds: int | None = None, trade_off: bool = False) -> None:
+              confirm_max_rounds: int | None = None, trade_off: bool = False,
+              out_format: str | None = None) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -120,7 +121,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
             confirm_max_rounds=confirm_max_rounds, oversubscribe=oversubscribe,
-            boundaries=boundaries, trade_off=trade_off,
+            boundaries=boundaries, trade_off=trade_off, out_format=out_format,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective,
@@ -312,7 +313,7 @@ def _make_tune_command(name: str) -> None:
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds, trade_off)
+                  confirm_max_rounds, trade_off, out_format)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

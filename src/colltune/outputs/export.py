@@ -42,7 +42,7 @@ def _modules(env: dict[str, str], title: str, source: Path, prereq: str | None =
     other colltune module (two tunings at once would fight over the same variables), Lmod's
     family "colltune" (Lmod swaps them), and an optional prerequisite: the site's MPI
     module the tuning was made for."""
-    check_env(env, "an environment module")
+    check_env(env, "an environment module", quoted=True)  # tcl_quote, lua_quote below
     if prereq is not None and not MODULE_NAME_OK.fullmatch(prereq):
         raise ColltuneError(f"--module-prereq {prereq!r} is not a module name",
                             "e.g. --module-prereq openmpi/5.0")

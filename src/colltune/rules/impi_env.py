@@ -53,6 +53,29 @@ def from_tuning(t: Tuning) -> dict[str, str]:
             sorted(t.items())}
 
 
+def to_tuning(adjusts: dict[str, str]) -> Tuning:
+    """The rules a profile's I_MPI_ADJUST_* variables hold, as the tuning file would hold
+    them for every comm size (the catch-all key): what Intel MPI runs at each size. Rules
+    with process ranges are refused: colltune writes none (a file from elsewhere)."""
+    check(adjusts)
+    t: Tuning = {}
+    for k, v in adjusts.items():
+        m = _ADJUST.match(k)
+        assert m is not None  # check() let only I_MPI_ADJUST_* through
+        limits: list[tuple[int | None, int]] = []
+        for rule in v.split(";"):
+            r = _RULE.match(rule)
+            assert r is not None
+            if r.group(4) is not None:
+                raise ImpiFormatError(f"{k}: '{rule}' names processes {r.group(4)}-"
+                                      f"{r.group(5)}: colltune reads rules for every process "
+                                      "count only")
+            high = int(r.group(3))
+            limits.append((None if high >= TOP else high, int(r.group(1))))
+        t[m.group(1).lower()] = {None: Rules(limits)}
+    return t
+
+
 def render(p: ImpiProfile) -> str:
     check(p.settings)
     lines = [f"# {comment(c)}" for c in p.comments]

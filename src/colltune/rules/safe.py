@@ -27,10 +27,16 @@ def check_name(name: str, where: str) -> str:
     return name
 
 
-def check_value(name: str, value: str, where: str) -> str:
-    if not SAFE_VALUE.fullmatch(value):
+# a value every writer quotes (the modules: tcl_quote, lua_quote; profiles: shlex.quote)
+# may also hold ';', which separates the rules of an MPI variable (I_MPI_ADJUST_*)
+SAFE_QUOTED = re.compile(r"[A-Za-z0-9_.,:;/+=@%-]*")
+
+
+def check_value(name: str, value: str, where: str, quoted: bool = False) -> str:
+    if not (SAFE_QUOTED if quoted else SAFE_VALUE).fullmatch(value):
         raise ColltuneError(f"will not write {name}={value!r} into {where}: a value that "
-                            "every user's session reads may hold only " + ALLOWED,
+                            "every user's session reads may hold only " + ALLOWED
+                            + (" and ;" if quoted else ""),
                             "fix the value in the file you export (MPI variables take "
                             "numbers, algorithm names, ranges and paths)")
     return value
@@ -53,10 +59,12 @@ def comment(text: str) -> str:
     return _CONTROL.sub("?", text)
 
 
-def check_env(env: dict[str, str], where: str) -> dict[str, str]:
+def check_env(env: dict[str, str], where: str, quoted: bool = False) -> dict[str, str]:
+    """Every name and value of `env`, checked before it is written into `where` (`quoted`:
+    where every value is written quoted)."""
     for k, v in env.items():
         check_name(k, where)
-        check_value(k, v, where)
+        check_value(k, v, where, quoted)
     return env
 
 
