@@ -40,24 +40,30 @@ def _import(kind: str, paths: list[Path], np: int, algorithm: int | None, backen
         err.print(f"wrote {out_path}", highlight=False, markup=False)
 
 
-_ALG_HELP = "Algorithm of every file (default: from each file name: alg<N> or 'default')."
-_HOST_HELP = "The machine the runs were made on (default: this one)."
+# the options both imports take (typer options are values: one definition, two commands)
+ALG = typer.Option(None, "--algorithm", "-a", help="Algorithm of every file (default: from "
+                   "each file name: alg<N> or 'default').")
+MPI = typer.Option(None, "--mpi", help="The MPI installation the runs used.")
+DB = typer.Option(None, "--db", help=DB_HELP)
+OUT = typer.Option(None, "--out", "-o", help="File to write (the family's rules or tuning "
+                   "file).")
+SUMMARY = typer.Option(None, "--summary-json")
+RULES_VERSION = typer.Option(None, "--rules-version")
+QUIET = typer.Option(False, "--quiet", "-q", metavar="")
+HOST = typer.Option(None, "--host", help="The machine the runs were made on (default: this "
+                    "one).")
+FAMILY = "The MPI family the runs used."
 
 
 @app.command("import-osu")
 def import_osu_cmd(
     paths: list[Path] = typer.Argument(..., help="OSU output files, one run per file."),
     np: int = typer.Option(..., "--np", help="Ranks the OSU runs used."),
-    algorithm: int | None = typer.Option(None, "--algorithm", "-a", help=_ALG_HELP),
-    backend: str = typer.Option("openmpi", "--backend", help="The MPI family the runs used."),
-    mpi: str | None = typer.Option(None, "--mpi", help="The MPI installation the runs used."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    out_path: Path | None = typer.Option(None, "--out", "-o", help="File to write (the "
-                                         "family's rules or tuning file)."),
-    summary_json: Path | None = typer.Option(None, "--summary-json"),
-    rules_version: int | None = typer.Option(None, "--rules-version"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
-    host: str | None = typer.Option(None, "--host", help=_HOST_HELP),
+    algorithm: int | None = ALG,
+    backend: str = typer.Option("openmpi", "--backend", help=FAMILY),
+    mpi: str | None = MPI, db: Path | None = DB, out_path: Path | None = OUT,
+    summary_json: Path | None = SUMMARY, rules_version: int | None = RULES_VERSION,
+    quiet: bool = QUIET, host: str | None = HOST,
 ) -> None:
     """Store OSU results, decide per size and write the family's file, as if measured
     here."""
@@ -69,20 +75,13 @@ def import_osu_cmd(
 def import_imb_cmd(
     paths: list[Path] = typer.Argument(..., help="IMB-MPI1 output files, one run per file."),
     np: int = typer.Option(..., "--np", help="The process count whose tables are read."),
-    algorithm: int | None = typer.Option(None, "--algorithm", "-a", help=_ALG_HELP),
-    backend: str = typer.Option("impi", "--backend", help="The MPI family the runs used."),
-    mpi: str | None = typer.Option(None, "--mpi", help="The MPI installation the runs used."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    out_path: Path | None = typer.Option(None, "--out", "-o", help="File to write (the "
-                                         "family's rules or tuning file)."),
-    summary_json: Path | None = typer.Option(None, "--summary-json"),
-    rules_version: int | None = typer.Option(None, "--rules-version"),
-    quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
-    host: str | None = typer.Option(None, "--host", help=_HOST_HELP),
+    algorithm: int | None = ALG,
+    backend: str = typer.Option("impi", "--backend", help=FAMILY),
+    mpi: str | None = MPI, db: Path | None = DB, out_path: Path | None = OUT,
+    summary_json: Path | None = SUMMARY, rules_version: int | None = RULES_VERSION,
+    quiet: bool = QUIET, host: str | None = HOST,
 ) -> None:
     """Store IMB-MPI1 results (t_avg per size), decide per size and write the family's
     file, as if measured here."""
     _import("imb", paths, np, algorithm, backend, mpi, db, out_path, summary_json,
             rules_version, quiet, host)
-
-

@@ -146,76 +146,29 @@ FORTRAN_COLL(alltoallv, C_ALLTOALLV,
              fmean(rcounts, comm) * ftype(rtype))
 
 /* start and end through Fortran: the library's own entry, then our bookkeeping (its
- * entry may call MPI_Init/MPI_Finalize, ours: `written` keeps the record single) */
-void mpi_init_(MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    if (!next_of(&next, "mpi_init_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
+ * entry may call MPI_Init/MPI_Finalize, ours: `written` keeps the record single). `before`
+ * and `after` run around the library's entry. */
+#define FORTRAN_EDGE(sym, params, args, before, after)                                    \
+    void sym params                                                                       \
+    {                                                                                     \
+        static fvoid_t cache;                                                             \
+        before;                                                                           \
+        fvoid_t next = next_of(&cache, #sym);                                             \
+        if (!next) {                                                                      \
+            if (ierr)                                                                     \
+                *ierr = MPI_ERR_OTHER;                                                    \
+            return;                                                                       \
+        }                                                                                 \
+        ((void(*) params)next) args;                                                      \
+        after;                                                                            \
     }
-    ((void (*)(MPI_Fint *))next)(ierr);
-    on_init();
-}
 
-void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    if (!next_of(&next, "mpi_init_thread_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, ierr);
-    on_init();
-}
-
-void mpi_finalize_(MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    write_profile();
-    if (!next_of(&next, "mpi_finalize_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    ((void (*)(MPI_Fint *))next)(ierr);
-}
-
-/* Open MPI's mpi_f08 start and end (MPICH's: the same names) */
-void mpi_init_thread_f08_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    if (!next_of(&next, "mpi_init_thread_f08_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    ((void (*)(MPI_Fint *, MPI_Fint *, MPI_Fint *))next)(required, provided, ierr);
-    on_init();
-}
-
-void mpi_init_f08_(MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    if (!next_of(&next, "mpi_init_f08_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    ((void (*)(MPI_Fint *))next)(ierr);
-    on_init();
-}
-
-void mpi_finalize_f08_(MPI_Fint *ierr)
-{
-    static fvoid_t next;
-    write_profile();
-    if (!next_of(&next, "mpi_finalize_f08_")) {
-        if (ierr)
-            *ierr = MPI_ERR_OTHER;
-        return;
-    }
-    ((void (*)(MPI_Fint *))next)(ierr);
-}
+/* gfortran's (mpif.h, `use mpi`) and Open MPI's mpi_f08 (MPICH's: the same names) */
+FORTRAN_EDGE(mpi_init_, (MPI_Fint *ierr), (ierr), (void)0, on_init())
+FORTRAN_EDGE(mpi_init_f08_, (MPI_Fint *ierr), (ierr), (void)0, on_init())
+FORTRAN_EDGE(mpi_init_thread_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
+             (required, provided, ierr), (void)0, on_init())
+FORTRAN_EDGE(mpi_init_thread_f08_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
+             (required, provided, ierr), (void)0, on_init())
+FORTRAN_EDGE(mpi_finalize_, (MPI_Fint *ierr), (ierr), write_profile(), (void)0)
+FORTRAN_EDGE(mpi_finalize_f08_, (MPI_Fint *ierr), (ierr), write_profile(), (void)0)
