@@ -206,3 +206,27 @@ def test_variables_hold_one_comm_size_refused_before_any_launch(impi: IntelMPI,
                  "--out", str(tmp_path / "b.env"), "--db", str(tmp_path / "db.sqlite"))
     assert r.returncode == 2 and "one comm size per collective" in r.stderr, r.stderr
     assert "--format impi" in r.stderr and not (tmp_path / "db.sqlite").exists()
+
+
+def test_explain_reads_intel_mpi_files_as_the_library_does(impi: IntelMPI,
+                                                            tmp_path: Path) -> None:
+    """`tune explain` on a family other than Open MPI: the tuning file and the same rules
+    as variables, read as tune verify reads them, the preset named by impi_info's catalog."""
+    from colltune.backends.impi_files import write_adjusts
+
+    t = {"bcast": {4: impi_tuning.Rules([(1024, 8), (None, 1)])}}
+    f = tmp_path / "b.json"
+    f.write_text(impi_tuning.render(t))
+    v = tmp_path / "b.env"
+    write_adjusts(v, t, ["test"], [], {})
+    for path in (f, v):
+        got = {}
+        for size in ("8", "1K", "2K", "1M"):
+            r = tune_cli("explain", str(path), "-c", "bcast", "--np", "4", "--size", size,
+                         "--mpi", str(impi.prefix), "--json", "-")
+            assert r.returncode == 0, r.stderr
+            got[size] = json.loads(r.stdout)["rule"]["algorithm"]
+        assert got == {"8": 8, "1K": 8, "2K": 1, "1M": 1}, path
+    r = tune_cli("explain", str(f), "-c", "reduce", "--np", "4", "--size", "8", "--mpi",
+                 str(impi.prefix))
+    assert r.returncode == 0 and "makes its own choice" in r.stdout, r.stdout + r.stderr

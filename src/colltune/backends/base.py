@@ -184,6 +184,12 @@ class Backend(ABC, Generic[M]):
         raise ColltuneError(f"tune check does not read {self.name} files yet",
                             "run the library with the file and read its own errors")
 
+    def explain(self, path: Path, coll: Collective, np: int, size: int
+                ) -> tuple[str, dict[str, object]] | None:
+        """The rule a file gives one call, read without the library (words and JSON), or
+        None: `tune explain` then reads the file as `tune verify` does, with the library."""
+        return None
+
     def installable(self, req: ExportRequest) -> Installable:
         """The files (and module environment) that install this family's output."""
         raise ColltuneError(f"tune export does not install {self.name} files",

@@ -101,6 +101,22 @@ class TunedRulesBackend(Backend[T]):
         return (rules.render(rf),
                 "Open MPI " + ("rule-file-version-2" if v2 else "classic") + " format")
 
+    def explain(self, path: Path, coll: Collective, np: int, size: int
+                ) -> tuple[str, dict[str, object]]:
+        """`size`: what Open MPI compares (the lookup size)."""
+        hit = rules.lookup(rules.read(path), coll.ompi_id, np, size)
+        if hit is None:
+            return (f"{path} has no rules for {coll.name}: Open MPI uses its fixed decision",
+                    {"rule": None})
+        sec, r = hit
+        what = "Open MPI's fixed decision" if r.alg == 0 else f"algorithm {r.alg}"
+        return (f"{coll.name}, {np} ranks, {size} B: line {r.line}: comm-size section "
+                f"{sec.comsize}, rule from {r.msgsize} B -> {what}, fan in/out {r.faninout}, "
+                f"segment size {r.segsize}" + (f", max requests {r.maxreq}" if r.maxreq else ""),
+                {"rule": {"line": r.line, "comm_size_section": sec.comsize,
+                          "msgsize": r.msgsize, "algorithm": r.alg, "faninout": r.faninout,
+                          "segsize": r.segsize, "max_requests": r.maxreq}})
+
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         valid, allow_v2 = None, None
         if version:

@@ -1,5 +1,5 @@
-"""`tune check` (a file, read by the family that claims it) and `tune explain` (what Open
-MPI makes of a rules file)."""
+"""`tune check` and `tune explain`: a file read by the family that claims it, as its
+library reads it."""
 
 from __future__ import annotations
 
@@ -56,44 +56,42 @@ def check_cmd(
 
 @app.command("explain")
 def explain_cmd(
-    path: Path = typer.Argument(..., help="Rules file."),
+    path: Path = typer.Argument(..., help="Rules file, tuning file or profile."),
     collective: str = typer.Option(..., "--collective", "-c"),
     np: int = typer.Option(..., "--np"),
-    size: str = typer.Option(..., "--size", help="Size Open MPI compares, in bytes (4K ok)."),
+    size: str = typer.Option(..., "--size", help="Message size in bytes as the file's rules "
+                                                 "compare it (4K ok)."),
+    mpi: str | None = typer.Option(None, "--mpi", help="The installation that reads the "
+                                                       "file (families read with it)."),
     json_out: Path | None = JSON_OPTION,
 ) -> None:
-    """Say which rule Open MPI applies to a call."""
+    """Say which rule the library applies to a call."""
     json_to_stdout(json_out)
+    backend = registry.for_file(path)  # the family that claims the file
     try:
         if not 1 <= np <= rules.INT_MAX:
             raise ColltuneError(f"--np {np}: a communicator has 1 to {rules.INT_MAX} ranks",
                                 "pass the communicator size of the call, e.g. --np 16")
         coll = get_collective(collective)
         nbytes = parse_size(size)
-        rf = rules.read(path)
-    except rules.RulesError as e:
+        got = backend.explain(path, coll, np, nbytes)
+        if got is None:  # read as tune verify reads it, the library naming the algorithm
+            t = backend.verify_target(path, np, mpi, None)
+            cfg = t.rule_at(coll, np, nbytes) if coll.name in t.collectives else None
+            got = ((f"{path} has no rule for {coll.name} at {np} ranks: {t.mpi.name} makes "
+                    "its own choice", {"rule": None}) if cfg is None else
+                   (f"{coll.name}, {np} ranks, {nbytes} B: {cfg.label(t.catalog, coll.name)}",
+                    {"rule": {"key": cfg.key, "algorithm": cfg.algorithm,
+                              "label": cfg.label(t.catalog, coll.name)}}))
+    except FormatError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
-        err.print(f"  what to do: run 'tune check {path}' and fix that line; Open MPI would "
-                  "ignore the whole file", highlight=False, markup=False)
+        err.print(f"  what to do: run 'tune check {path}' and fix that line; the library "
+                  "would ignore the whole file", highlight=False, markup=False)
         raise typer.Exit(1) from None
     except ColltuneError as e:
         _fail(e)
         return
-    hit = rules.lookup(rf, coll.ompi_id, np, nbytes)
-    call = {"file": str(path), "collective": coll.name, "np": np, "size": nbytes}
-    if hit is None:
-        out.print(f"{path} has no rules for {coll.name}: Open MPI uses its fixed decision")
-        write_json(json_out, {**call, "rule": None})
-        return
-    sec, r = hit
-    write_json(json_out, {**call, "rule": {
-        "line": r.line, "comm_size_section": sec.comsize, "msgsize": r.msgsize,
-        "algorithm": r.alg, "faninout": r.faninout, "segsize": r.segsize,
-        "max_requests": r.maxreq}})
-    what = "Open MPI's fixed decision" if r.alg == 0 else f"algorithm {r.alg}"
-    out.print(f"{coll.name}, {np} ranks, {nbytes} B: line {r.line}: comm-size section "
-              f"{sec.comsize}, rule from {r.msgsize} B -> {what}, fan in/out {r.faninout}, "
-              f"segment size {r.segsize}" + (f", max requests {r.maxreq}" if r.maxreq else ""),
-              highlight=False)
-
-
+    text, doc = got
+    out.print(text, highlight=False, markup=False)
+    write_json(json_out, {"file": str(path), "collective": coll.name, "np": np,
+                          "size": nbytes, **doc})
