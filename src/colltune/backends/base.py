@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import SEG, Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.core.runtime import Knob, Setting
@@ -186,8 +186,7 @@ class Backend(ABC, Generic[M]):
 
     def explain(self, path: Path, coll: Collective, np: int, size: int
                 ) -> tuple[str, dict[str, object]] | None:
-        """The rule a file gives one call, read without the library (words and JSON), or
-        None: `tune explain` then reads the file as `tune verify` does, with the library."""
+        """A call's rule in a file, read without the library; None: read as verify reads."""
         return None
 
     def installable(self, req: ExportRequest) -> Installable:
@@ -302,6 +301,10 @@ class Session(ABC, Generic[M]):
     def before_measuring(self, note: Callable[[str], None]) -> None:
         """Checks and notes before the first launch (the kernel is built already)."""
         return None
+
+    def grid(self, opts: TuneOptions) -> dict[str, list[int]]:
+        """A search's values per parameter, where --segsizes or the output restricts them."""
+        return {SEG: opts.segsizes} if opts.segsizes is not None else {}
 
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:

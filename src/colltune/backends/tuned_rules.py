@@ -230,6 +230,12 @@ class TunedSession(Session[T]):
         """Whether coll/han was excluded while measuring (Open MPI 5)."""
         return False
 
+    def grid(self, opts: TuneOptions) -> dict[str, list[int]]:
+        grid = super().grid(opts)
+        if self.rules_version != 2:
+            grid[MAXREQ] = [0]  # only rule-file-version-2 has a max_requests column
+        return grid
+
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
         tentative = rules.RulesFile(version=self.rules_version)

@@ -168,12 +168,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     str(p.np) for p in placements) + f" in one launch of "
                     f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
                 for name in colls:
-                    sweep_ladder(opts, mpi, catalog, sess.rules_version, get_collective(name),
+                    sweep_ladder(opts, mpi, catalog, sess.grid(opts), get_collective(name),
                                  placements, store, sess.sweep, rep, failures)
             for placement in placements:
                 for name in colls:
                     coll = get_collective(name)
-                    search_one(opts, mpi, catalog, sess.rules_version, coll,
+                    search_one(opts, mpi, catalog, sess.grid(opts), coll,
                                placement, store, sess.sweep, rep, failures, searches)
                     if opts.boundaries == "measure" and not confirm_first:
                         refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
