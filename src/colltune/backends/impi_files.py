@@ -4,7 +4,9 @@ impi-env`, for users who prefer variables). Never both in one profile (impi_env.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from colltune import __version__
 from colltune.backends.base import write_file
@@ -13,6 +15,7 @@ from colltune.rules import impi_env, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Tuning
 
 FORMATS = ("impi", "impi-env")
+T = TypeVar("T")
 
 
 def env_path(out: Path) -> Path:
@@ -54,17 +57,22 @@ def tuned_env(source: Path, prof: impi_env.ImpiProfile) -> dict[str, str]:
                               or str(source.resolve())}
 
 
+def _merge_base(out: Path, parse: Callable[[str], T]) -> T | None:
+    """What --out holds, read to merge into (None: nothing there); unreadable: refused."""
+    if not out.exists():
+        return None
+    try:
+        return parse(read_text(out))
+    except (OSError, FormatError, ImpiFormatError) as e:
+        raise ColltuneError(f"will not merge into {out}: {e}",
+                            "move that file or choose another --out; it was not "
+                            "changed") from None
+
+
 def write_tuning(out: Path, t: Tuning, comments: list[str], notes: list[str],
                  summary: dict[str, object]) -> None:
     """The tuning file at `out` (merged into what it holds) and the profile beside it."""
-    old: Tuning = {}
-    if out.exists():
-        try:
-            old = impi_tuning.parse(read_text(out))
-        except (OSError, FormatError, ImpiFormatError) as e:
-            raise ColltuneError(f"will not merge into {out}: {e}",
-                                "move that file or choose another --out; it was not "
-                                "changed") from None
+    old: Tuning = _merge_base(out, impi_tuning.parse) or {}
     for c, per in t.items():
         old.setdefault(c, {}).update(per)
     comments = [f"Intel MPI tuning written by colltune {__version__}", comments[0],
@@ -86,19 +94,12 @@ def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
                   summary: dict[str, object]) -> None:
     """One profile of I_MPI_ADJUST_* variables at `out`; the variables it held for other
     collectives are kept (a profile naming a tuning file is not merged into)."""
-    old: dict[str, str] = {}
-    if out.exists():
-        try:
-            prof = impi_env.parse(read_text(out))
-        except (OSError, FormatError, ImpiFormatError) as e:
-            raise ColltuneError(f"will not merge into {out}: {e}",
-                                "move that file or choose another --out; it was not "
-                                "changed") from None
-        if not prof.adjusts() and prof.settings:
-            raise ColltuneError(f"will not merge into {out}: it names a tuning file, and "
-                                "one profile never holds both",
-                                "choose another --out; it was not changed")
-        old = prof.adjusts()
+    prof = _merge_base(out, impi_env.parse) or impi_env.ImpiProfile()
+    if not prof.adjusts() and prof.settings:
+        raise ColltuneError(f"will not merge into {out}: it names a tuning file, and one "
+                            "profile never holds both",
+                            "choose another --out; it was not changed")
+    old = prof.adjusts()
     try:
         settings = {**old, **impi_env.from_tuning(t)}
     except ImpiFormatError as e:

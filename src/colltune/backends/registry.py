@@ -37,21 +37,26 @@ def backend_help() -> str:
             + ".")
 
 
+def _formats() -> dict[str, str]:
+    """Each format and the first family (in CHOICES order) that writes it."""
+    out: dict[str, str] = {}
+    for n in CHOICES:
+        for f in BACKENDS[n].formats:
+            out.setdefault(f, n)
+    return out
+
+
 def format_help() -> str:
     """--format's help: every format a family writes, and which."""
     return ("What to write at --out: " + ", ".join(
-        f"{f} ({BACKENDS[n].output})" for n in CHOICES for f in BACKENDS[n].formats
-        if n == next(m for m in CHOICES if f in BACKENDS[m].formats))
+        f"{f} ({BACKENDS[n].output})" for f, n in _formats().items())
         + "; a format implies the family that writes it; all need --mpi PREFIX.")
 
 
 def outputs_help() -> str:
     """What `tune export --from` installs: each format's output, as its first writer names
     it (SMPI writes Open MPI's)."""
-    return ", ".join(dict.fromkeys(
-        BACKENDS[n].output for n in CHOICES
-        if any(n == next(m for m in CHOICES if f in BACKENDS[m].formats)
-               for f in BACKENDS[n].formats)))
+    return ", ".join(dict.fromkeys(BACKENDS[n].output for n in _formats().values()))
 
 
 def named(name: str, han: bool = False) -> Backend[Any]:

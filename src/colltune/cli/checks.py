@@ -78,11 +78,11 @@ def explain_cmd(
         if got is None:  # read as tune verify reads it, the library naming the algorithm
             t = backend.verify_target(path, np, mpi, None)
             cfg = t.rule_at(coll, np, nbytes) if coll.name in t.collectives else None
+            label = cfg.label(t.catalog, coll.name) if cfg else ""
             got = ((f"{path} has no rule for {coll.name} at {np} ranks: {t.mpi.name} makes "
                     "its own choice", {"rule": None}) if cfg is None else
-                   (f"{coll.name}, {np} ranks, {nbytes} B: {cfg.label(t.catalog, coll.name)}",
-                    {"rule": {"key": cfg.key, "algorithm": cfg.algorithm,
-                              "label": cfg.label(t.catalog, coll.name)}}))
+                   (f"{coll.name}, {np} ranks, {nbytes} B: {label}",
+                    {"rule": {"key": cfg.key, "algorithm": cfg.algorithm, "label": label}}))
     except FormatError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
         err.print(f"  what to do: run 'tune check {path}' and fix that line; the library "

@@ -7,22 +7,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.osu.imb_output import IMB_NAMES, ImbError, parse
 from colltune.osu.importing import Run, file_algorithm
-
-MAX_BYTES = 64 << 20  # more than IMB-MPI1 output of every benchmark at every size
 
 
 def imb_runs(paths: list[Path], np: int, algorithm: int | None = None) -> list[Run]:
     names = {v.lower(): k for k, v in IMB_NAMES.items()}
     runs = []
     for p in paths:
-        try:
-            if p.stat().st_size > MAX_BYTES:
-                raise ImbError(f"larger than {MAX_BYTES >> 20} MiB: not IMB output")
-            tables = parse(p.read_text(errors="replace"))
-        except (OSError, ImbError) as e:
+        try:  # read_text: a regular file of bounded size (never a FIFO someone planted)
+            tables = parse(read_text(p))
+        except (OSError, FormatError, ImbError) as e:
             raise ColltuneError(f"cannot import {p}: {e}", "fix or leave out that file"
                                 ) from None
         here = [t for t in tables if t.processes == np and t.benchmark.lower() in names]
