@@ -257,6 +257,10 @@ class TunedCatalog(Catalog):
         # an unsegmented reduce posts one request: nothing to limit
         return coll == "reduce" and bool(values.get(MAXREQ)) and not values.get(SEG)
 
+    def runs_at(self, coll: str, alg: int, np: int) -> bool:
+        # coll/tuned's two-process exchanges are defined for exactly two ranks
+        return np == 2 or self.algorithm_name(coll, alg) != "two_proc"
+
 
 _PARAM_SUFFIX = {
     "_algorithm_segmentsize": SEG,

@@ -53,6 +53,10 @@ class Catalog:
         """Whether a combination of values only repeats another one."""
         return False
 
+    def runs_at(self, coll: str, alg: int, np: int) -> bool:
+        """Whether algorithm `alg` is defined for a communicator of `np` ranks."""
+        return True
+
     def algorithm_name(self, coll: str, alg: int) -> str:
         if alg == 0:
             return "default"

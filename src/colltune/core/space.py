@@ -55,9 +55,9 @@ def configurations(coll: Collective, catalog: Catalog, np: int,
     every combination of the values its catalog offers for the parameters it takes
     (`grid`: the values a user asked for, by parameter name)."""
     out = [DEFAULT]
-    for alg, name in sorted(catalog.algorithms.get(coll.name, {}).items()):
-        if name == "two_proc" and np != 2:
-            continue  # only defined for exactly two ranks
+    for alg in sorted(catalog.algorithms.get(coll.name, {})):
+        if not catalog.runs_at(coll.name, alg, np):
+            continue
         axes = catalog.param_values(coll.name, alg, np, dict(grid or {}))
         for combo in itertools.product(*axes.values()):
             values = dict(zip(axes, combo, strict=True))
