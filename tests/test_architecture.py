@@ -18,7 +18,7 @@ LAYERS: list[tuple[str, ...]] = [
      "colltune.outfile", "colltune.rules.safe", "colltune.rules.shell_lines"),
     ("colltune.kernel", "colltune.launchers", "colltune.slots", "colltune.rules",
      "colltune.osu.osu_output", "colltune.osu.imb_output", "colltune.store",
-     "colltune.store_schema", "colltune.outputs.slurm_script"),
+     "colltune.outputs.slurm_script"),
     ("colltune.options",),
     ("colltune.backends",),
     ("colltune.models", "colltune.tuner"),

@@ -21,7 +21,7 @@ from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.options import TuneOptions
 from colltune.store import Store
-from colltune.store_schema import KEY_COLUMNS, OLD_PARAM_COLUMNS
+from colltune.store.schema import KEY_COLUMNS, OLD_PARAM_COLUMNS
 from colltune.tuner.run import tune
 
 RECORDED = Path(__file__).parent / "data" / "store-0.1.0.sqlite"

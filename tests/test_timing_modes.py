@@ -13,7 +13,7 @@ from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.store import Context, Store
-from colltune.store_schema import SCHEMA
+from colltune.store.schema import SCHEMA
 from colltune.tuner.confirm import ABSamples, judge
 from colltune.tuner.decide import decide
 

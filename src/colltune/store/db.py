@@ -1,109 +1,31 @@
-"""SQLite store of every measurement with its full context; the source for decisions.
-
-The queries on it; the schema, its migrations and opening a file are store_schema.py.
-Over 400 lines: one query per stored kind, each beside the record it reads."""
+"""The queries on the SQLite store: every measurement with its full context, decisions,
+confirmations, catalogs, timers and model fits (the records are records.py; the schema,
+its migrations and opening a file schema.py)."""
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune.core.config import Config
 from colltune.core.records import PointResult, Verdict
 from colltune.errors import ColltuneError, StoreError
-from colltune.store_schema import open_readonly, open_writable
-
-
-def timing_of(r: PointResult) -> str:
-    """Which timing modes produced a result: what its series hold (none: isolated)."""
-    modes = sorted(r.series)
-    if len(modes) > 1:
-        return "both"
-    return modes[0] if modes else "isolated"
-
-
-def _floats(x: object) -> list[float]:
-    if not isinstance(x, list) or not all(type(v) in (int, float) and math.isfinite(v)
-                                          for v in x):
-        raise ValueError("samples must be a list of finite numbers")
-    return [float(v) for v in x]
-
-
-def _dict(x: object) -> dict:  # type: ignore[type-arg]
-    if not isinstance(x, dict):
-        raise ValueError("series must be an object")
-    return x
-
-
-def _opt_float(x: object) -> float | None:
-    if x is None:
-        return None
-    if type(x) not in (int, float):
-        raise ValueError(f"{str(x)[:20]!r} is not a number")
-    return float(x)  # type: ignore[arg-type]
-
-
-def default_db_path() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "colltune" / "colltune.db"
-
-
-@dataclass(frozen=True)
-class Context:
-    """Where and with what a measurement was taken."""
-
-    mpi_key: str
-    mpi_name: str
-    mpi_version: str
-    mpi_path: str
-    host: str
-    np: int
-    ppn: int
-    nodes: int
-    collective: str
-    # the backend that measured it (backends.registry); "": a store older than the column,
-    # whose family is read from mpi_key
-    backend: str = field(default="", compare=False)
-
-
-@dataclass(frozen=True)
-class ModelFit:
-    """One stored cost-model fit."""
-
-    mpi_key: str
-    mpi_version: str
-    host: str
-    np: int
-    ppn: int
-    model: str  # hockney, loggp, or with -intra / -inter
-    params: dict  # type: ignore[type-arg]
-    created: str
-
-
-@dataclass
-class Measurement:
-    config: Config
-    size: int
-    status: str
-    n: int
-    median: float | None
-    ci_lo: float | None
-    ci_hi: float | None
-    samples: list[float]
-    message: str
-    # per timing mode, the objective's series (`samples` is the first mode's);
-    # older stores: {} (isolated only)
-    series: dict[str, list[float]] = field(default_factory=dict)
-    timing: str = "isolated"
-    objective: str = "completion"
+from colltune.store.records import (
+    Context,
+    Measurement,
+    ModelFit,
+    fit_params,
+    json_object,
+    number_list,
+    opt_number,
+    timing_of,
+)
+from colltune.store.schema import open_readonly, open_writable
 
 
 class Store:
@@ -296,13 +218,13 @@ class Store:
         row, not a traceback in show, report, export or --from-db."""
         k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser = row
         try:
-            samples = _floats(json.loads(sm))
-            modes = {str(m): _dict(objs) for m, objs in _dict(json.loads(ser)).items()}
-            series = {m: _floats(objs[obj]) for m, objs in modes.items() if obj in objs}
+            samples = number_list(json.loads(sm))
+            modes = {str(m): json_object(objs) for m, objs in json_object(json.loads(ser)).items()}
+            series = {m: number_list(objs[obj]) for m, objs in modes.items() if obj in objs}
             if type(s) is not int or type(n) is not int:
                 raise ValueError("size and repetition count must be integers")
-            return Measurement(Config.from_key(k), s, str(st), n, _opt_float(med),
-                               _opt_float(lo), _opt_float(hi), samples, str(msg), series,
+            return Measurement(Config.from_key(k), s, str(st), n, opt_number(med),
+                               opt_number(lo), opt_number(hi), samples, str(msg), series,
                                str(timing), str(obj))
         except (ValueError, TypeError, KeyError) as e:
             raise StoreError(
@@ -374,7 +296,7 @@ class Store:
             doc = json.loads(rows[0][0])
             return {str(c): {int(i): n for i, n in algs.items()
                              if isinstance(n, str) and n.isprintable() and len(n) <= 80}
-                    for c, algs in _dict(doc).items() if isinstance(algs, dict)}
+                    for c, algs in json_object(doc).items() if isinstance(algs, dict)}
         except (ValueError, TypeError, RecursionError):
             raise StoreError(f"{self.path}: the stored catalog of {mpi_key[:60]!r} is "
                              "malformed", "the store was edited or damaged: delete that "
@@ -420,32 +342,11 @@ class Store:
                 for k, v, h, n, p, m, js, c in rows]
 
     def _model_params(self, model: str, text: str) -> dict:  # type: ignore[type-arg]
-        """A stored fit's parameters, checked against what a fit stores (its pieces and fit
-        quality are numbers): a report prints them, and an edited store must not put text
-        or nothing there."""
-        import jsonschema
-
-        need = ["lo", "hi", *(("a", "b") if model.startswith("hockney") else
-                              ("L", "o", "g", "G"))]
-        number = {"type": "number"}
-        quality = {"type": "object", "required": ["r2", "median_rel", "worst_rel"],
-                   "additionalProperties": number}
-        schema: dict[str, object] = {
-            "type": "object", "required": ["pieces", "quality"], "properties": {
-            "pieces": {"type": "array", "minItems": 1, "items": {
-                "type": "object", "required": need,  # o_send: null in older fits
-                "additionalProperties": {"type": ["number", "null"]}}},
-            "quality": quality, "gamma_quality": quality, "gamma": number}}
-        if model.startswith("hockney"):
-            schema["required"] = ["pieces", "quality", "gamma", "gamma_quality"]
         try:
-            doc = json.loads(text)
-            jsonschema.validate(doc, schema)
-            return doc  # type: ignore[no-any-return]
-        except (ValueError, TypeError, RecursionError, jsonschema.ValidationError) as e:
-            why = e.message if isinstance(e, jsonschema.ValidationError) else str(e)
+            return fit_params(model, text)
+        except ValueError as e:
             raise StoreError(f"{self.path}: the stored {str(model)[:40]!r} model fit is "
-                             f"malformed: {why[:120]}",
+                             f"malformed: {str(e)[:120]}",
                              "the store was edited or damaged: delete that row with "
                              "sqlite3, or pass another --db") from None
 
