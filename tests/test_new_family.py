@@ -1,7 +1,7 @@
 """A new MPI family is one module plus a registry line (issue 34): a family defined here,
 in tests/ only (its installation class, a catalog of one algorithm, its own file format),
-registered at run time, goes through `tune --from-db`, `tune check`, `tune report` and
-`tune export` with no edit to colltune, and so does its own algorithm parameter (a radix
+registered at run time, goes through `tune --from-db`, `tune check`, `tune verify`'s
+planning, `tune report` and `tune export` with no edit to colltune, and so does its own algorithm parameter (a radix
 its catalog declares: searched, stored, decided, labelled and written by name). What it
 can do is asked of its backend; if generic code still asked which family it drives, this
 family would be refused or written as Open MPI's."""
@@ -23,6 +23,7 @@ from colltune.backends.base import (
     ExportRequest,
     Installable,
     Session,
+    VerifyTarget,
     write_file,
 )
 from colltune.collectives import Collective, get_collective
@@ -30,7 +31,7 @@ from colltune.core.catalog import Catalog, Param
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.core.space import configurations
-from colltune.errors import FormatError, read_text
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.options import TuneOptions
 from colltune.outfile import Planned, destination
 from colltune.slots import Placement, place
@@ -122,6 +123,22 @@ class DummyBackend(Backend[Dummy]):
             if len(line.split()) != 3 or not all(x.isdigit() for x in line.split()):
                 raise FormatError(str(path), no, "want SIZE ALGORITHM RADIX")
         return Checked(f"dummy tuning file, {len(lines)} rule(s)", {"format": "dummy"}, [])
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None) -> VerifyTarget:
+        rules = sorted((int(s), Config.of(int(a), {RADIX: int(r)}))
+                       for s, a, r in (ln.split() for ln in read_text(path).splitlines()[1:]))
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            here = [c for s, c in rules if s <= size]  # a line holds from its size up
+            return here[-1] if here else None
+
+        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
+            raise ColltuneError("DummyMPI shows nothing of what it runs")
+
+        return VerifyTarget(self.find(mpi_prefix), DummyCatalog(algorithms=ALGS), ["reduce"],
+                            {"default": {}, "tuned": {"DUMMY_TUNING_FILE": str(path)}},
+                            place(np, hostfile), rule_at, applied)
 
     def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
         return _render({d.size: d.chosen for d in decisions
@@ -215,6 +232,15 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     # tune check: the family's own reader, by what the file claims to be
     assert registry.for_file(out) is dummy
     assert dummy.check(out, None, None).doc["format"] == "dummy"
+
+    # tune verify's plan: the sizes the file changes and both sides of its boundary, found
+    # on the family's own reading of its file
+    from colltune.verification.verify import plan
+
+    target = registry.for_file(out).verify_target(out, 2, str(mpi.prefix), None)
+    [(coll, shown, edges, tested)] = plan(target, target.collectives, 2, None)
+    assert coll.name == "reduce" and edges == {65536 - coll.granularity, 65536}
+    assert tested == [s for s in shown if s >= 65536] and edges < set(shown)
 
     # tune report: named by the catalog the store recorded, the section in its own format
     entries = load(db)

@@ -190,6 +190,23 @@ def _changes(rule: Config | None) -> bool:
     return rule is not None and rule != DEFAULT
 
 
+def plan(target: VerifyTarget, names: list[str], np: int, sizes: list[int] | None,
+         aa: bool = False) -> list[tuple[Collective, list[int], set[int], list[int]]]:
+    """Per collective: the sizes to show, the boundary sides among them, and the sizes to
+    measure (where the file changes the library's choice; every size in an A/A run). Read
+    from the file through its family's `rule_at`, whatever the family."""
+    plans = []
+    for name in names:
+        coll = get_collective(name)
+        if sizes is None:  # where the risk is: every power of two and both sides of a boundary
+            szs, edges = default_sizes(target, coll, np)
+        else:
+            szs, edges = sizes_for(coll, np, sizes), set()
+        tested = szs if aa else [s for s in szs if _changes(target.rule_at(coll, np, s))]
+        plans.append((coll, szs, edges, tested))
+    return plans
+
+
 def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            collectives: list[str] | None = None, sizes: list[int] | None = None,
            rounds: int = 5, reps: Repetitions | None = None, with_: str | None = None,
@@ -223,15 +240,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
     reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both", min_ticks=100)
     deadline = None if time_budget is None else time.monotonic() + time_budget
 
-    plans = []
-    for name in names:
-        coll = get_collective(name)
-        if sizes is None:  # where the risk is: every power of two and both sides of a boundary
-            szs, edges = default_sizes(target, coll, np)
-        else:
-            szs, edges = sizes_for(coll, np, sizes), set()
-        tested = szs if aa else [s for s in szs if _changes(target.rule_at(coll, np, s))]
-        plans.append((coll, szs, edges, tested))
+    plans = plan(target, names, np, sizes, aa)
     # one family for the whole run: every size tested, in every timing mode, by either source
     modes = 2 if reps.timing == "both" else 1
     cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0))
