@@ -140,7 +140,11 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     (["--timeout", "0"], "--timeout"), (["--sizes", ","], "--sizes"),
     (["--sizes", "0"], "sizes"), (["--rules-version", "3"], "--rules-version"),
     (["--confirm-rounds", "-1"], "--confirm-rounds"), (["--rel-ci", "2"], "--rel-ci"),
-    (["--cutoff", "0.5"], "--cutoff")])
+    (["--cutoff", "0.5"], "--cutoff"), (["--param", "radix"], "--param"),
+    (["--param", "radix=,"], "--param"), (["--param", "fanout=2", "--param", "fanout=4"],
+                                          "twice"),
+    # a name Open MPI's coll/tuned does not declare: refused, naming those it does
+    (["--param", "radix=2"], "segsize, fanout, max_requests")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

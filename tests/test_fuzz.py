@@ -249,7 +249,7 @@ def test_profile_reader_on_mutated_files(p: Profile, data: st.DataObject) -> Non
 # --- the CLI ---------------------------------------------------------------------------------
 
 COMMANDS = [*sorted(COLLECTIVES), "all", "check", "explain", "reduse", ""]
-OPTIONS = ["--np", "--sizes", "--segsizes", "--strategy", "--sweep", "--rules-version",
+OPTIONS = ["--np", "--sizes", "--segsizes", "--param", "--strategy", "--sweep", "--rules-version",
            "--timeout", "--point-time", "--rel-ci", "--min-reps", "--max-reps", "--seed",
            "--confirm-rounds", "--hostfile", "--out", "--db", "--summary-json", "--from-db",
            "--quiet", "--collective", "--size", "--ompi-version", "-c", "-o", "--help"]
@@ -257,7 +257,8 @@ VALUES = st.one_of(
     st.sampled_from(["4", "2,4", "0", "-1", "1", "1K", "8,1M", "2G", "4096G", ",", "", "x",
                      "nan", "inf", "1e400", "0.0", "-0.5", "999999999999999999999", "grid",
                      "bayes", "mpit", "relaunch", "1", "2", "3", "reduce", "4.1.4", "5.0.11",
-                     "v", "FILE", "DIR", "MISSING", "BADRULES", "PROFILE", "BADPROFILE"]),
+                     "v", "FILE", "DIR", "MISSING", "BADRULES", "PROFILE", "BADPROFILE",
+                     "radix=0,2", "segsize=4K", "=", "x=1="]),
     st.text(max_size=12))
 
 

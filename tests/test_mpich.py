@@ -18,7 +18,7 @@ from colltune.backends import mpich as mb
 from colltune.backends import mpich_backend as mpich_rules
 from colltune.backends.mpich import MPICH
 from colltune.collectives import get_collective
-from colltune.core.catalog import FAN, SEG
+from colltune.core.catalog import CHUNK, RADIX
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.core.space import configurations
@@ -291,7 +291,7 @@ def test_tuning_file_and_profile_are_obeyed(mpich: MPICH, netns: str, tmp_path: 
     expected = {16384: "binomial", 131072: "reduce_scatter_gather", 1 << 20: "binomial"}
     for size, name in expected.items():
         forced = {n: _bytes(mpich, netns, tmp_path, size,
-                            mb.forcing_env(cat, "reduce", ids[n]))
+                            mb.forcing_env(cat, "reduce", Config(ids[n])))
                   for n in ("binomial", "reduce_scatter_gather")}
         got = _bytes(mpich, netns, tmp_path, size, under_file)
         other = "binomial" if name != "binomial" else "reduce_scatter_gather"
@@ -309,7 +309,7 @@ def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: P
     cat = _catalog(mpi)
     assert cat.builtin is not None and cat.container
     ids = {n: i for i, n in cat.algorithms["reduce"].items()}
-    binomial = mb.forcing_env(cat, "reduce", ids["binomial"])
+    binomial = mb.forcing_env(cat, "reduce", Config(ids["binomial"]))
     tuning = {"reduce": {4: Ranges([(None, cat.container["reduce"][ids["binomial"]])])}}
     tf = tmp_path / "tuning.json"
     tf.write_text(mpich_csel.render(cat.builtin, tuning))
@@ -350,7 +350,7 @@ def test_tune_writes_files_mpich_obeys(mpich: MPICH, netns: str, tmp_path: Path)
     for size, d in decided.items():
         alg = d["chosen"]["algorithm"]
         # what the decision means: that algorithm forced, or MPICH's own MPIR choice
-        want = mb.forcing_env(cat, "reduce", alg) if alg else {mb.device_var("reduce"): "0"}
+        want = mb.forcing_env(cat, "reduce", Config(alg)) if alg else {mb.device_var("reduce"): "0"}
         forced = _bytes(mpich, netns, tmp_path, size, want)
         got = _bytes(mpich, netns, tmp_path, size, prof.variables())
         assert abs(got - forced) < 0.05 * forced, (size, d["chosen"], got, forced, ids)
@@ -384,8 +384,9 @@ def test_site_export_of_the_tuning_file_is_obeyed(mpich: MPICH, netns: str, tmp_
     size = 131072  # reduce-scatter + gather in the file; binomial is MPICH's other choice
     got = _bytes(mpich, netns, tmp_path, size, env)
     want = _bytes(mpich, netns, tmp_path, size,
-                  mb.forcing_env(cat, "reduce", ids["reduce_scatter_gather"]))
-    other = _bytes(mpich, netns, tmp_path, size, mb.forcing_env(cat, "reduce", ids["binomial"]))
+                  mb.forcing_env(cat, "reduce", Config(ids["reduce_scatter_gather"])))
+    other = _bytes(mpich, netns, tmp_path, size,
+                   mb.forcing_env(cat, "reduce", Config(ids["binomial"])))
     assert abs(got - want) < 0.05 * want and abs(got - other) > 0.15 * other, (got, want, other)
 
 
@@ -437,40 +438,40 @@ def _tree_catalog() -> mb.MPICHCatalog:
                            for i in (1, 6, 7)}},
         params={TREE: {"tree_type": "kary", "k": "2", "is_non_blocking": "1"},
                 PIPE: {"tree_type": "kary", "k": "2", "chunk_size": "8192"}},
-        knobs={"bcast": {7: {FAN: "MPIR_CVAR_BCAST_TREE_KVAL"},
-                         6: {FAN: "MPIR_CVAR_BCAST_TREE_KVAL",
-                             SEG: "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE"}}})
+        knobs={"bcast": {7: {RADIX: "MPIR_CVAR_BCAST_TREE_KVAL"},
+                         6: {RADIX: "MPIR_CVAR_BCAST_TREE_KVAL",
+                             CHUNK: "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE"}}})
 
 
 def test_radix_and_chunk_size_are_searched_forced_and_written() -> None:
     cat = _tree_catalog()
     bcast = get_collective("bcast")
-    cfgs = configurations(bcast, cat, 4, {SEG: [0, 4096, 8192, 65536]})
-    got = {(c.algorithm, c.get(SEG), c.get(FAN)) for c in cfgs}
+    cfgs = configurations(bcast, cat, 4, {CHUNK: [0, 4096, 8192, 65536]})
+    got = {(c.algorithm, c.get(CHUNK), c.get(RADIX)) for c in cfgs}
     # radices up to the comm size beside the launch value 2 (fanout 0); chunk sizes without
     # the launch value 8192 (segsize 0); binomial has neither
     assert got == {(0, 0, 0), (1, 0, 0), *((7, 0, k) for k in (0, 3, 4)),
                    *((6, s, k) for s in (0, 4096, 65536) for k in (0, 3, 4))}
-    assert cat.param_values("bcast", 7, 16, {})[FAN] == [0, 3, 4, 8, 16]
-    assert (Config.of(6, {SEG: 4096, FAN: 3}).label(cat, "bcast")
+    assert cat.param_values("bcast", 7, 16, {})[RADIX] == [0, 3, 4, 8, 16]
+    assert (Config.of(6, {CHUNK: 4096, RADIX: 3}).label(cat, "bcast")
             == "pipelined_tree(6) chunk=4096 k=3")
     # forced through MPI_T inside one launch, or through the environment of a launch
-    assert cat.assignments("bcast", 6, 4096, 3) == {
+    assert cat.assignments("bcast", Config.of(6, {CHUNK: 4096, RADIX: 3})) == {
         mb.device_var("bcast"): 0, mb.algorithm_var("bcast"): 6,
         "MPIR_CVAR_BCAST_TREE_KVAL": 3, "MPIR_CVAR_BCAST_TREE_PIPELINE_CHUNK_SIZE": 4096}
-    assert mb.forcing_env(cat, "bcast", 7, 0, 4) == {
+    assert mb.forcing_env(cat, "bcast", Config.of(7, {RADIX: 4})) == {
         mb.device_var("bcast"): "0", mb.algorithm_var("bcast"): "tree",
         "MPIR_CVAR_BCAST_TREE_KVAL": "4"}
-    assert mb.forcing_env(cat, "bcast", 7) == {mb.device_var("bcast"): "0",
+    assert mb.forcing_env(cat, "bcast", Config(7)) == {mb.device_var("bcast"): "0",
                                                mb.algorithm_var("bcast"): "tree"}
 
     def d(size: int, c: Config) -> Decision:
         return Decision(size, size, c, c, 1.0, 1.0, None, False)
 
-    r = mpich_rules.ranges("bcast", cat, 4, [d(1024, Config.of(7, {FAN: 3})),
-                                            d(4096, Config.of(7, {FAN: 3})),
-                                            d(65536, Config.of(6, {SEG: 4096})),
-                                            d(1 << 20, Config.of(7, {FAN: 2}))])
+    r = mpich_rules.ranges("bcast", cat, 4, [d(1024, Config.of(7, {RADIX: 3})),
+                                            d(4096, Config.of(7, {RADIX: 3})),
+                                            d(65536, Config.of(6, {CHUNK: 4096})),
+                                            d(1 << 20, Config.of(7, {RADIX: 2}))])
     assert r.limits == [(16384, f"{TREE} k=3"), (262144, f"{PIPE} chunk_size=4096"),
                         (None, TREE)]  # k=2 is the launch value: the plain container
     tuning = {"bcast": {4: r}}
@@ -596,7 +597,7 @@ def test_radix_and_chunk_size_of_the_tuning_file_are_obeyed(mpich: MPICH, strace
         assert not cat.knobs  # 4.0.2's blocking algorithms take no radix or chunk size
         return
     tree, pipe = ids["tree"], ids["pipelined_tree"]
-    assert cat.knobs and cat.knobs["bcast"][tree] == {FAN: "MPIR_CVAR_BCAST_TREE_KVAL"}
+    assert cat.knobs and cat.knobs["bcast"][tree] == {RADIX: "MPIR_CVAR_BCAST_TREE_KVAL"}
     cont = cat.container["bcast"]
     tuning = {"bcast": {4: Ranges([(16384, mpich_csel.choice(cont[tree], {"k": "3"})),
                                    (262144, mpich_csel.choice(cont[pipe],
@@ -607,21 +608,21 @@ def test_radix_and_chunk_size_of_the_tuning_file_are_obeyed(mpich: MPICH, strace
     assert mpich_csel.parse(tf.read_text(), cat.params) == tuning
     under_file = {mb.JSON_VAR: str(tf), mb.device_var("bcast"): "0"}
     # size: (what the file says, its neighbour that differs only in the radix / chunk size)
-    cases = {8192: (Config.of(tree, {FAN: 3}), Config.of(tree, {FAN: 2})),
-             65536: (Config.of(pipe, {SEG: 4096}), Config(pipe)),
-             1 << 20: (Config(tree), Config.of(tree, {FAN: 3}))}
+    cases = {8192: (Config.of(tree, {RADIX: 3}), Config.of(tree, {RADIX: 2})),
+             65536: (Config.of(pipe, {CHUNK: 4096}), Config(pipe)),
+             1 << 20: (Config(tree), Config.of(tree, {RADIX: 3}))}
     for size, (want_cfg, other_cfg) in cases.items():
         want, other = (_sends(mpich, tmp_path, "bcast", size, mb.forcing_env(
-            cat, "bcast", c.algorithm, c.get(SEG), c.get(FAN))) for c in (want_cfg, other_cfg))
+            cat, "bcast", c)) for c in (want_cfg, other_cfg))
         got = _sends(mpich, tmp_path, "bcast", size, under_file)
         print(size, want_cfg, "file", got, "forced", want, "neighbour", other)
         assert not _same(want, other), (size, want, other)  # the signature tells them apart
         assert _same(got, want) and not _same(got, other), (size, got, want, other)
     # what the search measured: the kernel's MPI_T writes run the same radix
     mpit = _sends(mpich, tmp_path, "bcast", 8192, {},
-                  cat.assignments("bcast", tree, 0, 3))
+                  cat.assignments("bcast", Config.of(tree, {RADIX: 3})))
     assert _same(mpit, want := _sends(mpich, tmp_path, "bcast", 8192, mb.forcing_env(
-        cat, "bcast", tree, 0, 3))), (mpit, want)
+        cat, "bcast", Config.of(tree, {RADIX: 3})))), (mpit, want)
 
 
 @pytest.mark.mpi
@@ -641,8 +642,9 @@ def test_env_profile_alone_forces_the_tuned_radix(strace_ok: None, tmp_path: Pat
     env = {k: v for k, v in prof.variables().items() if k != mb.JSON_VAR}
     assert env["MPIR_CVAR_BCAST_TREE_KVAL"] == "3"
     got = _sends(mpich, tmp_path, "bcast", 65536, env)
-    want = _sends(mpich, tmp_path, "bcast", 65536, mb.forcing_env(cat, "bcast", pipe, 4096, 3))
-    launch = _sends(mpich, tmp_path, "bcast", 65536, mb.forcing_env(cat, "bcast", pipe))
+    want = _sends(mpich, tmp_path, "bcast", 65536,
+                  mb.forcing_env(cat, "bcast", Config.of(pipe, {CHUNK: 4096, RADIX: 3})))
+    launch = _sends(mpich, tmp_path, "bcast", 65536, mb.forcing_env(cat, "bcast", Config(pipe)))
     print("profile", got, "forced", want, "launch values", launch)
     assert _same(got, want) and not _same(got, launch), (got, want, launch)
 
@@ -650,36 +652,41 @@ def test_env_profile_alone_forces_the_tuned_radix(strace_ok: None, tmp_path: Pat
 @pytest.mark.mpi
 def test_tune_searches_radix_and_chunk_and_mpich_obeys_the_choice(strace_ok: None,
                                                                     tmp_path: Path) -> None:
-    """`tune bcast --format mpich` on MPICH 5.0.2 measures every radix and chunk size of
-    the tree bcasts; whatever it decided, a run under the written files sends per rank what
-    that configuration, forced, sends."""
+    """`tune bcast --format mpich --param chunk=0,4K --param radix=0,3` on MPICH 5.0.2
+    measures those radices and chunk sizes of the tree bcasts, and no other; whatever it
+    decided, a run under the written files sends per rank what that configuration, forced,
+    sends."""
     import sqlite3
 
     mpich = get_mpich("mpich50")
     out, db = tmp_path / "tuning.json", tmp_path / "s.sqlite"
     r = tune_cli("bcast", "--boundaries", "midpoint",
                  "--np", "4", "--mpi", str(mpich.prefix), "--format", "mpich",
-                 "--sizes", "8K,64K", "--segsizes", "0,4K", "--min-reps", "5",
+                 "--sizes", "8K,64K", "--param", "chunk=0,4K", "--param", "radix=0,3",
+                 "--min-reps", "5",
                  "--max-reps", "7", "--point-time", "0.05", "--confirm-rounds", "2",
                  "--out", str(out), "--db", str(db), "--summary-json", str(tmp_path / "s.json"))
     assert r.returncode == 0, r.stderr
     cat = _catalog(mpich)
     ids = {n: i for i, n in cat.algorithms["bcast"].items()}
     con = sqlite3.connect(db)
-    measured = {(c.algorithm, c.get(SEG), c.get(FAN)) for c in (
+    measured = {(c.algorithm, c.get(CHUNK), c.get(RADIX)) for c in (
         Config.from_key(k) for (k,) in con.execute(
             "SELECT config_key FROM measurements WHERE size = 65536 AND status = 'ok'"))}
     con.close()
-    assert {(ids["tree"], 0, k) for k in (0, 3, 4)} <= measured, measured
-    assert {(ids["pipelined_tree"], s, k) for s in (0, 4096) for k in (0, 3, 4)} <= measured
+    # the radices and chunk sizes asked for by name (--param), and only those
+    assert {(ids["tree"], 0, k) for k in (0, 3)} <= measured, measured
+    assert {(ids["pipelined_tree"], s, k) for s in (0, 4096) for k in (0, 3)} <= measured
+    assert not any(k == 4 or s not in (0, 4096) for _, s, k in measured), measured
     summary = json.loads((tmp_path / "s.json").read_text())
     decided = {d["size"]: d["chosen"] for d in summary["collectives"]["bcast"]["4"]}
-    print({s: (c["name"], c["segsize"], c["fanout"]) for s, c in decided.items()})
+    print({s: (c["name"], c[CHUNK], c[RADIX]) for s, c in decided.items()})
     if not any(c["algorithm"] for c in decided.values()):
         return  # MPICH's own choice kept at both sizes: no file for bcast
     prof = mpich_env.parse(mpich_rules.env_path(out).read_text())
     for size, c in decided.items():
-        want = (mb.forcing_env(cat, "bcast", c["algorithm"], c["segsize"], c["fanout"])
+        want = (mb.forcing_env(cat, "bcast", Config.of(c["algorithm"], {
+                    CHUNK: c[CHUNK], RADIX: c[RADIX]}))
                 if c["algorithm"] else {mb.device_var("bcast"): "0"})
         forced = _sends(mpich, tmp_path, "bcast", size, want)
         got = _sends(mpich, tmp_path, "bcast", size, prof.variables())
@@ -708,7 +715,7 @@ def test_verify_runs_an_mpich_tuning_file(mpich: MPICH, netns: str, tmp_path: Pa
     size = 131072  # what the file's tuned arm runs is what forcing that algorithm runs
     got = _bytes(mpich, netns, tmp_path, size, target.arms["tuned"])
     want = _bytes(mpich, netns, tmp_path, size,
-                  mb.forcing_env(cat, "reduce", ids["reduce_scatter_gather"]))
+                  mb.forcing_env(cat, "reduce", Config(ids["reduce_scatter_gather"])))
     assert abs(got - want) < 0.05 * want, (got, want)
     out = tmp_path / "verify.json"
     r = tune_cli("verify", str(src), "--np", "2", "--mpi", str(mpich.prefix), "--rounds", "2",

@@ -1,8 +1,9 @@
 """A new MPI family is one module plus a registry line (issue 34): a family defined here,
 in tests/ only (its installation class, a catalog of one algorithm, its own file format),
 registered at run time, goes through `tune --from-db`, `tune check`, `tune verify`'s
-planning, `tune report` and `tune export` with no edit to colltune, and so does its own algorithm parameter (a radix
-its catalog declares: searched, stored, decided, labelled and written by name). What it
+planning, `tune report` and `tune export` with no edit to colltune, and so does its own
+algorithm parameter (a spread its catalog declares: searched, asked for by name with
+--param, stored, decided, labelled and written by name). What it
 can do is asked of its backend; if generic code still asked which family it drives, this
 family would be refused or written as Open MPI's."""
 
@@ -73,23 +74,23 @@ class Dummy:
 
 ALGS = {"reduce": {1: "pipe"}}
 HEADER = "# dummy tuning file"
-RADIX = "radix"  # a parameter no family in colltune has
+SPREAD = "spread"  # a parameter no family in colltune has
 
 
 class DummyCatalog(Catalog):
-    """One algorithm, `pipe`, whose radix is tunable: 0 (the library's) or 2, 4, 8."""
+    """One algorithm, `pipe`, whose spread is tunable: 0 (the library's) or 2, 4, 8."""
 
     def declared(self) -> tuple[Param, ...]:
-        return (Param(RADIX, "r"),)
+        return (Param(SPREAD, "s"),)
 
     def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
                      ) -> dict[str, list[int]]:
-        return {RADIX: grid.get(RADIX, [0, 2, 4, 8])} if alg == 1 else {}
+        return {SPREAD: grid.get(SPREAD, [0, 2, 4, 8])} if alg == 1 else {}
 
 
 def _render(choices: dict[int, Config]) -> str:
-    """The family's own format: `SIZE ALGORITHM RADIX` lines under a header."""
-    return HEADER + "\n" + "".join(f"{s} {c.algorithm} {c.get(RADIX)}\n"
+    """The family's own format: `SIZE ALGORITHM SPREAD` lines under a header."""
+    return HEADER + "\n" + "".join(f"{s} {c.algorithm} {c.get(SPREAD)}\n"
                                    for s, c in sorted(choices.items()))
 
 
@@ -121,12 +122,12 @@ class DummyBackend(Backend[Dummy]):
         lines = read_text(path).splitlines()[1:]
         for no, line in enumerate(lines, 2):
             if len(line.split()) != 3 or not all(x.isdigit() for x in line.split()):
-                raise FormatError(str(path), no, "want SIZE ALGORITHM RADIX")
+                raise FormatError(str(path), no, "want SIZE ALGORITHM SPREAD")
         return Checked(f"dummy tuning file, {len(lines)} rule(s)", {"format": "dummy"}, [])
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:
-        rules = sorted((int(s), Config.of(int(a), {RADIX: int(r)}))
+        rules = sorted((int(s), Config.of(int(a), {SPREAD: int(r)}))
                        for s, a, r in (ln.split() for ln in read_text(path).splitlines()[1:]))
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
@@ -190,10 +191,10 @@ def _recorded(db: Path, mpi: Dummy) -> Context:
     s = Store(db)
     s.add_catalog(mpi.key, "dummy", {"reduce": {0: "default", 1: "pipe"}})
     grid = configurations(get_collective("reduce"), DummyCatalog(algorithms=ALGS), 2)
-    assert grid == [DEFAULT] + [Config.of(1, {RADIX: r}) for r in (0, 2, 4, 8)]
+    assert grid == [DEFAULT] + [Config.of(1, {SPREAD: r}) for r in (0, 2, 4, 8)]
     for cfg in grid:
         for size in (1024, 65536):
-            t = 10.0 if size == 1024 else {0: 40.0, 4: 20.0}.get(cfg.get(RADIX), 30.0)
+            t = 10.0 if size == 1024 else {0: 40.0, 4: 20.0}.get(cfg.get(SPREAD), 30.0)
             xs = [t * 1e-6 * (1 + 0.01 * i) for i in range(-5, 6)]
             s.add(ctx, cfg, PointResult(0, size, "ok", len(xs), sorted(xs)[5], min(xs),
                                         max(xs), samples=xs), "relaunch")
@@ -222,12 +223,29 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     res = tune(TuneOptions(["reduce"], [2], out=out, mpi=str(mpi.prefix), db=db,
                            from_db=True, backend="dummy", confirm_rounds=0))
     chosen = {d.size: d.chosen for d in res.decisions["reduce"][2]}
-    assert chosen == {1024: DEFAULT, 65536: Config.of(1, {RADIX: 4})}, res.decisions
+    assert chosen == {1024: DEFAULT, 65536: Config.of(1, {SPREAD: 4})}, res.decisions
     assert out.read_text() == HEADER + "\n65536 1 4\n"
-    assert res.summary["collectives"]["reduce"]["2"][1]["chosen"][RADIX] == 4  # type: ignore[index]
+    assert res.summary["collectives"]["reduce"]["2"][1]["chosen"][SPREAD] == 4  # type: ignore[index]
     # the store is still open while a session writes (it may read stored verdicts then)
     assert res.summary["wrote"] == {"what": "dummy tuning file", "notes": ["10 points stored"],
                                     "use": "DUMMY_TUNING_FILE=FILE"}
+
+    # --param: the values asked for, by the name the family's catalog declares; any other
+    # name refused before anything runs, naming the family's own
+    session = dummy.open(TuneOptions(["reduce"], [2], mpi=str(mpi.prefix)), ["reduce"], print)
+    grid = session.grid(TuneOptions(["reduce"], [2], params={SPREAD: [0, 8]}))
+    assert configurations(get_collective("reduce"), session.catalog, 2, grid) == [
+        DEFAULT, Config(1), Config.of(1, {SPREAD: 8})]
+    with pytest.raises(ColltuneError, match="radix") as refused:
+        session.grid(TuneOptions(["reduce"], [2], params={"radix": [2]}))
+    assert "its parameters: spread" in (refused.value.hint or "")
+
+    # a family whose catalog names no table of cost formulas: --predict and --strategy
+    # model are refused as such, whatever the family
+    for ask in ({"predict": True}, {"strategy": "model"}):
+        with pytest.raises(ColltuneError, match="need cost formulas for DummyMPI"):
+            tune(TuneOptions(["reduce"], [2], mpi=str(mpi.prefix), db=db, from_db=True,
+                             backend="dummy", **ask))  # type: ignore[arg-type]
 
     # tune check: the family's own reader, by what the file claims to be
     assert registry.for_file(out) is dummy
@@ -247,7 +265,7 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     assert [e.ctx.backend for e in entries] == ["dummy"]
     assert entries[0].slug.split("-")[2].startswith("dm")
     html = write_report(entries, tmp_path / "report").read_text()
-    assert "dummy format" in html and "pipe(1) r=4" in html
+    assert "dummy format" in html and "pipe(1) s=4" in html
 
     # tune export: the family's files and the module that sets its variable
     done = export(out, tmp_path / "site")

@@ -26,8 +26,9 @@ class TuneOptions:
     mpi: str | None = None
     db: Path | None = None
     sizes: list[int] | None = None
-    segsizes: list[int] | None = None
-    max_requests: list[int] | None = None
+    segsizes: list[int] | None = None  # every segment-like parameter's values
+    # values per parameter the installation's catalog declares (--param NAME=VALUES)
+    params: dict[str, list[int]] = field(default_factory=dict)
     strategy: str = "grid"  # grid | race | bayes
     budget: int | None = None  # bayes: measured points; race: repetitions
     ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)

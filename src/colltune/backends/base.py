@@ -2,9 +2,9 @@
 asks which family it drives.
 
 A Backend answers for an installation (how a configuration is forced, how a job is
-launched, whether times are simulated); `open` starts a tuning run and returns a Session,
-which holds what the run found (installation, catalog, placements) and turns its
-decisions into the family's files. docs/architecture.md shows how a family is added."""
+launched, whether times are simulated); `open` starts a run and returns a Session: what
+the run found (installation, catalog, placements), turning decisions into the family's
+files. docs/architecture.md shows how a family is added."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from colltune.collectives import Collective
-from colltune.core.catalog import SEG, Catalog
+from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.core.runtime import Knob, Setting
@@ -111,6 +111,7 @@ class Backend(ABC, Generic[M]):
     # share cores (MPICH 5.0.2 at 4 ranks on 2 cores: default 10-1560 ms, forced 19 us)
     waits: dict[str, str] = {}
     own_launcher = "mpirun"  # what launches its jobs here unless --launcher says otherwise
+    stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
 
     def place(self, np: int, hostfile: str | None = None) -> Placement:
         """`np` ranks placed for this family's own launcher."""
@@ -303,8 +304,8 @@ class Session(ABC, Generic[M]):
         return None
 
     def grid(self, opts: TuneOptions) -> dict[str, list[int]]:
-        """A search's values per parameter, where --segsizes or the output restricts them."""
-        return {SEG: opts.segsizes} if opts.segsizes is not None else {}
+        """A search's values per parameter: --param, --segsizes, what the output can say."""
+        return self.catalog.grid(opts.params, opts.segsizes)
 
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
@@ -369,9 +370,7 @@ def decision_comments(decisions: Decisions, catalog: Catalog,
     """One comment per decision: collective, comm size, size, choice and verdict."""
     out = []
     for name, per_np in decisions.items():
-        for np, ds in sorted(per_np.items()):
-            if only_np is not None and np != only_np:
-                continue
+        for np, ds in sorted(x for x in per_np.items() if only_np in (None, x[0])):
             where = f"{name}" if only_np is not None else f"{name} np={np}"
             for d in sorted(ds, key=lambda d: d.size):
                 out.append(f"{where} {d.size} B: {d.chosen.label(catalog, name)}; {d.verdict}")
@@ -388,13 +387,9 @@ def write_file(path: Path, text: str, option: str) -> None:
                             "measuring") from None
 
 
-def refuse(opts: TuneOptions, family: str, *, predict: bool = True, han: bool = True,
-           rules_version: bool = True) -> None:
-    """Refuse the options that need Open MPI's cost models or rules formats."""
-    for bad, what in ((predict and opts.predict, "--predict"),
-                      (predict and opts.strategy == "model", "--strategy model"),
-                      (han and opts.tune_han, "--tune-han"),
-                      (rules_version and opts.rules_version, "--rules-version")):
+def refuse(opts: TuneOptions, family: str) -> None:
+    """Refuse the options that name Open MPI's own rules formats and components."""
+    for bad, what in ((opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
         if bad:
             raise ColltuneError(f"{what} does not apply to --backend {family}",
-                                "the cost models and rules formats are Open MPI's")
+                                "coll/han and the rules file versions are Open MPI's")

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.core.catalog import FAN, SEG, SEGMENT_GRID, Catalog, Param
+from colltune.core.catalog import CHUNK, RADIX, SEGMENT_GRID, Catalog, Param
+from colltune.core.config import Config
 from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError, MPIError
 from colltune.rules.mpich_names import (  # noqa: F401 (what the backend's users name)
@@ -217,13 +218,13 @@ class MPICHCatalog(Catalog):
     builtin: dict | None = None  # MPICH's compiled-in selection table
     # container -> the parameters its tuning-file leaf must carry (PARAMS, valued)
     params: dict[str, dict[str, str]] | None = None
-    # collective -> algorithm id -> FAN (radix k) / SEG (chunk size) -> the variable setting it
+    # collective -> algorithm id -> RADIX (k) / CHUNK (chunk size) -> the variable setting it
     knobs: dict[str, dict[int, dict[str, str]]] | None = None
 
     def declared(self) -> tuple[Param, ...]:
-        # the radix k and the pipeline chunk size, stored under the names coll/tuned's
-        # segment size and fanout have (stores written before parameters were declared)
-        return (Param(SEG, "chunk", below_message=True), Param(FAN, "k"))
+        # the pipeline chunk size and the radix k (stores before 0.2 named them as
+        # coll/tuned's segment size and fanout: store/schema.py renames them)
+        return (Param(CHUNK, "chunk", below_message=True), Param(RADIX, "k"))
 
     def uses(self, coll: str, alg: int, param: str) -> bool:
         return param in (self.knobs or {}).get(coll, {}).get(alg, {})
@@ -238,29 +239,27 @@ class MPICHCatalog(Catalog):
                 ) -> dict[str, list[int]]:
         """Chunk sizes asked for and the radices up to the comm size, without the launch
         values (0 stands for them)."""
-        chunk, radix = self._launch_value(coll, alg, SEG), self._launch_value(coll, alg, FAN)
-        values = {SEG: [s for s in grid.get(SEG, SEGMENT_GRID) if s == 0 or s != chunk],
-                  FAN: [0] + [k for k in RADICES if k <= max(np, 2) and k != radix]}
+        chunk, radix = self._launch_value(coll, alg, CHUNK), self._launch_value(coll, alg, RADIX)
+        values = {CHUNK: [s for s in grid.get(CHUNK, SEGMENT_GRID) if s == 0 or s != chunk],
+                  RADIX: grid.get(RADIX, [0] + [k for k in RADICES
+                                               if k <= max(np, 2) and k != radix])}
         return {p: v for p, v in values.items() if self.uses(coll, alg, p)}
 
-    def assignments(self, coll: str, alg: int, segsize: int = 0, fanout: int = 0
-                    ) -> dict[str, int]:
+    def assignments(self, coll: str, cfg: Config) -> dict[str, int]:
         """The MPI_T writes that run one configuration (MPICH reads them on every call)."""
-        out = dict(self.forcing[coll][alg]) if alg else {}
-        knobs = (self.knobs or {}).get(coll, {}).get(alg, {})
-        for param, value in ((FAN, fanout), (SEG, segsize)):
-            if value and param in knobs:
+        out = dict(self.forcing[coll][cfg.algorithm]) if cfg.algorithm else {}
+        knobs = (self.knobs or {}).get(coll, {}).get(cfg.algorithm, {})
+        for param, value in sorted(cfg.params, key=lambda nv: nv[0] != RADIX):
+            if param in knobs:
                 out[knobs[param]] = value
         return out
 
-    def leaf_overrides(self, coll: str, alg: int, segsize: int = 0, fanout: int = 0
-                       ) -> dict[str, str]:
+    def leaf_overrides(self, coll: str, cfg: Config) -> dict[str, str]:
         """The tuning-file leaf parameters that differ from the launch values."""
-        knobs = (self.knobs or {}).get(coll, {}).get(alg, {})
-        values = {FAN: fanout, SEG: segsize}
-        return {key: str(values[param]) for key, param in KNOBS.items()
-                if values[param] and param in knobs
-                and values[param] != self._launch_value(coll, alg, param)}
+        knobs = (self.knobs or {}).get(coll, {}).get(cfg.algorithm, {})
+        return {key: str(cfg.get(param)) for key, param in KNOBS.items()
+                if cfg.get(param) and param in knobs
+                and cfg.get(param) != self._launch_value(coll, cfg.algorithm, param)}
 
 
 def catalog(exe: Path, library: Path | None, collectives: list[str]) -> MPICHCatalog:
@@ -359,15 +358,14 @@ def launch_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def forcing_env(catalog: Catalog, coll: str, alg: int, segsize: int = 0, fanout: int = 0
-                ) -> dict[str, str]:
+def forcing_env(catalog: Catalog, coll: str, cfg: Config) -> dict[str, str]:
     """Environment that forces one configuration for a whole launch (names, as users
     write them), with its radix and chunk size where it has them."""
-    if alg == 0:
+    if cfg.algorithm == 0:
         return {}
-    env = {device_var(coll): "0", algorithm_var(coll): catalog.algorithms[coll][alg]}
+    env = {device_var(coll): "0", algorithm_var(coll): catalog.algorithms[coll][cfg.algorithm]}
     if isinstance(catalog, MPICHCatalog):
-        extra = catalog.assignments(coll, alg, segsize, fanout)
+        extra = catalog.assignments(coll, cfg)
         env.update({v: str(x) for v, x in extra.items() if v not in env})
     return env
 

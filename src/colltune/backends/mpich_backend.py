@@ -27,7 +27,7 @@ from colltune.backends.base import (
 )
 from colltune.backends.mpich import KNOBS, MPICH, MPICHCatalog
 from colltune.collectives import Collective
-from colltune.core.catalog import FAN, SEG, Catalog
+from colltune.core.catalog import CHUNK, FAN, RADIX, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
@@ -56,7 +56,7 @@ def config_of(catalog: MPICHCatalog, coll: str, text: str) -> Config | None:
     if alg is None:
         return None
     values = {KNOBS[k]: int(v) for k, v in overrides.items() if k in KNOBS and v.isdigit()}
-    return Config.of(alg, {SEG: values.get(SEG, 0), FAN: values.get(FAN, 0)})
+    return Config.of(alg, values)
 
 
 def env_path(out: Path) -> Path:
@@ -73,7 +73,7 @@ def ranges(coll: str, catalog: MPICHCatalog, np: int, ds: list[Decision]) -> Ran
         if not c.algorithm:
             return None
         return mpich_csel.choice(containers[coll][c.algorithm],
-                                 catalog.leaf_overrides(coll, c.algorithm, c.get(SEG), c.get(FAN)))
+                                 catalog.leaf_overrides(coll, c))
 
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     if SIZE_KEY.get(coll) is None or not sized:
@@ -157,6 +157,8 @@ class MPICHBackend(Backend[MPICH]):
     output = "an MPICH tuning file or profile"
     short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
+    # stored as coll/tuned's parameters until 0.2 (its first stores had their columns)
+    stored_names = {SEG: CHUNK, FAN: RADIX}
     waits = {MPICH.name: "MPICH's ranks busy-poll while they wait, its default (shared-"
                          "memory) collectives most of all, so a rank waits for a scheduler "
                          "time slice of the rank whose core it shares",
@@ -170,10 +172,10 @@ class MPICHBackend(Backend[MPICH]):
     def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
         if cfg.algorithm == 0 or not isinstance(catalog, MPICHCatalog):
             return {}
-        return catalog.assignments(coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN))
+        return catalog.assignments(coll.name, cfg)
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-        return mpich.forcing_env(catalog, coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN))
+        return mpich.forcing_env(catalog, coll.name, cfg)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[MPICH]:

@@ -232,6 +232,7 @@ DEFAULT_MAX_REQUESTS = [0, 8]
 @dataclass
 class TunedCatalog(Catalog):
     """coll/tuned's catalog: parameters are MCA variables, used as ALGORITHM_PARAMS says."""
+    cost_model: str = "coll_tuned"
 
     def declared(self) -> tuple[Param, ...]:
         return TUNED_PARAMS
@@ -257,8 +258,7 @@ class TunedCatalog(Catalog):
         # an unsegmented reduce posts one request: nothing to limit
         return coll == "reduce" and bool(values.get(MAXREQ)) and not values.get(SEG)
 
-    def runs_at(self, coll: str, alg: int, np: int) -> bool:
-        # coll/tuned's two-process exchanges are defined for exactly two ranks
+    def runs_at(self, coll: str, alg: int, np: int) -> bool:  # two_proc: exactly 2 ranks
         return np == 2 or self.algorithm_name(coll, alg) != "two_proc"
 
 

@@ -15,6 +15,7 @@ from colltune.backends.mvapich2_backend import MVAPICH2Backend
 from colltune.backends.openmpi_backend import OpenMPIBackend
 from colltune.backends.smpi_backend import SMPIBackend
 from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.store.schema import RENAMES, Rename
 
 if TYPE_CHECKING:
     from colltune.core.toolchain import Installation
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 BACKENDS: dict[str, Backend[Any]] = {b.name: b for b in (
     HanBackend(), OpenMPIBackend(), ImpiBackend(), MPICHBackend(), MVAPICH2Backend(),
     SMPIBackend())}
+
+# parameters a family once stored under other names are renamed as its stores open
+RENAMES.extend(Rename(b.owns, b.stored_names) for b in BACKENDS.values() if b.stored_names)
 
 # what --backend offers; coll/han is Open MPI's, chosen with --tune-han
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")

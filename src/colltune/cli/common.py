@@ -157,6 +157,11 @@ CUTOFF_OPTION = typer.Option(
 OBJECTIVE_OPTION = typer.Option(
     "completion", "--objective", help="What a repetition's time is: completion (slowest "
                                       "rank), mean (over ranks, as OSU prints) or root.")
+PARAM_OPTION = typer.Option(
+    [], "--param", metavar="NAME=VALUES",
+    help="Values of an algorithm parameter to measure, by the name the installation's "
+         "catalog declares (an unknown name lists them), e.g. --param radix=0,2,4 (0: the "
+         "library's own value); repeat for more.")
 
 
 def _print_warnings(ds: list[Decision]) -> None:

@@ -15,6 +15,7 @@ from colltune.cli.common import (
     CUTOFF_OPTION,
     DB_HELP,
     OBJECTIVE_OPTION,
+    PARAM_OPTION,
     TIMING_OPTION,
     WINDOW_OPTION,
     BarReporter,
@@ -28,7 +29,7 @@ from colltune.cli.common import (
 )
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.records import Verdict
-from colltune.core.space import parse_size, parse_sizes
+from colltune.core.space import parse_params, parse_size, parse_sizes
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
@@ -107,7 +108,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               oversubscribe: bool = False, boundaries: str = "measure",
               comm_sizes: str | None = None, cutoff: float = 1.5,
               confirm_max_rounds: int | None = None, trade_off: bool = False,
-              out_format: str | None = None) -> None:
+              out_format: str | None = None, params: list[str] | None = None) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -115,7 +116,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
-            strategy=strategy, budget=budget, ei_stop=ei_stop, top_k=top_k, sweep=sweep,
+            params=parse_params(params or []), strategy=strategy, budget=budget,
+            ei_stop=ei_stop, top_k=top_k, sweep=sweep,
             comm_sizes=parse_sizes(comm_sizes) if comm_sizes else None,
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
@@ -157,9 +159,8 @@ def _without_option(args: list[str], name: str) -> list[str]:
 
 
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
-                        nodes: int | None, ppn: int | None, point_time: float,
+                        params: list[str], nodes: int | None, ppn: int | None, point_time: float,
                         path: Path, backend: str, tune_han: bool) -> None:
-    from colltune.core.catalog import SEG
     from colltune.core.space import configurations, sizes_for, useful_at
     from colltune.outputs.slurm_script import render
 
@@ -174,9 +175,9 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
             raise ColltuneError(f"--slurm-script sizes the job from the plan, and {family.name}"
                                 "'s algorithms are known only from the installation",
                                 f"run tune {name} --mpi PREFIX inside your own batch job")
+        grid = cat.grid(parse_params(params), segs)
         points = sum(1 for n in names for p in nps
-                     for c in configurations(get_collective(n), cat, p,
-                                               {SEG: segs} if segs else None)
+                     for c in configurations(get_collective(n), cat, p, grid)
                      for sz in sizes_for(get_collective(n), p, size_list)
                      if useful_at(c, sz, cat))
         args = _without_option(sys.argv[1:], "--slurm-script")
@@ -220,6 +221,7 @@ def _make_tune_command(name: str) -> None:
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
+        params: list[str] = PARAM_OPTION,
         strategy: str = typer.Option(
             "grid", "--strategy", help="grid (every point), race (successive halving per "
                                        "size), bayes (Gaussian process, expected improvement) "
@@ -303,7 +305,7 @@ def _make_tune_command(name: str) -> None:
                  "left to MVAPICH2 whole."),
     ) -> None:
         if slurm_script is not None:
-            _write_slurm_script(name, np, sizes, segsizes, nodes, ppn, point_time,
+            _write_slurm_script(name, np, sizes, segsizes, params, nodes, ppn, point_time,
                                 slurm_script, _backend_for(backend, out_format), tune_han)
             return
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
@@ -313,7 +315,7 @@ def _make_tune_command(name: str) -> None:
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds, trade_off, out_format)
+                  confirm_max_rounds, trade_off, out_format, params)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from colltune.errors import ColltuneError
 
 # the names under which the families here declare their algorithm parameters (a catalog
 # may declare others: a configuration carries any name its catalog declares)
-SEG, FAN, MAXREQ = "segsize", "fanout", "max_requests"
+SEG, FAN, MAXREQ = "segsize", "fanout", "max_requests"  # coll/tuned's
+RADIX, CHUNK = "radix", "chunk"  # MPICH's
 # the segment (chunk) sizes a search measures when the user names none
 SEGMENT_GRID = [0] + [1024 << i for i in range(8)]  # 0, 1 KiB .. 128 KiB
 
@@ -36,6 +40,9 @@ class Catalog:
     # collective -> id -> variables that force it at launch, for configurations that are
     # not one variable's value (coll/han's choices)
     forcing: dict[str, dict[int, dict[str, int]]] = field(default_factory=dict)
+    # which table of cost formulas predicts its algorithms (models/formulas.TABLES; "":
+    # none, so --predict and --strategy model cannot run on it)
+    cost_model: str = ""
 
     def declared(self) -> tuple[Param, ...]:
         """Every parameter this library's configurations can carry, in the order labels
@@ -56,6 +63,25 @@ class Catalog:
     def runs_at(self, coll: str, alg: int, np: int) -> bool:
         """Whether algorithm `alg` is defined for a communicator of `np` ranks."""
         return True
+
+    def grid(self, asked: Mapping[str, list[int]], segments: list[int] | None = None
+             ) -> dict[str, list[int]]:
+        """The values a search measures per parameter, where the user named some: `asked`
+        by declared name (--param NAME=VALUES), `segments` for every segment-like parameter
+        (--segsizes: coll/tuned's segment size, MPICH's chunk). A name this library does
+        not declare is refused before anything runs."""
+        names = [p.name for p in self.declared()]
+        unknown = sorted(set(asked) - set(names))
+        if unknown:
+            raise ColltuneError(
+                f"--param {unknown[0]}: not a parameter of this library's algorithms",
+                f"its parameters: {', '.join(names)}" if names else
+                "its algorithms take no parameter colltune can set")
+        out = {n: list(v) for n, v in asked.items()}
+        for p in self.declared():
+            if segments is not None and p.below_message:
+                out.setdefault(p.name, list(segments))
+        return out
 
     def algorithm_name(self, coll: str, alg: int) -> str:
         if alg == 0:

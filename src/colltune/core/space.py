@@ -49,6 +49,23 @@ def parse_sizes(text: str) -> list[int]:
     return sorted(out)
 
 
+def parse_params(texts: list[str]) -> dict[str, list[int]]:
+    """--param NAME=VALUES, repeated: the values (sizes or counts, 0: the library's own)
+    a search measures for a parameter the installation's catalog declares."""
+    out: dict[str, list[int]] = {}
+    for t in texts:
+        name, eq, values = t.partition("=")
+        name = name.strip()
+        if not eq or not re.fullmatch(r"[a-z][a-z0-9_]*", name) or not values.strip():
+            raise ColltuneError(f"cannot read --param '{t}'",
+                                "write NAME=VALUES, e.g. --param radix=0,2,4 or "
+                                "--param chunk=0,4K")
+        if name in out:
+            raise ColltuneError(f"--param {name} is given twice", "give each name once")
+        out[name] = sorted({parse_size(v) for v in values.split(",") if v.strip()})
+    return out
+
+
 def configurations(coll: Collective, catalog: Catalog, np: int,
                    grid: Mapping[str, list[int]] | None = None) -> list[Config]:
     """Every configuration of the grid, the library default first: each algorithm with

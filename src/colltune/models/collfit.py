@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from colltune.collectives import Collective
-from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import Catalog
 from colltune.core.config import Config
-from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, formula
+from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, cost
 from colltune.models.hockney import Hockney
 from colltune.models.linfit import Line, Quality, quality
 from colltune.models.loggp import LogGP, LogGPPiece
@@ -47,12 +47,13 @@ def _loggp(x: np.ndarray) -> tuple[LogGP, float]:
     return LogGP([LogGPPiece(0, WHOLE, big_l, o, g, big_g)], Quality(0, 0, 0, 0)), gamma
 
 
-def _formulas(obs: list[Observation], catalog: Catalog) -> list[tuple[Observation, Formula]]:
-    out: list[tuple[Observation, Formula]] = []
+def _formulas(obs: list[Observation], catalog: Catalog
+              ) -> list[tuple[Observation, Formula, Shape]]:
+    out: list[tuple[Observation, Formula, Shape]] = []
     for o in obs:
-        fn = formula(o.coll.name, catalog.algorithm_name(o.coll.name, o.config.algorithm))
-        if fn is not None and o.config.algorithm != 0 and o.seconds > 0:
-            out.append((o, fn))
+        found = cost(catalog, o.coll.name, o.config, o.np, float(o.size))
+        if found is not None and o.seconds > 0:
+            out.append((o, *found))
     return out
 
 
@@ -66,14 +67,12 @@ def fit_on_collectives(obs: list[Observation], catalog: Catalog) -> Models:
         from colltune.errors import ColltuneError
         raise ColltuneError("too few measured configurations with a cost formula to fit",
                             "measure a grid first (tune <collective> --np N)")
-    shapes = [Shape(o.np, float(o.size), o.config.get(SEG), o.config.get(FAN),
-                    o.config.get(MAXREQ)) for o, _ in pairs]
-    y = np.log([o.seconds for o, _ in pairs])
+    y = np.log([o.seconds for o, _, _ in pairs])
 
     def residuals(net_of: Callable[[np.ndarray], Net]) -> Callable[[np.ndarray], np.ndarray]:
         def res(x: np.ndarray) -> np.ndarray:
             net = net_of(x)
-            return np.log([max(fn(net, s), 1e-12) for (_, fn), s in zip(pairs, shapes)]) - y
+            return np.log([max(fn(net, s), 1e-12) for _, fn, s in pairs]) - y
         return res
 
     res_h = residuals(lambda x: HockneyNet(_hockney(x)))
@@ -81,12 +80,12 @@ def fit_on_collectives(obs: list[Observation], catalog: Catalog) -> Models:
     # starting points: shared memory orders of magnitude (1 us, 0.1 ns/B, 0.01 ns/B)
     xh = least_squares(res_h, np.log([1e-6, 1e-10, 1e-11]), method="trf").x
     xl = least_squares(res_l, np.log([1e-7, 1e-6, 1e-6, 1e-10, 1e-11]), method="trf").x
-    measured = [o.seconds for o, _ in pairs]
+    measured = [o.seconds for o, _, _ in pairs]
     h = _hockney(xh)
     hq = quality(np.exp(res_h(xh) + y), measured)
     lg, gamma = _loggp(xl)
     lq = quality(np.exp(res_l(xl) + y), measured)
-    nps = sorted({o.np for o, _ in pairs})
+    nps = sorted({o.np for o, _, _ in pairs})
     return Models(Hockney(h.pieces, h.gamma, hq, hq), LogGP(lg.pieces, lq),
                   f"fitted on {len(pairs)} collective measurements at np="
                   f"{','.join(map(str, nps))}", gamma_loggp=gamma)

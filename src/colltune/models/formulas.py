@@ -1,4 +1,5 @@
-"""Predicted time of every Open MPI coll/tuned algorithm, written once over a network model.
+"""Predicted time of every Open MPI coll/tuned algorithm, written once over a network model;
+the tables by the name a catalog gives (`Catalog.cost_model`).
 
 Over 400 lines: a table of one short formula per algorithm of every collective, read side
 by side with coll/tuned's sources.
@@ -20,6 +21,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.config import Config
 from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
 
@@ -470,5 +473,26 @@ FORMULAS: dict[str, dict[str, Formula]] = {
 }
 
 
+# a catalog's `cost_model` -> formulas by collective and algorithm name, and the parameter
+# names its shapes read (segment size, fanout, request window). A family whose algorithms
+# have formulas adds its table here and names it in its catalog.
+TABLES: dict[str, tuple[dict[str, dict[str, Formula]], tuple[str, str, str]]] = {
+    "coll_tuned": (FORMULAS, (SEG, FAN, MAXREQ))}
+
+
 def formula(collective: str, algorithm: str) -> Formula | None:
+    """coll/tuned's formula for an algorithm (None: none)."""
     return FORMULAS.get(collective, {}).get(algorithm)
+
+
+def cost(catalog: Catalog, coll: str, cfg: Config, np: int, size: float
+         ) -> tuple[Formula, Shape] | None:
+    """The formula that predicts one configuration and its shape, from the table the
+    catalog names; None: the library's own choice, or no formula for the algorithm."""
+    table = TABLES.get(catalog.cost_model)
+    if table is None or cfg.algorithm == 0:
+        return None
+    fn = table[0].get(coll, {}).get(catalog.algorithm_name(coll, cfg.algorithm))
+    seg, fan, req = table[1]
+    return None if fn is None else (fn, Shape(np, size, cfg.get(seg), cfg.get(fan),
+                                              cfg.get(req)))

@@ -7,12 +7,12 @@ import socket
 from dataclasses import dataclass
 
 from colltune.collectives import Collective
-from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
+from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.space import configurations, useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
-from colltune.models.formulas import HockneyNet, LogGPNet, Shape, formula
+from colltune.models.formulas import HockneyNet, LogGPNet, cost
 from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
 from colltune.store import Store
@@ -67,11 +67,10 @@ def predict(models: Models, coll: Collective, catalog: Catalog, np: int, size: i
     h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.loggp_gamma)
     out = []
     for c in configs if configs is not None else configurations(coll, catalog, np):
-        if c.algorithm == 0 or not useful_at(c, size, catalog):
-            continue  # the library's own decision has no formula: it is measured
-        fn = formula(coll.name, catalog.algorithm_name(coll.name, c.algorithm))
-        if fn is None:
-            continue
-        shape = Shape(np, float(size), c.get(SEG), c.get(FAN), c.get(MAXREQ))
-        out.append(Prediction(c, fn(h, shape), fn(lg, shape)))
+        # the library's own decision has no formula: it is measured
+        found = cost(catalog, coll.name, c, np, float(size)) if useful_at(c, size, catalog) \
+            else None
+        if found is not None:
+            fn, shape = found
+            out.append(Prediction(c, fn(h, shape), fn(lg, shape)))
     return sorted(out, key=lambda p: (p.time(rank_by), p.config))

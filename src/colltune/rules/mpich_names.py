@@ -3,7 +3,7 @@ tuning file's leaf parameters (what MPICH's files and profiles are written in)."
 
 from __future__ import annotations
 
-from colltune.core.catalog import FAN, SEG
+from colltune.core.catalog import CHUNK, RADIX
 
 JSON_VAR = "MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"
 
@@ -52,9 +52,9 @@ PARAMS: dict[str, list[tuple[str, str]]] = {
 }
 
 
-# leaf parameters that are searched: the radix k (as a fanout) and the pipeline chunk size
-# (as a segment size); the others keep their launch values
-KNOBS = {"k": FAN, "chunk_size": SEG}
+# leaf parameters that are searched: the radix k and the pipeline chunk size; the others
+# keep their launch values
+KNOBS = {"k": RADIX, "chunk_size": CHUNK}
 
 
 def algorithm_var(coll: str) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import quote
@@ -133,6 +135,21 @@ KEY_COLUMNS = (("measurements", "config_key"), ("counters", "config_key"),
                ("confirmations", "config_key"), ("decisions", "chosen"))
 
 
+
+
+@dataclass(frozen=True)
+class Rename:
+    """Parameter names one family's older stores gave its configurations (MPICH's radix
+    was stored as coll/tuned's fanout): renamed in that family's rows when a store opens."""
+
+    owns: Callable[[str], bool]  # whose rows, by installation key
+    names: Mapping[str, str]  # stored name -> today's
+
+
+# each family registers its own (backends/registry.py): the store knows no family
+RENAMES: list[Rename] = []
+
+
 def _fail_open(path: Path, e: Exception) -> NoReturn:
     raise StoreError(f"cannot open the measurement store {path}: {e}",
                      "pass a writable file with --db PATH") from None
@@ -205,8 +222,10 @@ def has(db: sqlite3.Connection, table: str, column: str) -> bool:
 
 
 def outdated(db: sqlite3.Connection) -> bool:
-    return any(not has(db, t, c) for t, c, _ in MIGRATIONS) or has(
-        db, "measurements", OLD_PARAM_COLUMNS[0])
+    if any(not has(db, t, c) for t, c, _ in MIGRATIONS) or has(
+            db, "measurements", OLD_PARAM_COLUMNS[0]):
+        return True
+    return bool(_stale_names(db))
 
 
 def migrate(db: sqlite3.Connection) -> None:
@@ -215,6 +234,8 @@ def migrate(db: sqlite3.Connection) -> None:
             db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
     if has(db, "measurements", OLD_PARAM_COLUMNS[0]):
         _rekey(db)
+    if _stale_names(db):
+        _rename(db)
 
 
 def _today(key: str) -> str:
@@ -225,6 +246,41 @@ def _today(key: str) -> str:
     except ValueError:
         raise StoreError(f"the store holds a configuration key colltune cannot read: "
                          f"{key[:60]!r}", "pass a store colltune wrote (--db)") from None
+
+
+def _renamed(key: str, names: Mapping[str, str]) -> str:
+    cfg = Config.from_key(_today(key))
+    return Config.of(cfg.algorithm, {names.get(n, n): v for n, v in cfg.params}).key
+
+
+def _stale_names(db: sqlite3.Connection) -> list[tuple[str, str, str, str, str]]:
+    """(table, column, installation key, stored key, today's key) of every configuration
+    key a registered family stored under names it has renamed since."""
+    if not RENAMES:
+        return []
+    out = []
+    for table, column in KEY_COLUMNS:
+        for mpi_key, key in db.execute(f"SELECT DISTINCT mpi_key, {column} FROM {table}"):
+            for r in RENAMES:
+                if r.owns(str(mpi_key)) and any(f"/{n}=" in str(key) for n in r.names):
+                    out.append((table, column, mpi_key, key, _renamed(str(key), r.names)))
+    return out
+
+
+def _rename(db: sqlite3.Connection) -> None:
+    """Every stale key in today's names, in one transaction. A point stored under both
+    names (an older release wrote to the store after a newer one renamed it) keeps the
+    row under today's name: a store holds one row per point."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, mpi_key, old, new in _stale_names(db):  # not done by a racing tuner
+            db.execute(f"UPDATE OR IGNORE {table} SET {column}=? WHERE mpi_key=? AND {column}=?",
+                       (new, mpi_key, old))
+            db.execute(f"DELETE FROM {table} WHERE mpi_key=? AND {column}=?", (mpi_key, old))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _rekey(db: sqlite3.Connection) -> None:

@@ -21,6 +21,7 @@ from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
+from colltune.models.formulas import TABLES
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
@@ -103,6 +104,9 @@ def check_options(opts: TuneOptions) -> None:
          "e.g. --sizes 8,1K,1M"),
         (all(0 <= s <= 1 << 31 for s in opts.segsizes or [0]),
          "segment sizes must be 0 (none) to 2 GiB", "e.g. --segsizes 0,4K,32K"),
+        (all(opts.params.values()), "--param names no value", "e.g. --param radix=0,2,4"),
+        (all(0 <= v <= 1 << 31 for vs in opts.params.values() for v in vs),
+         "--param values must be 0 (the library's own) to 2 GiB", "e.g. --param chunk=0,4K"),
     ]
     for ok, what, hint in checks:
         if not ok:
@@ -133,6 +137,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     backend = registry.named(opts.backend, han=opts.tune_han)
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
+    grid = sess.grid(opts)  # a parameter this library does not declare: refused here
+    if (opts.predict or opts.strategy == "model") and catalog.cost_model not in TABLES:
+        raise ColltuneError(
+            f"--predict and --strategy model need cost formulas for {mpi.name}'s "
+            "algorithms, and colltune has none", "measure at every --np you need (its "
+            "catalog names no table of models/formulas.py)")
     if opts.comm_sizes:
         placements = sess.placements = ladder(placements[0], opts.comm_sizes)
     rep.note(f"tuning {mpi.describe()}")
@@ -168,12 +178,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     str(p.np) for p in placements) + f" in one launch of "
                     f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
                 for name in colls:
-                    sweep_ladder(opts, mpi, catalog, sess.grid(opts), get_collective(name),
+                    sweep_ladder(opts, mpi, catalog, grid, get_collective(name),
                                  placements, store, sess.sweep, rep, failures)
             for placement in placements:
                 for name in colls:
                     coll = get_collective(name)
-                    search_one(opts, mpi, catalog, sess.grid(opts), coll,
+                    search_one(opts, mpi, catalog, grid, coll,
                                placement, store, sess.sweep, rep, failures, searches)
                     if opts.boundaries == "measure" and not confirm_first:
                         refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
