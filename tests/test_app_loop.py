@@ -19,6 +19,7 @@ from colltune.backends.openmpi import OpenMPI
 from colltune.backends.openmpi_applied import rule_at
 from colltune.collectives import get_collective
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from conftest import missing
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")
@@ -100,7 +101,7 @@ def test_profile_tune_app_and_verify_app_on_lammps(ompi41: OpenMPI, tmp_path: Pa
     assert "expected saving" in r.stdout
 
     rf = rules.read(out)
-    in_file = {get_collective(n).ompi_id: n for n, _ in measured}
+    in_file = {COLLTYPE[get_collective(n).name]: n for n, _ in measured}
     assert set(rf.collectives) == set(in_file)  # skipped collectives are not written
     for cid, name in in_file.items():
         assert [s.comsize for s in rf.collectives[cid]][-1] == 4

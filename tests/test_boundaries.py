@@ -16,6 +16,7 @@ from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.options import TuneOptions
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from colltune.tuner.boundaries import FACTOR, between
 from colltune.tuner.run import tune
 from test_smpi import FLAT, need_smpi
@@ -41,7 +42,7 @@ def ranges_are_measured(rf: rules.RulesFile, coll_name: str, np: int,
     size deciding its configuration, or a switch between configurations whose two nearest
     measured sizes are more than FACTOR apart. One helper for every test's output."""
     coll = get_collective(coll_name)
-    sec = next(s for s in rf.collectives[coll.ompi_id] if s.comsize == np)
+    sec = next(s for s in rf.collectives[COLLTYPE[coll.name]] if s.comsize == np)
     measured = sorted((d.lookup_size, d.size, d.chosen) for d in ds if d.size >= 0)
     problems = []
     starts = [r.msgsize for r in sec.rules] + [None]

@@ -18,6 +18,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from helpers import tune_cli
 
 REDUCE = get_collective("reduce")
@@ -33,7 +34,7 @@ def test_sections_served_and_the_leading_default(tmp_path: Path) -> None:
     mpi = OpenMPI("4.1.4", Path("/usr"), Path("/usr/bin/mpicc"), Path("/usr/bin/mpirun"),
                   Path("/usr/bin/ompi_info"))
     rf = _file(mpi, 4, PIPELINE, builtin_catalog())
-    secs = rf.collectives[REDUCE.ompi_id]
+    secs = rf.collectives[COLLTYPE[REDUCE.name]]
     assert [(s.comsize, [(r.msgsize, r.alg) for r in s.rules]) for s in secs] == [
         (1, [(0, 0)]), (4, [(0, 3)])]
     assert [(lo, hi) for _, lo, hi in rules.served(secs)] == [(1, 3), (4, None)]
@@ -42,7 +43,7 @@ def test_sections_served_and_the_leading_default(tmp_path: Path) -> None:
     assert rules.coverage_warnings(rf) == []
     # tuned at 2: nothing below it to protect
     assert [s.comsize for s in _file(mpi, 2, PIPELINE, builtin_catalog()).collectives[
-        REDUCE.ompi_id]] == [2]
+        COLLTYPE[REDUCE.name]]] == [2]
     # a hand-written file tuned at 8 and 64 only: both warnings, from `tune check` too
     hand = tmp_path / "hand.conf"
     hand.write_text("1\n11\n2\n8\n1\n0 3 0 1024\n64\n1\n0 3 0 1024\n")
@@ -69,7 +70,7 @@ def test_a_file_tuned_at_4_ranks_leaves_2_and_3_ranks_to_open_mpi(
                                                                 PIPELINE, cat)
     # without the leading section, the 4-rank section decides 3 ranks too (why it exists)
     bare = _file(ompi41, 4, PIPELINE, cat)
-    bare.collectives[REDUCE.ompi_id] = bare.collectives[REDUCE.ompi_id][1:]
+    bare.collectives[COLLTYPE[REDUCE.name]] = bare.collectives[COLLTYPE[REDUCE.name]][1:]
     write_atomic(out, rules.render(bare))
     assert under_rules(ompi41, REDUCE, 3, 65536, out) == forced(ompi41, REDUCE, 3, 65536,
                                                                 PIPELINE, cat)

@@ -16,6 +16,7 @@ from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -60,7 +61,7 @@ def test_rules_written_by_tune_are_obeyed(ompi: OpenMPI, coll_name: str, tmp_pat
     coll = get_collective(coll_name)
     rf = rules.read(out)
     # communicators below 4 ranks keep Open MPI's own choice (nothing measured there)
-    lead, sec = rf.collectives[coll.ompi_id]
+    lead, sec = rf.collectives[COLLTYPE[coll.name]]
     assert (lead.comsize, [(r.msgsize, r.alg) for r in lead.rules]) == (1, [(0, 0)])
     assert sec.comsize == 4
     for i, rule in enumerate(sec.rules):
@@ -117,7 +118,7 @@ def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path
     assert r.returncode == 0, r.stderr
     assert tune_cli("check", str(out), "--mpi", str(ompi41.prefix)).returncode == 0
     rf = rules.read(out)
-    assert sorted(rf.collectives) == sorted(c.ompi_id for c in
+    assert sorted(rf.collectives) == sorted(COLLTYPE[c.name] for c in
                                             map(get_collective, [
                                                 "allgather", "allgatherv", "allreduce",
                                                 "alltoall", "alltoallv", "barrier", "bcast",
@@ -127,7 +128,7 @@ def test_tune_all_writes_every_collective_for_every_np(ompi41: OpenMPI, tmp_path
         assert [s.comsize for s in secs] == [2, 3]
     # size-independent collectives get exactly one rule per communicator size
     for name in ("barrier", "alltoallv", "scan", "exscan"):
-        assert all(len(s.rules) == 1 for s in rf.collectives[get_collective(name).ompi_id])
+        assert all(len(s.rules) == 1 for s in rf.collectives[COLLTYPE[get_collective(name).name]])
 
 
 @pytest.mark.parametrize("coll_name,choices", [
@@ -150,8 +151,8 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
           for s, c in choices.items()]
     version = choose_rules_version(ompi, None)
     rf = build_rules(None, version, {coll_name: {4: ds}}, ompi, cat)
-    assert [s.comsize for s in rf.collectives[coll.ompi_id]] == [1, 4]
-    assert rf.collectives[coll.ompi_id][1].rules == section(4, ds).rules
+    assert [s.comsize for s in rf.collectives[COLLTYPE[coll.name]]] == [1, 4]
+    assert rf.collectives[COLLTYPE[coll.name]][1].rules == section(4, ds).rules
     out = tmp_path / "r.conf"
     write_atomic(out, rules.render(rf))
     assert tune_cli("check", str(out), "--mpi", str(ompi.prefix)).returncode == 0

@@ -20,6 +20,7 @@ from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from colltune.slots import Placement, ladder, place
 from colltune.store import Store
 from helpers import tune_cli
@@ -94,7 +95,7 @@ def test_one_launch_writes_a_section_per_size_that_open_mpi_obeys(
     text = out.read_text()
     assert "measured on groups of 2 consecutive ranks inside one 4-rank launch" in text
     rf = rules.read(out)
-    secs = rf.collectives[REDUCE.ompi_id]
+    secs = rf.collectives[COLLTYPE[REDUCE.name]]
     assert [s.comsize for s in secs] == [2, 4]
     cat = read_catalog(ompi41)
     for sec in secs:
@@ -126,7 +127,7 @@ def test_ladder_of_64_simulated_ranks(tmp_path: Path) -> None:
                  "--out", str(out), "--db", str(db), "--quiet", timeout=300)
     assert r.returncode == 0, r.stderr
     rf = rules.read(out, allow_v2=False)
-    assert [s.comsize for s in rf.collectives[get_collective("bcast").ompi_id]] == [2, 8, 64]
+    assert [s.comsize for s in rf.collectives[COLLTYPE["bcast"]]] == [2, 8, 64]
     store = Store(db)
     try:
         ctxs = {c.np: c for c in store.contexts()}

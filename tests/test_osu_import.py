@@ -8,9 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from colltune.backends.openmpi import OpenMPI
-from colltune.collectives import get_collective
 from colltune.osu.osu_import import algorithm_from_name
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from helpers import tune_cli
 
 
@@ -48,7 +48,7 @@ def test_repeated_runs_decide_per_size_in_lookup_units(ompi41: OpenMPI, tmp_path
         (512, 2048, 0), (1024, 4096, 4), (4096, 16384, 4)]
     assert all("Welch" in d["reason"] for d in ds if d["chosen"]["algorithm"] == 4)
     rf = rules.read(out)
-    cid = get_collective("allgather").ompi_id
+    cid = COLLTYPE["allgather"]
 
     def alg(lookup: int) -> int:
         hit = rules.lookup(rf, cid, 4, lookup)

@@ -13,12 +13,12 @@ import pytest
 
 from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
 from colltune.backends.registry import launch
-from colltune.collectives import get_collective
 from colltune.core.catalog import SEG
 from colltune.core.config import Config
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import CUT, KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.rules import ompi_classic as rules
+from colltune.rules.ompi_classic import COLLTYPE
 from colltune.slots import place
 from helpers import tune_cli
 
@@ -91,7 +91,7 @@ def test_an_all_default_file_is_not_measured_and_passes(which: str, tmp_path: Pa
     aa = rules.RulesFile(version=1)
     sec = rules.CommRule(4)
     sec.rules.append(rules.MsgRule(0, 0))
-    aa.set_section(get_collective("allreduce").ompi_id, sec)
+    aa.set_section(COLLTYPE["allreduce"], sec)
     path = tmp_path / "aa.conf"
     path.write_text(rules.render(aa))
     res = tune_cli("verify", str(path), "--np", "4", "--mpi", str(mpi.prefix), "--json",

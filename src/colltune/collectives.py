@@ -1,4 +1,5 @@
-"""The collectives colltune tunes: ids, buffer semantics and the size each library compares."""
+"""The collectives colltune tunes: buffer semantics and the size Open MPI's rules compare
+(its collective ids are its rules format's: rules/ompi_classic.COLLTYPE)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ class Collective:
     """
 
     name: str
-    ompi_id: int
     reduction: bool  # reductions use MPI_DOUBLE with MPI_SUM, the rest MPI_BYTE
     size_rule: SizeRule
 
@@ -64,34 +64,27 @@ class Collective:
         return max(g, -(-block // g) * g)
 
 
-# Collective ids are Open MPI's COLLTYPE enum (same in 4.1, 5.0 and main).
 # allgatherv's lookup divides the total by comm size, which for equal blocks is
 # the block; reduce_scatter's is the sum of recvcounts, i.e. the total.
 COLLECTIVES: dict[str, Collective] = {
     c.name: c
     for c in (
-        Collective("allgather", 0, False, SizeRule.TOTAL),
-        Collective("allgatherv", 1, False, SizeRule.BLOCK),
-        Collective("allreduce", 2, True, SizeRule.BLOCK),
-        Collective("alltoall", 3, False, SizeRule.TOTAL),
-        Collective("alltoallv", 4, False, SizeRule.ZERO),
-        Collective("barrier", 6, False, SizeRule.ZERO),
-        Collective("bcast", 7, False, SizeRule.BLOCK),
-        Collective("exscan", 8, True, SizeRule.DTSIZE_TIMES_P),
-        Collective("gather", 9, False, SizeRule.TOTAL),
-        Collective("reduce", 11, True, SizeRule.BLOCK),
-        Collective("reduce_scatter", 12, True, SizeRule.TOTAL),
-        Collective("reduce_scatter_block", 13, True, SizeRule.TOTAL),
-        Collective("scan", 14, True, SizeRule.DTSIZE_TIMES_P),
-        Collective("scatter", 15, False, SizeRule.TOTAL),
+        Collective("allgather", False, SizeRule.TOTAL),
+        Collective("allgatherv", False, SizeRule.BLOCK),
+        Collective("allreduce", True, SizeRule.BLOCK),
+        Collective("alltoall", False, SizeRule.TOTAL),
+        Collective("alltoallv", False, SizeRule.ZERO),
+        Collective("barrier", False, SizeRule.ZERO),
+        Collective("bcast", False, SizeRule.BLOCK),
+        Collective("exscan", True, SizeRule.DTSIZE_TIMES_P),
+        Collective("gather", False, SizeRule.TOTAL),
+        Collective("reduce", True, SizeRule.BLOCK),
+        Collective("reduce_scatter", True, SizeRule.TOTAL),
+        Collective("reduce_scatter_block", True, SizeRule.TOTAL),
+        Collective("scan", True, SizeRule.DTSIZE_TIMES_P),
+        Collective("scatter", False, SizeRule.TOTAL),
     )
 }
-
-COLLECTIVE_BY_ID: dict[int, Collective] = {c.ompi_id: c for c in COLLECTIVES.values()}
-
-# Open MPI's COLLTYPE enum also has these; coll/tuned has no dynamic decision for them.
-OMPI_UNTUNED_IDS = {5: "alltoallw", 10: "gatherv", 16: "neighbor_allgather"}
-OMPI_MAX_COLLECTIVES = 22
 
 
 def get_collective(name: str) -> Collective:

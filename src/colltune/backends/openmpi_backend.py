@@ -27,7 +27,7 @@ from colltune.backends.openmpi import (
 )
 from colltune.backends.openmpi_applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
-from colltune.collectives import COLLECTIVE_BY_ID, get_collective
+from colltune.collectives import get_collective
 from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, read_text
 from colltune.rules import mca_params
@@ -76,8 +76,8 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
             raise ColltuneError(f"not applied: Open MPI {mpi.version} would ignore {e}",
                                 f"fix the file (tune check {path} --mpi {mpi.prefix})"
                                 ) from None
-        names = [COLLECTIVE_BY_ID[cid].name for cid in sorted(rf.collectives)
-                 if cid in COLLECTIVE_BY_ID]
+        names = [rules.NAME_BY_ID[cid] for cid in sorted(rf.collectives)
+                 if cid in rules.NAME_BY_ID]
         return VerifyTarget(
             mpi, catalog, names, self.rules_arms(path), place(np, hostfile),
             lambda coll, n, size: rule_at(rf, coll, n, size),

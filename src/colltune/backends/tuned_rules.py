@@ -32,7 +32,7 @@ from colltune.backends.openmpi import (
     read_catalog,
     supports_rules_v2,
 )
-from colltune.collectives import COLLECTIVE_BY_ID, Collective, get_collective
+from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
@@ -41,7 +41,7 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination, write_atomic
 from colltune.rules import ompi_classic as rules
-from colltune.rules.ompi_classic import CommRule, MsgRule
+from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID, CommRule, MsgRule
 from colltune.rules.safe import check_env
 
 if TYPE_CHECKING:
@@ -97,14 +97,14 @@ class TunedRulesBackend(Backend[T]):
         # version 2 where a chosen configuration sets max_requests (classic cannot say it)
         v2 = any(d.chosen.get(MAXREQ) for d in decisions)
         rf = rules.RulesFile(version=2 if v2 else 1)
-        rf.set_section(get_collective(ctx.collective).ompi_id, section(ctx.np, decisions))
+        rf.set_section(COLLTYPE[ctx.collective], section(ctx.np, decisions))
         return (rules.render(rf),
                 "Open MPI " + ("rule-file-version-2" if v2 else "classic") + " format")
 
     def explain(self, path: Path, coll: Collective, np: int, size: int
                 ) -> tuple[str, dict[str, object]]:
         """`size`: what Open MPI compares (the lookup size)."""
-        hit = rules.lookup(rules.read(path), coll.ompi_id, np, size)
+        hit = rules.lookup(rules.read(path), COLLTYPE[coll.name], np, size)
         if hit is None:
             return (f"{path} has no rules for {coll.name}: Open MPI uses its fixed decision",
                     {"rule": None})
@@ -131,7 +131,7 @@ class TunedRulesBackend(Backend[T]):
         warnings = rules.coverage_warnings(rf)  # Open MPI reads the file: not errors
         return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)", {
             "format": fmt,
-            "collectives": {(COLLECTIVE_BY_ID[cid].name if cid in COLLECTIVE_BY_ID
+            "collectives": {(NAME_BY_ID[cid] if cid in NAME_BY_ID
                              else str(cid)): [
                 {"comm_size": sec.comsize,
                  "rules": [{"msgsize": r.msgsize, "algorithm": r.alg, "faninout": r.faninout,
@@ -202,7 +202,7 @@ def decided_rules(db: Path, name: str, decided: list[StoredDecisions]) -> str:
                    f"({name}) by colltune {__version__}"]
     for ctx, ds, when in decided:
         coll = get_collective(ctx.collective)
-        rf.set_section(coll.ompi_id, section(ctx.np, ds),
+        rf.set_section(COLLTYPE[coll.name], section(ctx.np, ds),
                        [f"{coll.name} at {ctx.np} ranks ({ctx.nodes} x {ctx.ppn}), "
                         f"measured {when}"])
     for cid in list(rf.collectives):  # as tune writes it: nothing measured below
@@ -239,7 +239,7 @@ class TunedSession(Session[T]):
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
         tentative = rules.RulesFile(version=self.rules_version)
-        tentative.set_section(coll.ompi_id, section(placement.np, ds))
+        tentative.set_section(COLLTYPE[coll.name], section(placement.np, ds))
         write_atomic(path, rules.render(tentative))
         return self.backend.rules_arms(path)
 
@@ -257,7 +257,7 @@ class TunedSession(Session[T]):
         summary["coll_han_excluded"] = self.han_excluded()
         summary["sections"] = {  # which communicator sizes each written section decides
             name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
-                   rules.served(rf.collectives[get_collective(name).ompi_id])]
+                   rules.served(rf.collectives[COLLTYPE[name]])]
             for name in decisions}
         summary["wrote"] = {"what": "format: " + ("rule-file-version-2" if rf.version == 2
                                                   else "classic"),
@@ -270,8 +270,8 @@ def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
     """For `rules.parse`: the algorithm ids this installation accepts, per collective id."""
 
     def valid(coll_id: int) -> set[int]:
-        c = COLLECTIVE_BY_ID.get(coll_id)
-        return set(catalog.algorithms.get(c.name, {})) if c else set()
+        name = NAME_BY_ID.get(coll_id)
+        return set(catalog.algorithms.get(name, {})) if name else set()
 
     return valid
 
@@ -326,9 +326,9 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                     notes.append(f"  {where}: {d.chosen.label(catalog, name)}; {d.reason}")
                 if note_of:
                     notes[-1] += note_of(name, d)
-            rf.set_section(coll.ompi_id, section(np, ds), notes)
+            rf.set_section(COLLTYPE[coll.name], section(np, ds), notes)
     for name in decisions:
-        cid = get_collective(name).ompi_id
+        cid = COLLTYPE[name]
         rules.keep_default_below(rf, cid)
         for sec, lo, hi in rules.served(rf.collectives[cid]):
             written = rf.notes.get((cid, sec.comsize))  # made now (the reader keeps none)

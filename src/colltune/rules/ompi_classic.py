@@ -13,8 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.collectives import COLLECTIVE_BY_ID, OMPI_MAX_COLLECTIVES, OMPI_UNTUNED_IDS
 from colltune.errors import FormatError, read_text
+
+# The collective ids of rules files: Open MPI's COLLTYPE enum (same in 4.1, 5.0 and main)
+COLLTYPE = {"allgather": 0, "allgatherv": 1, "allreduce": 2, "alltoall": 3, "alltoallv": 4,
+            "barrier": 6, "bcast": 7, "exscan": 8, "gather": 9, "reduce": 11,
+            "reduce_scatter": 12, "reduce_scatter_block": 13, "scan": 14, "scatter": 15}
+NAME_BY_ID = {i: n for n, i in COLLTYPE.items()}
+# the enum also has these; coll/tuned has no dynamic decision for them
+OMPI_UNTUNED_IDS = {5: "alltoallw", 10: "gatherv", 16: "neighbor_allgather"}
+OMPI_MAX_COLLECTIVES = 22
 
 # Open MPI consumes this with fscanf("rule-file-version-%d") before anything else:
 # no brackets, and nothing (not even a comment or blank) may precede it.
@@ -115,7 +123,7 @@ def render(rf: RulesFile) -> str:
     out += [_comment(c) for c in rf.comments]
     out.append(f"{len(rf.collectives)}  # number of collectives")
     for cid in sorted(rf.collectives):
-        name = COLLECTIVE_BY_ID[cid].name if cid in COLLECTIVE_BY_ID else f"id {cid}"
+        name = NAME_BY_ID.get(cid, f"id {cid}")
         secs = rf.collectives[cid]
         out.append(f"{cid}  # {name}")
         out.append(f"{len(secs)}  # number of communicator sizes")
@@ -215,7 +223,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                                           f"most {OMPI_MAX_COLLECTIVES}")
     for _ in range(ncol.value):
         cid = take("a collective id")
-        if cid.value in OMPI_UNTUNED_IDS or cid.value not in COLLECTIVE_BY_ID:
+        if cid.value in OMPI_UNTUNED_IDS or cid.value not in NAME_BY_ID:
             what = OMPI_UNTUNED_IDS.get(cid.value, "no collective")
             raise RulesError(path, cid.line, f"collective id {cid.value} ({what}) has no "
                                              "dynamic rules in coll/tuned")
@@ -273,7 +281,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                 if valid_algs is not None and alg.value != 0:
                     ok = valid_algs(cid.value)
                     if ok and alg.value not in ok:
-                        cname = COLLECTIVE_BY_ID[cid.value].name
+                        cname = NAME_BY_ID[cid.value]
                         valid = ", ".join(map(str, sorted(ok)))
                         raise RulesError(path, alg.line, f"algorithm {alg.value} does not exist "
                                                          f"for {cname} in this Open MPI (valid: "
