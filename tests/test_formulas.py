@@ -9,7 +9,8 @@ import pytest
 from colltune.backends.openmpi import BUILTIN_CATALOG
 from colltune.collectives import COLLECTIVES
 from colltune.models import formulas as f
-from colltune.models.formulas import FORMULAS, Net, Shape
+from colltune.models.formulas import FORMULAS
+from colltune.models.network import Net, Shape
 
 
 class Toy(Net):
@@ -115,9 +116,9 @@ def test_fan_in_pays_the_receive_side_and_fan_out_the_send_side() -> None:
 
 
 def test_loggp_net_keeps_send_and_receive_overheads_apart() -> None:
-    from colltune.models.formulas import LogGPNet
     from colltune.models.linfit import Quality
     from colltune.models.loggp import LogGP, LogGPPiece
+    from colltune.models.network import LogGPNet
 
     piece = LogGPPiece(0, 1 << 40, L=1.0, o=3.0, g=0.5, G=0.0, o_send=1.0)
     net = LogGPNet(LogGP([piece], Quality(0, 0, 0, 0)), gamma=0.0)
@@ -143,9 +144,9 @@ def test_a_measured_exchange_prices_the_exchanging_steps_only() -> None:
     """Hockney with an exchange line (every rank sending and receiving at once costs
     10 + m, a lone message 1 + m): ring allreduce's 2(p-1) steps are exchanges, a binomial
     bcast's are lone messages; fits without the line price an exchange as a message."""
-    from colltune.models.formulas import HockneyNet
     from colltune.models.hockney import Hockney
     from colltune.models.linfit import Line, Quality
+    from colltune.models.network import HockneyNet
 
     q = Quality(0, 0, 0, 0)
     one = [Line(1.0, 1.0, 0, 1 << 40)]

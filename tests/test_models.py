@@ -206,9 +206,10 @@ def test_parameters_are_recovered_from_collective_times() -> None:
     from colltune.collectives import get_collective
     from colltune.core.space import configurations, useful_at
     from colltune.models.collfit import Observation, fit_on_collectives
-    from colltune.models.formulas import HockneyNet, Shape, formula
+    from colltune.models.formulas import formula
     from colltune.models.hockney import Hockney
     from colltune.models.linfit import Line, Quality
+    from colltune.models.network import HockneyNet, Shape
 
     q = Quality(1, 0, 0, 0)
     truth = Hockney([Line(4e-6, 2e-10, 0, 1 << 40)], 5e-11, q, q)

@@ -18,10 +18,11 @@ import numpy as np
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
-from colltune.models.formulas import Formula, HockneyNet, LogGPNet, Net, Shape, cost
+from colltune.models.formulas import cost
 from colltune.models.hockney import Hockney
 from colltune.models.linfit import Line, Quality, quality
 from colltune.models.loggp import LogGP, LogGPPiece
+from colltune.models.network import Formula, HockneyNet, LogGPNet, Net, Shape
 from colltune.models.predict import Models
 
 WHOLE = 1 << 40  # one piece covering every size

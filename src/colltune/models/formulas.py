@@ -1,9 +1,6 @@
 """Predicted time of every Open MPI coll/tuned algorithm, written once over a network model;
 the tables by the name a catalog gives (`Catalog.cost_model`).
 
-Over 400 lines: a table of one short formula per algorithm of every collective, read side
-by side with coll/tuned's sources.
-
 Each formula follows the algorithm's communication pattern and is expressed with three
 primitives a network model provides: `msg(m)`, one message of m bytes from start to
 arrival; `inject(m)`, how soon one process can start its next message of m bytes after the
@@ -18,118 +15,15 @@ from one peer); `n` is the whole vector of a bcast/reduce/allreduce, here also m
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import Config
-from colltune.models.hockney import Hockney
-from colltune.models.loggp import LogGP
+from colltune.models.network import Formula, Net, Shape
 
 KNOMIAL_RADIX = 4  # Open MPI's default coll_tuned_bcast_knomial_radix
 # The kernel reduces MPI_DOUBLE and broadcasts MPI_BYTE; several algorithms switch to
 # another one below an element count, so the formulas need the count, not only bytes.
 REDUCE_TYPE_SIZE = 8
-
-
-class Net:
-    """The primitives every formula uses; subclasses bind them to a fitted model."""
-
-    def msg(self, m: float) -> float:
-        raise NotImplementedError
-
-    def inject(self, m: float) -> float:
-        raise NotImplementedError
-
-    def absorb(self, m: float) -> float:
-        """How soon one process can take in its next message of m bytes when several arrive
-        back to back (a root gathering or reducing): the receiving side of `inject`."""
-        return self.inject(m)
-
-    def red(self, m: float) -> float:
-        raise NotImplementedError
-
-    def seq(self, k: int, m: float) -> float:
-        """k messages of m bytes leaving one process (or reaching one) back to back, until
-        the last has arrived."""
-        return 0.0 if k <= 0 else self.msg(m) + (k - 1) * self.inject(m)
-
-    def seq_in(self, k: int, m: float) -> float:
-        """k messages of m bytes reaching one process back to back, until it has taken in
-        the last."""
-        return 0.0 if k <= 0 else self.msg(m) + (k - 1) * self.absorb(m)
-
-    def exch(self, m: float) -> float:
-        """A pairwise exchange (send and receive at once, full duplex)."""
-        return self.msg(m)
-
-
-@dataclass
-class HockneyNet(Net):
-    model: Hockney
-
-    def msg(self, m: float) -> float:
-        return self.model.p2p(m)
-
-    def inject(self, m: float) -> float:
-        return self.model.p2p(m)  # one message at a time
-
-    def exch(self, m: float) -> float:
-        return self.model.exch(m)
-
-    def red(self, m: float) -> float:
-        return self.model.gamma * m
-
-
-@dataclass
-class LogGPNet(Net):
-    model: LogGP
-    gamma: float  # LogGP has no computation term: the same measured gamma as Hockney
-
-    def msg(self, m: float) -> float:
-        return self.model.p2p(m)
-
-    def inject(self, m: float) -> float:
-        p = self.model.piece(m)
-        o_send = p.o if p.o_send is None else p.o_send
-        return max(p.g + max(m - 1, 0) * p.G, o_send)
-
-    def exch(self, m: float) -> float:
-        return self.model.exch(m)
-
-    def absorb(self, m: float) -> float:
-        p = self.model.piece(m)
-        # o is the mean of the two overheads, so the receive one is what o_send leaves
-        o_recv = p.o if p.o_send is None else max(2 * p.o - p.o_send, 0.0)
-        return max(p.g + max(m - 1, 0) * p.G, o_recv)
-
-    def red(self, m: float) -> float:
-        return self.gamma * m
-
-
-@dataclass(frozen=True)
-class Shape:
-    p: int  # ranks
-    m: float  # per-rank block, bytes
-    segsize: int = 0
-    fanout: int = 0
-    max_requests: int = 0
-
-    @property
-    def lg(self) -> int:
-        return math.ceil(math.log2(self.p)) if self.p > 1 else 0
-
-    @property
-    def pow2(self) -> bool:
-        return self.p & (self.p - 1) == 0
-
-    def segments(self, n: float | None = None) -> tuple[int, float]:
-        """(number of segments, bytes per segment) of an n-byte message."""
-        n = self.m if n is None else n
-        if self.segsize <= 0 or self.segsize >= n:
-            return 1, n
-        ns = math.ceil(n / self.segsize)
-        return ns, n / ns
 
 
 def _count(s: Shape) -> int:
@@ -435,8 +329,6 @@ def barrier_bruck(net: Net, s: Shape) -> float:
 def barrier_tree(net: Net, s: Shape) -> float:
     return 2 * s.lg * net.msg(1)
 
-
-Formula = Callable[[Net, Shape], float]
 
 FORMULAS: dict[str, dict[str, Formula]] = {
     "bcast": {"basic_linear": bcast_linear, "chain": bcast_chain, "pipeline": bcast_pipeline,

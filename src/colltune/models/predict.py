@@ -12,9 +12,10 @@ from colltune.core.config import Config
 from colltune.core.space import configurations, useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
-from colltune.models.formulas import HockneyNet, LogGPNet, cost
+from colltune.models.formulas import cost
 from colltune.models.hockney import Hockney
 from colltune.models.loggp import LogGP
+from colltune.models.network import HockneyNet, LogGPNet
 from colltune.store import Store
 
 
