@@ -18,7 +18,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
-from colltune.rules.ompi_classic import COLLTYPE
+from colltune.rules.ompi_classic import COLLTYPE, lookup_size
 from helpers import tune_cli
 
 REDUCE = get_collective("reduce")
@@ -26,7 +26,7 @@ PIPELINE = Config.of(3, {SEG: 1024})  # traffic unlike the default's at 2 and 3 
 
 
 def _file(mpi: OpenMPI, np: int, cfg: Config, catalog: object) -> rules.RulesFile:
-    d = Decision(65536, REDUCE.lookup_size(65536, np), cfg, cfg, 1.0, 2.0, 0.0, True)
+    d = Decision(65536, lookup_size(REDUCE, 65536, np), cfg, cfg, 1.0, 2.0, 0.0, True)
     return build_rules(None, 1, {"reduce": {np: [d]}}, mpi, catalog)  # type: ignore[arg-type]
 
 

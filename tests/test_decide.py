@@ -12,6 +12,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.stats import compare, mann_whitney_less, median, median_ci
+from colltune.rules.ompi_classic import block_for_lookup, lookup_size
 from colltune.store import Measurement
 from colltune.tuner.decide import decide
 
@@ -80,6 +81,27 @@ def test_decisions_keep_default_without_significant_win_and_skip_invalid() -> No
     assert [(r.msgsize, r.alg) for r in sec.rules] == [(0, 0), (1024, 5)]
 
 
+def test_each_decision_carries_the_size_its_family_compares() -> None:
+    """The same gather measurements decided for Open MPI (its lookup: the total over the
+    comm size), MPICH (its csel's total_msg_size), MVAPICH2 and Intel MPI (the per-rank
+    block, as their writers put it in their tables): the size a decision says it covers
+    is its family's, not Open MPI's everywhere."""
+    from colltune.backends import registry
+
+    rng = random.Random(3)
+    coll = get_collective("gather")
+    ms = [_m(c, size, _samples(rng, 10.0)) for c in (DEFAULT, Config(2))
+          for size in (8, 1024)]
+    got = {name: [d.lookup_size for d in decide(coll, 4, ms,
+                                                rule_size=registry.BACKENDS[name].rule_size)]
+           for name in ("openmpi", "mpich", "mvapich2", "impi")}
+    assert got == {"openmpi": [32, 4096], "mpich": [32, 4096], "mvapich2": [8, 1024],
+                   "impi": [8, 1024]}
+    assert [d.lookup_size for d in decide(get_collective("alltoallv"), 4, [
+        _m(c, 64, _samples(rng, 10.0)) for c in (DEFAULT, Config(1))],
+        rule_size=registry.BACKENDS["openmpi"].rule_size)] == [0]  # one rule, size 0
+
+
 def test_a_chosen_range_spans_its_measured_sizes_and_the_gaps_stay_the_librarys() -> None:
     from colltune.core.ranges import boundaries
 
@@ -91,17 +113,17 @@ def test_a_chosen_range_spans_its_measured_sizes_and_the_gaps_stay_the_librarys(
 
 
 def test_lookup_sizes_are_what_open_mpi_compares() -> None:
-    assert get_collective("allgather").lookup_size(1024, 4) == 4096
-    assert get_collective("alltoall").lookup_size(1024, 4) == 4096
-    assert get_collective("gather").lookup_size(100, 8) == 800
-    assert get_collective("bcast").lookup_size(1024, 4) == 1024
-    assert get_collective("allgatherv").lookup_size(1024, 4) == 1024
-    assert get_collective("scan").lookup_size(1 << 20, 4) == 32
-    assert get_collective("alltoallv").lookup_size(1 << 20, 4) == 0
+    assert lookup_size(get_collective("allgather"), 1024, 4) == 4096
+    assert lookup_size(get_collective("alltoall"), 1024, 4) == 4096
+    assert lookup_size(get_collective("gather"), 100, 8) == 800
+    assert lookup_size(get_collective("bcast"), 1024, 4) == 1024
+    assert lookup_size(get_collective("allgatherv"), 1024, 4) == 1024
+    assert lookup_size(get_collective("scan"), 1 << 20, 4) == 32
+    assert lookup_size(get_collective("alltoallv"), 1 << 20, 4) == 0
     for c in COLLECTIVES.values():
         if c.size_dependent:
             for lk in (1, 100, 4096, 1 << 20):
-                assert c.lookup_size(c.block_for_lookup(lk, 4), 4) >= lk
+                assert lookup_size(c, block_for_lookup(c, lk, 4), 4) >= lk
 
 
 def test_boundaries_are_geometric_midpoints() -> None:

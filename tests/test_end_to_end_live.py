@@ -16,7 +16,7 @@ from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
 from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
-from colltune.rules.ompi_classic import COLLTYPE
+from colltune.rules.ompi_classic import COLLTYPE, block_for_lookup, lookup_size
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -29,8 +29,8 @@ def _size_inside(coll_name: str, np: int, sec: rules.CommRule, i: int) -> int:
     coll = get_collective(coll_name)
     lo = sec.rules[i].msgsize
     hi = sec.rules[i + 1].msgsize - 1 if i + 1 < len(sec.rules) else lo * 2 + 64
-    block = coll.block_for_lookup(max(lo, 1), np)
-    assert lo <= coll.lookup_size(block, np) <= hi
+    block = block_for_lookup(coll, max(lo, 1), np)
+    assert lo <= lookup_size(coll, block, np) <= hi
     return block
 
 
@@ -147,7 +147,7 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
 
     cat = read_catalog(ompi)
     coll = get_collective(coll_name)
-    ds = [Decision(s, coll.lookup_size(s, 4), c, c, 1.0, 2.0, 0.0, True)
+    ds = [Decision(s, lookup_size(coll, s, 4), c, c, 1.0, 2.0, 0.0, True)
           for s, c in choices.items()]
     version = choose_rules_version(ompi, None)
     rf = build_rules(None, version, {coll_name: {4: ds}}, ompi, cat)

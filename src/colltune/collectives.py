@@ -1,34 +1,27 @@
-"""The collectives colltune tunes: buffer semantics and the size Open MPI's rules compare
-(its collective ids are its rules format's: rules/ompi_classic.COLLTYPE)."""
+"""The collectives colltune tunes and their buffer semantics. What size a library's rules
+compare is the family's to say (Backend.rule_size; Open MPI's in rules/ompi_classic)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
-
-
-class SizeRule(Enum):
-    """How Open MPI's coll/tuned turns a call into the size it looks up in a rules file."""
-
-    BLOCK = "block"  # dtsize * count
-    TOTAL = "total"  # dtsize * count * comm size
-    DTSIZE_TIMES_P = "dtsize*p"  # scan, exscan: the count is ignored
-    ZERO = "zero"  # alltoallv, barrier: always 0
 
 
 @dataclass(frozen=True)
 class Collective:
-    """One MPI collective as the kernel measures it and Open MPI looks it up.
+    """One MPI collective as the kernel measures it.
 
     `size` everywhere in colltune is the per-rank block in bytes: what one rank
     contributes (reduce, allgather, gather) or receives from one peer (alltoall,
-    scatter). That is the number OSU prints; `lookup_size` converts it to what the
-    rules file must hold.
+    scatter). That is the number OSU prints; each family converts it to what its own
+    rules compare (Backend.rule_size).
     """
 
     name: str
     reduction: bool  # reductions use MPI_DOUBLE with MPI_SUM, the rest MPI_BYTE
-    size_rule: SizeRule
+    np_blocks: bool  # a rank's send or receive buffer holds one block per rank
+    # decided per message size; False: one decision for every size (barrier has none;
+    # coll/tuned looks scan, exscan and alltoallv up without their size)
+    size_dependent: bool = True
 
     @property
     def granularity(self) -> int:
@@ -39,50 +32,24 @@ class Collective:
     def has_sizes(self) -> bool:
         return self.name != "barrier"
 
-    @property
-    def size_dependent(self) -> bool:
-        """False when every call maps to the same rule, whatever its size."""
-        return self.size_rule in (SizeRule.BLOCK, SizeRule.TOTAL)
 
-    def lookup_size(self, size: int, np: int) -> int:
-        """The message size Open MPI compares against MSGSIZE for a block of `size` bytes."""
-        if self.size_rule is SizeRule.BLOCK:
-            return size
-        if self.size_rule is SizeRule.TOTAL:
-            return size * np
-        if self.size_rule is SizeRule.DTSIZE_TIMES_P:
-            return self.granularity * np
-        return 0
-
-    def block_for_lookup(self, lookup: int, np: int) -> int:
-        """A per-rank block whose lookup size is at least `lookup` (inverse of lookup_size)."""
-        if self.size_rule is SizeRule.TOTAL:
-            block = -(-lookup // np)
-        else:
-            block = lookup
-        g = self.granularity
-        return max(g, -(-block // g) * g)
-
-
-# allgatherv's lookup divides the total by comm size, which for equal blocks is
-# the block; reduce_scatter's is the sum of recvcounts, i.e. the total.
 COLLECTIVES: dict[str, Collective] = {
     c.name: c
     for c in (
-        Collective("allgather", False, SizeRule.TOTAL),
-        Collective("allgatherv", False, SizeRule.BLOCK),
-        Collective("allreduce", True, SizeRule.BLOCK),
-        Collective("alltoall", False, SizeRule.TOTAL),
-        Collective("alltoallv", False, SizeRule.ZERO),
-        Collective("barrier", False, SizeRule.ZERO),
-        Collective("bcast", False, SizeRule.BLOCK),
-        Collective("exscan", True, SizeRule.DTSIZE_TIMES_P),
-        Collective("gather", False, SizeRule.TOTAL),
-        Collective("reduce", True, SizeRule.BLOCK),
-        Collective("reduce_scatter", True, SizeRule.TOTAL),
-        Collective("reduce_scatter_block", True, SizeRule.TOTAL),
-        Collective("scan", True, SizeRule.DTSIZE_TIMES_P),
-        Collective("scatter", False, SizeRule.TOTAL),
+        Collective("allgather", False, True),
+        Collective("allgatherv", False, True),
+        Collective("allreduce", True, False),
+        Collective("alltoall", False, True),
+        Collective("alltoallv", False, True, size_dependent=False),
+        Collective("barrier", False, False, size_dependent=False),
+        Collective("bcast", False, False),
+        Collective("exscan", True, False, size_dependent=False),
+        Collective("gather", False, True),
+        Collective("reduce", True, False),
+        Collective("reduce_scatter", True, True),
+        Collective("reduce_scatter_block", True, True),
+        Collective("scan", True, False, size_dependent=False),
+        Collective("scatter", False, True),
     )
 }
 

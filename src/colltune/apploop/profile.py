@@ -155,6 +155,7 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
     bucket) the calls one rank made, the ranks that made them, and the time in them (mean
     over the ranks that made them, and the slowest rank's)."""
     world = len(ranks)
+    backend = registry.of(mpi)  # the size its rules compare, per entry
     by: dict[tuple[str, int, int], list[dict]] = defaultdict(list)  # type: ignore[type-arg]
     for r in ranks:
         for e in r["entries"]:
@@ -172,7 +173,7 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         mean = sum(times) / len(es)
         entries.append({
             "collective": name, "comm_size": n, "size": bucket,
-            "lookup_size": coll.lookup_size(bucket, n) if coll else None,
+            "lookup_size": backend.rule_size(coll, bucket, n) if coll else None,
             "tuned_by_colltune": coll is not None,
             "calls": max(int(e["calls"]) for e in es), "ranks": len(es),
             "bytes_per_call": sum(float(e["bytes"]) for e in es) / calls if calls else 0.0,

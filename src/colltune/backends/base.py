@@ -117,6 +117,10 @@ class Backend(ABC, Generic[M]):
         """`np` ranks placed for this family's own launcher."""
         return place(np, hostfile, launch=Launch(launcher=self.own_launcher))
 
+    def rule_size(self, coll: Collective, size: int, np: int) -> int:
+        """What the family's rules compare for a per-rank block of `size` bytes."""
+        return size
+
     def waiting(self, mpi_name: str) -> str:
         """Why this family's waiting ranks stall when they share cores ("" for a
         simulation, whose times are not scheduled, or a name not this family's)."""

@@ -165,6 +165,9 @@ class MPICHBackend(Backend[MPICH]):
              "MVAPICH": "MVAPICH's ranks busy-poll while they wait, so a rank waits for a "
                         "scheduler time slice of the rank whose core it shares"}
 
+    def rule_size(self, coll: Collective, size: int, np: int) -> int:
+        return lookup(coll.name, size, np)
+
     def launch(self, mpi: MPICH, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
         return mpich.launch_command(mpi, placement), mpich.launch_env(env_extra)

@@ -95,7 +95,7 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
 
 
 def rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config | None:
-    hit = rules.lookup(rf, rules.COLLTYPE[coll.name], np, coll.lookup_size(size, np))
+    hit = rules.lookup(rf, rules.COLLTYPE[coll.name], np, rules.lookup_size(coll, size, np))
     if hit is None:
         return None
     r = hit[1]

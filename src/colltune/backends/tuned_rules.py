@@ -62,6 +62,9 @@ class TunedRulesBackend(Backend[T]):
     rules_name = RULES_NAME  # the installed rules file
     rules_what = "Open MPI rules file"
 
+    def rule_size(self, coll: Collective, size: int, np: int) -> int:
+        return rules.lookup_size(coll, size, np)
+
     def mpit_env(self) -> dict[str, str]:
         return dynamic_env()
 

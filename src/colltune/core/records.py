@@ -56,7 +56,7 @@ class Decision:
     """What to run at one measured size, and the evidence for it."""
 
     size: int  # per-rank block in bytes (-1: one decision for every size)
-    lookup_size: int  # what Open MPI compares
+    lookup_size: int  # what the family's rules compare (Backend.rule_size)
     chosen: Config
     best: Config | None
     best_median: float | None

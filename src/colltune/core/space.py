@@ -7,7 +7,7 @@ import itertools
 import re
 from collections.abc import Mapping
 
-from colltune.collectives import Collective, SizeRule
+from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
@@ -96,6 +96,5 @@ def sizes_for(coll: Collective, np: int, sizes: list[int] | None = None) -> list
     chosen = DEFAULT_SIZES if sizes is None else sizes
     g = coll.granularity
     rounded = sorted({max(g, -(-s // g) * g) for s in chosen})
-    many = coll.size_rule is SizeRule.TOTAL or coll.name in ("allgatherv", "alltoallv")
-    per_rank_blocks = np if many else 1
+    per_rank_blocks = np if coll.np_blocks else 1
     return [s for s in rounded if s * per_rank_blocks <= MAX_BUFFER_BYTES]

@@ -153,7 +153,8 @@ def import_runs(runs: list[Run], np: int, source: str, backend: str = "openmpi",
         store.add_catalog(mpi.key, sess.backend.name, catalog.algorithms)
         for name, per_size in by_coll.items():
             coll = get_collective(name)
-            ds = [_decide_size(s, coll.lookup_size(s, np), per_size[s], alpha, min_gain,
+            ds = [_decide_size(s, sess.backend.rule_size(coll, s, np), per_size[s], alpha,
+                               min_gain,
                                source.upper()) for s in sorted(per_size)]
             ds = sess.decided(name, placement, ds, store.measurements(ctxs[name]), store,
                               ctxs[name])

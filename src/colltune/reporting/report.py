@@ -55,7 +55,8 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             ms = store.measurements(ctx)
             backend = registry.for_context(ctx)
             ds = decide(get_collective(ctx.collective), ctx.np, ms,
-                        exact=bool(backend and backend.exact))
+                        exact=bool(backend and backend.exact),
+                        rule_size=backend.rule_size if backend else None)
             apply_confirmations(ds, store, ctx)
             here = ctx.host == socket.gethostname() and ctx.nodes == 1
             artifacts.flag(ds, ctx.ppn, cores() if here else None, waiting_cause(ctx.mpi_name))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.collectives import Collective
 from colltune.errors import FormatError, read_text
 
 # The collective ids of rules files: Open MPI's COLLTYPE enum (same in 4.1, 5.0 and main)
@@ -23,6 +24,31 @@ NAME_BY_ID = {i: n for n, i in COLLTYPE.items()}
 # the enum also has these; coll/tuned has no dynamic decision for them
 OMPI_UNTUNED_IDS = {5: "alltoallw", 10: "gatherv", 16: "neighbor_allgather"}
 OMPI_MAX_COLLECTIVES = 22
+
+# how coll/tuned turns a call into the size it compares with a rule's msgsize: the block
+# (dtsize * count), the total (times the comm size: reduce_scatter's sum of recvcounts;
+# allgatherv's total over the comm size is the block for equal blocks), dtsize * p (scan,
+# exscan: the count is ignored) or always 0 (alltoallv, barrier)
+_TOTAL = {"allgather", "alltoall", "gather", "reduce_scatter", "reduce_scatter_block",
+          "scatter"}
+_ZERO = {"alltoallv", "barrier"}
+_DTSIZE_TIMES_P = {"scan", "exscan"}
+
+
+def lookup_size(coll: Collective, size: int, np: int) -> int:
+    """The message size Open MPI compares against MSGSIZE for a block of `size` bytes."""
+    if coll.name in _TOTAL:
+        return size * np
+    if coll.name in _DTSIZE_TIMES_P:
+        return coll.granularity * np
+    return 0 if coll.name in _ZERO else size
+
+
+def block_for_lookup(coll: Collective, lookup: int, np: int) -> int:
+    """A per-rank block whose lookup size is at least `lookup` (inverse of lookup_size)."""
+    block = -(-lookup // np) if coll.name in _TOTAL else lookup
+    g = coll.granularity
+    return max(g, -(-block // g) * g)
 
 # Open MPI consumes this with fscanf("rule-file-version-%d") before anything else:
 # no brackets, and nothing (not even a comment or blank) may precede it.

@@ -48,11 +48,12 @@ def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collect
     if not coll.size_dependent:
         return 0
     ctx = context_for(mpi, coll, placement)
-    exact = of(mpi).exact
+    backend = of(mpi)
     added = 0
     for _ in range(MAX_ROUNDS):
         now = view() if view else decide(coll, placement.np, store.measurements(ctx),
-                                         opts.alpha, opts.min_gain, exact)
+                                         opts.alpha, opts.min_gain, backend.exact,
+                                         backend.rule_size)
         ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
         todo: set[tuple[Config, int]] = set()
         for a, b in zip(ds, ds[1:], strict=False):

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 
 from colltune.collectives import Collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.core.stats import Comparison, bootstrap_median_ci, compare, median
 from colltune.store import Measurement
+
+# (collective, per-rank size, comm size) -> the size a family's rules compare
+RuleSize = Callable[[Collective, int, int], int]
 
 
 def _compare(candidate: list[float], baseline: list[float], alpha: float, min_gain: float,
@@ -151,12 +155,15 @@ def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: 
 
 
 def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01,
-           min_gain: float = 0.03, exact: bool = False) -> list[Decision]:
-    """Per-size decisions; `exact` for deterministic (simulated) times."""
+           min_gain: float = 0.03, exact: bool = False, rule_size: RuleSize | None = None
+           ) -> list[Decision]:
+    """Per-size decisions; `exact` for deterministic (simulated) times; `rule_size`: what
+    the family's rules compare (its Backend.rule_size; None: the per-rank size)."""
     by_size = _by_size(ms)
     if not by_size:
         return []
+    size_of = rule_size or (lambda c, size, n: size)
     if not coll.size_dependent:
-        return [decide_overall(by_size, alpha, min_gain, coll.lookup_size(0, np), exact)]
-    return [decide_size(s, coll.lookup_size(s, np), by_size[s], alpha, min_gain, exact)
+        return [decide_overall(by_size, alpha, min_gain, size_of(coll, 0, np), exact)]
+    return [decide_size(s, size_of(coll, s, np), by_size[s], alpha, min_gain, exact)
             for s in sorted(by_size)]

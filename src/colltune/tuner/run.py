@@ -29,7 +29,7 @@ from colltune.store import Measurement, Store, default_db_path
 from colltune.tuner import artifacts
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
-from colltune.tuner.decide import decide
+from colltune.tuner.decide import RuleSize, decide
 from colltune.tuner.measure import Reporter, context_for
 from colltune.tuner.search import failure_note, search_one, sweep_ladder
 from colltune.tuner.strategies import STRATEGIES
@@ -223,7 +223,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
                                        d.as_json(catalog, name))
                 if opts.beyond == "library":
-                    ds = ds + beyond_measured(coll, placement.np, ds)
+                    ds = ds + beyond_measured(coll, placement.np, ds, backend.rule_size)
                 decisions.setdefault(name, {})[placement.np] = ds
         decisions = sess.final(decisions)
         summary = make_summary(mpi, catalog, sess.rules_version, decisions, failures, opts,
@@ -245,7 +245,8 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     """Decide from the measurements, flag what oversubscription may have caused, and keep
     a non-default choice only where fresh launches confirm it (stored verdicts reused)."""
     mpi, exact = sess.mpi, sess.backend.exact
-    ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact)
+    ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact,
+                sess.backend.rule_size)
     artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
                    else cores(), sess.backend.waiting(mpi.name))
     ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
@@ -265,7 +266,8 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
     exact = sess.backend.exact
 
     def confirmed_view() -> list[Decision]:
-        now = decide(coll, ctx.np, store.measurements(ctx), opts.alpha, opts.min_gain, exact)
+        now = decide(coll, ctx.np, store.measurements(ctx), opts.alpha, opts.min_gain, exact,
+                     sess.backend.rule_size)
         apply_confirmations(now, store, ctx)
         return now
 
@@ -278,7 +280,8 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
     return ds
 
 
-def beyond_measured(coll: Collective, np: int, ds: list[Decision]) -> list[Decision]:
+def beyond_measured(coll: Collective, np: int, ds: list[Decision], rule_size: RuleSize
+                    ) -> list[Decision]:
     """A default decision just above the largest measured size (nothing for a collective
     whose rule does not depend on the size): the calls above it get the library's own
     choice, not a decision measured at another size."""
@@ -286,7 +289,7 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision]) -> list[Decis
     if not coll.size_dependent or not sized:
         return []
     top = max(d.size for d in sized)
-    return [Decision(2 * top, coll.lookup_size(2 * top, np), DEFAULT, None, None, None, None,
+    return [Decision(2 * top, rule_size(coll, 2 * top, np), DEFAULT, None, None, None, None,
                      False, reason=f"not measured (above {top} B): the library's own choice")]
 
 
@@ -313,7 +316,8 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
             if not ranked:
                 continue
             top = ranked[0]
-            ds.append(Decision(size, coll.lookup_size(size, np), top.config, top.config,
+            ds.append(Decision(size, registry.of(mpi).rule_size(coll, size, np), top.config,
+                               top.config,
                                top.time(which), None, None, False,
                                reason=f"predicted {top.time(which) * 1e6:.1f} us by {which}",
                                predicted=True))

@@ -32,7 +32,7 @@ from colltune.verification.second import Second, second
 @dataclass
 class SizeCheck:
     size: int  # per-rank bytes, as everywhere in colltune (OSU's size too)
-    lookup_size: int  # what Open MPI compares in the rules file
+    lookup_size: int  # what the file's rules compare (its family's Backend.rule_size)
     rule: str  # what the file says at this size
     verdict: str  # faster | same | slower | inconclusive | default (not changed: not tested)
     default_median: float
@@ -223,7 +223,9 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
     if design.max_pairs < rounds:
         raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds ({rounds})",
                             "--max-rounds bounds the launch pairs a size may use")
-    target = registry.for_file(rules_path).verify_target(rules_path, np, mpi_prefix, hostfile)
+    family = registry.for_file(rules_path)
+    target = family.verify_target(rules_path, np, mpi_prefix, hostfile)
+    rule_size = family.rule_size
     mpi, catalog, placement = target.mpi, target.catalog, target.placement
     arms = {"default": target.arms["default"],
             "tuned": target.arms["default" if aa else "tuned"]}
@@ -257,7 +259,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
             return "no rule" if rule is None else rule.label(catalog, c.name)
 
         def lookup(size: int, c: Collective = coll) -> int:
-            return c.lookup_size(size, np)
+            return rule_size(c, size, np)
 
         note(f"{name}: checking that {mpi.name} applies the file")
         try:
