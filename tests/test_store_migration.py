@@ -4,7 +4,9 @@ release's `tune`) opens in today's colltune without loss: its parameter columns 
 configuration keys, every row and value stays, a read-only open leaves the file as it was,
 and `tune --from-db` on it writes byte for byte what 0.1.0's own `tune --from-db` wrote
 (tests/golden/store-0.1.0-*, with time stamps and the output path
-replaced by placeholders). How they were recorded: docs/architecture.md, "Stores"."""
+replaced by placeholders). And a store of the release before MPICH's parameters took
+their own names (radix, chunk) reads renamed, writing what that release wrote. How they
+were recorded: docs/architecture.md, "Stores"."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.core.catalog import FAN, MAXREQ, SEG
+from colltune.core.catalog import CHUNK, FAN, MAXREQ, RADIX, SEG
 from colltune.core.config import Config
 from colltune.options import TuneOptions
 from colltune.store import Store
@@ -137,3 +139,73 @@ def test_an_old_store_with_a_key_no_release_wrote_is_refused_untouched(tmp_path:
             Store(db, readonly=readonly)
     # rolled back whole: the old columns and every key as they were
     assert _rows(db, "measurements") == before and "segsize" in before[0]
+
+
+# --- MPICH's parameters under their own names ---------------------------------------------
+# A store the release before today's wrote (tests/data/store-mpich-5.0.2-91fde8d.sqlite:
+# `tune bcast --backend mpich --segsizes 0,4K` on MPICH 5.0.2 at 4 ranks, commit 91fde8d),
+# when MPICH's radix and chunk size were stored under coll/tuned's names (fanout, segsize).
+MPICH_STORE = Path(__file__).parent / "data" / "store-mpich-5.0.2-91fde8d.sqlite"
+MPICH_HOST = "vm"  # where it was recorded
+MPICH_PREFIX = "/work/main/.venv-mpich"  # the installation it was recorded with
+
+
+def _keys(path: Path) -> list[tuple[str, str]]:
+    return [(str(r["mpi_key"]), str(r[column])) for table, column in KEY_COLUMNS
+            for r in _rows(path, table)]
+
+
+def test_mpich_parameters_stored_under_coll_tuned_names_are_renamed(tmp_path: Path) -> None:
+    old = _keys(MPICH_STORE)
+    assert any("/segsize=" in k for _, k in old) and any("/fanout=" in k for _, k in old)
+    db = tmp_path / "m.sqlite"
+    shutil.copyfile(MPICH_STORE, db)
+    ro = Store(db, readonly=True)  # read as renamed, the file left as it was
+    ro_rows = {c: ro.measurements(c) for c in ro.contexts()}
+    ro.close()
+    assert _keys(db) == old
+    Store(db).close()
+    new = _keys(db)
+    # every row kept, each key with its values under MPICH's own names
+    assert len(new) == len(old)
+    for (mk, a), (mk2, b) in zip(old, new, strict=True):
+        was = Config.from_key(a)
+        assert mk2 == mk and Config.from_key(b) == Config.of(was.algorithm, {
+            {SEG: CHUNK, FAN: RADIX}[n]: v for n, v in was.params})
+    assert not any("/segsize=" in k or "/fanout=" in k for _, k in new)
+    assert any("/chunk=" in k for _, k in new) and any("/radix=" in k for _, k in new)
+    rw = Store(db)
+    try:
+        assert {c: rw.measurements(c) for c in rw.contexts()} == ro_rows
+    finally:
+        rw.close()
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    Store(db).close()  # a second open finds nothing to do
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.mpi  # reads MPICH 5.0.2's catalog, launches no collective
+def test_from_db_on_a_store_with_mpich_old_names_writes_what_that_release_wrote(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from conftest import get_mpich
+
+    mpich = get_mpich("mpich50")
+    db = tmp_path / "m.sqlite"
+    shutil.copyfile(MPICH_STORE, db)
+    with sqlite3.connect(db) as con:  # the store moved with its installation
+        for table, _ in KEY_COLUMNS:
+            con.execute(f"UPDATE {table} SET mpi_key=replace(mpi_key, ?, ?)",
+                        (MPICH_PREFIX, str(mpich.prefix)))
+        con.execute("UPDATE measurements SET mpi_path=replace(mpi_path, ?, ?)",
+                    (MPICH_PREFIX, str(mpich.prefix)))
+        con.execute("UPDATE catalogs SET mpi_key=replace(mpi_key, ?, ?)",
+                    (MPICH_PREFIX, str(mpich.prefix)))
+    con.close()
+    monkeypatch.setattr(socket, "gethostname", lambda: MPICH_HOST)
+    out = tmp_path / "out.json"
+    tune(TuneOptions(["bcast"], [4], out=out, mpi=str(mpich.prefix), db=db, from_db=True,
+                     backend="mpich"))
+    for got, want in ((out, "store-mpich-5.0.2-91fde8d.json"),
+                      (out.with_suffix(".env"), "store-mpich-5.0.2-91fde8d.env")):
+        assert _normalised(got.read_text(), out).replace(str(mpich.prefix), "<prefix>") == (
+            GOLDEN / want).read_text(), got.name
