@@ -20,6 +20,7 @@ from colltune.cli.common import (
     write_json,
 )
 from colltune.collectives import get_collective
+from colltune.core.plan import Plan
 from colltune.core.space import parse_size
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
@@ -173,7 +174,8 @@ def model_predict_cmd(
             models = load_models(store, ompi)
         finally:
             store.close()
-        preds = predict(models, coll, catalog, np, nbytes, rank_by=model)
+        preds = predict(models, coll, catalog, np, nbytes,
+                        Plan(catalog).candidates(coll, np, nbytes), rank_by=model)
     except ColltuneError as e:
         _fail(e)
         return

@@ -161,7 +161,7 @@ def _without_option(args: list[str], name: str) -> list[str]:
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
                         params: list[str], nodes: int | None, ppn: int | None, point_time: float,
                         path: Path, backend: str, tune_han: bool) -> None:
-    from colltune.core.space import configurations, sizes_for, useful_at
+    from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
 
     try:
@@ -175,11 +175,9 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
             raise ColltuneError(f"--slurm-script sizes the job from the plan, and {family.name}"
                                 "'s algorithms are known only from the installation",
                                 f"run tune {name} --mpi PREFIX inside your own batch job")
-        grid = cat.grid(parse_params(params), segs)
-        points = sum(1 for n in names for p in nps
-                     for c in configurations(get_collective(n), cat, p, grid)
-                     for sz in sizes_for(get_collective(n), p, size_list)
-                     if useful_at(c, sz, cat))
+        # the plan the job will run, counted here for its time limit
+        plan = Plan(cat, cat.grid(parse_params(params), segs), size_list)
+        points = plan.count([get_collective(n) for n in names], nps)
         args = _without_option(sys.argv[1:], "--slurm-script")
         text = render(args, max(nps), nodes, ppn, points, point_time,
                       launches=len(names) * len(nps), name=f"colltune-{name}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
-from colltune.core.space import configurations, useful_at
+from colltune.core.space import useful_at
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.models.formulas import cost
@@ -62,12 +62,12 @@ MODELS = ("hockney", "loggp")
 
 
 def predict(models: Models, coll: Collective, catalog: Catalog, np: int, size: int,
-            configs: list[Config] | None = None, rank_by: str = "hockney"
-            ) -> list[Prediction]:
-    """Every configuration with a formula, fastest first by the model `rank_by`."""
+            configs: list[Config], rank_by: str = "hockney") -> list[Prediction]:
+    """Every configuration of `configs` (a plan's, at this size) with a formula, fastest
+    first by the model `rank_by`."""
     h, lg = HockneyNet(models.hockney), LogGPNet(models.loggp, models.loggp_gamma)
     out = []
-    for c in configs if configs is not None else configurations(coll, catalog, np):
+    for c in configs:
         # the library's own decision has no formula: it is measured
         found = cost(catalog, coll.name, c, np, float(size)) if useful_at(c, size, catalog) \
             else None

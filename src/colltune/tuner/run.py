@@ -14,8 +14,9 @@ from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
+from colltune.core.plan import Plan
 from colltune.core.records import Decision, PointResult
-from colltune.core.space import configurations, sizes_for, useful_at
+from colltune.core.space import sizes_for
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.host import cores
@@ -137,7 +138,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     backend = registry.named(opts.backend, han=opts.tune_han)
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
-    grid = sess.grid(opts)  # a parameter this library does not declare: refused here
+    # what is measured, built once (a parameter this library does not declare: refused)
+    plan = Plan(catalog, sess.grid(opts), opts.sizes)
     if (opts.predict or opts.strategy == "model") and catalog.cost_model not in TABLES:
         raise ColltuneError(
             f"--predict and --strategy model need cost formulas for {mpi.name}'s "
@@ -178,12 +180,12 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     str(p.np) for p in placements) + f" in one launch of "
                     f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
                 for name in colls:
-                    sweep_ladder(opts, mpi, catalog, grid, get_collective(name),
+                    sweep_ladder(opts, mpi, plan, get_collective(name),
                                  placements, store, sess.sweep, rep, failures)
             for placement in placements:
                 for name in colls:
                     coll = get_collective(name)
-                    search_one(opts, mpi, catalog, grid, coll,
+                    search_one(opts, mpi, plan, coll,
                                placement, store, sess.sweep, rep, failures, searches)
                     if opts.boundaries == "measure" and not confirm_first:
                         refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
@@ -192,8 +194,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         if opts.predict:
             for name in colls:
                 coll = get_collective(name)
-                for np, (ds, text) in predict_decisions(store, mpi, catalog, coll, placements,
-                                                        opts.nps, opts.sizes).items():
+                for np, (ds, text) in predict_decisions(store, mpi, plan, coll, placements,
+                                                        opts.nps).items():
                     decisions.setdefault(name, {})[np] = ds
                     predicted[(name, np)] = text
                     rep.note(f"{name} np={np}: {text}")
@@ -293,8 +295,8 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision], rule_size: Ru
                      False, reason=f"not measured (above {top} B): the library's own choice")]
 
 
-def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: Collective,
-                      measured: list[Placement], targets: list[int], sizes: list[int] | None
+def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collective,
+                      measured: list[Placement], targets: list[int]
                       ) -> dict[int, tuple[list[Decision], str]]:
     """Fit both models on what was measured at the `measured` sizes, keep the one with the
     smaller median error, and choose at each target size what it predicts fastest."""
@@ -304,14 +306,15 @@ def predict_decisions(store: Store, mpi: Installation, catalog: Catalog, coll: C
     obs = [Observation(coll, pl.np, m.config, m.size, m.median)
            for pl in measured for m in store.measurements(context_for(mpi, coll, pl))
            if m.status == "ok" and m.median]
+    catalog = plan.catalog
     models = fit_on_collectives(obs, catalog)
     err = {"hockney": models.hockney.quality.median_rel, "loggp": models.loggp.quality.median_rel}
     which = min(err, key=lambda k: err[k])
     out: dict[int, tuple[list[Decision], str]] = {}
     for np in targets:
         ds = []
-        for size in sizes_for(coll, np, sizes):
-            cands = [c for c in configurations(coll, catalog, np) if useful_at(c, size, catalog)]
+        for size in plan.sizes_at(coll, np):
+            cands = plan.candidates(coll, np, size)
             ranked = predict(models, coll, catalog, np, size, cands, rank_by=which)
             if not ranked:
                 continue

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
+from colltune.core.plan import Plan
 from colltune.core.records import PointResult
-from colltune.core.space import configurations, sizes_for, useful_at
 from colltune.core.toolchain import Installation
 from colltune.options import TuneOptions
 from colltune.slots import Placement
@@ -32,37 +32,27 @@ def failure_note(failures: list[str], coll: Collective, placement: Placement,
     return failed
 
 
-def candidates(opts: TuneOptions, catalog: Catalog, grid: dict[str, list[int]],
-               coll: Collective, np: int) -> list[tuple[Config, int]]:
-    """Every (configuration, size) worth measuring at communicator size `np` (`grid`: the
-    values the user and the family's output allow per parameter, Session.grid)."""
-    cfgs = configurations(coll, catalog, np, grid)
-    return [(c, s) for c in cfgs for s in sizes_for(coll, np, opts.sizes)
-            if useful_at(c, s, catalog)]
-
-
-def sweep_ladder(opts: TuneOptions, mpi: Installation, catalog: Catalog,
-                 grid: dict[str, list[int]],
-                 coll: Collective, rungs: list[Placement], store: Store, sweep: str,
-                 rep: Reporter, failures: list[str]) -> None:
+def sweep_ladder(opts: TuneOptions, mpi: Installation, plan: Plan, coll: Collective,
+                 rungs: list[Placement], store: Store, sweep: str, rep: Reporter,
+                 failures: list[str]) -> None:
     """The grid of every rung of a ladder of communicator sizes in one launch (per
     configuration where the library cannot switch inside one): each rung's search then
     finds its points stored."""
-    lanes = [(p, candidates(opts, catalog, grid, coll, p.np)) for p in rungs]
+    catalog = plan.catalog
+    lanes = [(p, plan.points(coll, p.np)) for p in rungs]
     for p, cfg, r in measure_lanes(mpi, catalog, coll, lanes, store, opts.settings, sweep,
                                    rep):
         failure_note(failures, coll, p, catalog)(cfg, r)
 
 
-def search_one(opts: TuneOptions, mpi: Installation, catalog: Catalog,
-               grid: dict[str, list[int]],
-               coll: Collective, placement: Placement, store: Store, sweep: str,
-               rep: Reporter, failures: list[str], searches: dict[str, dict[str, object]]
-               ) -> None:
+def search_one(opts: TuneOptions, mpi: Installation, plan: Plan, coll: Collective,
+               placement: Placement, store: Store, sweep: str, rep: Reporter,
+               failures: list[str], searches: dict[str, dict[str, object]]) -> None:
     """Measure one collective at one communicator size with the chosen strategy (every
     strategy through the same ask/tell driver); failed points go to `failures`, what a
     search did to `searches`."""
-    pts = candidates(opts, catalog, grid, coll, placement.np)
+    catalog = plan.catalog
+    pts = plan.points(coll, placement.np)
     where = f"{coll.name} np={placement.np}"
 
     failed = failure_note(failures, coll, placement, catalog)

@@ -1,0 +1,42 @@
+"""What a tuning run measures, built once and handed down: per collective and communicator
+size, the configurations (the catalog's, within the values the user and the output allow)
+and the message sizes worth measuring. The searches, the ladder, model predictions and a
+Slurm script's time limit all read the same plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.space import configurations, sizes_for, useful_at
+
+
+@dataclass(frozen=True)
+class Plan:
+    catalog: Catalog
+    # values per parameter a search may take (Session.grid: --param, --segsizes, what the
+    # output can say); a parameter absent here takes the catalog's own values
+    grid: dict[str, list[int]] = field(default_factory=dict)
+    sizes: list[int] | None = None  # per-rank sizes asked for (None: the default range)
+
+    def configs(self, coll: Collective, np: int) -> list[Config]:
+        """Every configuration of the grid at `np` ranks, the library default first."""
+        return configurations(coll, self.catalog, np, self.grid)
+
+    def sizes_at(self, coll: Collective, np: int) -> list[int]:
+        return sizes_for(coll, np, self.sizes)
+
+    def points(self, coll: Collective, np: int) -> list[tuple[Config, int]]:
+        """Every (configuration, size) worth measuring at `np` ranks: a segment as large
+        as the message repeats the unsegmented point, so it is left out."""
+        return [(c, s) for c in self.configs(coll, np) for s in self.sizes_at(coll, np)
+                if useful_at(c, s, self.catalog)]
+
+    def candidates(self, coll: Collective, np: int, size: int) -> list[Config]:
+        """The configurations worth measuring (or predicting) at one size."""
+        return [c for c in self.configs(coll, np) if useful_at(c, size, self.catalog)]
+
+    def count(self, colls: list[Collective], nps: list[int]) -> int:
+        return sum(len(self.points(c, n)) for c in colls for n in nps)
