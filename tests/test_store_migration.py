@@ -209,3 +209,28 @@ def test_from_db_on_a_store_with_mpich_old_names_writes_what_that_release_wrote(
                       (out.with_suffix(".env"), "store-mpich-5.0.2-91fde8d.env")):
         assert _normalised(got.read_text(), out).replace(str(mpich.prefix), "<prefix>") == (
             GOLDEN / want).read_text(), got.name
+
+
+def test_a_point_stored_under_both_names_keeps_todays_row(tmp_path: Path) -> None:
+    """An older release that wrote to a store after a newer one renamed it leaves a point
+    under both names: the store holds one row per point, and it keeps today's."""
+    db = tmp_path / "m.sqlite"
+    shutil.copyfile(MPICH_STORE, db)
+    with sqlite3.connect(db) as con:
+        row = con.execute("SELECT id, config_key, size FROM measurements WHERE config_key LIKE "
+                          "'%/fanout=%' ORDER BY id LIMIT 1").fetchone()
+        cols = [r[1] for r in con.execute("PRAGMA table_info(measurements)") if r[1] != "id"]
+        was = Config.from_key(row[1])
+        today = Config.of(was.algorithm, {{SEG: CHUNK, FAN: RADIX}[n]: v
+                                          for n, v in was.params}).key
+        con.execute(f"INSERT INTO measurements ({', '.join(cols)}) SELECT "
+                    f"{', '.join('?' if c in ('config_key', 'median') else c for c in cols)} "
+                    "FROM measurements WHERE id=?", (today, 1.0, row[0]))
+    assert cols.index("config_key") < cols.index("median")  # the order of the ? above
+    con.close()
+    n = len(_rows(db, "measurements"))
+    Store(db).close()
+    after = _rows(db, "measurements")
+    assert len(after) == n - 1  # the old-named duplicate went
+    kept = [r for r in after if r["config_key"] == today and r["size"] == row[2]]
+    assert len(kept) == 1 and kept[0]["median"] == 1.0
