@@ -188,6 +188,17 @@ _FORBIDDEN = [
 ]
 
 
+def test_generic_code_reaches_a_family_only_through_the_registry() -> None:
+    """Outside backends/, code imports the Backend interface and the registry, never a
+    family's own module (a `tune` command importing Open MPI's would be Open MPI only)."""
+    mods = _modules()
+    face = {"colltune.backends", "colltune.backends.base", "colltune.backends.registry"}
+    found = [f"{m} imports {t}" for m, p in mods.items() if not m.startswith(FAMILY_CODE)
+             for t in sorted(_imports(p, mods, typing=True))
+             if t.startswith("colltune.backends") and t not in face]
+    assert found == [], "go through backends/registry.py and backends/base.py"
+
+
 def test_the_family_list_comes_from_the_registry() -> None:
     assert {"OpenMPI", "MPICH", "MVAPICH2", "SMPI", "MV2Catalog", "MPICHCatalog",
             "HanCatalog"} <= set(_CLASSES)

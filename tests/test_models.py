@@ -229,3 +229,29 @@ def test_parameters_are_recovered_from_collective_times() -> None:
     assert fit.hockney.beta(1) == pytest.approx(2e-10, rel=0.1)
     assert fit.hockney.gamma == pytest.approx(5e-11, rel=0.3)
     assert fit.hockney.quality.median_rel < 0.06
+
+
+@pytest.mark.mpi
+def test_model_commands_go_through_the_family_and_refuse_one_without_formulas(
+        tmp_path: Path) -> None:
+    """`tune model fit --backend mpich` probes MPICH with its own launcher and stores the
+    fits under MPICH's installation; `tune model predict` for it is refused (exit 2): no
+    table of cost formulas names MPICH's algorithms, so there is nothing to rank."""
+    from colltune.store import Store
+    from conftest import get_mpich
+
+    mpich = get_mpich("mpich50")
+    db = tmp_path / "m.sqlite"
+    r = tune_cli("model", "fit", "--backend", "mpich", "--mpi", str(mpich.prefix), "--np", "2",
+                 "--max-size", "64K", "--reps", "5", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    s = Store(db, readonly=True)
+    try:
+        fits = s.models()
+    finally:
+        s.close()
+    assert {f.mpi_key for f in fits} == {mpich.key}
+    assert {"hockney", "loggp"} <= {f.model for f in fits}
+    r = tune_cli("model", "predict", "--backend", "mpich", "--mpi", str(mpich.prefix),
+                 "-c", "bcast", "--np", "4", "--size", "1K", "--db", str(db))
+    assert r.returncode == 2 and "no cost formulas for MPICH" in r.stderr, r.stderr

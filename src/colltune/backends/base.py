@@ -87,8 +87,7 @@ class Installable:
 
 
 class Backend(ABC, Generic[M]):
-    """One MPI family, driving installations of its own class `M`. Class attributes say
-    what it can do; methods do it."""
+    """One MPI family driving its installations (`M`): attributes say what it can do."""
 
     name: str = ""  # what --backend (or --tune-han for coll/han) selects
     exact = False  # simulated: a time is deterministic, no test and no fresh launch needed
@@ -97,10 +96,9 @@ class Backend(ABC, Generic[M]):
     # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
     # scheduler (milliseconds) and timings rank scheduling as much as algorithms
     busy_polls = False
-    # measure on MPI_COMM_WORLD itself, not a duplicate, where no MPI_T write needs a new
-    # communicator: a library that runs differently on a duplicate (Intel MPI: bcast 16 KiB
-    # preset 7 1.5x faster on one, 1.2x slower on WORLD) would be tuned for calls
-    # applications do not make
+    # measure on MPI_COMM_WORLD itself where no MPI_T write needs a duplicate: a library
+    # that runs differently on one (Intel MPI: bcast 16 KiB preset 7 1.5x faster on one,
+    # 1.2x slower on WORLD) would be tuned for calls applications do not make
     on_world = False
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
@@ -113,9 +111,12 @@ class Backend(ABC, Generic[M]):
     own_launcher = "mpirun"  # what launches its jobs here unless --launcher says otherwise
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
 
-    def place(self, np: int, hostfile: str | None = None) -> Placement:
-        """`np` ranks placed for this family's own launcher."""
-        return place(np, hostfile, launch=Launch(launcher=self.own_launcher))
+    def place(self, np: int, hostfile: str | None = None, launch: Launch | None = None
+              ) -> Placement:
+        """`np` ranks placed for this family's own launcher, unless `launch` names one."""
+        want = launch or Launch()
+        return place(np, hostfile,
+                     launch=replace(want, launcher=want.launcher or self.own_launcher))
 
     def rule_size(self, coll: Collective, size: int, np: int) -> int:
         """What the family's rules compare for a per-rank block of `size` bytes."""

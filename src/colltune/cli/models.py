@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from colltune.backends.openmpi import find_openmpi, read_catalog
+from colltune.backends import registry
 from colltune.cli.common import (
     DB_HELP,
     JSON_OPTION,
@@ -20,14 +20,35 @@ from colltune.cli.common import (
     write_json,
 )
 from colltune.collectives import get_collective
+from colltune.core.catalog import Catalog
 from colltune.core.plan import Plan
 from colltune.core.space import parse_size
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
+from colltune.options import TuneOptions
 from colltune.outfile import write_atomic
 
 model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and LogGP.")
 app.add_typer(model_app, name="model")
+
+
+MODEL_BACKEND = typer.Option("openmpi", "--backend", help=registry.backend_help())
+
+
+def _installation(backend: str, mpi: str | None, colls: list[str], np: int
+                  ) -> tuple[Installation, Catalog]:
+    """The installation under --mpi and its catalog, read as `tune` reads them; one whose
+    algorithms have no cost formulas is refused (nothing to predict)."""
+    from colltune.models.formulas import TABLES
+
+    sess = registry.named(backend).open(TuneOptions(colls, [np], mpi=mpi, backend=backend),
+                                        colls, lambda s: None)
+    if sess.catalog.cost_model not in TABLES:
+        raise ColltuneError(f"colltune has no cost formulas for {sess.mpi.name}'s algorithms",
+                            "tune it by measuring: tune <collective> --backend "
+                            f"{backend} --np N")
+    return sess.mpi, sess.catalog
 
 
 def _model_table(title: str, rows: Sequence[tuple[str, ...]], head: tuple[str, ...]) -> None:
@@ -82,6 +103,7 @@ def model_fit_cmd(
     ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
     launcher_args: str = typer.Option("", "--launcher-args",
                                       help="More launcher options, passed as they are."),
+    backend: str = MODEL_BACKEND,
 ) -> None:
     """Probe point-to-point costs (ping-pong, overheads, trains, local reduction; the
     ping-pong and reduction with every rank busy, and a train of ring exchanges) and fit
@@ -98,7 +120,8 @@ def model_fit_cmd(
         store = Store(db or default_db_path())
         try:
             cal = calibrate(store, mpi, np, size, reps, hostfile,
-                            Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))))
+                            Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
+                            backend)
         finally:
             store.close()
     except ColltuneError as e:
@@ -155,6 +178,7 @@ def model_predict_cmd(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     model: str = typer.Option("hockney", "--model", help="Rank by hockney or loggp."),
     top: int = typer.Option(0, "--top", help="Show only the first N (0: all)."),
+    backend: str = MODEL_BACKEND,
 ) -> None:
     """Every algorithm's predicted time, ranked, from the fitted models."""
     from colltune.models.predict import MODELS, load_models, predict
@@ -167,11 +191,10 @@ def model_predict_cmd(
             raise ColltuneError("--np must be at least 2", "e.g. --np 512")
         coll = get_collective(collective)
         nbytes = parse_size(size)
-        ompi = find_openmpi(mpi)
-        catalog = read_catalog(ompi)
+        inst, catalog = _installation(backend, mpi, [coll.name], np)
         store = Store(db or default_db_path(), readonly=True)
         try:
-            models = load_models(store, ompi)
+            models = load_models(store, inst)
         finally:
             store.close()
         preds = predict(models, coll, catalog, np, nbytes,
@@ -193,6 +216,7 @@ def model_validate_cmd(
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
+    backend: str = MODEL_BACKEND,
 ) -> None:
     """Predicted against measured (from `tune <collective>` runs in the store): median and
     worst relative error per algorithm and model, and how often each model's pick is within
@@ -208,14 +232,14 @@ def model_validate_cmd(
     reports = []
     json_to_stdout(json_out)
     try:
-        ompi = find_openmpi(mpi)
-        catalog = read_catalog(ompi)
+        inst, catalog = _installation(backend, mpi, [get_collective(c).name for c in collective],
+                                      np)
         store = Store(db or default_db_path(), readonly=True)
         try:
-            models = load_models(store, ompi)
+            models = load_models(store, inst)
             for name in collective:
                 coll = get_collective(name)
-                ms = store.measurements(context_for(ompi, coll, place(np)))
+                ms = store.measurements(context_for(inst, coll, place(np)))
                 if not ms:
                     raise ColltuneError(f"no measurements of {name} at np={np} in the store",
                                         f"run `tune {name} --np {np}` first")

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from colltune.backends.openmpi import find_openmpi
+from colltune.backends import registry
 from colltune.launchers import Launch
 from colltune.models.hockney import Hockney, fit_hockney
 from colltune.models.loggp import LogGP, fit_loggp
 from colltune.models.probe import ProbeData, run_probe
-from colltune.slots import place
 from colltune.store import Store
 
 
@@ -29,9 +28,10 @@ class Calibration:
 
 def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,
               max_bytes: int = 1 << 20, reps: int = 50, hostfile: str | None = None,
-              launch: Launch | None = None) -> Calibration:
-    mpi = find_openmpi(mpi_prefix)
-    placement = place(np, hostfile, launch=launch)
+              launch: Launch | None = None, backend: str = "openmpi") -> Calibration:
+    family = registry.named(backend)
+    mpi = family.find(mpi_prefix)
+    placement = family.place(np, hostfile, launch)
     data = run_probe(mpi, placement, max_bytes, reps)
     h, lg = fit_hockney(data), fit_loggp(data)
     cal = Calibration(mpi.describe(), np, data, h, lg)
