@@ -245,3 +245,16 @@ def test_the_architecture_doc_names_every_module() -> None:
                and p.stem not in ("__main__",) and not m.startswith("colltune.cli")
                and not re.search(rf"\b{re.escape(p.stem)}\b", doc)]
     assert missing == [], "say in docs/architecture.md what these are"
+
+
+def test_the_command_line_starts_without_the_numeric_stack() -> None:
+    """Every `tune` command starts by importing the CLI; numpy, scipy, matplotlib and
+    skopt are loaded only by what uses them (they would double a command's start-up, and
+    the suite runs hundreds of commands)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", "import sys, colltune.cli; print(' '.join("
+                        "m for m in ('numpy', 'scipy', 'matplotlib', 'skopt', 'jsonschema') "
+                        "if m in sys.modules))"], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "", r.stdout

@@ -22,7 +22,6 @@ from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
-from colltune.models.formulas import TABLES
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
@@ -140,7 +139,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     # what is measured, built once (a parameter this library does not declare: refused)
     plan = Plan(catalog, sess.grid(opts), opts.sizes)
-    if (opts.predict or opts.strategy == "model") and catalog.cost_model not in TABLES:
+    if (opts.predict or opts.strategy == "model") and not has_formulas(catalog):
         raise ColltuneError(
             f"--predict and --strategy model need cost formulas for {mpi.name}'s "
             "algorithms, and colltune has none", "measure at every --np you need (its "
@@ -293,6 +292,12 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision], rule_size: Ru
     top = max(d.size for d in sized)
     return [Decision(2 * top, rule_size(coll, 2 * top, np), DEFAULT, None, None, None, None,
                      False, reason=f"not measured (above {top} B): the library's own choice")]
+
+
+def has_formulas(catalog: Catalog) -> bool:
+    from colltune.models.formulas import TABLES  # numpy: only when models are asked for
+
+    return catalog.cost_model in TABLES
 
 
 def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collective,
