@@ -13,6 +13,8 @@ import pytest
 
 from colltune.backends.impi import IntelMPI, forcing_env
 from colltune.backends.impi_backend import obeyed, rules, same_as
+from colltune.backends.impi_files import env_path, write_tuning
+from colltune.backends.impi_freeze import freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, probe
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
@@ -78,6 +80,30 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         assert got == str(site / "colltune-impi.json")
         status, detail = obeyed(probes, r, {"I_MPI_TUNING": got}, ends(r))
         assert status == "applied", detail
+        # frozen to Intel MPI's binary form (--format impi-bin's writer): the dump alone,
+        # named by the profile beside it, is obeyed at every range; the profile never sets
+        # I_MPI_TUNING or an I_MPI_ADJUST_* beside it; the JSON stays as its source
+        dat = tmp_path / "frozen.dat"
+        summary: dict[str, object] = {}
+        write_tuning(source_of(dat), {"bcast": {np: r}}, ["tuned here"], [], summary,
+                     lambda src: (freeze(impi, at(np), "bcast", src, dat), dat)[1])
+        prof = impi_env.parse(env_path(dat).read_text())
+        assert prof.settings == {"I_MPI_TUNING_BIN": str(dat.resolve())}, prof.settings
+        assert dat.stat().st_size > 0 and source_of(dat).exists()
+        status, detail = obeyed(probes, r, prof.settings, ends(r))
+        assert status == "applied", detail
+        # the dump holds the library's own tables too (merged, not partial): a collective
+        # the file does not name runs what it runs without the file
+        red = Probes(impi, at(np), "reduce")
+        assert red(prof.settings, SIZES) == red({}, SIZES)
+        # tune check and explain read the frozen file's rules through its source
+        c = tune_cli("check", str(env_path(dat)), "--json", "-")
+        assert c.returncode == 0, c.stderr
+        assert json.loads(c.stdout)["profile"] == prof.settings
+        x = tune_cli("explain", str(env_path(dat)), "-c", "bcast", "--np", str(np), "--size",
+                     "8", "--mpi", str(impi.prefix), "--json", "-")
+        assert x.returncode == 0, x.stderr
+        assert json.loads(x.stdout)["rule"]["algorithm"] == r.preset_at(8) == 8
     if np == 4:
         # tune check reads it as Intel MPI does; tune verify proves it applied, then times it
         c = tune_cli("check", str(f), "--json", "-")
@@ -100,6 +126,15 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         bad.write_text(json.dumps(doc))
         status, detail = obeyed(probes, r, {"I_MPI_TUNING": str(bad)}, ends(r))
         assert status == "not applied", detail
+
+
+def test_a_frozen_file_needs_intel_mpis_own_suffix(impi: IntelMPI, tmp_path: Path) -> None:
+    """--format impi-bin names the binary by Intel MPI's suffix (its JSON source is written
+    beside it under the same name): another is refused before any launch."""
+    r = tune_cli("bcast", "--format", "impi-bin", "--mpi", str(impi.prefix), "--np", "2",
+                 "--out", str(tmp_path / "t.json"), "--db", str(tmp_path / "db.sqlite"))
+    assert r.returncode == 2 and "ending in .dat" in r.stderr, r.stderr
+    assert not (tmp_path / "db.sqlite").exists()
 
 
 def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,

@@ -38,6 +38,7 @@ from colltune.backends.impi_files import (
     write_adjusts,
     write_tuning,
 )
+from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
 from colltune.backends.impi_proof import Fingerprint, Probes, describe, gdb_path
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
@@ -140,8 +141,13 @@ class ImpiBackend(Backend[IntelMPI]):
                                 f"(Intel MPI: one message-size rule per process range); got "
                                 f"--np {','.join(str(p.np) for p in placements)}",
                                 "tune one --np, or write the tuning file (--format impi)")
+        if opts.out_format == "impi-bin" and (opts.out is None or opts.out.suffix != SUFFIX):
+            raise ColltuneError(f"--format impi-bin writes Intel MPI's binary tuning file: "
+                                f"give --out a name ending in {SUFFIX}",
+                                f"e.g. --out tuning{SUFFIX} (its JSON source is written "
+                                "beside it as tuning.json)")
         return ImpiSession(self, mpi, catalog, placements, opts.out,
-                           adjusts=opts.out_format == "impi-env")
+                           opts.out_format or "impi")
 
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
@@ -155,7 +161,9 @@ class ImpiBackend(Backend[IntelMPI]):
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         text, prof = read_files(path, "will not check")
         t = impi_tuning.parse(text)
-        what = "profile of I_MPI_ADJUST_* variables" if prof.adjusts() else "tuning file"
+        what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
+                "binary tuning file (frozen from its JSON)" if BIN_VAR in prof.settings
+                or path.suffix == SUFFIX else "tuning file")
         return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
                        {"format": "impi", "collectives": sorted(t),
                         "profile": prof.settings}, [])
@@ -247,9 +255,10 @@ def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
 
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
-                 placements: list[Placement], out: Path | None, adjusts: bool = False) -> None:
+                 placements: list[Placement], out: Path | None, out_format: str = "impi"
+                 ) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
-        self.out, self.adjusts = out, adjusts
+        self.out, self.out_format = out, out_format
         self.sweep = "relaunch"
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
@@ -357,12 +366,26 @@ class ImpiSession(Session[IntelMPI]):
                                     for (c, np), pr in self.prints.items()},
                            "notes": notes}
         summary["coll_han_excluded"] = False
-        summary["wrote"] = {"what": "Intel MPI tuning file",
+        frozen = self.out_format == "impi-bin"
+        summary["wrote"] = {"what": "Intel MPI tuning file" + (" (binary, frozen from the "
+                                                                "JSON beside it)" if frozen
+                                                                else ""),
                             "also": str(env_path(out)) if out else None,
                             "use": f"source {env_path(out) if out else 'PROFILE'} (sets "
-                                   "I_MPI_TUNING) before mpirun", "notes": notes}
+                                   f"{BIN_VAR if frozen else impi_env.TUNING_VAR}) before "
+                                   "mpirun", "notes": notes}
         if not out:
             return None
         comments = [provenance(self.mpi)] + decision_comments(decisions, self.catalog)
-        (write_adjusts if self.adjusts else write_tuning)(out, t, comments, notes, summary)
+        if self.out_format == "impi-env":
+            write_adjusts(out, t, comments, notes, summary)
+            return None
+        placement = max(self.placements, key=lambda p: p.np)
+
+        def dump(source: Path) -> Path:  # one launch of the largest --np
+            freeze(self.mpi, placement, min(t), source, out)
+            return out
+
+        write_tuning(source_of(out) if frozen else out, t, comments, notes, summary,
+                     dump if frozen else None)
         return None

@@ -1,6 +1,8 @@
 """Intel MPI's files as colltune writes and reads them: the JSON tuning file with a profile
-naming it (`--format impi`), or one profile of I_MPI_ADJUST_* variables (`--format
-impi-env`, for users who prefer variables). Never both in one profile (impi_env.check)."""
+naming it (`--format impi`), the same frozen to Intel MPI's binary form with a profile
+naming that (`--format impi-bin`, impi_freeze.py), or one profile of I_MPI_ADJUST_*
+variables (`--format impi-env`, for users who prefer variables). Never a file and
+variables in one profile (impi_env.check)."""
 
 from __future__ import annotations
 
@@ -10,16 +12,18 @@ from typing import TypeVar
 
 from colltune import __version__
 from colltune.backends.base import write_file
+from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, source_of
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.rules import impi_env, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Tuning
 
-FORMATS = ("impi", "impi-env")
+FORMATS = ("impi", "impi-env", "impi-bin")
 T = TypeVar("T")
 
 
 def env_path(out: Path) -> Path:
-    return out.with_suffix(".env") if out.suffix == ".json" else out.with_name(out.name + ".env")
+    return out.with_suffix(".env") if out.suffix in (".json", SUFFIX) else \
+        out.with_name(out.name + ".env")
 
 
 def read_files(source: Path, refusal: str = "will not export"
@@ -28,6 +32,8 @@ def read_files(source: Path, refusal: str = "will not export"
     --format impi` wrote or the profile `--format impi-env` wrote. A tuning file's path
     inside a profile is read as data, never run."""
     try:
+        if source.suffix == SUFFIX:  # a frozen file: its JSON source, read as the rules
+            source = source_of(source)
         text = read_text(source)
         if text.lstrip().startswith("{"):
             beside = env_path(source)
@@ -40,9 +46,11 @@ def read_files(source: Path, refusal: str = "will not export"
                 json_text = impi_tuning.render(impi_env.to_tuning(prof.adjusts()))
             elif impi_env.TUNING_VAR in prof.settings:
                 json_text = read_text(Path(prof.settings[impi_env.TUNING_VAR]))
+            elif BIN_VAR in prof.settings:
+                json_text = read_text(source_of(Path(prof.settings[BIN_VAR])))
             else:
-                raise ImpiFormatError(f"it sets neither {impi_env.TUNING_VAR} nor an "
-                                      "I_MPI_ADJUST_* variable")
+                raise ImpiFormatError(f"it sets neither {impi_env.TUNING_VAR}, {BIN_VAR} "
+                                      "nor an I_MPI_ADJUST_* variable")
         impi_tuning.parse(json_text)
     except (OSError, FormatError, ImpiFormatError) as e:
         raise ColltuneError(f"{refusal} {source}: {e}",
@@ -52,9 +60,12 @@ def read_files(source: Path, refusal: str = "will not export"
 
 
 def tuned_env(source: Path, prof: impi_env.ImpiProfile) -> dict[str, str]:
-    """What a job sets to run the file: its variables, or I_MPI_TUNING naming the file."""
-    return prof.adjusts() or {impi_env.TUNING_VAR: prof.settings.get(impi_env.TUNING_VAR)
-                              or str(source.resolve())}
+    """What a job sets to run the file: its variables, or the variable naming the file
+    (I_MPI_TUNING, or I_MPI_TUNING_BIN for a frozen one)."""
+    named = {k: v for k, v in prof.settings.items() if k in (impi_env.TUNING_VAR, BIN_VAR)}
+    if source.suffix == SUFFIX and not named:
+        named = {BIN_VAR: str(source.resolve())}
+    return prof.adjusts() or named or {impi_env.TUNING_VAR: str(source.resolve())}
 
 
 def _merge_base(out: Path, parse: Callable[[str], T]) -> T | None:
@@ -70,8 +81,10 @@ def _merge_base(out: Path, parse: Callable[[str], T]) -> T | None:
 
 
 def write_tuning(out: Path, t: Tuning, comments: list[str], notes: list[str],
-                 summary: dict[str, object]) -> None:
-    """The tuning file at `out` (merged into what it holds) and the profile beside it."""
+                 summary: dict[str, object], frozen: Callable[[Path], Path] | None = None
+                 ) -> None:
+    """The tuning file at `out` (merged into what it holds) and the profile beside it;
+    `frozen`: the JSON's binary dump is made (it returns where), and the profile names it."""
     old: Tuning = _merge_base(out, impi_tuning.parse) or {}
     for c, per in t.items():
         old.setdefault(c, {}).update(per)
@@ -81,6 +94,11 @@ def write_tuning(out: Path, t: Tuning, comments: list[str], notes: list[str],
     settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
     if old:
         write_file(out, impi_tuning.render(old), "--out")
+        if frozen is not None:
+            dat = frozen(out)
+            settings = {BIN_VAR: str(dat.resolve())}
+            comments[2] = (f"use: source this file; the binary tuning file is {dat.resolve()}"
+                           f", frozen from {out.resolve()} (keep both)")
     else:  # an empty tuning file is no file Intel MPI documents: set nothing
         comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
         summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
