@@ -234,3 +234,11 @@ def test_a_point_stored_under_both_names_keeps_todays_row(tmp_path: Path) -> Non
     assert len(after) == n - 1  # the old-named duplicate went
     kept = [r for r in after if r["config_key"] == today and r["size"] == row[2]]
     assert len(kept) == 1 and kept[0]["median"] == 1.0
+
+
+def test_recorded_stores_leave_nothing_beside_them_when_read() -> None:
+    """A recorded store in WAL mode grows -wal and -shm files in the checkout whenever a
+    test reads it in place: tests/data holds them in rollback-journal mode (header byte 18:
+    1; WAL: 2)."""
+    for db in sorted((Path(__file__).parent / "data").glob("*.sqlite")):
+        assert db.read_bytes()[18] == 1, f"{db.name}: PRAGMA journal_mode=DELETE on it"
