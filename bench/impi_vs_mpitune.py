@@ -8,8 +8,9 @@ Per collective: mpitune_fast is run (every I_MPI_ADJUST_* / I_MPI_TUNING* unset,
 scratch directory, as it requires) and timed; `tune COLL --backend impi` is run and timed.
 Then, in fresh launches, the three arms (the default; mpitune_fast's binary file through
 I_MPI_TUNING_BIN; colltune's JSON through I_MPI_TUNING) alternate in rotating order, each
-judged by IMB-MPI1 (its t_avg) and by an application-style loop (bench/apploop.c: calls
-back to back on MPI_COMM_WORLD, timed as a whole). Per size and judge: the speed-up over
+judged by IMB-MPI1 (its t_avg), by OSU (its average latency; `--osu-dir`: OSU built with
+Intel MPI's mpicc, never found on PATH) and by an application-style loop (bench/apploop.c:
+calls back to back on MPI_COMM_WORLD, timed as a whole). Per size and judge: the speed-up over
 the default as the geometric mean over pairs of default/arm, its 95% t-interval over the
 pairs' log ratios (scipy), and a verdict: faster or slower when the interval excludes 1,
 otherwise none (the interval says how large a difference could have gone unseen).
@@ -37,6 +38,7 @@ from colltune.core.space import parse_sizes
 from colltune.launchers import Launch
 from colltune.osu.imb_output import parse as parse_imb
 from colltune.osu.imb_output import table
+from colltune.osu.osu_output import parse as parse_osu
 from colltune.slots import place
 
 HERE = Path(__file__).resolve().parent
@@ -105,6 +107,20 @@ def imb(mpi: IntelMPI, coll: str, np: int, sizes: list[int], env: dict[str, str]
     return {s: v * 1e-6 for s, v in t.avg_us().items()}
 
 
+def osu(mpi: IntelMPI, osu_dir: Path, coll: str, np: int, sizes: list[int],
+        env: dict[str, str]) -> dict[int, float]:
+    """OSU's average latency per size (a barrier after every call, unlike the loop)."""
+    cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))),
+           str(osu_dir / f"osu_{coll}"), "-f", "-i", "200", "-x", "20", "-m",
+           f"{min(sizes)}:{max(sizes)}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(mpi, env),
+                       timeout=600, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"OSU failed: {r.stdout[-600:]} {r.stderr[-600:]}")
+    return {row.size: row.avg_us * 1e-6 for row in parse_osu(r.stdout, f"osu_{coll}").rows
+            if row.size in sizes}
+
+
 def loop(mpi: IntelMPI, exe: Path, coll: str, np: int, sizes: list[int],
          env: dict[str, str], iters: int) -> dict[int, float]:
     cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))), str(exe), coll,
@@ -139,6 +155,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--tune-args", default="", help="more options for tune, e.g. "
                     "'--window 200'")
+    ap.add_argument("--osu-dir", type=Path, default=None,
+                    help="OSU collectives built with this Intel MPI's mpicc (a third judge)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
@@ -162,13 +180,16 @@ def main() -> None:
                         got.setdefault(("IMB", arm, s), []).append(v)
                     for s, v in loop(mpi, exe, coll, a.np, sizes, envs[arm], a.iters).items():
                         got.setdefault(("loop", arm, s), []).append(v)
+                    if a.osu_dir:
+                        for s, v in osu(mpi, a.osu_dir, coll, a.np, sizes, envs[arm]).items():
+                            got.setdefault(("OSU", arm, s), []).append(v)
             print(f"### {coll}, {a.np} ranks\n")
             print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
                   f"({'wrote a tuning file' if js else 'kept the default everywhere'})\n")
             print("| size | judge | default us | mpitune_fast/default | colltune/default |")
             print("|---|---|---|---|---|")
             for s in sizes:
-                for j in ("IMB", "loop"):
+                for j in ("IMB", "OSU", "loop") if a.osu_dir else ("IMB", "loop"):
                     d = got[(j, "default", s)]
                     cells = []
                     for arm in ("mpitune", "colltune"):
