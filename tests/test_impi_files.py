@@ -174,3 +174,25 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
                                                        4: Rules([(None, 3)])}}, ["p"], [], {})
     with pytest.raises(ImpiFormatError, match="every process count"):
         impi_env.to_tuning({"I_MPI_ADJUST_BCAST": "1:0-100@1-4"})
+
+
+def test_a_frozen_file_is_read_through_its_json_source(tmp_path: Path) -> None:
+    """A binary tuning file (--format impi-bin) is not text: `tune check` finds its family
+    by its name and reads the rules from the JSON it was frozen from, beside it; without
+    that JSON it says which file to keep, and never reads the binary as rules."""
+    import sys
+
+    from colltune.backends.impi_files import tuned_env
+
+    dat = tmp_path / "t.dat"
+    dat.write_bytes(b"\x78\x9c\x00\xff binary, as Intel MPI dumps it")
+    assert registry.for_file(dat).name == "impi"
+    check = [sys.executable, "-m", "colltune.cli", "check", str(dat)]
+    r = subprocess.run(check, capture_output=True, text=True, check=False)
+    assert r.returncode == 2, r.stderr
+    assert f"frozen from beside it ({tmp_path / 't.json'})" in r.stderr.replace("\n", " ")
+    (tmp_path / "t.json").write_text(impi_tuning.render(
+        {"bcast": {4: Rules([(1024, 8), (None, 1)])}}))
+    r = subprocess.run(check, capture_output=True, text=True, check=False)
+    assert r.returncode == 0 and "binary tuning file" in r.stdout, r.stderr
+    assert tuned_env(dat, impi_env.ImpiProfile()) == {"I_MPI_TUNING_BIN": str(dat.resolve())}

@@ -104,12 +104,12 @@ class Backend(ABC, Generic[M]):
     short = ""  # in file names the report writes
     export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
     output = "a tuning file"  # what its output is called, for messages
-    # installation name (Installation.name) -> how its ranks wait inside a collective: why
-    # a default can look thousands of times slower than a forced algorithm when ranks
-    # share cores (MPICH 5.0.2 at 4 ranks on 2 cores: default 10-1560 ms, forced 19 us)
+    # installation name -> how its ranks wait in a collective: why a default can look far
+    # slower than a forced algorithm on shared cores (MPICH 5.0.2, 4 ranks on 2: 10-1560 ms)
     waits: dict[str, str] = {}
     own_launcher = "mpirun"  # what launches its jobs here unless --launcher says otherwise
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
+    binary_suffixes: tuple[str, ...] = ()  # its outputs that are not text (read: registry)
 
     def place(self, np: int, hostfile: str | None = None, launch: Launch | None = None
               ) -> Placement:

@@ -112,6 +112,7 @@ class ImpiBackend(Backend[IntelMPI]):
     own_launcher = "mpiexec"
     output = "an Intel MPI tuning file"
     formats = FORMATS
+    binary_suffixes = (SUFFIX,)  # a frozen tuning file: its JSON source is read beside it
     short = "impi"
     mpit_sweep = False  # the choice is fixed per launch (MPI_T writes read back, change nothing)
     # measured on MPI_COMM_WORLD: on a duplicate, bcast 16 KiB with preset 7 ran 1.5x faster

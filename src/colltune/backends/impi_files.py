@@ -31,10 +31,9 @@ def read_files(source: Path, refusal: str = "will not export"
     """The tuning (as the JSON tuning file's text) and the profile, from either file `tune
     --format impi` wrote or the profile `--format impi-env` wrote. A tuning file's path
     inside a profile is read as data, never run."""
+    frozen = source.suffix == SUFFIX  # a frozen file: its JSON source holds the rules
     try:
-        if source.suffix == SUFFIX:  # a frozen file: its JSON source, read as the rules
-            source = source_of(source)
-        text = read_text(source)
+        text = read_text(source_of(source) if frozen else source)
         if text.lstrip().startswith("{"):
             beside = env_path(source)
             prof = impi_env.parse(read_text(beside)) if beside.exists() else \
@@ -54,8 +53,9 @@ def read_files(source: Path, refusal: str = "will not export"
         impi_tuning.parse(json_text)
     except (OSError, FormatError, ImpiFormatError) as e:
         raise ColltuneError(f"{refusal} {source}: {e}",
-                            "pass the tuning file or profile `tune --format impi` (or "
-                            "impi-env) wrote") from None
+                            f"keep the JSON it was frozen from beside it ({source_of(source)})"
+                            if frozen else "pass the tuning file or profile `tune --format "
+                            "impi` (or impi-env, impi-bin) wrote") from None
     return json_text, prof
 
 

@@ -94,8 +94,9 @@ def for_file(path: Path) -> Backend[Any]:
     its reader then says what is wrong)."""
     try:
         text = read_text(path)
-    except (OSError, FormatError):
-        return BACKENDS["openmpi"]
+    except (OSError, FormatError):  # not text: a family's binary output, by its name
+        return next((b for b in BACKENDS.values() if path.suffix and
+                     path.suffix in b.binary_suffixes), BACKENDS["openmpi"])
     return next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"])
 
 
