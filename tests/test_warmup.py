@@ -7,6 +7,7 @@ twice as fast, and the change point moves with the library's own parameter."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 from pathlib import Path
@@ -64,9 +65,17 @@ def _allreduce(doc: dict[str, object]) -> dict[str, object]:
 def test_a_program_whose_17th_call_is_slower_is_reported(ompi41: OpenMPI, tmp_path: Path
                                                           ) -> None:
     doc = _profile(ompi41, tmp_path, _build(ompi41, tmp_path, "-DLATE_FROM=16"), {})
-    w = _allreduce(doc)["warmup"]
-    assert w is not None and w["after_calls"] == 16 and w["after_s"] > 5 * w["before_s"]
-    assert "changed level after call 16" in str(doc["stderr"])
+    entry = _allreduce(doc)
+    w, first = entry["warmup"], entry["first_s"]
+    assert w is not None and w["after_s"] > 5 * w["before_s"], w
+    # the step is after call 16. One exception follows the data, not the cause: when call 16
+    # itself measured nearer the later level than the earlier one (a rank preempted in it),
+    # the calls do change level after call 15, and the least-deviation split says so (a CI
+    # run reported 15 once; its series was not kept)
+    mid = math.sqrt(w["before_s"] * w["after_s"])
+    assert w["after_calls"] == 16 or (w["after_calls"] == 15 and first[15] > mid), (
+        w, first[:20])
+    assert f"changed level after call {w['after_calls']}" in str(doc["stderr"])
 
 
 @pytest.mark.parametrize("threshold", [8, 16])
