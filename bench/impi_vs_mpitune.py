@@ -185,7 +185,7 @@ def main() -> None:
                             got.setdefault(("OSU", arm, s), []).append(v)
             print(f"### {coll}, {a.np} ranks\n")
             print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
-                  f"({'wrote a tuning file' if js else 'kept the default everywhere'})\n")
+                  f"({'wrote a tuning file' if js else 'wrote no file: its arm is the default'})\n")
             print("| size | judge | default us | mpitune_fast/default | colltune/default |")
             print("|---|---|---|---|---|")
             for s in sizes:
@@ -201,6 +201,10 @@ def main() -> None:
                        for d in summary["collectives"].get(coll, {}).get(str(a.np), [])
                        if d.get("verdict") == "tuned"]
             print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
+            if decided and js is None:  # confirmed, but no file could carry it: say why
+                left = [n for n in summary.get("impi", {}).get("notes", [])
+                        if n.startswith(f"{coll} ")]
+                print("not written: " + ("; ".join(left) or "see the summary") + "\n")
 
 
 if __name__ == "__main__":
