@@ -235,8 +235,12 @@ class TunedSession(Session[T]):
 
     def grid(self, opts: TuneOptions) -> dict[str, list[int]]:
         grid = super().grid(opts)
-        if self.rules_version != 2:
-            grid[MAXREQ] = [0]  # only rule-file-version-2 has a max_requests column
+        if self.rules_version != 2:  # only rule-file-version-2 has a max_requests column
+            if any(grid.get(MAXREQ, [])):
+                raise ColltuneError(f"--param {MAXREQ}: the classic rules format this "
+                                    "output is written in cannot hold it",
+                                    "add --rules-version 2 (Open MPI 5), or leave it out")
+            grid[MAXREQ] = [0]
         return grid
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
