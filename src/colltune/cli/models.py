@@ -40,11 +40,11 @@ def _installation(backend: str, mpi: str | None, colls: list[str], np: int
                   ) -> tuple[Installation, Catalog]:
     """The installation under --mpi and its catalog, read as `tune` reads them; one whose
     algorithms have no cost formulas is refused (nothing to predict)."""
-    from colltune.models.formulas import TABLES
+    from colltune.models.formulas import has_formulas
 
     sess = registry.named(backend).open(TuneOptions(colls, [np], mpi=mpi, backend=backend),
                                         colls, lambda s: None)
-    if sess.catalog.cost_model not in TABLES:
+    if not has_formulas(sess.catalog):
         raise ColltuneError(f"colltune has no cost formulas for {sess.mpi.name}'s algorithms",
                             "tune it by measuring: tune <collective> --backend "
                             f"{backend} --np N")

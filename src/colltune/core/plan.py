@@ -31,7 +31,8 @@ class Plan:
     def points(self, coll: Collective, np: int) -> list[tuple[Config, int]]:
         """Every (configuration, size) worth measuring at `np` ranks: a segment as large
         as the message repeats the unsegmented point, so it is left out."""
-        return [(c, s) for c in self.configs(coll, np) for s in self.sizes_at(coll, np)
+        sizes = self.sizes_at(coll, np)
+        return [(c, s) for c in self.configs(coll, np) for s in sizes
                 if useful_at(c, s, self.catalog)]
 
     def candidates(self, coll: Collective, np: int, size: int) -> list[Config]:

@@ -377,6 +377,12 @@ def formula(collective: str, algorithm: str) -> Formula | None:
     return FORMULAS.get(collective, {}).get(algorithm)
 
 
+def has_formulas(catalog: Catalog) -> bool:
+    """Whether a table here predicts the catalog's algorithms (--predict, --strategy model,
+    tune model predict need one)."""
+    return catalog.cost_model in TABLES
+
+
 def cost(catalog: Catalog, coll: str, cfg: Config, np: int, size: float
          ) -> tuple[Formula, Shape] | None:
     """The formula that predicts one configuration and its shape, from the table the

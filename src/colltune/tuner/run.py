@@ -139,7 +139,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     # what is measured, built once (a parameter this library does not declare: refused)
     plan = Plan(catalog, sess.grid(opts), opts.sizes)
-    if (opts.predict or opts.strategy == "model") and not has_formulas(catalog):
+    if (opts.predict or opts.strategy == "model") and not _has_formulas(catalog):
         raise ColltuneError(
             f"--predict and --strategy model need cost formulas for {mpi.name}'s "
             "algorithms, and colltune has none", "measure at every --np you need (its "
@@ -294,10 +294,10 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision], rule_size: Ru
                      False, reason=f"not measured (above {top} B): the library's own choice")]
 
 
-def has_formulas(catalog: Catalog) -> bool:
-    from colltune.models.formulas import TABLES  # numpy: only when models are asked for
+def _has_formulas(catalog: Catalog) -> bool:
+    from colltune.models.formulas import has_formulas  # numpy: only when models are asked
 
-    return catalog.cost_model in TABLES
+    return has_formulas(catalog)
 
 
 def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collective,
@@ -311,7 +311,7 @@ def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collect
     obs = [Observation(coll, pl.np, m.config, m.size, m.median)
            for pl in measured for m in store.measurements(context_for(mpi, coll, pl))
            if m.status == "ok" and m.median]
-    catalog = plan.catalog
+    catalog, rule_size = plan.catalog, registry.of(mpi).rule_size
     models = fit_on_collectives(obs, catalog)
     err = {"hockney": models.hockney.quality.median_rel, "loggp": models.loggp.quality.median_rel}
     which = min(err, key=lambda k: err[k])
@@ -324,8 +324,7 @@ def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collect
             if not ranked:
                 continue
             top = ranked[0]
-            ds.append(Decision(size, registry.of(mpi).rule_size(coll, size, np), top.config,
-                               top.config,
+            ds.append(Decision(size, rule_size(coll, size, np), top.config, top.config,
                                top.time(which), None, None, False,
                                reason=f"predicted {top.time(which) * 1e6:.1f} us by {which}",
                                predicted=True))
