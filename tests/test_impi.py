@@ -6,16 +6,17 @@ forcing that rule's preset runs."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from colltune.backends.impi import IntelMPI, forcing_env
-from colltune.backends.impi_backend import obeyed, rules, same_as
+from colltune.backends.impi_backend import rules, same_as
 from colltune.backends.impi_files import env_path, write_tuning
 from colltune.backends.impi_freeze import freeze, source_of
-from colltune.backends.impi_proof import Probes, describe, probe
+from colltune.backends.impi_proof import Probes, describe, obeyed
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.launchers import Launch
@@ -41,8 +42,8 @@ def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
     """BCAST=7 (Shumilin's) at 2 ranks runs what preset 1 (binomial) runs, by the library's
     own functions; at 4 ranks it runs its own."""
     for np, falls in ((2, True), (4, False)):
-        prints = {p: probe(impi, at(np), "bcast", [1024], forcing_env("bcast", p))
-                  for p in (1, 7)}
+        probes = Probes(impi, at(np), "bcast")
+        prints = {p: probes(forcing_env("bcast", p), [1024]) for p in (1, 7)}
         assert all(prints[p][1024] is not None for p in prints)
         assert (same_as(prints, 7, 1024) == 1) is falls, {
             p: describe(f[1024], "bcast") for p, f in prints.items()}
@@ -154,11 +155,20 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     assert all(v != "unknown" for per in seen.values() for v in per.values())
     prof = impi_env.parse((tmp_path / "g.env").read_text())
     assert not prof.adjusts()
-    # the same decisions as I_MPI_ADJUST_* variables (--format impi-env, from the store)
-    adj = tmp_path / "adjust.env"
+    # what each preset ran is stored with the measurements: the default and every preset
+    # at each probed size (the decided sizes and twice the largest)
+    with sqlite3.connect(tmp_path / "db.sqlite") as c:
+        stored = set(c.execute("SELECT config_key, size FROM counters"))
+    c.close()
+    assert stored == {(f"a{p}", size) for p in range(6) for size in (8, 65536, 131072)}
+    # the same decisions as I_MPI_ADJUST_* variables (--format impi-env, from the store),
+    # with no gdb to be found: the stored counts answer, nothing is probed again
+    adj, nogdb = tmp_path / "adjust.env", tmp_path / "nogdb"
+    nogdb.mkdir()
     r = tune_cli("gather", "--format", "impi-env", "--mpi", str(impi.prefix), "--np", "4",
                  "--sizes", "8,64K", "--boundaries", "midpoint", "--out", str(adj),
-                 "--from-db", "--db", str(tmp_path / "db.sqlite"), "-q")
+                 "--from-db", "--db", str(tmp_path / "db.sqlite"), "-q",
+                 env={"PATH": str(nogdb)})
     assert r.returncode == 0, r.stderr + r.stdout
     variables = impi_env.parse(adj.read_text())
     assert impi_env.TUNING_VAR not in variables.settings
@@ -214,7 +224,6 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
     r = tune_cli("import-imb", *map(str, files), "--np", "4", "--mpi", str(impi.prefix),
                  "--db", str(db), "--out", str(out), "--summary-json", str(summ), "-q")
     assert r.returncode == 0, r.stderr + r.stdout
-    import sqlite3
     with sqlite3.connect(db) as c:
         assert sorted(c.execute("SELECT algorithm, size, n, sweep FROM measurements")) == [
             (0, 64, 2, "imb"), (0, 65536, 2, "imb"), (2, 64, 2, "imb"), (2, 65536, 2, "imb")]

@@ -39,7 +39,14 @@ from colltune.backends.impi_files import (
     write_tuning,
 )
 from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
-from colltune.backends.impi_proof import Fingerprint, Probes, describe, gdb_path
+from colltune.backends.impi_proof import (
+    Fingerprint,
+    Probes,
+    describe,
+    gdb_path,
+    obeyed,
+    valid_counts,
+)
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -131,7 +138,8 @@ class ImpiBackend(Backend[IntelMPI]):
         refuse(opts, self.name)
         placements = hydra_placements(opts)
         mpi = impi.find_impi(opts.mpi)
-        gdb_path()  # the proof of what ran: refused before any launch, not after the sweep
+        if not opts.from_db:  # deciding from a store needs gdb only for what it lacks
+            gdb_path()  # the proof of what ran: refused before any launch, not after a sweep
         catalog = impi.catalog(mpi, colls)
         missing = [c for c in colls if not catalog.algorithms.get(c)]
         if missing:
@@ -226,34 +234,6 @@ class ImpiBackend(Backend[IntelMPI]):
         return ImpiCatalog(algorithms=names or {}, source="store")
 
 
-def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
-           ) -> tuple[str, str]:
-    """Whether a job launched with `env` runs, at each of `sizes`, what forcing the rule's
-    preset runs there (the library's symbols: a launch for the file, the default and each
-    preset, unless already probed)."""
-    coll = probes.coll
-    got, default = probes(env, sizes), probes({}, sizes)
-    want: dict[int, list[int]] = {}
-    for s in sizes:
-        want.setdefault(r.preset_at(s) or 0, []).append(s)
-    bad, same = [], 0
-    for preset, at in sorted(want.items()):
-        forced = probes(impi.forcing_env(coll, preset), at)
-        for s in at:
-            if got[s] is None or got[s] != forced[s]:
-                bad.append(f"{s} B ran {describe(got[s], coll)}, preset {preset} runs "
-                           f"{describe(forced[s], coll)}")
-            elif got[s] == default[s]:
-                same += 1
-    if bad:
-        return "not applied", "; ".join(bad)
-    if same == len(sizes):
-        return "unproven", ("at every size the file's preset runs the functions the default "
-                            "runs: the symbols cannot tell them apart")
-    return "applied", (f"Intel MPI ran the file's preset at {len(sizes)} size(s), by the "
-                       "functions it called (rank 0 under gdb)")
-
-
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
                  placements: list[Placement], out: Path | None, out_format: str = "impi"
@@ -278,13 +258,26 @@ class ImpiSession(Session[IntelMPI]):
         # cost launches
         probes = self.probes.setdefault((name, placement.np),
                                         Probes(self.mpi, placement, name))
-        prints: Prints = {p: probes(impi.forcing_env(name, p), sizes)
-                          for p in [0, *sorted(self.catalog.algorithms.get(name, {}))]}
+        envs = {p: impi.forcing_env(name, p)
+                for p in [0, *sorted(self.catalog.algorithms.get(name, {}))]}
+        # what an earlier run (or the run an import follows) counted is the library's
+        # own answer for this installation and placement: no launch, no gdb for it
+        stored = {k: c for k, v in store.counters(ctx).items()
+                  if (c := valid_counts(v)) is not None}
+        for p, env in envs.items():
+            for size in sizes:
+                if (Config(p).key, size) in stored:
+                    probes.known(env, size, stored[(Config(p).key, size)])
+        prints: Prints = {p: probes(env, sizes) for p, env in envs.items()}
+        for p, env in envs.items() if not store.readonly else {}:
+            for size, c in probes.counts(env, sizes).items():
+                if stored.get((Config(p).key, size)) != c:
+                    store.add_counts(ctx, Config(p).key, size, c)
         self.prints[(name, placement.np)] = prints
         best = fastest(ms)
         self.stand_in[(name, placement.np)] = {
-            d.size: p for d in ds if d.chosen == DEFAULT
-            and (p := same_as(prints, 0, d.size) or best.get(d.size)) is not None}
+            d.size: q for d in ds if d.chosen == DEFAULT
+            and (q := same_as(prints, 0, d.size) or best.get(d.size)) is not None}
         self.store, self.ctx[(name, placement.np)] = store, ctx
         for d in ds:
             p = d.chosen.algorithm

@@ -19,11 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.impi import IntelMPI, launch_command, launch_env
+from colltune.backends.impi import IntelMPI, forcing_env, launch_command, launch_env
 from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
-from colltune.rules.impi_tuning import file_name
+from colltune.rules.impi_tuning import Rules, file_name
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -78,11 +78,26 @@ def describe(fp: Fingerprint | None, coll: str) -> str:
     return "+".join(parts) or "entry only"
 
 
+Counts = dict[str, int]  # function -> calls while a size was measured (the entry's too)
+
+_SYMBOL = re.compile(r"[A-Za-z_]\w{0,199}")
+
+
+def valid_counts(data: object) -> Counts | None:
+    """Stored counts as a probe wrote them (a store may come from another user: symbol
+    names and call counts only, else None: probed again)."""
+    if not isinstance(data, dict) or len(data) > 1000:
+        return None
+    ok = all(isinstance(k, str) and _SYMBOL.fullmatch(k) and type(v) is int and 0 <= v
+             for k, v in data.items())
+    return dict(data) if ok else None
+
+
 def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
           env: dict[str, str], timeout: float = 60.0, exe: Path | None = None
-          ) -> dict[int, Fingerprint | None]:
-    """The fingerprint of each size's calls in one launch with `env` (a few calls a size);
-    `exe`: the kernel, if already built for `mpi`."""
+          ) -> dict[int, Counts]:
+    """The calls of each internal function of `coll` while each size ran, in one launch
+    with `env` (a few calls a size); `exe`: the kernel, if already built for `mpi`."""
     gdb = gdb_path()
     exe = exe or build_kernel(mpi)
     listing, match = patterns(coll)
@@ -106,24 +121,60 @@ def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
                            "check that gdb runs here (ptrace allowed) and that the job runs "
                            "without gdb")
         counts = json.loads(out.read_text())
-    return {s: fingerprint(counts.get(str(s), {}), coll) for s in sizes}
+    return {s: valid_counts(counts.get(str(s), {})) or {} for s in sizes}
 
 
 class Probes:
-    """The fingerprints seen so far for one collective on one placement, by (environment,
-    size): a launch only for the sizes an environment was not probed at yet."""
+    """What was counted so far for one collective on one placement, by (environment, size):
+    a launch only for the sizes an environment was not probed at yet (nor `known`: counts
+    a store kept)."""
 
     def __init__(self, mpi: IntelMPI, placement: Placement, coll: str) -> None:
         self.mpi, self.placement, self.coll = mpi, placement, coll
-        self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Fingerprint | None] = {}
+        self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Counts] = {}
         self.exe: Path | None = None  # built (and checked) once, not per launch
 
-    def __call__(self, env: dict[str, str], sizes: list[int]
-                 ) -> dict[int, Fingerprint | None]:
+    def known(self, env: dict[str, str], size: int, counts: Counts) -> None:
+        self.seen[(tuple(sorted(env.items())), size)] = counts
+
+    def counts(self, env: dict[str, str], sizes: list[int]) -> dict[int, Counts]:
         key = tuple(sorted(env.items()))
         missing = [s for s in sizes if (key, s) not in self.seen]
         if missing:
+            gdb_path()  # before building anything: without gdb nothing can be counted
             self.exe = self.exe or build_kernel(self.mpi)
             got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self.exe)
-            self.seen.update({(key, s): fp for s, fp in got.items()})
+            self.seen.update({(key, s): c for s, c in got.items()})
         return {s: self.seen[(key, s)] for s in sizes}
+
+    def __call__(self, env: dict[str, str], sizes: list[int]
+                 ) -> dict[int, Fingerprint | None]:
+        return {s: fingerprint(c, self.coll) for s, c in self.counts(env, sizes).items()}
+
+
+def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
+           ) -> tuple[str, str]:
+    """Whether a job launched with `env` runs, at each of `sizes`, what forcing the rule's
+    preset runs there (the library's symbols: a launch for the file, the default and each
+    preset, unless already probed)."""
+    coll = probes.coll
+    got, default = probes(env, sizes), probes({}, sizes)
+    want: dict[int, list[int]] = {}
+    for s in sizes:
+        want.setdefault(r.preset_at(s) or 0, []).append(s)
+    bad, same = [], 0
+    for preset, at in sorted(want.items()):
+        forced = probes(forcing_env(coll, preset), at)
+        for s in at:
+            if got[s] is None or got[s] != forced[s]:
+                bad.append(f"{s} B ran {describe(got[s], coll)}, preset {preset} runs "
+                           f"{describe(forced[s], coll)}")
+            elif got[s] == default[s]:
+                same += 1
+    if bad:
+        return "not applied", "; ".join(bad)
+    if same == len(sizes):
+        return "unproven", ("at every size the file's preset runs the functions the default "
+                            "runs: the symbols cannot tell them apart")
+    return "applied", (f"Intel MPI ran the file's preset at {len(sizes)} size(s), by the "
+                       "functions it called (rank 0 under gdb)")

@@ -152,13 +152,24 @@ class Store:
                  json.dumps(r.pvars, sort_keys=True)))
 
     def counters(self, ctx: Context) -> dict[tuple[str, int], dict[str, int]]:
-        """What the library's own counters said ran, per (config key, size), where the
-        kernel was asked to read them (MVAPICH2)."""
+        """What the library's own counters said ran, per (config key, size): its MPI_T
+        counters where the kernel read them (MVAPICH2), or calls counted by a probe."""
         cur = self._read(
             "SELECT config_key, size, counts FROM counters WHERE mpi_key=? AND host=? AND "
             "np=? AND ppn=? AND collective=?",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return {(k, int(s)): json.loads(c) for k, s, c in cur}
+
+    def add_counts(self, ctx: Context, config_key: str, size: int,
+                   counts: dict[str, int]) -> None:
+        """What a probe counted of the library's own functions at one point (Intel MPI's,
+        under a debugger): stored so a later decision (--from-db, an import) needs no
+        launch. A point probed again is replaced (it is the library's, not a sample)."""
+        with self._write() as db:
+            db.execute("INSERT OR REPLACE INTO counters (mpi_key, host, np, ppn, collective, "
+                       "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
+                       (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, config_key,
+                        size, json.dumps(counts, sort_keys=True)))
 
     def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
         """Adds repetitions to a stored point (searches that come back to a point), in one

@@ -1,0 +1,111 @@
+"""Intel MPI decided again from a store recorded on the real library, with no launch: what
+each preset ran (its functions, counted under gdb) is stored beside the measurements, so
+`tune --from-db` and an import into that store write the tuning file without gdb and
+without starting a job. The recorded store is a guard too: a change to the decisions,
+the stand-ins for a kept default or the writer shows as a different file."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.impi import IntelMPI
+from colltune.backends.impi_proof import valid_counts
+from colltune.errors import ColltuneError
+from colltune.options import TuneOptions
+from colltune.tuner.run import tune
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+# `tune bcast --backend impi --mpi .venv-impi --np 4 --sizes 8,1K,64K,1M --boundaries
+# midpoint --confirm-rounds 0` on Intel MPI 2021.18.1 here (host vm, 2026-11-26): the sweep
+# of the default and 22 presets, and what each ran at each size (115 probes)
+RECORDED = DATA / "impi-2021.18.1-bcast-np4.sqlite"
+RECORDED_HOST = "vm"
+RECORDED_PREFIX = "/work/main/.venv-impi"
+STORED_TABLES = ("measurements", "counters", "confirmations", "decisions", "catalogs")
+
+
+def _moved(tmp: Path, impi: IntelMPI) -> Path:
+    """A copy of the recorded store, moved with its installation (its key names the prefix)."""
+    db = tmp / RECORDED.name
+    shutil.copyfile(RECORDED, db)
+    with sqlite3.connect(db) as con:
+        for table in STORED_TABLES:
+            con.execute(f"UPDATE {table} SET mpi_key=replace(mpi_key, ?, ?)",
+                        (RECORDED_PREFIX, str(impi.prefix)))
+        con.execute("UPDATE measurements SET mpi_path=replace(mpi_path, ?, ?)",
+                    (RECORDED_PREFIX, str(impi.prefix)))
+    con.close()
+    return db
+
+
+def _without_gdb(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    """No gdb on PATH: a probe (rank 0 under gdb) would be refused, not run."""
+    empty = tmp / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    assert shutil.which("gdb") is None
+
+
+def _normalised(text: str, impi: IntelMPI, out: Path) -> str:
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "<stamp>", text)
+    return text.replace(str(out.resolve()), "<out>").replace(str(impi.prefix), "<prefix>")
+
+
+@pytest.mark.mpi  # reads Intel MPI's version and presets; launches no job
+def test_from_db_writes_the_recorded_file_with_no_gdb_and_no_launch(
+        impi: IntelMPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    db = _moved(tmp_path, impi)
+    with sqlite3.connect(db) as con:
+        before = sorted(con.execute("SELECT config_key, size, counts FROM counters"))
+    con.close()
+    assert before, "the recorded store holds what each preset ran"
+    monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
+    _without_gdb(monkeypatch, tmp_path)
+    out = tmp_path / "bcast.json"
+    res = tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db,
+                           from_db=True, backend="impi", confirm_rounds=0))
+    seen = res.summary["impi"]["seen"]["bcast np=4"]  # type: ignore[index]
+    assert set(seen) == {"0", *map(str, range(1, 23))}, seen  # the default, every preset
+    for name in ("impi-2021.18.1-bcast-np4.json", "impi-2021.18.1-bcast-np4.env"):
+        got = out if name.endswith(".json") else out.with_suffix(".env")
+        want = GOLDEN / name
+        assert got.exists() == want.exists(), name
+        if want.exists():
+            assert _normalised(got.read_text(), impi, out) == want.read_text(), name
+    with sqlite3.connect(db) as con:  # read, not probed again
+        assert sorted(con.execute("SELECT config_key, size, counts FROM counters")) == before
+    con.close()
+
+
+@pytest.mark.mpi
+def test_a_store_without_what_a_preset_ran_needs_gdb_to_decide(
+        impi: IntelMPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A preset's counts missing, or not what a probe writes (a store may come from another
+    user): probed again, which here (no gdb) is refused with the way out."""
+    db = _moved(tmp_path, impi)
+    with sqlite3.connect(db) as con:
+        key, size = con.execute("SELECT config_key, size FROM counters WHERE config_key "
+                                "!= 'a0' ORDER BY config_key, size LIMIT 1").fetchone()
+        con.execute("UPDATE counters SET counts=? WHERE config_key=? AND size=?",
+                    ('{"MPIR_Bcast": 2, "\\u001b]0;x\\u0007": 2}', key, size))
+    con.close()
+    monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
+    _without_gdb(monkeypatch, tmp_path)
+    with pytest.raises(ColltuneError, match="gdb is not installed"):
+        tune(TuneOptions(["bcast"], [4], out=tmp_path / "b.json", mpi=str(impi.prefix),
+                         db=db, from_db=True, backend="impi", confirm_rounds=0))
+
+
+def test_stored_counts_are_symbol_names_and_call_counts() -> None:
+    assert valid_counts({"MPIR_Bcast": 4, "MPIR_Bcast_intra_binomial": 4}) is not None
+    assert valid_counts({}) == {}
+    for bad in ([1], {"MPIR_Bcast": -1}, {"MPIR_Bcast": True}, {"MPIR_Bcast": 1.5},
+                {"a b": 1}, {"\x1b[31m": 1}, {"x" * 300: 1}, "MPIR_Bcast"):
+        assert valid_counts(bad) is None, bad
