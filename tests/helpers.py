@@ -2,21 +2,92 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import locale
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 
 def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
              ) -> subprocess.CompletedProcess[str]:
-    """Runs `tune ...` in a fresh process, exactly as a user would."""
+    """Runs `tune ...` in a fresh process, as a user would: forked from a process that has
+    imported numpy and scipy.stats already (cli_zygote.py; COLLTUNE_TEST_FORK=0: started
+    with `python -m colltune.cli` instead)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], capture_output=True,
-                          text=True, timeout=timeout, env=full_env, check=False)
+    cmd = [sys.executable, "-m", "colltune.cli", *args]
+    if os.environ.get("COLLTUNE_TEST_FORK") == "0":
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=full_env, check=False)
+    return _Zygote.get().run(cmd, list(args), full_env, timeout)
+
+
+class _Zygote:
+    """The forking process (started once per test session, ends with it)."""
+
+    _one: _Zygote | None = None
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(
+            "cli_zygote.py"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            bufsize=1)
+
+    @classmethod
+    def get(cls) -> _Zygote:
+        if cls._one is None or cls._one.proc.poll() is not None:
+            cls._one = cls()
+        return cls._one
+
+    def _answer(self) -> dict[str, int]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the CLI's forking process ended (tests/cli_zygote.py)")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    def run(self, cmd: list[str], args: list[str], env: dict[str, str], timeout: float
+            ) -> subprocess.CompletedProcess[str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        with tempfile.TemporaryDirectory(prefix="colltune-cli-") as tmp:
+            out, err = Path(tmp) / "out", Path(tmp) / "err"
+            self.proc.stdin.write(json.dumps({"args": args, "env": env, "cwd": os.getcwd(),
+                                              "stdout": str(out), "stderr": str(err)}) + "\n")
+            self.proc.stdin.flush()
+            pid = self._answer()["pid"]
+            try:
+                ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+                if not ready:  # as subprocess.run(timeout=) does: kill it, then say so
+                    os.kill(pid, signal.SIGKILL)
+                    self._answer()
+                    raise subprocess.TimeoutExpired(cmd, timeout, _text(out), _text(err))
+                status = self._answer()["status"]
+            except subprocess.TimeoutExpired:
+                raise
+            except BaseException:  # interrupted (a test's timeout): no answer left behind
+                for victim in (pid, self.proc.pid):
+                    with contextlib.suppress(OSError):
+                        os.kill(victim, signal.SIGKILL)
+                _Zygote._one = None
+                raise
+            return subprocess.CompletedProcess(cmd, os.waitstatus_to_exitcode(status),
+                                               _text(out), _text(err))
+
+
+def _text(path: Path) -> str:
+    """A captured stream decoded as subprocess.run(text=True) decodes it (the locale's
+    encoding, universal newlines)."""
+    data = path.read_bytes() if path.exists() else b""
+    return io.TextIOWrapper(io.BytesIO(data), encoding=locale.getpreferredencoding(False)
+                            ).read()
 
 
 def collbench_pids() -> list[int]:
