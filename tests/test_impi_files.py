@@ -123,6 +123,12 @@ def test_a_kept_default_names_the_preset_seen_running_the_same_functions() -> No
     prints[0][64] = frozenset({("MPIDI_SHMGR_Release_bcast", 1)})
     r, _ = rules("bcast", [d(8, Config(3)), d(64, DEFAULT)], prints, fill=lambda s: 1)
     assert r is not None and [p for _, p in r.limits] == [3, 1]
+    # a stand-in fresh launches found slower: none, and the reason names it
+    r, why = rules("bcast", [d(8, Config(3)), d(64, DEFAULT)], prints, fill=lambda s: None,
+                   unfilled=lambda s: "preset 1 (the sweep's fastest there) was slower")
+    assert r is None and "at 64 B" in why and "preset 1 (the sweep's fastest" in why, why
+    r, why = rules("bcast", [d(8, Config(3)), d(64, DEFAULT)], prints, fill=lambda s: None)
+    assert r is None and "none was measured there" in why, why
 
 
 def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -> None:

@@ -80,10 +80,12 @@ def same_as(prints: Prints, preset: int, size: int) -> int | None:
 
 
 def rules(coll: str, ds: list[Decision], prints: Prints,
-          fill: Callable[[int], int | None] | None = None) -> tuple[Rules | None, str]:
+          fill: Callable[[int], int | None] | None = None,
+          unfilled: Callable[[int], str | None] | None = None) -> tuple[Rules | None, str]:
     """One comm size's decisions as rules (None: not expressible, and why). A kept default
     names the preset seen running what the default ran at that size, or what `fill` (a
-    session's stand-in, checked by fresh launch pairs) names there."""
+    session's stand-in, checked by fresh launch pairs) names there; `unfilled` says why a
+    size has none, where the session knows."""
     sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
     points: list[tuple[int, int]] = []
     starts = boundaries([d.size for d in sized], [d.chosen == DEFAULT for d in sized])
@@ -94,9 +96,10 @@ def rules(coll: str, ds: list[Decision], prints: Prints,
         twin = fill(d.size) if fill else same_as(prints, 0, d.size)
         if not twin:
             what = describe(prints.get(0, {}).get(d.size), coll)
+            why = (unfilled(d.size) if unfilled else None) or (
+                "none runs its functions and none was measured there")
             return None, (f"at {d.size} B no preset stands in for the default ({what}): "
-                          "none runs its functions and was not found slower in fresh "
-                          "launches; a tuning file has no entry for the library's choice")
+                          f"{why}; a tuning file has no entry for the library's choice")
         points.append((start, twin))
     return rules_from(points), ""
 
@@ -306,8 +309,18 @@ class ImpiSession(Session[IntelMPI]):
             return None if v is not None and v.verdict == "slower" else preset
         return fill
 
+    def _unfilled(self, name: str, np: int) -> Callable[[int], str | None]:
+        stand, prints = self.stand_in.get((name, np), {}), self.prints.get((name, np), {})
+
+        def why(size: int) -> str | None:
+            preset = stand.get(size) or same_as(prints, 0, size)  # what _fill tried
+            return None if preset is None else (
+                f"its stand-in, preset {preset}, was slower than the default in fresh launches")
+        return why
+
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
-        return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np))
+        return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np),
+                     self._unfilled(name, np))
 
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
