@@ -227,6 +227,14 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
     with sqlite3.connect(db) as c:
         assert sorted(c.execute("SELECT algorithm, size, n, sweep FROM measurements")) == [
             (0, 64, 2, "imb"), (0, 65536, 2, "imb"), (2, 64, 2, "imb"), (2, 65536, 2, "imb")]
+    # imported again (corrected runs replace the first import's) with no gdb to be found:
+    # what each preset ran was stored by the first import, nothing is probed again
+    nogdb = tmp_path / "nogdb"
+    nogdb.mkdir()
+    again = tune_cli("import-imb", *map(str, files), "--np", "4", "--mpi", str(impi.prefix),
+                     "--db", str(db), "--out", str(tmp_path / "again.json"), "-q",
+                     env={"PATH": str(nogdb)})
+    assert again.returncode == 0, again.stderr + again.stdout
     ds = json.loads(summ.read_text())["collectives"]["gather"]["4"]
     assert [d["size"] for d in ds] == [64, 65536]
     assert all("IMB runs" in d["reason"] or "the default is the fastest" in d["reason"]

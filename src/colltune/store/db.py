@@ -118,8 +118,9 @@ class Store:
                         "does not replace what colltune measured; nothing was imported",
                         "import into another --db")
                 if row is not None:
+                    # counters stay: an import brings none, and a probe's counts (what the
+                    # library ran there) do not change with the timings
                     db.execute(f"DELETE FROM measurements WHERE {where}", key)
-                    db.execute(f"DELETE FROM counters WHERE {where}", key)
                     replaced += 1
                 self._insert(db, ctx, cfg, r, sweep)
         return replaced
