@@ -1,8 +1,9 @@
 """Runs `python -m colltune.cli ARGS` for the tests as a fresh process forked from this one,
-which has already imported numpy and scipy.stats: about 0.75 s a command here, paid by
-hundreds of `tune` commands a suite runs. Each command is its own process (its pid, its
-environment, its working directory, stdin from /dev/null, stdout and stderr to files),
-and colltune itself is imported in it, after its environment is set, as `-m` would.
+which has already imported numpy, scipy.stats, typer, rich and colltune below its CLI:
+about 1 s a command here, paid by hundreds of `tune` commands a suite runs. Each command
+is its own process (its pid, its environment, its working directory, stdin from
+/dev/null, stdout and stderr to files), and colltune's CLI is imported in it, after its
+environment is set, as `-m` would.
 
 Protocol (one request at a time, JSON lines): the parent writes {"args", "env", "cwd",
 "stdout", "stderr"}; this answers {"pid"} once forked, then {"status"} (the wait status)."""
@@ -17,7 +18,15 @@ import sys
 os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
 
 import numpy  # noqa: E402,F401
+import rich.console  # noqa: E402,F401
+import rich.progress  # noqa: E402,F401
 import scipy.stats  # noqa: E402,F401
+import typer  # noqa: E402,F401
+
+# colltune below its CLI (no module of these reads the environment or a terminal at import;
+# colltune.cli.common builds its consoles from both, so the CLI is imported in each child)
+import colltune.backends.registry  # noqa: E402,F401
+import colltune.tuner.run  # noqa: E402,F401
 
 
 def _child(req: dict) -> None:  # type: ignore[type-arg]

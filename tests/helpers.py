@@ -20,7 +20,7 @@ from pathlib import Path
 def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
              ) -> subprocess.CompletedProcess[str]:
     """Runs `tune ...` in a fresh process, as a user would: forked from a process that has
-    imported numpy and scipy.stats already (cli_zygote.py; COLLTUNE_TEST_FORK=0: started
+    imported its heavy modules already (cli_zygote.py; COLLTUNE_TEST_FORK=0: started
     with `python -m colltune.cli` instead)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
