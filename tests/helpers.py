@@ -28,7 +28,7 @@ def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
     if os.environ.get("COLLTUNE_TEST_FORK") == "0":
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               env=full_env, check=False)
-    return _Zygote.get().run(cmd, list(args), full_env, timeout)
+    return _Zygote.get().run(cmd, full_env, timeout)
 
 
 class _Zygote:
@@ -54,8 +54,10 @@ class _Zygote:
             raise RuntimeError("the CLI's forking process ended (tests/cli_zygote.py)")
         return json.loads(line)  # type: ignore[no-any-return]
 
-    def run(self, cmd: list[str], args: list[str], env: dict[str, str], timeout: float
+    def run(self, cmd: list[str], env: dict[str, str], timeout: float
             ) -> subprocess.CompletedProcess[str]:
+        """`cmd` (python -m colltune.cli ARGS) as a forked process with `env`."""
+        args = cmd[3:]
         assert self.proc.stdin is not None and self.proc.stdout is not None
         with tempfile.TemporaryDirectory(prefix="colltune-cli-") as tmp:
             out, err = Path(tmp) / "out", Path(tmp) / "err"

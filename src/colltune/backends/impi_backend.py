@@ -261,21 +261,22 @@ class ImpiSession(Session[IntelMPI]):
         # cost launches
         probes = self.probes.setdefault((name, placement.np),
                                         Probes(self.mpi, placement, name))
-        envs = {p: impi.forcing_env(name, p)
-                for p in [0, *sorted(self.catalog.algorithms.get(name, {}))]}
+        presets = [0, *sorted(self.catalog.algorithms.get(name, {}))]
+        envs = {p: impi.forcing_env(name, p) for p in presets}
+        keys = {p: Config(p).key for p in presets}
         # what an earlier run (or the run an import follows) counted is the library's
         # own answer for this installation and placement: no launch, no gdb for it
         stored = {k: c for k, v in store.counters(ctx).items()
                   if (c := valid_counts(v)) is not None}
         for p, env in envs.items():
             for size in sizes:
-                if (Config(p).key, size) in stored:
-                    probes.known(env, size, stored[(Config(p).key, size)])
+                if (c := stored.get((keys[p], size))) is not None:
+                    probes.known(env, size, c)
         prints: Prints = {p: probes(env, sizes) for p, env in envs.items()}
-        for p, env in envs.items() if not store.readonly else {}:
-            for size, c in probes.counts(env, sizes).items():
-                if stored.get((Config(p).key, size)) != c:
-                    store.add_counts(ctx, Config(p).key, size, c)
+        if not store.readonly:
+            store.add_counts(ctx, [(keys[p], size, c) for p, env in envs.items()
+                                   for size, c in probes.counts(env, sizes).items()
+                                   if stored.get((keys[p], size)) != c])
         self.prints[(name, placement.np)] = prints
         best = fastest(ms)
         self.stand_in[(name, placement.np)] = {
@@ -296,27 +297,26 @@ class ImpiSession(Session[IntelMPI]):
         its functions, else the sweep's fastest), unless fresh launch pairs found the file
         slower than the default there (untested yet: it stands). A twin by the symbols can
         still differ (parameters inside a preset do not show): so it is tested too."""
-        ctx, stand = self.ctx.get((name, np)), self.stand_in.get((name, np), {})
-        prints = self.prints.get((name, np), {})
+        ctx, tried = self.ctx.get((name, np)), self._tried(name, np)
 
         def fill(size: int) -> int | None:
-            # a size decided after the sweep (--beyond library: twice the largest) was
-            # probed, not measured: its twin by the symbols, if any
-            preset = stand.get(size) or same_as(prints, 0, size)
+            preset = tried(size)
             if preset is None or ctx is None or self.store is None:
                 return preset
             v = self.store.confirmation(ctx, size, Config(preset).key)
             return None if v is not None and v.verdict == "slower" else preset
         return fill
 
-    def _unfilled(self, name: str, np: int) -> Callable[[int], str | None]:
+    def _tried(self, name: str, np: int) -> Callable[[int], int | None]:
+        """The stand-in for the default at a size, before fresh launches judge it (a size
+        decided after the sweep, --beyond library, was probed only: its twin, if any)."""
         stand, prints = self.stand_in.get((name, np), {}), self.prints.get((name, np), {})
+        return lambda size: stand.get(size) or same_as(prints, 0, size)
 
-        def why(size: int) -> str | None:
-            preset = stand.get(size) or same_as(prints, 0, size)  # what _fill tried
-            return None if preset is None else (
-                f"its stand-in, preset {preset}, was slower than the default in fresh launches")
-        return why
+    def _unfilled(self, name: str, np: int) -> Callable[[int], str | None]:
+        tried = self._tried(name, np)  # asked where _fill gave none: a refuted stand-in
+        return lambda size: None if (p := tried(size)) is None else (
+            f"its stand-in, preset {p}, was slower than the default in fresh launches")
 
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
         return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np),

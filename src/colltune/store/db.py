@@ -161,16 +161,18 @@ class Store:
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective))
         return {(k, int(s)): json.loads(c) for k, s, c in cur}
 
-    def add_counts(self, ctx: Context, config_key: str, size: int,
-                   counts: dict[str, int]) -> None:
-        """What a probe counted of the library's own functions at one point (Intel MPI's,
-        under a debugger): stored so a later decision (--from-db, an import) needs no
-        launch. A point probed again is replaced (it is the library's, not a sample)."""
+    def add_counts(self, ctx: Context,
+                   points: list[tuple[str, int, dict[str, int]]]) -> None:
+        """What probes counted of the library's own functions, per (config key, size)
+        (Intel MPI's, under a debugger), in one transaction: stored so a later decision
+        (--from-db, an import) needs no launch. A point probed again is replaced (it is the
+        library's answer, not a sample)."""
         with self._write() as db:
-            db.execute("INSERT OR REPLACE INTO counters (mpi_key, host, np, ppn, collective, "
-                       "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
-                       (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, config_key,
-                        size, json.dumps(counts, sort_keys=True)))
+            db.executemany(
+                "INSERT OR REPLACE INTO counters (mpi_key, host, np, ppn, collective, "
+                "config_key, size, counts) VALUES (?,?,?,?,?,?,?,?)",
+                [(ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, key, size,
+                  json.dumps(counts, sort_keys=True)) for key, size, counts in points])
 
     def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
         """Adds repetitions to a stored point (searches that come back to a point), in one
