@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.impi import IntelMPI, forcing_env
-from colltune.backends.impi_backend import rules, same_as
 from colltune.backends.impi_files import env_path, write_tuning
 from colltune.backends.impi_freeze import freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, obeyed
+from colltune.backends.impi_standin import rules, same_as
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.launchers import Launch

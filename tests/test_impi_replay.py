@@ -6,6 +6,7 @@ the stand-ins for a kept default or the writer shows as a different file."""
 
 from __future__ import annotations
 
+import gzip
 import re
 import shutil
 import socket
@@ -18,6 +19,7 @@ from colltune.backends.impi import IntelMPI
 from colltune.backends.impi_proof import valid_counts
 from colltune.errors import ColltuneError
 from colltune.options import TuneOptions
+from colltune.rules import impi_tuning
 from colltune.tuner.run import tune
 
 DATA = Path(__file__).parent / "data"
@@ -28,13 +30,21 @@ GOLDEN = Path(__file__).parent / "golden"
 RECORDED = DATA / "impi-2021.18.1-bcast-np4.sqlite"
 RECORDED_HOST = "vm"
 RECORDED_PREFIX = "/work/main/.venv-impi"
+# `tune bcast --backend impi --mpi .venv-impi --np 4` here (every default size; host vm,
+# 2026-11-26; its fill confirmations finished by this change's code): wins confirmed at
+# 431-609 B and 3.4-4.9 KiB, four refuted at 8-128 KiB, and kept sizes where the default's
+# symbol twin was found slower in fresh launches (4.9 MB: gzip)
+REFUTED = DATA / "impi-2021.18.1-bcast-np4-refuted.sqlite.gz"
 STORED_TABLES = ("measurements", "counters", "confirmations", "decisions", "catalogs")
 
 
-def _moved(tmp: Path, impi: IntelMPI) -> Path:
+def _moved(tmp: Path, impi: IntelMPI, recorded: Path = RECORDED) -> Path:
     """A copy of the recorded store, moved with its installation (its key names the prefix)."""
-    db = tmp / RECORDED.name
-    shutil.copyfile(RECORDED, db)
+    db = tmp / recorded.name.removesuffix(".gz")
+    if recorded.suffix == ".gz":
+        db.write_bytes(gzip.decompress(recorded.read_bytes()))
+    else:
+        shutil.copyfile(recorded, db)
     with sqlite3.connect(db) as con:
         for table in STORED_TABLES:
             con.execute(f"UPDATE {table} SET mpi_key=replace(mpi_key, ?, ?)",
@@ -82,6 +92,40 @@ def test_from_db_writes_the_recorded_file_with_no_gdb_and_no_launch(
     with sqlite3.connect(db) as con:  # read, not probed again
         assert sorted(con.execute("SELECT config_key, size, counts FROM counters")) == before
     con.close()
+
+
+@pytest.mark.mpi  # reads Intel MPI's version and presets; launches no job
+def test_a_kept_size_names_a_stand_in_fresh_launches_did_not_find_slower(
+        impi: IntelMPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Where fresh launches refuted a choice, or found the preset first named for a kept
+    default slower, the file names the next stand-in (the sweep's fastest there) rather than
+    leave the confirmed wins unwritten. Before, a refuted size had no stand-in and a slower
+    one ended the collective: this recording wrote no file."""
+    db = _moved(tmp_path, impi, REFUTED)
+    with sqlite3.connect(db) as con:
+        decided = dict(con.execute("SELECT size, verdict FROM decisions"))
+        judged = {(s, k): v for s, k, v in con.execute(
+            "SELECT size, config_key, verdict FROM confirmations")}
+    con.close()
+    monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
+    _without_gdb(monkeypatch, tmp_path)
+    out = tmp_path / "bcast.json"
+    tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db, from_db=True,
+                     backend="impi"))
+    r = impi_tuning.rules_for(impi_tuning.parse(out.read_text()), "bcast", 4)
+    assert r is not None, "the confirmed wins are written"
+    kept = sorted(s for s, v in decided.items() if v in ("kept", "default", "refuted"))
+    named = {s: r.preset_at(s) for s in kept}
+    assert {s for s, v in decided.items() if v == "refuted"} and all(named.values()), named
+    assert all(judged.get((s, f"a{p}")) != "slower" for s, p in named.items()), named
+    passed_over = [(s, k) for (s, k), v in judged.items() if v == "slower" and s in named
+                   and k != f"a{named[s]}"]
+    assert passed_over, "the recording holds a stand-in found slower, and the next one named"
+    for s, v in decided.items():
+        if v == "tuned":
+            assert judged[(s, f"a{r.preset_at(s)}")] == "faster", s
+    want = GOLDEN / "impi-2021.18.1-bcast-np4-refuted.json"
+    assert _normalised(out.read_text(), impi, out) == want.read_text()
 
 
 @pytest.mark.mpi

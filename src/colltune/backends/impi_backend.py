@@ -39,24 +39,17 @@ from colltune.backends.impi_files import (
     write_tuning,
 )
 from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
-from colltune.backends.impi_proof import (
-    Fingerprint,
-    Probes,
-    describe,
-    gdb_path,
-    obeyed,
-    valid_counts,
-)
+from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, valid_counts
+from colltune.backends.impi_standin import Prints, candidates, rules, same_as
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
-from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_tuning
-from colltune.rules.impi_tuning import Rules, Tuning, rules_for, rules_from
+from colltune.rules.impi_tuning import Rules, Tuning, rules_for
 from colltune.rules.safe import check_env
 from colltune.slots import place
 
@@ -64,55 +57,6 @@ if TYPE_CHECKING:
     from colltune.options import TuneOptions
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
-
-# preset -> size -> fingerprint (0: the library's own choice, nothing set)
-Prints = dict[int, dict[int, Fingerprint | None]]
-
-
-def same_as(prints: Prints, preset: int, size: int) -> int | None:
-    """The lowest preset other than `preset` seen running the same functions at `size` (None:
-    none, or nothing seen)."""
-    fp = prints.get(preset, {}).get(size)
-    if fp is None:
-        return None
-    return next((p for p in sorted(prints) if p and p != preset
-                 and prints[p].get(size) == fp), None)
-
-
-def rules(coll: str, ds: list[Decision], prints: Prints,
-          fill: Callable[[int], int | None] | None = None,
-          unfilled: Callable[[int], str | None] | None = None) -> tuple[Rules | None, str]:
-    """One comm size's decisions as rules (None: not expressible, and why). A kept default
-    names the preset seen running what the default ran at that size, or what `fill` (a
-    session's stand-in, checked by fresh launch pairs) names there; `unfilled` says why a
-    size has none, where the session knows."""
-    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
-    points: list[tuple[int, int]] = []
-    starts = boundaries([d.size for d in sized], [d.chosen == DEFAULT for d in sized])
-    for start, d in zip(starts, sized, strict=True):
-        if d.chosen.algorithm:
-            points.append((start, d.chosen.algorithm))
-            continue
-        twin = fill(d.size) if fill else same_as(prints, 0, d.size)
-        if not twin:
-            what = describe(prints.get(0, {}).get(d.size), coll)
-            why = (unfilled(d.size) if unfilled else None) or (
-                "none runs its functions and none was measured there")
-            return None, (f"at {d.size} B no preset stands in for the default ({what}): "
-                          f"{why}; a tuning file has no entry for the library's choice")
-        points.append((start, twin))
-    return rules_from(points), ""
-
-
-def fastest(ms: list[Measurement]) -> dict[int, int]:
-    """Per size, the preset with the lowest median in the sweep."""
-    best: dict[int, tuple[float, int]] = {}
-    for m in ms:
-        if m.config.algorithm and m.status == "ok" and m.median is not None:
-            if m.size not in best or m.median < best[m.size][0]:
-                best[m.size] = (m.median, m.config.algorithm)
-    return {s: p for s, (_, p) in best.items()}
-
 
 class ImpiBackend(Backend[IntelMPI]):
     """Intel MPI: one launch per preset (I_MPI_ADJUST_<OP>), its symbols as proof, its JSON
@@ -246,7 +190,7 @@ class ImpiSession(Session[IntelMPI]):
         self.sweep = "relaunch"
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
-        self.stand_in: dict[tuple[str, int], dict[int, int]] = {}
+        self.stand_in: dict[tuple[str, int], dict[int, list[int]]] = {}
         self.ctx: dict[tuple[str, int], Context] = {}
         self.store: Store | None = None
         self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
@@ -278,10 +222,8 @@ class ImpiSession(Session[IntelMPI]):
                                    for size, c in probes.counts(env, sizes).items()
                                    if stored.get((keys[p], size)) != c])
         self.prints[(name, placement.np)] = prints
-        best = fastest(ms)
-        self.stand_in[(name, placement.np)] = {
-            d.size: q for d in ds if d.chosen == DEFAULT
-            and (q := same_as(prints, 0, d.size) or best.get(d.size)) is not None}
+        self.stand_in[(name, placement.np)] = candidates(prints, ms, sorted(
+            {d.size for d in ds if d.size >= 0}))
         self.store, self.ctx[(name, placement.np)] = store, ctx
         for d in ds:
             p = d.chosen.algorithm
@@ -293,30 +235,33 @@ class ImpiSession(Session[IntelMPI]):
         return ds
 
     def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
-        """The preset that stands in for the default at a kept size (the one seen running
-        its functions, else the sweep's fastest), unless fresh launch pairs found the file
-        slower than the default there (untested yet: it stands). A twin by the symbols can
-        still differ (parameters inside a preset do not show): so it is tested too."""
+        """The preset that stands in for the default at a kept size: the first of its
+        candidates (the one seen running its functions, then the sweep's fastest) that fresh
+        launch pairs did not find slower than the default there (untested yet: it stands).
+        A twin by the symbols can still differ (parameters inside a preset do not show): so
+        it is tested too."""
         ctx, tried = self.ctx.get((name, np)), self._tried(name, np)
 
-        def fill(size: int) -> int | None:
-            preset = tried(size)
-            if preset is None or ctx is None or self.store is None:
-                return preset
+        def slower(size: int, preset: int) -> bool:
+            if ctx is None or self.store is None:
+                return False
             v = self.store.confirmation(ctx, size, Config(preset).key)
-            return None if v is not None and v.verdict == "slower" else preset
-        return fill
+            return v is not None and v.verdict == "slower"
+        return lambda size: next((p for p in tried(size) if not slower(size, p)), None)
 
-    def _tried(self, name: str, np: int) -> Callable[[int], int | None]:
-        """The stand-in for the default at a size, before fresh launches judge it (a size
+    def _tried(self, name: str, np: int) -> Callable[[int], list[int]]:
+        """The stand-ins for the default at a size, before fresh launches judge them (a size
         decided after the sweep, --beyond library, was probed only: its twin, if any)."""
         stand, prints = self.stand_in.get((name, np), {}), self.prints.get((name, np), {})
-        return lambda size: stand.get(size) or same_as(prints, 0, size)
+        return lambda size: stand.get(size) or [
+            t for t in [same_as(prints, 0, size)] if t is not None]
 
     def _unfilled(self, name: str, np: int) -> Callable[[int], str | None]:
-        tried = self._tried(name, np)  # asked where _fill gave none: a refuted stand-in
-        return lambda size: None if (p := tried(size)) is None else (
-            f"its stand-in, preset {p}, was slower than the default in fresh launches")
+        tried = self._tried(name, np)  # asked where _fill gave none: refuted stand-ins
+        return lambda size: None if not (ps := tried(size)) else (
+            f"its stand-in{'s' if len(ps) > 1 else ''}, preset "
+            f"{', '.join(str(p) for p in ps)}, {'were' if len(ps) > 1 else 'was'} slower "
+            "than the default in fresh launches")
 
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
         return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np),
@@ -325,11 +270,13 @@ class ImpiSession(Session[IntelMPI]):
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
         """Kept-default sizes and the preset the file names there, put to fresh launch
-        pairs (none if the collective keeps the default everywhere)."""
+        pairs (none if the collective keeps the default everywhere); where one is found
+        slower, the next candidate is asked for."""
         if not any(d.chosen.algorithm for d in ds):
             return []
-        stand = self.stand_in.get((name, placement.np), {})
-        return [(s, Config(p)) for s, p in sorted(stand.items())]
+        fill = self._fill(name, placement.np)
+        return [(d.size, Config(p)) for d in sorted(ds, key=lambda d: d.size)
+                if d.chosen == DEFAULT and d.size >= 0 and (p := fill(d.size)) is not None]
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:

@@ -32,6 +32,10 @@ from colltune.store import Context, Store
 from colltune.tuner import sequential
 from colltune.tuner.measure import Reporter, context_for
 
+# rounds of fill confirmations: a session that offers the next candidate where one was found
+# slower (Intel MPI) gets two more chances per size; each round is one set of launch pairs
+FILL_ROUNDS = 3
+
 ARMS = ("default", "tuned")
 
 
@@ -211,19 +215,25 @@ def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, st
                   opts: TuneOptions, rep: Reporter, sess: Session) -> None:
     """Where the file must name a configuration at a size whose default was kept (the
     session's fills), fresh launch pairs judge it there against the default, as they judge
-    a decision; the session reads the stored verdicts when it writes."""
+    a decision; the session reads the stored verdicts when it writes. A session may offer
+    another configuration where one was found slower: judged in turn, a few rounds at most."""
     ctx = context_for(sess.mpi, coll, placement)
-    missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
-               if store.confirmation(ctx, s, c.key) is None]
-    if not missing or opts.confirm_rounds == 0 or opts.from_db:  # a read-only store: from_db
-        return
-    rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} where "
-             f"the default was kept, in {opts.confirm_rounds} fresh launch pairs")
-    verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
-                              sess, rep.note) or {}
-    for s, c in missing:
-        if s in verdicts:
-            store.add_confirmation(ctx, c.key, verdicts[s])
+    for _ in range(FILL_ROUNDS):
+        missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
+                   if store.confirmation(ctx, s, c.key) is None]
+        if not missing or opts.confirm_rounds == 0 or opts.from_db:  # from_db: read-only
+            return
+        if sess.unexpressed(coll, placement, ds):  # its arms would be the default twice
+            return
+        rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} "
+                 f"where the default was kept, in {opts.confirm_rounds} fresh launch pairs")
+        verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
+                                  sess, rep.note) or {}
+        for s, c in missing:
+            if s in verdicts:
+                store.add_confirmation(ctx, c.key, verdicts[s])
+        if not verdicts:
+            return
 
 
 def as_batch(ab: ABSamples) -> sequential.Batch:

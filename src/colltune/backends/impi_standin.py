@@ -1,0 +1,97 @@
+"""Which preset an Intel MPI tuning file names where the default is kept: the one seen
+running the default's functions, else the sweep's fastest, each put to fresh launches and
+passed over when found slower (a file has no entry for the library's own choice)."""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable
+from itertools import zip_longest
+from typing import TYPE_CHECKING
+
+from colltune.backends.impi_proof import Fingerprint, describe
+from colltune.core.config import DEFAULT
+from colltune.core.ranges import boundaries
+from colltune.core.records import Decision
+from colltune.rules.impi_tuning import Rules, rules_from
+
+if TYPE_CHECKING:
+    from colltune.store import Measurement
+
+# preset -> size -> fingerprint (0: the library's own choice, nothing set)
+Prints = dict[int, dict[int, Fingerprint | None]]
+# stand-ins tried per size before the collective is left to the library: each costs fresh
+# launch pairs; a symbol twin is not always the default's equal (shared-memory presets
+# differ in parameters the symbols do not show: preset 13 ran the default's functions at
+# 128 B-1 KiB at 4 ranks and was 1.2-1.9x slower there)
+TRIES = 3
+
+
+def same_as(prints: Prints, preset: int, size: int) -> int | None:
+    """The lowest preset other than `preset` seen running the same functions at `size` (None:
+    none, or nothing seen)."""
+    fp = prints.get(preset, {}).get(size)
+    if fp is None:
+        return None
+    return next((p for p in sorted(prints) if p and p != preset
+                 and prints[p].get(size) == fp), None)
+
+
+def ranked(ms: list[Measurement]) -> dict[int, list[int]]:
+    """Per size, the presets measured there, fastest median in the sweep first."""
+    by: dict[int, list[tuple[float, int]]] = {}
+    for m in ms:
+        if m.config.algorithm and m.status == "ok" and m.median is not None:
+            by.setdefault(m.size, []).append((m.median, m.config.algorithm))
+    return {s: list(dict.fromkeys(p for _, p in sorted(v))) for s, v in by.items()}
+
+
+def candidates(prints: Prints, ms: list[Measurement], sizes: list[int]
+               ) -> dict[int, list[int]]:
+    """Per size, the stand-ins to try in order: the symbol twin of the default, then the
+    sweep's fastest (every size: a choice fresh launches refute is kept too)."""
+    fast = ranked(ms)
+    full = max((len(v) for v in fast.values()), default=0)
+    swept = sorted(s for s, v in fast.items() if len(v) == full)
+    out: dict[int, list[int]] = {}
+    for size in sizes:
+        twin = same_as(prints, 0, size)
+        near = fast.get(size, []) if size in swept else [
+            p for pair in zip_longest(*(fast[s] for s in _around(swept, size)))
+            for p in pair if p is not None] + fast.get(size, [])
+        tries = list(dict.fromkeys(([twin] if twin else []) + near))[:TRIES]
+        if tries:
+            out[size] = tries
+    return out
+
+
+def _around(swept: list[int], size: int) -> list[int]:
+    """The swept sizes either side of `size` (a size measured while locating a boundary ran
+    only the two configurations around it: its neighbours' fastest are its candidates)."""
+    i = bisect_left(swept, size)
+    return swept[max(i - 1, 0):i + 1]
+
+
+def rules(coll: str, ds: list[Decision], prints: Prints,
+          fill: Callable[[int], int | None] | None = None,
+          unfilled: Callable[[int], str | None] | None = None) -> tuple[Rules | None, str]:
+    """One comm size's decisions as rules (None: not expressible, and why). A kept default
+    names the preset seen running what the default ran at that size, or what `fill` (a
+    session's stand-in, checked by fresh launch pairs) names there; `unfilled` says why a
+    size has none, where the session knows."""
+    sized = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    points: list[tuple[int, int]] = []
+    starts = boundaries([d.size for d in sized], [d.chosen == DEFAULT for d in sized])
+    for start, d in zip(starts, sized, strict=True):
+        if d.chosen.algorithm:
+            points.append((start, d.chosen.algorithm))
+            continue
+        twin = fill(d.size) if fill else same_as(prints, 0, d.size)
+        if not twin:
+            what = describe(prints.get(0, {}).get(d.size), coll)
+            why = (unfilled(d.size) if unfilled else None) or (
+                "none runs its functions and none was measured there")
+            return None, (f"at {d.size} B no preset stands in for the default ({what}): "
+                          f"{why}; a tuning file has no entry for the library's choice")
+        points.append((start, twin))
+    return rules_from(points), ""
