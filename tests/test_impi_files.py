@@ -202,3 +202,26 @@ def test_a_frozen_file_is_read_through_its_json_source(tmp_path: Path) -> None:
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "binary tuning file" in r.stdout, r.stderr
     assert tuned_env(dat, impi_env.ImpiProfile()) == {"I_MPI_TUNING_BIN": str(dat.resolve())}
+
+
+def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:
+    """A size measured only while locating a boundary ran two configurations: its
+    candidates are the default's twins at the swept sizes either side, then their fastest;
+    only those (and what ran there) are worth a probe, not every preset."""
+    from colltune.backends.impi_standin import TRIES, candidates, wanted
+    from colltune.store.records import Measurement
+
+    def m(preset: int, size: int, t: float) -> Measurement:
+        return Measurement(Config(preset), size, "ok", 5, t, t, t, [t], "")
+
+    ms = [m(p, s, t) for s, order in ((256, (5, 2, 9, 7)), (1024, (9, 7, 2, 5)))
+          for t, p in enumerate(order, start=1)] + [m(0, 256, 9.0), m(0, 1024, 9.0),
+                                                   m(5, 512, 1.0), m(0, 512, 2.0)]
+    fp = frozenset({("MPIR_Bcast_intra_binomial", 1)})
+    prints = {0: {256: fp, 512: fp, 1024: None}, 7: {256: fp}, 2: {256: None}}
+    got = candidates(prints, ms, [256, 512, 1024])
+    assert got[256] == [7, 5, 2]  # the twin, then the sweep's fastest there
+    assert got[1024] == [9, 7, 2]  # no twin seen: the fastest
+    assert got[512] == [7, 5, 9] and len(got[512]) == TRIES  # the twin either side first
+    assert wanted(prints, {256: [5, 2, 9, 7], 1024: [9, 7, 2, 5], 512: [5]}, 512) == {
+        5, 2, 9, 7}

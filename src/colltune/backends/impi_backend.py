@@ -40,7 +40,15 @@ from colltune.backends.impi_files import (
 )
 from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, valid_counts
-from colltune.backends.impi_standin import Prints, candidates, rules, same_as
+from colltune.backends.impi_standin import (
+    Prints,
+    candidates,
+    ranked,
+    rules,
+    same_as,
+    swept,
+    wanted,
+)
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
@@ -202,7 +210,7 @@ class ImpiSession(Session[IntelMPI]):
         sizes = sorted({d.size for d in ds if d.size >= 0} | {2 * max(
             (d.size for d in ds), default=0)} - {0})
         # decided runs again after each round of boundary measurements: only new sizes
-        # cost launches
+        # cost launches, and only for the presets that matter there
         probes = self.probes.setdefault((name, placement.np),
                                         Probes(self.mpi, placement, name))
         presets = [0, *sorted(self.catalog.algorithms.get(name, {}))]
@@ -216,10 +224,22 @@ class ImpiSession(Session[IntelMPI]):
             for size in sizes:
                 if (c := stored.get((keys[p], size))) is not None:
                     probes.known(env, size, c)
-        prints: Prints = {p: probes(env, sizes) for p, env in envs.items()}
+        # every preset at the swept sizes (twins, fallbacks); at the others (boundaries,
+        # twice the largest) only what could stand in there, unless a preset is launched
+        # anyway or was counted already
+        fast = ranked(ms)
+        full = [s for s in sizes if s in set(swept(fast))]
+        rest = [s for s in sizes if s not in full]
+        fresh = {p: not all(probes.has(env, s) for s in full) for p, env in envs.items()}
+        prints: Prints = {p: probes(env, full + (rest if fresh[p] else []))
+                          for p, env in envs.items()}
+        want = {s: wanted(prints, fast, s) | {0} for s in rest}
+        for p, env in envs.items():
+            if at := [s for s in rest if not fresh[p] and (p in want[s] or probes.has(env, s))]:
+                prints[p].update(probes(env, at))
         if not store.readonly:
             store.add_counts(ctx, [(keys[p], size, c) for p, env in envs.items()
-                                   for size, c in probes.counts(env, sizes).items()
+                                   for size, c in probes.counts(env, list(prints[p])).items()
                                    if stored.get((keys[p], size)) != c])
         self.prints[(name, placement.np)] = prints
         self.stand_in[(name, placement.np)] = candidates(prints, ms, sorted(
@@ -237,17 +257,22 @@ class ImpiSession(Session[IntelMPI]):
     def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
         """The preset that stands in for the default at a kept size: the first of its
         candidates (the one seen running its functions, then the sweep's fastest) that fresh
-        launch pairs did not find slower than the default there (untested yet: it stands).
-        A twin by the symbols can still differ (parameters inside a preset do not show): so
-        it is tested too."""
+        launch pairs judged and did not find slower than the default there, else the first
+        not judged yet (it stands until judged). A twin by the symbols can still differ
+        (parameters inside a preset do not show): so it is tested too."""
         ctx, tried = self.ctx.get((name, np)), self._tried(name, np)
 
-        def slower(size: int, preset: int) -> bool:
+        def verdict(size: int, preset: int) -> str | None:
             if ctx is None or self.store is None:
-                return False
+                return None
             v = self.store.confirmation(ctx, size, Config(preset).key)
-            return v is not None and v.verdict == "slower"
-        return lambda size: next((p for p in tried(size) if not slower(size, p)), None)
+            return None if v is None else v.verdict
+
+        def fill(size: int) -> int | None:
+            seen = {p: verdict(size, p) for p in tried(size)}
+            return next((p for p, v in seen.items() if v not in (None, "slower")),
+                        next((p for p, v in seen.items() if v is None), None))
+        return fill
 
     def _tried(self, name: str, np: int) -> Callable[[int], list[int]]:
         """The stand-ins for the default at a size, before fresh launches judge them (a size

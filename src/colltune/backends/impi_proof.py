@@ -137,6 +137,9 @@ class Probes:
     def known(self, env: dict[str, str], size: int, counts: Counts) -> None:
         self.seen[(tuple(sorted(env.items())), size)] = counts
 
+    def has(self, env: dict[str, str], size: int) -> bool:
+        return (tuple(sorted(env.items())), size) in self.seen
+
     def counts(self, env: dict[str, str], sizes: list[int]) -> dict[int, Counts]:
         key = tuple(sorted(env.items()))
         missing = [s for s in sizes if (key, s) not in self.seen]

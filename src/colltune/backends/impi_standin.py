@@ -46,18 +46,38 @@ def ranked(ms: list[Measurement]) -> dict[int, list[int]]:
     return {s: list(dict.fromkeys(p for _, p in sorted(v))) for s, v in by.items()}
 
 
+def swept(fast: dict[int, list[int]]) -> list[int]:
+    """The sizes every measured preset ran at (the sweep's; a boundary's ran two)."""
+    full = max((len(v) for v in fast.values()), default=0)
+    return sorted(s for s, v in fast.items() if len(v) == full)
+
+
+def wanted(prints: Prints, fast: dict[int, list[int]], size: int) -> set[int]:
+    """The presets worth a probe at a size the sweep did not run whole: those measured
+    there, and those that could stand in for the default at the swept sizes either side
+    (every preset would cost a launch each, about 25 s a round for bcast at 4 ranks)."""
+    out = set(fast.get(size, []))
+    for n in _around(swept(fast), size):
+        twin = same_as(prints, 0, n)
+        out |= ({twin} if twin else set()) | set(fast[n][:TRIES])
+    return out
+
+
 def candidates(prints: Prints, ms: list[Measurement], sizes: list[int]
                ) -> dict[int, list[int]]:
     """Per size, the stand-ins to try in order: the symbol twin of the default, then the
-    sweep's fastest (every size: a choice fresh launches refute is kept too)."""
+    sweep's fastest (every size: a choice fresh launches refute is kept too; a size off the
+    sweep borrows its swept neighbours')."""
     fast = ranked(ms)
-    full = max((len(v) for v in fast.values()), default=0)
-    swept = sorted(s for s, v in fast.items() if len(v) == full)
+    full = swept(fast)
     out: dict[int, list[int]] = {}
     for size in sizes:
         twin = same_as(prints, 0, size)
-        near = fast.get(size, []) if size in swept else [
-            p for pair in zip_longest(*(fast[s] for s in _around(swept, size)))
+        sides = [] if size in full else _around(full, size)
+        # off the sweep: the default's twins either side first (naming one moves a range's
+        # end, as the file does there anyway), then the fastest either side
+        near = [t for s in sides if (t := same_as(prints, 0, s))] + [
+            p for pair in zip_longest(*(fast[s] for s in sides))
             for p in pair if p is not None] + fast.get(size, [])
         tries = list(dict.fromkeys(([twin] if twin else []) + near))[:TRIES]
         if tries:
