@@ -157,6 +157,8 @@ def main() -> None:
                     "'--window 200'")
     ap.add_argument("--osu-dir", type=Path, default=None,
                     help="OSU collectives built with this Intel MPI's mpicc (a third judge)")
+    ap.add_argument("--raw", type=Path, default=None,
+                    help="append every round's figures here (JSON lines)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
@@ -186,17 +188,26 @@ def main() -> None:
             print(f"### {coll}, {a.np} ranks\n")
             print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
                   f"({'wrote a tuning file' if js else 'wrote no file: its arm is the default'})\n")
-            print("| size | judge | default us | mpitune_fast/default | colltune/default |")
-            print("|---|---|---|---|---|")
+            print("| size | judge | default us | mpitune_fast/default | colltune/default | "
+                  "colltune/mpitune_fast |")
+            print("|---|---|---|---|---|---|")
             for s in sizes:
                 for j in ("IMB", "OSU", "loop") if a.osu_dir else ("IMB", "loop"):
                     d = got[(j, "default", s)]
                     cells = []
-                    for arm in ("mpitune", "colltune"):
-                        r = [x / y for x, y in zip(d, got[(j, arm, s)], strict=True)]
+                    # speed-ups: the base's time over the arm's, round by round
+                    for base, arm in (("default", "mpitune"), ("default", "colltune"),
+                                      ("mpitune", "colltune")):
+                        r = [x / y for x, y in zip(got[(j, base, s)], got[(j, arm, s)],
+                                                   strict=True)]
                         cells.append(judge(r))
                     med = sorted(d)[len(d) // 2] * 1e6
-                    print(f"| {s} | {j} | {med:.2f} | {cells[0]} | {cells[1]} |")
+                    print(f"| {s} | {j} | {med:.2f} | {' | '.join(cells)} |")
+            if a.raw:
+                with a.raw.open("a") as f:  # every round's figure, to judge again later
+                    f.write(json.dumps({"coll": coll, "np": a.np, "tuning_s": {
+                        "mpitune_fast": t_intel, "colltune": t_ours},
+                        "times": [[j, arm, s, v] for (j, arm, s), v in got.items()]}) + "\n")
             decided = [f"{d['size']} B preset {d['chosen']['algorithm']}"
                        for d in summary["collectives"].get(coll, {}).get(str(a.np), [])
                        if d.get("verdict") == "tuned"]
