@@ -178,14 +178,25 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     missing = sorted({s for d in pending for s in checks[d.size]
                       if store.confirmation(ctx, s, d.chosen.key) is None})
     if missing and opts.confirm_rounds > 0 and not opts.from_db:
-        rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np} in "
-                 f"{opts.confirm_rounds} fresh launch pairs")
+        # the file's fills at sizes kept so far ride in the same launches (a size's verdict
+        # is the file's entry there, whatever the other sizes' fate): a set of launch pairs
+        # fewer per round for a family whose file names the default's stand-ins
+        fills = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
+                 if s not in missing and store.confirmation(ctx, s, c.key) is None]
+        rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np}"
+                 + (f" and what the file says at {len(fills)} size(s) where the default "
+                    "was kept," if fills else "")
+                 + f" in {opts.confirm_rounds} fresh launch pairs")
         # identical arms were refused above; fresh_verdicts' own guard is for confirm_fills
-        verdicts = fresh_verdicts(coll, placement, ds, missing, opts, sess, rep.note) or {}
+        verdicts = fresh_verdicts(coll, placement, ds, sorted({*missing, *(s for s, _ in fills)}),
+                                  opts, sess, rep.note) or {}
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:
                     store.add_confirmation(ctx, d.chosen.key, verdicts[s])
+        for s, c in fills:
+            if s in verdicts:
+                store.add_confirmation(ctx, c.key, verdicts[s])
     apply_confirmations(ds, store, ctx)
 
 
