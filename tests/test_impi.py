@@ -38,6 +38,22 @@ def ends(r: impi_tuning.Rules) -> list[int]:
     return sorted({x for lo, hi, _ in r.ranges() for x in (max(lo, 1), hi or 2 * max(lo, 1))})
 
 
+def test_a_files_largest_comm_size_key_serves_larger_jobs_too(impi: IntelMPI,
+                                                               tmp_path: Path) -> None:
+    """Intel MPI runs a file's rules at every job size: a file with only comm_size=4 is
+    obeyed at 8 ranks too (the library's own functions), as rules_for (explain, verify)
+    and every file's notes say; nothing is left to the library above the key."""
+    f = tmp_path / "four.json"
+    r = impi_tuning.Rules([(None, 1)])
+    f.write_text(impi_tuning.render({"bcast": {4: r}}))
+    assert impi_tuning.rules_for(impi_tuning.parse(f.read_text()), "bcast", 8) is not None
+    probes = Probes(impi, at(8), "bcast")  # 4 ranks a core: a probe's few calls only
+    got, default = probes({"I_MPI_TUNING": str(f)}, [65536]), probes({}, [65536])
+    assert got[65536] == probes(forcing_env("bcast", 1), [65536])[65536], describe(
+        got[65536], "bcast")
+    assert got != default, describe(default[65536], "bcast")  # so the file made a difference
+
+
 def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
     """BCAST=7 (Shumilin's) at 2 ranks runs what preset 1 (binomial) runs, by the library's
     own functions; at 4 ranks it runs its own."""

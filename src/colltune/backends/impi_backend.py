@@ -333,9 +333,11 @@ class ImpiSession(Session[IntelMPI]):
             t[name] = {np: r for np, (r, _) in got.items() if r is not None}
         out = self.out
         top = max(p.np for p in self.placements)
-        notes.append(f"comm sizes: Intel MPI applies the first comm_size key at or above a "
-                     f"job's size (a {min(p.np for p in self.placements)}-rank key also "
-                     f"serves smaller jobs); jobs above {top} ranks were not measured")
+        measured = ", ".join(str(n) for n in sorted({p.np for p in self.placements}))
+        notes.append(f"comm sizes: measured at {measured} ranks only; Intel MPI runs a "
+                     "file's rules at every job size (the first comm_size key at or above "
+                     "the job's, else the largest), so jobs of other sizes, "
+                     f"{top + 1} ranks and more included, run these rules unmeasured")
         summary["impi"] = {"tuning_file": str(out) if out else None,
                            "rules": {c: {str(np): r.limits for np, r in per.items()}
                                      for c, per in t.items()},

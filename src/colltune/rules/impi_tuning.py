@@ -149,11 +149,14 @@ def parse(text: str) -> Tuning:
 
 def rules_for(t: Tuning, coll: str, np: int) -> Rules | None:
     """The rules Intel MPI applies to `coll` at `np` ranks: the first comm-size key at or
-    above np, else the catch-all (observed: a comm_size=4 key also serves 2 and 3 ranks)."""
+    above np, else the catch-all, else the largest key (observed on 2021.18.1: a file with
+    only comm_size=4 runs its rules at 2, 3 and 8 ranks too)."""
     per = t.get(coll)
     if not per:
         return None
     keys = sorted(k for k in per if k is not None and k >= np)
     if keys:
         return per[keys[0]]
-    return per.get(None)
+    if None in per:
+        return per[None]
+    return per[max(k for k in per if k is not None)]
