@@ -209,7 +209,7 @@ def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:
     """A size measured only while locating a boundary ran two configurations: its
     candidates are the default's twins at the swept sizes either side, then their fastest;
     only those (and what ran there) are worth a probe, not every preset."""
-    from colltune.backends.impi_standin import TRIES, candidates, wanted
+    from colltune.backends.impi_standin import TRIES, candidates, ranked, swept, wanted
     from colltune.store.records import Measurement
 
     def m(preset: int, size: int, t: float) -> Measurement:
@@ -220,9 +220,9 @@ def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:
                                                    m(5, 512, 1.0), m(0, 512, 2.0)]
     fp = frozenset({("MPIR_Bcast_intra_binomial", 1)})
     prints = {0: {256: fp, 512: fp, 1024: None}, 7: {256: fp}, 2: {256: None}}
-    got = candidates(prints, ms, [256, 512, 1024])
+    got = candidates(prints, ranked(ms), [256, 512, 1024])
     assert got[256] == [7, 5, 2]  # the twin, then the sweep's fastest there
     assert got[1024] == [9, 7, 2]  # no twin seen: the fastest
     assert got[512] == [7, 5, 9] and len(got[512]) == TRIES  # the twin either side first
-    assert wanted(prints, {256: [5, 2, 9, 7], 1024: [9, 7, 2, 5], 512: [5]}, 512) == {
-        5, 2, 9, 7}
+    fast = {256: [5, 2, 9, 7], 1024: [9, 7, 2, 5], 512: [5]}
+    assert wanted(prints, fast, swept(fast), 512) == {5, 2, 9, 7}

@@ -228,12 +228,13 @@ class ImpiSession(Session[IntelMPI]):
         # twice the largest) only what could stand in there, unless a preset is launched
         # anyway or was counted already
         fast = ranked(ms)
-        full = [s for s in sizes if s in set(swept(fast))]
-        rest = [s for s in sizes if s not in full]
+        sweep = set(swept(fast))
+        full = [s for s in sizes if s in sweep]
+        rest = [s for s in sizes if s not in sweep]
         fresh = {p: not all(probes.has(env, s) for s in full) for p, env in envs.items()}
         prints: Prints = {p: probes(env, full + (rest if fresh[p] else []))
                           for p, env in envs.items()}
-        want = {s: wanted(prints, fast, s) | {0} for s in rest}
+        want = {s: wanted(prints, fast, sorted(sweep), s) | {0} for s in rest}
         for p, env in envs.items():
             if at := [s for s in rest if not fresh[p] and (p in want[s] or probes.has(env, s))]:
                 prints[p].update(probes(env, at))
@@ -242,7 +243,7 @@ class ImpiSession(Session[IntelMPI]):
                                    for size, c in probes.counts(env, list(prints[p])).items()
                                    if stored.get((keys[p], size)) != c])
         self.prints[(name, placement.np)] = prints
-        self.stand_in[(name, placement.np)] = candidates(prints, ms, sorted(
+        self.stand_in[(name, placement.np)] = candidates(prints, fast, sorted(
             {d.size for d in ds if d.size >= 0}))
         self.store, self.ctx[(name, placement.np)] = store, ctx
         for d in ds:

@@ -134,14 +134,18 @@ class Probes:
         self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Counts] = {}
         self.exe: Path | None = None  # built (and checked) once, not per launch
 
+    @staticmethod
+    def _key(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted(env.items()))
+
     def known(self, env: dict[str, str], size: int, counts: Counts) -> None:
-        self.seen[(tuple(sorted(env.items())), size)] = counts
+        self.seen[(self._key(env), size)] = counts
 
     def has(self, env: dict[str, str], size: int) -> bool:
-        return (tuple(sorted(env.items())), size) in self.seen
+        return (self._key(env), size) in self.seen
 
     def counts(self, env: dict[str, str], sizes: list[int]) -> dict[int, Counts]:
-        key = tuple(sorted(env.items()))
+        key = self._key(env)
         missing = [s for s in sizes if (key, s) not in self.seen]
         if missing:
             gdb_path()  # before building anything: without gdb nothing can be counted

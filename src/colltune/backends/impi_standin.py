@@ -52,23 +52,24 @@ def swept(fast: dict[int, list[int]]) -> list[int]:
     return sorted(s for s, v in fast.items() if len(v) == full)
 
 
-def wanted(prints: Prints, fast: dict[int, list[int]], size: int) -> set[int]:
-    """The presets worth a probe at a size the sweep did not run whole: those measured
-    there, and those that could stand in for the default at the swept sizes either side
-    (every preset would cost a launch each, about 25 s a round for bcast at 4 ranks)."""
+def wanted(prints: Prints, fast: dict[int, list[int]], full: list[int], size: int
+           ) -> set[int]:
+    """The presets worth a probe at a size the sweep (`full`: its sizes) did not run whole:
+    those measured there, and those that could stand in for the default at the swept sizes
+    either side (every preset would cost a launch each, about 25 s a round for bcast at 4
+    ranks)."""
     out = set(fast.get(size, []))
-    for n in _around(swept(fast), size):
+    for n in _around(full, size):
         twin = same_as(prints, 0, n)
         out |= ({twin} if twin else set()) | set(fast[n][:TRIES])
     return out
 
 
-def candidates(prints: Prints, ms: list[Measurement], sizes: list[int]
+def candidates(prints: Prints, fast: dict[int, list[int]], sizes: list[int]
                ) -> dict[int, list[int]]:
     """Per size, the stand-ins to try in order: the symbol twin of the default, then the
-    sweep's fastest (every size: a choice fresh launches refute is kept too; a size off the
-    sweep borrows its swept neighbours')."""
-    fast = ranked(ms)
+    sweep's fastest (`fast`: ranked; every size: a choice fresh launches refute is kept too;
+    a size off the sweep borrows its swept neighbours')."""
     full = swept(fast)
     out: dict[int, list[int]] = {}
     for size in sizes:

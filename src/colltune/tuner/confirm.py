@@ -19,7 +19,7 @@ from pathlib import Path
 from colltune.backends.base import Session
 from colltune.backends.registry import of
 from colltune.collectives import Collective
-from colltune.core.config import DEFAULT
+from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
 from colltune.core.toolchain import Installation
@@ -181,8 +181,8 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
         # the file's fills at sizes kept so far ride in the same launches (a size's verdict
         # is the file's entry there, whatever the other sizes' fate): a set of launch pairs
         # fewer per round for a family whose file names the default's stand-ins
-        fills = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
-                 if s not in missing and store.confirmation(ctx, s, c.key) is None]
+        fills = [(s, c) for s, c in _untested_fills(sess, coll, placement, ds, store, ctx)
+                 if s not in missing]
         rep.note(f"confirming {len(pending)} choice(s) of {coll.name} at np={placement.np}"
                  + (f" and what the file says at {len(fills)} size(s) where the default "
                     "was kept," if fills else "")
@@ -222,6 +222,13 @@ def _unexpressed(pending: list[Decision], ds: list[Decision], coll: Collective,
         d.chosen = DEFAULT
 
 
+def _untested_fills(sess: Session, coll: Collective, placement: Placement,
+                    ds: list[Decision], store: Store, ctx: Context) -> list[tuple[int, Config]]:
+    """The session's fills that no fresh launch pairs have judged yet."""
+    return [(s, c) for s, c in sess.fills(coll.name, placement, ds)
+            if store.confirmation(ctx, s, c.key) is None]
+
+
 def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
                   opts: TuneOptions, rep: Reporter, sess: Session) -> None:
     """Where the file must name a configuration at a size whose default was kept (the
@@ -230,8 +237,7 @@ def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, st
     another configuration where one was found slower: judged in turn, a few rounds at most."""
     ctx = context_for(sess.mpi, coll, placement)
     for _ in range(FILL_ROUNDS):
-        missing = [(s, c) for s, c in sess.fills(coll.name, placement, ds)
-                   if store.confirmation(ctx, s, c.key) is None]
+        missing = _untested_fills(sess, coll, placement, ds, store, ctx)
         if not missing or opts.confirm_rounds == 0 or opts.from_db:  # from_db: read-only
             return
         if sess.unexpressed(coll, placement, ds):  # its arms would be the default twice
