@@ -56,6 +56,23 @@ def test_kernel_records_every_mode_and_statistic(ompi41: OpenMPI) -> None:
         assert r.samples == r.series["back-to-back"]["mean"]
 
 
+def test_the_loop_is_two_free_running_stretches_of_the_calls_asked(ompi41: OpenMPI
+                                                                     ) -> None:
+    """`loop N` (fresh launches ask for it): two stretches of N calls each, timed as a
+    whole, beside the modes' series and not in "samples"; a stretch the warm-up says would
+    outlast loop_time is cut short (to one call at least), and without `loop` none runs."""
+    for r in _run(ompi41, "reduce", Repetitions(min_reps=5, max_reps=5, timing="both",
+                                                loop=200, loop_time=60.0)):
+        assert r.loop == 200 and set(r.series) == {"isolated", "back-to-back", "loop"}
+        assert all(len(xs) == 2 and min(xs) > 0 for xs in r.series["loop"].values())
+        assert r.samples == r.series["isolated"]["completion"] and r.n == 5
+    for r in _run(ompi41, "reduce", Repetitions(min_reps=5, max_reps=5, timing="isolated",
+                                                loop=200, loop_time=1e-9)):
+        assert r.loop == 1 and set(r.series) == {"isolated", "loop"}
+    for r in _run(ompi41, "reduce", Repetitions(min_reps=5, max_reps=5)):
+        assert r.loop == 0 and "loop" not in r.series
+
+
 def test_agreement_core_gives_every_method_for_every_algorithm(ompi41: OpenMPI) -> None:
     sys.path.insert(0, str(BENCH))
     try:
@@ -125,7 +142,7 @@ def test_aa_calibration_calls_no_size_different(ompi41: OpenMPI, tmp_path: Path)
     assert doc["design"]["alpha"] == 0.002 and "alpha 0.002 spent" in res.stdout
     for r in c["kernel"]:
         assert r["verdict"] in ("same", "inconclusive"), r
-        assert set(r["modes"]) == {"isolated", "back-to-back"} and r["rounds"] in (5, 8)
+        assert set(r["modes"]) == {"isolated", "back-to-back", "loop"} and r["rounds"] in (5, 8)
         assert r["mde"] > 1 and r["ratio_ci"][0] <= r["ratio"] <= r["ratio_ci"][1]
     assert (res.returncode == 5) == any(r["verdict"] == "inconclusive" for r in c["kernel"])
 

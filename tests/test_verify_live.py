@@ -56,7 +56,7 @@ def test_the_gate_fails_a_file_slower_over_part_of_its_range(ompi41: OpenMPI,
     rows = doc["collectives"][0]["kernel"]
     tested = [k["size"] for k in rows if k["verdict"] != "default"]
     assert tested == [262144, 524288, 786432], tested
-    assert len(rows) == 21 and doc["design"]["family"] == 6
+    assert len(rows) == 21 and doc["design"]["family"] == 9  # 3 sizes x 3 modes
     assert r.returncode == 1, r.stdout + r.stderr
     assert "verify failed: allreduce" in r.stderr
     assert any(k["verdict"] == "slower" for k in rows)

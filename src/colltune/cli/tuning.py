@@ -80,7 +80,7 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
 def _fresh(v: Verdict) -> str:
     if not v.modes:
         return f"{v.launch_speedup:.2f}x"
-    short = {"isolated": "iso", "back-to-back": "b2b"}
+    short = {"isolated": "iso", "back-to-back": "b2b", "loop": "loop"}
     return " ".join(f"{short.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
                     for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"))
 

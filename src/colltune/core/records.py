@@ -29,6 +29,7 @@ class PointResult:
     series: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     objective: str = "completion"
     batch: int = 1  # calls per timed stretch in isolated mode (a call under 100 timer steps)
+    loop: int = 0  # calls per free-running stretch of the "loop" series (0: none measured)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@
 
 #define TIMING_ISOLATED 1
 #define TIMING_B2B 2
+#define LOOP_STRETCHES 2 /* per point, with `loop N` in the plan (bench_measure.c) */
 enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
-extern const char *const mode_names[2];
+extern const char *const mode_names[3]; /* isolated, back-to-back, loop */
 extern const char *const obj_names[NOBJ];
 
 /* SimGrid SMPI implements no MPI_T control variables: there every configuration is
@@ -60,6 +61,8 @@ typedef struct {
     int min_ticks;   /* a timed stretch lasts this many timer steps at least (0: off) */
     int window;      /* calls per back-to-back window, at most */
     double window_time; /* ... and fewer where the window would take longer (seconds) */
+    int loop;        /* > 0: also LOOP_STRETCHES free-running stretches of this many calls */
+    double loop_time; /* ... and fewer where a stretch would take longer (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
     double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
     int nconfig;

@@ -24,6 +24,7 @@ int read_plan(const char *path, plan_t *plan)
     plan->timing = TIMING_ISOLATED;
     plan->window = 64;
     plan->window_time = 0.01;
+    plan->loop_time = 0.015;
     plan->objective = OBJ_COMPLETION;
     plan->configs = calloc((size_t)cap_c, sizeof(config_t));
     plan->points = calloc((size_t)cap_p, sizeof(point_t));
@@ -72,6 +73,16 @@ int read_plan(const char *path, plan_t *plan)
             }
         } else if (!strcmp(key, "window_time")) {
             if (sscanf(line + off, "%lf", &plan->window_time) != 1 || plan->window_time < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "loop")) {
+            if (sscanf(line + off, "%d", &plan->loop) != 1 || plan->loop < 0) {
+                fclose(f);
+                return -2;
+            }
+        } else if (!strcmp(key, "loop_time")) {
+            if (sscanf(line + off, "%lf", &plan->loop_time) != 1 || plan->loop_time < 0) {
                 fclose(f);
                 return -2;
             }

@@ -19,6 +19,10 @@
  *    back-to-back` times a window of `window` consecutive calls with no
  *    synchronisation between them, divided by the calls (how an application
  *    loop calls it: consecutive calls overlap and skew carries over);
+ *  - with `loop N` (fresh-launch confirmation and verify), also 2 stretches of N calls
+ *    each after the barrier, free-running within, timed as a whole (series "loop"):
+ *    calls that do not synchronise run ahead for as long as the library lets them, which
+ *    a short window hides;
  *    `timing both` takes one of each per repetition;
  *  - a call shorter than 100 steps of MPI_Wtime (what it really resolves,
  *    measured at start and reported there with MPI_Wtick) is timed in batches
@@ -73,7 +77,7 @@
  * and performance variables), bench_colls.c (the collectives' table: buffers, call,
  * check), bench_measure.c (one point); this file: the configurations, in order */
 
-const char *const mode_names[2] = {"isolated", "back-to-back"};
+const char *const mode_names[3] = {"isolated", "back-to-back", "loop"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
 int main(int argc, char **argv)

@@ -48,6 +48,10 @@ class Repetitions:
     timing: str = "isolated"
     window: int = 64  # calls per back-to-back window, at most ...
     window_time: float = 0.01  # ... and fewer where the warm-up says they take longer (s)
+    # > 0: also two stretches of this many calls, each after the barrier and free-running
+    # within (series "loop"): how an application's loop calls a collective, run-ahead and all
+    loop: int = 0
+    loop_time: float = 0.015  # ... fewer where the warm-up says they take longer (s)
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
     # root (the root's own time)
     objective: str = "completion"
@@ -84,6 +88,8 @@ class KernelPlan:
             f"timing {r.timing}",
             f"window {r.window}",
             f"window_time {r.window_time}",
+            f"loop {r.loop}",
+            f"loop_time {r.loop_time}",
             f"objective {r.objective}",
             f"cutoff {r.cutoff}",
             f"min_ticks {r.min_ticks}",
@@ -172,6 +178,7 @@ def parse_result(ev: dict) -> PointResult:
                 for m, objs in (ev.get("series") or {}).items()},
         objective=str(ev.get("objective", "completion")),
         batch=int(ev.get("batch", 1)),
+        loop=int(ev.get("loop", 0)),
     )
 
 

@@ -4,7 +4,8 @@ and keep a decision only where they confirm it.
 One launch measures every configuration under one scheduling state; on an oversubscribed or
 shared machine the next launch can rank them differently. A decision is kept only if it also
 wins here, over the launch pairs, in every timing mode the kernel measured (one call after a
-barrier, and calls back to back as an application makes them; docs/methodology.md).
+barrier, windows of calls back to back, and long free-running stretches as an application's
+loop makes them; docs/methodology.md).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from colltune.slots import Placement
 from colltune.store import Context, Store
 from colltune.tuner import sequential
 from colltune.tuner.measure import Reporter, context_for
+
+# calls per free-running stretch in fresh launches (the kernel's "loop" series): windows of
+# 64 after a barrier hid a reduce's senders running ahead of its root (Intel MPI's preset 4
+# at 16 KiB, 4 ranks: 0.7x the default's time by windows, 1.5x over 1000 calls, 0.4x in an
+# application-style loop); a choice must not lose there either
+LOOP_CALLS = 1000
 
 # rounds of fill confirmations: a session that offers the next candidate where one was found
 # slower (Intel MPI) gets two more chances per size; each round is one set of launch pairs
@@ -66,7 +73,8 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
             # a rung of a ladder is confirmed as it was measured: its groups in one job
             plan = KernelPlan(coll.name, [KernelConfig(0, {}, placement.group)],
                               [(0, s) for s in sizes],
-                              dataclasses.replace(reps, seed=reps.seed + rnd),
+                              dataclasses.replace(reps, seed=reps.seed + rnd,
+                                                  loop=reps.loop or LOOP_CALLS),
                               dup_always=not be.on_world)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)

@@ -244,7 +244,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
 
     plans = plan(target, names, np, sizes, aa)
     # one family for the whole run: every size tested, in every timing mode, by either source
-    modes = 2 if reps.timing == "both" else 1
+    modes = (2 if reps.timing == "both" else 1) + 1  # and the loop, in every fresh launch
     cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0))
     design = dataclasses.replace(design, family=max(1, cells))
 
