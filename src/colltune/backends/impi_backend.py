@@ -41,11 +41,14 @@ from colltune.backends.impi_files import (
 from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, valid_counts
 from colltune.backends.impi_standin import (
+    STAND_IN_BOUND,
     Prints,
+    bound_note,
     candidates,
     ranked,
     rules,
     same_as,
+    slowdown_bound,
     swept,
     wanted,
 )
@@ -258,16 +261,20 @@ class ImpiSession(Session[IntelMPI]):
     def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
         """The preset that stands in for the default at a kept size: the first of its
         candidates (the one seen running its functions, then the sweep's fastest) that fresh
-        launch pairs judged and did not find slower than the default there, else the first
-        not judged yet (it stands until judged). A twin by the symbols can still differ
-        (parameters inside a preset do not show): so it is tested too."""
+        launch pairs judged and showed at most STAND_IN_BOUND slower than the default there
+        (95%, every mode), else the first not judged yet (it stands until judged). A twin by
+        the symbols can still differ (parameters inside a preset do not show): so it is
+        tested too."""
         ctx, tried = self.ctx.get((name, np)), self._tried(name, np)
 
         def verdict(size: int, preset: int) -> str | None:
             if ctx is None or self.store is None:
                 return None
             v = self.store.confirmation(ctx, size, Config(preset).key)
-            return None if v is None else v.verdict
+            if v is None:
+                return None
+            return "slower" if v.verdict == "slower" or slowdown_bound(v) > STAND_IN_BOUND \
+                else v.verdict
 
         def fill(size: int) -> int | None:
             seen = {p: verdict(size, p) for p in tried(size)}
@@ -287,7 +294,8 @@ class ImpiSession(Session[IntelMPI]):
         return lambda size: None if not (ps := tried(size)) else (
             f"its stand-in{'s' if len(ps) > 1 else ''}, preset "
             f"{', '.join(str(p) for p in ps)}, {'were' if len(ps) > 1 else 'was'} slower "
-            "than the default in fresh launches")
+            f"than the default in fresh launches, or not shown within {STAND_IN_BOUND}x of "
+            "it")
 
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
         return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np),
@@ -298,11 +306,22 @@ class ImpiSession(Session[IntelMPI]):
         """Kept-default sizes and the preset the file names there, put to fresh launch
         pairs (none if the collective keeps the default everywhere); where one is found
         slower, the next candidate is asked for."""
+        return [(s, Config(p)) for s, p in self._kept(name, placement.np, ds)]
+
+    def _kept(self, name: str, np: int, ds: list[Decision]) -> list[tuple[int, int]]:
         if not any(d.chosen.algorithm for d in ds):
             return []
-        fill = self._fill(name, placement.np)
-        return [(d.size, Config(p)) for d in sorted(ds, key=lambda d: d.size)
+        fill = self._fill(name, np)
+        return [(d.size, p) for d in sorted(ds, key=lambda d: d.size)
                 if d.chosen == DEFAULT and d.size >= 0 and (p := fill(d.size)) is not None]
+
+    def _bounds(self, name: str, np: int, ds: list[Decision]) -> str | None:
+        """The file's note on its stand-ins: the most fresh launches let each be slower."""
+        ctx, st = self.ctx.get((name, np)), self.store
+        verdicts = {(s, p): None if ctx is None or st is None else st.confirmation(
+            ctx, s, Config(p).key) for s, p in self._kept(name, np, ds)}
+        return bound_note(name, np, [(s, p, None if v is None else slowdown_bound(v))
+                                     for (s, p), v in verdicts.items()])
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:
@@ -332,6 +351,7 @@ class ImpiSession(Session[IntelMPI]):
                                 "every size and comm size)"]
                 continue
             t[name] = {np: r for np, (r, _) in got.items() if r is not None}
+            notes += [n for np, ds in per_np.items() if (n := self._bounds(name, np, ds))]
         out = self.out
         top = max(p.np for p in self.placements)
         measured = ", ".join(str(n) for n in sorted({p.np for p in self.placements}))

@@ -1,9 +1,11 @@
 """Which preset an Intel MPI tuning file names where the default is kept: the one seen
 running the default's functions, else the sweep's fastest, each put to fresh launches and
-passed over when found slower (a file has no entry for the library's own choice)."""
+passed over when found slower or not shown within a bound of it (a file has no entry for the
+library's own choice)."""
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Callable
 from itertools import zip_longest
@@ -12,7 +14,7 @@ from typing import TYPE_CHECKING
 from colltune.backends.impi_proof import Fingerprint, describe
 from colltune.core.config import DEFAULT
 from colltune.core.ranges import boundaries
-from colltune.core.records import Decision
+from colltune.core.records import Decision, Verdict
 from colltune.rules.impi_tuning import Rules, rules_from
 
 if TYPE_CHECKING:
@@ -116,3 +118,29 @@ def rules(coll: str, ds: list[Decision], prints: Prints,
                           f"{why}; a tuning file has no entry for the library's choice")
         points.append((start, twin))
     return rules_from(points), ""
+
+
+# a stand-in for the kept default must be shown at most this much slower than the default
+# (the upper end of its 95% interval over fresh launch pairs, in every timing mode): "not
+# found slower" let a preset up to 1.9x slower at 95% stand in (reduce 1 KiB, 4 ranks),
+# and the loop of an application-style benchmark then read it 0.41x the default's speed
+STAND_IN_BOUND = 1.5
+
+
+def slowdown_bound(v: Verdict) -> float:
+    """The most a configuration may be slower than the default by fresh launch pairs (95%,
+    the worst timing mode); infinite where a mode has no interval."""
+    his = [c.get("ratio_ci", [None, None])[1] for c in v.modes.values()]  # type: ignore[index]
+    return max((float(h) if h is not None else math.inf for h in his), default=math.inf)
+
+
+def bound_note(coll: str, np: int, fills: list[tuple[int, int, float | None]]) -> str | None:
+    """What the file's stand-ins promise: per kept size, the preset and the most fresh
+    launch pairs let it be slower than the default (None: not judged)."""
+    if not fills:
+        return None
+    said = ", ".join(f"{p} at {s} B ({'not judged' if b is None else f'{b:.2f}x'})"
+                     for s, p, b in fills)
+    return (f"{coll} np={np}: where the default was kept the file names a stand-in (a file "
+            "has no entry for the library's choice), at most this much slower than the "
+            f"default by fresh launch pairs (95%, worst timing mode): {said}")
