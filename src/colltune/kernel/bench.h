@@ -13,7 +13,7 @@
 
 #define TIMING_ISOLATED 1
 #define TIMING_B2B 2
-#define LOOP_STRETCHES 2 /* per point, with `loop N` in the plan (bench_measure.c) */
+#define LOOP_STRETCHES 2 /* per point, with `loop N` in the plan (bench_loop.c) */
 enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
 extern const char *const mode_names[3]; /* isolated, back-to-back, loop */
 extern const char *const obj_names[NOBJ];
@@ -121,7 +121,7 @@ int coll_call(bufs_t *b, MPI_Comm comm);
 int bufs_check(const bufs_t *b);    /* 1: this rank's output is what it must be */
 void corrupt_output(bufs_t *b);     /* test-only: a wrong answer */
 
-/* ---- measuring one point (bench_measure.c) ---- */
+/* ---- measuring one point (bench_measure.c, its loop: bench_loop.c) ---- */
 
 typedef struct {
     char kind[16];
@@ -132,6 +132,11 @@ typedef struct {
 extern fault_t g_fault; /* COLLTUNE_TEST_FAULT, test-only */
 extern double g_step;   /* what MPI_Wtime resolves (timer_step), slowest rank's */
 int fault_hits(const config_t *cfg, const char *kind);
+int run_coll(bufs_t *b, MPI_Comm comm); /* the collective, with the test-only slow fault */
+/* a slow point prints "tick" events this often: the launcher's watchdog is for hangs */
+#define TICK_SECONDS 2.0
+int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm, double per_call, int active,
+                 int cid, long long size, double out[NOBJ][LOOP_STRETCHES]);
 void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cfg,
                    long long size, MPI_Comm comm, int active);
 void refs_free(void);

@@ -20,7 +20,7 @@ fault_t g_fault;
 #define MAX_BATCH 1000
 double g_step;
 
-static int run_coll(bufs_t *b, MPI_Comm comm)
+int run_coll(bufs_t *b, MPI_Comm comm)
 {
     int rc = coll_call(b, comm);
     if (g_slow)
@@ -53,36 +53,6 @@ static void median_ci(const double *samples, int n, double *scratch, double *med
         k = n - 1;
     *lo = scratch[j];
     *hi = scratch[k];
-}
-
-/* The loop (`loop N`): LOOP_STRETCHES stretches of N calls, each after the barrier and
- * free-running within, timed as a whole, as an application's time-step loop calls a
- * collective. Calls that do not synchronise (a reduce's senders) run ahead of the root as
- * far as the library lets them, which a window of 64 hides: Intel MPI's reduce preset 4 at
- * 16 KiB on 4 ranks took 0.7x the default's time in windows of 64 and 1.5x over 1000 calls.
- * Fewer calls where the warm-up says N would take longer than loop_time. */
-static int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm, double t_call,
-                        int active, double out[NOBJ][LOOP_STRETCHES])
-{
-    int calls = plan->loop;
-    if (g_rank == 0 && t_call > 0 && plan->loop_time / t_call < calls)
-        calls = (int)(plan->loop_time / t_call);
-    calls = ctl_bcast(calls < 1 ? 1 : calls);
-    for (int k = 0; k < LOOP_STRETCHES; k++) {
-        double t0, local, mx, sum;
-        sync_barrier();
-        t0 = MPI_Wtime();
-        for (int c = 0; c < calls; c++)
-            run_coll(b, comm);
-        local = b->idle ? 0.0 : (MPI_Wtime() - t0) / calls;
-        ctl_max_sum(local, &mx, &sum);
-        if (g_rank == 0) {
-            out[OBJ_COMPLETION][k] = mx;
-            out[OBJ_MEAN][k] = sum / active;
-            out[OBJ_ROOT][k] = local;
-        }
-    }
-    return calls;
 }
 
 /* a configuration the test-only fault switch names (COLLTUNE_TEST_FAULT) */
@@ -145,7 +115,6 @@ static void ref_add(long long size, int group, const double med[2])
  * repetitions do: launch pairs, not repetitions, carry the statistics */
 #define SLOW_POINT 10.0
 /* seconds between two "tick" events while a point runs */
-#define TICK_SECONDS 2.0
 
 /* 1 when, in some timing mode measured, the point's median CI lies above cutoff times
  * the reference's median */
@@ -186,7 +155,6 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     double loop[NOBJ][LOOP_STRETCHES];
     int loop_calls = 0;
-    double t_loop = 0;
     int wrong = fault_hits(cfg, "wrong");
     g_slow = fault_hits(cfg, "slow");
     int group = cfg->group ? cfg->group : g_size, cut = 0;
@@ -270,13 +238,6 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         batch = MAX_BATCH;
     if (window < batch)
         window = batch;
-    /* first, so that a cost of the first calls after the warm-up is in it, as in a run;
-     * its time counts against the point's budget */
-    if (plan->loop > 0) {
-        t_loop = MPI_Wtime();
-        loop_calls = measure_loop(plan, &b, comm, t_call, active, loop);
-        t_loop = MPI_Wtime() - t_loop;
-    }
     if (g_rank == 0 && MPI_Wtime() - t_begin > TICK_SECONDS) { /* a slow warm-up is alive */
         printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":0}\n", cid, size);
         fflush(stdout);
@@ -293,8 +254,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         if (plan->cutoff > 0 && !cfg->baseline)
             ref = ref_find(size, group);
     }
-    t_tick = MPI_Wtime();
-    t_begin = t_tick - t_loop;
+    t_begin = t_tick = MPI_Wtime();
     while (!stop) {
         for (int m = 0; m < 2; m++) {
             double t0, t1, local, mx, sum;
@@ -341,6 +301,15 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
             }
         }
         stop = ctl_bcast(stop);
+    }
+    if (plan->loop > 0) {
+        double per_call = 0, med, lo, hi;
+        for (int m = 0; g_rank == 0 && m < 2; m++)
+            if (series[m][plan->objective]) {
+                median_ci(series[m][plan->objective], n, scratch, &med, &lo, &hi);
+                per_call = med > per_call ? med : per_call;
+            }
+        loop_calls = measure_loop(plan, &b, comm, per_call, active, cid, size, loop);
     }
     if (g_rank == 0) {
         double med, lo, hi, sum = 0, mn = samples[0], mx = samples[0];

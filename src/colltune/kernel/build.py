@@ -29,7 +29,8 @@ SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never
 
 # a program split by concern: its main file first, then the files it is built from
 SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c",
-                         "bench_mpit.c", "bench_colls.c", "bench_measure.c"),
+                         "bench_mpit.c", "bench_colls.c", "bench_measure.c",
+                         "bench_loop.c"),
            "collprof": ("collprof.c", "prof.h", "prof_c.c", "prof_fortran.c")}
 
 

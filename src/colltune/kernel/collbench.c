@@ -75,7 +75,8 @@
 /* the source files: bench_plan.c (the plan file, the seeded order), bench_sync.c
  * (synchronisation and control by point-to-point messages), bench_mpit.c (MPI_T control
  * and performance variables), bench_colls.c (the collectives' table: buffers, call,
- * check), bench_measure.c (one point); this file: the configurations, in order */
+ * check), bench_measure.c (one point), bench_loop.c (its free-running stretches); this
+ * file: the configurations, in order */
 
 const char *const mode_names[3] = {"isolated", "back-to-back", "loop"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
