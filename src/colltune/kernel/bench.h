@@ -132,11 +132,12 @@ typedef struct {
 extern fault_t g_fault; /* COLLTUNE_TEST_FAULT, test-only */
 extern double g_step;   /* what MPI_Wtime resolves (timer_step), slowest rank's */
 int fault_hits(const config_t *cfg, const char *kind);
-int run_coll(bufs_t *b, MPI_Comm comm); /* the collective, with the test-only slow fault */
 /* a slow point prints "tick" events this often: the launcher's watchdog is for hangs */
 #define TICK_SECONDS 2.0
-int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm, double per_call, int active,
-                 int cid, long long size, double out[NOBJ][LOOP_STRETCHES]);
+/* `call` makes one call (the measuring point's, test-only faults included) */
+int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm,
+                 int (*call)(bufs_t *, MPI_Comm), double per_call, int active, int cid,
+                 long long size, double out[NOBJ][LOOP_STRETCHES]);
 void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cfg,
                    long long size, MPI_Comm comm, int active);
 void refs_free(void);

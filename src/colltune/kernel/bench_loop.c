@@ -13,9 +13,9 @@
  * call: MPICH busy-polling at 4 ranks on 2 cores ran far slower than its warm-up said)
  * says N would take longer than loop_time. Nothing may stop a stretch early (a rank that
  * stopped alone would leave the others waiting), so rank 0 shows it is alive meanwhile. */
-int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm, double per_call,
-                        int active, int cid, long long size,
-                        double out[NOBJ][LOOP_STRETCHES])
+int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm,
+                 int (*call)(bufs_t *, MPI_Comm), double per_call, int active, int cid,
+                 long long size, double out[NOBJ][LOOP_STRETCHES])
 {
     int calls = plan->loop;
     double t_tick = MPI_Wtime();
@@ -27,7 +27,7 @@ int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm, double per_call,
         sync_barrier();
         t0 = MPI_Wtime();
         for (int c = 0; c < calls; c++) {
-            run_coll(b, comm);
+            call(b, comm);
             if (g_rank == 0 && MPI_Wtime() - t_tick > TICK_SECONDS) {
                 printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid,
                        size, c);

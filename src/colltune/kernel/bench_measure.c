@@ -20,7 +20,7 @@ fault_t g_fault;
 #define MAX_BATCH 1000
 double g_step;
 
-int run_coll(bufs_t *b, MPI_Comm comm)
+static int run_coll(bufs_t *b, MPI_Comm comm)
 {
     int rc = coll_call(b, comm);
     if (g_slow)
@@ -309,7 +309,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
                 median_ci(series[m][plan->objective], n, scratch, &med, &lo, &hi);
                 per_call = med > per_call ? med : per_call;
             }
-        loop_calls = measure_loop(plan, &b, comm, per_call, active, cid, size, loop);
+        loop_calls = measure_loop(plan, &b, comm, run_coll, per_call, active, cid, size, loop);
     }
     if (g_rank == 0) {
         double med, lo, hi, sum = 0, mn = samples[0], mx = samples[0];
