@@ -64,7 +64,8 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                 continue
             out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
                       "mean over fresh launch pairs, per timing mode (iso: one call after a "
-                      "barrier, b2b: calls back to back); a choice must win in every mode")
+                      "barrier, b2b: windows of calls back to back, loop: stretches of 1000 "
+                      "calls free-running); a choice must win in every mode")
             out.print("verdict: tuned = significantly faster, confirmed in fresh launches "
                       "(sequential: more pairs while undecided, up to --confirm-max-rounds); "
                       "refuted = faster in the sweep, not in fresh launches (default kept); "
