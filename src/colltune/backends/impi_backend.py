@@ -55,7 +55,7 @@ from colltune.backends.impi_standin import (
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision
+from colltune.core.records import Decision, Verdict
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
@@ -265,13 +265,10 @@ class ImpiSession(Session[IntelMPI]):
         (95%, every mode), else the first not judged yet (it stands until judged). A twin by
         the symbols can still differ (parameters inside a preset do not show): so it is
         tested too."""
-        ctx, tried = self.ctx.get((name, np)), self._tried(name, np)
+        judged, tried = self._judged(name, np), self._tried(name, np)
 
         def verdict(size: int, preset: int) -> str | None:
-            if ctx is None or self.store is None:
-                return None
-            v = self.store.confirmation(ctx, size, Config(preset).key)
-            if v is None:
+            if (v := judged(size, preset)) is None:
                 return None
             return "slower" if v.verdict == "slower" or slowdown_bound(v) > STAND_IN_BOUND \
                 else v.verdict
@@ -281,6 +278,12 @@ class ImpiSession(Session[IntelMPI]):
             return next((p for p, v in seen.items() if v not in (None, "slower")),
                         next((p for p, v in seen.items() if v is None), None))
         return fill
+
+    def _judged(self, name: str, np: int) -> Callable[[int, int], Verdict | None]:
+        """A preset's stored fresh-launch verdict against the default at a size."""
+        ctx, store = self.ctx.get((name, np)), self.store
+        return lambda size, preset: None if ctx is None or store is None else (
+            store.confirmation(ctx, size, Config(preset).key))
 
     def _tried(self, name: str, np: int) -> Callable[[int], list[int]]:
         """The stand-ins for the default at a size, before fresh launches judge them (a size
@@ -317,11 +320,10 @@ class ImpiSession(Session[IntelMPI]):
 
     def _bounds(self, name: str, np: int, ds: list[Decision]) -> str | None:
         """The file's note on its stand-ins: the most fresh launches let each be slower."""
-        ctx, st = self.ctx.get((name, np)), self.store
-        verdicts = {(s, p): None if ctx is None or st is None else st.confirmation(
-            ctx, s, Config(p).key) for s, p in self._kept(name, np, ds)}
-        return bound_note(name, np, [(s, p, None if v is None else slowdown_bound(v))
-                                     for (s, p), v in verdicts.items()])
+        judged = self._judged(name, np)
+        return bound_note(name, np, [(s, p, None if (v := judged(s, p)) is None
+                                      else slowdown_bound(v))
+                                     for s, p in self._kept(name, np, ds)])
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:

@@ -114,7 +114,6 @@ static void ref_add(long long size, int group, const double med[2])
  * past it (a default at a second per call, a busy-polling MPI oversubscribed) CUT_REPS
  * repetitions do: launch pairs, not repetitions, carry the statistics */
 #define SLOW_POINT 10.0
-/* seconds between two "tick" events while a point runs */
 
 /* 1 when, in some timing mode measured, the point's median CI lies above cutoff times
  * the reference's median */

@@ -6,6 +6,17 @@
 
 #include "bench.h"
 
+/* a number after a plan key, at least `min` (or not negative): 1, else 0 */
+static int int_at_least(const char *text, int *v, int min)
+{
+    return sscanf(text, "%d", v) == 1 && *v >= min;
+}
+
+static int nonneg(const char *text, double *v)
+{
+    return sscanf(text, "%lf", v) == 1 && *v >= 0;
+}
+
 int read_plan(const char *path, plan_t *plan)
 {
     FILE *f = fopen(path, "r");
@@ -30,7 +41,7 @@ int read_plan(const char *path, plan_t *plan)
     plan->points = calloc((size_t)cap_p, sizeof(point_t));
     while (fgets(line, sizeof(line), f)) {
         char key[64];
-        int off = 0;
+        int off = 0, bad = 0; /* bad: a number out of range (the plan is refused) */
         if (sscanf(line, "%63s%n", key, &off) != 1 || key[0] == '#')
             continue;
         if (!strcmp(key, "collective")) {
@@ -62,35 +73,17 @@ int read_plan(const char *path, plan_t *plan)
                 return -2;
             }
         } else if (!strcmp(key, "min_ticks")) {
-            if (sscanf(line + off, "%d", &plan->min_ticks) != 1 || plan->min_ticks < 0) {
-                fclose(f);
-                return -2;
-            }
+            bad = !int_at_least(line + off, &plan->min_ticks, 0);
         } else if (!strcmp(key, "window")) {
-            if (sscanf(line + off, "%d", &plan->window) != 1 || plan->window < 1) {
-                fclose(f);
-                return -2;
-            }
+            bad = !int_at_least(line + off, &plan->window, 1);
         } else if (!strcmp(key, "window_time")) {
-            if (sscanf(line + off, "%lf", &plan->window_time) != 1 || plan->window_time < 0) {
-                fclose(f);
-                return -2;
-            }
+            bad = !nonneg(line + off, &plan->window_time);
         } else if (!strcmp(key, "loop")) {
-            if (sscanf(line + off, "%d", &plan->loop) != 1 || plan->loop < 0) {
-                fclose(f);
-                return -2;
-            }
+            bad = !int_at_least(line + off, &plan->loop, 0);
         } else if (!strcmp(key, "loop_time")) {
-            if (sscanf(line + off, "%lf", &plan->loop_time) != 1 || plan->loop_time < 0) {
-                fclose(f);
-                return -2;
-            }
+            bad = !nonneg(line + off, &plan->loop_time);
         } else if (!strcmp(key, "cutoff")) {
-            if (sscanf(line + off, "%lf", &plan->cutoff) != 1 || plan->cutoff < 0) {
-                fclose(f);
-                return -2;
-            }
+            bad = !nonneg(line + off, &plan->cutoff);
         } else if (!strcmp(key, "objective")) {
             char v[32] = "";
             sscanf(line + off, "%31s", v);
@@ -144,6 +137,10 @@ int read_plan(const char *path, plan_t *plan)
                 return -2;
             }
             plan->npoint++;
+        }
+        if (bad) {
+            fclose(f);
+            return -2;
         }
     }
     fclose(f);
