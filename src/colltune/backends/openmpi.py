@@ -376,7 +376,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
 
         def two_ranks(verbose: dict[str, str]) -> list[str]:
             return launch_command(mpi, place(2, None), verbose, node=False)
-        mca = {**node_mca(mpi, two_ranks, launch_env()), **(mca or {})}
+        mca = {**node_mca(mpi, mpi.ompi_info, two_ranks, launch_env()), **(mca or {})}
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
                                              placement.oversubscribe, w.args), mca)
 
