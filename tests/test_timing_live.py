@@ -194,7 +194,9 @@ def test_a_tune_sweep_stores_the_points_the_cutoff_stopped(ompi41: OpenMPI, cuto
         "select config_key, n, message from measurements").fetchall()
     cut = [(Config.from_key(k).algorithm, Config.from_key(k).get(SEG), n)
            for k, n, msg in rows if msg == CUT]
-    assert all(a and n == 3 for a, _, n in cut)  # never the default, always after 3
+    # never the default, never before 3 repetitions; mostly at 3, later where a fast first
+    # repetition held the CI's lower end down until the order statistic past 7 moved on
+    assert all(a and n >= 3 for a, _, n in cut), cut
     if cutoff == "0":
         assert cut == []
     else:
