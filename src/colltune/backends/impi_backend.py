@@ -235,6 +235,7 @@ class ImpiSession(Session[IntelMPI]):
         full = [s for s in sizes if s in sweep]
         rest = [s for s in sizes if s not in sweep]
         fresh = {p: not all(probes.has(env, s) for s in full) for p, env in envs.items()}
+        probes.prefetch([(env, full + (rest if fresh[p] else [])) for p, env in envs.items()])
         prints: Prints = {p: probes(env, full + (rest if fresh[p] else []))
                           for p, env in envs.items()}
         want = {s: wanted(prints, fast, sorted(sweep), s) | {0} for s in rest}

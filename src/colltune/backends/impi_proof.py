@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,9 @@ Fingerprint = frozenset[tuple[str, int]]
 GDB_HINT = "install gdb (apt-get install gdb): Intel MPI's proof of what ran reads its symbols"
 
 # rank 0 runs under gdb, the others as they are (PMI_RANK: Hydra; SLURM_PROCID: srun)
+# probe launches at once on a node (rank 0 of each under gdb; Intel MPI's ranks yield)
+PARALLEL_PROBES = 2
+
 _WRAP = ('r=${PMI_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
          'if [ "$r" = 0 ]; then exec "$g" -q -batch -nx -x "$COLLTUNE_BREAK_SCRIPT" '
          '--args "$@"; else exec "$@"; fi')
@@ -154,6 +158,21 @@ class Probes:
             self.seen.update({(key, s): c for s, c in got.items()})
         return {s: self.seen[(key, s)] for s in sizes}
 
+    def prefetch(self, wanted: list[tuple[dict[str, str], list[int]]]) -> None:
+        """Count what `wanted` lacks, PARALLEL_PROBES launches at a time: a probe times
+        nothing, and what Intel MPI runs at a size does not depend on the machine's load,
+        so launches may share the cores (a preset a launch: 23 for bcast, 1 s each)."""
+        todo = {self._key(env): env for env, sizes in wanted
+                if any(not self.has(env, s) for s in sizes)}
+        if len(todo) < 2:
+            return
+        need = {k: sorted({s for env, sizes in wanted if self._key(env) == k for s in sizes})
+                for k in todo}
+        gdb_path()
+        self.exe = self.exe or build_kernel(self.mpi)
+        with ThreadPoolExecutor(PARALLEL_PROBES) as pool:
+            list(pool.map(lambda k: self.counts(todo[k], need[k]), todo))
+
     def __call__(self, env: dict[str, str], sizes: list[int]
                  ) -> dict[int, Fingerprint | None]:
         return {s: fingerprint(c, self.coll) for s, c in self.counts(env, sizes).items()}
@@ -165,10 +184,12 @@ def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
     preset runs there (the library's symbols: a launch for the file, the default and each
     preset, unless already probed)."""
     coll = probes.coll
-    got, default = probes(env, sizes), probes({}, sizes)
     want: dict[int, list[int]] = {}
     for s in sizes:
         want.setdefault(r.preset_at(s) or 0, []).append(s)
+    probes.prefetch([(env, sizes), ({}, sizes),
+                     *((forcing_env(coll, p), at) for p, at in want.items())])
+    got, default = probes(env, sizes), probes({}, sizes)
     bad, same = [], 0
     for preset, at in sorted(want.items()):
         forced = probes(forcing_env(coll, preset), at)
