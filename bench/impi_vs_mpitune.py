@@ -159,13 +159,17 @@ def main() -> None:
                     "'--window 200'")
     ap.add_argument("--osu-dir", type=Path, default=None,
                     help="OSU collectives built with this Intel MPI's mpicc (a third judge)")
+    ap.add_argument("--lead", type=int, default=0,
+                    help="bytes each judge's launch measures first and nobody judges: the "
+                    "first size of a launch also times the launch's first calls")
     ap.add_argument("--raw", type=Path, default=None,
                     help="append every round's figures here (JSON lines)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
     print(f"Intel MPI {mpi.version}, {a.np} ranks on {os.cpu_count()} cores, sizes "
-          f"{a.sizes}, {a.pairs} rounds of fresh launches (the arms' six orders in turn), loop "
+          f"{a.sizes}" + (f" after {a.lead} B not judged" if a.lead else "") +
+          f", {a.pairs} rounds of fresh launches (the arms' six orders in turn), loop "
           f"{a.iters} calls, tune {a.tune_args or '(defaults)'}\n")
     with tempfile.TemporaryDirectory(prefix="impi-bench-") as tmp:
         work = Path(tmp)
@@ -177,18 +181,19 @@ def main() -> None:
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
                     "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
             got: dict[tuple[str, str, int], list[float]] = {}
+            run = [a.lead, *sizes] if a.lead else sizes
             for p in range(a.pairs):
                 # every order of the three arms in turn: with rotation alone each arm always
                 # followed the same one (the default after colltune's), and colltune's arm
                 # read 0.85-0.93x against the default's by the loop while it was the default
                 order = ORDERS[p % len(ORDERS)]
                 for arm in order:
-                    for s, v in imb(mpi, coll, a.np, sizes, envs[arm], work).items():
+                    for s, v in imb(mpi, coll, a.np, run, envs[arm], work).items():
                         got.setdefault(("IMB", arm, s), []).append(v)
-                    for s, v in loop(mpi, exe, coll, a.np, sizes, envs[arm], a.iters).items():
+                    for s, v in loop(mpi, exe, coll, a.np, run, envs[arm], a.iters).items():
                         got.setdefault(("loop", arm, s), []).append(v)
                     if a.osu_dir:
-                        for s, v in osu(mpi, a.osu_dir, coll, a.np, sizes, envs[arm]).items():
+                        for s, v in osu(mpi, a.osu_dir, coll, a.np, run, envs[arm]).items():
                             got.setdefault(("OSU", arm, s), []).append(v)
             print(f"### {coll}, {a.np} ranks\n")
             print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
