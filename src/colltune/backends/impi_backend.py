@@ -235,9 +235,9 @@ class ImpiSession(Session[IntelMPI]):
         full = [s for s in sizes if s in sweep]
         rest = [s for s in sizes if s not in sweep]
         fresh = {p: not all(probes.has(env, s) for s in full) for p, env in envs.items()}
-        probes.prefetch([(env, full + (rest if fresh[p] else [])) for p, env in envs.items()])
-        prints: Prints = {p: probes(env, full + (rest if fresh[p] else []))
-                          for p, env in envs.items()}
+        asked = {p: full + (rest if fresh[p] else []) for p in envs}
+        probes.prefetch([(envs[p], at) for p, at in asked.items()])
+        prints: Prints = {p: probes(envs[p], at) for p, at in asked.items()}
         want = {s: wanted(prints, fast, sorted(sweep), s) | {0} for s in rest}
         for p, env in envs.items():
             if at := [s for s in rest if not fresh[p] and (p in want[s] or probes.has(env, s))]:

@@ -33,10 +33,10 @@ Fingerprint = frozenset[tuple[str, int]]
 
 GDB_HINT = "install gdb (apt-get install gdb): Intel MPI's proof of what ran reads its symbols"
 
-# rank 0 runs under gdb, the others as they are (PMI_RANK: Hydra; SLURM_PROCID: srun)
 # probe launches at once on a node (rank 0 of each under gdb; Intel MPI's ranks yield)
 PARALLEL_PROBES = 2
 
+# rank 0 runs under gdb, the others as they are (PMI_RANK: Hydra; SLURM_PROCID: srun)
 _WRAP = ('r=${PMI_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
          'if [ "$r" = 0 ]; then exec "$g" -q -batch -nx -x "$COLLTUNE_BREAK_SCRIPT" '
          '--args "$@"; else exec "$@"; fi')
@@ -152,26 +152,30 @@ class Probes:
         key = self._key(env)
         missing = [s for s in sizes if (key, s) not in self.seen]
         if missing:
-            gdb_path()  # before building anything: without gdb nothing can be counted
-            self.exe = self.exe or build_kernel(self.mpi)
-            got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self.exe)
+            got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self._ready())
             self.seen.update({(key, s): c for s, c in got.items()})
         return {s: self.seen[(key, s)] for s in sizes}
+
+    def _ready(self) -> Path:
+        """The kernel, built (and checked) once; gdb first: without it nothing is counted."""
+        gdb_path()
+        self.exe = self.exe or build_kernel(self.mpi)
+        return self.exe
 
     def prefetch(self, wanted: list[tuple[dict[str, str], list[int]]]) -> None:
         """Count what `wanted` lacks, PARALLEL_PROBES launches at a time: a probe times
         nothing, and what Intel MPI runs at a size does not depend on the machine's load,
         so launches may share the cores (a preset a launch: 23 for bcast, 1 s each)."""
-        todo = {self._key(env): env for env, sizes in wanted
-                if any(not self.has(env, s) for s in sizes)}
+        need: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], set[int]]] = {}
+        for env, sizes in wanted:
+            need.setdefault(self._key(env), (env, set()))[1].update(
+                s for s in sizes if not self.has(env, s))
+        todo = [(env, sorted(sizes)) for env, sizes in need.values() if sizes]
         if len(todo) < 2:
             return
-        need = {k: sorted({s for env, sizes in wanted if self._key(env) == k for s in sizes})
-                for k in todo}
-        gdb_path()
-        self.exe = self.exe or build_kernel(self.mpi)
+        self._ready()  # once, before the threads
         with ThreadPoolExecutor(PARALLEL_PROBES) as pool:
-            list(pool.map(lambda k: self.counts(todo[k], need[k]), todo))
+            list(pool.map(lambda t: self.counts(*t), todo))
 
     def __call__(self, env: dict[str, str], sizes: list[int]
                  ) -> dict[int, Fingerprint | None]:

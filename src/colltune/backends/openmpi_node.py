@@ -148,7 +148,6 @@ def probe(mpi: Toolchain, ompi_info: Path, launcher: Callable[[dict[str, str]], 
                                  check=False)
         except (OSError, subprocess.TimeoutExpired):
             return {}
-    configured = configured_pml(ompi_info)
-    if res.returncode or configured is None:
+    if res.returncode or (configured := configured_pml(ompi_info)) is None:
         return {}
     return parse(res.stdout + res.stderr, configured)
