@@ -217,6 +217,33 @@ def test_imb_from_this_intel_mpi_is_read(impi: IntelMPI) -> None:
     assert t is not None and sorted(t.avg_us()) == [8 << i for i in range(8)]
 
 
+def test_the_gates_imb_judges_past_a_launchs_first_calls(impi: IntelMPI,
+                                                        tmp_path: Path) -> None:
+    """`verify --with imb` repeats its first size until LEAD_CALLS calls have run (Intel
+    MPI runs a launch's first few hundred small calls 3-10x slower): IMB itself reports a
+    row per repeated length, so the judged rows follow that many calls, and only they are
+    read back."""
+    from colltune.backends.impi import launch_command, launch_env
+    from colltune.osu.imb_output import parse, table
+    from colltune.verification.second import LEAD_CALLS, imb_ab_runs, imb_lengths
+
+    lens = imb_lengths([8, 1024], 50)
+    (tmp_path / "lens").write_text("".join(f"{s}\n" for s in lens))
+    out = subprocess.run([*launch_command(impi, at(2)), str(impi.prefix / "bin" / "IMB-MPI1"),
+                          "Alltoall", "-npmin", "2", "-msglen", str(tmp_path / "lens"),
+                          "-iter", "50", "-iter_policy", "off"], capture_output=True,
+                         text=True, timeout=120, env=launch_env(impi.prefix), check=True)
+    t = table(parse(out.stdout), "alltoall", 2)
+    assert t is not None and [int(r["#bytes"]) for r in t.rows] == lens
+    lead = len(lens) - 2
+    assert sum(r["#repetitions"] for r in t.rows[:lead]) >= LEAD_CALLS
+    ab = imb_ab_runs(impi, impi.prefix / "bin" / "IMB-MPI1", at(2),
+                     {"default": {}, "tuned": {"I_MPI_ADJUST_ALLTOALL": "3"}}, "alltoall",
+                     [8, 1024], 1, iterations=50)
+    assert {a: sorted(s) for a, s in ab.samples.items()} == {"default": [8, 1024],
+                                                              "tuned": [8, 1024]}
+
+
 def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: Path) -> None:
     """IMB-MPI1 run here, twice at the default and twice forced to preset 2 (gather, 4
     ranks), imported: stored as IMB's, decided per size by Welch's test, and the tuning

@@ -28,9 +28,10 @@ class ImbTable:
     columns: list[str]  # "#bytes", "#repetitions", "t_min[usec]", ...
     rows: list[dict[str, float]] = field(default_factory=list)
 
-    def avg_us(self) -> dict[int, float]:
-        """Message size -> t_avg (the mean over ranks, microseconds)."""
-        return {int(r["#bytes"]): r["t_avg[usec]"] for r in self.rows
+    def avg_us(self, skip: int = 0) -> dict[int, float]:
+        """Message size -> t_avg (the mean over ranks, microseconds), past the first `skip`
+        rows (a lead of calls nobody judges)."""
+        return {int(r["#bytes"]): r["t_avg[usec]"] for r in self.rows[skip:]
                 if "#bytes" in r and "t_avg[usec]" in r}
 
 
