@@ -95,12 +95,12 @@ def build_loop(mpi: IntelMPI, work: Path) -> Path:
 
 
 def imb(mpi: IntelMPI, coll: str, np: int, sizes: list[int], env: dict[str, str],
-        work: Path) -> dict[int, float]:
+        work: Path, iters: int = 200) -> dict[int, float]:
     lens = work / "msglens"
     lens.write_text("".join(f"{s}\n" for s in sizes))
     cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))),
            str(mpi.prefix / "bin" / "IMB-MPI1"), IMB_NAMES[coll], "-npmin", str(np),
-           "-msglen", str(lens), "-iter", "200", "-iter_policy", "off", "-zero_size", "off"]
+           "-msglen", str(lens), "-iter", str(iters), "-iter_policy", "off", "-zero_size", "off"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(mpi, env),
                        timeout=600, check=False)
     t = table(parse_imb(r.stdout), IMB_NAMES[coll], np)
@@ -110,10 +110,11 @@ def imb(mpi: IntelMPI, coll: str, np: int, sizes: list[int], env: dict[str, str]
 
 
 def osu(mpi: IntelMPI, osu_dir: Path, coll: str, np: int, sizes: list[int],
-        env: dict[str, str]) -> dict[int, float]:
-    """OSU's average latency per size (a barrier after every call, unlike the loop)."""
+        env: dict[str, str], skip: int = 20) -> dict[int, float]:
+    """OSU's average latency per size (a barrier after every call, unlike the loop), after
+    `skip` untimed calls per size (OSU cannot repeat a size: its lead is its warm-up)."""
     cmd = [*launch_command(mpi, place(np, None, launch=Launch("mpiexec"))),
-           str(osu_dir / f"osu_{coll}"), "-f", "-i", "200", "-x", "20", "-m",
+           str(osu_dir / f"osu_{coll}"), "-f", "-i", "200", "-x", str(skip), "-m",
            f"{min(sizes)}:{max(sizes)}"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=clean_env(mpi, env),
                        timeout=600, check=False)
@@ -162,13 +163,21 @@ def main() -> None:
     ap.add_argument("--lead", type=int, default=0,
                     help="bytes each judge's launch measures first and nobody judges: the "
                     "first size of a launch also times the launch's first calls")
+    ap.add_argument("--lead-calls", type=int, default=0,
+                    help="with --lead: at least this many calls of it before the first judged "
+                    "size (the loop and IMB repeat the lead size; OSU skips this many calls "
+                    "per size). Intel MPI's alltoall at 2 ranks runs its first 250-550 small "
+                    "calls of a launch 5-10x slower than the rest, longer with some presets")
     ap.add_argument("--raw", type=Path, default=None,
                     help="append every round's figures here (JSON lines)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
+    if a.lead and a.lead in sizes:
+        raise SystemExit(f"--lead {a.lead} is a judged size: pick one outside --sizes")
     print(f"Intel MPI {mpi.version}, {a.np} ranks on {os.cpu_count()} cores, sizes "
           f"{a.sizes}" + (f" after {a.lead} B not judged" if a.lead else "") +
+          (f" ({a.lead_calls} calls or more)" if a.lead and a.lead_calls else "") +
           f", {a.pairs} rounds of fresh launches (the arms' six orders in turn), loop "
           f"{a.iters} calls, tune {a.tune_args or '(defaults)'}\n")
     with tempfile.TemporaryDirectory(prefix="impi-bench-") as tmp:
@@ -181,19 +190,24 @@ def main() -> None:
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
                     "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
             got: dict[tuple[str, str, int], list[float]] = {}
-            run = [a.lead, *sizes] if a.lead else sizes
+            # a judge's launch: the lead repeated (each time `iters` calls: IMB's and the
+            # loop's) until it covers --lead-calls, then the judged sizes
+            leads = [a.lead] * max(1, -(-a.lead_calls // a.iters)) if a.lead else []
+            run = [*leads, *sizes]
+            skip = max(20, a.lead_calls) if a.lead else 20
             for p in range(a.pairs):
                 # every order of the three arms in turn: with rotation alone each arm always
                 # followed the same one (the default after colltune's), and colltune's arm
                 # read 0.85-0.93x against the default's by the loop while it was the default
                 order = ORDERS[p % len(ORDERS)]
                 for arm in order:
-                    for s, v in imb(mpi, coll, a.np, run, envs[arm], work).items():
+                    for s, v in imb(mpi, coll, a.np, run, envs[arm], work, a.iters).items():
                         got.setdefault(("IMB", arm, s), []).append(v)
                     for s, v in loop(mpi, exe, coll, a.np, run, envs[arm], a.iters).items():
                         got.setdefault(("loop", arm, s), []).append(v)
                     if a.osu_dir:
-                        for s, v in osu(mpi, a.osu_dir, coll, a.np, run, envs[arm]).items():
+                        for s, v in osu(mpi, a.osu_dir, coll, a.np, run, envs[arm],
+                                        skip).items():
                             got.setdefault(("OSU", arm, s), []).append(v)
             print(f"### {coll}, {a.np} ranks\n")
             print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
