@@ -22,10 +22,11 @@ from colltune.osu.osu_output import parse as parse_osu
 from colltune.slots import Placement
 from colltune.tuner.confirm import ABSamples
 
-# untimed calls of a launch before its first judged size: Intel MPI 2021.18 at 2 ranks runs
-# the first 330-550 calls of a launch's bcast, reduce, gather, allgather and alltoall 3-10x
-# slower than the rest (bench/first_calls.py), so a judge that timed calls 20-220 (OSU's
-# first size) or IMB's first 200 judged the launch's start, not the file (docs/impi.md)
+# untimed calls of a launch before its first judged size: Intel MPI 2021.18 runs the first
+# 300-550 calls of a launch (of any size) of bcast, reduce, gather, allgather and alltoall
+# 2-10x slower than the rest (bench/first_calls.py), so a judge that timed calls 20-220
+# (OSU's first size) or IMB's first 200 judged the launch's start, not the file. OSU's
+# skip is per size: up to 1 MiB at 4 ranks on 2 cores, osu_reduce took 28 s, not 5.7
 LEAD_CALLS = 1000
 
 OSU_PROGRAMS = {"allgather": "osu_allgather", "allreduce": "osu_allreduce",
@@ -90,7 +91,7 @@ def imb_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms, 
                 sizes: list[int], rounds: int, first_round: int = 0,
                 iterations: int = 200) -> ABSamples:
     """IMB's t_avg (the mean over ranks, as OSU's) per size and launch, at exactly `sizes`
-    (-msglen) after the first of them repeated unjudged for LEAD_CALLS calls, arms
+    (-msglen) after the smallest repeated unjudged for LEAD_CALLS calls, arms
     alternating like the kernel's."""
     out = ABSamples(rounds)
     be = registry.of(mpi)
@@ -125,11 +126,12 @@ def imb_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms, 
 
 
 def imb_lengths(sizes: list[int], iterations: int) -> list[int]:
-    """IMB's -msglen lines: the first size, repeated until it covers LEAD_CALLS calls (IMB
-    reports a row for each, unjudged), then every size once."""
+    """IMB's -msglen lines: the smallest size (the start counts calls of any size, so the
+    cheapest), repeated until it covers LEAD_CALLS calls (IMB reports a row for each,
+    unjudged), then every size once."""
     if not sizes:
         return [0]
-    return [sizes[0]] * -(-LEAD_CALLS // max(1, iterations)) + sizes
+    return [min(sizes)] * -(-LEAD_CALLS // max(1, iterations)) + sizes
 
 
 def _run(cmd: list[str], env: dict[str, str], exe: Path) -> str:
