@@ -168,11 +168,16 @@ def main() -> None:
                     "size (the loop and IMB repeat the lead size; OSU skips this many calls "
                     "per size). Intel MPI's alltoall at 2 ranks runs its first 250-550 small "
                     "calls of a launch 5-10x slower than the rest, longer with some presets")
+    ap.add_argument("--file", type=Path, default=None,
+                    help="judge this colltune tuning file (one collective) instead of tuning "
+                    "anew: a file whose tune wrote one, judged again")
     ap.add_argument("--raw", type=Path, default=None,
                     help="append every round's figures here (JSON lines)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
+    if a.file and "," in a.colls:
+        raise SystemExit("--file judges one collective's file: give one --colls")
     if a.lead and a.lead in sizes:
         raise SystemExit(f"--lead {a.lead} is a judged size: pick one outside --sizes")
     print(f"Intel MPI {mpi.version}, {a.np} ranks on {os.cpu_count()} cores, sizes "
@@ -185,8 +190,11 @@ def main() -> None:
         exe = build_loop(mpi, work)
         for coll in a.colls.split(","):
             dat, t_intel = run_mpitune(mpi, coll, a.np, work)
-            js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work,
-                                               a.tune_args.split())
+            if a.file:  # judged as given: no tune, no tuning time
+                js, t_ours, summary = a.file.resolve(), float("nan"), {"collectives": {}}
+            else:
+                js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work,
+                                                   a.tune_args.split())
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
                     "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
             got: dict[tuple[str, str, int], list[float]] = {}
@@ -210,7 +218,8 @@ def main() -> None:
                                         skip).items():
                             got.setdefault(("OSU", arm, s), []).append(v)
             print(f"### {coll}, {a.np} ranks\n")
-            print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {t_ours:.0f} s "
+            ours = f"{t_ours:.0f} s" if not a.file else f"not run (judging {a.file.name})"
+            print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {ours} "
                   f"({'wrote a tuning file' if js else 'wrote no file: its arm is the default'})\n")
             print("| size | judge | default us | mpitune_fast/default | colltune/default | "
                   "colltune/mpitune_fast |")
@@ -235,7 +244,8 @@ def main() -> None:
             decided = [f"{d['size']} B preset {d['chosen']['algorithm']}"
                        for d in summary["collectives"].get(coll, {}).get(str(a.np), [])
                        if d.get("verdict") == "tuned"]
-            print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
+            if not a.file:
+                print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
             if decided and js is None:  # confirmed, but no file could carry it: say why
                 left = [n for n in summary.get("impi", {}).get("notes", [])
                         if n.startswith(f"{coll} ")]
