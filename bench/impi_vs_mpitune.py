@@ -166,8 +166,8 @@ def main() -> None:
     ap.add_argument("--lead-calls", type=int, default=0,
                     help="with --lead: at least this many calls of it before the first judged "
                     "size (the loop and IMB repeat the lead size; OSU skips this many calls "
-                    "per size). Intel MPI's alltoall at 2 ranks runs its first 250-550 small "
-                    "calls of a launch 5-10x slower than the rest, longer with some presets")
+                    "per size). Intel MPI runs a launch's first 300-550 calls of most collectives "
+                    "2-10x slower than the rest, for longer with some presets")
     ap.add_argument("--file", type=Path, default=None,
                     help="judge this colltune tuning file (one collective) instead of tuning "
                     "anew: a file whose tune wrote one, judged again")

@@ -219,8 +219,8 @@ def test_imb_from_this_intel_mpi_is_read(impi: IntelMPI) -> None:
 
 def test_the_gates_imb_judges_past_a_launchs_first_calls(impi: IntelMPI,
                                                         tmp_path: Path) -> None:
-    """`verify --with imb` repeats its first size until LEAD_CALLS calls have run (Intel
-    MPI runs a launch's first few hundred small calls 3-10x slower): IMB itself reports a
+    """`verify --with imb` repeats its smallest size until LEAD_CALLS calls have run (Intel
+    MPI runs a launch's first 300-550 calls 2-10x slower): IMB itself reports a
     row per repeated length, so the judged rows follow that many calls, and only they are
     read back."""
     from colltune.backends.impi import launch_command, launch_env
