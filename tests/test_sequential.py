@@ -112,3 +112,31 @@ def test_a_spent_time_budget_stops_after_the_current_look() -> None:
                          deadline=0.0, note=notes.append)  # monotonic time 0: long past
     assert all(r.verdict == "inconclusive" and r.pairs == 4 for r in res.values())
     assert notes and "time budget spent" in notes[0]
+
+
+def test_a_stand_in_gets_pairs_until_its_bound_is_shown() -> None:
+    """Confirmation of a stand-in for the default (a file that must name a configuration
+    where the default was kept): it need not win, so "cannot win" does not stop it; its
+    pairs go on, on a budget of their own, until the interval lies inside its bound (1.5x)
+    or shows it slower. Launch medians here jump 1.8x between two states."""
+    noisy, size = {"spread": 1.8, "p_slow": 0.3}, 1 << 20
+    plain_d, stand_in = Design(family=1, max_pairs=8), Design(family=1, max_pairs=16,
+                                                              threshold=0.5)
+    plain_shown = shown = 0
+    for seed in range(40):
+        plain = sequential.run(_stream(random.Random(seed), {}, **noisy), [size], plain_d,
+                               need_faster=True)[size]
+        kept = sequential.run(_stream(random.Random(seed), {}, **noisy), [size], plain_d,
+                              need_faster=True, own={size: stand_in})[size]
+        plain_shown += max(c.hi for c in plain.cells.values()) < 1.5
+        if kept.verdict == "same":
+            shown += 1
+            assert all(c.hi < 1.5 for c in kept.cells.values())
+        assert kept.pairs >= plain.pairs
+    # the plain rule stops where the choice cannot win, its interval often still wide
+    assert plain_shown <= 20 and shown >= 34, (plain_shown, shown)
+    for seed in range(40):  # a stand-in 2x slower is never passed as within 1.5x
+        r = sequential.run(_stream(random.Random(seed), {64: 2.0}, **noisy), [64, 128],
+                           plain_d, need_faster=True, own={64: stand_in})
+        assert r[64].verdict != "same" and max(c.hi for c in r[64].cells.values()) > 1.5
+        assert r[128].pairs <= 8  # the others keep the run's budget

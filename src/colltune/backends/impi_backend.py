@@ -199,6 +199,7 @@ class ImpiSession(Session[IntelMPI]):
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.out, self.out_format = out, out_format
         self.sweep = "relaunch"
+        self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until _fill can read it
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
         self.stand_in: dict[tuple[str, int], dict[int, list[int]]] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,7 +197,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
                  + f" in {opts.confirm_rounds} fresh launch pairs")
         # identical arms were refused above; fresh_verdicts' own guard is for confirm_fills
         verdicts = fresh_verdicts(coll, placement, ds, sorted({*missing, *(s for s, _ in fills)}),
-                                  opts, sess, rep.note) or {}
+                                  opts, sess, rep.note, {s for s, _ in fills}) or {}
         for d in pending:
             for s in checks[d.size]:
                 if s in verdicts:
@@ -252,8 +252,9 @@ def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, st
             return
         rep.note(f"confirming what the file says at {len(missing)} size(s) of {coll.name} "
                  f"where the default was kept, in {opts.confirm_rounds} fresh launch pairs")
-        verdicts = fresh_verdicts(coll, placement, ds, sorted({s for s, _ in missing}), opts,
-                                  sess, rep.note) or {}
+        sizes = {s for s, _ in missing}
+        verdicts = fresh_verdicts(coll, placement, ds, sorted(sizes), opts, sess, rep.note,
+                                  sizes) or {}
         for s, c in missing:
             if s in verdicts:
                 store.add_confirmation(ctx, c.key, verdicts[s])
@@ -293,12 +294,16 @@ def as_verdict(r: sequential.SizeResult) -> Verdict:
 
 def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
                    sizes: list[int], opts: TuneOptions, sess: Session,
-                   note: Callable[[str], None] = lambda s: None) -> dict[int, Verdict] | None:
+                   note: Callable[[str], None] = lambda s: None,
+                   fills: Collection[int] = ()) -> dict[int, Verdict] | None:
     """The library's choice against the session's file for `ds`, in fresh alternating
     launch pairs at `sizes`, judged per size by the gate's sequential procedure: a size
     still undecided after `confirm_rounds` pairs gets more, up to `confirm_max_rounds`;
-    one that runs out of them keeps the default (inconclusive). None, launching nothing,
-    when the two arms are the same launch: the default against itself proves nothing."""
+    one that runs out of them keeps the default (inconclusive). At `fills` (sizes where the
+    file names a stand-in for the default) the pairs go on, up to twice as many, until they
+    show it inside the session's `fill_within`, not only until it cannot win. None,
+    launching nothing, when the two arms are the same launch: the default against itself
+    proves nothing."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "tentative.conf"
         arms = sess.arms(coll, placement, ds, path)
@@ -315,7 +320,11 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
                                    max_pairs=max(opts.confirm_rounds,
                                                  opts.confirm_max_rounds
                                                  or 2 * opts.confirm_rounds))
-        res = sequential.run(measure, sizes, design, need_faster=True, note=note)
+        # a stand-in need not win: its pairs go on until they bound it, on twice the budget
+        stand_in = dataclasses.replace(design, threshold=sess.fill_within,
+                                       max_pairs=2 * design.max_pairs)
+        res = sequential.run(measure, sizes, design, need_faster=True, note=note,
+                             own=dict.fromkeys(fills, stand_in))
     return {s: as_verdict(r) for s, r in res.items()}
 
 

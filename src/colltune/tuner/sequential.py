@@ -143,22 +143,33 @@ Batch = dict[int, dict[str, dict[str, list[list[float]]]]]
 
 def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: Design,
         need_faster: bool = False, deadline: float | None = None,
-        note: Callable[[str], None] = lambda s: None) -> dict[int, SizeResult]:
+        note: Callable[[str], None] = lambda s: None,
+        own: dict[int, Design] | None = None) -> dict[int, SizeResult]:
     """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
     undecided until each is decided, the per-size budget `d.max_pairs` is spent, or the
     monotonic clock passes `deadline`. `measure(sizes, first_round, rounds)` runs launch
-    pairs numbered from `first_round` (the order of the arms alternates with it)."""
+    pairs numbered from `first_round` (the order of the arms alternates with it).
+    `own` gives sizes a design of their own (threshold, budget), judged without
+    `need_faster`: a stand-in for the default need not win, only be shown inside its bound,
+    so its pairs go on until they show that, or show it slower."""
+    mine = own or {}
     logs: dict[int, dict[str, list[float]]] = {s: {} for s in sizes}
     raw: dict[int, tuple[list[list[float]], list[list[float]]]] = {s: ([], []) for s in sizes}
     cells: dict[int, dict[str, Cell]] = {s: {} for s in sizes}
     judged: dict[int, int] = dict.fromkeys(sizes, 0)
     open_sizes, done_round, rounds = list(sizes), 0, d.first
+
+    def verdict(s: int) -> str:
+        return combine(list(cells[s].values()), need_faster and s not in mine)
+
     while open_sizes:
         batch = measure(open_sizes, done_round, rounds)
         done_round += rounds
         if d.family == 0:  # Bonferroni over every cell of the run
             per_size = max(len(batch[s]) for s in open_sizes)
             d = dataclasses.replace(d, family=max(1, per_size * len(sizes)))
+            mine = {s: dataclasses.replace(o, family=o.family or d.family)
+                    for s, o in mine.items()}
         for s in open_sizes:
             for key, arms in batch[s].items():
                 xs = logs[s].setdefault(key, [])
@@ -167,24 +178,23 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
             first_key = next(iter(batch[s]))
             raw[s][0].extend(batch[s][first_key]["default"])
             raw[s][1].extend(batch[s][first_key]["tuned"])
-            cells[s] = {k: look(xs, judged[s], d) for k, xs in logs[s].items()}
+            cells[s] = {k: look(xs, judged[s], mine.get(s, d)) for k, xs in logs[s].items()}
             judged[s] = len(next(iter(logs[s].values())))
-        still = [s for s in open_sizes if combine(list(cells[s].values()), need_faster)
-                 == "undecided"]
+        still = [s for s in open_sizes if verdict(s) == "undecided"]
         late = deadline is not None and time.monotonic() > deadline
         if still and late:
             note(f"time budget spent: {len(still)} size(s) undecided")
-        open_sizes = [] if late else [s for s in still if judged[s] < d.max_pairs]
+        open_sizes = [] if late else [s for s in still if judged[s] < mine.get(s, d).max_pairs]
         if open_sizes:
             # doubling: few looks, so the last one keeps a large share of alpha and beta
-            rounds = min(judged[open_sizes[0]], d.max_pairs - judged[open_sizes[0]])
-            note(f"{len(open_sizes)} size(s) undecided after {judged[open_sizes[0]]} launch "
-                 f"pairs: {rounds} more")
+            # every open size has had every pair so far; none passes its own budget
+            n = judged[open_sizes[0]]
+            rounds = min(n, min(mine.get(s, d).max_pairs for s in open_sizes) - n)
+            note(f"{len(open_sizes)} size(s) undecided after {n} launch pairs: {rounds} more")
     out = {}
     for s in sizes:
         for c in cells[s].values():
             if c.verdict == "undecided":
                 c.verdict = "inconclusive"
-        out[s] = SizeResult(s, combine(list(cells[s].values()), need_faster), cells[s],
-                            judged[s], *raw[s])
+        out[s] = SizeResult(s, verdict(s), cells[s], judged[s], *raw[s])
     return out
