@@ -40,6 +40,7 @@ from colltune.launchers import Launch
 from colltune.osu.imb_output import parse as parse_imb
 from colltune.osu.imb_output import table
 from colltune.osu.osu_output import parse as parse_osu
+from colltune.rules import impi_tuning
 from colltune.slots import place
 
 HERE = Path(__file__).resolve().parent
@@ -246,6 +247,14 @@ def main() -> None:
                        if d.get("verdict") == "tuned"]
             if not a.file:
                 print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
+            if js is not None and not a.file:  # what the file names, and what backs it
+                r = impi_tuning.rules_for(impi_tuning.parse(js.read_text()), coll, a.np)
+                print("colltune's file: " + ("; ".join(
+                    f"{lo}-{'' if hi is None else hi} B preset {p}"
+                    for lo, hi, p in r.ranges()) if r else "no rules for this np") + "\n")
+                for n in summary.get("impi", {}).get("notes", []):
+                    if n.startswith(f"{coll} ") and "stand-in" in n:
+                        print(n + "\n")
             if decided and js is None:  # confirmed, but no file could carry it: say why
                 left = [n for n in summary.get("impi", {}).get("notes", [])
                         if n.startswith(f"{coll} ")]
