@@ -6,11 +6,15 @@ COLLTUNE_FUZZ_EXAMPLES raises the number of cases per property (docs/reliability
 
 from __future__ import annotations
 
+import functools
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -28,6 +32,16 @@ EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "100"))  # more: set it
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 runner = CliRunner()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _command_built_once() -> Iterator[None]:
+    """typer's runner rebuilds the parsers of all of tune's commands at every invoke (about
+    50 ms, most of an example here); the commands are the same each time, so build once."""
+    built = typer.testing._get_command
+    typer.testing._get_command = functools.cache(typer.main.get_command)
+    yield
+    typer.testing._get_command = built
 
 
 # --- mutations shared by the text formats ------------------------------------------------
