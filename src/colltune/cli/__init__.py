@@ -3,8 +3,12 @@ command group."""
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
+
+import typer
+from typer.main import get_command_name
 
 from colltune.cli.common import app, err
 
@@ -16,9 +20,23 @@ for _group in ("tuning", "imports", "checks", "verifying", "reports", "models", 
 __all__ = ["app", "main"]
 
 
+def _for(argv: list[str]) -> typer.Typer:
+    """The app with only the command `argv` names: typer builds the parser of every command
+    it holds at each start (about 50 ms for all of tune's), and one is used. Anything else
+    (no command, a root option first, a group, a name that is not a command) gets the
+    whole app, so help, suggestions and errors are the same."""
+    named = [c for c in app.registered_commands if argv and argv[0] == (
+        c.name or get_command_name(c.callback.__name__ if c.callback else ""))]
+    if len(named) != 1:
+        return app
+    lean = copy.copy(app)
+    lean.registered_commands, lean.registered_groups = named, []
+    return lean
+
+
 def main() -> None:
     try:
-        app()
+        _for(sys.argv[1:])()
     except KeyboardInterrupt:
         err.print("interrupted: finished measurements are in the store; rerun to resume")
         sys.exit(130)
