@@ -303,6 +303,7 @@ class Session(ABC, Generic[M]):
     placements: list[Placement]
     rules_version = 0  # Open MPI's rules format version; 0 where the family has none
     sweep = "mpit"
+    fill_within = 0.5  # how much slower than the default a fill may be shown (fills())
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
         """Checks and notes before the first launch (the kernel is built already)."""
@@ -319,12 +320,9 @@ class Session(ABC, Generic[M]):
 
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
-        """(size, configuration) where the family's file will name a configuration although
-        the default was kept there (a format with no "library's choice" entry): each is put
-        to fresh launch pairs until they show it at most `fill_within` slower (0.5: 1.5x)."""
+        """(size, configuration) the family's file names where the default was kept (no
+        "library's choice" entry): fresh pairs show each within `fill_within` of it."""
         return []
-
-    fill_within = 0.5
 
     def confirmed(self, name: str, placement: Placement, ds: list[Decision]
                   ) -> list[Decision]:
