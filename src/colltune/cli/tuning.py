@@ -286,7 +286,8 @@ def _make_tune_command(name: str) -> None:
                                                 "confirm each win (0: skip)."),
         confirm_max_rounds: int | None = typer.Option(
             None, "--confirm-max-rounds", help="... and up to this many where they leave a "
-                                               "win undecided (default: twice as many)."),
+                                               "win undecided (default: twice as many; a "
+                                               "stand-in for the default: twice this)."),
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
