@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,3 +230,20 @@ def export_site(source: Path, site: Path, conf: str, setting: dict[str, str]) ->
     text = (site / conf).read_text()
     for k, v in setting.items():
         assert f"{k} = {v}" in text
+
+
+@contextlib.contextmanager
+def commands_built_once() -> Iterator[None]:
+    """typer's CliRunner rebuilds the parsers of all of tune's commands at every invoke
+    (about 50 ms); they are the same each time, so in here each app's are built once."""
+    import functools
+
+    import typer.main
+    import typer.testing
+
+    built = typer.testing._get_command
+    typer.testing._get_command = functools.cache(typer.main.get_command)
+    try:
+        yield
+    finally:
+        typer.testing._get_command = built

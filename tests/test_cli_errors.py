@@ -340,30 +340,26 @@ def test_flags_do_not_show_as_taking_a_value() -> None:
         assert flagged == [], (cmd, flagged)
 
 
-def test_a_command_started_alone_reads_its_arguments_as_in_the_whole_app(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_command_started_alone_reads_its_arguments_as_in_the_whole_app() -> None:
     """`tune X ...` builds only X's parser (typer builds every command's at each start):
     each command's help and a bad option's error are what the whole app gives, and
     anything that is not one command name gets the whole app."""
-    import functools
-
-    import typer.testing
     from typer.main import get_command
     from typer.testing import CliRunner
 
     from colltune.cli import _for, app
+    from helpers import commands_built_once
 
-    # the whole app's parsers built once for the comparisons (100 ms each time otherwise)
-    monkeypatch.setattr(typer.testing, "_get_command", functools.cache(get_command))
     runner = CliRunner()
     cmds = get_command(app).commands  # type: ignore[attr-defined]
     names = sorted(n for n, c in cmds.items() if not hasattr(c, "commands"))  # not groups
     assert len(names) > 20 and "check" in names
-    for name in names:
-        lean = _for([name, "--x"])
-        assert lean is not app and list(get_command(lean).commands) == [name]  # type: ignore[attr-defined]
-        for argv in ([name, "--help"], [name, "--no-such-option"]):
-            a, b = runner.invoke(lean, argv), runner.invoke(app, argv)
-            assert (a.exit_code, a.output) == (b.exit_code, b.output), argv
+    with commands_built_once():  # the whole app's, for the comparisons
+        for name in names:
+            lean = _for([name, "--x"])
+            assert lean is not app and list(get_command(lean).commands) == [name]  # type: ignore[attr-defined]
+            for argv in ([name, "--help"], [name, "--no-such-option"]):
+                a, b = runner.invoke(lean, argv), runner.invoke(app, argv)
+                assert (a.exit_code, a.output) == (b.exit_code, b.output), argv
     for argv in ([], ["--version"], ["chek"], ["model", "fit"], ["--help", "check"]):
         assert _for(argv) is app

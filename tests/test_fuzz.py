@@ -6,15 +6,12 @@ COLLTUNE_FUZZ_EXAMPLES raises the number of cases per property (docs/reliability
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import typer.main
-import typer.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -27,6 +24,7 @@ from colltune.rules import mvapich2
 from colltune.rules import ompi_classic as rules
 from colltune.rules.mvapich2 import Profile, Range
 from colltune.rules.ompi_classic import CommRule, MsgRule, RulesFile
+from helpers import commands_built_once
 
 EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "100"))  # more: set it
 FUZZ = settings(max_examples=EXAMPLES, deadline=None,
@@ -36,12 +34,8 @@ runner = CliRunner()
 
 @pytest.fixture(autouse=True, scope="module")
 def _command_built_once() -> Iterator[None]:
-    """typer's runner rebuilds the parsers of all of tune's commands at every invoke (about
-    50 ms, most of an example here); the commands are the same each time, so build once."""
-    built = typer.testing._get_command
-    typer.testing._get_command = functools.cache(typer.main.get_command)
-    yield
-    typer.testing._get_command = built
+    with commands_built_once():  # 50 ms a build: most of an example here
+        yield
 
 
 # --- mutations shared by the text formats ------------------------------------------------
