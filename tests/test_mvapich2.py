@@ -306,6 +306,50 @@ def test_confirmation_never_compares_the_default_with_itself(tmp_path: Path) -> 
     assert "refuted" not in win.reason and "no launch pairs" in rep.said[-1]
 
 
+def test_no_switch_is_located_once_the_file_cannot_carry_the_decisions(tmp_path: Path
+                                                                        ) -> None:
+    """Fresh launches confirmed redscat_gather at 64 KiB, and at 1 KiB the default was kept
+    with nothing a range string could name there: the collective is left to MVAPICH2, and
+    measuring between 1 and 64 KiB cannot change that (a kept size stays kept). Locating
+    that switch would launch; the fake installation has no mpiexec, so it would fail."""
+    import random
+
+    from colltune.collectives import get_collective
+    from colltune.kernel.launch import PointResult
+    from colltune.tuner.measure import Reporter, context_for
+    from colltune.tuner.run import locate_confirmed
+
+    fake = MVAPICH2("2.3.7", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
+                    tmp_path / "mpiname", "ch3:mrail")
+    opts = TuneOptions(["reduce"], [2], out=tmp_path / "mv2.conf", confirm_rounds=4)
+    p = place(2, None, launch=Launch("mpiexec"))
+    sess = MVAPICH2Session(MVAPICH2Backend(), fake, m2.catalog(["reduce"]), [p], opts)
+    coll = get_collective("reduce")
+    ctx = context_for(fake, coll, p)
+    store = Store(tmp_path / "s.sqlite")
+    rng = random.Random(3)
+    for size, times in {1024: {DEFAULT: 1e-6, Config(5): 1e-6},
+                        65536: {DEFAULT: 4e-5, Config(5): 1e-5}}.items():
+        for cfg, mu in times.items():
+            xs = sorted(mu * rng.uniform(0.97, 1.03) for _ in range(20))
+            store.add(ctx, cfg, PointResult(0, size, "ok", 20, xs[10], samples=xs), "mpit")
+    store.add_confirmation(ctx, Config(5).key, Verdict(65536, 4e-5, 1e-5, 0.001, 0.9, 4, 4,
+                                                       "faster", 4.0))
+
+    class Notes(Reporter):
+        said: list[str] = []
+
+        def note(self, text: str) -> None:
+            self.said.append(text)
+
+    rep, ds = Notes(), [_d(1024, 0), _d(65536, 5)]
+    before = len(store.measurements(ctx))
+    out = locate_confirmed(opts, sess, store, coll, p, ds, rep, lambda c, r: None)
+    assert out == ds and len(store.measurements(ctx)) == before
+    assert rep.said[-1].startswith("reduce np=2: switches not located (reduce left to "
+                                   "MVAPICH2: at 1024 B"), rep.said
+
+
 # ---------------------------------------------------------------------------
 # live: MVAPICH2 built by hand (COLLTUNE_MVAPICH2_PREFIX)
 # ---------------------------------------------------------------------------

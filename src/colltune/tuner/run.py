@@ -241,10 +241,11 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
 
 
 def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
-                       placement: Placement, ms: list[Measurement], rep: Reporter
-                       ) -> list[Decision]:
+                       placement: Placement, ms: list[Measurement], rep: Reporter,
+                       fills: bool = True) -> list[Decision]:
     """Decide from the measurements, flag what oversubscription may have caused, and keep
-    a non-default choice only where fresh launches confirm it (stored verdicts reused)."""
+    a non-default choice only where fresh launches confirm it (stored verdicts reused);
+    with `fills`, the file's stand-ins are judged to the end of their ladder too."""
     mpi, exact = sess.mpi, sess.backend.exact
     ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact,
                 sess.backend.rule_size)
@@ -253,7 +254,8 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
     if not exact:  # simulated times need no fresh launches
         confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
-        confirm_fills(ds, coll, placement, store, opts, rep, sess)
+        if fills:
+            confirm_fills(ds, coll, placement, store, opts, rep, sess)
     return ds
 
 
@@ -262,7 +264,10 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
                      failed: Callable[[Config, PointResult], None]) -> list[Decision]:
     """Locate the switches of the confirmed decisions; the sizes measured on the way are
     confirmed in turn, and where fresh launches refute one the switch moves, so this
-    repeats until no switch is left open (at most MAX_ROUNDS passes)."""
+    repeats until no switch is left open (at most MAX_ROUNDS passes). None is located once
+    the file cannot carry the decisions (a kept size with no stand-in left stays kept: new
+    sizes cannot mend it); a stand-in found wanting on the way is replaced in the next
+    pass's launch pairs, and those still open are judged once, at the end."""
     ctx = context_for(sess.mpi, coll, placement)
     exact = sess.backend.exact
 
@@ -273,11 +278,16 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
         return now
 
     for _ in range(MAX_ROUNDS):
+        why = sess.unexpressed(coll, placement, ds)
+        if why:
+            rep.note(f"{coll.name} np={placement.np}: switches not located ({why})")
+            return ds
         if not refine(opts, sess.mpi, sess.catalog, coll, placement, store, sess.sweep, rep,
                       failed, confirmed_view):
             break
         ds = decide_and_confirm(opts, sess, store, coll, placement, store.measurements(ctx),
-                                rep)
+                                rep, fills=False)
+    confirm_fills(ds, coll, placement, store, opts, rep, sess)
     return ds
 
 
