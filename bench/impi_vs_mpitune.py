@@ -240,7 +240,8 @@ def main() -> None:
             same = [c for c, g in digests.items() if g == digest]
             digests[coll] = digest
             print(f"mpitune_fast's file: tree {digest}" + (
-                f", the same as its {', '.join(same)} file: it changed nothing it tuned\n"
+                f", the same tree as its {', '.join(same)} file: nothing in it depends on "
+                f"the collective tuned\n"
                 if same else "\n"))
             print("| size | judge | default us | mpitune_fast/default | colltune/default | "
                   "colltune/mpitune_fast |")
