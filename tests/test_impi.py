@@ -13,15 +13,18 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.impi import IntelMPI, forcing_env
+from colltune.backends.impi_backend import ImpiBackend
 from colltune.backends.impi_files import env_path, write_tuning
 from colltune.backends.impi_freeze import freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, obeyed
 from colltune.backends.impi_standin import rules, same_as
+from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.launchers import Launch
 from colltune.rules import impi_env, impi_tuning
 from colltune.slots import place
+from colltune.tuner.bands import pack, window
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -64,6 +67,28 @@ def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
         assert (same_as(prints, 7, 1024) == 1) is falls, {
             p: describe(f[1024], "bcast") for p, f in prints.items()}
     assert "shumilin" in describe(prints[7][1024], "bcast")
+
+
+def test_one_launch_runs_each_preset_at_the_sizes_of_its_band(impi: IntelMPI,
+                                                              tmp_path: Path) -> None:
+    """The sweep's one launch (a tuning file naming a preset per size band, tuner/bands.py):
+    at every size it measures, Intel MPI runs what forcing that size's preset for the whole
+    launch runs there, by its own functions; and the presets differ (the file does
+    something)."""
+    points = [(p, s) for p in (1, 2, 3, 9) for s in (8, 1024, 65536)]
+    launches = pack(points, 1)
+    assert len(launches) == 1
+    band = launches[0]
+    env = ImpiBackend().banded_env(get_collective("bcast"), 2,
+                                   {m: Config(p) for m, (p, _) in band.items()}, tmp_path)
+    probes = Probes(impi, at(2), "bcast")
+    probes.prefetch([(env, sorted(band)), *((forcing_env("bcast", p), sorted(
+        m for m, (q, _) in band.items() if q == p)) for p in (1, 2, 3, 9))])
+    got = probes(env, sorted(band))
+    for m, (p, _) in band.items():
+        assert got[m] is not None and got[m] == probes(forcing_env("bcast", p), [m])[m], (
+            m, p, describe(got[m], "bcast"))
+    assert len({got[m] for m, (_, s) in band.items() if s == 1024}) > 1
 
 
 @pytest.mark.parametrize("np", [2, 4])
@@ -175,8 +200,17 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     # at each probed size (the decided sizes and twice the largest)
     with sqlite3.connect(tmp_path / "db.sqlite") as c:
         stored = set(c.execute("SELECT config_key, size FROM counters"))
+        how = dict(((k, s), w) for k, s, w in c.execute(
+            "SELECT config_key, size, sweep FROM measurements WHERE size IN (8, 65536)"))
     c.close()
     assert stored == {(f"a{p}", size) for p in range(6) for size in (8, 65536, 131072)}
+    # the sweep: the default a launch of its own, the presets shared launches, each point
+    # measured at a size of its own near its size (and stored at its size)
+    assert how[("a0", 8)] == how[("a0", 65536)] == "relaunch"
+    near = {(k, s): int(w.split(":")[1]) for (k, s), w in how.items() if k != "a0"}
+    assert len(near) == 10 and all(w.startswith("bands:") for (k, _), w in how.items()
+                                   if k != "a0"), how
+    assert all(m in window(s, 1) for (_, s), m in near.items()), near
     # the same decisions as I_MPI_ADJUST_* variables (--format impi-env, from the store),
     # with no gdb to be found: the stored counts answer, nothing is probed again
     adj, nogdb = tmp_path / "adjust.env", tmp_path / "nogdb"

@@ -96,10 +96,12 @@ class Backend(ABC, Generic[M]):
     # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
     # scheduler (milliseconds) and timings rank scheduling as much as algorithms
     busy_polls = False
-    # measure on MPI_COMM_WORLD itself where no MPI_T write needs a duplicate: a library
-    # that runs differently on one (Intel MPI: bcast 16 KiB preset 7 1.5x faster on one,
-    # 1.2x slower on WORLD) would be tuned for calls applications do not make
+    # measure on MPI_COMM_WORLD where no MPI_T write needs a duplicate (Intel MPI: bcast
+    # 16 KiB preset 7 1.5x faster on a duplicate, 1.2x slower on WORLD, where apps call)
     on_world = False
+    # a file the library reads names a configuration per message size: a launch runs
+    # several, each at sizes of its own (`banded_env`, tuner/bands.py)
+    by_size = False
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
     export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
@@ -144,6 +146,12 @@ class Backend(ABC, Generic[M]):
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         """Launch environment that runs `cfg` for the whole job."""
 
+    def banded_env(self, coll: Collective, np: int, at: dict[int, Config], folder: Path
+                   ) -> dict[str, str]:
+        """(`by_size`) Launch environment that runs `at[size]` at each of its sizes, from
+        a file written in `folder`."""
+        raise NotImplementedError
+
     def rules_arms(self, rules: Path) -> Arms:
         """The two arms of a fresh-launch comparison of the library's choice with a file."""
         raise ColltuneError(f"{self.name} has no rules file to compare in fresh launches",
@@ -184,9 +192,8 @@ class Backend(ABC, Generic[M]):
         return False
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        """Validate a file of this family the way the library reads it (`--mpi`: against
-        that installation; `version`: the library's version). A line the library would
-        refuse raises FormatError with its number."""
+        """Validate a file as the library reads it (`--mpi`: that installation; `version`:
+        the library's). A line the library would refuse raises FormatError with its number."""
         raise ColltuneError(f"tune check does not read {self.name} files yet",
                             "run the library with the file and read its own errors")
 
@@ -208,9 +215,8 @@ class Backend(ABC, Generic[M]):
                             "--out FILE, then export that file")
 
     def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
-        """One stored context's decisions as this family's output shows them, and the
-        format's name (tune report); None when the family's file needs more than the
-        decisions (counters, ties) and is written by tune --from-db."""
+        """A stored context's decisions as the family's output shows them, and the format's
+        name (tune report); None: its file needs more (counters, ties): tune --from-db."""
         return None
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
@@ -219,8 +225,8 @@ class Backend(ABC, Generic[M]):
                             "verify the file's decisions with tune's own confirmation")
 
     def plan_catalog(self, colls: list[str]) -> Catalog | None:
-        """The catalog a plan can be counted with before any installation is read (a batch
-        script's time limit); None when only the installation knows its algorithms."""
+        """The catalog a plan is counted with before any installation is read (a batch
+        script's time limit); None: only the installation knows."""
         return None
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
@@ -242,13 +248,11 @@ class Backend(ABC, Generic[M]):
                             "use --backend openmpi or mpich")
 
     def runtime_vouch(self, mpi: M, name: str) -> Knob | None:
-        """A parameter the catalog does not declare that the installation itself lists
-        (None: the library has no parameter of that name)."""
+        """An undeclared parameter the installation lists (None: the library has none)."""
         return None
 
     def runtime_refuse(self, mpi: M, knobs: list[Knob], cmd: list[str]) -> None:
-        """Refuse, before any launch, a knob the installation does not know (it would be
-        ignored silently) and a command line that sets a tuned knob itself."""
+        """Refuse, before any launch, a knob unknown here (ignored silently) or set by `cmd`."""
         return None
 
     def runtime_environ(self, mpi: M, knobs: dict[str, Knob], setting: Setting,
@@ -259,8 +263,7 @@ class Backend(ABC, Generic[M]):
                             "use --backend openmpi or mpich")
 
     def runtime_own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
-        """colltune's own launch command (the kernel objective's) without what it sets
-        itself for a knob the search varies."""
+        """colltune's own launch command without what it sets for a knob searched."""
         return cmd
 
     def runtime_readback(self, mpi: M, knob: Knob, value: str) -> set[str]:
@@ -268,13 +271,11 @@ class Backend(ABC, Generic[M]):
         return {value}
 
     def runtime_log_env(self, knobs: list[Knob]) -> dict[str, str]:
-        """Launcher variables that make the library log what its `component` knobs put in
-        charge (its own debug output, read by `runtime_logged`); {} when none needs it."""
+        """Launcher variables that make the library log the `component` knobs in charge."""
         return {}
 
     def runtime_logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
-        """Whether the library's own log (a launch's standard error) shows `value` of a
-        `component` knob in effect, and what it says."""
+        """Whether the library's log (stderr) shows `value` of a `component` knob in effect."""
         return False, f"{self.name} logs nothing colltune reads"
 
     def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
@@ -289,8 +290,7 @@ class Backend(ABC, Generic[M]):
                             "use --backend openmpi or mpich")
 
     def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        """The setting (and rules file) a file tune runtime wrote holds; None: not one of
-        this family's runtime files."""
+        """The setting (and rules file) a tune runtime file holds; None: not this family's."""
         return None
 
 

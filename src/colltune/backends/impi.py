@@ -129,6 +129,18 @@ def forcing_env(coll: str, alg: int) -> dict[str, str]:
     return {adjust_var(coll): str(alg)} if alg else {}
 
 
+def banded_env(coll: str, np: int, at: dict[int, int], folder: Path) -> dict[str, str]:
+    """A tuning file (in `folder`) that runs preset at[size] at each of those sizes, and the
+    variable that loads it: one launch measures several presets (tuner/bands.py). At any
+    other size it runs the largest size's preset."""
+    from colltune.rules.impi_tuning import Rules, render
+
+    limits: list[tuple[int | None, int]] = sorted(at.items())
+    path = folder / f"bands-{coll}.json"
+    path.write_text(render({coll: {np: Rules([*limits, (None, limits[-1][1])])}}))
+    return {"I_MPI_TUNING": str(path)}
+
+
 def launch_command(mpi: IntelMPI, placement: Placement) -> list[str]:
     from colltune.launchers import hydra_command
 

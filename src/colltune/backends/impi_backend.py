@@ -1,5 +1,6 @@
-"""Intel MPI as a Backend: a launch per preset, the library's own symbols say what ran
-(impi_proof), decisions become its JSON tuning file and a profile that names it.
+"""Intel MPI as a Backend: presets forced by a tuning file per size band (or a launch each),
+the library's own symbols say what ran (impi_proof), decisions become its JSON tuning file
+and a profile that names it.
 
 Intel MPI has no "library's choice" entry: a collective a tuning file names is the file's at
 every size and comm size (the same holds for I_MPI_ADJUST_*: outside its rules the generic
@@ -80,9 +81,8 @@ class ImpiBackend(Backend[IntelMPI]):
     binary_suffixes = (SUFFIX,)  # a frozen tuning file: its JSON source is read beside it
     short = "impi"
     mpit_sweep = False  # the choice is fixed per launch (MPI_T writes read back, change nothing)
-    # measured on MPI_COMM_WORLD: on a duplicate, bcast 16 KiB with preset 7 ran 1.5x faster
-    # than the default; on WORLD, where an application loop calls it, 1.2-2x slower
-    on_world = True
+    by_size = True  # but a tuning file selects it per message size
+    on_world = True  # bcast 16 KiB preset 7: 1.5x faster than the default on a dup, slower on WORLD
 
     def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -90,6 +90,10 @@ class ImpiBackend(Backend[IntelMPI]):
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return impi.forcing_env(coll.name, cfg.algorithm)
+
+    def banded_env(self, coll: Collective, np: int, at: dict[int, Config], folder: Path
+                   ) -> dict[str, str]:
+        return impi.banded_env(coll.name, np, {s: c.algorithm for s, c in at.items()}, folder)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[IntelMPI]:
@@ -113,8 +117,8 @@ class ImpiBackend(Backend[IntelMPI]):
                                 f"give --out a name ending in {SUFFIX}",
                                 f"e.g. --out tuning{SUFFIX} (its JSON source is written "
                                 "beside it as tuning.json)")
-        return ImpiSession(self, mpi, catalog, placements, opts.out,
-                           opts.out_format or "impi")
+        return ImpiSession(self, mpi, catalog, placements, opts.out, opts.out_format or "impi",
+                           "relaunch" if opts.sweep == "relaunch" else "bands")
 
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
@@ -194,11 +198,10 @@ class ImpiBackend(Backend[IntelMPI]):
 
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
-                 placements: list[Placement], out: Path | None, out_format: str = "impi"
-                 ) -> None:
+                 placements: list[Placement], out: Path | None, out_format: str = "impi",
+                 sweep: str = "bands") -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
-        self.out, self.out_format = out, out_format
-        self.sweep = "relaunch"
+        self.out, self.out_format, self.sweep = out, out_format, sweep
         self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until _fill can read it
         self.prints: dict[tuple[str, int], Prints] = {}
         self.probes: dict[tuple[str, int], Probes] = {}
@@ -263,10 +266,8 @@ class ImpiSession(Session[IntelMPI]):
     def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
         """The preset that stands in for the default at a kept size: the first of its
         candidates (the one seen running its functions, then the sweep's fastest) that fresh
-        launch pairs judged and showed at most STAND_IN_BOUND slower than the default there
-        (95%, every mode), else the first not judged yet (it stands until judged). A twin by
-        the symbols can still differ (parameters inside a preset do not show): so it is
-        tested too."""
+        launch pairs showed at most STAND_IN_BOUND slower than the default there (95%, every
+        mode), else the first not judged yet. A twin by the symbols is tested too."""
         judged, tried = self._judged(name, np), self._tried(name, np)
 
         def verdict(size: int, preset: int) -> str | None:

@@ -242,7 +242,10 @@ def _make_tune_command(name: str) -> None:
         ei_stop: float = typer.Option(0.0005, "--ei-stop",
                                       help="bayes stops when no point is expected to improve "
                                            "on its size's best by this (log ratio)."),
-        sweep: str = typer.Option("mpit", "--sweep", help="mpit (one launch) or relaunch."),
+        sweep: str = typer.Option(
+            "mpit", "--sweep",
+            help="mpit (one launch: MPI_T writes, or where the library has none a file naming "
+                 "a configuration per message size) or relaunch (a launch each)."),
         comm_sizes: str | None = typer.Option(
             None, "--comm-sizes",
             help="Communicator sizes measured inside the one launch of --np ranks (2:512: "

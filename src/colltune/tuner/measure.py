@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import socket
+import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from colltune.backends.registry import of
@@ -24,6 +26,7 @@ from colltune.kernel.launch import (
 from colltune.options import MeasureSettings
 from colltune.slots import Placement
 from colltune.store import Context, Store
+from colltune.tuner.bands import pack
 
 
 class Reporter:
@@ -42,6 +45,7 @@ def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Co
 
 Lane = tuple[Placement, list[tuple[Config, int]]]  # a communicator size and its points
 Slot = tuple[int, Config]  # (lane, configuration): one kernel configuration id
+Band = dict[int, tuple[Slot, int]]  # size measured -> the point it stands for (bands.pack)
 
 
 def measure(
@@ -80,10 +84,10 @@ def measure_lanes(
     nps = ",".join(str(p.np) for p, _ in lanes)
     rep.begin(len(todo), f"{coll.name} np={nps}")
 
-    def record(sl: Slot, r: PointResult) -> None:
+    def record(sl: Slot, r: PointResult, how: str = "") -> None:
         lane, cfg = sl
-        (store.extend if extend else store.add)(ctxs[lane], cfg, r,
-                                                "relaunch" if cfg in via_env else "mpit")
+        (store.extend if extend else store.add)(
+            ctxs[lane], cfg, r, how or ("relaunch" if cfg in via_env else "mpit"))
         todo_set.discard((sl, r.size))
         if r.status != "ok":
             failures.append((lanes[lane][0], cfg, r))
@@ -96,17 +100,24 @@ def measure_lanes(
     be = of(mpi)
     via_env: set[Config] = (set() if sweep == "mpit" and be.mpit_sweep
                             else {c for _, c in slots})
+    # the library's own choice keeps a launch of its own: no file may touch the reference
+    banded = {c for c in via_env if c != DEFAULT} if (
+        sweep == "bands" and be.by_size and len(lanes) == 1 and coll.has_sizes) else set()
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
-        # one launch for everything MPI_T can switch, one per configuration for the rest
-        groups = [[p for p in batch if p[0][1] not in via_env]]
-        groups += [[p for p in batch if p[0][1] == c] for c in sorted(via_env)]
+        # one launch for everything MPI_T can switch, as few as the sizes allow for what a
+        # file selects by size, one per configuration for the rest
+        groups: list[tuple[str, list[tuple[Slot, int]], Band | None]] = [
+            ("mpit", [p for p in batch if p[0][1] not in via_env], None)]
+        groups += [("bands", list(b.values()), b) for b in pack(
+            [p for p in batch if p[0][1] in banded], coll.granularity)]
+        groups += [("relaunch", [p for p in batch if p[0][1] == c], None)
+                   for c in sorted(via_env - banded)]
         progressed = False
-        for group in (g for g in groups if g):
-            how = "relaunch" if group[0][0][1] in via_env else "mpit"
+        for how, group, band in (g for g in groups if g[1]):
             outcome, got = _launch(mpi, catalog, coll, lanes, exe, group, cid_of, settings,
-                                   how, record, via_env)
+                                   how, record, via_env, band)
             if outcome.timer and not timer_told:
                 _timer(store, ctxs[0], outcome.timer, rep)
                 timer_told = True
@@ -128,7 +139,7 @@ def measure_lanes(
                 _blame(outcome, group, cid_of, how, sorted(todo_set), record,
                        smaller_survive=be.exact)
                 progressed = True
-                if how == "mpit":
+                if how != "relaunch":
                     break  # relaunch with what is left
         if not progressed:
             raise MPIError(f"no progress measuring {coll.name} at np={nps}",
@@ -161,7 +172,7 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Slot, int]], cid_of: dict[S
     size) only the larger sizes are excluded; the smaller ones go to a new launch."""
     by_cid = {v: k for k, v in cid_of.items()}
     stuck_slot = by_cid.get(outcome.stuck_cid) if outcome.stuck_cid is not None else None
-    if stuck_slot is None and sweep != "mpit":
+    if stuck_slot is None and sweep == "relaunch":
         stuck_slot = group[0][0]
     if stuck_slot is None:
         raise MPIError(
@@ -183,20 +194,26 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Slot, int]], cid_of: dict[S
 def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[Lane],
             exe: Path, group: list[tuple[Slot, int]], cid_of: dict[Slot, int],
             settings: MeasureSettings, sweep: str,
-            record: Callable[[Slot, PointResult], None], via_env: set[Config]
-            ) -> tuple[LaunchOutcome, int]:
+            record: Callable[[Slot, PointResult, str], None], via_env: set[Config],
+            band: Band | None = None) -> tuple[LaunchOutcome, int]:
     slots = sorted({sl for sl, _ in group})
     be = of(mpi)
+    at = band or {s: (sl, s) for sl, s in group}  # size measured -> the point it stands for
+    folder = tempfile.TemporaryDirectory(prefix="colltune-bands-")
     if sweep == "mpit":
         env_extra = be.mpit_env()
         kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
                               lanes[sl[0]][0].group, baseline=sl[1] == DEFAULT)
                  for sl in slots]
     else:
-        assert len({c for _, c in slots}) == 1
-        env_extra = be.forcing_env(catalog, coll, slots[0][1])
+        assert band is not None or len({c for _, c in slots}) == 1
+        env_extra = (be.banded_env(coll, lanes[0][0].np, {m: p[0][1] for m, p in at.items()},
+                                   Path(folder.name)) if band is not None
+                     else be.forcing_env(catalog, coll, slots[0][1]))
         kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
-    plan = KernelPlan(coll.name, kcfgs, [(cid_of[sl], s) for sl, s in group], settings,
+    points = ([(cid_of[sl], m) for m, (sl, _) in sorted(at.items())] if band is not None
+              else [(cid_of[sl], s) for sl, s in group])
+    plan = KernelPlan(coll.name, kcfgs, points, settings,
                       dup_always=sweep == "mpit" or not be.on_world,
                       pvars=be.pvar_prefix)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
@@ -206,7 +223,11 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
         nonlocal count
         if ev["event"] == "result":
             r = parse_result(ev)
-            record(slot_by_cid[r.cid], r)
+            if band is None:
+                record(slot_by_cid[r.cid], r, "")
+            else:  # stored at the size it stands for, the size measured in its sweep tag
+                sl, size = band[r.size]
+                record(sl, replace(r, size=size), f"bands:{r.size}")
             count += 1
         elif ev["event"] == "rejected":
             sl = slot_by_cid[int(ev["cid"])]
@@ -217,12 +238,15 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
             for other, s in group:
                 if other == sl:
                     record(sl, PointResult(cid_of[sl], s, "rejected",
-                                           message=str(ev["message"])))
+                                           message=str(ev["message"])), "")
                     count += 1
 
     launched = lanes[0][0].launched
     cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
-    outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
-                         start_timeout=max(120.0, settings.timeout), on_event=on_event,
-                         library_ok=mpi.runs_on)
+    with folder:
+        outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
+                             start_timeout=max(120.0, settings.timeout), on_event=on_event,
+                             library_ok=mpi.runs_on)
+    if band is not None and outcome.stuck and outcome.stuck[1] in band:
+        outcome = replace(outcome, stuck=(outcome.stuck[0], band[outcome.stuck[1]][1]))
     return outcome, count
