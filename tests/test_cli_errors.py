@@ -146,7 +146,9 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     # a name Open MPI's coll/tuned does not declare: refused, naming those it does
     (["--param", "radix=2"], "segsize, fanout, max_requests"),
     # a request window the classic rules format cannot carry
-    (["--rules-version", "1", "--param", "max_requests=0,8"], "--rules-version 2")])
+    (["--rules-version", "1", "--param", "max_requests=0,8"], "--rules-version 2"),
+    # Open MPI's rules select by size, but only once measured: no file drives the sweep
+    (["--sweep", "bands"], "--sweep bands"), (["--sweep", "both"], "--sweep mpit")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

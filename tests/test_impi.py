@@ -200,17 +200,10 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     # at each probed size (the decided sizes and twice the largest)
     with sqlite3.connect(tmp_path / "db.sqlite") as c:
         stored = set(c.execute("SELECT config_key, size FROM counters"))
-        how = dict(((k, s), w) for k, s, w in c.execute(
-            "SELECT config_key, size, sweep FROM measurements WHERE size IN (8, 65536)"))
+        how = {w for (w,) in c.execute("SELECT sweep FROM measurements")}
     c.close()
     assert stored == {(f"a{p}", size) for p in range(6) for size in (8, 65536, 131072)}
-    # the sweep: the default a launch of its own, the presets shared launches, each point
-    # measured at a size of its own near its size (and stored at its size)
-    assert how[("a0", 8)] == how[("a0", 65536)] == "relaunch"
-    near = {(k, s): int(w.split(":")[1]) for (k, s), w in how.items() if k != "a0"}
-    assert len(near) == 10 and all(w.startswith("bands:") for (k, _), w in how.items()
-                                   if k != "a0"), how
-    assert all(m in window(s, 1) for (_, s), m in near.items()), near
+    assert how == {"relaunch"}  # the sweep: a launch per preset, the default's too
     # the same decisions as I_MPI_ADJUST_* variables (--format impi-env, from the store),
     # with no gdb to be found: the stored counts answer, nothing is probed again
     adj, nogdb = tmp_path / "adjust.env", tmp_path / "nogdb"
@@ -327,6 +320,28 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
     assert rule is not None
     status, detail = obeyed(Probes(impi, at(4), "gather"), rule, prof.settings, ends(rule))
     assert status == "applied", detail
+
+
+def test_a_sweep_in_size_bands_stores_each_point_at_its_own_size(impi: IntelMPI,
+                                                               tmp_path: Path) -> None:
+    """`--sweep bands`: the default in a launch of its own, the presets in shared launches,
+    each point measured at a size of its own near its size, stored at its size with the
+    size measured; a store the rest of the tune reads like any other."""
+    db = tmp_path / "db.sqlite"
+    r = tune_cli("gather", "--backend", "impi", "--mpi", str(impi.prefix), "--np", "2",
+                 "--sizes", "8,64K", "--boundaries", "midpoint", "--confirm-rounds", "0",
+                 "--sweep", "bands", "--out", str(tmp_path / "g.json"), "--db", str(db),
+                 "-q")
+    assert r.returncode == 0, r.stderr + r.stdout
+    with sqlite3.connect(db) as c:
+        how = dict(((k, s), w) for k, s, w in c.execute(
+            "SELECT config_key, size, sweep FROM measurements"))
+    c.close()
+    assert how.pop(("a0", 8)) == how.pop(("a0", 65536)) == "relaunch"
+    assert set(how) == {(f"a{p}", s) for p in range(1, 6) for s in (8, 65536)}
+    near = {(k, s): int(w.removeprefix("bands:")) for (k, s), w in how.items()}
+    assert all(m in window(s, 1) for (_, s), m in near.items()), near
+    assert len(set(near.values())) == len(near)  # one size measured per point
 
 
 def test_variables_hold_one_comm_size_refused_before_any_launch(impi: IntelMPI,

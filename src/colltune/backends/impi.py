@@ -1,8 +1,10 @@
 """Intel MPI: find an installation, read its presets from impi_info, force one preset per
-launch through I_MPI_ADJUST_<OP>, launch with its own mpiexec.hydra.
+launch through I_MPI_ADJUST_<OP> (or one per size band through a tuning file), launch with
+its own mpiexec.hydra.
 
 Intel MPI fixes its choice per launch (writing its MPIR_CVAR_ algorithm variables through
-MPI_T reads back but changes nothing), so every configuration is its own launch. Preset ids
+MPI_T reads back but changes nothing), but a tuning file selects by message size: the
+sweep's launches run many presets, each at sizes of its own (`banded_env`). Preset ids
 change between releases: their range is read from `impi_info`, and what each preset runs is
 read from the library itself (backends/impi_proof.py), never from a table kept here."""
 

@@ -71,8 +71,8 @@ if TYPE_CHECKING:
     from colltune.store import Context, Measurement, Store
 
 class ImpiBackend(Backend[IntelMPI]):
-    """Intel MPI: one launch per preset (I_MPI_ADJUST_<OP>), its symbols as proof, its JSON
-    tuning file as output."""
+    """Intel MPI: presets forced per launch (I_MPI_ADJUST_<OP>) or per size band (a tuning
+    file), its symbols as proof, its JSON tuning file as output."""
 
     name = "impi"
     own_launcher = "mpiexec"
@@ -118,7 +118,7 @@ class ImpiBackend(Backend[IntelMPI]):
                                 f"e.g. --out tuning{SUFFIX} (its JSON source is written "
                                 "beside it as tuning.json)")
         return ImpiSession(self, mpi, catalog, placements, opts.out, opts.out_format or "impi",
-                           "relaunch" if opts.sweep == "relaunch" else "bands")
+                           "bands" if opts.sweep == "bands" else "relaunch")
 
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
@@ -199,7 +199,7 @@ class ImpiBackend(Backend[IntelMPI]):
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
                  placements: list[Placement], out: Path | None, out_format: str = "impi",
-                 sweep: str = "bands") -> None:
+                 sweep: str = "relaunch") -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.out, self.out_format, self.sweep = out, out_format, sweep
         self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until _fill can read it

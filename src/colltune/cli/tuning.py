@@ -244,8 +244,9 @@ def _make_tune_command(name: str) -> None:
                                            "on its size's best by this (log ratio)."),
         sweep: str = typer.Option(
             "mpit", "--sweep",
-            help="mpit (one launch: MPI_T writes, or where the library has none a file naming "
-                 "a configuration per message size) or relaunch (a launch each)."),
+            help="mpit (one launch through MPI_T where the library has it), relaunch (a "
+                 "launch per configuration) or bands (a file naming a configuration per "
+                 "message size, each measured near its size: Intel MPI)."),
         comm_sizes: str | None = typer.Option(
             None, "--comm-sizes",
             help="Communicator sizes measured inside the one launch of --np ranks (2:512: "

@@ -124,8 +124,9 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     if opts.strategy not in STRATEGIES:
         raise ColltuneError(f"unknown strategy '{opts.strategy}'",
                             "use --strategy " + ", ".join(STRATEGIES))
-    if opts.sweep not in ("mpit", "relaunch"):
-        raise ColltuneError(f"unknown sweep '{opts.sweep}'", "use --sweep mpit or relaunch")
+    if opts.sweep not in ("mpit", "relaunch", "bands"):
+        raise ColltuneError(f"unknown sweep '{opts.sweep}'",
+                            "use --sweep mpit, relaunch or bands")
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
@@ -135,6 +136,10 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
     backend = registry.named(opts.backend, han=opts.tune_han)
+    if opts.sweep == "bands" and not backend.by_size:
+        raise ColltuneError(f"--sweep bands needs a file that selects {backend.name}'s "
+                            "algorithm by message size; it has none",
+                            "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     # what is measured, built once (a parameter this library does not declare: refused)
