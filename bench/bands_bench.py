@@ -39,8 +39,8 @@ from colltune.tuner.measure import context_for, measure
 Medians = dict[tuple[int, int], float]  # (preset, size) -> median (s)
 
 
-def sweep(mpi, cat, coll, placement, sizes: list[int], mode: str, db: Path  # noqa: ANN001
-          ) -> tuple[float, int, Medians]:
+def sweep(mpi, cat, coll, placement, sizes: list[int], mode: str, db: Path,  # noqa: ANN001
+          warmup: int) -> tuple[float, int, Medians]:
     """One sweep into a new store: its wall time, its launches, its medians."""
     presets = [DEFAULT, *(Config(p) for p in sorted(cat.algorithms[coll.name]) if p)]
     launches = 0
@@ -56,7 +56,7 @@ def sweep(mpi, cat, coll, placement, sizes: list[int], mode: str, db: Path  # no
     t = time.monotonic()
     try:
         measure(mpi, cat, coll, placement, [(c, s) for c in presets for s in sizes], store,
-                MeasureSettings(), mode)
+                MeasureSettings(warmup=warmup), mode)
     finally:
         measuring.run_kernel = real  # type: ignore[assignment]
     wall = time.monotonic() - t
@@ -83,6 +83,8 @@ def main() -> None:
     ap.add_argument("--np", type=int, default=4)
     ap.add_argument("--coll", default="bcast")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=MeasureSettings.warmup,
+                    help="warm-up calls before each point, in both sweeps (the tune's: 2)")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
     coll = get_collective(a.coll)
@@ -94,11 +96,12 @@ def main() -> None:
         for r in range(a.rounds):
             for mode in ("bands", "relaunch") if r % 2 == 0 else ("relaunch", "bands"):
                 runs[mode].append(sweep(mpi, cat, coll, placement, sizes, mode,
-                                        Path(tmp) / f"{mode}{r}.db"))
+                                        Path(tmp) / f"{mode}{r}.db", a.warmup))
                 wall, n, _ = runs[mode][-1]
                 print(f"round {r + 1} {mode}: {wall:.1f} s, {n} launches", flush=True)
     print(f"\n{coll.name}, {a.np} ranks, {len(sizes)} sizes, "
-          f"{len(cat.algorithms[coll.name])} presets and the default\n")
+          f"{len(cat.algorithms[coll.name])} presets and the default, "
+          f"{a.warmup} warm-up calls a point\n")
     print("| sweep | wall time (s) | launches | Spearman between two sweeps, per size "
           "(median, min) | one preset's median, sweep to sweep (10th-90th pct) |")
     print("|---|---|---|---|---|")
