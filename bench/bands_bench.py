@@ -2,6 +2,8 @@
 tuning file naming a preset per size band, tuner/bands.py) against a launch per preset.
 
     python bench/bands_bench.py --mpi .venv-impi --np 4 --coll bcast --rounds 2
+    python bench/bands_bench.py --mpi .venv-impi --np 2 --tunes bcast,reduce,alltoall \
+        --sizes 8,1K,16K,64K,1M --rounds 2
 
 Each round measures the default and every preset at every size twice over, once per mode,
 through colltune's own `measure` (the sweep's code path, its settings), the two modes
@@ -13,12 +15,19 @@ presets and sizes). A sweep ranks presets for fresh launches to judge; one whose
 changes from sweep to sweep sends them the wrong candidates. Last, a preset's median in a
 shared launch over its median in a launch of its own, and the default's from one sweep
 to the next (what every preset is compared with).
+
+With --tunes, whole tunes instead (`tune C --backend impi --sweep bands|relaunch`), the
+two sweeps alternating per collective, round after round: what each confirmed and
+whether it wrote a file, and its wall time; what a sweep is for.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -85,8 +94,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=MeasureSettings.warmup,
                     help="warm-up calls before each point, in both sweeps (the tune's: 2)")
+    ap.add_argument("--tunes", help="whole tunes of these collectives instead")
+    ap.add_argument("--sizes", default="8,1K,16K,64K,1M", help="with --tunes")
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
+    if a.tunes:
+        tunes(mpi, a.tunes.split(","), a.np, a.sizes, a.rounds)
+        return
     coll = get_collective(a.coll)
     cat = catalog(mpi, [coll.name])
     placement = place(a.np, None, launch=Launch(launcher="mpiexec"))
@@ -137,6 +151,40 @@ def cross(runs: dict[str, list[tuple[float, int, Medians]]], sizes: list[int]) -
             q = statistics.quantiles(r, n=10)
             print(f"{what}: median {statistics.median(r):.2f}x, 10th-90th pct "
                   f"{q[0]:.2f}-{q[-1]:.2f}x ({len(r)} pairs)")
+
+
+def tunes(mpi, colls: list[str], np: int, sizes: str, rounds: int) -> None:  # noqa: ANN001
+    print("| round | collective | sweep | wall time (s) | confirmed choices | file |")
+    print("|---|---|---|---|---|---|")
+    total: dict[str, list[int]] = {"bands": [0, 0], "relaunch": [0, 0]}
+    with tempfile.TemporaryDirectory(prefix="bands-tunes-") as tmp:
+        for r in range(rounds):
+            for i, coll in enumerate(colls):
+                order = ("bands", "relaunch") if (r + i) % 2 == 0 else ("relaunch", "bands")
+                for mode in order:
+                    work = Path(tmp) / f"{mode}-{coll}-{r}"
+                    work.mkdir()
+                    out, summ = work / "f.json", work / "s.json"
+                    t = time.monotonic()
+                    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend",
+                                    "impi", "--mpi", str(mpi.prefix), "--np", str(np),
+                                    "--sizes", sizes, "--sweep", mode, "--out", str(out),
+                                    "--summary-json", str(summ), "--db", str(work / "d.db"),
+                                    "-q"], capture_output=True, check=True, timeout=3600)
+                    took = time.monotonic() - t
+                    ds = json.loads(summ.read_text())["collectives"].get(coll, {}).get(
+                        str(np), [])
+                    won = [f"{d['size']} B p{d['chosen']['algorithm']}" for d in ds
+                           if d.get("verdict") == "tuned"]
+                    total[mode][0] += len(won)
+                    total[mode][1] += out.exists()
+                    print(f"| {r + 1} | {coll} | {mode} | {took:.0f} | "
+                          f"{', '.join(won) or 'none'} | {'yes' if out.exists() else 'no'} |",
+                          flush=True)
+    for mode, (won, files) in total.items():
+        print(f"\n{mode}: {won} confirmed choices, {files} files in "
+              f"{rounds * len(colls)} tunes", end="")
+    print()
 
 
 if __name__ == "__main__":
