@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import tempfile
 from collections.abc import Callable
@@ -199,7 +200,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     slots = sorted({sl for sl, _ in group})
     be = of(mpi)
     at = band or {s: (sl, s) for sl, s in group}  # size measured -> the point it stands for
-    folder = tempfile.TemporaryDirectory(prefix="colltune-bands-")
+    # the band's file: a directory of its own, made fresh and removed after the launch
+    folder = tempfile.TemporaryDirectory(prefix="colltune-bands-") if band else None
     if sweep == "mpit":
         env_extra = be.mpit_env()
         kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
@@ -208,7 +210,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     else:
         assert band is not None or len({c for _, c in slots}) == 1
         env_extra = (be.banded_env(coll, lanes[0][0].np, {m: p[0][1] for m, p in at.items()},
-                                   Path(folder.name)) if band is not None
+                                   Path(folder.name)) if folder is not None
                      else be.forcing_env(catalog, coll, slots[0][1]))
         kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
     points = ([(cid_of[sl], m) for m, (sl, _) in sorted(at.items())] if band is not None
@@ -243,7 +245,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
 
     launched = lanes[0][0].launched
     cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
-    with folder:
+    with folder or contextlib.nullcontext():
         outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
                              start_timeout=max(120.0, settings.timeout), on_event=on_event,
                              library_ok=mpi.runs_on)

@@ -137,8 +137,8 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     check_outputs(opts.out, opts.summary_json)
     backend = registry.named(opts.backend, han=opts.tune_han)
     if opts.sweep == "bands" and not backend.by_size:
-        raise ColltuneError(f"--sweep bands needs a file that selects {backend.name}'s "
-                            "algorithm by message size; it has none",
+        raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
+                            "configuration per message size in a sweep",
                             "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
