@@ -199,7 +199,6 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
             band: Band | None = None) -> tuple[LaunchOutcome, int]:
     slots = sorted({sl for sl, _ in group})
     be = of(mpi)
-    at = band or {s: (sl, s) for sl, s in group}  # size measured -> the point it stands for
     # the band's file: a directory of its own, made fresh and removed after the launch
     folder = tempfile.TemporaryDirectory(prefix="colltune-bands-") if band else None
     if sweep == "mpit":
@@ -209,11 +208,12 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
                  for sl in slots]
     else:
         assert band is not None or len({c for _, c in slots}) == 1
-        env_extra = (be.banded_env(coll, lanes[0][0].np, {m: p[0][1] for m, p in at.items()},
-                                   Path(folder.name)) if folder is not None
+        env_extra = (be.banded_env(coll, lanes[0][0].np,
+                                   {m: p[0][1] for m, p in band.items()}, Path(folder.name))
+                     if band is not None and folder is not None
                      else be.forcing_env(catalog, coll, slots[0][1]))
         kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
-    points = ([(cid_of[sl], m) for m, (sl, _) in sorted(at.items())] if band is not None
+    points = ([(cid_of[sl], m) for m, (sl, _) in sorted(band.items())] if band is not None
               else [(cid_of[sl], s) for sl, s in group])
     plan = KernelPlan(coll.name, kcfgs, points, settings,
                       dup_always=sweep == "mpit" or not be.on_world,
