@@ -324,20 +324,25 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
 
 def test_a_sweep_in_size_bands_stores_each_point_at_its_own_size(impi: IntelMPI,
                                                                tmp_path: Path) -> None:
-    """`--sweep bands`: the default in a launch of its own, the presets in shared launches,
-    each point measured at a size of its own near its size, stored at its size with the
-    size measured; a store the rest of the tune reads like any other."""
+    """`--sweep bands`: the default in launches of its own (`--default-launches 3`: its
+    samples pooled), the presets in shared launches, each point measured at a size of its
+    own near its size, stored at its size with the size measured; a store the rest of the
+    tune reads like any other."""
     db = tmp_path / "db.sqlite"
     r = tune_cli("gather", "--backend", "impi", "--mpi", str(impi.prefix), "--np", "2",
                  "--sizes", "8,64K", "--boundaries", "midpoint", "--confirm-rounds", "0",
-                 "--sweep", "bands", "--out", str(tmp_path / "g.json"), "--db", str(db),
-                 "-q")
+                 "--sweep", "bands", "--default-launches", "3", "--min-reps", "20",
+                 "--max-reps", "20", "--out", str(tmp_path / "g.json"), "--db", str(db), "-q")
     assert r.returncode == 0, r.stderr + r.stdout
     with sqlite3.connect(db) as c:
         how = dict(((k, s), w) for k, s, w in c.execute(
             "SELECT config_key, size, sweep FROM measurements"))
+        reps = dict(((k == "a0", s), n) for k, s, n in c.execute(
+            "SELECT config_key, size, n FROM measurements"))
     c.close()
-    assert how.pop(("a0", 8)) == how.pop(("a0", 65536)) == "relaunch"
+    assert how.pop(("a0", 8)) == how.pop(("a0", 65536)) == "relaunch x3"
+    # 20 repetitions a launch: the default's points hold 3 launches' worth, a preset's one
+    assert reps == {(d, s): 60 if d else 20 for d in (True, False) for s in (8, 65536)}
     assert set(how) == {(f"a{p}", s) for p in range(1, 6) for s in (8, 65536)}
     near = {(k, s): int(w.removeprefix("bands:")) for (k, s), w in how.items()}
     assert all(m in window(s, 1) for (_, s), m in near.items()), near

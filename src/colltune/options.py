@@ -16,6 +16,10 @@ class MeasureSettings(Repetitions):
     timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
     cutoff: float = 1.5  # the sweep stops points clearly slower than the default early
     min_ticks: int = 100  # calls under 100 timer steps are timed in batches (issue 37)
+    # where the default has a launch of its own (a launch per configuration), it may be
+    # measured in several, spread over the sweep: every configuration is compared with it,
+    # and one launch of it moves up to 2x; opt-in, whole tunes not shown better (methodology)
+    default_launches: int = 1
 
 
 @dataclass

@@ -109,7 +109,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               oversubscribe: bool = False, boundaries: str = "measure",
               comm_sizes: str | None = None, cutoff: float = 1.5,
               confirm_max_rounds: int | None = None, trade_off: bool = False,
-              out_format: str | None = None, params: list[str] | None = None) -> None:
+              out_format: str | None = None, params: list[str] | None = None,
+              default_launches: int = 1) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -128,7 +129,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
                                      timing=timing, window=window, objective=objective,
-                                     cutoff=cutoff),
+                                     cutoff=cutoff, default_launches=default_launches),
         )
         res = tune(opts, BarReporter(quiet))
     except ColltuneError as e:
@@ -247,6 +248,12 @@ def _make_tune_command(name: str) -> None:
             help="mpit (one launch through MPI_T where the library has it), relaunch (a "
                  "launch per configuration) or bands (a file naming a configuration per "
                  "message size, each measured near its size: Intel MPI)."),
+        default_launches: int = typer.Option(
+            1, "--default-launches", min=1,
+            help="Where each configuration has a launch of its own (--sweep relaunch or "
+                 "bands, and libraries without MPI_T), launches measuring the library's "
+                 "default, spread over the sweep, samples pooled: what all are compared "
+                 "with."),
         comm_sizes: str | None = typer.Option(
             None, "--comm-sizes",
             help="Communicator sizes measured inside the one launch of --np ranks (2:512: "
@@ -319,7 +326,7 @@ def _make_tune_command(name: str) -> None:
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds, trade_off, out_format, params)
+                  confirm_max_rounds, trade_off, out_format, params, default_launches)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -174,11 +174,13 @@ class Store:
                 [(ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, key, size,
                   json.dumps(counts, sort_keys=True)) for key, size, counts in points])
 
-    def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str) -> None:
+    def extend(self, ctx: Context, cfg: Config, r: PointResult, sweep: str,
+               retag: bool = False) -> None:
         """Adds repetitions to a stored point (searches that come back to a point), in one
         transaction, so a kill loses at most the point being measured. A new point is
         inserted; a point that now fails keeps its samples but is marked with the failure,
-        so no decision rests on a configuration that hung or crashed."""
+        so no decision rests on a configuration that hung or crashed. With `retag`, the
+        point's sweep becomes `sweep` (what its samples now pool)."""
         from colltune.core.stats import median, median_ci
 
         key = (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective, cfg.key, r.size)
@@ -200,6 +202,8 @@ class Store:
                     f"max=?, samples=?, series=? WHERE {where}",
                     (len(xs), median(xs), lo, hi, sum(xs) / len(xs), min(xs), max(xs),
                      json.dumps(xs), json.dumps(series), *key))
+                if retag:
+                    db.execute(f"UPDATE measurements SET sweep=? WHERE {where}", (sweep, *key))
                 return
             elif row[0] == "ok":
                 db.execute(f"UPDATE measurements SET status=?, message=? WHERE {where}",

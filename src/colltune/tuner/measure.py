@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 import tempfile
 from collections.abc import Callable
@@ -47,6 +48,7 @@ def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Co
 Lane = tuple[Placement, list[tuple[Config, int]]]  # a communicator size and its points
 Slot = tuple[int, Config]  # (lane, configuration): one kernel configuration id
 Band = dict[int, tuple[Slot, int]]  # size measured -> the point it stands for (bands.pack)
+Group = tuple[str, list[tuple[Slot, int]], Band | None]  # a launch: how, its points, band
 
 
 def measure(
@@ -83,12 +85,14 @@ def measure_lanes(
     slots = sorted({sl for sl, _ in todo})
     cid_of = {sl: i for i, sl in enumerate(slots)}
     nps = ",".join(str(p.np) for p, _ in lanes)
-    rep.begin(len(todo), f"{coll.name} np={nps}")
 
-    def record(sl: Slot, r: PointResult, how: str = "") -> None:
+    def record(sl: Slot, r: PointResult, how: str = "", again: int = 0) -> None:
         lane, cfg = sl
-        (store.extend if extend else store.add)(
-            ctxs[lane], cfg, r, how or ("relaunch" if cfg in via_env else "mpit"))
+        if again:  # the default's further launches pool into its point: "relaunch x3"
+            store.extend(ctxs[lane], cfg, r, f"relaunch x{again}", retag=True)
+        else:
+            (store.extend if extend else store.add)(
+                ctxs[lane], cfg, r, how or ("relaunch" if cfg in via_env else "mpit"))
         todo_set.discard((sl, r.size))
         if r.status != "ok":
             failures.append((lanes[lane][0], cfg, r))
@@ -104,21 +108,28 @@ def measure_lanes(
     # the library's own choice keeps a launch of its own: no file may touch the reference
     banded = {c for c in via_env if c != DEFAULT} if (
         sweep == "bands" and be.by_size and len(lanes) == 1 and coll.has_sizes) else set()
+    # the reference's further launches: only in a first measurement of its points, and
+    # not where times repeat exactly (a simulation)
+    repeats = settings.default_launches if not (extend or be.exact) else 1
+    extra = sum(1 for (_, c), _ in todo if c == DEFAULT and c in via_env - banded)
+    rep.begin(len(todo) + extra * max(0, repeats - 1), f"{coll.name} np={nps}")
     rebuilt = False
     while todo_set:
         batch = sorted(todo_set)
         # one launch for everything MPI_T can switch, as few as the sizes allow for what a
         # file selects by size, one per configuration for the rest
-        groups: list[tuple[str, list[tuple[Slot, int]], Band | None]] = [
+        groups: list[Group] = [
             ("mpit", [p for p in batch if p[0][1] not in via_env], None)]
         groups += [("bands", list(b.values()), b) for b in pack(
             [p for p in batch if p[0][1] in banded], coll.granularity)]
         groups += [("relaunch", [p for p in batch if p[0][1] == c], None)
                    for c in sorted(via_env - banded)]
+        runs = _spread([(g, 0) for g in groups if g[1]], repeats)
+        repeats = 1  # a pass after a failure measures what is left, once
         progressed = False
-        for how, group, band in (g for g in groups if g[1]):
+        for (how, group, band), again in runs:
             outcome, got = _launch(mpi, catalog, coll, lanes, exe, group, cid_of, settings,
-                                   how, record, via_env, band)
+                                   how, functools.partial(record, again=again), via_env, band)
             if outcome.timer and not timer_told:
                 _timer(store, ctxs[0], outcome.timer, rep)
                 timer_told = True
@@ -137,7 +148,9 @@ def measure_lanes(
                 break
             progressed = progressed or got > 0
             if outcome.status != "ok":
-                _blame(outcome, group, cid_of, how, sorted(todo_set), record,
+                _blame(outcome, group, cid_of, how,
+                       group if again else sorted(todo_set),
+                       functools.partial(record, how="", again=again),
                        smaller_survive=be.exact)
                 progressed = True
                 if how != "relaunch":
@@ -147,6 +160,23 @@ def measure_lanes(
                            "run with a larger --timeout, or report the kernel output")
     rep.end()
     return failures
+
+
+def _spread(runs: list[tuple[Group, int]], repeats: int) -> list[tuple[Group, int]]:
+    """The default's own launch (a launch per configuration) repeated `repeats` times,
+    evenly over the other launches (first, ..., last): what every configuration is
+    compared with then pools launches from the whole sweep. The number is its count."""
+    mine = [r for r in runs if r[0][0] == "relaunch" and {c for (_, c), _ in r[0][1]}
+            == {DEFAULT}]
+    if repeats < 2 or not mine:
+        return runs
+    others = [r for r in runs if r is not mine[0]]
+    at = [int(i * len(others) / (repeats - 1) + 0.5) for i in range(repeats)]
+    out: list[tuple[Group, int]] = []
+    for i in range(len(others) + 1):
+        out += [(mine[0][0], 0 if j == 0 else j + 1) for j, a in enumerate(at) if a == i]
+        out += others[i:i + 1]
+    return out
 
 
 COARSE_TIMER = 1e-7  # a step of MPI_Wtime this long or longer is worth telling
