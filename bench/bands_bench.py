@@ -153,6 +153,24 @@ def cross(runs: dict[str, list[tuple[float, int, Medians]]], sizes: list[int]) -
                   f"{q[0]:.2f}-{q[-1]:.2f}x ({len(r)} pairs)")
 
 
+def tune_once(mpi, coll: str, np: int, sizes: str, extra: list[str], work: Path  # noqa: ANN001
+              ) -> tuple[float, list[str], int, bool]:
+    """One `tune C --backend impi` in `work`: its wall time, the choices it confirmed, how
+    many proposals fresh launches refuted, whether it wrote a file."""
+    work.mkdir()
+    out, summ = work / "f.json", work / "s.json"
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi", "--mpi",
+                    str(mpi.prefix), "--np", str(np), "--sizes", sizes, *extra, "--out",
+                    str(out), "--summary-json", str(summ), "--db", str(work / "d.db"), "-q"],
+                   capture_output=True, check=True, timeout=3600)
+    took = time.monotonic() - t
+    ds = json.loads(summ.read_text())["collectives"].get(coll, {}).get(str(np), [])
+    won = [f"{d['size']} B p{d['chosen']['algorithm']}" for d in ds
+           if d.get("verdict") == "tuned"]
+    return took, won, sum(d.get("verdict") == "refuted" for d in ds), out.exists()
+
+
 def tunes(mpi, colls: list[str], np: int, sizes: str, rounds: int) -> None:  # noqa: ANN001
     print("| round | collective | sweep | wall time (s) | confirmed choices | file |")
     print("|---|---|---|---|---|---|")
@@ -162,24 +180,12 @@ def tunes(mpi, colls: list[str], np: int, sizes: str, rounds: int) -> None:  # n
             for i, coll in enumerate(colls):
                 order = ("bands", "relaunch") if (r + i) % 2 == 0 else ("relaunch", "bands")
                 for mode in order:
-                    work = Path(tmp) / f"{mode}-{coll}-{r}"
-                    work.mkdir()
-                    out, summ = work / "f.json", work / "s.json"
-                    t = time.monotonic()
-                    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend",
-                                    "impi", "--mpi", str(mpi.prefix), "--np", str(np),
-                                    "--sizes", sizes, "--sweep", mode, "--out", str(out),
-                                    "--summary-json", str(summ), "--db", str(work / "d.db"),
-                                    "-q"], capture_output=True, check=True, timeout=3600)
-                    took = time.monotonic() - t
-                    ds = json.loads(summ.read_text())["collectives"].get(coll, {}).get(
-                        str(np), [])
-                    won = [f"{d['size']} B p{d['chosen']['algorithm']}" for d in ds
-                           if d.get("verdict") == "tuned"]
+                    took, won, _, wrote = tune_once(mpi, coll, np, sizes, ["--sweep", mode],
+                                                    Path(tmp) / f"{mode}-{coll}-{r}")
                     total[mode][0] += len(won)
-                    total[mode][1] += out.exists()
+                    total[mode][1] += wrote
                     print(f"| {r + 1} | {coll} | {mode} | {took:.0f} | "
-                          f"{', '.join(won) or 'none'} | {'yes' if out.exists() else 'no'} |",
+                          f"{', '.join(won) or 'none'} | {'yes' if wrote else 'no'} |",
                           flush=True)
     for mode, (won, files) in total.items():
         print(f"\n{mode}: {won} confirmed choices, {files} files in "

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bands_bench import tune_once
 
 from colltune.backends.impi import catalog, find_impi
 from colltune.collectives import get_collective
@@ -106,29 +106,16 @@ def tunes(mpi, colls: list[str], np: int, sizes: str, rounds: int) -> None:  # n
         for r in range(rounds):
             for i, coll in enumerate(colls):
                 for k in (1, 3) if (r + i) % 2 == 0 else (3, 1):
-                    work = Path(tmp) / f"{k}-{coll}-{r}"
-                    work.mkdir()
-                    out, summ = work / "f.json", work / "s.json"
-                    t = time.monotonic()
-                    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend",
-                                    "impi", "--mpi", str(mpi.prefix), "--np", str(np),
-                                    "--sizes", sizes, "--default-launches", str(k),
-                                    "--out", str(out), "--summary-json", str(summ),
-                                    "--db", str(work / "d.db"), "-q"],
-                                   capture_output=True, check=True, timeout=3600)
-                    took = time.monotonic() - t
-                    ds = json.loads(summ.read_text())["collectives"].get(coll, {}).get(
-                        str(np), [])
-                    won = [f"{d['size']} B p{d['chosen']['algorithm']}" for d in ds
-                           if d.get("verdict") == "tuned"]
-                    refuted = sum(d.get("verdict") == "refuted" for d in ds)
+                    took, won, refuted, wrote = tune_once(
+                        mpi, coll, np, sizes, ["--default-launches", str(k)],
+                        Path(tmp) / f"{k}-{coll}-{r}")
                     tot = total[k]
                     tot[0] += len(won)
                     tot[1] += refuted
-                    tot[2] += out.exists()
+                    tot[2] += wrote
                     tot[3] += took
                     print(f"| {r + 1} | {coll} | {k} | {took:.0f} | {', '.join(won) or 'none'}"
-                          f" | {refuted} | {'yes' if out.exists() else 'no'} |", flush=True)
+                          f" | {refuted} | {'yes' if wrote else 'no'} |", flush=True)
     for k, (won, refuted, files, took) in total.items():
         print(f"\n{k} default launch(es): {won} confirmed, {refuted} refuted, {files} files "
               f"in {rounds * len(colls)} tunes, {took:.0f} s", end="")
