@@ -153,6 +153,17 @@ def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: 
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 
 
+@pytest.mark.parametrize("sweep,said", [("mpit", True), ("relaunch", False)])
+def test_default_launches_that_repeat_nothing_are_said(ompi41: OpenMPI, sweep: str, said: bool,
+                                                       tmp_path: Path) -> None:
+    """Under an MPI_T sweep the default shares the launch of every configuration: asking
+    for it in 3 launches would silently do nothing, so it is said (before anything runs)."""
+    r = tune_cli("bcast", "--np", "2", "--mpi", str(ompi41.prefix), "--sweep", sweep,
+                 "--default-launches", "3", "--from-db", "--db", str(tmp_path / "d.db"))
+    assert r.returncode != 0  # nothing stored
+    assert ("--default-launches 3 repeats nothing" in r.stderr) == said, r.stderr
+
+
 @pytest.mark.mpi
 def test_output_lost_during_the_run_keeps_the_store(ompi41: OpenMPI, tmp_path: Path) -> None:
     """The output directory vanishes while measuring: a clear error at the end, and every

@@ -142,6 +142,11 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
+    if opts.settings.default_launches > 1 and (backend.exact or (
+            sess.sweep == "mpit" and backend.mpit_sweep)):
+        rep.note(f"note: --default-launches {opts.settings.default_launches} repeats nothing "
+                 "here: " + ("simulated times repeat exactly" if backend.exact else
+                             "the default is measured in the same launch as the others"))
     # what is measured, built once (a parameter this library does not declare: refused)
     plan = Plan(catalog, sess.grid(opts), opts.sizes)
     if (opts.predict or opts.strategy == "model") and not _has_formulas(catalog):
