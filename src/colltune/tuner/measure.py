@@ -9,7 +9,9 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+from colltune.backends.base import Backend
 from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
@@ -49,6 +51,12 @@ Lane = tuple[Placement, list[tuple[Config, int]]]  # a communicator size and its
 Slot = tuple[int, Config]  # (lane, configuration): one kernel configuration id
 Band = dict[int, tuple[Slot, int]]  # size measured -> the point it stands for (bands.pack)
 Group = tuple[str, list[tuple[Slot, int]], Band | None]  # a launch: how, its points, band
+
+
+def shares_default_launch(be: Backend[Any], sweep: str) -> bool:
+    """Whether the default needs no launches of its own to pool: MPI_T switches every
+    configuration inside its launch, or times repeat exactly (a simulation)."""
+    return be.exact or (sweep == "mpit" and be.mpit_sweep)
 
 
 def measure(
@@ -108,9 +116,8 @@ def measure_lanes(
     # the library's own choice keeps a launch of its own: no file may touch the reference
     banded = {c for c in via_env if c != DEFAULT} if (
         sweep == "bands" and be.by_size and len(lanes) == 1 and coll.has_sizes) else set()
-    # the reference's further launches: only in a first measurement of its points, and
-    # not where times repeat exactly (a simulation)
-    repeats = settings.default_launches if not (extend or be.exact) else 1
+    # the reference's further launches: only in a first measurement of its points
+    repeats = 1 if extend or shares_default_launch(be, sweep) else settings.default_launches
     extra = sum(1 for (_, c), _ in todo if c == DEFAULT and c in via_env - banded)
     rep.begin(len(todo) + extra * max(0, repeats - 1), f"{coll.name} np={nps}")
     rebuilt = False

@@ -30,7 +30,7 @@ from colltune.tuner import artifacts
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.decide import RuleSize, decide
-from colltune.tuner.measure import Reporter, context_for
+from colltune.tuner.measure import Reporter, context_for, shares_default_launch
 from colltune.tuner.search import failure_note, search_one, sweep_ladder
 from colltune.tuner.strategies import STRATEGIES
 
@@ -142,8 +142,7 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                             "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
-    if opts.settings.default_launches > 1 and (backend.exact or (
-            sess.sweep == "mpit" and backend.mpit_sweep)):
+    if opts.settings.default_launches > 1 and shares_default_launch(backend, sess.sweep):
         rep.note(f"note: --default-launches {opts.settings.default_launches} repeats nothing "
                  "here: " + ("simulated times repeat exactly" if backend.exact else
                              "the default is measured in the same launch as the others"))
