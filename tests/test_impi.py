@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.impi import IntelMPI, forcing_env
+from colltune.backends.impi import IntelMPI, catalog, forcing_env
 from colltune.backends.impi_backend import ImpiBackend
-from colltune.backends.impi_files import env_path, write_tuning
-from colltune.backends.impi_freeze import freeze, source_of
+from colltune.backends.impi_files import env_path, write_table
 from colltune.backends.impi_proof import Probes, describe, obeyed
+from colltune.backends.impi_splice import Splicer, record_of
 from colltune.backends.impi_standin import rules, same_as
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.launchers import Launch
-from colltune.rules import impi_env, impi_tuning
+from colltune.rules import impi_env, impi_table, impi_tuning
+from colltune.rules.impi_tuning import LIBRARY
 from colltune.slots import place
 from colltune.tuner.bands import pack, window
 from helpers import tune_cli
@@ -122,30 +123,49 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         assert got == str(site / "colltune-impi.json")
         status, detail = obeyed(probes, r, {"I_MPI_TUNING": got}, ends(r))
         assert status == "applied", detail
-        # frozen to Intel MPI's binary form (--format impi-bin's writer): the dump alone,
-        # named by the profile beside it, is obeyed at every range; the profile never sets
-        # I_MPI_TUNING or an I_MPI_ADJUST_* beside it; the JSON stays as its source
-        dat = tmp_path / "frozen.dat"
-        summary: dict[str, object] = {}
-        write_tuning(source_of(dat), {"bcast": {np: r}}, ["tuned here"], [], summary,
-                     lambda src: (freeze(impi, at(np), "bcast", src, dat), dat)[1])
+        # --format impi-bin's writer: Intel MPI's own table with the rules spliced in, the
+        # kept default left to the library's own entries (no stand-in): read back by the
+        # library as written, named alone by the profile, obeyed at both ends of every range
+        # (the default's own functions where the table leaves the size to the library)
+        rb, _ = rules("bcast", ds, prints, fill=lambda s: LIBRARY)
+        assert rb is not None and LIBRARY in [p for _, p in rb.limits]
+        dat, summary = tmp_path / "t.dat", {}
+        splicer = Splicer(impi, at(np), {"bcast": sorted(catalog(impi, ["bcast"]).algorithms[
+            "bcast"])})
+        write_table(dat, {"bcast": {np: rb}}, {np: at(np).ppn}, splicer, ["tuned here"], [],
+                    summary)
         prof = impi_env.parse(env_path(dat).read_text())
         assert prof.settings == {"I_MPI_TUNING_BIN": str(dat.resolve())}, prof.settings
-        assert dat.stat().st_size > 0 and source_of(dat).exists()
-        status, detail = obeyed(probes, r, prof.settings, ends(r))
-        assert status == "applied", detail
-        # the dump holds the library's own tables too (merged, not partial): a collective
-        # the file does not name runs what it runs without the file
+        assert impi_table.parse_rules(record_of(dat).read_text())[0] == {"bcast": {np: rb}}
+        status, detail = obeyed(probes, rb, prof.settings, ends(rb))
+        assert status == "applied" and "the default's own" in detail, detail
+        # every other job size, and every collective the table does not tune, runs what it
+        # runs without the table
+        other = Probes(impi, at(3), "bcast")
+        assert other(prof.settings, SIZES) == other({}, SIZES)
         red = Probes(impi, at(np), "reduce")
         assert red(prof.settings, SIZES) == red({}, SIZES)
-        # tune check and explain read the frozen file's rules through its source
+        # tune check and explain read the table's rules from colltune's record beside it
         c = tune_cli("check", str(env_path(dat)), "--json", "-")
         assert c.returncode == 0, c.stderr
         assert json.loads(c.stdout)["profile"] == prof.settings
-        x = tune_cli("explain", str(env_path(dat)), "-c", "bcast", "--np", str(np), "--size",
-                     "8", "--mpi", str(impi.prefix), "--json", "-")
-        assert x.returncode == 0, x.stderr
-        assert json.loads(x.stdout)["rule"]["algorithm"] == r.preset_at(8) == 8
+        for size, want in ((8, 8), (1024, None)):
+            x = tune_cli("explain", str(env_path(dat)), "-c", "bcast", "--np", str(np),
+                         "--size", str(size), "--mpi", str(impi.prefix), "--json", "-")
+            assert x.returncode == 0, x.stderr
+            rule = json.loads(x.stdout)["rule"]
+            assert (rule or {}).get("algorithm") == want, rule
+        # installed with tune export --site: the table, its record and the profile naming
+        # the installed table, which a job then obeys
+        site = tmp_path / "site-bin"
+        e = tune_cli("export", "--from", str(dat), "--site", str(site))
+        assert e.returncode == 0, e.stderr
+        got = subprocess.run(["bash", "-c", f". {site / 'colltune-impi.env'} && "
+                              "printf %s \"$I_MPI_TUNING_BIN\""], capture_output=True,
+                             text=True, check=True).stdout
+        assert got == str(site / "colltune-impi.dat") and record_of(Path(got)).is_file()
+        status, detail = obeyed(probes, rb, {"I_MPI_TUNING_BIN": got}, ends(rb))
+        assert status == "applied", detail
     if np == 4:
         # tune check reads it as Intel MPI does; tune verify proves it applied, then times it
         c = tune_cli("check", str(f), "--json", "-")

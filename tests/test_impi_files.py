@@ -150,8 +150,8 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
                              "I_MPI_ADJUST_BCAST": f"8:0-1024;1:1025-{impi_env.TOP}"}
     assert "note: a note" in prof.comments and summary["wrote"]["what"].endswith(  # type: ignore[index]
         "I_MPI_ADJUST_* variables")
-    text, read = read_files(out)
-    t = impi_tuning.parse(text)
+    t, read, text = read_files(out)
+    assert text is not None and impi_tuning.parse(text) == t
     bcast = rules_for(t, "bcast", 4)
     assert bcast is not None and [bcast.preset_at(s) for s in (8, 1024, 1025, 1 << 30)] == [
         8, 8, 1, 1]
@@ -183,26 +183,50 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
         impi_env.to_tuning({"I_MPI_ADJUST_BCAST": "1:0-100@1-4"})
 
 
-def test_a_frozen_file_is_read_through_its_json_source(tmp_path: Path) -> None:
-    """A binary tuning file (--format impi-bin) is not text: `tune check` finds its family
-    by its name and reads the rules from the JSON it was frozen from, beside it; without
-    that JSON it says which file to keep, and never reads the binary as rules."""
+def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> None:
+    """A binary tuning table (--format impi-bin) is not text: `tune check` finds its family
+    by its name, checks that it is a table, and reads the rules from colltune's record beside
+    it; without the record it says which file to keep; a record with a gap, or a binary
+    that is not a table, is refused, and neither is ever read as rules."""
     import sys
 
     from colltune.backends.impi_files import tuned_env
+    from colltune.rules import impi_table
+    from colltune.rules.impi_table import Node
 
     dat = tmp_path / "t.dat"
-    dat.write_bytes(b"\x78\x9c\x00\xff binary, as Intel MPI dumps it")
+    leaf = Node(8, 0, 0, records=[(3, 0, 0, 0, 0), (3, 0, 0, 0, 0)])
+    dat.write_bytes(impi_table.encode(Node(0, 4, 65536, [Node(4, 5, 7, [Node(5, 6, -1, [
+        Node(6, 9, 4, [Node(9, 7, -1, [Node(7, 8, -1, [leaf])])])])])])))
     assert registry.for_file(dat).name == "impi"
     check = [sys.executable, "-m", "colltune.cli", "check", str(dat)]
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 2, r.stderr
-    assert f"frozen from beside it ({tmp_path / 't.json'})" in r.stderr.replace("\n", " ")
-    (tmp_path / "t.json").write_text(impi_tuning.render(
-        {"bcast": {4: Rules([(1024, 8), (None, 1)])}}))
+    assert f"record of its rules beside it ({tmp_path / 't.rules'})" in r.stderr.replace(
+        "\n", " ")
+    t = {"bcast": {4: Rules([(1024, 8), (None, impi_tuning.LIBRARY)])}}
+    (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
     r = subprocess.run(check, capture_output=True, text=True, check=False)
-    assert r.returncode == 0 and "binary tuning file" in r.stdout, r.stderr
+    assert r.returncode == 0 and "tuning table" in r.stdout, r.stderr
     assert tuned_env(dat, impi_env.ImpiProfile()) == {"I_MPI_TUNING_BIN": str(dat.resolve())}
+    (tmp_path / "t.rules").write_text("bcast 4 4 0 1024 8\nbcast 4 4 2000 - library\n")
+    r = subprocess.run(check, capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "without a gap" in r.stderr, r.stderr
+    (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
+    dat.write_bytes(b"\x78\x9c\x00\xff not a table")
+    r = subprocess.run(check, capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "not an Intel MPI binary tuning table" in r.stderr, r.stderr
+
+
+def test_a_range_left_to_the_library_has_no_json_or_variable_form() -> None:
+    """Only a spliced table can leave a range to Intel MPI's own entries: the JSON file and
+    I_MPI_ADJUST_* refuse such rules instead of writing a preset id Intel MPI misreads
+    (it took "Bcast=-1" as a five-part entry of its own)."""
+    t = {"bcast": {4: Rules([(1024, 8), (None, impi_tuning.LIBRARY)])}}
+    with pytest.raises(ImpiFormatError, match="only --format impi-bin"):
+        impi_tuning.render(t)
+    with pytest.raises(ImpiFormatError, match="only --format impi-bin"):
+        impi_env.from_tuning(t)
 
 
 def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:

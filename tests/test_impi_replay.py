@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import impi_backend
+from colltune.backends import impi_standin
 from colltune.backends.impi import IntelMPI
 from colltune.backends.impi_proof import valid_counts
 from colltune.errors import ColltuneError
@@ -106,7 +106,7 @@ def test_a_kept_size_names_a_stand_in_fresh_launches_did_not_find_slower(
     one ended the collective: this recording wrote no file. (The ladder, judged as this
     recording was: "not found slower"; the bound a stand-in must now meet is the next
     test's.)"""
-    monkeypatch.setattr(impi_backend, "STAND_IN_BOUND", math.inf)
+    monkeypatch.setattr(impi_standin, "STAND_IN_BOUND", math.inf)
     db = _moved(tmp_path, impi, REFUTED)
     with sqlite3.connect(db) as con:
         decided = dict(con.execute("SELECT size, verdict FROM decisions"))
@@ -150,7 +150,7 @@ def test_a_stand_in_must_be_shown_within_the_bound_not_just_not_slower(
     assert {k for k, (v, _) in judged.items() if v == "slower"} == {"a13", "a6"}
     v8, modes8 = judged["a8"]
     assert v8 != "slower" and max(m["ratio_ci"][1] for m in modes8.values()) > \
-        impi_backend.STAND_IN_BOUND, "the recording holds a stand-in over the bound"
+        impi_standin.STAND_IN_BOUND, "the recording holds a stand-in over the bound"
     monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
     _without_gdb(monkeypatch, tmp_path)
     out, summary = tmp_path / "bcast.json", tmp_path / "s.json"
@@ -161,8 +161,43 @@ def test_a_stand_in_must_be_shown_within_the_bound_not_just_not_slower(
     why = {d["reason"] for d in doc["collectives"]["bcast"]["4"] if d["verdict"] ==
            "unexpressed"}
     assert why and all("at 1024 B no preset stands in for the default" in w and
-                       "preset 13, 6, 8" in w and f"within {impi_backend.STAND_IN_BOUND}x"
+                       "preset 13, 6, 8" in w and f"within {impi_standin.STAND_IN_BOUND}x"
                        in w for w in why), why
+
+
+@pytest.mark.mpi
+def test_a_spliced_table_carries_the_wins_a_json_file_cannot(
+        impi: IntelMPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The same recording, where the JSON file is left unwritten for want of a stand-in at
+    1 KiB (previous test), written as Intel MPI's own table with the wins spliced in
+    (--format impi-bin): the confirmed wins at their ranges, every other size left to the
+    library's own entries, and Intel MPI, loading it, runs each win's preset at both ends of
+    its range and the default's own functions at both ends of every other range."""
+    from colltune.backends.impi_proof import Probes, obeyed
+    from colltune.backends.impi_splice import record_of
+    from colltune.launchers import Launch
+    from colltune.rules import impi_table
+    from colltune.slots import place
+
+    db = _moved(tmp_path, impi, REFUTED)
+    with sqlite3.connect(db) as con:
+        decided = dict(con.execute("SELECT size, verdict FROM decisions"))
+    con.close()
+    monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
+    out = tmp_path / "bcast.dat"
+    tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db, from_db=True,
+                     backend="impi", out_format="impi-bin"))
+    t, ppn = impi_table.parse_rules(record_of(out).read_text())
+    r = t["bcast"][4]
+    assert ppn == {4: 4}
+    tuned = sorted(s for s, v in decided.items() if v == "tuned")
+    assert tuned and all(r.preset_at(s) not in (None, impi_tuning.LIBRARY) for s in tuned)
+    assert all(r.preset_at(s) == impi_tuning.LIBRARY for s, v in decided.items()
+               if v != "tuned"), r.limits
+    ends = sorted({x for lo, hi, _ in r.ranges() for x in (max(lo, 1), hi or 2 * lo)})
+    probes = Probes(impi, place(4, None, launch=Launch(launcher="mpiexec")), "bcast")
+    status, detail = obeyed(probes, r, {"I_MPI_TUNING_BIN": str(out)}, ends)
+    assert status == "applied" and "the default's own" in detail, detail
 
 
 @pytest.mark.mpi

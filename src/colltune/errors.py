@@ -74,6 +74,16 @@ def open_regular(path: str | Path) -> BinaryIO:
 def read_text(path: str | Path) -> str:
     """A UTF-8 text file no larger than any file colltune reads (rules files and profiles
     are kilobytes), or a FormatError that says where it is not one."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
+                          "not UTF-8 text") from None
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A regular file no larger than any file colltune reads, or a FormatError."""
     with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_TEXT_BYTES:
@@ -83,11 +93,7 @@ def read_text(path: str | Path) -> str:
             data = f.read(MAX_TEXT_BYTES + 1)
         except OSError as e:
             raise FormatError(str(path), 0, f"cannot read: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FormatError(str(path), data.count(b"\n", 0, e.start) + 1,
-                          "not UTF-8 text") from None
+    return data
 
 
 def _no_constant(name: str) -> float:

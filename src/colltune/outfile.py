@@ -24,7 +24,7 @@ class Planned:
     """A file to be written (by `tune export`), with its text; nothing is written yet."""
 
     path: Path
-    text: str
+    text: str | bytes  # bytes: a binary file (Intel MPI's tuning table)
     what: str  # one line for the user
     # a user's own parameter file (~/.openmpi/mca-params.conf, ~/.mvapich2.conf): only the
     # keys written here are replaced, every other line stays, the old file is kept beside

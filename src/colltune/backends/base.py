@@ -382,7 +382,7 @@ def decision_comments(decisions: Decisions, catalog: Catalog,
     return out
 
 
-def write_file(path: Path, text: str, option: str) -> None:
+def write_file(path: Path, text: str | bytes, option: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as e:

@@ -1,12 +1,13 @@
 """Intel MPI as a Backend: presets forced by a tuning file per size band (or a launch each),
 the library's own symbols say what ran (impi_proof), decisions become its JSON tuning file
-and a profile that names it.
+and a profile that names it, or its own binary table with the wins spliced in.
 
-Intel MPI has no "library's choice" entry: a collective a tuning file names is the file's at
-every size and comm size (the same holds for I_MPI_ADJUST_*: outside its rules the generic
-selection runs, not the default's table). So where the default is kept, the file names the
-preset whose functions the default was seen to run at that size; where no preset runs what
-the default runs, the collective is left to Intel MPI whole, and the summary says why."""
+A JSON file has no "library's choice" entry: a collective it names is the file's at every
+size and comm size (the same holds for I_MPI_ADJUST_*: outside its rules the generic
+selection runs, not the default's table). So where the default is kept, the file names a
+stand-in (impi_standin); with none shown close enough the collective is left to Intel MPI
+whole, and the summary says why. The spliced table (--format impi-bin, impi_splice) keeps
+the library's own entry there instead, and needs none."""
 
 from __future__ import annotations
 
@@ -35,33 +36,34 @@ from colltune.backends.impi_files import (
     FORMATS,
     env_path,
     read_files,
+    table_of,
     tuned_env,
     write_adjusts,
+    write_table,
     write_tuning,
 )
-from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, freeze, source_of
 from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, valid_counts
+from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, record_of
 from colltune.backends.impi_standin import (
     STAND_IN_BOUND,
     Prints,
-    bound_note,
+    StandIns,
     candidates,
     ranked,
     rules,
     same_as,
-    slowdown_bound,
     swept,
     wanted,
 )
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision, Verdict
-from colltune.errors import ColltuneError
+from colltune.core.config import Config
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError, read_bytes, read_text
 from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
-from colltune.rules import impi_env, impi_tuning
-from colltune.rules.impi_tuning import Rules, Tuning, rules_for
+from colltune.rules import impi_env, impi_table, impi_tuning
+from colltune.rules.impi_tuning import LIBRARY, Rules, Tuning, rules_for
 from colltune.rules.safe import check_env
 from colltune.slots import place
 
@@ -130,11 +132,10 @@ class ImpiBackend(Backend[IntelMPI]):
         return re.match(r'\s*\{\s*"coll=', text) is not None or "export I_MPI_" in text
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        text, prof = read_files(path, "will not check")
-        t = impi_tuning.parse(text)
+        t, prof, text = read_files(path, "will not check")
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
-                "binary tuning file (frozen from its JSON)" if BIN_VAR in prof.settings
-                or path.suffix == SUFFIX else "tuning file")
+                "tuning table (its own, with colltune's rules spliced in)" if text is None
+                else "tuning file")
         return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
                        {"format": "impi", "collectives": sorted(t),
                         "profile": prof.settings}, [])
@@ -142,7 +143,7 @@ class ImpiBackend(Backend[IntelMPI]):
     def installable(self, req: ExportRequest) -> Installable:
         """The tuning file and a profile that names it (Intel MPI reads no parameter file),
         or the profile of I_MPI_ADJUST_* variables alone."""
-        text, source = read_files(req.source)
+        t, source, text = read_files(req.source)
         where = req.home / ".config" / "colltune" if req.site is None else req.site
         if source.adjusts():
             prof = impi_env.ImpiProfile(
@@ -154,21 +155,29 @@ class ImpiBackend(Backend[IntelMPI]):
             return Installable([Planned(destination(where / "colltune-impi.env"),
                                         impi_env.render(prof), "Intel MPI environment profile")],
                                env, "Intel MPI collectives tuned by colltune")
-        installed = destination(where / "colltune-impi.json")
+        table = text is None  # a spliced table: installed with colltune's record of it
+        installed = destination(where / ("colltune-impi" + (SUFFIX if table else ".json")))
         prof = impi_env.ImpiProfile(
             [f"Intel MPI collectives tuned by colltune: {req.stamp}",
              "use: source this file before mpirun (no I_MPI_ADJUST_* beside it)"],
-            {impi_env.TUNING_VAR: str(installed)})
+            {BIN_VAR if table else impi_env.TUNING_VAR: str(installed)})
         env = check_env(dict(prof.settings), "the Intel MPI profile")
-        return Installable([Planned(installed, text, "Intel MPI tuning file (JSON)"),
+        at = table_of(req.source, source) if table else None
+        data = read_bytes(at) if at else text  # read_files checked it is a table
+        assert data is not None
+        files = [Planned(record_of(installed), impi_table.render_rules(
+            *impi_table.parse_rules(read_text(record_of(at))), str(installed)),
+            "colltune's record of the rules in it")] if at else []
+        return Installable([Planned(installed, data, "Intel MPI tuning table (its own, "
+                                    "colltune's rules spliced in)" if table else
+                                    "Intel MPI tuning file (JSON)"), *files,
                             Planned(destination(where / "colltune-impi.env"),
                                     impi_env.render(prof), "Intel MPI environment profile")],
                            env, "Intel MPI collectives tuned by colltune")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None) -> VerifyTarget:
-        text, prof = read_files(path)
-        t = impi_tuning.parse(text)
+        t, prof, _ = read_files(path)
         mpi = impi.find_impi(mpi_prefix)
         names = sorted(t)
         catalog = impi.catalog(mpi, names)
@@ -178,7 +187,7 @@ class ImpiBackend(Backend[IntelMPI]):
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
             r = rules_for(t, coll.name, n)
             preset = r.preset_at(size) if r else None
-            return None if preset is None else Config(preset)
+            return None if preset is None or preset == LIBRARY else Config(preset)
 
         def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
             r = rules_for(t, coll.name, n)
@@ -202,13 +211,18 @@ class ImpiSession(Session[IntelMPI]):
                  sweep: str = "relaunch") -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.out, self.out_format, self.sweep = out, out_format, sweep
-        self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until _fill can read it
-        self.prints: dict[tuple[str, int], Prints] = {}
+        self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until a stand-in is bounded
         self.probes: dict[tuple[str, int], Probes] = {}
-        self.stand_in: dict[tuple[str, int], dict[int, list[int]]] = {}
-        self.ctx: dict[tuple[str, int], Context] = {}
-        self.store: Store | None = None
+        self.standins: dict[tuple[str, int], StandIns] = {}
         self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
+        # --format impi-bin: the library's own table, the wins spliced in; where the default
+        # is kept it keeps its own entries, so no stand-in is looked for
+        self.splicer = Splicer(mpi, max(placements, key=lambda p: p.np),
+                               {c: sorted(a) for c, a in catalog.algorithms.items()}) \
+            if out_format == "impi-bin" else None
+
+    def _si(self, name: str, np: int) -> StandIns:
+        return self.standins.setdefault((name, np), StandIns(name, np))
 
     def decided(self, name: str, placement: Placement, ds: list[Decision],
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
@@ -250,10 +264,9 @@ class ImpiSession(Session[IntelMPI]):
             store.add_counts(ctx, [(keys[p], size, c) for p, env in envs.items()
                                    for size, c in probes.counts(env, list(prints[p])).items()
                                    if stored.get((keys[p], size)) != c])
-        self.prints[(name, placement.np)] = prints
-        self.stand_in[(name, placement.np)] = candidates(prints, fast, sorted(
-            {d.size for d in ds if d.size >= 0}))
-        self.store, self.ctx[(name, placement.np)] = store, ctx
+        si = self._si(name, placement.np)
+        si.prints, si.store, si.ctx = prints, store, ctx
+        si.candidates = candidates(prints, fast, sorted({d.size for d in ds if d.size >= 0}))
         for d in ds:
             p = d.chosen.algorithm
             twin = same_as(prints, p, d.size) if p else None
@@ -263,70 +276,20 @@ class ImpiSession(Session[IntelMPI]):
                            ": a fallback, or a difference the symbols do not show"] = None
         return ds
 
-    def _fill(self, name: str, np: int) -> Callable[[int], int | None]:
-        """The preset that stands in for the default at a kept size: the first of its
-        candidates (the one seen running its functions, then the sweep's fastest) that fresh
-        launch pairs showed at most STAND_IN_BOUND slower than the default there (95%, every
-        mode), else the first not judged yet. A twin by the symbols is tested too."""
-        judged, tried = self._judged(name, np), self._tried(name, np)
-
-        def verdict(size: int, preset: int) -> str | None:
-            if (v := judged(size, preset)) is None:
-                return None
-            return "slower" if v.verdict == "slower" or slowdown_bound(v) > STAND_IN_BOUND \
-                else v.verdict
-
-        def fill(size: int) -> int | None:
-            seen = {p: verdict(size, p) for p in tried(size)}
-            return next((p for p, v in seen.items() if v not in (None, "slower")),
-                        next((p for p, v in seen.items() if v is None), None))
-        return fill
-
-    def _judged(self, name: str, np: int) -> Callable[[int, int], Verdict | None]:
-        """A preset's stored fresh-launch verdict against the default at a size."""
-        ctx, store = self.ctx.get((name, np)), self.store
-        return lambda size, preset: None if ctx is None or store is None else (
-            store.confirmation(ctx, size, Config(preset).key))
-
-    def _tried(self, name: str, np: int) -> Callable[[int], list[int]]:
-        """The stand-ins for the default at a size, before fresh launches judge them (a size
-        decided after the sweep, --beyond library, was probed only: its twin, if any)."""
-        stand, prints = self.stand_in.get((name, np), {}), self.prints.get((name, np), {})
-        return lambda size: stand.get(size) or [
-            t for t in [same_as(prints, 0, size)] if t is not None]
-
-    def _unfilled(self, name: str, np: int) -> Callable[[int], str | None]:
-        tried = self._tried(name, np)  # asked where _fill gave none: refuted stand-ins
-        return lambda size: None if not (ps := tried(size)) else (
-            f"its stand-in{'s' if len(ps) > 1 else ''}, preset "
-            f"{', '.join(str(p) for p in ps)}, {'were' if len(ps) > 1 else 'was'} slower "
-            f"than the default in fresh launches, or not shown within {STAND_IN_BOUND}x of "
-            "it")
-
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
-        return rules(name, ds, self.prints.get((name, np), {}), self._fill(name, np),
-                     self._unfilled(name, np))
+        si = self._si(name, np)
+        if self.splicer is not None:
+            return rules(name, ds, si.prints, lambda _: LIBRARY)
+        return rules(name, ds, si.prints, si.fill, si.unfilled)
 
     def fills(self, name: str, placement: Placement, ds: list[Decision]
               ) -> list[tuple[int, Config]]:
         """Kept-default sizes and the preset the file names there, put to fresh launch
         pairs (none if the collective keeps the default everywhere); where one is found
         slower, the next candidate is asked for."""
-        return [(s, Config(p)) for s, p in self._kept(name, placement.np, ds)]
-
-    def _kept(self, name: str, np: int, ds: list[Decision]) -> list[tuple[int, int]]:
-        if not any(d.chosen.algorithm for d in ds):
+        if self.splicer is not None:
             return []
-        fill = self._fill(name, np)
-        return [(d.size, p) for d in sorted(ds, key=lambda d: d.size)
-                if d.chosen == DEFAULT and d.size >= 0 and (p := fill(d.size)) is not None]
-
-    def _bounds(self, name: str, np: int, ds: list[Decision]) -> str | None:
-        """The file's note on its stand-ins: the most fresh launches let each be slower."""
-        judged = self._judged(name, np)
-        return bound_note(name, np, [(s, p, None if (v := judged(s, p)) is None
-                                      else slowdown_bound(v))
-                                     for s, p in self._kept(name, np, ds)])
+        return [(s, Config(p)) for s, p in self._si(name, placement.np).kept(ds)]
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:
@@ -335,8 +298,12 @@ class ImpiSession(Session[IntelMPI]):
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
         r, _ = self._rules(coll.name, placement.np, ds)
-        if r is None:
+        if r is None or all(p == LIBRARY for _, p in r.limits):
             return {"default": {}, "tuned": {}}
+        if self.splicer is not None:  # the table as it will be written
+            path.write_bytes(self.splicer.table({coll.name: {placement.np: r}},
+                                                {placement.np: placement.ppn}))
+            return {"default": {}, "tuned": {BIN_VAR: str(path.resolve())}}
         path.write_text(impi_tuning.render({coll.name: {placement.np: r}}))
         return {"default": {}, "tuned": {impi_env.TUNING_VAR: str(path.resolve())}}
 
@@ -356,43 +323,45 @@ class ImpiSession(Session[IntelMPI]):
                                 "every size and comm size)"]
                 continue
             t[name] = {np: r for np, (r, _) in got.items() if r is not None}
-            notes += [n for np, ds in per_np.items() if (n := self._bounds(name, np, ds))]
-        out = self.out
-        top = max(p.np for p in self.placements)
+            notes += [n for np, ds in per_np.items() if self.splicer is None
+                      and (n := self._si(name, np).note(ds))]
+        out, table = self.out, self.splicer is not None
         measured = ", ".join(str(n) for n in sorted({p.np for p in self.placements}))
-        notes.append(f"comm sizes: measured at {measured} ranks only; Intel MPI runs a "
-                     "file's rules at every job size (the first comm_size key at or above "
-                     "the job's, else the largest), so jobs of other sizes, "
-                     f"{top + 1} ranks and more included, run these rules unmeasured")
+        if table:
+            notes.append(f"comm sizes: measured at {measured} ranks only; the table keeps "
+                         "Intel MPI's own entries for every other job size and ppn, and for "
+                         "every size where the default was kept; it replaces the table "
+                         "Intel MPI would load, so set it for jobs like the tuned ones "
+                         "(the same nodes and fabric)")
+        else:
+            notes.append(f"comm sizes: measured at {measured} ranks only; Intel MPI runs a "
+                         "file's rules at every job size (the first comm_size key at or above "
+                         "the job's, else the largest), so jobs of other sizes, "
+                         f"{max(p.np for p in self.placements) + 1} ranks and more included, "
+                         "run these rules unmeasured")
         summary["impi"] = {"tuning_file": str(out) if out else None,
                            "rules": {c: {str(np): r.limits for np, r in per.items()}
                                      for c, per in t.items()},
                            "seen": {f"{c} np={np}": {str(p): {str(s): describe(fp, c)
                                                                for s, fp in per.items()}
-                                                      for p, per in pr.items()}
-                                    for (c, np), pr in self.prints.items()},
+                                                      for p, per in si.prints.items()}
+                                    for (c, np), si in self.standins.items() if si.prints},
                            "notes": notes}
         summary["coll_han_excluded"] = False
-        frozen = self.out_format == "impi-bin"
-        summary["wrote"] = {"what": "Intel MPI tuning file" + (" (binary, frozen from the "
-                                                                "JSON beside it)" if frozen
-                                                                else ""),
+        summary["wrote"] = {"what": "Intel MPI tuning " + ("table (its own, colltune's rules "
+                                                             "spliced in)" if table else "file"),
                             "also": str(env_path(out)) if out else None,
                             "use": f"source {env_path(out) if out else 'PROFILE'} (sets "
-                                   f"{BIN_VAR if frozen else impi_env.TUNING_VAR}) before "
+                                   f"{BIN_VAR if table else impi_env.TUNING_VAR}) before "
                                    "mpirun", "notes": notes}
         if not out:
             return None
         comments = [provenance(self.mpi)] + decision_comments(decisions, self.catalog)
         if self.out_format == "impi-env":
             write_adjusts(out, t, comments, notes, summary)
-            return None
-        placement = max(self.placements, key=lambda p: p.np)
-
-        def dump(source: Path) -> Path:  # one launch of the largest --np
-            freeze(self.mpi, placement, min(t), source, out)
-            return out
-
-        write_tuning(source_of(out) if frozen else out, t, comments, notes, summary,
-                     dump if frozen else None)
+        elif self.splicer is not None:
+            write_table(out, t, {p.np: p.ppn for p in self.placements}, self.splicer,
+                        comments, notes, summary)
+        else:
+            write_tuning(out, t, comments, notes, summary)
         return None

@@ -1,8 +1,8 @@
 """Intel MPI's files as colltune writes and reads them: the JSON tuning file with a profile
-naming it (`--format impi`), the same frozen to Intel MPI's binary form with a profile
-naming that (`--format impi-bin`, impi_freeze.py), or one profile of I_MPI_ADJUST_*
-variables (`--format impi-env`, for users who prefer variables). Never a file and
-variables in one profile (impi_env.check)."""
+naming it (`--format impi`), Intel MPI's own binary table with the rules spliced in, colltune's
+record of them beside it and a profile naming it (`--format impi-bin`, impi_splice.py), or
+one profile of I_MPI_ADJUST_* variables (`--format impi-env`, for users who prefer
+variables). Never a file and variables in one profile (impi_env.check)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from colltune import __version__
 from colltune.backends.base import write_file
-from colltune.backends.impi_freeze import BIN_VAR, SUFFIX, source_of
-from colltune.errors import ColltuneError, FormatError, read_text
-from colltune.rules import impi_env, impi_tuning
+from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
+from colltune.errors import ColltuneError, FormatError, read_bytes, read_text
+from colltune.rules import impi_env, impi_table, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Tuning
 
 FORMATS = ("impi", "impi-env", "impi-bin")
@@ -27,13 +27,19 @@ def env_path(out: Path) -> Path:
 
 
 def read_files(source: Path, refusal: str = "will not export"
-               ) -> tuple[str, impi_env.ImpiProfile]:
-    """The tuning (as the JSON tuning file's text) and the profile, from either file `tune
-    --format impi` wrote or the profile `--format impi-env` wrote. A tuning file's path
-    inside a profile is read as data, never run."""
-    frozen = source.suffix == SUFFIX  # a frozen file: its JSON source holds the rules
+               ) -> tuple[Tuning, impi_env.ImpiProfile, str | None]:
+    """The rules, the profile, and the JSON tuning file's text (None for a spliced table:
+    its rules are read from colltune's record beside it), from any file `tune` wrote for
+    Intel MPI or the profile beside it. A path inside a profile is read as data, never run."""
+    table = source.suffix == SUFFIX
     try:
-        text = read_text(source_of(source) if frozen else source)
+        text = read_text(record_of(source) if table else source)
+        if table:
+            impi_table.decode(read_bytes(source))  # a table, as far as can be read
+            beside = env_path(source)
+            prof = impi_env.parse(read_text(beside)) if beside.exists() else \
+                impi_env.ImpiProfile()
+            return impi_table.parse_rules(text)[0], prof, None
         if text.lstrip().startswith("{"):
             beside = env_path(source)
             prof = impi_env.parse(read_text(beside)) if beside.exists() else \
@@ -46,17 +52,17 @@ def read_files(source: Path, refusal: str = "will not export"
             elif impi_env.TUNING_VAR in prof.settings:
                 json_text = read_text(Path(prof.settings[impi_env.TUNING_VAR]))
             elif BIN_VAR in prof.settings:
-                json_text = read_text(source_of(Path(prof.settings[BIN_VAR])))
+                return read_files(Path(prof.settings[BIN_VAR]), refusal)[0], prof, None
             else:
                 raise ImpiFormatError(f"it sets neither {impi_env.TUNING_VAR}, {BIN_VAR} "
                                       "nor an I_MPI_ADJUST_* variable")
-        impi_tuning.parse(json_text)
+        return impi_tuning.parse(json_text), prof, json_text
     except (OSError, FormatError, ImpiFormatError) as e:
         raise ColltuneError(f"{refusal} {source}: {e}",
-                            f"keep the JSON it was frozen from beside it ({source_of(source)})"
-                            if frozen else "pass the tuning file or profile `tune --format "
-                            "impi` (or impi-env, impi-bin) wrote") from None
-    return json_text, prof
+                            f"keep colltune's record of its rules beside it "
+                            f"({record_of(source)})" if table else "pass the tuning file or "
+                            "profile `tune --format impi` (or impi-env, impi-bin) wrote"
+                            ) from None
 
 
 def tuned_env(source: Path, prof: impi_env.ImpiProfile) -> dict[str, str]:
@@ -80,30 +86,60 @@ def _merge_base(out: Path, parse: Callable[[str], T]) -> T | None:
                             "changed") from None
 
 
+def _header(kind: str, comments: list[str], use: str, notes: list[str]) -> list[str]:
+    return [f"Intel MPI {kind} by colltune {__version__}", comments[0], f"use: {use}",
+            *comments[1:], *(f"note: {n}" for n in notes)]
+
+
 def write_tuning(out: Path, t: Tuning, comments: list[str], notes: list[str],
-                 summary: dict[str, object], frozen: Callable[[Path], Path] | None = None
-                 ) -> None:
-    """The tuning file at `out` (merged into what it holds) and the profile beside it;
-    `frozen`: the JSON's binary dump is made (it returns where), and the profile names it."""
+                 summary: dict[str, object]) -> None:
+    """The tuning file at `out` (merged into what it holds) and the profile beside it."""
     old: Tuning = _merge_base(out, impi_tuning.parse) or {}
     for c, per in t.items():
         old.setdefault(c, {}).update(per)
-    comments = [f"Intel MPI tuning written by colltune {__version__}", comments[0],
-                f"use: source this file; the tuning file is {out.resolve()}"] + comments[1:]
-    comments += [f"note: {n}" for n in notes]
+    comments = _header("tuning written", comments,
+                       f"source this file; the tuning file is {out.resolve()}", notes)
     settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
     if old:
         write_file(out, impi_tuning.render(old), "--out")
-        if frozen is not None:
-            dat = frozen(out)
-            settings = {BIN_VAR: str(dat.resolve())}
-            comments[2] = (f"use: source this file; the binary tuning file is {dat.resolve()}"
-                           f", frozen from {out.resolve()} (keep both)")
     else:  # an empty tuning file is no file Intel MPI documents: set nothing
-        comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
-        summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
-                            "use": "nothing to install: Intel MPI's own choice was kept",
-                            "notes": notes}
+        _nothing(out, comments, notes, summary)
+    write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
+               "--out")
+
+
+def _nothing(out: Path, comments: list[str], notes: list[str], summary: dict[str, object]
+             ) -> None:
+    comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
+    summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
+                        "use": "nothing to install: Intel MPI's own choice was kept",
+                        "notes": notes}
+
+
+def write_table(out: Path, t: Tuning, ppn: dict[int, int], splicer: Splicer,
+                comments: list[str], notes: list[str], summary: dict[str, object]) -> None:
+    """Intel MPI's own table with `t` (and the rules the record at `out` held) spliced in,
+    at `out` once the library has read it back as written; the record and the profile
+    beside it."""
+    record = record_of(out)
+    old, old_ppn = _merge_base(record, impi_table.parse_rules) or ({}, {})
+    for c, per in t.items():
+        old.setdefault(c, {}).update(per)
+    ppn = {**old_ppn, **ppn}
+    comments = _header("tuning table written", comments,
+                       f"source this file; the tuning table is {out.resolve()}", notes)
+    settings = {BIN_VAR: str(out.resolve())} if old else {}
+    if old:
+        try:
+            data = splicer.table(old, ppn)
+        except ImpiFormatError as e:
+            raise ColltuneError(f"cannot splice the rules into Intel MPI's table: {e}",
+                                "write the JSON tuning file (--format impi)") from None
+        read_back(splicer.mpi, splicer.placement, min(old), data)
+        write_file(out, data, "--out")
+        write_file(record, impi_table.render_rules(old, ppn, str(out.resolve())), "--out")
+    else:
+        _nothing(out, comments, notes, summary)
     write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
                "--out")
 
@@ -123,9 +159,8 @@ def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
     except ImpiFormatError as e:
         raise ColltuneError(f"--format impi-env cannot carry this: {e}",
                             "tune one --np, or write the tuning file (--format impi)") from None
-    comments = [f"Intel MPI collectives tuned by colltune {__version__}", comments[0],
-                "use: source this file before mpirun (no I_MPI_TUNING beside it)"] + comments[1:]
-    comments += [f"note: {n}" for n in notes]
+    comments = _header("collectives tuned", comments,
+                       "source this file before mpirun (no I_MPI_TUNING beside it)", notes)
     if not settings:
         comments.append("note: nothing tuned: this profile sets nothing")
     summary["wrote"] = {"what": "Intel MPI profile of I_MPI_ADJUST_* variables" if settings
@@ -133,3 +168,8 @@ def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
                         "use": f"source {out} before mpirun" if settings else
                         "nothing to install: Intel MPI's own choice was kept", "notes": notes}
     write_file(out, impi_env.render(impi_env.ImpiProfile(comments, settings)), "--out")
+
+
+def table_of(source: Path, prof: impi_env.ImpiProfile) -> Path:
+    """The spliced table `source` is, or the one the profile `source` names."""
+    return source if source.suffix == SUFFIX else Path(prof.settings[BIN_VAR])

@@ -24,7 +24,7 @@ from colltune.backends.impi import IntelMPI, forcing_env, launch_command, launch
 from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
-from colltune.rules.impi_tuning import Rules, file_name
+from colltune.rules.impi_tuning import LIBRARY, Rules, file_name
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -185,28 +185,32 @@ class Probes:
 def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
            ) -> tuple[str, str]:
     """Whether a job launched with `env` runs, at each of `sizes`, what forcing the rule's
-    preset runs there (the library's symbols: a launch for the file, the default and each
+    preset runs there, or where the rule leaves the size to the library's own table, what
+    the default runs (the library's symbols: a launch for the file, the default and each
     preset, unless already probed)."""
     coll = probes.coll
     want: dict[int, list[int]] = {}
     for s in sizes:
         want.setdefault(r.preset_at(s) or 0, []).append(s)
-    probes.prefetch([(env, sizes), ({}, sizes),
-                     *((forcing_env(coll, p), at) for p, at in want.items())])
+    forcing = {p: {} if p == LIBRARY else forcing_env(coll, p) for p in want}
+    probes.prefetch([(env, sizes), ({}, sizes), *((forcing[p], at) for p, at in want.items())])
     got, default = probes(env, sizes), probes({}, sizes)
     bad, same = [], 0
     for preset, at in sorted(want.items()):
-        forced = probes(forcing_env(coll, preset), at)
+        forced = probes(forcing[preset], at)
         for s in at:
             if got[s] is None or got[s] != forced[s]:
-                bad.append(f"{s} B ran {describe(got[s], coll)}, preset {preset} runs "
-                           f"{describe(forced[s], coll)}")
-            elif got[s] == default[s]:
+                bad.append(f"{s} B ran {describe(got[s], coll)}, " + (
+                    "the default runs" if preset == LIBRARY else f"preset {preset} runs")
+                    + f" {describe(forced[s], coll)}")
+            elif got[s] == default[s] and preset != LIBRARY:
                 same += 1
     if bad:
         return "not applied", "; ".join(bad)
-    if same == len(sizes):
+    if same and same == sum(len(at) for p, at in want.items() if p != LIBRARY):
         return "unproven", ("at every size the file's preset runs the functions the default "
                             "runs: the symbols cannot tell them apart")
     return "applied", (f"Intel MPI ran the file's preset at {len(sizes)} size(s), by the "
-                       "functions it called (rank 0 under gdb)")
+                       "functions it called (rank 0 under gdb)" + (
+                           ", and the default's own where the file leaves it to the library"
+                           if LIBRARY in want else ""))

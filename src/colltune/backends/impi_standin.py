@@ -12,13 +12,13 @@ from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 from colltune.backends.impi_proof import Fingerprint, describe
-from colltune.core.config import DEFAULT
+from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision, Verdict
 from colltune.rules.impi_tuning import Rules, rules_from
 
 if TYPE_CHECKING:
-    from colltune.store import Measurement
+    from colltune.store import Context, Measurement, Store
 
 # preset -> size -> fingerprint (0: the library's own choice, nothing set)
 Prints = dict[int, dict[int, Fingerprint | None]]
@@ -144,3 +144,63 @@ def bound_note(coll: str, np: int, fills: list[tuple[int, int, float | None]]) -
     return (f"{coll} np={np}: where the default was kept the file names a stand-in (a file "
             "has no entry for the library's choice), at most this much slower than the "
             f"default by fresh launch pairs (95%, worst timing mode): {said}")
+
+
+class StandIns:
+    """A session's stand-ins for one collective at one comm size: what was seen running
+    (`prints`), the candidates per size, and the stored fresh-launch verdicts on them."""
+
+    def __init__(self, coll: str, np: int) -> None:
+        self.coll, self.np = coll, np
+        self.prints: Prints = {}
+        self.candidates: dict[int, list[int]] = {}
+        self.ctx: Context | None = None
+        self.store: Store | None = None
+
+    def judged(self, size: int, preset: int) -> Verdict | None:
+        """A preset's stored fresh-launch verdict against the default at a size."""
+        if self.ctx is None or self.store is None:
+            return None
+        return self.store.confirmation(self.ctx, size, Config(preset).key)
+
+    def tried(self, size: int) -> list[int]:
+        """The stand-ins for the default at a size, before fresh launches judge them (a size
+        decided after the sweep, --beyond library, was probed only: its twin, if any)."""
+        return self.candidates.get(size) or [
+            t for t in [same_as(self.prints, 0, size)] if t is not None]
+
+    def fill(self, size: int) -> int | None:
+        """The preset that stands in for the default at a kept size: the first of its
+        candidates (the one seen running its functions, then the sweep's fastest) that fresh
+        launch pairs showed at most STAND_IN_BOUND slower than the default there (95%, every
+        mode), else the first not judged yet. A twin by the symbols is tested too."""
+        def verdict(preset: int) -> str | None:
+            if (v := self.judged(size, preset)) is None:
+                return None
+            return "slower" if v.verdict == "slower" or slowdown_bound(v) > STAND_IN_BOUND \
+                else v.verdict
+        seen = {p: verdict(p) for p in self.tried(size)}
+        return next((p for p, v in seen.items() if v not in (None, "slower")),
+                    next((p for p, v in seen.items() if v is None), None))
+
+    def unfilled(self, size: int) -> str | None:
+        """Why a size has no stand-in (asked where `fill` gave none: all refuted)."""
+        ps = self.tried(size)
+        return None if not ps else (
+            f"its stand-in{'s' if len(ps) > 1 else ''}, preset "
+            f"{', '.join(str(p) for p in ps)}, {'were' if len(ps) > 1 else 'was'} slower "
+            f"than the default in fresh launches, or not shown within {STAND_IN_BOUND}x of "
+            "it")
+
+    def kept(self, ds: list[Decision]) -> list[tuple[int, int]]:
+        """(size, stand-in) where the default is kept, if the file names the collective."""
+        if not any(d.chosen.algorithm for d in ds):
+            return []
+        return [(d.size, p) for d in sorted(ds, key=lambda d: d.size)
+                if d.chosen == DEFAULT and d.size >= 0 and (p := self.fill(d.size)) is not None]
+
+    def note(self, ds: list[Decision]) -> str | None:
+        """The file's note on its stand-ins: the most fresh launches let each be slower."""
+        return bound_note(self.coll, self.np, [
+            (s, p, None if (v := self.judged(s, p)) is None else slowdown_bound(v))
+            for s, p in self.kept(ds)])

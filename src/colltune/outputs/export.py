@@ -267,6 +267,7 @@ def _merge_into(p: Planned) -> list[Staged]:
     mode = p.path.stat().st_mode & 0o777
     first = stage(backup, old, mode=mode)
     try:
+        assert isinstance(p.text, str)  # merged files are parameter files, text
         return [first, stage(p.path, merge_params(old, p.text), mode=mode)]
     except BaseException:
         first.discard()

@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-from colltune.rules.impi_tuning import ImpiFormatError, Rules, Tuning
+from colltune.rules.impi_tuning import ImpiFormatError, Rules, Tuning, refuse_library
 from colltune.rules.safe import ALLOWED, SAFE_VALUE, comment
 from colltune.rules.shell_lines import setting_lines
 
@@ -49,6 +49,7 @@ def adjust_value(per_np: dict[int | None, Rules]) -> str:
 
 
 def from_tuning(t: Tuning) -> dict[str, str]:
+    refuse_library(t, "I_MPI_ADJUST_*")
     return {f"I_MPI_ADJUST_{coll.upper()}": adjust_value(per_np) for coll, per_np in
             sorted(t.items())}
 

@@ -21,7 +21,7 @@ class ImpiFormatError(ValueError):
 
 
 # a collective's name in the file (coll=Bcast; its preset key repeats it: Bcast=3)
-_NAMES = ("Allgather", "Allgatherv", "Allreduce", "Alltoall", "Alltoallv", "Alltoallw",
+NAMES = ("Allgather", "Allgatherv", "Allreduce", "Alltoall", "Alltoallv", "Alltoallw",
           "Barrier", "Bcast", "Exscan", "Gather", "Gatherv", "Reduce", "Reduce_scatter",
           "Reduce_scatter_block", "Scan", "Scatter", "Scatterv")
 
@@ -56,6 +56,18 @@ class Rules:
 
 # collective (colltune's name) -> comm size key (None: -1) -> its rules
 Tuning = dict[str, dict[int | None, Rules]]
+# a rule's preset where the library's own table serves the range: only a table spliced
+# into Intel MPI's own (rules/impi_table.py) can say so; JSON and variables cannot
+LIBRARY = -1
+
+
+def refuse_library(t: Tuning, what: str) -> None:
+    """ImpiFormatError where a rule leaves a range to the library: `what` cannot say so."""
+    for coll, per in sorted(t.items()):
+        for np, r in per.items():
+            if any(p == LIBRARY for _, p in r.limits):
+                raise ImpiFormatError(f"{coll} at comm size {np}: {what} has no entry for "
+                                      "Intel MPI's own choice (only --format impi-bin does)")
 
 
 def rules_from(points: list[tuple[int, int]]) -> Rules:
@@ -79,6 +91,7 @@ def _order(k: int | None) -> tuple[int, int]:
 
 
 def render(t: Tuning) -> str:
+    refuse_library(t, "a JSON tuning file")
     doc: dict[str, object] = {}
     for coll in sorted(t):
         name = file_name(coll)
@@ -119,7 +132,7 @@ def parse(text: str) -> Tuning:
     if not isinstance(doc, dict) or not doc:
         raise ImpiFormatError("an Intel MPI tuning file is an object of 'coll=Name' entries")
     out: Tuning = {}
-    by_name = {n: n.lower() for n in _NAMES}
+    by_name = {n: n.lower() for n in NAMES}
     for ckey, tree in doc.items():
         m = re.fullmatch(r"coll=(\w+)", ckey)
         if not m or m.group(1) not in by_name:

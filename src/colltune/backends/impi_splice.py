@@ -1,0 +1,135 @@
+"""Intel MPI's own tuning table with colltune's rules spliced in (`--format impi-bin`): the
+table the library loads (dumped by it), where only the tuned collective at the tuned job
+size and ppn changes, only at the confirmed ranges; every other range keeps the library's
+own entries, so a kept size needs no stand-in. Each preset's entry is what Intel MPI itself
+made of it from a JSON file, and the written table is loaded and dumped back by the library
+before it is kept (what it read is what colltune wrote)."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune.backends.impi import IntelMPI, launch_command, launch_env
+from colltune.errors import MPIError
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.rules import impi_table
+from colltune.rules.impi_env import TUNING_VAR
+from colltune.rules.impi_table import Node
+from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, render
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
+
+BIN_VAR, DUMP_VAR = "I_MPI_TUNING_BIN", "I_MPI_TUNING_BIN_DUMP"
+SUFFIX = ".dat"  # what Intel MPI's own binary tuning files are called
+_MARK = 900_000  # message sizes no table holds: where each preset's entry is found
+
+
+def record_of(table: Path) -> Path:
+    """colltune's record of the rules spliced into `table`: beside it, `.rules`."""
+    return table.with_suffix(".rules")
+
+
+def dump(mpi: IntelMPI, placement: Placement, coll: str, env: dict[str, str]) -> bytes:
+    """The table Intel MPI loaded in a launch with `env` (one call of `coll`), as it dumps
+    it with I_MPI_TUNING_BIN_DUMP."""
+    plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, 8)],
+                      Repetitions(warmup=0, min_reps=1, max_reps=1, point_time=0.01),
+                      dup_always=False)
+    with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+        out = Path(tmp) / f"dump{SUFFIX}"
+        outcome = run_kernel(launch_command(mpi, placement), build_kernel(mpi), plan,
+                             launch_env(mpi.prefix, {**env, DUMP_VAR: str(out)}),
+                             point_timeout=60, library_ok=mpi.runs_on)
+        if outcome.status != "ok" or not out.is_file() or out.stat().st_size == 0:
+            raise MPIError(f"{mpi.describe()} dumped no tuning table with {DUMP_VAR} "
+                           f"({outcome.status} {outcome.message})".strip(),
+                           "write the JSON tuning file instead (--format impi)")
+        return out.read_bytes()
+
+
+def _markers(i: int, presets: list[int]) -> Rules:
+    """One rule per preset at message sizes of its own, the last also the catch-all."""
+    base = _MARK + 1000 * i
+    return Rules([(base + j, p) for j, p in enumerate(presets)] + [(None, presets[-1])])
+
+
+def _is_mark(n: Node, rules: Rules) -> bool:
+    """Whether `n` is a collective's node holding exactly the marker rules (ppn, comm size
+    and comm id -1)."""
+    want = [-1 if u is None else u for u, _ in rules.limits]
+    for _ in range(3):  # ppn, comm size, comm id: one entry each, the catch-all
+        if len(n.kids) != 1 or n.kids[0].key != -1:
+            return False
+        n = n.kids[0]
+    return [m.key for m in n.kids] == want
+
+
+class Splicer:
+    """Spliced tables for one installation and job placement: the library's own table and
+    what Intel MPI makes of each preset, each dumped once (a launch, then one per
+    collective), then any rules spliced in without a launch."""
+
+    def __init__(self, mpi: IntelMPI, placement: Placement, catalog: dict[str, list[int]]
+                 ) -> None:
+        self.mpi, self.placement, self.catalog = mpi, placement, catalog
+        self.own: Node | None = None
+        self.paths: dict[str, list[int]] = {}  # collective -> its node's keys in the table
+        self.leaves: dict[tuple[str, int], Node] = {}  # (collective, preset) -> its entry
+
+    def _learn(self, coll: str) -> None:
+        if self.own is None:
+            self.own = impi_table.decode(dump(self.mpi, self.placement, coll, {}))
+        if coll in self.paths:
+            return
+        presets = sorted(set(self.catalog.get(coll, [])))
+        if not presets:
+            raise ImpiFormatError(f"{coll}: no presets known to splice")
+        marks = _markers(len(self.paths), presets)
+        with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+            src = Path(tmp) / "presets.json"
+            src.write_text(render({coll: {None: marks}}))
+            made = impi_table.decode(dump(self.mpi, self.placement, coll,
+                                          {TUNING_VAR: str(src)}))
+        path = impi_table.find(made, lambda n: _is_mark(n, marks))
+        node = impi_table.at(made, path).kids[0].kids[0].kids[0]
+        for (_, p), m in zip(marks.limits, node.kids, strict=False):
+            self.leaves.setdefault((coll, p), m.kids[0])
+        self.paths[coll] = path
+
+    def table(self, t: Tuning, ppn: dict[int, int]) -> bytes:
+        """The library's own table with `t` spliced in (comm size -> its ppn in `ppn`)."""
+        for c in sorted(t):
+            self._learn(c)
+        assert self.own is not None
+        table = copy.deepcopy(self.own)
+        for c, per in t.items():
+            node = impi_table.at(table, self.paths[c])  # the library's own entries for it
+            for np, r in per.items():
+                if np is None:
+                    raise ImpiFormatError(f"{c}: a spliced table is for measured comm sizes")
+                theirs = impi_table.messages(impi_table.at(self.own, self.paths[c]),
+                                             ppn[np], np)
+                entries: list[tuple[int, Node]] = []
+                for low, high, p in r.ranges():
+                    if p != LIBRARY and (c, p) not in self.leaves:
+                        raise ImpiFormatError(f"{c}: preset {p} is not one Intel MPI lists")
+                    entries += impi_table.clip(theirs, low, high) if p == LIBRARY else \
+                        [(-1 if high is None else high, self.leaves[(c, p)])]
+                impi_table.splice(node, ppn[np], np, entries)
+        return impi_table.encode(table)
+
+
+def read_back(mpi: IntelMPI, placement: Placement, coll: str, data: bytes) -> None:
+    """MPIError unless Intel MPI, loading `data`, dumps the same table back."""
+    with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+        f = Path(tmp) / f"spliced{SUFFIX}"
+        f.write_bytes(data)
+        back = dump(mpi, placement, coll, {BIN_VAR: str(f)})
+    if impi_table.decode(back) != impi_table.decode(data):
+        raise MPIError(f"{mpi.describe()} loaded the spliced table as another one",
+                       "write the JSON tuning file instead (--format impi)")
