@@ -153,12 +153,12 @@ def cross(runs: dict[str, list[tuple[float, int, Medians]]], sizes: list[int]) -
                   f"{q[0]:.2f}-{q[-1]:.2f}x ({len(r)} pairs)")
 
 
-def tune_once(mpi, coll: str, np: int, sizes: str, extra: list[str], work: Path  # noqa: ANN001
-              ) -> tuple[float, list[str], int, bool]:
+def tune_once(mpi, coll: str, np: int, sizes: str, extra: list[str], work: Path,  # noqa: ANN001
+              out_name: str = "f.json") -> tuple[float, list[str], int, bool]:
     """One `tune C --backend impi` in `work`: its wall time, the choices it confirmed, how
-    many proposals fresh launches refuted, whether it wrote a file."""
+    many proposals fresh launches refuted, whether it wrote a file (`work/out_name`)."""
     work.mkdir()
-    out, summ = work / "f.json", work / "s.json"
+    out, summ = work / out_name, work / "s.json"
     t = time.monotonic()
     subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi", "--mpi",
                     str(mpi.prefix), "--np", str(np), "--sizes", sizes, *extra, "--out",

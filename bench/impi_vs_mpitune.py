@@ -7,7 +7,8 @@
 Per collective: mpitune_fast is run (every I_MPI_ADJUST_* / I_MPI_TUNING* unset, from a
 scratch directory, as it requires) and timed; `tune COLL --backend impi` is run and timed.
 Then, in fresh launches, the three arms (the default; mpitune_fast's binary file through
-I_MPI_TUNING_BIN; colltune's JSON through I_MPI_TUNING) run in every order in turn, each
+I_MPI_TUNING_BIN; colltune's JSON through I_MPI_TUNING, or with `--tune-args "--format
+impi-bin"` its spliced table through I_MPI_TUNING_BIN) run in every order in turn, each
 judged by IMB-MPI1 (its t_avg), by OSU (its average latency; `--osu-dir`: OSU built with
 Intel MPI's mpicc, never found on PATH) and by an application-style loop (bench/apploop.c:
 calls back to back on MPI_COMM_WORLD, timed as a whole). Per size and judge: the speed-up over
@@ -37,12 +38,13 @@ from pathlib import Path
 from scipy import stats
 
 from colltune.backends.impi import IntelMPI, find_impi, launch_command, launch_env
+from colltune.backends.impi_splice import record_of
 from colltune.core.space import parse_sizes
 from colltune.launchers import Launch
 from colltune.osu.imb_output import parse as parse_imb
 from colltune.osu.imb_output import table
 from colltune.osu.osu_output import parse as parse_osu
-from colltune.rules import impi_tuning
+from colltune.rules import impi_table, impi_tuning
 from colltune.slots import place
 
 HERE = Path(__file__).resolve().parent
@@ -88,7 +90,9 @@ def tree_digest(dat: Path) -> str:
 
 def run_colltune(mpi: IntelMPI, coll: str, np: int, sizes: str, work: Path,
                  extra: list[str]) -> tuple[Path | None, float, dict]:
-    out, summ = work / f"colltune-{coll}-{np}.json", work / f"summary-{coll}-{np}.json"
+    # --format impi-bin (in --tune-args): Intel MPI's own table with the wins spliced in
+    suffix = ".dat" if "impi-bin" in extra else ".json"
+    out, summ = work / f"colltune-{coll}-{np}{suffix}", work / f"summary-{coll}-{np}.json"
     t = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi",
                         "--mpi", str(mpi.prefix), "--np", str(np), "--sizes", sizes,
@@ -211,7 +215,8 @@ def main() -> None:
                 js, t_ours, summary = run_colltune(mpi, coll, a.np, a.sizes, work,
                                                    a.tune_args.split())
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
-                    "colltune": {"I_MPI_TUNING": str(js)} if js else {}}
+                    "colltune": {"I_MPI_TUNING_BIN" if js.suffix == ".dat" else
+                                 "I_MPI_TUNING": str(js)} if js else {}}
             got: dict[tuple[str, str, int], list[float]] = {}
             # a judge's launch: the lead repeated (each time `iters` calls: IMB's and the
             # loop's) until it covers --lead-calls, then the judged sizes
@@ -269,9 +274,12 @@ def main() -> None:
             if not a.file:
                 print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
             if js is not None and not a.file:  # what the file names, and what backs it
-                r = impi_tuning.rules_for(impi_tuning.parse(js.read_text()), coll, a.np)
+                t = impi_table.parse_rules(record_of(js).read_text())[0] if \
+                    js.suffix == ".dat" else impi_tuning.parse(js.read_text())
+                r = impi_tuning.rules_for(t, coll, a.np)
                 print("colltune's file: " + ("; ".join(
-                    f"{lo}-{'' if hi is None else hi} B preset {p}"
+                    f"{lo}-{'' if hi is None else hi} B "
+                    + ("the library's own" if p == impi_tuning.LIBRARY else f"preset {p}")
                     for lo, hi, p in r.ranges()) if r else "no rules for this np") + "\n")
                 for n in summary.get("impi", {}).get("notes", []):
                     if n.startswith(f"{coll} ") and "stand-in" in n:

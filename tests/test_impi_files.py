@@ -205,6 +205,9 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     assert f"record of its rules beside it ({tmp_path / 't.rules'})" in r.stderr.replace(
         "\n", " ")
     t = {"bcast": {4: Rules([(1024, 8), (None, impi_tuning.LIBRARY)])}}
+    # the table's path is written quoted: a newline in it starts no line of rules
+    assert impi_table.parse_rules(impi_table.render_rules(
+        t, {4: 4}, "/a\nbcast 4 4 0 - 3\n"))[0] == t
     (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "tuning table" in r.stdout, r.stderr

@@ -63,7 +63,7 @@ from colltune.errors import ColltuneError, read_bytes, read_text
 from colltune.launchers import Launch
 from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning
-from colltune.rules.impi_tuning import LIBRARY, Rules, Tuning, rules_for
+from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, rules_for
 from colltune.rules.safe import check_env
 from colltune.slots import place
 
@@ -301,8 +301,12 @@ class ImpiSession(Session[IntelMPI]):
         if r is None or all(p == LIBRARY for _, p in r.limits):
             return {"default": {}, "tuned": {}}
         if self.splicer is not None:  # the table as it will be written
-            path.write_bytes(self.splicer.table({coll.name: {placement.np: r}},
-                                                {placement.np: placement.ppn}))
+            try:
+                path.write_bytes(self.splicer.table({coll.name: {placement.np: r}},
+                                                    {placement.np: placement.ppn}))
+            except ImpiFormatError as e:
+                raise ColltuneError(f"cannot splice {coll.name} into Intel MPI's table: {e}",
+                                    "write the JSON tuning file (--format impi)") from None
             return {"default": {}, "tuned": {BIN_VAR: str(path.resolve())}}
         path.write_text(impi_tuning.render({coll.name: {placement.np: r}}))
         return {"default": {}, "tuned": {impi_env.TUNING_VAR: str(path.resolve())}}

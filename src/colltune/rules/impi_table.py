@@ -15,6 +15,7 @@ another user: it is data, bounded and checked as it is read."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 import struct
 import zlib
@@ -120,8 +121,7 @@ def _exact(parent: Node, value: int) -> Node:
     mine = copy.deepcopy(was)
     mine.key = value
     below = [k for k in parent.kids if k.key != _CATCH_ALL and k.key < value]
-    above = [k for k in parent.kids if k not in below and k is not (
-        was if was.key == value else None)]
+    above = [k for k in parent.kids if (k.key == _CATCH_ALL or k.key > value)]
     if value - 1 > max((k.key for k in below), default=-1):
         fence = copy.deepcopy(was)  # the values just below this one keep what they had
         fence.key = value - 1
@@ -218,7 +218,8 @@ _LINE = re.compile(r"([a-z_]{1,32}) ([0-9]{1,7}) ([0-9]{1,7}) ([0-9]{1,12}) ([0-
 def render_rules(t: Tuning, ppn: dict[int, int], table: str) -> str:
     """The record of the rules spliced into the table at `table`: collective, comm size,
     ppn, lowest and highest size ('-': and above), preset or 'library' (its own entries)."""
-    lines = [f"{_HEAD} {table} (a record for colltune; jobs load the table)"]
+    # the path quoted as JSON: a newline in it cannot start a line of rules
+    lines = [f"{_HEAD} {json.dumps(table)} (a record for colltune; jobs load the table)"]
     for coll in sorted(t):
         for np, r in sorted((k, v) for k, v in t[coll].items() if k is not None):
             lines += [f"{coll} {np} {ppn[np]} {low} {'-' if high is None else high} "
