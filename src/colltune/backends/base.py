@@ -1,10 +1,9 @@
 """The Backend interface: everything the tuner asks of an MPI family, so generic code never
 asks which family it drives.
 
-A Backend answers for an installation (how a configuration is forced, how a job is
-launched, whether times are simulated); `open` starts a run and returns a Session: what
-the run found (installation, catalog, placements), turning decisions into the family's
-files. docs/architecture.md shows how a family is added."""
+A Backend answers for an installation (how a configuration is forced, how a job is launched,
+whether times are simulated); `open` starts a run and returns a Session: what the run found
+(installation, catalog, placements), turning decisions into the family's files."""
 
 from __future__ import annotations
 
@@ -51,8 +50,9 @@ class VerifyTarget:
     # what the file says for (collective, comm size, per-rank size); None: nothing
     rule_at: Callable[[Collective, int, int], Config | None]
     # (collective, comm size, sizes) -> (applied | not applied | default everywhere |
-    # unproven, why): proof from the library that it runs what the file says
+    # unproven, why): the library's proof that it runs what the file says
     applied: Callable[[Collective, int, list[int]], tuple[str, str]]
+    whole: bool = False  # sizes the file leaves to the library may run otherwise: test all
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,8 @@ def verify_cmd(
     d = rep.design
     out.print(f"sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
               f"every place where the file's rule changes (unless --sizes); only those where "
-              f"the file changes the library's choice are tested"
+              f"the file changes the library's choice are tested (all for a file that may "
+              f"change what runs elsewhere too: Intel MPI's spliced table)"
               f"{' (--aa: all)' if rep.aa else ''}. "
               f"rules/default: geometric mean over launch pairs of the ratio of launch medians, "
               f"its interval at the last look. Sequential: {d.first} launch pairs, then "

@@ -202,7 +202,8 @@ def plan(target: VerifyTarget, names: list[str], np: int, sizes: list[int] | Non
             szs, edges = default_sizes(target, coll, np)
         else:
             szs, edges = sizes_for(coll, np, sizes), set()
-        tested = szs if aa else [s for s in szs if _changes(target.rule_at(coll, np, s))]
+        tested = szs if aa or target.whole else [
+            s for s in szs if _changes(target.rule_at(coll, np, s))]
         plans.append((coll, szs, edges, tested))
     return plans
 
