@@ -216,6 +216,11 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "without a gap" in r.stderr, r.stderr
     (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
+    # a profile from elsewhere naming itself as the table is refused, not read again
+    loop = tmp_path / "loop.env"
+    loop.write_text(impi_env.render(impi_env.ImpiProfile([], {"I_MPI_TUNING_BIN": str(loop)})))
+    r = subprocess.run([*check[:-1], str(loop)], capture_output=True, text=True, check=False)
+    assert r.returncode == 2 and "not a .dat tuning table" in r.stderr, r.stderr
     dat.write_bytes(b"\x78\x9c\x00\xff not a table")
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "not an Intel MPI binary tuning table" in r.stderr, r.stderr

@@ -33,13 +33,12 @@ def read_files(source: Path, refusal: str = "will not export"
     Intel MPI or the profile beside it. A path inside a profile is read as data, never run."""
     table = source.suffix == SUFFIX
     try:
-        text = read_text(record_of(source) if table else source)
         if table:
-            impi_table.decode(read_bytes(source))  # a table, as far as can be read
             beside = env_path(source)
             prof = impi_env.parse(read_text(beside)) if beside.exists() else \
                 impi_env.ImpiProfile()
-            return impi_table.parse_rules(text)[0], prof, None
+            return _table_rules(source), prof, None
+        text = read_text(source)
         if text.lstrip().startswith("{"):
             beside = env_path(source)
             prof = impi_env.parse(read_text(beside)) if beside.exists() else \
@@ -52,7 +51,7 @@ def read_files(source: Path, refusal: str = "will not export"
             elif impi_env.TUNING_VAR in prof.settings:
                 json_text = read_text(Path(prof.settings[impi_env.TUNING_VAR]))
             elif BIN_VAR in prof.settings:
-                return read_files(Path(prof.settings[BIN_VAR]), refusal)[0], prof, None
+                return _table_rules(Path(prof.settings[BIN_VAR])), prof, None
             else:
                 raise ImpiFormatError(f"it sets neither {impi_env.TUNING_VAR}, {BIN_VAR} "
                                       "nor an I_MPI_ADJUST_* variable")
@@ -63,6 +62,16 @@ def read_files(source: Path, refusal: str = "will not export"
                             f"({record_of(source)})" if table else "pass the tuning file or "
                             "profile `tune --format impi` (or impi-env, impi-bin) wrote"
                             ) from None
+
+
+def _table_rules(table: Path) -> Tuning:
+    """The rules colltune's record beside a spliced table holds, once the table is checked
+    to be one (a path from a profile is another user's data: a table's name, never a
+    profile read again)."""
+    if table.suffix != SUFFIX:
+        raise ImpiFormatError(f"{BIN_VAR} names {table}, not a {SUFFIX} tuning table")
+    impi_table.decode(read_bytes(table))  # a table, as far as can be read
+    return impi_table.parse_rules(read_text(record_of(table)))[0]
 
 
 def tuned_env(source: Path, prof: impi_env.ImpiProfile) -> dict[str, str]:
