@@ -47,6 +47,8 @@ def main() -> None:
     ap.add_argument("--colls", default="bcast,reduce,allreduce,alltoall")
     ap.add_argument("--sizes", default="8,64,512,1K,4K,16K,64K,256K,1M")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--first-round", type=int, default=0,
+                    help="number the rounds from here (a later run alternates on)")
     ap.add_argument("--mpi", default=str(Path(__file__).parents[1] / ".venv-impi"))
     a = ap.parse_args()
     mpi = find_impi(a.mpi)
@@ -54,7 +56,7 @@ def main() -> None:
           "| verify of the file |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="splice-bench-") as tmp:
-        for r in range(a.rounds):
+        for r in range(a.first_round, a.first_round + a.rounds):
             for i, coll in enumerate(a.colls.split(",")):
                 order = list(FORMATS) if (r + i) % 2 == 0 else list(reversed(FORMATS))
                 for fmt in order:
