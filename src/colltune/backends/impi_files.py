@@ -34,16 +34,10 @@ def read_files(source: Path, refusal: str = "will not export"
     table = source.suffix == SUFFIX
     try:
         if table:
-            beside = env_path(source)
-            prof = impi_env.parse(read_text(beside)) if beside.exists() else \
-                impi_env.ImpiProfile()
-            return _table_rules(source), prof, None
+            return _table_rules(source), _profile_beside(source), None
         text = read_text(source)
         if text.lstrip().startswith("{"):
-            beside = env_path(source)
-            prof = impi_env.parse(read_text(beside)) if beside.exists() else \
-                impi_env.ImpiProfile()
-            json_text = text
+            prof, json_text = _profile_beside(source), text
         else:
             prof = impi_env.parse(text)
             if prof.adjusts():
@@ -62,6 +56,12 @@ def read_files(source: Path, refusal: str = "will not export"
                             f"({record_of(source)})" if table else "pass the tuning file or "
                             "profile `tune --format impi` (or impi-env, impi-bin) wrote"
                             ) from None
+
+
+def _profile_beside(source: Path) -> impi_env.ImpiProfile:
+    """The profile `tune` wrote beside a tuning file or table (empty if there is none)."""
+    beside = env_path(source)
+    return impi_env.parse(read_text(beside)) if beside.exists() else impi_env.ImpiProfile()
 
 
 def _table_rules(table: Path) -> Tuning:

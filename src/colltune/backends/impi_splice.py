@@ -80,6 +80,8 @@ class Splicer:
         self.own: Node | None = None
         self.paths: dict[str, list[int]] = {}  # collective -> its node's keys in the table
         self.leaves: dict[tuple[str, int], Node] = {}  # (collective, preset) -> its entry
+        self.made: dict[str, bytes] = {}  # the rules' record -> their table (the fresh
+        # pairs' arms ask for the same rules again: a copy and an encoding of 1 MB each)
 
     def _learn(self, coll: str) -> None:
         if self.own is None:
@@ -103,6 +105,11 @@ class Splicer:
 
     def table(self, t: Tuning, ppn: dict[int, int]) -> bytes:
         """The library's own table with `t` spliced in (comm size -> its ppn in `ppn`)."""
+        if any(np is None for per in t.values() for np in per):
+            raise ImpiFormatError("a spliced table is for measured comm sizes")
+        key = impi_table.render_rules(t, ppn, "")
+        if key in self.made:
+            return self.made[key]
         for c in sorted(t):
             self._learn(c)
         assert self.own is not None
@@ -110,8 +117,7 @@ class Splicer:
         for c, per in t.items():
             node = impi_table.at(table, self.paths[c])  # the library's own entries for it
             for np, r in per.items():
-                if np is None:
-                    raise ImpiFormatError(f"{c}: a spliced table is for measured comm sizes")
+                assert np is not None  # refused above
                 theirs = impi_table.messages(impi_table.at(self.own, self.paths[c]),
                                              ppn[np], np)
                 entries: list[tuple[int, Node]] = []
@@ -121,7 +127,8 @@ class Splicer:
                     entries += impi_table.clip(theirs, low, high) if p == LIBRARY else \
                         [(-1 if high is None else high, self.leaves[(c, p)])]
                 impi_table.splice(node, ppn[np], np, entries)
-        return impi_table.encode(table)
+        self.made[key] = impi_table.encode(table)
+        return self.made[key]
 
 
 def read_back(mpi: IntelMPI, placement: Placement, coll: str, data: bytes) -> None:
