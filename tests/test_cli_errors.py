@@ -376,3 +376,16 @@ def test_a_command_started_alone_reads_its_arguments_as_in_the_whole_app() -> No
                 assert (a.exit_code, a.output) == (b.exit_code, b.output), argv
     for argv in ([], ["--version"], ["chek"], ["model", "fit"], ["--help", "check"]):
         assert _for(argv) is app
+
+
+def test_a_step_is_named_once(tmp_path: Path) -> None:
+    """--step and --step-from both name the step: refused before anything runs; a file
+    that is not a profile is refused as one (it may be another user's)."""
+    f = tmp_path / "r.conf"
+    f.write_text("1\n7\n1\n4\n1\n0 0 0 0\n")
+    r = tune_cli("verify", str(f), "--step", "8", "--step-from", str(f))
+    assert r.returncode == 2 and "--step and --step-from" in r.stderr, r.stderr
+    other = tmp_path / "other.json"
+    other.write_text('{"entries": [{"collective": "bcast", "size": 8}]}')
+    r = tune_cli("verify", str(f), "--step-from", str(other))
+    assert r.returncode == 2 and "is not a colltune profile" in r.stderr, r.stderr

@@ -179,11 +179,14 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         assert c.returncode == 0 and json.loads(c.stdout)["format"] == "impi", c.stderr
         v = tune_cli("verify", str(f), "--mpi", str(impi.prefix), "--np", "4", "--sizes",
                      "64K", "--rounds", "2", "--max-rounds", "2", "--allow-inconclusive",
-                     "--with", "imb", "--json", str(tmp_path / "v.json"))
+                     "--with", "imb", "--step", "8,64K", "--json", str(tmp_path / "v.json"))
         assert "bcast, 4 ranks: applied" in v.stdout, v.stdout + v.stderr
         (check,) = json.loads((tmp_path / "v.json").read_text())["collectives"]
         assert check["second"] == "IMB" and [c["size"] for c in check["osu"]] == [65536]
         assert check["osu"][0]["rounds"] == 2  # IMB ran in both arms of both pairs
+        # and the application step of 8 B and 64 KiB, launched through Hydra
+        assert [(c["what"], c["rounds"]) for c in check["step"]] == [
+            ("one step of 8 B, 65536 B", 2)], check["step"]
         env = impi_env.from_tuning({"bcast": {np: r}})
         status, detail = obeyed(probes, r, env, ends(r))
         assert status == "applied", detail

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi import OpenMPI
+from colltune.kernel.build import build_kernel
 from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
@@ -25,8 +26,16 @@ def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> Non
     ompi = ompi41
     f = tmp_path / "slow.conf"
     f.write_text(SLOW_BCAST)
+    # an application's profile names the step's sizes: here collstep's own run of bcast at
+    # 8 B and 64 KiB, profiled as tune profile profiles any application
+    prof = tmp_path / "app.json"
+    p = tune_cli("profile", "-o", str(prof), "--mpi", str(ompi.prefix), "--",
+                 str(ompi.prefix / "bin" / "mpirun"), "--oversubscribe", "-np", "4",
+                 str(build_kernel(ompi, name="collstep")), "bcast", "0.01", "8", "65536",
+                 env={"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    assert p.returncode == 0, p.stderr
     r = tune_cli("verify", str(f), "--np", "4", "--mpi", str(ompi.prefix), "--sizes", "64K,1M",
-                 "--rounds", "3", "--json", str(tmp_path / "v.json"))
+                 "--rounds", "3", "--step-from", str(prof), "--json", str(tmp_path / "v.json"))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "SLOWER" in r.stdout and "verify failed: bcast 65536 B" in r.stderr
     doc = json.loads((tmp_path / "v.json").read_text())
@@ -37,6 +46,13 @@ def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> Non
     assert all(s["rounds"] in (3, 6) for s in bcast["kernel"])
     assert all(s["mde"] is not None and s["mde"] > 1 for s in bcast["kernel"])
     assert bcast["speedup"] < 1 and doc["failed"] is True
+    # the application step of 8 B and 64 KiB (--step-from) runs the file in its rules arm:
+    # the 64 KiB call's slowdown shows in the step (both arms the default, it would not)
+    (step,) = bcast["step"]
+    assert step["what"] == "one step of 8 B, 65536 B" and step["rounds"] in (3, 6), step
+    assert step["verdict"] == "slower" and step["ratio"] > 1.5, step
+    assert "bcast one step of 8 B, 65536 B" in r.stderr
+    assert doc["design"]["family"] == 2 * 3 + 1  # 2 sizes x 3 modes, and the step
 
 
 # issue 32's file: nonoverlapping allreduce from 256 KiB to 768 KiB, 1.3-2.5x slower here

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -21,6 +22,9 @@ from colltune.core.space import parse_sizes
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.tuner.run import check_repetitions
+
+if TYPE_CHECKING:
+    from colltune.verification.verify import SizeCheck
 
 
 @app.command("verify")
@@ -63,6 +67,14 @@ def verify_cmd(
     with_: str | None = typer.Option(None, "--with", help="osu or imb: also judge by OSU "
                                      "Micro-Benchmarks or IMB-MPI1 (Intel MPI's own)."),
     osu_dir: Path | None = typer.Option(None, "--osu-dir", help="Where osu_<coll> live."),
+    step: str | None = typer.Option(None, "--step", help="Also judge one application time "
+                                    "step: the collective at each of these per-rank sizes "
+                                    "in turn, free-running (the sizes one step of your "
+                                    "application calls: tune profile lists them)."),
+    step_from: Path | None = typer.Option(None, "--step-from", help="Also judge the step "
+                                          "of each collective at the sizes this profile "
+                                          "(tune profile -o) shows the application calling "
+                                          "on --np ranks."),
     hostfile: str | None = typer.Option(None, "--hostfile"),
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
@@ -111,7 +123,8 @@ def verify_cmd(
                      note=(lambda s: None) if quiet else
                      (lambda s: err.print(s, highlight=False, markup=False)),
                      design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
-                     time_budget=time_budget, aa=aa)
+                     time_budget=time_budget, aa=aa,
+                     step=_step(step, step_from, np))
     except ColltuneError as e:
         _fail(e)
         return
@@ -119,7 +132,7 @@ def verify_cmd(
         mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
         out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
                   f"{c.applied_detail}", highlight=False)
-        for source, rows in (("kernel", c.kernel), (c.second, c.osu)):
+        for source, rows in (("kernel", c.kernel), (c.second, c.osu), ("step", c.step)):
             if not rows:
                 continue
             t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
@@ -132,7 +145,8 @@ def verify_cmd(
             for r in rows:
                 if r.verdict == "default":
                     continue
-                t.add_row(f"{r.size}{' (edge)' if r.boundary else ''}", str(r.lookup_size), r.rule,
+                t.add_row(_where(r), "-" if r.what else str(r.lookup_size),
+                          "the file" if r.what else r.rule,
                           f"{r.default_median * 1e6:.2f} ({r.default_ci[0] * 1e6:.2f}-"
                           f"{r.default_ci[1] * 1e6:.2f})",
                           f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
@@ -151,7 +165,7 @@ def verify_cmd(
                           f"{', '.join(left)} B", highlight=False)
             for r in rows:
                 if r.note:
-                    out.print(f"  {r.size} B: {r.note}", highlight=False)
+                    out.print(f"  {_where(r)}: {r.note}", highlight=False)
         sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else "-"
         if c.osu_speedup:
             sp += f", {c.osu_speedup:.3f}x ({c.second})"
@@ -178,12 +192,12 @@ def verify_cmd(
               f"last look would find with 80% power", highlight=False)
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
-    undecided = [f"{c.collective} {r.size} B{src}" for c in rep.checks
-                 for src, rows in (("", c.kernel), (f" ({c.second})", c.osu))
+    undecided = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
+                 for src, rows in (("", c.kernel), (f" ({c.second})", c.osu), ("", c.step))
                  for r in rows if r.verdict == "inconclusive"]
     if rep.failed:
-        bad = [f"{c.collective} {r.size} B{src}" for c in rep.checks
-               for src, rows in (("", c.kernel), (f" ({c.second})", c.osu))
+        bad = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
+               for src, rows in (("", c.kernel), (f" ({c.second})", c.osu), ("", c.step))
                for r in rows if r.verdict == "slower"]
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
@@ -197,6 +211,25 @@ def verify_cmd(
     if undecided:
         err.print(f"warning: passed with undecided sizes (--allow-inconclusive): "
                   f"{', '.join(undecided)}", highlight=False, markup=False)
+
+
+def _step(sizes: str | None, profile: Path | None, np: int
+          ) -> list[int] | dict[str, list[int]] | None:
+    """--step's sizes, or each collective's from an application's profile (--step-from)."""
+    if sizes and profile:
+        raise ColltuneError("--step and --step-from both name a step",
+                            "give the sizes, or the profile that has them")
+    if profile is None:
+        return parse_sizes(sizes) if sizes else None
+    from colltune.apploop.profile import load
+    from colltune.verification.step import profile_steps
+
+    return profile_steps(load(profile), np)
+
+
+def _where(r: SizeCheck) -> str:
+    """A row's size (marked where a rule changes), or what it timed instead (a step)."""
+    return r.what or f"{r.size} B{' (edge)' if r.boundary else ''}"
 
 
 def _mde(x: float) -> str:

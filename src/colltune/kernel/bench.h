@@ -114,6 +114,7 @@ typedef struct {
 } bufs_t;
 
 const coll_ops_t *coll_find(const char *name);
+int coll_reduction(const coll_ops_t *ops); /* 1: sizes count MPI_DOUBLEs */
 int bufs_alloc(bufs_t *b, const coll_ops_t *ops, long long size, MPI_Comm comm);
 void bufs_free(bufs_t *b);
 void bufs_fill(bufs_t *b);          /* rank-dependent inputs, cleared outputs */

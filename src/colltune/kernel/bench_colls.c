@@ -272,6 +272,11 @@ const coll_ops_t *coll_find(const char *name)
     return NULL;
 }
 
+int coll_reduction(const coll_ops_t *ops)
+{
+    return ops->reduction;
+}
+
 static void *buffer(int len, long long size, int p, int reduction)
 {
     size_t blk = (size_t)size, pad = reduction ? 8 : 1;

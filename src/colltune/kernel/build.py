@@ -1,6 +1,6 @@
-"""Compile the kernels (collbench, modelbench) and the application profiler (collprof, a
-shared library preloaded into an application's ranks) with the target MPI's mpicc, cached
-per MPI installation."""
+"""Compile the kernels (collbench, modelbench, collstep) and the application profiler
+(collprof, a shared library preloaded into an application's ranks) with the target MPI's
+mpicc, cached per MPI installation."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def cache_dir() -> Path:
     return cache_root() / "kernels"
 
 
-KERNELS = ("collbench", "modelbench")
+KERNELS = ("collbench", "modelbench", "collstep")
 SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never run alone
 
 
@@ -31,6 +31,7 @@ SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never
 SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c",
                          "bench_mpit.c", "bench_colls.c", "bench_measure.c",
                          "bench_loop.c"),
+           "collstep": ("collstep.c", "bench.h", "bench_sync.c", "bench_colls.c"),
            "collprof": ("collprof.c", "prof.h", "prof_c.c", "prof_fortran.c")}
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends import registry
-from colltune.backends.base import VerifyTarget
+from colltune.backends.base import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.space import sizes_for
@@ -23,10 +23,12 @@ from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
+from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ab_runs, as_batch
 from colltune.tuner.sequential import Batch, Design, SizeResult
 from colltune.verification.second import Second, second
+from colltune.verification.step import KEY, describe, step_ab_runs, step_sizes
 
 
 @dataclass
@@ -49,6 +51,7 @@ class SizeCheck:
     boundary: bool = False  # the last size below, or the first above, where a rule changes
     ratio_ci: tuple[float, float] = (0.0, math.inf)  # at the last look's level
     mde: float = math.inf  # smallest slowdown this run could find with 80% power
+    what: str = ""  # what was timed, where not one size: the step's sizes
 
 
 @dataclass
@@ -62,6 +65,7 @@ class CollectiveCheck:
     # name in `tune verify --json`)
     osu: list[SizeCheck] = field(default_factory=list)
     second: str = ""
+    step: list[SizeCheck] = field(default_factory=list)  # --step: the application step
 
     @staticmethod
     def _geomean(checks: list[SizeCheck]) -> float | None:
@@ -81,11 +85,12 @@ class CollectiveCheck:
 
     @property
     def regressions(self) -> list[SizeCheck]:
-        return [c for c in self.kernel + self.osu if c.verdict == "slower"]
+        return [c for c in self.kernel + self.osu + self.step if c.verdict == "slower"]
 
     @property
     def undecided(self) -> list[SizeCheck]:
-        return [c for c in self.kernel + self.osu if c.verdict == "inconclusive"]
+        return [c for c in self.kernel + self.osu + self.step
+                if c.verdict == "inconclusive"]
 
     @property
     def tested(self) -> list[SizeCheck]:
@@ -213,11 +218,14 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            rounds: int = 5, reps: Repetitions | None = None, with_: str | None = None,
            osu_dir: Path | None = None, hostfile: str | None = None,
            note: Callable[[str], None] = lambda s: None, design: Design | None = None,
-           time_budget: float | None = None, aa: bool = False) -> VerifyReport:
+           time_budget: float | None = None, aa: bool = False,
+           step: list[int] | dict[str, list[int]] | None = None) -> VerifyReport:
     """The gate. Sizes where the file changes the library's choice are measured in
     `rounds` launch pairs, then undecided ones in more (sequential; `design` says how many
     and at what error rates) until each is faster, same, slower, or out of budget
-    (inconclusive). `aa`: a calibration of this machine, both arms run the default."""
+    (inconclusive). `aa`: a calibration of this machine, both arms run the default.
+    `step`: also one application step of these sizes (step.py), judged as one cell; per
+    collective where it maps collectives to sizes (an application's profile)."""
     if rounds < 2:
         raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 4")
     design = dataclasses.replace(design or Design(), first=rounds)
@@ -246,7 +254,10 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
     plans = plan(target, names, np, sizes, aa)
     # one family for the whole run: every size tested, in every timing mode, by either source
     modes = (2 if reps.timing == "both" else 1) + 1  # and the loop, in every fresh launch
-    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0))
+    steps = {c.name: (step.get(c.name, []) if isinstance(step, dict) else step or [])
+             for c, *_ in plans}
+    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0)) + \
+        sum(1 for v in steps.values() if v)
     design = dataclasses.replace(design, family=max(1, cells))
 
     checks = []
@@ -268,6 +279,11 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         except ColltuneError as e:
             applied, detail = "unproven", f"no traffic check: {e.message}"
         check = CollectiveCheck(name, np, applied, detail)
+        if steps[name]:
+            check.step = _judge_step(mpi, placement, arms, coll, np, steps[name], design,
+                                     deadline, note)
+        elif step is not None:
+            note(f"{name}: the profile shows no {name} calls on {np} ranks: no step judged")
         untested = _untested([s for s in szs if s not in tested], label, lookup, edges)
         if not tested:
             note(f"{name}: the file leaves every size to {mpi.name}'s own choice: "
@@ -302,6 +318,24 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
                 check.second = other.name
         checks.append(check)
     return VerifyReport(mpi, rules_path, checks, design, aa)
+
+
+def _judge_step(mpi: Installation, placement: Placement, arms: Arms, coll: Collective,
+                np: int, sizes: list[int], design: Design, deadline: float | None,
+                note: Callable[[str], None]) -> list[SizeCheck]:
+    """The application step of `sizes`, judged in launch pairs like a size (one cell)."""
+    szs = step_sizes(coll, np, sizes)
+    what = describe(szs)
+    note(f"{coll.name}: {design.first} default/rules launch pairs of {what}, more while "
+         f"undecided (up to {design.max_pairs})")
+
+    def runs(_: list[int], first: int, n: int) -> Batch:
+        return as_batch(step_ab_runs(mpi, placement, arms, coll.name, szs, n, first))
+
+    res = sequential.run(runs, [KEY], design, deadline=deadline,
+                         note=_prefixed(note, f"{coll.name} (step): "))
+    return [dataclasses.replace(c, what=what)
+            for c in _size_checks(res, lambda s: what, lambda s: 0, set())]
 
 
 def _finite(x: object) -> object:

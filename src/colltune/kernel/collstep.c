@@ -1,0 +1,117 @@
+/*
+ * collstep: an application's time step, as `tune verify --step` judges a file by it: one
+ * collective called at each of several sizes in turn, step after step, free-running, on
+ * MPI_COMM_WORLD, timed as a whole.
+ *
+ * Why: the kernel measures each size alone, and a choice at one size can change what
+ * another size costs when they alternate (Intel MPI at 4 ranks: reduce's preset 1 at 8 B,
+ * the library's own entry at 64 KiB; each size alone was faster or the same, the step of
+ * both 1.26x slower; at 2 ranks the other way round). Only a step shows that.
+ *
+ * Per launch: a lead of untimed steps (LEAD_CALLS calls in all: Intel MPI runs a launch's
+ * first few hundred calls slower), then STRETCHES stretches of the same number of steps,
+ * each after the point-to-point barrier, timed as a whole; rank 0 prints the slowest
+ * rank's time per step (and the mean over ranks) for each stretch, one JSON line each.
+ * The number of steps is chosen on rank 0 so that a stretch takes about SECONDS (from the
+ * lead's own time). Last, every size is called once more on fresh inputs and its output
+ * checked: a wrong answer fails the launch.
+ *
+ * Usage: collstep COLLECTIVE SECONDS SIZE [SIZE...]   (per-rank bytes)
+ *        collstep --library                          the MPI library this binary loads
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define LEAD_CALLS 1000
+#define STRETCHES 5
+#define MAX_SIZES 64
+#define MAX_STEPS 1000000
+
+static void step(bufs_t *b, int n, MPI_Comm comm)
+{
+    for (int i = 0; i < n; i++)
+        if (coll_call(&b[i], comm) != MPI_SUCCESS)
+            die("a collective call failed");
+}
+
+int main(int argc, char **argv)
+{
+    static bufs_t bufs[MAX_SIZES];
+    const coll_ops_t *ops;
+    double seconds, t0, lead_time;
+    int n = argc - 3, lead, steps, wrong = 0;
+
+    if (argc == 2 && strcmp(argv[1], "--library") == 0) {
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len;
+        MPI_Get_library_version(lib, &len);
+        printf("%s\n", lib);
+        return 0;
+    }
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    if (argc < 4 || n > MAX_SIZES)
+        die("usage: collstep COLLECTIVE SECONDS SIZE [SIZE...] (at most 64 sizes)");
+    ops = coll_find(argv[1]);
+    seconds = atof(argv[2]);
+    if (!ops || !(seconds > 0))
+        die("unknown collective, or SECONDS not above 0");
+    for (int i = 0; i < n; i++) {
+        char *end;
+        long long size = strtoll(argv[i + 3], &end, 10);
+        /* reductions count doubles: a size that is not a whole number of them is refused,
+         * never rounded (the step would not be the one asked for) */
+        if (*end || size < 0 || size > (1LL << 30))
+            die("a size is not a number of bytes from 0 to 1 GiB");
+        if (bufs_alloc(&bufs[i], ops, size, MPI_COMM_WORLD) != 0)
+            die("out of memory");
+        if (coll_reduction(ops) && size % 8)
+            die("a reduction's size is not a whole number of doubles");
+        bufs_fill(&bufs[i]);
+    }
+
+    lead = (LEAD_CALLS + n - 1) / n;
+    sync_barrier();
+    t0 = MPI_Wtime();
+    step(bufs, n, MPI_COMM_WORLD);
+    for (int k = 1; k < lead; k++)
+        step(bufs, n, MPI_COMM_WORLD);
+    lead_time = (MPI_Wtime() - t0) / lead;
+    steps = (int)(seconds / (lead_time > 0 ? lead_time : 1e-9));
+    steps = ctl_bcast(steps < 1 ? 1 : steps > MAX_STEPS ? MAX_STEPS : steps);
+
+    for (int k = 0; k < STRETCHES; k++) {
+        double mx, sum, local;
+        sync_barrier();
+        t0 = MPI_Wtime();
+        for (int s = 0; s < steps; s++)
+            step(bufs, n, MPI_COMM_WORLD);
+        local = (MPI_Wtime() - t0) / steps;
+        ctl_max_sum(local, &mx, &sum);
+        if (g_rank == 0) {
+            printf("{\"event\":\"stretch\",\"k\":%d,\"steps\":%d,\"step\":%.9g,"
+                   "\"mean\":%.9g}\n", k, steps, mx, sum / g_size);
+            fflush(stdout);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        bufs_fill(&bufs[i]);
+        step(&bufs[i], 1, MPI_COMM_WORLD);
+        if (!bufs_check(&bufs[i]))
+            wrong = 1;
+    }
+    wrong = ctl_max(wrong) > 0;
+    wrong = ctl_bcast(wrong);
+    if (g_rank == 0) {
+        printf("{\"event\":\"%s\"}\n", wrong ? "wrong" : "done");
+        fflush(stdout);
+    }
+    for (int i = 0; i < n; i++)
+        bufs_free(&bufs[i]);
+    MPI_Finalize();
+    return wrong ? 3 : 0;
+}
