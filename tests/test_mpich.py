@@ -719,7 +719,8 @@ def test_verify_runs_an_mpich_tuning_file(mpich: MPICH, netns: str, tmp_path: Pa
     assert abs(got - want) < 0.05 * want, (got, want)
     out = tmp_path / "verify.json"
     r = tune_cli("verify", str(src), "--np", "2", "--mpi", str(mpich.prefix), "--rounds", "2",
-                 "--sizes", "4K", "--point-time", "0.02", "--json", str(out), "--quiet")
+                 "--max-rounds", "2", "--sizes", "4K", "--point-time", "0.02", "--step", "8,4K",
+                 "--json", str(out), "--quiet")
     # 1: a regression, 5: undecided, judged on this noisy machine
     assert r.returncode in (0, 1, 5), r.stderr
     doc = json.loads(out.read_text())
@@ -727,6 +728,9 @@ def test_verify_runs_an_mpich_tuning_file(mpich: MPICH, netns: str, tmp_path: Pa
     assert check["collective"] == "reduce" and check["applied"] == "unproven"
     assert [(k["size"], k["rule"]) for k in check["kernel"]] == [
         (4096, Config(ids["binomial"]).label(cat, "reduce"))]
+    # the application step runs on MPICH's launcher too, in both arms of both pairs
+    assert [(k["what"], k["rounds"]) for k in check["step"]] == [
+        ("one step of 8 B, 4096 B", 2)], check["step"]
 
 
 @pytest.mark.mpi
