@@ -78,6 +78,7 @@ void shuffle_ints(int *a, int n);
 /* ---- synchronisation and control, point to point on MPI_COMM_WORLD (bench_sync.c) ---- */
 
 extern int g_rank, g_size;
+extern const char *g_prog; /* the program's name in its error messages */
 void die(const char *msg);
 void sync_barrier(void);
 double ctl_max(double v);

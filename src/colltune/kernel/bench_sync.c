@@ -6,10 +6,11 @@
 #include "bench.h"
 
 int g_rank, g_size;
+const char *g_prog = "collbench";
 
 void die(const char *msg)
 {
-    fprintf(stderr, "collbench: %s\n", msg);
+    fprintf(stderr, "%s: %s\n", g_prog, msg);
     MPI_Abort(MPI_COMM_WORLD, 2);
     exit(2);
 }

@@ -51,6 +51,7 @@ int main(int argc, char **argv)
         printf("%s\n", lib);
         return 0;
     }
+    g_prog = "collstep";
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
