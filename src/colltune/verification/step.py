@@ -1,8 +1,8 @@
 """The gate's application step (`tune verify --step SIZES`): one collective called at each
 of SIZES in turn, step after step, free-running (kernel/collstep.c), default and rules
-alternating in fresh launches like the kernel's pairs. Each size alone can be faster or
-the same while the step of them is slower: a choice at one size changes what the next
-call costs (docs/methodology.md, "One step of several sizes")."""
+alternating in fresh launches like the kernel's pairs. What a call costs can depend on the
+call before it, so the step of several sizes can differ from each size alone
+(docs/methodology.md, "Verify", item 9)."""
 
 from __future__ import annotations
 
