@@ -8,13 +8,14 @@
  * with preset 1 at 8 B and the library's own entry at 64 KiB: neither size alone was shown
  * faster than the default, the step of both was 9-14% faster. Only a step shows that.
  *
- * Per launch: a lead of untimed steps (LEAD_CALLS calls in all: Intel MPI runs a launch's
- * first few hundred calls slower), then STRETCHES stretches of the same number of steps,
- * each after the point-to-point barrier, timed as a whole; rank 0 prints the slowest
- * rank's time per step (and the mean over ranks) for each stretch, one JSON line each.
- * The number of steps is chosen on rank 0 so that a stretch takes about SECONDS (from the
- * lead's second half: its first calls may be a launch's slow start). Last, every size is called once more on fresh inputs and its output
- * checked: a wrong answer fails the launch.
+ * Per launch: a lead of untimed steps (LEAD_CALLS calls in all, or LEAD_SECONDS: Intel MPI
+ * runs a launch's first few hundred calls slower), then STRETCHES stretches of the same
+ * number of steps, each after the point-to-point barrier, timed as a whole; rank 0 prints
+ * the slowest rank's time per step (and the mean over ranks) for each stretch, one JSON
+ * line each. The number of steps is chosen on rank 0 so that a stretch takes about SECONDS
+ * (from the lead's last chunk: its first calls may be a launch's slow start). Last, every
+ * size is called once more on fresh inputs and its output checked: a wrong answer fails
+ * the launch.
  *
  * Usage: collstep COLLECTIVE SECONDS SIZE [SIZE...]   (per-rank bytes)
  *        collstep --library                          the MPI library this binary loads
@@ -26,6 +27,7 @@
 #include "bench.h"
 
 #define LEAD_CALLS 1000
+#define LEAD_SECONDS 2.0
 #define STRETCHES 5
 #define MAX_SIZES 64
 #define MAX_STEPS 1000000
@@ -41,8 +43,8 @@ int main(int argc, char **argv)
 {
     static bufs_t bufs[MAX_SIZES];
     const coll_ops_t *ops;
-    double seconds, t0, lead_time;
-    int n = argc - 3, lead, steps, wrong = 0;
+    double seconds, t0, start, lead_time = 0;
+    int n = argc - 3, lead, steps, calls = 0, wrong = 0;
 
     if (argc == 2 && strcmp(argv[1], "--library") == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -75,15 +77,21 @@ int main(int argc, char **argv)
         bufs_fill(&bufs[i]);
     }
 
-    lead = (LEAD_CALLS + n - 1) / n;
+    /* the lead, in chunks that double, rank 0 saying after each whether to go on: until
+     * LEAD_CALLS calls, or LEAD_SECONDS where calls are slow (MPICH busy-polling at 4 ranks
+     * on 2 cores: 0.1 s a step); the last chunk's time sizes the stretches */
     sync_barrier();
-    t0 = MPI_Wtime();
-    for (int k = 0; k < lead; k++) {
-        if (k == lead / 2)
-            t0 = MPI_Wtime();
-        step(bufs, n, MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    for (int chunk = 1, more = 1; more;) {
+        t0 = MPI_Wtime();
+        for (int k = 0; k < chunk; k++)
+            step(bufs, n, MPI_COMM_WORLD);
+        lead_time = (MPI_Wtime() - t0) / chunk;
+        calls += chunk * n;
+        more = ctl_bcast(calls < LEAD_CALLS && MPI_Wtime() - start < LEAD_SECONDS);
+        lead = (LEAD_CALLS - calls + n - 1) / n;
+        chunk = 2 * chunk < lead ? 2 * chunk : lead > 0 ? lead : 1;
     }
-    lead_time = (MPI_Wtime() - t0) / (lead - lead / 2);
     steps = (int)(seconds / (lead_time > 0 ? lead_time : 1e-9));
     steps = ctl_bcast(steps < 1 ? 1 : steps > MAX_STEPS ? MAX_STEPS : steps);
 

@@ -22,7 +22,7 @@ from colltune.verification.second import run_program
 
 STRETCH_SECONDS = 0.05  # per stretch; a launch times 5 of them after its lead
 STRETCHES = 5  # collstep.c's STRETCHES
-LEAD_CALLS = 1000  # collstep.c's: untimed calls first, in whole steps
+LEAD_CALLS = 1000  # collstep.c's: untimed calls first, in whole steps (or 2 s of them)
 MAX_SIZES = 64  # collstep.c's MAX_SIZES
 WRONG = 3  # collstep's exit code for a wrong answer (it says so first)
 KEY = 0  # the one cell a step is judged in (the sequential procedure's "size")
