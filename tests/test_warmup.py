@@ -91,8 +91,11 @@ def test_open_mpi_changes_after_its_fast_boxes_and_the_point_follows_its_thresho
         w = _allreduce(doc)["warmup"]
         # the fast boxes start after `threshold` sends to a peer (an allreduce at 2 ranks
         # sends one message each way); a few calls setting them up, then a faster level
-        if w is not None and w["after_s"] < w["before_s"]:
-            found.append(w["after_calls"])
-        if len(found) == 2:
+        found.append(w["after_calls"] if w is not None and w["after_s"] < w["before_s"]
+                     else None)
+        agree = [n for n in found if n is not None and threshold <= n <= threshold + 5]
+        if len(agree) == 2:
             break
-    assert len(found) == 2 and all(threshold <= n <= threshold + 5 for n in found), found
+    # two of three agree (a CI run's first two read 15 and 10 at threshold 8: the first
+    # two alone failed on one launch's noise, which three launches were meant to outvote)
+    assert len(agree) == 2, found
