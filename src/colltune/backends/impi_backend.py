@@ -197,8 +197,8 @@ class ImpiBackend(Backend[IntelMPI]):
                             coll.name)
             return obeyed(probes, r, env, sizes)
 
-        # a spliced table: a win at one size has slowed the library's own entry at another
-        # in a loop across sizes (docs/impi.md), so every size is tested
+        # a spliced table changes what runs where it names the library's own entry too (its
+        # fences and copies of the selected node), so every size is tested
         return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": env},
                             placement, rule_at, applied, whole=text is None)
 

@@ -24,7 +24,7 @@ from colltune.outfile import ensure_writable, write_atomic
 from colltune.tuner.run import check_repetitions
 
 if TYPE_CHECKING:
-    from colltune.verification.verify import SizeCheck
+    from colltune.verification.verify import CollectiveCheck, SizeCheck
 
 
 @app.command("verify")
@@ -193,12 +193,10 @@ def verify_cmd(
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
     undecided = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
-                 for src, rows in (("", c.kernel), (f" ({c.second})", c.osu), ("", c.step))
-                 for r in rows if r.verdict == "inconclusive"]
+                 for src, r in _judged(c) if r.verdict == "inconclusive"]
     if rep.failed:
         bad = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
-               for src, rows in (("", c.kernel), (f" ({c.second})", c.osu), ("", c.step))
-               for r in rows if r.verdict == "slower"]
+               for src, r in _judged(c) if r.verdict == "slower"]
         bad += [f"{c.collective} not applied" for c in rep.checks if c.applied == "not applied"]
         err.print(f"verify failed: {', '.join(bad)}", highlight=False, markup=False)
         raise typer.Exit(1)
@@ -225,6 +223,12 @@ def _step(sizes: str | None, profile: Path | None, np: int
     from colltune.verification.step import profile_steps
 
     return profile_steps(load(profile), np)
+
+
+def _judged(c: CollectiveCheck) -> list[tuple[str, SizeCheck]]:
+    """Every row of a collective's check, each with its source as verdicts name it."""
+    return [(src, r) for src, rows in (("", c.kernel), (f" ({c.second})", c.osu),
+                                       ("", c.step)) for r in rows]
 
 
 def _where(r: SizeCheck) -> str:
