@@ -13,10 +13,15 @@ judged by IMB-MPI1 (its t_avg), by OSU (its average latency; `--osu-dir`: OSU bu
 Intel MPI's mpicc, never found on PATH) and by an application-style loop (bench/apploop.c:
 calls back to back on MPI_COMM_WORLD, timed as a whole). Per size and judge: the speed-up over
 the default as the geometric mean over pairs of default/arm, its 95% t-interval over the
-pairs' log ratios (scipy), and a verdict: faster or slower when the interval excludes 1,
-otherwise none (the interval says how large a difference could have gone unseen).
-Prints markdown. Only ratios within one run count: this machine's launch-to-launch noise is
-large (2 cores, up to 2.5x between launches).
+pairs' log ratios (scipy; uncorrected: how large a difference could have gone unseen in that
+cell), and a verdict, faster or slower, only where the t-test's p-value survives Holm's
+correction over every cell of the run (its 2-3 comparisons x judges x sizes x collectives:
+at 95% each, 120-180 cells would show about 6-9 "verdicts" by chance, and an A/A cell did).
+Cells where both arms' tables run the same entry at that size (read from the files, leaf
+against leaf, by Intel MPI's own lookup) are marked "=": a difference there is not the
+entry's. Prints markdown at the end; `--rejudge RAW` prints a recorded run again.
+Only ratios within one run count: this machine's launch-to-launch noise is large (2 cores,
+up to 2.5x between launches).
 """
 
 from __future__ import annotations
@@ -38,14 +43,18 @@ from pathlib import Path
 from scipy import stats
 
 from colltune.backends.impi import IntelMPI, find_impi, launch_command, launch_env
-from colltune.backends.impi_splice import record_of
+from colltune.backends.impi import catalog as impi_catalog
+from colltune.backends.impi_splice import Splicer, dump, record_of
 from colltune.core.space import parse_sizes
+from colltune.core.stats import holm
+from colltune.errors import MPIError
 from colltune.launchers import Launch
 from colltune.osu.imb_output import parse as parse_imb
 from colltune.osu.imb_output import table
 from colltune.osu.osu_output import parse as parse_osu
 from colltune.rules import impi_table, impi_tuning
-from colltune.slots import place
+from colltune.rules.impi_tuning import ImpiFormatError
+from colltune.slots import Placement, place
 
 HERE = Path(__file__).resolve().parent
 IMB_NAMES = {"bcast": "Bcast", "reduce": "Reduce", "allreduce": "Allreduce",
@@ -154,16 +163,71 @@ def loop(mpi: IntelMPI, exe: Path, coll: str, np: int, sizes: list[int],
             (json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{"))}
 
 
-def judge(ratios: list[float]) -> str:
-    """default/arm over pairs: geometric mean, 95% interval, verdict."""
+COMPARISONS = (("default", "mpitune"), ("default", "colltune"), ("mpitune", "colltune"))
+HEAD = ("mpitune_fast/default", "colltune/default", "colltune/mpitune_fast")
+
+
+def cell(ratios: list[float]) -> tuple[str, float, float]:
+    """base/arm over pairs: 'geometric mean (95% interval)', the two-sided p-value that the
+    mean log ratio is 0 (one-sample t), and the mean log ratio."""
     logs = [math.log(x) for x in ratios]
-    gm = math.exp(sum(logs) / len(logs))
+    mean = sum(logs) / len(logs)
     if len(logs) < 2:
-        return f"{gm:.2f}x"
-    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=sum(logs) / len(logs),
-                              scale=stats.sem(logs)) if len(set(logs)) > 1 else (logs[0],) * 2
-    verdict = "faster" if lo > 0 else "slower" if hi < 0 else "none"
-    return f"{gm:.2f}x ({math.exp(lo):.2f}-{math.exp(hi):.2f}) {verdict}"
+        return f"{math.exp(mean):.2f}x", 1.0, mean
+    if len(set(logs)) == 1:
+        return f"{math.exp(mean):.2f}x", 0.0 if mean else 1.0, mean
+    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
+    p = float(stats.ttest_1samp(logs, 0.0).pvalue)
+    return f"{math.exp(mean):.2f}x ({math.exp(lo):.2f}-{math.exp(hi):.2f})", p, mean
+
+
+def report(runs: list[dict], judges: tuple[str, ...]) -> None:
+    """Every collective's table, verdicts corrected over all cells of all of them."""
+    cells = []  # (run, size, judge, comparison, text, p, mean log)
+    for r in runs:
+        got = {(j, arm, s): v for j, arm, s, v in r["times"]}
+        for s in r["sizes"]:
+            for j in judges:
+                for k, (base, arm) in enumerate(COMPARISONS):
+                    if (j, base, s) in got and (j, arm, s) in got:
+                        ratios = [x / y for x, y in zip(got[(j, base, s)], got[(j, arm, s)],
+                                                        strict=True)]
+                        cells.append((id(r), s, j, k, *cell(ratios)))
+    keep = holm([c[5] for c in cells])
+    verdict = {c[:4]: ("faster" if c[6] > 0 else "slower") if ok else "none"
+               for c, ok in zip(cells, keep, strict=True)}
+    text = {c[:4]: c[4] for c in cells}
+    tally: dict[tuple[int, str], int] = {}
+    for r in runs:
+        print(f"### {r['coll']}, {r['np']} ranks\n")
+        print("\n".join(r.get("head", [])) + "\n" if r.get("head") else "", end="")
+        print("| size | judge | default us | " + " | ".join(HEAD) + " |")
+        print("|---|---|---|---|---|---|")
+        got = {(j, arm, s): v for j, arm, s, v in r["times"]}
+        for s in r["sizes"]:
+            for j in judges:
+                if (j, "default", s) not in got:
+                    continue
+                row = []
+                for k, name in enumerate(HEAD):
+                    key = (id(r), s, j, k)
+                    same = s in r.get("same", {}).get(name, [])
+                    v = verdict[key]
+                    tally[(k, v)] = tally.get((k, v), 0) + 1
+                    if same and v != "none":
+                        tally[(k, "same entry")] = tally.get((k, "same entry"), 0) + 1
+                    row.append(f"{'= ' if same else ''}{text[key]}"
+                               + (f" **{v}**" if v != "none" else ""))
+                d = sorted(got[(j, "default", s)])
+                print(f"| {s} | {j} | {d[len(d) // 2] * 1e6:.2f} | {' | '.join(row)} |")
+        print()
+    print(f"Verdicts over {len(cells)} cells, Holm-corrected (family-wise 5%); "
+          "'=': both arms run the same entry at that size:\n")
+    for k, name in enumerate(HEAD):
+        print(f"- {name}: faster {tally.get((k, 'faster'), 0)}, slower "
+              f"{tally.get((k, 'slower'), 0)}, none {tally.get((k, 'none'), 0)}"
+              + (f" ({tally[(k, 'same entry')]} of the verdicts at the same entry)"
+                 if tally.get((k, "same entry")) else ""))
 
 
 def main() -> None:
@@ -190,8 +254,17 @@ def main() -> None:
                     help="judge this colltune tuning file (one collective) instead of tuning "
                     "anew: a file whose tune wrote one, judged again")
     ap.add_argument("--raw", type=Path, default=None,
-                    help="append every round's figures here (JSON lines)")
+                    help="append every collective's figures here (JSON lines)")
+    ap.add_argument("--rejudge", type=Path, default=None,
+                    help="print a --raw file's runs again (no launch), verdicts corrected "
+                    "over all of them")
     a = ap.parse_args()
+    if a.rejudge:
+        runs = [json.loads(ln) for ln in a.rejudge.read_text().splitlines() if ln.strip()]
+        for r in runs:  # recorded before sizes were: every size any judge has
+            r.setdefault("sizes", sorted({s for _, _, s, _ in r["times"]}))
+        report(runs, ("IMB", "OSU", "loop"))
+        return
     mpi = find_impi(a.mpi)
     sizes = parse_sizes(a.sizes)
     if a.file and "," in a.colls:
@@ -203,11 +276,14 @@ def main() -> None:
           (f" ({a.lead_calls} calls or more)" if a.lead and a.lead_calls else "") +
           f", {a.pairs} rounds of fresh launches (the arms' six orders in turn), loop "
           f"{a.iters} calls, tune {a.tune_args or '(defaults)'}\n")
+    placement = place(a.np, None, launch=Launch("mpiexec"))
+    runs: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="impi-bench-") as tmp:
         work = Path(tmp)
         exe = build_loop(mpi, work)
         digests: dict[str, str] = {}
         for coll in a.colls.split(","):
+            head: list[str] = []
             dat, t_intel = run_mpitune(mpi, coll, a.np, work)
             if a.file:  # judged as given: no tune, no tuning time
                 js, t_ours, summary = a.file.resolve(), float("nan"), {"collectives": {}}
@@ -217,6 +293,7 @@ def main() -> None:
             envs = {"default": {}, "mpitune": {"I_MPI_TUNING_BIN": str(dat)},
                     "colltune": {"I_MPI_TUNING_BIN" if js.suffix == ".dat" else
                                  "I_MPI_TUNING": str(js)} if js else {}}
+            same = same_entries(mpi, placement, coll, sizes, envs)
             got: dict[tuple[str, str, int], list[float]] = {}
             # a judge's launch: the lead repeated (each time `iters` calls: IMB's and the
             # loop's) until it covers --lead-calls, then the judged sizes
@@ -237,57 +314,66 @@ def main() -> None:
                         for s, v in osu(mpi, a.osu_dir, coll, a.np, run, envs[arm],
                                         skip).items():
                             got.setdefault(("OSU", arm, s), []).append(v)
-            print(f"### {coll}, {a.np} ranks\n")
             ours = f"{t_ours:.0f} s" if not a.file else f"not run (judging {a.file.name})"
-            print(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {ours} "
-                  f"({'wrote a tuning file' if js else 'wrote no file: its arm is the default'})\n")
+            wrote = "wrote a tuning file" if js else "wrote no file: its arm is the default"
+            head.append(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {ours} "
+                        f"({wrote})\n")
             digest = tree_digest(dat)
-            same = [c for c, g in digests.items() if g == digest]
+            twins = [c for c, g in digests.items() if g == digest]
             digests[coll] = digest
-            print(f"mpitune_fast's file: tree {digest}" + (
-                f", the same tree as its {', '.join(same)} file: nothing in it depends on "
-                f"the collective tuned\n"
-                if same else "\n"))
-            print("| size | judge | default us | mpitune_fast/default | colltune/default | "
-                  "colltune/mpitune_fast |")
-            print("|---|---|---|---|---|---|")
-            for s in sizes:
-                for j in ("IMB", "OSU", "loop") if a.osu_dir else ("IMB", "loop"):
-                    d = got[(j, "default", s)]
-                    cells = []
-                    # speed-ups: the base's time over the arm's, round by round
-                    for base, arm in (("default", "mpitune"), ("default", "colltune"),
-                                      ("mpitune", "colltune")):
-                        r = [x / y for x, y in zip(got[(j, base, s)], got[(j, arm, s)],
-                                                   strict=True)]
-                        cells.append(judge(r))
-                    med = sorted(d)[len(d) // 2] * 1e6
-                    print(f"| {s} | {j} | {med:.2f} | {' | '.join(cells)} |")
-            if a.raw:
-                with a.raw.open("a") as f:  # every round's figure, to judge again later
-                    f.write(json.dumps({"coll": coll, "np": a.np, "tuning_s": {
-                        "mpitune_fast": t_intel, "colltune": t_ours},
-                        "times": [[j, arm, s, v] for (j, arm, s), v in got.items()]}) + "\n")
+            head.append(f"mpitune_fast's file: tree {digest}" + (
+                f", the same tree as its {', '.join(twins)} file: nothing in it depends on "
+                f"the collective tuned\n" if twins else "\n"))
+            if not same:
+                head.append("(the arms' entries could not be read: no '=' marks)\n")
             decided = [f"{d['size']} B preset {d['chosen']['algorithm']}"
                        for d in summary["collectives"].get(coll, {}).get(str(a.np), [])
                        if d.get("verdict") == "tuned"]
             if not a.file:
-                print("\ncolltune's confirmed choices: " + ("; ".join(decided) or "none") + "\n")
+                head.append("colltune's confirmed choices: " + ("; ".join(decided) or "none")
+                            + "\n")
             if js is not None and not a.file:  # what the file names, and what backs it
                 t = impi_table.parse_rules(record_of(js).read_text())[0] if \
                     js.suffix == ".dat" else impi_tuning.parse(js.read_text())
                 r = impi_tuning.rules_for(t, coll, a.np)
-                print("colltune's file: " + ("; ".join(
+                head.append("colltune's file: " + ("; ".join(
                     f"{lo}-{'' if hi is None else hi} B "
                     + ("the library's own" if p == impi_tuning.LIBRARY else f"preset {p}")
                     for lo, hi, p in r.ranges()) if r else "no rules for this np") + "\n")
-                for n in summary.get("impi", {}).get("notes", []):
-                    if n.startswith(f"{coll} ") and "stand-in" in n:
-                        print(n + "\n")
+                head += [n + "\n" for n in summary.get("impi", {}).get("notes", [])
+                         if n.startswith(f"{coll} ") and "stand-in" in n]
             if decided and js is None:  # confirmed, but no file could carry it: say why
                 left = [n for n in summary.get("impi", {}).get("notes", [])
                         if n.startswith(f"{coll} ")]
-                print("not written: " + ("; ".join(left) or "see the summary") + "\n")
+                head.append("not written: " + ("; ".join(left) or "see the summary") + "\n")
+            rec = {"coll": coll, "np": a.np, "sizes": sizes, "head": head, "same": same,
+                   "tuning_s": {"mpitune_fast": t_intel, "colltune": t_ours},
+                   "times": [[j, arm, s, v] for (j, arm, s), v in got.items()]}
+            runs.append(rec)
+            if a.raw:
+                with a.raw.open("a") as f:  # every round's figure, to judge again later
+                    f.write(json.dumps(rec) + "\n")
+            print(f"{coll}: measured ({len(runs)} of {len(a.colls.split(','))})", flush=True)
+    print()
+    report(runs, ("IMB", "OSU", "loop") if a.osu_dir else ("IMB", "loop"))
+
+
+def same_entries(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
+                 envs: dict[str, dict[str, str]]) -> dict[str, list[int]]:
+    """Per comparison, the sizes where both arms run the same entry: each arm's table as
+    Intel MPI loaded it in a launch with the arm's environment (dumped), looked up at each
+    size. Empty when a table cannot be read (then nothing is marked)."""
+    try:
+        spl = Splicer(mpi, placement, {c: sorted(p) for c, p in
+                                       impi_catalog(mpi, [coll]).algorithms.items()})
+        loaded = {arm: dump(mpi, placement, coll, env) for arm, env in envs.items()}
+        leaf = {(arm, s): spl.entry(data, coll, s) for arm, data in loaded.items()
+                for s in sizes}
+    except (ImpiFormatError, MPIError) as e:
+        print(f"{coll}: the arms' entries not read ({e})", file=sys.stderr)
+        return {}
+    return {name: [s for s in sizes if leaf[(base, s)] == leaf[(arm, s)]]
+            for name, (base, arm) in zip(HEAD, COMPARISONS, strict=True)}
 
 
 if __name__ == "__main__":

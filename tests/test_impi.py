@@ -137,6 +137,13 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         prof = impi_env.parse(env_path(dat).read_text())
         assert prof.settings == {"I_MPI_TUNING_BIN": str(dat.resolve())}, prof.settings
         assert impi_table.parse_rules(record_of(dat).read_text())[0] == {"bcast": {np: rb}}
+        # what a table runs, read leaf by leaf as Intel MPI looks it up (the side-by-side
+        # marks the cells where two arms agree): preset 8's own entry at 8 B, where the
+        # library's differs, and the library's own at 1 KiB
+        data = dat.read_bytes()
+        assert splicer.entry(data, "bcast", 8) == splicer.leaves[("bcast", 8)]
+        assert splicer.entry(None, "bcast", 8) != splicer.leaves[("bcast", 8)]
+        assert splicer.entry(data, "bcast", 1024) == splicer.entry(None, "bcast", 1024)
         status, detail = obeyed(probes, rb, prof.settings, ends(rb))
         assert status == "applied" and "the default's own" in detail, detail
         # every other job size, and every collective the table does not tune, runs what it

@@ -112,6 +112,7 @@ def test_a_splice_changes_one_job_size_and_ppn_only(ppn: int, np: int) -> None:
         for n in range(p, 201, max(1, p)):
             for size in (1, 100, 101, 500, 501, 1000, 5000):
                 got, was = _selected(after, p, n, size), _selected(before, p, n, size)
+                assert impi_table.selected(after, p, n, size) == got, (p, n, size)
                 if (p, n) == (ppn, np):
                     assert got == (new if size <= 500 else was), (p, n, size)
                 else:

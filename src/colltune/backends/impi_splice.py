@@ -103,6 +103,16 @@ class Splicer:
             self.leaves.setdefault((coll, p), m.kids[0])
         self.paths[coll] = path
 
+    def entry(self, data: bytes | None, coll: str, size: int) -> Node:
+        """What the table `data` (None: the library's own; or another file, e.g. another
+        tuner's) runs for `coll` at `size` bytes in this placement's job: compared leaf to
+        leaf, two tables are told apart where they differ, not where their tuners say so."""
+        self._learn(coll)
+        assert self.own is not None
+        tree = self.own if data is None else impi_table.decode(data)
+        return impi_table.selected(impi_table.at(tree, self.paths[coll]),
+                                   self.placement.ppn, self.placement.np, size)
+
     def table(self, t: Tuning, ppn: dict[int, int]) -> bytes:
         """The library's own table with `t` spliced in (comm size -> its ppn in `ppn`)."""
         if any(np is None for per in t.values() for np in per):

@@ -160,15 +160,29 @@ def at(root: Node, path: list[int]) -> Node:
     return n
 
 
-def messages(coll: Node, ppn: int, np: int) -> list[tuple[int, Node]]:
-    """A collective's message-size entries as Intel MPI selects them for a job of `np`
-    ranks, `ppn` per node: (upper size, -1: catch-all; the leaf)."""
+def _sizes(coll: Node, ppn: int, np: int) -> Node:
+    """The node whose children are the message-size entries a job of `np` ranks, `ppn` per
+    node, selects (comm id: the catch-all)."""
     p = pick(coll.kids, ppn)
     c = pick(p.kids, np) if p else None
     i = (c.child(_CATCH_ALL) or (c.kids[0] if len(c.kids) == 1 else None)) if c else None
-    if i is None or any(m.records is not None or len(m.kids) != 1 for m in i.kids):
+    if i is None or not i.kids or any(m.records is not None or len(m.kids) != 1
+                                      for m in i.kids):
         raise ImpiFormatError(f"no message-size entries for ppn={ppn} comm_size={np}")
-    return [(m.key, m.kids[0]) for m in i.kids]
+    return i
+
+
+def messages(coll: Node, ppn: int, np: int) -> list[tuple[int, Node]]:
+    """A collective's message-size entries as Intel MPI selects them for a job of `np`
+    ranks, `ppn` per node: (upper size, -1: catch-all; the leaf)."""
+    return [(m.key, m.kids[0]) for m in _sizes(coll, ppn, np).kids]
+
+
+def selected(coll: Node, ppn: int, np: int, size: int) -> Node:
+    """The leaf (one algorithm) Intel MPI runs for a call of `size` bytes in that job."""
+    m = pick(_sizes(coll, ppn, np).kids, size)
+    assert m is not None  # _sizes refused a node without entries
+    return m.kids[0]
 
 
 def clip(entries: list[tuple[int, Node]], low: int, high: int | None
