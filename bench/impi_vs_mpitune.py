@@ -45,6 +45,7 @@ from scipy import stats
 from colltune.backends.impi import IntelMPI, find_impi, launch_command, launch_env
 from colltune.backends.impi import catalog as impi_catalog
 from colltune.backends.impi_splice import Splicer, dump, record_of
+from colltune.core.clock import describe
 from colltune.core.space import parse_sizes
 from colltune.core.stats import holm
 from colltune.errors import MPIError
@@ -318,6 +319,8 @@ def main() -> None:
             wrote = "wrote a tuning file" if js else "wrote no file: its arm is the default"
             head.append(f"tuning time: mpitune_fast {t_intel:.0f} s, colltune {ours} "
                         f"({wrote})\n")
+            if isinstance(summary.get("seconds"), dict):  # what the confirmation cost
+                head.append(f"colltune's tune took {describe(summary['seconds'])}\n")
             digest = tree_digest(dat)
             twins = [c for c, g in digests.items() if g == digest]
             digests[coll] = digest

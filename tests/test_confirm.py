@@ -10,6 +10,7 @@ import pytest
 from colltune.backends import registry
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
+from colltune.core.clock import PAIRS, clocked
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.options import TuneOptions
@@ -53,7 +54,10 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     opts = TuneOptions(["reduce"], [4], confirm_rounds=3, mpi=str(ompi41.prefix),
                        boundaries="midpoint")
     sess = registry.named("openmpi").open(opts, ["reduce"], print)
-    confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
+    with clocked() as spent:
+        confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
+        pairs = spent[PAIRS]  # the launch pairs' time is counted as theirs
+    assert 0 < pairs <= spent["total"]
     assert d.chosen == DEFAULT
     # usually "slower"; with 3 launch pairs on a loaded 2-core machine, sometimes "same"
     # (no assertion on the ratio itself: one disturbed launch pair on this shared machine
@@ -64,9 +68,11 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     assert "not confirmed" in d.reason
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
-    confirm_decisions([again], coll, placement, store, ompi41,
-                      TuneOptions(["reduce"], [4], from_db=True), Reporter(), sess)
+    with clocked() as spent:
+        confirm_decisions([again], coll, placement, store, ompi41,
+                          TuneOptions(["reduce"], [4], from_db=True), Reporter(), sess)
     assert again.chosen == DEFAULT and again.confirmations == d.confirmations
+    assert PAIRS not in spent  # nothing launched, nothing counted
 
 
 def _point(size: int):  # type: ignore[no-untyped-def]

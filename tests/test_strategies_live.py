@@ -55,6 +55,11 @@ def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, t
     assert search["repetitions"] == sum(len(xs) for st, xs in rows.values() if st == "ok")
     assert [d["size"] for d in doc["collectives"]["reduce"]["4"]] == [8, 4096, 65536, 1048576]
     assert all("default_ci" in d for d in doc["collectives"]["reduce"]["4"])  # the evidence
+    # where the time went: the sweep's share counted, no stage beyond the whole
+    spent = doc["seconds"]
+    assert spent["sweep"] > 0 and sum(v for k, v in spent.items() if k != "total") \
+        <= spent["total"] + 0.05, spent
+    assert f"took {spent['total']:.0f} s: sweep" in r.stderr, r.stderr[-500:]
 
     # a rerun replays the stored answers: the same search, nothing measured again
     text = out.read_text()

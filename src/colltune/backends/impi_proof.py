@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.backends.impi import IntelMPI, forcing_env, launch_command, launch_env
+from colltune.core.clock import PROOF, stage
 from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
@@ -97,6 +98,7 @@ def valid_counts(data: object) -> Counts | None:
     return dict(data) if ok else None
 
 
+@stage(PROOF)
 def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
           env: dict[str, str], timeout: float = 60.0, exe: Path | None = None
           ) -> dict[int, Counts]:

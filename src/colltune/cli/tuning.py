@@ -28,6 +28,7 @@ from colltune.cli.common import (
     out,
 )
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core.clock import describe
 from colltune.core.records import Verdict
 from colltune.core.space import parse_params, parse_size, parse_sizes
 from colltune.errors import ColltuneError
@@ -145,6 +146,9 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
                   highlight=False, markup=False)
         for n in wrote.get("notes") or []:
             err.print(f"note: {n}", highlight=False, markup=False)
+    spent = res.summary.get("seconds")
+    if isinstance(spent, dict) and not quiet:  # what confirmation cost, beside the sweep
+        err.print(f"took {describe(spent)}", highlight=False, markup=False)
 
 
 def _without_option(args: list[str], name: str) -> list[str]:

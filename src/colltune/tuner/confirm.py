@@ -20,6 +20,7 @@ from pathlib import Path
 from colltune.backends.base import Session
 from colltune.backends.registry import of
 from colltune.collectives import Collective
+from colltune.core.clock import PAIRS, stage
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
@@ -292,6 +293,7 @@ def as_verdict(r: sequential.SizeResult) -> Verdict:
                     for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {})
 
 
+@stage(PAIRS)  # however it is reached: confirmation, fills, stand-ins
 def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
                    sizes: list[int], opts: TuneOptions, sess: Session,
                    note: Callable[[str], None] = lambda s: None,

@@ -13,6 +13,7 @@ from colltune.backends import registry
 from colltune.backends.base import Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
+from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
 from colltune.core.config import DEFAULT, Config
 from colltune.core.plan import Plan
 from colltune.core.records import Decision, PointResult
@@ -114,7 +115,16 @@ def check_options(opts: TuneOptions) -> None:
 
 
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
-    rep = reporter or Reporter()
+    with clocked() as spent:
+        result = _tune(opts, reporter or Reporter())
+    result.summary["seconds"] = {k: round(v, 2) for k, v in spent.items()}
+    if opts.summary_json is not None:
+        write_file(opts.summary_json, json.dumps(result.summary, indent=2) + "\n",
+                   "--summary-json")
+    return result
+
+
+def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
     check_options(opts)
     if opts.boundaries not in ("measure", "midpoint"):
         raise ColltuneError(f"unknown --boundaries '{opts.boundaries}'",
@@ -188,16 +198,19 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
                     str(p.np) for p in placements) + f" in one launch of "
                     f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
                 for name in colls:
-                    sweep_ladder(opts, mpi, plan, get_collective(name),
-                                 placements, store, sess.sweep, rep, failures)
+                    with stage(SWEEP):
+                        sweep_ladder(opts, mpi, plan, get_collective(name),
+                                     placements, store, sess.sweep, rep, failures)
             for placement in placements:
                 for name in colls:
                     coll = get_collective(name)
-                    search_one(opts, mpi, plan, coll,
-                               placement, store, sess.sweep, rep, failures, searches)
+                    with stage(SWEEP):
+                        search_one(opts, mpi, plan, coll,
+                                   placement, store, sess.sweep, rep, failures, searches)
                     if opts.boundaries == "measure" and not confirm_first:
-                        refine(opts, mpi, catalog, coll, placement, store, sess.sweep, rep,
-                               failure_note(failures, coll, placement, catalog))
+                        with stage(SWITCHES):
+                            refine(opts, mpi, catalog, coll, placement, store, sess.sweep,
+                                   rep, failure_note(failures, coll, placement, catalog))
         decisions: dict[str, dict[int, list[Decision]]] = {}
         if opts.predict:
             for name in colls:
@@ -244,8 +257,6 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
         sess.write(decisions, summary, predicted)
     finally:
         store.close()
-    if opts.summary_json is not None:
-        write_file(opts.summary_json, json.dumps(summary, indent=2) + "\n", "--summary-json")
     return TuneResult(mpi, catalog, sess.rules_version, decisions, failures, summary)
 
 
@@ -291,8 +302,10 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
         if why:
             rep.note(f"{coll.name} np={placement.np}: switches not located ({why})")
             return ds
-        if not refine(opts, sess.mpi, sess.catalog, coll, placement, store, sess.sweep, rep,
-                      failed, confirmed_view):
+        with stage(SWITCHES):
+            moved = refine(opts, sess.mpi, sess.catalog, coll, placement, store, sess.sweep,
+                           rep, failed, confirmed_view)
+        if not moved:
             break
         ds = decide_and_confirm(opts, sess, store, coll, placement, store.measurements(ctx),
                                 rep, fills=False)

@@ -1,0 +1,45 @@
+"""Where a tune's wall time goes, stage by stage (the sweep, fresh launch pairs, locating
+switches), so a site weighs what confirmation costs against what it saves."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+SWEEP, PAIRS, SWITCHES = "sweep", "fresh launch pairs", "locating switches"
+PROOF = "proving what ran"  # launches under a debugger or read-back, where a family needs them
+_spent: ContextVar[dict[str, float] | None] = ContextVar("colltune_spent", default=None)
+
+
+@contextmanager
+def stage(name: str) -> Iterator[None]:
+    """Count the time inside towards `name` in the tune being clocked (none: nothing)."""
+    spent, t = _spent.get(), time.monotonic()
+    try:
+        yield
+    finally:
+        if spent is not None:
+            spent[name] = spent.get(name, 0.0) + time.monotonic() - t
+
+
+@contextmanager
+def clocked() -> Iterator[dict[str, float]]:
+    """Seconds per stage inside, and "total" once it ends."""
+    spent: dict[str, float] = {}
+    token, t = _spent.set(spent), time.monotonic()
+    try:
+        yield spent
+    finally:
+        spent["total"] = time.monotonic() - t
+        _spent.reset(token)
+
+
+def describe(spent: dict[str, float]) -> str:
+    """'97 s: sweep 19 s, fresh launch pairs 60 s, ..., the rest 4 s'."""
+    parts = [(k, v) for k, v in spent.items() if k != "total" and v >= 0.5]
+    rest = spent.get("total", 0.0) - sum(spent[k] for k in spent if k != "total")
+    return f"{spent.get('total', 0.0):.0f} s" + (": " + ", ".join(
+        [f"{k} {v:.0f} s" for k, v in parts] + [f"the rest {max(rest, 0.0):.0f} s"])
+        if parts else "")
