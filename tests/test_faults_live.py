@@ -186,3 +186,26 @@ def test_two_tuners_on_one_store_lose_and_duplicate_nothing(ompi41: OpenMPI, tmp
     assert set(keys) == _planned(ompi41, 2, "8,512,4K,64K"), "not the union of both plans"
     for k in plans:
         rules.read(tmp_path / f"{k}.conf")
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def test_a_launch_is_killed_to_its_zombies_not_past_them() -> None:
+    """kill_session kills a session's live processes and stops at its zombies: the
+    launcher's own process (the session leader) is one from its exit until it is waited
+    for, which is after the kill; counted as alive, every launch waited out 5 retries."""
+    from colltune.kernel.launch import kill_session, session_pids
+
+    live = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    dead = subprocess.Popen(["true"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while _state(dead.pid) != "Z" and time.monotonic() < deadline:
+        time.sleep(0.01)  # exited, not yet waited for
+    assert _state(dead.pid) == "Z"
+    assert session_pids(dead.pid) == [] and session_pids(live.pid) == [live.pid]
+    kill_session(live.pid)
+    assert live.wait(timeout=5) == -signal.SIGKILL
+    dead.wait()
