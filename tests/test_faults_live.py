@@ -118,9 +118,11 @@ BASE = "1\n7\n1\n4\n1\n0 1 0 0\n"  # a bcast rule the user already had (merge ba
 
 def test_killed_tuner_resumes_without_repeating_or_losing(ompi41: OpenMPI, tmp_path: Path
                                                           ) -> None:
-    """kill -9 twice, at seeded random moments: the first run while measuring, its resumed
-    run later (confirming or writing, or measuring what was left); then a run to the end.
-    One run resumed twice, not two runs from scratch: the suite's time."""
+    """Killed twice, at seeded random moments: the first run with kill -9 while measuring,
+    its resumed run with SIGTERM (Slurm at a time limit, scancel) later (confirming or
+    writing, or measuring what was left); then a run to the end. One run resumed twice, not
+    two runs from scratch: the suite's time. SIGTERM is an orderly exit: 143, said so, its
+    launch killed and the launch's plan file removed (kill -9 cannot clean up)."""
     db = tmp_path / "db.sqlite"
     out = tmp_path / "rules.conf"
     out.write_text(BASE)
@@ -131,13 +133,20 @@ def test_killed_tuner_resumes_without_repeating_or_losing(ompi41: OpenMPI, tmp_p
     rng = random.Random(1)
     stored: list[list[tuple]] = []
     # a whole run takes about 9 s here: measuring the first seconds, confirming from ~6 s
-    for kill_at in (rng.uniform(0.5, 3.0), rng.uniform(3.0, 6.0)):
+    for sig, kill_at in ((signal.SIGKILL, rng.uniform(0.5, 3.0)),
+                         (signal.SIGTERM, rng.uniform(3.0, 6.0))):
+        tmp = tmp_path / f"tmp-{sig.name}"  # where its launches' plan files go
+        tmp.mkdir()
         proc = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": str(tmp)})
         time.sleep(kill_at)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.kill(proc.pid, sig)
+        _, err = proc.communicate()
         stored.append(_rows(db) if db.exists() else [])
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 143 and "terminated: finished measurements" in err, err
+            assert not list(tmp.glob("*.plan")), "a launch's plan file was left behind"
         time.sleep(1)
         assert set(collbench_pids()) - before == set(), "killing the tuner left ranks running"
         # the file being merged into is the old one or a complete new one that kept its rules

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import signal
 import sys
 
 import typer
@@ -34,9 +35,23 @@ def _for(argv: list[str]) -> typer.Typer:
     return lean
 
 
+class Terminated(BaseException):
+    """SIGTERM (Slurm at a job's time limit, scancel, kill): raised where the tuner is, so
+    its launches are killed and their files removed on the way out, as for Ctrl-C. Not a
+    KeyboardInterrupt: click would print "Aborted!" and exit 1."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         _for(sys.argv[1:])()
     except KeyboardInterrupt:
         err.print("interrupted: finished measurements are in the store; rerun to resume")
         sys.exit(130)
+    except Terminated:
+        err.print("terminated: finished measurements are in the store; rerun to resume")
+        sys.exit(128 + signal.SIGTERM)
