@@ -10,7 +10,7 @@ import pytest
 from colltune.backends import registry
 from colltune.backends.openmpi import OpenMPI
 from colltune.collectives import get_collective
-from colltune.core.clock import PAIRS, clocked
+from colltune.core.clock import PAIRS, clocked, stage
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.options import TuneOptions
@@ -90,3 +90,17 @@ def test_holm_controls_the_family() -> None:
     assert holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]
     assert holm([0.2, 0.001], 0.05) == [False, True]
     assert holm([], 0.05) == []
+
+
+def test_a_stage_inside_another_counts_once() -> None:
+    """A tune's stages add up to no more than its time: a proof launch inside the launch
+    pairs is the proof's, not both."""
+    import time
+
+    with clocked() as spent:
+        with stage("outer"):
+            time.sleep(0.02)
+            with stage("inner"):
+                time.sleep(0.02)
+    assert spent["outer"] + spent["inner"] <= spent["total"]
+    assert spent["outer"] > 0 and spent["inner"] > 0

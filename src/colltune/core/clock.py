@@ -11,17 +11,24 @@ from contextvars import ContextVar
 SWEEP, PAIRS, SWITCHES = "sweep", "fresh launch pairs", "locating switches"
 PROOF = "proving what ran"  # launches under a debugger or read-back, where a family needs them
 _spent: ContextVar[dict[str, float] | None] = ContextVar("colltune_spent", default=None)
+_inside: ContextVar[str | None] = ContextVar("colltune_stage", default=None)
 
 
 @contextmanager
 def stage(name: str) -> Iterator[None]:
-    """Count the time inside towards `name` in the tune being clocked (none: nothing)."""
-    spent, t = _spent.get(), time.monotonic()
+    """Count the time inside towards `name` in the tune being clocked (none: nothing); a
+    stage inside another (a proof launch inside the launch pairs) counts once, as its own."""
+    spent, outer, t = _spent.get(), _inside.get(), time.monotonic()
+    token = _inside.set(name)
     try:
         yield
     finally:
+        _inside.reset(token)
         if spent is not None:
-            spent[name] = spent.get(name, 0.0) + time.monotonic() - t
+            took = time.monotonic() - t
+            spent[name] = spent.get(name, 0.0) + took
+            if outer is not None:
+                spent[outer] = spent.get(outer, 0.0) - took
 
 
 @contextmanager
