@@ -140,7 +140,7 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         # what a table runs, read leaf by leaf as Intel MPI looks it up (the side-by-side
         # marks the cells where two arms agree): preset 8's own entry at 8 B, where the
         # library's differs, and the library's own at 1 KiB
-        data = dat.read_bytes()
+        data = impi_table.decode(dat.read_bytes())
         assert splicer.entry(data, "bcast", 8) == splicer.leaves[("bcast", 8)]
         assert splicer.entry(None, "bcast", 8) != splicer.leaves[("bcast", 8)]
         assert splicer.entry(data, "bcast", 1024) == splicer.entry(None, "bcast", 1024)

@@ -103,13 +103,13 @@ class Splicer:
             self.leaves.setdefault((coll, p), m.kids[0])
         self.paths[coll] = path
 
-    def entry(self, data: bytes | None, coll: str, size: int) -> Node:
-        """What the table `data` (None: the library's own; or another file, e.g. another
+    def entry(self, table: Node | None, coll: str, size: int) -> Node:
+        """What `table` (decoded; None: the library's own; or another file, e.g. another
         tuner's) runs for `coll` at `size` bytes in this placement's job: compared leaf to
         leaf, two tables are told apart where they differ, not where their tuners say so."""
         self._learn(coll)
         assert self.own is not None
-        tree = self.own if data is None else impi_table.decode(data)
+        tree = self.own if table is None else table
         return impi_table.selected(impi_table.at(tree, self.paths[coll]),
                                    self.placement.ppn, self.placement.np, size)
 
