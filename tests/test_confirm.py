@@ -75,6 +75,68 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     assert PAIRS not in spent  # nothing launched, nothing counted
 
 
+@pytest.mark.mpi
+def test_a_choice_that_starts_slow_is_refused_by_its_first_calls(
+        ompi41: OpenMPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's test-only "cold" fault makes the rules file's arm (the only one that
+    turns coll/tuned's dynamic rules on) 2 ms slower in each of a point's first 10 calls:
+    20 ms a launch, past the warm-up every other mode is timed after. Only the start cell
+    sees it, and it refuses the choice."""
+    monkeypatch.setenv("COLLTUNE_TEST_FAULT", "cold:coll_tuned_use_dynamic_rules=1")
+    coll = get_collective("bcast")
+    placement = place(2)
+    store = Store(tmp_path / "db.sqlite")
+    ctx = context_for(ompi41, coll, placement)
+    size = 8
+    choice = Config(1)  # basic linear: at 2 ranks what the default runs at 8 B, give or take
+    store.add(ctx, choice, _point(size), "mpit")
+    d = Decision(size, size, choice, choice, 1e-4, 1e-3, 1e-6, True)
+    opts = TuneOptions(["bcast"], [2], confirm_rounds=3, mpi=str(ompi41.prefix),
+                       boundaries="midpoint")
+    sess = registry.named("openmpi").open(opts, ["bcast"], print)
+    confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
+    assert d.chosen == DEFAULT and "not confirmed" in d.reason
+    (v,) = d.confirmations
+    assert v.verdict == "slower"
+    modes = v.modes
+    # 1000 calls from cold carry 20 ms more on the tuned side: several times slower
+    assert modes["start"]["verdict"] == "slower", modes
+    # the warm modes are timed after the fault's calls: they see none of it
+    assert all(m["verdict"] != "slower" for k, m in modes.items() if k != "start"), modes
+
+
+def test_a_start_cell_only_refuses() -> None:
+    from colltune.tuner.sequential import Cell, combine
+
+    def cell(verdict: str, veto: bool = False, ratio: float = 1.0) -> Cell:
+        return Cell(verdict, ratio, 0.9, 1.1, 0.5, 0.5, 1.1, 4, True, veto)
+
+    assert combine([cell("faster"), cell("same", veto=True)], need_faster=True) == "faster"
+    assert combine([cell("faster"), cell("undecided", veto=True)],
+                   need_faster=True) == "faster"
+    # leaning slower by a practical difference: more pairs to show it, not yet a verdict
+    assert combine([cell("faster"), cell("undecided", veto=True, ratio=1.3)],
+                   need_faster=True) == "undecided"
+    # once the pairs are spent, the unproven refusal holds nothing back
+    assert combine([cell("faster"), cell("inconclusive", veto=True, ratio=1.3)],
+                   need_faster=True) == "faster"
+    assert combine([cell("faster"), cell("slower", veto=True)], need_faster=True) == "slower"
+    # an ordinary cell that is only "same" still holds a tuner's choice back
+    assert combine([cell("faster"), cell("same")], need_faster=True) == "same"
+
+
+def test_from_cold_weighs_the_timed_start_against_the_warm_rest() -> None:
+    from colltune.core.records import PointResult
+    from colltune.tuner.confirm import from_cold
+
+    r = PointResult(0, 8, "ok", 3, samples=[1e-5] * 3, start=10,
+                    series={"start": {"completion": [1e-3]}, "loop": {"completion": [2e-5, 2e-5]}})
+    # 10 calls timed at 1 ms each, 990 more at the loop's 20 us
+    assert from_cold(r, 1000) == pytest.approx((10 * 1e-3 + 990 * 2e-5) / 1000)
+    r.start = 1000
+    assert from_cold(r, 1000) == pytest.approx(1e-3)
+
+
 def _point(size: int):  # type: ignore[no-untyped-def]
     from colltune.core.records import PointResult
 

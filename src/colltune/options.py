@@ -60,6 +60,10 @@ class TuneOptions:
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs
     # ... and up to this many where still undecided; None: twice confirm_rounds (4, 8)
     confirm_max_rounds: int | None = None
+    # an application's calls at a size in one launch: the launch pairs also judge a choice
+    # over this many calls from the size's first on, where a slow start can outweigh a
+    # faster call (and refuse it); 0: judge warm calls only
+    start_calls: int = 1000
     # sizes above the largest measured one: "extend" its decision, or "library" (a default
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"

@@ -111,7 +111,7 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               comm_sizes: str | None = None, cutoff: float = 1.5,
               confirm_max_rounds: int | None = None, trade_off: bool = False,
               out_format: str | None = None, params: list[str] | None = None,
-              default_launches: int = 1) -> None:
+              default_launches: int = 1, start_calls: int = 1000) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
         opts = TuneOptions(
@@ -125,7 +125,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
             predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
             rules_version=rules_version, from_db=from_db,
             hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
-            confirm_max_rounds=confirm_max_rounds, oversubscribe=oversubscribe,
+            confirm_max_rounds=confirm_max_rounds, start_calls=start_calls,
+            oversubscribe=oversubscribe,
             boundaries=boundaries, trade_off=trade_off, out_format=out_format,
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                      point_time=point_time, seed=seed, timeout=timeout,
@@ -303,6 +304,11 @@ def _make_tune_command(name: str) -> None:
             None, "--confirm-max-rounds", help="... and up to this many where they leave a "
                                                "win undecided (default: twice as many; a "
                                                "stand-in for the default: twice this)."),
+        start_calls: int = typer.Option(
+            1000, "--start-calls",
+            help="An application's calls at one size per launch: a choice must not lose "
+                 "over this many calls from the size's first (a slow start); 0: judge "
+                 "warm calls only."),
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
@@ -330,7 +336,8 @@ def _make_tune_command(name: str) -> None:
                                           tuple(shlex.split(launcher_args))),
                   _backend_for(backend, out_format), platform, tune_han, for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds, trade_off, out_format, params, default_launches)
+                  confirm_max_rounds, trade_off, out_format, params, default_launches,
+                  start_calls)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -30,6 +30,7 @@ class PointResult:
     objective: str = "completion"
     batch: int = 1  # calls per timed stretch in isolated mode (a call under 100 timer steps)
     loop: int = 0  # calls per free-running stretch of the "loop" series (0: none measured)
+    start: int = 0  # calls timed from the first on in the "start" series (0: none measured)
 
 
 @dataclass(frozen=True)

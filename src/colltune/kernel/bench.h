@@ -15,7 +15,7 @@
 #define TIMING_B2B 2
 #define LOOP_STRETCHES 2 /* per point, with `loop N` in the plan (bench_loop.c) */
 enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
-extern const char *const mode_names[3]; /* isolated, back-to-back, loop */
+extern const char *const mode_names[4]; /* isolated, back-to-back, loop, start */
 extern const char *const obj_names[NOBJ];
 
 /* SimGrid SMPI implements no MPI_T control variables: there every configuration is
@@ -63,6 +63,8 @@ typedef struct {
     double window_time; /* ... and fewer where the window would take longer (seconds) */
     int loop;        /* > 0: also LOOP_STRETCHES free-running stretches of this many calls */
     double loop_time; /* ... and fewer where a stretch would take longer (seconds) */
+    int start;       /* > 0: also the point's first calls from its first, up to this many */
+    double start_time; /* ... fewer where the first call says they would take longer (s) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
     double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
     int nconfig;
@@ -140,6 +142,9 @@ int fault_hits(const config_t *cfg, const char *kind);
 int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm,
                  int (*call)(bufs_t *, MPI_Comm), double per_call, int active, int cid,
                  long long size, double out[NOBJ][LOOP_STRETCHES]);
+int measure_start(const plan_t *plan, bufs_t *b, MPI_Comm comm,
+                  int (*call)(bufs_t *, MPI_Comm), double first, int active, int cid,
+                  long long size, double out[NOBJ]);
 void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cfg,
                    long long size, MPI_Comm comm, int active);
 void refs_free(void);

@@ -6,12 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
 
-/* test-only: the configuration's calls each take a second longer (COLLTUNE_TEST_FAULT) */
-static int g_slow;
+/* test-only (COLLTUNE_TEST_FAULT): the configuration's calls each take a second longer
+ * (slow), or its first COLD_CALLS calls at a point COLD_US longer each (cold) */
+static int g_slow, g_cold;
+#define COLD_CALLS 10
+#define COLD_US 2000
 fault_t g_fault;
 
 /* with `min_ticks N` a timed stretch lasts at least N timer steps: a call shorter than
@@ -25,6 +29,11 @@ static int run_coll(bufs_t *b, MPI_Comm comm)
     int rc = coll_call(b, comm);
     if (g_slow)
         sleep(1);
+    if (g_cold > 0) {
+        struct timespec ts = {0, COLD_US * 1000L};
+        g_cold--;
+        nanosleep(&ts, NULL);
+    }
     return rc;
 }
 
@@ -154,8 +163,11 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     double loop[NOBJ][LOOP_STRETCHES];
     int loop_calls = 0;
+    double start[NOBJ];
+    int start_calls = 0;
     int wrong = fault_hits(cfg, "wrong");
     g_slow = fault_hits(cfg, "slow");
+    g_cold = fault_hits(cfg, "cold") ? COLD_CALLS : 0;
     int group = cfg->group ? cfg->group : g_size, cut = 0;
     const ref_t *ref = NULL;
 
@@ -173,7 +185,9 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     if (g_rank == 0)
         pvars_mark();
     sync_barrier();
+    t_call = MPI_Wtime();
     rc = run_coll(&b, comm);
+    t_call = MPI_Wtime() - t_call; /* the start's first call */
     if (wrong)
         corrupt_output(&b);
     /* 2: the library returned an error, 1: a wrong answer, 0: right */
@@ -202,6 +216,8 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         g_slow = 0;
         return;
     }
+    if (plan->start > 0)
+        start_calls = measure_start(plan, &b, comm, run_coll, t_call, active, cid, size, start);
     t_call = MPI_Wtime();
     for (int w = 0; w < plan->warmup; w++) {
         sync_barrier();
@@ -323,9 +339,10 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         }
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
-               "\"max\":%.9g,\"window\":%d,\"batch\":%d,\"loop\":%d,\"objective\":\"%s\","
-               "\"cut\":%s", cid, size, n, med, lo, hi, sum / n, mn, mx, window, batch, loop_calls,
-               obj_names[plan->objective], cut ? "true" : "false");
+               "\"max\":%.9g,\"window\":%d,\"batch\":%d,\"loop\":%d,\"start\":%d,"
+               "\"objective\":\"%s\",\"cut\":%s", cid, size, n, med, lo, hi, sum / n, mn, mx,
+               window, batch, loop_calls, start_calls, obj_names[plan->objective],
+               cut ? "true" : "false");
         if (plan->cutoff > 0 && cfg->baseline) {
             double meds[2] = {0, 0};
             for (int m = 0; m < 2; m++)
@@ -338,16 +355,17 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         for (int i = 0; i < n; i++)
             printf(i ? ",%.9g" : "%.9g", samples[i]);
         printf("],\"series\":{");
-        for (int m = 0; m < 3; m++) {
-            int count = m < 2 ? n : LOOP_STRETCHES;
-            if (m < 2 ? !series[m][0] : !loop_calls)
+        for (int m = 0; m < 4; m++) {
+            int count = m < 2 ? n : m == 2 ? LOOP_STRETCHES : 1;
+            if (m < 2 ? !series[m][0] : m == 2 ? !loop_calls : !start_calls)
                 continue;
             printf("%s\"%s\":{", first_mode ? "" : ",", mode_names[m]);
             first_mode = 0;
             for (int o = 0; o < NOBJ; o++) {
                 printf("%s\"%s\":[", o ? "," : "", obj_names[o]);
                 for (int i = 0; i < count; i++)
-                    printf(i ? ",%.9g" : "%.9g", m < 2 ? series[m][o][i] : loop[o][i]);
+                    printf(i ? ",%.9g" : "%.9g",
+                           m < 2 ? series[m][o][i] : m == 2 ? loop[o][i] : start[o]);
                 printf("]");
             }
             printf("}");

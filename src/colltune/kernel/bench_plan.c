@@ -36,6 +36,7 @@ int read_plan(const char *path, plan_t *plan)
     plan->window = 64;
     plan->window_time = 0.01;
     plan->loop_time = 0.015;
+    plan->start_time = 0.05;
     plan->objective = OBJ_COMPLETION;
     plan->configs = calloc((size_t)cap_c, sizeof(config_t));
     plan->points = calloc((size_t)cap_p, sizeof(point_t));
@@ -82,6 +83,10 @@ int read_plan(const char *path, plan_t *plan)
             bad = !int_at_least(line + off, &plan->loop, 0);
         } else if (!strcmp(key, "loop_time")) {
             bad = !nonneg(line + off, &plan->loop_time);
+        } else if (!strcmp(key, "start")) {
+            bad = !int_at_least(line + off, &plan->start, 0);
+        } else if (!strcmp(key, "start_time")) {
+            bad = !nonneg(line + off, &plan->start_time);
         } else if (!strcmp(key, "cutoff")) {
             bad = !nonneg(line + off, &plan->cutoff);
         } else if (!strcmp(key, "objective")) {

@@ -23,6 +23,10 @@
  *    each after the barrier, free-running within, timed as a whole (series "loop"):
  *    calls that do not synchronise run ahead for as long as the library lets them, which
  *    a short window hides;
+ *  - with `start N` (fresh-launch confirmation), also the point's first calls, its
+ *    first call on from cold, up to N, each after the barrier (series "start"):
+ *    what an application's loop pays for an algorithm's slow start, which every other
+ *    series, timed after the warm-up, skips;
  *    `timing both` takes one of each per repetition;
  *  - a call shorter than 100 steps of MPI_Wtime (what it really resolves,
  *    measured at start and reported there with MPI_Wtick) is timed in batches
@@ -59,8 +63,8 @@
  * Test-only fault switch: COLLTUNE_TEST_FAULT=KIND:NAME=VALUE makes every
  * configuration that sets control variable NAME to VALUE (through MPI_T, or
  * through OMPI_MCA_NAME in the environment) hang, crash (SIGSEGV) or return a
- * wrong result, or take a second longer per call; KIND is hang, crash, wrong or
- * slow. coarse:timer_step_ns=N makes the kernel take MPI_Wtime's step to be N ns.
+ * wrong result, or take a second longer per call, or start slow (a point's first 10
+ * calls 2 ms longer each); KIND is hang, crash, wrong, slow or cold. coarse:timer_step_ns=N makes the kernel take MPI_Wtime's step to be N ns.
  * Unset in normal use.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -78,7 +82,7 @@
  * check), bench_measure.c (one point), bench_loop.c (its free-running stretches); this
  * file: the configurations, in order */
 
-const char *const mode_names[3] = {"isolated", "back-to-back", "loop"};
+const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
 int main(int argc, char **argv)

@@ -52,6 +52,10 @@ class Repetitions:
     # within (series "loop"): how an application's loop calls a collective, run-ahead and all
     loop: int = 0
     loop_time: float = 0.015  # ... fewer where the warm-up says they take longer (s)
+    # > 0: also a point's first calls, from its first on, up to this many back to back
+    # (series "start": an algorithm's slow start, which the warm-up hides from the rest)
+    start: int = 0
+    start_time: float = 0.05  # ... fewer where the first call says they take longer (s)
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
     # root (the root's own time)
     objective: str = "completion"
@@ -90,6 +94,8 @@ class KernelPlan:
             f"window_time {r.window_time}",
             f"loop {r.loop}",
             f"loop_time {r.loop_time}",
+            f"start {r.start}",
+            f"start_time {r.start_time}",
             f"objective {r.objective}",
             f"cutoff {r.cutoff}",
             f"min_ticks {r.min_ticks}",
@@ -182,6 +188,7 @@ def parse_result(ev: dict) -> PointResult:
         objective=str(ev.get("objective", "completion")),
         batch=int(ev.get("batch", 1)),
         loop=int(ev.get("loop", 0)),
+        start=int(ev.get("start", 0)),
     )
 
 

@@ -22,7 +22,7 @@ from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.clock import PAIRS, stage
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision, Verdict
+from colltune.core.records import Decision, PointResult, Verdict
 from colltune.core.stats import mann_whitney_less, median, paired_t_less
 from colltune.core.toolchain import Installation
 from colltune.errors import MPIError
@@ -39,6 +39,12 @@ from colltune.tuner.measure import Reporter, context_for
 # at 16 KiB, 4 ranks: 0.7x the default's time by windows, 1.5x over 1000 calls, 0.4x in an
 # application-style loop); a choice must not lose there either
 LOOP_CALLS = 1000
+
+# the timing mode of a size's first calls (TuneOptions.start_calls of them, from its first
+# on): a choice faster once warm may start slow (Intel MPI's reduce preset 1 at 8 B on 2
+# ranks: 1.25x faster than the default by IMB, 0.87x by a loop of 2000 calls from cold);
+# the cell can only refuse a choice (sequential.Design.veto): what the warm series miss
+START = "start"
 
 # rounds of fill confirmations: a session that offers the next candidate where one was found
 # slower (Intel MPI) gets two more chances per size; each round is one set of launch pairs
@@ -60,11 +66,14 @@ class ABSamples:
 
 def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
-            arms: dict[str, dict[str, str]] | None = None, first_round: int = 0) -> ABSamples:
+            arms: dict[str, dict[str, str]] | None = None, first_round: int = 0,
+            start: int = 0) -> ABSamples:
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
     `arms` are the two launch environments (a session's: coll/han's choices, MPICH's
     tuning file); by default the library's choice against the rules file `rules`.
-    `first_round` numbers the pairs of a later batch (their order and seeds go on)."""
+    `first_round` numbers the pairs of a later batch (their order and seeds go on).
+    `start` > 0 adds the mode "start": the time per call of that many calls from a size's
+    first on (`from_cold`)."""
     be = of(mpi)
     arms = arms or be.rules_arms(rules)
     exe = build_kernel(mpi)
@@ -75,7 +84,8 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
             plan = KernelPlan(coll.name, [KernelConfig(0, {}, placement.group)],
                               [(0, s) for s in sizes],
                               dataclasses.replace(reps, seed=reps.seed + rnd,
-                                                  loop=reps.loop or LOOP_CALLS),
+                                                  loop=reps.loop or LOOP_CALLS,
+                                                  start=start),
                               dup_always=not be.on_world)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
@@ -90,9 +100,22 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                 out.samples[arm].setdefault(r.size, []).append(r.samples)
                 obj = r.objective
                 for mode, objs in r.series.items():
+                    got = [from_cold(r, start)] if mode == START else objs[obj]
                     out.modes.setdefault(mode, {a: {} for a in ARMS})[arm].setdefault(
-                        r.size, []).append(objs[obj])
+                        r.size, []).append(got)
     return out
+
+
+def from_cold(r: PointResult, calls: int) -> float:
+    """Time per call of `calls` calls from a size's first on: the kernel timed the first
+    `r.start` of them, each after a barrier (fewer where they were slow); the rest run as
+    the warm calls timed the same way (isolated) do. What an application's first calls
+    cost, whatever the kernel's time bound left out."""
+    timed = r.start
+    first = r.series[START][r.objective][0]
+    warm = r.series.get("isolated", r.series.get("loop", {})).get(r.objective) or r.samples
+    rest = median(warm) if warm else first
+    return (timed * first + max(0, calls - timed) * rest) / max(calls, timed)
 
 
 def _judge_arms(per_round_d: list[list[float]], per_round_t: list[list[float]], alpha: float,
@@ -314,11 +337,14 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
 
         def measure(szs: list[int], first: int, rounds: int) -> sequential.Batch:
             return as_batch(ab_runs(sess.mpi, coll, placement, path, szs, rounds,
-                                    opts.settings, opts.settings.timeout, arms, first))
+                                    opts.settings, opts.settings.timeout, arms, first,
+                                    opts.start_calls))
 
         # a choice must win in every timing mode (intersection: no correction over modes)
+        # and not lose from cold (a refusal: a false one only keeps the default)
         design = sequential.Design(alpha=opts.confirm_alpha, min_gain=opts.min_gain,
                                    first=opts.confirm_rounds, family=1,
+                                   veto=(START,) if opts.start_calls else (),
                                    max_pairs=max(opts.confirm_rounds,
                                                  opts.confirm_max_rounds
                                                  or 2 * opts.confirm_rounds))

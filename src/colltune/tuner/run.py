@@ -90,6 +90,8 @@ def check_options(opts: TuneOptions) -> None:
          "e.g. --confirm-rounds 4, or 0 to skip confirmation"),
         ((opts.confirm_max_rounds or 0) <= 1000, "--confirm-max-rounds must be at most 1000",
          "e.g. --confirm-max-rounds 8"),
+        (0 <= opts.start_calls <= 10**9, "--start-calls must be between 0 and 1e9",
+         "e.g. --start-calls 1000, or 0 to judge warm calls only"),
         (opts.rules_version in (None, 1, 2), f"unknown --rules-version {opts.rules_version}",
          "use 1 (classic) or 2 (rule-file-version-2)"),
         (opts.budget is None or opts.budget > 0, "--budget must be more than 0",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from colltune.core.stats import median
 
 VERDICTS = ("faster", "same", "slower", "inconclusive")
+VETO_LEAN = 0.10  # a veto cell this much slower, not yet significant, asks for more pairs
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Design:
     first: int = 4  # launch pairs before the first look; each later look doubles them
     max_pairs: int = 16  # budget per size
     family: int = 0  # cells tested together (Bonferroni); 0: every cell of the run
+    # cells that can only refuse (an application's first calls): slower there is slower;
+    # otherwise they hold nothing back, as a size's other cells decide it
+    veto: tuple[str, ...] = ()
 
     def spent(self, n: int, total: float) -> float:
         """Error spent by the look at `n` pairs, of `total` (Pocock-type spending)."""
@@ -62,6 +66,7 @@ class Cell:
     mde: float  # smallest slowdown (ratio) found with 80% power at this look's level
     pairs: int
     can_win: bool = True  # the interval still reaches a gain of min_gain (futility)
+    veto: bool = False  # only its "slower" counts (Design.veto)
 
 
 def _t() -> object:
@@ -104,16 +109,23 @@ def look(x: list[float], n_prev: int, d: Design) -> Cell:
 
 
 def combine(cells: list[Cell], need_faster: bool = False) -> str:
-    """A size's verdict from its timing modes: slower if any is; faster only if all are.
+    """A size's verdict from its timing modes: slower if any is; faster only if all are
+    (a veto cell aside: it can only make a size slower).
     With `need_faster` (a tuner's choice must win everywhere) a size is also decided, as
     "same", as soon as one mode cannot be faster: "same", or its interval excludes a gain
     of min_gain (at the look's beta level: a real win is given up with probability <= beta)."""
-    vs = [c.verdict for c in cells]
-    if "slower" in vs:
+    if any(c.verdict == "slower" for c in cells):
         return "slower"
+    veto = [c for c in cells if c.veto]
+    cells = [c for c in cells if not c.veto]
+    vs = [c.verdict for c in cells]
     if need_faster and ("same" in vs or not all(c.can_win for c in cells)):
         return "same"
     if "undecided" in vs:
+        return "undecided"
+    # a veto cell that leans slower by a practical difference gets the size's remaining
+    # pairs to show it (a slow start is noisy: one stretch a launch)
+    if any(c.verdict == "undecided" and c.ratio > 1 + VETO_LEAN for c in veto):
         return "undecided"
     if vs and all(v == "faster" for v in vs):
         return "faster"
@@ -178,7 +190,9 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
             first_key = next(iter(batch[s]))
             raw[s][0].extend(batch[s][first_key]["default"])
             raw[s][1].extend(batch[s][first_key]["tuned"])
-            cells[s] = {k: look(xs, judged[s], mine.get(s, d)) for k, xs in logs[s].items()}
+            cells[s] = {k: dataclasses.replace(look(xs, judged[s], mine.get(s, d)),
+                                               veto=k in mine.get(s, d).veto)
+                        for k, xs in logs[s].items()}
             judged[s] = len(next(iter(logs[s].values())))
         still = [s for s in open_sizes if verdict(s) == "undecided"]
         late = deadline is not None and time.monotonic() > deadline
