@@ -164,6 +164,7 @@ class Probes:
         self.exe = self.exe or build_kernel(self.mpi)
         return self.exe
 
+    @stage(PROOF)  # its wall time, here: the worker threads do not carry the tune's clock
     def prefetch(self, wanted: list[tuple[dict[str, str], list[int]]]) -> None:
         """Count what `wanted` lacks, PARALLEL_PROBES launches at a time: a probe times
         nothing, and what Intel MPI runs at a size does not depend on the machine's load,
