@@ -64,7 +64,7 @@ typedef struct {
     int loop;        /* > 0: also LOOP_STRETCHES free-running stretches of this many calls */
     double loop_time; /* ... and fewer where a stretch would take longer (seconds) */
     int start;       /* > 0: also the point's first calls from its first, up to this many */
-    double start_time; /* ... fewer where the first call says they would take longer (s) */
+    double start_time; /* ... fewer once they have taken this long (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
     double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
     int nconfig;

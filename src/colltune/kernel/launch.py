@@ -55,7 +55,7 @@ class Repetitions:
     # > 0: also a point's first calls, from its first on, up to this many back to back
     # (series "start": an algorithm's slow start, which the warm-up hides from the rest)
     start: int = 0
-    start_time: float = 0.05  # ... fewer where the first call says they take longer (s)
+    start_time: float = 0.05  # ... fewer once they have taken this long (s)
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
     # root (the root's own time)
     objective: str = "completion"
