@@ -99,10 +99,11 @@ def test_a_choice_that_starts_slow_is_refused_by_its_first_calls(
     (v,) = d.confirmations
     assert v.verdict == "slower"
     modes = v.modes
-    # 1000 calls from cold carry 20 ms more on the tuned side: several times slower
+    # 1000 calls from cold carry 20 ms more on the tuned side (about 100x here), which the
+    # warm modes, timed after the fault's calls, do not see (0.88-1.06x in three runs; not
+    # asserted: each may read "slower" by chance at the design's alpha): the start decides
     assert modes["start"]["verdict"] == "slower", modes
-    # the warm modes are timed after the fault's calls: they see none of it
-    assert all(m["verdict"] != "slower" for k, m in modes.items() if k != "start"), modes
+    assert v.launch_speedup == modes["start"]["launch_speedup"], modes
 
 
 def test_a_start_cell_only_refuses() -> None:
