@@ -108,14 +108,14 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
 
 def from_cold(r: PointResult, calls: int) -> float:
     """Time per call of `calls` calls from a size's first on: the kernel timed the first
-    `r.start` of them, each after a barrier (fewer where they were slow); the rest run as
-    the warm calls timed the same way (isolated) do. What an application's first calls
-    cost, whatever the kernel's time bound left out."""
+    `r.start` of them, each after a barrier (fewer once its time bound passed); the rest
+    run as the warm calls timed the same way (isolated) do. What an application's first
+    calls cost, whatever the kernel's time bound left out."""
     timed = r.start
-    first = r.series[START][r.objective][0]
+    each = r.series[START][r.objective][0]  # per call, over the timed ones
     warm = r.series.get("isolated", r.series.get("loop", {})).get(r.objective) or r.samples
-    rest = median(warm) if warm else first
-    return (timed * first + max(0, calls - timed) * rest) / max(calls, timed)
+    rest = median(warm) if warm else each
+    return (timed * each + max(0, calls - timed) * rest) / max(calls, timed)
 
 
 def _judge_arms(per_round_d: list[list[float]], per_round_t: list[list[float]], alpha: float,
