@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,18 +96,33 @@ def _text(path: Path) -> str:
 
 def collbench_pids() -> list[int]:
     """Kernel processes of this test session (its kernels live under the session's own
-    XDG_CACHE_HOME), so other jobs running a kernel on the machine do not count."""
+    XDG_CACHE_HOME), so other jobs running a kernel on the machine do not count: the
+    program a process runs (argv[0]) is a collbench under that directory. (Matching the
+    whole command line and leaving out any with "pytest" in it left out every kernel too,
+    the session's directory being pytest's: the "left ranks running" checks could not
+    fail.)"""
     mine = os.environ.get("XDG_CACHE_HOME", "").encode()
     out = []
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                cmd = Path(f"/proc/{d}/cmdline").read_bytes()
+                argv0 = Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")[0]
             except OSError:
                 continue
-            if b"collbench" in cmd and b"pytest" not in cmd and mine in cmd:
+            if os.path.basename(argv0).startswith(b"collbench") and argv0.startswith(mine):
                 out.append(int(d))
     return out
+
+
+def ranks_left(before: set[int], within: float = 10.0) -> set[int]:
+    """The session's kernel processes not in `before` still alive after `within` seconds
+    (none: returns as soon as they are gone). A tuner killed with SIGKILL cleans nothing up:
+    its mpirun dies with it (PR_SET_PDEATHSIG) and Open MPI 4.1's ranks notice and end by
+    themselves, 0.7-1.0 s later here; a check one second after the kill caught some."""
+    deadline = time.monotonic() + within
+    while (left := set(collbench_pids()) - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
 
 
 def rx_bytes(ns: str, dev: str) -> int:
