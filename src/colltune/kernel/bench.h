@@ -138,6 +138,7 @@ extern double g_step;   /* what MPI_Wtime resolves (timer_step), slowest rank's 
 int fault_hits(const config_t *cfg, const char *kind);
 /* a slow point prints "tick" events this often: the launcher's watchdog is for hangs */
 #define TICK_SECONDS 2.0
+void tick_if_due(int cid, long long size, int n, double *t_tick);
 /* `call` makes one call (the measuring point's, test-only faults included) */
 int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm,
                  int (*call)(bufs_t *, MPI_Comm), double per_call, int active, int cid,

@@ -1,8 +1,19 @@
-/* The loop and start series (plan keys `loop N`, `start N`): free-running stretches of
- * calls, timed as a whole, as an application's time-step loop calls a collective. */
+/* The loop and start series (plan keys `loop N`, `start N`): stretches of calls as an
+ * application's time-step loop makes them, free-running (the loop) or from a size's first
+ * call on (the start), and the "tick" a long stretch prints to show it is alive. */
 #include <stdio.h>
 
 #include "bench.h"
+
+/* rank 0, every TICK_SECONDS inside a long stretch: the launcher's watchdog is for hangs */
+void tick_if_due(int cid, long long size, int n, double *t_tick)
+{
+    if (g_rank == 0 && MPI_Wtime() - *t_tick > TICK_SECONDS) {
+        printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid, size, n);
+        fflush(stdout);
+        *t_tick = MPI_Wtime();
+    }
+}
 
 /* The loop (`loop N`): LOOP_STRETCHES stretches of N calls, each after the barrier and
  * free-running within, timed as a whole, as an application's time-step loop calls a
@@ -28,12 +39,7 @@ int measure_loop(const plan_t *plan, bufs_t *b, MPI_Comm comm,
         t0 = MPI_Wtime();
         for (int c = 0; c < calls; c++) {
             call(b, comm);
-            if (g_rank == 0 && MPI_Wtime() - t_tick > TICK_SECONDS) {
-                printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid,
-                       size, c);
-                fflush(stdout);
-                t_tick = MPI_Wtime();
-            }
+            tick_if_due(cid, size, c, &t_tick);
         }
         local = b->idle ? 0.0 : (MPI_Wtime() - t0) / calls;
         ctl_max_sum(local, &mx, &sum);
@@ -74,12 +80,7 @@ int measure_start(const plan_t *plan, bufs_t *b, MPI_Comm comm,
         call(b, comm);
         local += MPI_Wtime() - t0;
         calls++;
-        if (g_rank == 0 && MPI_Wtime() - t_tick > TICK_SECONDS) {
-            printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid, size,
-                   calls);
-            fflush(stdout);
-            t_tick = MPI_Wtime();
-        }
+        tick_if_due(cid, size, calls, &t_tick);
     }
     local = b->idle ? 0.0 : local / calls;
     ctl_max_sum(local, &mx, &sum);

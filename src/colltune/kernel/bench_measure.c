@@ -291,12 +291,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         }
         if (g_rank == 0) {
             n++;
-            /* a slow point shows it is alive: the launcher's watchdog is for hangs */
-            if (MPI_Wtime() - t_tick > TICK_SECONDS) {
-                printf("{\"event\":\"tick\",\"cid\":%d,\"size\":%lld,\"n\":%d}\n", cid, size, n);
-                fflush(stdout);
-                t_tick = MPI_Wtime();
-            }
+            tick_if_due(cid, size, n, &t_tick); /* a slow point shows it is alive */
             double *const objective[2] = {series[0][plan->objective],
                                           series[1][plan->objective]};
             if (n >= cap) {

@@ -52,8 +52,8 @@ class Repetitions:
     # within (series "loop"): how an application's loop calls a collective, run-ahead and all
     loop: int = 0
     loop_time: float = 0.015  # ... fewer where the warm-up says they take longer (s)
-    # > 0: also a point's first calls, from its first on, up to this many back to back
-    # (series "start": an algorithm's slow start, which the warm-up hides from the rest)
+    # > 0: also a point's first calls, from its first on, up to this many, each after the
+    # barrier (series "start": an algorithm's slow start, which the warm-up hides)
     start: int = 0
     start_time: float = 0.05  # ... fewer once they have taken this long (s)
     # what a repetition's time is: completion (slowest rank), mean (over ranks, as OSU),
