@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import impi_standin
-from colltune.backends.impi import IntelMPI
+from colltune.backends.impi import IntelMPI, catalog
 from colltune.backends.impi_proof import valid_counts
 from colltune.errors import ColltuneError
 from colltune.options import TuneOptions
@@ -182,16 +182,33 @@ def test_a_spliced_table_carries_the_wins_a_json_file_cannot(
     db = _moved(tmp_path, impi, REFUTED)
     with sqlite3.connect(db) as con:
         decided = dict(con.execute("SELECT size, verdict FROM decisions"))
+        before = set(con.execute("SELECT config_key, size FROM counters"))
     con.close()
     monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
     out = tmp_path / "bcast.dat"
-    tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db, from_db=True,
-                     backend="impi", out_format="impi-bin"))
+    res = tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db,
+                           from_db=True, backend="impi", out_format="impi-bin"))
     t, ppn = impi_table.parse_rules(record_of(out).read_text())
     r = t["bcast"][4]
     assert ppn == {4: 4}
     tuned = sorted(s for s, v in decided.items() if v == "tuned")
     assert tuned and all(r.preset_at(s) not in (None, impi_tuning.LIBRARY) for s in tuned)
+    # what ran is asked of the written wins only: at each win's size the default and every
+    # preset up to the win's (so a fallback to a lower one is named), nowhere else
+    wins = {s: r.preset_at(s) for s in tuned}
+    seen = res.summary["impi"]["seen"]["bcast np=4"]  # type: ignore[index]
+    assert {int(q): sorted(map(int, at)) for q, at in seen.items()} == {
+        q: [s for s, p in sorted(wins.items()) if q <= p] for q in range(max(wins.values()) + 1)
+        if q == 0 or q in catalog(impi, ["bcast"]).algorithms["bcast"]}, seen
+    with sqlite3.connect(db) as con:
+        after = set(con.execute("SELECT config_key, size FROM counters"))
+    con.close()
+    assert {size for _, size in after - before} <= set(tuned), after - before
+    named = {(int(m[1]), int(m[2])) for n in res.summary["impi"]["notes"]  # type: ignore[index]
+             if (m := re.match(r"bcast np=4 (\d+) B: preset (\d+) runs the functions", n))}
+    assert named == {(s, p) for s, p in wins.items()
+                     if any(seen[str(q)][str(s)] == seen[str(p)][str(s)] for q in range(1, p)
+                            if str(s) in seen.get(str(q), {}))}, named
     assert all(r.preset_at(s) == impi_tuning.LIBRARY for s, v in decided.items()
                if v != "tuned"), r.limits
     ends = sorted({x for lo, hi, _ in r.ranges() for x in (max(lo, 1), hi or 2 * lo)})

@@ -42,7 +42,7 @@ from colltune.backends.impi_files import (
     write_table,
     write_tuning,
 )
-from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, valid_counts
+from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, presets_env
 from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, record_of
 from colltune.backends.impi_standin import (
     STAND_IN_BOUND,
@@ -230,23 +230,21 @@ class ImpiSession(Session[IntelMPI]):
                 ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
         """What the default and every preset run at the decided sizes (a launch each): which
         preset a kept default is, and which presets fell back to another's functions."""
+        probes = self.probes.setdefault((name, placement.np),
+                                        Probes(self.mpi, placement, name))
+        si = self._si(name, placement.np)
+        si.store, si.ctx = store, ctx
+        if self.splicer is not None:
+            # the table keeps the library's own entries where the default is kept: no
+            # stand-in is looked for, and what ran is asked for the written wins only, once
+            # fresh launches have judged them (write): most of a sweep's choices are refuted
+            return ds
         sizes = sorted({d.size for d in ds if d.size >= 0} | {2 * max(
             (d.size for d in ds), default=0)} - {0})
         # decided runs again after each round of boundary measurements: only new sizes
         # cost launches, and only for the presets that matter there
-        probes = self.probes.setdefault((name, placement.np),
-                                        Probes(self.mpi, placement, name))
-        presets = [0, *sorted(self.catalog.algorithms.get(name, {}))]
-        envs = {p: impi.forcing_env(name, p) for p in presets}
-        keys = {p: Config(p).key for p in presets}
-        # what an earlier run (or the run an import follows) counted is the library's
-        # own answer for this installation and placement: no launch, no gdb for it
-        stored = {k: c for k, v in store.counters(ctx).items()
-                  if (c := valid_counts(v)) is not None}
-        for p, env in envs.items():
-            for size in sizes:
-                if (c := stored.get((keys[p], size))) is not None:
-                    probes.known(env, size, c)
+        envs = presets_env(name, [0, *sorted(self.catalog.algorithms.get(name, {}))])
+        probes.recall(envs, sizes, store, ctx)
         # every preset at the swept sizes (twins, fallbacks); at the others (boundaries,
         # twice the largest) only what could stand in there, unless a preset is launched
         # anyway or was counted already
@@ -257,26 +255,41 @@ class ImpiSession(Session[IntelMPI]):
         fresh = {p: not all(probes.has(env, s) for s in full) for p, env in envs.items()}
         asked = {p: full + (rest if fresh[p] else []) for p in envs}
         probes.prefetch([(envs[p], at) for p, at in asked.items()])
-        prints: Prints = {p: probes(envs[p], at) for p, at in asked.items()}
-        want = {s: wanted(prints, fast, sorted(sweep), s) | {0} for s in rest}
-        for p, env in envs.items():
-            if at := [s for s in rest if not fresh[p] and (p in want[s] or probes.has(env, s))]:
-                prints[p].update(probes(env, at))
-        if not store.readonly:
-            store.add_counts(ctx, [(keys[p], size, c) for p, env in envs.items()
-                                   for size, c in probes.counts(env, list(prints[p])).items()
-                                   if stored.get((keys[p], size)) != c])
-        si = self._si(name, placement.np)
-        si.prints, si.store, si.ctx = prints, store, ctx
-        si.candidates = candidates(prints, fast, sorted({d.size for d in ds if d.size >= 0}))
+        if rest:
+            first = {p: probes(envs[p], full) for p in envs}
+            want = {s: wanted(first, fast, sorted(sweep), s) | {0} for s in rest}
+            for p, env in envs.items():
+                if not fresh[p]:
+                    asked[p] += [s for s in rest if p in want[s] or probes.has(env, s)]
+        si.prints = probes.prints(envs, asked, store, ctx)
+        si.candidates = candidates(si.prints, fast,
+                                   sorted({d.size for d in ds if d.size >= 0}))
+        self._twins(name, placement.np, ds, si.prints)
+        return ds
+
+    def _twins(self, name: str, np: int, ds: list[Decision], prints: Prints) -> None:
+        """A note for each chosen preset seen running what a lower preset runs."""
         for d in ds:
             p = d.chosen.algorithm
             twin = same_as(prints, p, d.size) if p else None
             if twin is not None and twin < p:
-                self.notes[f"{name} np={placement.np} {d.size} B: preset {p} runs the "
-                           f"functions preset {twin} runs ({describe(prints[p][d.size], name)})"
-                           ": a fallback, or a difference the symbols do not show"] = None
-        return ds
+                self.notes[f"{name} np={np} {d.size} B: preset {p} runs the functions preset "
+                           f"{twin} runs ({describe(prints[p][d.size], name)}): a fallback, "
+                           "or a difference the symbols do not show"] = None
+
+    def _wins_seen(self, name: str, np: int, ds: list[Decision]) -> None:
+        """--format impi-bin: what the written wins run, and the default and every preset
+        below a win at its sizes, so a win that falls back to a lower preset is named."""
+        wins = {d.size: d.chosen.algorithm for d in ds if d.chosen.algorithm and d.size >= 0}
+        si, probes = self._si(name, np), self.probes.get((name, np))
+        if not wins or probes is None or si.store is None or si.ctx is None:
+            return
+        envs = presets_env(name, [q for q in [0, *sorted(self.catalog.algorithms.get(name, {}))]
+                                  if q <= max(wins.values())])
+        probes.recall(envs, sorted(wins), si.store, si.ctx)
+        asked = {q: at for q in envs if (at := [s for s, p in wins.items() if q <= p])}
+        si.prints = probes.prints(envs, asked, si.store, si.ctx)
+        self._twins(name, np, ds, si.prints)
 
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
         si = self._si(name, np)
@@ -318,6 +331,10 @@ class ImpiSession(Session[IntelMPI]):
         """The tuning file at --out (merged into what it holds) and the profile beside it, or
         (--format impi-env) one profile of I_MPI_ADJUST_* variables."""
         t: Tuning = {}
+        if self.splicer is not None:
+            for name, per_np in decisions.items():
+                for np, ds in per_np.items():
+                    self._wins_seen(name, np, ds)
         notes = list(self.notes)
         for name, per_np in decisions.items():
             if not any(d.chosen.algorithm for ds in per_np.values() for d in ds):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from colltune.backends.impi import IntelMPI, forcing_env, launch_command, launch_env
 from colltune.core.clock import PROOF, stage
+from colltune.core.config import Config
 from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
@@ -29,6 +30,7 @@ from colltune.rules.impi_tuning import LIBRARY, Rules, file_name
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
+    from colltune.store import Context, Store
 
 Fingerprint = frozenset[tuple[str, int]]
 
@@ -183,6 +185,35 @@ class Probes:
     def __call__(self, env: dict[str, str], sizes: list[int]
                  ) -> dict[int, Fingerprint | None]:
         return {s: fingerprint(c, self.coll) for s, c in self.counts(env, sizes).items()}
+
+    def recall(self, envs: dict[int, dict[str, str]], sizes: list[int], store: Store,
+               ctx: Context) -> None:
+        """What an earlier run (or the run an import follows) counted, per preset: the
+        library's own answer for this installation and placement, no launch needed."""
+        stored = {k: c for k, v in store.counters(ctx).items()
+                  if (c := valid_counts(v)) is not None}
+        for p, env in envs.items():
+            for size in sizes:
+                if (c := stored.get((Config(p).key, size))) is not None:
+                    self.known(env, size, c)
+
+    def prints(self, envs: dict[int, dict[str, str]], asked: dict[int, list[int]],
+               store: Store, ctx: Context) -> dict[int, dict[int, Fingerprint | None]]:
+        """Each preset's fingerprints at the sizes asked of it (the launches it lacks, a
+        few at a time), the new counts stored."""
+        self.prefetch([(envs[p], at) for p, at in asked.items()])
+        got = {p: self(envs[p], at) for p, at in asked.items()}
+        if not store.readonly:
+            had = store.counters(ctx)
+            store.add_counts(ctx, [(Config(p).key, size, c) for p, at in asked.items()
+                                   for size, c in self.counts(envs[p], at).items()
+                                   if had.get((Config(p).key, size)) != c])
+        return got
+
+
+def presets_env(coll: str, presets: list[int]) -> dict[int, dict[str, str]]:
+    """The environment that forces each preset (0: none, the library's own choice)."""
+    return {p: forcing_env(coll, p) for p in presets}
 
 
 def obeyed(probes: Probes, r: Rules, env: dict[str, str], sizes: list[int]
