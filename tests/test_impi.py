@@ -6,6 +6,7 @@ forcing that rule's preset runs."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -419,3 +420,63 @@ def test_explain_reads_intel_mpi_files_as_the_library_does(impi: IntelMPI,
     r = tune_cli("explain", str(f), "-c", "reduce", "--np", "4", "--size", "8", "--mpi",
                  str(impi.prefix))
     assert r.returncode == 0 and "makes its own choice" in r.stdout, r.stdout + r.stderr
+
+
+CLOCK_CHECK = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <time.h>
+static double mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    struct timespec nap = {0, 100000000};
+    double w0 = MPI_Wtime(), m0 = mono();
+    nanosleep(&nap, NULL);
+    double w1 = MPI_Wtime(), m1 = mono();
+    printf("scale %.6f\n", (w1 - w0) / (m1 - m0));
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_colltunes_own_jobs_start_without_the_quarter_second_sleep(impi: IntelMPI,
+                                                                    tmp_path: Path) -> None:
+    """Intel MPI sleeps 0.25 s in MPI_Init to calibrate its cycle-counter clock; colltune's
+    own jobs preload quickcal, which shortens that one sleep (the rank's own sleep calls,
+    read by strace: 25 ms, not 250), and MPI_Wtime stays right (against CLOCK_MONOTONIC,
+    on every rank). Jobs started as users start them keep the library's sleep."""
+    import shutil
+
+    from colltune.backends.impi import job_env, launch_command, launch_env
+
+    if not shutil.which("strace"):
+        pytest.fail("no strace (.ci/run installs it)")
+    src = tmp_path / "clock.c"
+    src.write_text(CLOCK_CHECK)
+    exe = tmp_path / "clock"
+    subprocess.run([str(impi.mpicc), "-o", str(exe), str(src)], check=True,
+                   env=launch_env(impi.prefix))
+    sleeps = {}
+    for name, env in (("own", job_env(impi)), ("user", launch_env(impi.prefix))):
+        log = tmp_path / f"{name}.trace"
+        # each rank under strace, its trace a file of its own (PMI_RANK: Hydra's)
+        r = subprocess.run([*launch_command(impi, at(2)), "/bin/sh", "-c",
+                            f'exec strace -f -qq -o {log}.$PMI_RANK '
+                            '-e trace=clock_nanosleep,nanosleep "$0"', str(exe)],
+                           capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert r.returncode == 0, r.stderr
+        scales = [float(x.split()[1]) for x in r.stdout.splitlines() if x.startswith("scale")]
+        assert len(scales) == 2 and all(abs(s - 1) < 0.01 for s in scales), r.stdout
+        traces = sorted(tmp_path.glob(f"{name}.trace.*"))
+        assert len(traces) == 2, traces
+        sleeps[name] = [set(re.findall(r"tv_sec=0, tv_nsec=(\d+)", t.read_text()))
+                        for t in traces]
+    assert all("250000000" in s for s in sleeps["user"]), sleeps  # the library's own
+    assert all("250000000" not in s and "25000000" in s for s in sleeps["own"]), sleeps

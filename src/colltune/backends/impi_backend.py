@@ -88,7 +88,7 @@ class ImpiBackend(Backend[IntelMPI]):
 
     def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        return impi.launch_command(mpi, placement), impi.launch_env(mpi.prefix, env_extra)
+        return impi.launch_command(mpi, placement), impi.job_env(mpi, env_extra)
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return impi.forcing_env(coll.name, cfg.algorithm)

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.impi import IntelMPI, forcing_env, launch_command, launch_env
+from colltune.backends.impi import IntelMPI, forcing_env, job_env, launch_command
 from colltune.core.clock import PROOF, stage
 from colltune.core.config import Config
 from colltune.errors import ColltuneError, MPIError
@@ -116,12 +116,11 @@ def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
     with tempfile.TemporaryDirectory(prefix="colltune-proof-") as tmp, \
             resources.as_file(script) as script_path:
         out = Path(tmp) / "counts.json"
-        job_env = launch_env(mpi.prefix, {**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),
-                                          "COLLTUNE_BREAK_LIST": listing,
-                                          "COLLTUNE_BREAK_MATCH": match,
-                                          "COLLTUNE_BREAK_OUT": str(out)})
+        job = job_env(mpi, {**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),
+                            "COLLTUNE_BREAK_LIST": listing, "COLLTUNE_BREAK_MATCH": match,
+                            "COLLTUNE_BREAK_OUT": str(out)})
         cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
-        outcome = run_kernel(cmd, exe, plan, job_env, point_timeout=timeout,
+        outcome = run_kernel(cmd, exe, plan, job, point_timeout=timeout,
                              library_ok=mpi.runs_on)
         if outcome.status != "ok" or not out.exists():
             raise MPIError(f"the proof launch (rank 0 under gdb) failed: {outcome.status} "

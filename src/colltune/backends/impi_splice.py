@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.impi import IntelMPI, launch_command, launch_env
+from colltune.backends.impi import IntelMPI, job_env, launch_command
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
@@ -43,7 +43,7 @@ def dump(mpi: IntelMPI, placement: Placement, coll: str, env: dict[str, str]) ->
     with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
         out = Path(tmp) / f"dump{SUFFIX}"
         outcome = run_kernel(launch_command(mpi, placement), build_kernel(mpi), plan,
-                             launch_env(mpi.prefix, {**env, DUMP_VAR: str(out)}),
+                             job_env(mpi, {**env, DUMP_VAR: str(out)}),
                              point_timeout=60, library_ok=mpi.runs_on)
         if outcome.status != "ok" or not out.is_file() or out.stat().st_size == 0:
             raise MPIError(f"{mpi.describe()} dumped no tuning table with {DUMP_VAR} "

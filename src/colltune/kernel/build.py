@@ -1,5 +1,6 @@
-"""Compile the kernels (collbench, modelbench, collstep) and the application profiler
-(collprof, a shared library preloaded into an application's ranks) with the target MPI's
+"""Compile the kernels (collbench, modelbench, collstep), the application profiler
+(collprof, a shared library preloaded into an application's ranks) and Intel MPI's
+shortened start-up (quickcal, preloaded into colltune's own jobs) with the target MPI's
 mpicc, cached per MPI installation."""
 
 from __future__ import annotations
@@ -24,7 +25,12 @@ def cache_dir() -> Path:
 
 
 KERNELS = ("collbench", "modelbench", "collstep")
-SHARED = ("collprof",)  # built as lib<name>.so: PMPI wrappers, preloaded, never run alone
+# built as lib<name>.so, preloaded, never run alone: PMPI wrappers (collprof); Intel MPI's
+# start-up clock calibration shortened in colltune's own jobs (quickcal)
+SHARED = ("collprof", "quickcal")
+# quickcal calls nothing of MPI's: not linked to it, so preloading it into the launcher (and
+# gdb, in Intel MPI's proofs) loads no MPI there
+LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"]}
 
 
 # a program split by concern: its main file first, then the files it is built from
@@ -138,7 +144,8 @@ def build_kernel(mpi: Toolchain, force: bool = False,
         out = Path(tmp) / exe.name
         shared = ["-fPIC", "-shared"] if name in SHARED else []
         cmd = [str(mpi.mpicc), *CFLAGS, *shared, "-o", str(out),
-               *(str(Path(tmp) / f) for f in source_files(name) if f.endswith(".c")), "-lm"]
+               *(str(Path(tmp) / f) for f in source_files(name) if f.endswith(".c")),
+               *LDFLAGS.get(name, []), "-lm"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                                  env=mpi.tool_env(), check=False)
