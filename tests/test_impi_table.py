@@ -130,3 +130,23 @@ def test_clip_keeps_the_library_entries_of_a_range() -> None:
     assert clip(entries, 1001, None) == [(5000, c), (-1, c)]
     assert clip([(100, a), (-1, b)], 200, None) == [(-1, b)]
     assert impi_table.at(Node(0, 1, 0, [Node(1, 2, 5)]), [5]).key == 5
+
+
+def test_a_copy_along_a_path_leaves_the_library_table_as_it_was(impi: IntelMPI) -> None:
+    """The spliced table is a copy that shares the library's nodes off the collective's path:
+    splicing into it changes the copy at that collective only, never the library's own
+    table (every spliced table of a tune starts from it)."""
+    own = decode(shipped(impi)[0].read_bytes())
+    pristine = encode(own)
+    coll = own.kids[0]
+    path = [coll.key]
+    mine = impi_table.copied_along(own, path)
+    ppn, np = 4, 4
+    new = Node(8, 0, 0, records=[(1, 0, 0, 0, 0), (-1, 0, 0, 0, 0), (11, 0, 0, 0, 0)])
+    splice(impi_table.at(mine, path), ppn, np, [(-1, new)])
+    assert encode(own) == pristine  # the library's table untouched
+    assert impi_table.selected(impi_table.at(mine, path), ppn, np, 8) == new
+    assert [k is o for k, o in zip(mine.kids[1:], own.kids[1:], strict=True)] == [True] * (
+        len(own.kids) - 1)  # the other collectives shared, not copied
+    with pytest.raises(ImpiFormatError):
+        impi_table.copied_along(own, [coll.key, 10**9])

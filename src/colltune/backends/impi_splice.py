@@ -7,7 +7,6 @@ before it is kept (what it read is what colltune wrote)."""
 
 from __future__ import annotations
 
-import copy
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -123,7 +122,9 @@ class Splicer:
         for c in sorted(t):
             self._learn(c)
         assert self.own is not None
-        table = copy.deepcopy(self.own)
+        table = self.own
+        for c in t:
+            table = impi_table.copied_along(table, self.paths[c])
         for c, per in t.items():
             node = impi_table.at(table, self.paths[c])  # the library's own entries for it
             for np, r in per.items():
