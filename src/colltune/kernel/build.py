@@ -51,8 +51,19 @@ def kernel_source(name: str = "collbench") -> bytes:
     return b"".join(pkg.joinpath(f).read_bytes() for f in source_files(name))
 
 
+_identities: dict[tuple[str, str, tuple[str, ...]], str] = {}  # asked once a process
+
+
 def _compiler_identity(mpi: Toolchain) -> str:
-    """What the binary depends on: wrapper path, wrapper flags and version."""
+    """What the binary depends on: wrapper path, wrapper flags and version (the wrapper is
+    run once a process: a tune asks for its kernels a hundred times)."""
+    key = (str(mpi.mpicc), mpi.version, tuple(mpi.wrapper_flags))
+    if key not in _identities:
+        _identities[key] = _ask_identity(mpi)
+    return _identities[key]
+
+
+def _ask_identity(mpi: Toolchain) -> str:
     env = mpi.tool_env()
     parts = [str(mpi.mpicc.resolve()), mpi.version]
     for flag in mpi.wrapper_flags:
