@@ -243,7 +243,7 @@ class ImpiSession(Session[IntelMPI]):
             (d.size for d in ds), default=0)} - {0})
         # decided runs again after each round of boundary measurements: only new sizes
         # cost launches, and only for the presets that matter there
-        envs = presets_env(name, [0, *sorted(self.catalog.algorithms.get(name, {}))])
+        envs = self._envs(name)
         probes.recall(envs, sizes, store, ctx)
         # every preset at the swept sizes (twins, fallbacks); at the others (boundaries,
         # twice the largest) only what could stand in there, unless a preset is launched
@@ -267,6 +267,11 @@ class ImpiSession(Session[IntelMPI]):
         self._twins(name, placement.np, ds, si.prints)
         return ds
 
+    def _envs(self, name: str, upto: int | None = None) -> dict[int, dict[str, str]]:
+        """The default and each listed preset (up to `upto`), with what forces it."""
+        presets = [0, *sorted(self.catalog.algorithms.get(name, {}))]
+        return presets_env(name, [p for p in presets if upto is None or p <= upto])
+
     def _twins(self, name: str, np: int, ds: list[Decision], prints: Prints) -> None:
         """A note for each chosen preset seen running what a lower preset runs."""
         for d in ds:
@@ -284,8 +289,7 @@ class ImpiSession(Session[IntelMPI]):
         si, probes = self._si(name, np), self.probes.get((name, np))
         if not wins or probes is None or si.store is None or si.ctx is None:
             return
-        envs = presets_env(name, [q for q in [0, *sorted(self.catalog.algorithms.get(name, {}))]
-                                  if q <= max(wins.values())])
+        envs = self._envs(name, upto=max(wins.values()))
         probes.recall(envs, sorted(wins), si.store, si.ctx)
         asked = {q: at for q in envs if (at := [s for s, p in wins.items() if q <= p])}
         si.prints = probes.prints(envs, asked, si.store, si.ctx)
