@@ -1,10 +1,16 @@
-/* collbench's plan file (what to measure, written by the tuner) and the seeded order of
- * configurations and sizes: identical on every rank because the seed is shared. */
+/* collbench's plan file (what to measure, written by the tuner; read by rank 0, sent to the
+ * others) and the seeded order of configurations and sizes: identical on every rank because
+ * the seed is shared. */
+#define _POSIX_C_SOURCE 200809L /* fmemopen */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+
+/* a plan is a few kilobytes; this bounds what rank 0 reads and sends */
+#define PLAN_MAX (16 << 20)
+#define PLAN_TAG 7101
 
 /* a number after a plan key, at least `min` (or not negative): 1, else 0 */
 static int int_at_least(const char *text, int *v, int min)
@@ -17,9 +23,9 @@ static int nonneg(const char *text, double *v)
     return sscanf(text, "%lf", v) == 1 && *v >= 0;
 }
 
-int read_plan(const char *path, plan_t *plan)
+/* the plan's text, parsed; `f` is closed */
+static int parse_plan(FILE *f, plan_t *plan)
 {
-    FILE *f = fopen(path, "r");
     char line[8192];
     int cap_c = 16, cap_p = 64;
     if (!f)
@@ -150,6 +156,41 @@ int read_plan(const char *path, plan_t *plan)
     }
     fclose(f);
     return plan->collective[0] ? 0 : -3;
+}
+
+/* Rank 0 reads the plan file; every other rank gets its bytes from rank 0 by point-to-point
+ * messages (the kernel's control traffic; no collective runs before the measured ones), so
+ * only rank 0's node needs the file: /tmp is node-local on a cluster. 0, or -1: rank 0
+ * could not read it; -2/-3: the plan is malformed. */
+int read_plan(const char *path, plan_t *plan)
+{
+    long long len = -1;
+    char *text = NULL;
+    FILE *f;
+    if (g_rank == 0 && (f = fopen(path, "rb")) != NULL) {
+        text = malloc(PLAN_MAX);
+        len = text ? (long long)fread(text, 1, PLAN_MAX, f) : -1;
+        if (len == PLAN_MAX || ferror(f))
+            len = -1;
+        fclose(f);
+    }
+    if (g_rank == 0) {
+        for (int r = 1; r < g_size; r++)
+            MPI_Send(&len, 1, MPI_LONG_LONG, r, PLAN_TAG, MPI_COMM_WORLD);
+        for (int r = 1; r < g_size && len > 0; r++)
+            MPI_Send(text, (int)len, MPI_CHAR, r, PLAN_TAG, MPI_COMM_WORLD);
+    } else {
+        MPI_Recv(&len, 1, MPI_LONG_LONG, 0, PLAN_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (len > 0 && (text = malloc((size_t)len)) != NULL)
+            MPI_Recv(text, (int)len, MPI_CHAR, 0, PLAN_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+    if (len <= 0 || !text || !(f = fmemopen(text, (size_t)len, "r"))) {
+        free(text);
+        return -1;
+    }
+    len = parse_plan(f, plan);
+    free(text);
+    return (int)len;
 }
 
 static unsigned long long rng_state;

@@ -103,13 +103,27 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "--cvars") == 0)
         return list_cvars(argv[2]);
+    if (fault && !strncmp(fault, "hang:init=", 10)) {
+        /* test-only: the ranks on host NAME never enter MPI_Init (a node that hangs) */
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        while (!strcmp(host, fault + 10))
+            pause();
+    }
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
     if (argc != 2)
         die("usage: collbench PLANFILE");
-    if (read_plan(argv[1], &plan) != 0)
+    switch (read_plan(argv[1], &plan)) {
+    case 0:
+        break;
+    case -1: /* rank 0 reads it: its node must see the path */
+        die("rank 0 cannot read the plan file (it must be on rank 0's node)");
+        break;
+    default:
         die("cannot read the plan file");
+    }
     coll = coll_find(plan.collective);
     if (!coll)
         die("unknown collective in plan");

@@ -231,17 +231,15 @@ __attribute__((constructor)) static void collprof_load(void)
     drop_self_from_preload();
 }
 
-/* DIR as a place only this user writes: made 0700 if missing, else checked (lstat: a
- * link is not a directory of ours) */
+/* DIR as a place only this user writes, made by the tuner before the job (lstat: a link is
+ * not a directory of ours). Never made here: missing on this node means the tuner's job
+ * directory is not on a file system every node shares, and a record made in a node-local
+ * copy would never reach it (-1). */
 static int own_dir(const char *dir)
 {
     struct stat st;
-    if (lstat(dir, &st) != 0) {
-        /* another process of the job on this node may make it first */
-        if (errno != ENOENT || (mkdir(dir, 0700) != 0 && errno != EEXIST) ||
-            lstat(dir, &st) != 0)
-            return 0;
-    }
+    if (lstat(dir, &st) != 0)
+        return errno == ENOENT ? -1 : 0;
     return S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & 022);
 }
 
@@ -340,7 +338,18 @@ void write_profile(void)
     PMPI_Get_library_version(lib, &len);
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
     clean(lib);
-    if (!own_dir(prof_dir)) {
+    switch (own_dir(prof_dir)) {
+    case 1:
+        break;
+    case -1: {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        fprintf(stderr, "collprof: rank %d: %s does not exist on %s: the profile directory "
+                        "must be on a file system every node shares: no record written\n",
+                rank, prof_dir, host);
+        return;
+    }
+    default:
         fprintf(stderr, "collprof: %s is not a directory of this user that only it can "
                         "write: no record written\n", prof_dir);
         return;
