@@ -10,6 +10,7 @@ from pathlib import Path
 
 from colltune.errors import ColltuneError
 from colltune.host import cores
+from colltune.jobdir import require_shared
 from colltune.launchers import Launch, default_launcher, slurm_allocation
 
 
@@ -51,6 +52,16 @@ def ladder(top: Placement, sizes: list[int]) -> list[Placement]:
             for s in sorted(set(sizes))]
 
 
+def hostfile_hosts(path: str) -> int:
+    """How many distinct hosts a hostfile names (its first word on each line)."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return 1  # hostfile_slots says why
+    return max(1, len({ln.split("#", 1)[0].split()[0] for ln in text.splitlines()
+                       if ln.split("#", 1)[0].strip()}))
+
+
 def hostfile_slots(path: str) -> int:
     total = 0
     try:
@@ -89,8 +100,15 @@ def refuse_heavy_oversubscription(p: Placement) -> None:
 def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None,
           launch: Launch | None = None) -> Placement:
     """Decide the launcher and oversubscription, or refuse when an allocation is too
-    small for what was asked."""
-    env = os.environ if env is None else env
+    small for what was asked, or when a job across nodes would keep its files where only
+    one node sees them."""
+    p = _place(np, hostfile, os.environ if env is None else env, launch)
+    require_shared(max(p.nodes, hostfile_hosts(hostfile) if hostfile else 1))
+    return p
+
+
+def _place(np: int, hostfile: str | None, env: Mapping[str, str],
+           launch: Launch | None) -> Placement:
     if np < 2:
         raise ColltuneError(f"--np {np}: a collective needs at least 2 ranks to tune",
                             "pass --np 2 or more")

@@ -13,13 +13,12 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from colltune import __version__
+from colltune import __version__, jobdir
 from colltune.apploop.profile_schema import problem
 from colltune.backends import registry
 from colltune.backends.base import Backend
@@ -75,9 +74,10 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
     the launcher's whole environment (what it reads itself, such as binding; None: this
     process's); `cvars`: control variables read back in every rank besides `env`'s."""
     lib = build_kernel(mpi, name=PROFILER)
-    # made 0700 by Python: the profiler writes only into a directory of this user that no
-    # one else can write (on other nodes it makes the same path so, docs/security.md)
-    with tempfile.TemporaryDirectory(prefix="colltune-profile-") as tmp:
+    # made 0700 by Python in the job directory, which every node sees (docs/cluster.md): the
+    # profiler writes only into a directory of this user that no one else can write, and
+    # never makes one (docs/security.md)
+    with jobdir.temporary(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         names = ",".join(dict.fromkeys([*backend.read_back(env or {}), *(cvars or [])]))
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
@@ -135,8 +135,10 @@ def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[ty
     missing = sorted(set(range(world)) - {int(r["rank"]) for r in ranks})
     if missing:
         raise MPIError(f"rank(s) {', '.join(map(str, missing[:10]))} of {world} wrote no "
-                            "profile (failed, or ended without MPI_Finalize); none written",
-                            "run the application without tune profile to see why")
+                            "profile (failed, ended without MPI_Finalize, or ran on a node "
+                            f"that does not see {where}); none written",
+                            "run the application without tune profile to see why; across "
+                            "nodes, COLLTUNE_JOB_DIR must be on a shared file system")
     other = next((r["library"] for r in ranks if not mpi.runs_on(str(r["library"]))), None)
     if other is not None:
         raise MPIError(f"the application ran on '{other}', not on {mpi.describe()}",

@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune import jobdir
 from colltune.backends.impi import IntelMPI, forcing_env, job_env, launch_command
 from colltune.core.clock import PROOF, stage
 from colltune.core.config import Config
@@ -113,7 +113,7 @@ def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
                       Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
                       dup_always=False)
-    with tempfile.TemporaryDirectory(prefix="colltune-proof-") as tmp, \
+    with jobdir.temporary(prefix="colltune-proof-") as tmp, \
             resources.as_file(script) as script_path:
         out = Path(tmp) / "counts.json"
         job = job_env(mpi, {**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),

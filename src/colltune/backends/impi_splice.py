@@ -7,10 +7,10 @@ before it is kept (what it read is what colltune wrote)."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune import jobdir
 from colltune.backends.impi import IntelMPI, job_env, launch_command
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
@@ -39,7 +39,7 @@ def dump(mpi: IntelMPI, placement: Placement, coll: str, env: dict[str, str]) ->
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, 8)],
                       Repetitions(warmup=0, min_reps=1, max_reps=1, point_time=0.01),
                       dup_always=False)
-    with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+    with jobdir.temporary(prefix="colltune-table-") as tmp:
         out = Path(tmp) / f"dump{SUFFIX}"
         outcome = run_kernel(launch_command(mpi, placement), build_kernel(mpi), plan,
                              job_env(mpi, {**env, DUMP_VAR: str(out)}),
@@ -91,7 +91,7 @@ class Splicer:
         if not presets:
             raise ImpiFormatError(f"{coll}: no presets known to splice")
         marks = _markers(len(self.paths), presets)
-        with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+        with jobdir.temporary(prefix="colltune-table-") as tmp:
             src = Path(tmp) / "presets.json"
             src.write_text(render({coll: {None: marks}}))
             made = impi_table.decode(dump(self.mpi, self.placement, coll,
@@ -144,7 +144,7 @@ class Splicer:
 
 def read_back(mpi: IntelMPI, placement: Placement, coll: str, data: bytes) -> None:
     """MPIError unless Intel MPI, loading `data`, dumps the same table back."""
-    with tempfile.TemporaryDirectory(prefix="colltune-table-") as tmp:
+    with jobdir.temporary(prefix="colltune-table-") as tmp:
         f = Path(tmp) / f"spliced{SUFFIX}"
         f.write_bytes(data)
         back = dump(mpi, placement, coll, {BIN_VAR: str(f)})

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import tempfile
 from pathlib import Path
 
+from colltune import jobdir
 from colltune.backends.openmpi import (
     FIXED_DECISION_ENV,
     OpenMPI,
@@ -39,7 +39,7 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
     # small messages whose pairs vary between runs, and these patterns are compared
     plan = KernelPlan(coll.name, [KernelConfig(0, assign or {}, group)], [(0, size)],
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False)
-    with tempfile.TemporaryDirectory(prefix="colltune-mon-") as tmp:
+    with jobdir.temporary(prefix="colltune-mon-") as tmp:
         cmd = launch_command(mpi, placement, monitoring_mca(Path(tmp)))
         out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
         if out.status != "ok" or not out.results or out.results[0].status != "ok":

@@ -17,10 +17,10 @@ import os
 import re
 import socket
 import subprocess
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from colltune import jobdir
 from colltune.core.toolchain import Toolchain
 from colltune.kernel.build import build_kernel
 
@@ -139,7 +139,7 @@ def _read_or_probe(mpi: Toolchain, ompi_info: Path,
 def probe(mpi: Toolchain, ompi_info: Path, launcher: Callable[[dict[str, str]], list[str]],
           env: dict[str, str]) -> dict[str, str]:
     """Start the kernel on 2 ranks with the selection log on; {} if that fails."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with jobdir.temporary() as tmp:
         plan = Path(tmp) / "plan"
         plan.write_text("collective barrier\n")  # MPI_Init, no points, MPI_Finalize
         try:

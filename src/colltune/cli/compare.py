@@ -3,12 +3,12 @@ on one objective (a collective in the kernel, or a program), with a verdict per 
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
+from colltune import jobdir
 from colltune.cli.common import _fail, app, err, json_to_stdout, out, write_json
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
@@ -64,7 +64,7 @@ def compare_cmd(
             raise ColltuneError("--metric reads what a program prints",
                                 "use it with -- PROGRAM, not --collective")
         arms = [cmp.arm(s, registry.named) for s in libs]
-        with tempfile.TemporaryDirectory(prefix="colltune-compare-") as tmp:
+        with jobdir.temporary(prefix="colltune-compare-") as tmp:
             def objective(a: cmp.Arm) -> Objective:
                 if collective is not None:
                     return kernel(a.backend, a.mpi, a.backend.place(np), collective,

@@ -3,12 +3,12 @@ components) for an application or a collective, and prove a written file applied
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
+from colltune import jobdir
 from colltune.backends.registry import CHOICES
 from colltune.cli.common import _fail, app, err, json_to_stdout, out, write_json
 from colltune.errors import ColltuneError
@@ -98,7 +98,7 @@ def runtime_cmd(
         extra = {n: k for n in [*names, *values] if not any(c.name == n for c in catalog)
                  for k in [be.runtime_vouch(inst, n)] if k is not None}
         space = build_space(catalog, names, values, extra)
-        with tempfile.TemporaryDirectory(prefix="colltune-runtime-") as tmp:
+        with jobdir.temporary(prefix="colltune-runtime-") as tmp:
             if collective is not None:
                 if command:
                     raise ColltuneError("give --collective or a command, not both",

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune import jobdir
 from colltune.backends.base import Session
 from colltune.backends.registry import of
 from colltune.collectives import Collective
@@ -234,7 +234,7 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
 
 def _same_arms(sess: Session, coll: Collective, placement: Placement, ds: list[Decision]
                ) -> bool:
-    with tempfile.TemporaryDirectory() as tmp:
+    with jobdir.temporary() as tmp:
         arms = sess.arms(coll, placement, ds, Path(tmp) / "tentative.conf")
         return arms["default"] == arms["tuned"]
 
@@ -329,7 +329,7 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
     show it inside the session's `fill_within`, not only until it cannot win. None,
     launching nothing, when the two arms are the same launch: the default against itself
     proves nothing."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with jobdir.temporary() as tmp:
         path = Path(tmp) / "tentative.conf"
         arms = sess.arms(coll, placement, ds, path)
         if arms["default"] == arms["tuned"]:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from colltune import jobdir
 from colltune.backends import registry
 from colltune.backends.base import Arms
 from colltune.core.toolchain import Installation
@@ -98,7 +98,7 @@ def imb_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms, 
     name = IMB_NAMES[coll]
     lens = imb_lengths(sizes, iterations)
     lead = len(lens) - len(sizes)
-    with tempfile.TemporaryDirectory(prefix="colltune-imb-") as tmp:
+    with jobdir.temporary(prefix="colltune-imb-") as tmp:
         path = Path(tmp) / "msglen"
         path.write_text("".join(f"{s}\n" for s in lens))
         cmd = [*be.launch(mpi, placement, "", 0, None)[0], str(exe), name, "-npmin",
