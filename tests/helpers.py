@@ -17,6 +17,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from colltune.backends.openmpi import OpenMPI
 
 
 def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
@@ -263,3 +267,12 @@ def commands_built_once() -> Iterator[None]:
         yield
     finally:
         typer.testing._get_command = built
+
+
+def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,
+                mca: dict[str, str] | None = None) -> list[str]:
+    """mpirun's command line for a kernel launch on this machine (tests only)."""
+    from colltune.launchers import Layout, command
+
+    return command("mpirun", str(mpi.mpirun), Layout(np, hostfile=hostfile,
+                                                      oversubscribe=oversubscribe), mca)

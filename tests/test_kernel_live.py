@@ -64,9 +64,10 @@ def test_a_launcher_that_fails_before_the_kernel_starts_is_retried(ompi: OpenMPI
                                                                   ) -> None:  # type: ignore[no-untyped-def]
     """Like Open MPI 5.0.11's occasional 'PMIx server's listener thread failed to start':
     the first launch dies before the kernel starts; the second one runs."""
-    from colltune.backends.openmpi import launch_env, mpirun_args
+    from colltune.backends.openmpi import launch_env
     from colltune.kernel.build import build_kernel
     from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+    from helpers import mpirun_args
 
     marker = tmp_path / "failed-once"
     flaky = tmp_path / "flaky-mpirun"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, launch_env, mpirun_args
+from colltune.backends.openmpi import OpenMPI, launch_env
 from colltune.kernel.build import build_kernel, kernel_library, kernel_path, library_matches
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from conftest import get_mpi
-from helpers import collbench_pids, ranks_left, tune_cli
+from helpers import collbench_pids, mpirun_args, ranks_left, tune_cli
 
 pytestmark = pytest.mark.mpi
 

@@ -7,7 +7,10 @@ environment settings a launch needs."""
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -78,6 +81,70 @@ def slurm_allocation(env: Mapping[str, str]) -> SlurmAllocation | None:
                            env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")
 
 
+@functools.lru_cache(maxsize=4)
+def srun_mpi_types(program: str) -> tuple[str, ...]:
+    """The PMI plugins this Slurm offers (`srun --mpi=list`), e.g. pmix, pmix_v4, pmi2."""
+    try:
+        r = subprocess.run([program, "--mpi=list"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    text = r.stdout + r.stderr
+    names = [ln.strip() for ln in text.splitlines() if ln.startswith(("\t", "srun: "))
+             and ln.split()[-1].isidentifier()]
+    names = [n.split()[-1] for n in names]
+    for m in re.finditer(r"versions available:\s*(.+)", text):
+        names += [v.strip() for v in m.group(1).split(",") if v.strip()]
+    return tuple(dict.fromkeys(n for n in names if n != "MPI"))
+
+
+_told: set[str] = set()
+
+
+def _tell_once(text: str) -> None:
+    """Say which PMI srun was given, once a process (each launch would repeat it)."""
+    if text not in _told:
+        _told.add(text)
+        print(f"note: {text}", file=sys.stderr)
+
+
+def srun_mpi(program: str, extra: tuple[str, ...], env: Mapping[str, str],
+             built_for: tuple[str, ...]) -> list[str]:
+    """srun's `--mpi=` for this MPI: the user's own (`--launcher-args --mpi=...`, or
+    SLURM_MPI_TYPE), else the first of `built_for` (the PMIs the installation was built
+    for, best first) that `srun --mpi=list` offers. Without one, srun starts each rank
+    as a singleton (a site's MpiDefault=none)."""
+    if any(a == "--mpi" or a.startswith("--mpi=") for a in extra):
+        return []
+    if env.get("SLURM_MPI_TYPE"):
+        _tell_once(f"srun --mpi={env['SLURM_MPI_TYPE']} (from SLURM_MPI_TYPE)")
+        return []
+    offered = srun_mpi_types(program)
+    for kind in built_for:
+        if kind in offered:
+            _tell_once(f"srun --mpi={kind}: this MPI was built for {' or '.join(built_for)}, "
+                       f"and srun --mpi=list offers {', '.join(offered)}")
+            return [f"--mpi={kind}"]
+    raise ColltuneError(
+        f"srun offers no PMI this MPI can use: it offers {', '.join(offered) or 'none'}; "
+        f"this MPI needs {' or '.join(built_for)}",
+        "ask the site which PMI to use and pass --launcher-args --mpi=TYPE (or set "
+        "SLURM_MPI_TYPE), or use --launcher mpirun inside the allocation")
+
+
+def _users_binding(extra: tuple[str, ...], option: str, ours: str) -> bool:
+    """Whether --launcher-args binds the ranks itself; then that binding applies, not
+    colltune's, and the output says so once."""
+    given = [a for a in extra if a == option or a.startswith(option + "=")]
+    if given:
+        i = extra.index(given[-1])
+        value = given[-1].split("=", 1)[1] if "=" in given[-1] else \
+            (extra[i + 1] if i + 1 < len(extra) else "")
+        _tell_once(f"binding: {option} {value} from --launcher-args applies, not colltune's "
+                   f"{option} {ours}")
+    return bool(given)
+
+
 def _env_prefix(env: Mapping[str, str]) -> list[str]:
     """Settings for launchers without an option for them: `env K=V ... launcher`, which
     every launcher here forwards to the ranks (srun exports the environment by default)."""
@@ -85,9 +152,10 @@ def _env_prefix(env: Mapping[str, str]) -> list[str]:
 
 
 def command(launcher: str, program: str, layout: Layout, mca: Mapping[str, str] | None = None,
-            env: Mapping[str, str] | None = None) -> list[str]:
+            env: Mapping[str, str] | None = None, pmi: tuple[str, ...] = ()) -> list[str]:
     """The launcher's command line up to (not including) the executable. `program` is the
-    launcher's path; `mca` are Open MPI MCA parameters; `env` goes to every rank."""
+    launcher's path; `mca` are Open MPI MCA parameters; `env` goes to every rank; `pmi`:
+    the PMIs the MPI was built for, best first (srun: see srun_mpi)."""
     mca = dict(mca or {})
     env = dict(env or {})
     n = layout
@@ -101,7 +169,7 @@ def command(launcher: str, program: str, layout: Layout, mca: Mapping[str, str] 
             # yield so oversubscribed ranks make progress instead of spinning
             cmd += ["--oversubscribe"]
             mca = {"mpi_yield_when_idle": "1", **mca}
-        elif n.ppn or n.nodes:
+        elif (n.ppn or n.nodes) and not _users_binding(n.extra, "--bind-to", "core"):
             cmd += ["--bind-to", "core"]  # one rank per core: stable timings
         for k, v in mca.items():
             cmd += ["--mca", k, str(v)]
@@ -110,11 +178,17 @@ def command(launcher: str, program: str, layout: Layout, mca: Mapping[str, str] 
         return _env_prefix(env) + cmd + list(n.extra)
     if launcher == "srun":
         cmd = [program, "-n", str(n.np)]
+        if pmi:
+            import os
+
+            cmd += srun_mpi(program, n.extra, {**os.environ, **env}, pmi)
         if n.nodes:
             cmd += ["-N", str(n.nodes)]
         if n.ppn:
             cmd += ["--ntasks-per-node", str(n.ppn)]
-        cmd += ["--cpu-bind=none" if n.oversubscribe else "--cpu-bind=cores"]
+        ours = "--cpu-bind=none" if n.oversubscribe else "--cpu-bind=cores"
+        if not _users_binding(n.extra, "--cpu-bind", ours.split("=")[1]):
+            cmd += [ours]
         if n.oversubscribe:
             cmd += ["--overcommit"]
             mca = {"mpi_yield_when_idle": "1", **mca}

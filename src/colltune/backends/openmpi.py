@@ -357,6 +357,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
     """The launcher's command line for `placement` (mpirun, or srun in an allocation),
     up to the executable. A job on this machine alone names the point-to-point components
     Open MPI selects here (`node`; backends.openmpi_node)."""
+    from colltune.backends.openmpi_pmi import pmi_kinds
     from colltune.launchers import Layout, command, slurm_allocation
 
     launcher = placement.launch.launcher or "mpirun"
@@ -378,7 +379,8 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
             return launch_command(mpi, place(2, None), verbose, node=False)
         mca = {**node_mca(mpi, mpi.ompi_info, two_ranks, launch_env()), **(mca or {})}
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
-                                             placement.oversubscribe, w.args), mca)
+                                             placement.oversubscribe, w.args), mca,
+                   pmi=pmi_kinds(mpi) if launcher == "srun" else ())
 
 
 # Open MPI 5's coll/han (priority above tuned) takes over bcast, reduce, allreduce, ... on
@@ -390,11 +392,3 @@ HAN_OFF = {"coll": "^han"}
 
 def han_excluded(mpi: OpenMPI) -> bool:
     return mpi.version_tuple >= (5,) and not mpi.han
-
-
-def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None = None,
-                mca: dict[str, str] | None = None) -> list[str]:
-    from colltune.launchers import Layout, command
-
-    return command("mpirun", str(mpi.mpirun), Layout(np, hostfile=hostfile,
-                                                      oversubscribe=oversubscribe), mca)

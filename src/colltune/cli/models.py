@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -121,7 +122,8 @@ def model_fit_cmd(
         try:
             cal = calibrate(store, mpi, np, size, reps, hostfile,
                             Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
-                            backend)
+                            backend, note=lambda text: print(text, file=sys.stderr,
+                                                             flush=True))
         finally:
             store.close()
     except ColltuneError as e:

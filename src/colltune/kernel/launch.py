@@ -8,13 +8,13 @@ import os
 import queue
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune import jobdir
 from colltune.core.records import PointResult
 
 
@@ -147,8 +147,23 @@ def session_pids(sid: int) -> list[int]:
     return pids
 
 
-def kill_session(sid: int) -> None:
-    """SIGKILL the whole session; ranks may leave mpirun's process group, not its session."""
+# how long a launcher gets to end its job on every node after SIGTERM (mpirun and srun
+# take their remote ranks down; SIGKILL would leave those running on the other nodes)
+TERM_GRACE = 5.0
+
+
+def kill_session(sid: int, grace: float = TERM_GRACE) -> None:
+    """End the job: SIGTERM to the launcher (the session's leader), which ends its ranks on
+    every node, for up to `grace` seconds; then SIGKILL the whole session here (ranks may
+    leave mpirun's process group, not its session)."""
+    if grace > 0 and sid in session_pids(sid):
+        try:
+            os.kill(sid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + grace
+        while sid in session_pids(sid) and time.monotonic() < deadline:
+            time.sleep(0.05)
     for _ in range(5):
         pids = session_pids(sid)
         if not pids:
@@ -161,7 +176,7 @@ def kill_session(sid: int) -> None:
         time.sleep(0.05)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: new session (so the job can be killed as a whole) and
     SIGKILL when the tuner dies, so a killed tuner leaves no MPI job behind."""
     os.setsid()
@@ -195,17 +210,27 @@ def parse_result(ev: dict) -> PointResult:
 LAUNCH_RETRIES = 2
 
 
+def start_timeout(floor: float) -> float:
+    """Seconds a launch may take before the kernel's first line: COLLTUNE_START_TIMEOUT,
+    else `floor`. Start-up across many nodes can take minutes; a test of a hang, seconds."""
+    try:
+        return float(os.environ.get("COLLTUNE_START_TIMEOUT", "")) or floor
+    except ValueError:
+        return floor
+
+
 def run_kernel(
     cmd_prefix: list[str],
     exe: Path,
     plan: KernelPlan,
     env: dict[str, str],
     point_timeout: float = 60.0,
-    start_timeout: float = 120.0,
+    starting: float = 120.0,
     on_event: Callable[[dict], None] | None = None,
     library_ok: Callable[[str], bool] | None = None,
 ) -> LaunchOutcome:
-    """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung.
+    """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung,
+    and one whose kernel has not started after `starting` seconds (COLLTUNE_START_TIMEOUT).
     A kernel whose MPI library fails `library_ok` is killed before it measures anything
     (status "mismatch"): it was built against another MPI than the one launching it.
 
@@ -214,8 +239,8 @@ def run_kernel(
     start", once in a few hundred launches): it is retried, up to LAUNCH_RETRIES times."""
     retries = 0
     while True:
-        out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout, on_event,
-                        library_ok)
+        out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout(starting),
+                        on_event, library_ok)
         if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
             out.launcher_retries = retries
             return out
@@ -233,7 +258,7 @@ def _run_once(
     on_event: Callable[[dict], None] | None,
     library_ok: Callable[[str], bool] | None,
 ) -> LaunchOutcome:
-    with tempfile.NamedTemporaryFile("w", suffix=".plan", delete=False) as f:
+    with jobdir.temporary_file(".plan") as f:
         f.write(plan.render())
         plan_path = f.name
     lines: queue.Queue[str | None] = queue.Queue()
@@ -241,7 +266,7 @@ def _run_once(
     out = LaunchOutcome(results=[], status="ok")
     proc = subprocess.Popen(
         [*cmd_prefix, str(exe), plan_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True, env=env, preexec_fn=_die_with_parent,
+        stdin=subprocess.DEVNULL, text=True, env=env, preexec_fn=die_with_parent,
     )
 
     def pump_out() -> None:
@@ -271,7 +296,10 @@ def _run_once(
                 line = lines.get(timeout=max(0.05, limit - (time.monotonic() - last)))
             except queue.Empty:
                 out.status = "timeout"
-                out.message = f"no progress for {limit:.0f} s"
+                out.message = (f"no progress for {limit:.0f} s" if started else
+                               f"the job did not start in {limit:.0f} s: a rank never got "
+                               "through MPI_Init (a node that hangs, or cannot reach the "
+                               "others) or the launcher hung")
                 break
             if line is None:
                 break
@@ -288,6 +316,12 @@ def _run_once(
             kind = ev["event"]
             if kind == "start":
                 started = True
+                if int(ev.get("np", 0)) == 1:
+                    # every collective colltune runs needs 2 ranks: this rank is alone
+                    out.status = "nopmi"
+                    out.message = no_pmi("the ranks started as singletons (MPI_COMM_WORLD "
+                                         "of size 1 in each)")
+                    break
                 out.library = str(ev.get("library", ""))
                 if "timer_step" in ev:
                     out.timer = (float(ev.get("wtick", 0.0)), float(ev["timer_step"]))
@@ -326,10 +360,26 @@ def _run_once(
     if out.status == "ok" and (not done or proc.returncode not in (0, None)):
         out.status = "crashed"
         out.message = _crash_message(out.stderr, proc.returncode)
+        if not started and any(w in out.stderr for w in _NO_PMI_WORDS):
+            out.status = "nopmi"
+            out.message = no_pmi("the ranks refused to start alone (the library: "
+                                 "\"direct launched using srun\" without its PMI)")
     if out.status != "ok":
         out.stuck = current
         out.stuck_cid = current[0] if current else current_cid
     return out
+
+
+def no_pmi(what: str) -> str:
+    """The message for ranks that a launcher started without a PMI they can use: `what`
+    they did, then (after ": ") what to do."""
+    return (f"{what}, so the launcher gave them no PMI they can use: under Slurm use srun "
+            "--mpi=pmix (or the PMI your MPI was built for, among srun --mpi=list), "
+            "SLURM_MPI_TYPE, or mpirun inside the allocation")
+
+
+# Open MPI 4.1 started by srun without a PMI: it refuses to run rather than run alone
+_NO_PMI_WORDS = ("direct launched using \"srun\"", "not built with SLURM's PMI support")
 
 
 def _crash_message(stderr: str, rc: int | None) -> str:

@@ -3,6 +3,7 @@ keep parameters, fit quality and the probe data in the store."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from colltune.backends import registry
@@ -28,11 +29,12 @@ class Calibration:
 
 def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,
               max_bytes: int = 1 << 20, reps: int = 50, hostfile: str | None = None,
-              launch: Launch | None = None, backend: str = "openmpi") -> Calibration:
+              launch: Launch | None = None, backend: str = "openmpi",
+              note: Callable[[str], None] | None = None) -> Calibration:
     family = registry.named(backend)
     mpi = family.find(mpi_prefix)
     placement = family.place(np, hostfile, launch)
-    data = run_probe(mpi, placement, max_bytes, reps)
+    data = run_probe(mpi, placement, max_bytes, reps, note=note)
     h, lg = fit_hockney(data), fit_loggp(data)
     cal = Calibration(mpi.describe(), np, data, h, lg)
     kinds = {r.same_node for r in data.p2p}

@@ -4,15 +4,19 @@ real MPI and read what it printed."""
 from __future__ import annotations
 
 import json
-import os
-import signal
+import queue
 import subprocess
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import IO
 
 from colltune.backends.registry import launch
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import die_with_parent, kill_session, start_timeout
 from colltune.slots import Placement
 
 
@@ -99,24 +103,88 @@ def parse(text: str) -> ProbeData:
     return data
 
 
+# a probe silent this long is hung (a rank that never started, a peer that never answers):
+# the kernel's own watchdog on one node and across nodes alike
+START_SILENCE = 120.0
+SILENCE = 60.0
+
+
 def run_probe(mpi: Installation, placement: Placement, max_bytes: int = 1 << 20,
-              reps: int = 50, timeout: float = 600.0) -> ProbeData:
+              reps: int = 50, timeout: float = 600.0,
+              note: Callable[[str], None] | None = None) -> ProbeData:
+    """Run modelbench; `note` hears how far it has got (every few seconds). Killed, with
+    every rank, when silent for SILENCE seconds (START_SILENCE before its first line) or
+    past `timeout`."""
     exe = build_kernel(mpi, name="modelbench")
     prefix, env = launch(mpi, placement)
     cmd = [*prefix, str(exe), str(max_bytes), str(reps)]
-    # its own session, so a hung probe is killed with every rank, not just mpirun
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env, start_new_session=True)
+                            env=env, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    lines: queue.Queue[str | None] = queue.Queue()
+    err: list[str] = []
+
+    def pump(stream: IO[str], into: Callable[[str], None], end: bool) -> None:
+        for line in stream:
+            into(line)
+        if end:
+            lines.put(None)
+
+    assert proc.stdout is not None and proc.stderr is not None
+    threads = [threading.Thread(target=pump, args=(proc.stdout, lines.put, True), daemon=True),
+               threading.Thread(target=pump, args=(proc.stderr, err.append, False),
+                                daemon=True)]
+    for t in threads:
+        t.start()
+    out: list[str] = []
+    begun, last_note = time.monotonic(), -10.0
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise ColltuneError(f"the model probe did not finish in {timeout:.0f} s",
-                            "use fewer --reps or a smaller --max-size") from None
-    if proc.returncode != 0:
-        tail = (err or out).strip().splitlines()[-3:]
+        while True:
+            wait = SILENCE if out else start_timeout(START_SILENCE)
+            left = timeout - (time.monotonic() - begun)
+            try:
+                line = lines.get(timeout=max(0.05, min(wait, left)))
+            except queue.Empty:
+                if left <= wait:
+                    raise ColltuneError(f"the model probe did not finish in {timeout:.0f} s",
+                                        "use fewer --reps or a smaller --max-size") from None
+                raise ColltuneError(
+                    f"the model probe printed nothing for {wait:.0f} s "
+                    f"({'before its start' if not out else 'after: ' + out[-1].strip()[:80]})"
+                    "; killed: a rank that never started, or one that stopped answering",
+                    "check that this MPI runs a hello-world with the same --np and "
+                    "placement") from None
+            if line is None:
+                break
+            out.append(line)
+            if note and time.monotonic() - last_note > 5:
+                last_note = time.monotonic()
+                note(f"model probe: {_where(line)} ({time.monotonic() - begun:.0f} s)")
+    finally:
+        kill_session(proc.pid)
+        proc.wait()
+        for t in threads:
+            t.join(timeout=5)
+    if note:
+        note(f"model probe: done in {time.monotonic() - begun:.0f} s")
+    if proc.returncode not in (0, -9):
+        tail = ("".join(err) or "".join(out)).strip().splitlines()[-3:]
         raise ColltuneError(f"the model probe failed (exit {proc.returncode}): "
                             + " | ".join(tail), "check that this MPI runs a hello-world "
                             "with the same --np")
-    return parse(out)
+    return parse("".join(out))
+
+
+def _where(line: str) -> str:
+    """What a line of modelbench says it has measured, for a progress line."""
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        return "running"
+    kind = ev.get("event") if isinstance(ev, dict) else None
+    if kind == "p2p":
+        return (f"ping-pong with rank {ev.get('peer')} "
+                f"({'same node' if ev.get('same_node') else 'across nodes'}) at "
+                f"{ev.get('size')} B done")
+    if kind in ("reduce_local", "p2p_loaded", "reduce_local_loaded"):
+        return f"{kind.replace('_', ' ')} at {ev.get('size')} B done"
+    return f"{kind or 'running'}"

@@ -3,6 +3,7 @@ allocation (nodes, tasks, a time limit estimated from the plan), instead of runn
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from datetime import datetime, timezone
@@ -59,6 +60,9 @@ def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points:
         "# load the MPI the rules are for (the one given with --mpi), for example:",
         "# module load openmpi",
         "set -euo pipefail",
+        "# where tune was asked for this script: its relative paths (--out, --db) mean the "
+        "same here",
+        f"cd {shlex.quote(os.getcwd())}",
         cmd,
         "",
     ])

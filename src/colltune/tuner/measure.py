@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import socket
-import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from colltune import jobdir
 from colltune.backends.base import Backend
 from colltune.backends.registry import of
 from colltune.collectives import Collective
@@ -143,6 +143,9 @@ def measure_lanes(
             if outcome.launcher_retries:
                 rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before the "
                          "kernel started; relaunched")
+            if outcome.status == "nopmi":  # no launch like this one will do better
+                cause, fix = outcome.message.split(", so ", 1)
+                raise MPIError(f"{cause}: {fix.split(': ', 1)[0]}", fix.split(": ", 1)[1])
             if outcome.status == "mismatch":  # killed before it measured anything
                 if rebuilt:
                     raise MPIError(
@@ -237,7 +240,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     slots = sorted({sl for sl, _ in group})
     be = of(mpi)
     # the band's file: a directory of its own, made fresh and removed after the launch
-    folder = tempfile.TemporaryDirectory(prefix="colltune-bands-") if band else None
+    folder = jobdir.temporary(prefix="colltune-bands-") if band else None
     if sweep == "mpit":
         env_extra = be.mpit_env()
         kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
@@ -284,7 +287,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
     with folder or contextlib.nullcontext():
         outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
-                             start_timeout=max(120.0, settings.timeout), on_event=on_event,
+                             starting=max(120.0, settings.timeout), on_event=on_event,
                              library_ok=mpi.runs_on)
     if band is not None and outcome.stuck and outcome.stuck[1] in band:
         outcome = replace(outcome, stuck=(outcome.stuck[0], band[outcome.stuck[1]][1]))
