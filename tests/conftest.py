@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
+import testcluster
 from colltune.backends.impi import IntelMPI, find_impi
 from colltune.backends.mpich import MPICH, find_mpich
 from colltune.backends.mvapich2 import MVAPICH2, find_mvapich2
@@ -26,11 +28,19 @@ def _prefix(which: str) -> str | None:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def isolated_dirs(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Kernels are built fresh for the session and no user store is touched."""
-    root = tmp_path_factory.mktemp("xdg")
+def isolated_dirs() -> Iterator[None]:
+    """Kernels are built fresh for the session and no user store is touched. In the home
+    directory, not /tmp: as on a cluster, a job across nodes refuses a cache and job
+    directory on node-local storage (colltune.jobdir), and placements across nodes are
+    tested here too."""
+    base = Path.home() / ".cache" / "colltune-tests"
+    base.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="session-", dir=base))
     os.environ["XDG_CACHE_HOME"] = str(root / "cache")
     os.environ["XDG_DATA_HOME"] = str(root / "data")
+    os.environ.pop("COLLTUNE_JOB_DIR", None)
+    yield
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def missing(msg: str) -> NoReturn:
@@ -142,6 +152,27 @@ def netns() -> Iterator[str]:
 # network namespaces joined by a veth pair, Open MPI started across them through an rsh
 # agent that enters the other namespace with its own hostname.
 
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[testcluster.Cluster]:
+    """Two nodes with a private /tmp each and a real Slurm (tests/testcluster.py), for the
+    session. Skipped, saying why, where the machine cannot build it, except in CI."""
+    why = testcluster.why_not() or testcluster.slurm_why_not()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(f"the test cluster must run in CI: {why}")
+        pytest.skip(why)
+    try:
+        c = testcluster.make(2)
+    except RuntimeError as e:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"the test cluster did not start here: {e}")
+    try:
+        yield c
+    finally:
+        c.down()
+
+
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
 
@@ -178,8 +209,13 @@ def two_hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
         agent.chmod(0o755)
         hostfile = tmp_path / "hosts"
         hostfile.write_text("10.77.0.1 slots=2\n10.77.0.2 slots=2\n")
+        # these two "hosts" share /tmp (tests/testcluster.py's nodes do not); a tune across
+        # them is still refused a cache under /tmp, as on a cluster: one outside it
+        cache = Path(f"/home/colltune-{tag}-cache")
+        cache.mkdir(exist_ok=True)
         yield {"a": a, "b": b, "agent": str(agent), "hostfile": str(hostfile),
-               "veth_a": f"{tag}va"}
+               "veth_a": f"{tag}va", "cache": str(cache)}
     finally:
+        shutil.rmtree(f"/home/colltune-{tag}-cache", ignore_errors=True)
         _ip("netns", "del", a)  # takes its end of the veth pair, and the pair, with it
         _ip("netns", "del", b)

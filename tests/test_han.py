@@ -315,7 +315,8 @@ def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
     r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
                         'hostname nodeA; exec "$@"', "sh", *tune],
                        capture_output=True, text=True, timeout=600, check=False,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+                            "XDG_CACHE_HOME": two_hosts["cache"]})
     assert r.returncode == 0, r.stderr
     cat = han.catalog(han.read_algorithms(o5))
     con = sqlite3.connect(db)

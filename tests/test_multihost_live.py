@@ -35,7 +35,8 @@ def test_tuning_across_two_hosts_with_a_hostfile(ompi41: OpenMPI, two_hosts: dic
     r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
                         'hostname nodeA; exec "$@"', "sh", *tune],
                        capture_output=True, text=True, timeout=600, check=False,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+                            "XDG_CACHE_HOME": two_hosts["cache"]})
     assert r.returncode == 0, r.stderr
     rx = rx_bytes(two_hosts["a"], two_hosts["veth_a"]) - rx0
     import sqlite3
@@ -70,7 +71,8 @@ def test_model_fit_separates_pairs_inside_and_across_nodes(
     r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
                         'hostname nodeA; exec "$@"', "sh", *fit],
                        capture_output=True, text=True, timeout=600, check=False,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
+                            "XDG_CACHE_HOME": two_hosts["cache"]})
     assert r.returncode == 0, r.stderr
     assert "pairs inside a node" in r.stdout and "pairs across nodes" in r.stdout
     con = sqlite3.connect(db)

@@ -289,9 +289,10 @@ def test_the_profiler_stays_in_the_ranks_it_was_meant_for(ompi41: object, tmp_pa
 @pytest.mark.mpi
 def test_the_profiler_creates_its_records_never_through_a_link(ompi41: object,
                                                                tmp_path: Path) -> None:
-    """Run directly with the profiler preloaded (as on a node where its directory is not
-    private): a missing directory is made 0700; a link, another user's or a world-writable
-    directory gets nothing; a link planted at a rank's record is not followed."""
+    """Run directly with the profiler preloaded: a missing directory is never made (on a
+    node that lacks it, the job directory is not shared: it says so); a link, another
+    user's or a world-writable directory gets nothing; a link planted at a rank's record
+    is not followed."""
     import subprocess
 
     from colltune.kernel.build import build_kernel
@@ -305,7 +306,12 @@ def test_the_profiler_creates_its_records_never_through_a_link(ompi41: object,
              "-x", f"COLLTUNE_PROFILE_DIR={d}", str(exe)], capture_output=True, text=True,
             env=ompi41.tool_env(), timeout=120, check=False)  # type: ignore[attr-defined]
 
+    missing = tmp_path / "missing"
+    res = run(missing)
+    assert not missing.exists(), res.stderr
+    assert "must be on a file system every node shares: no record written" in res.stderr
     fresh = tmp_path / "fresh"
+    fresh.mkdir(mode=0o700)  # as tune profile makes it
     first = run(fresh)
     assert first.returncode == 0, first.stderr
     assert stat.S_IMODE(os.lstat(fresh).st_mode) == 0o700

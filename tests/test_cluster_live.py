@@ -1,0 +1,216 @@
+"""colltune as a cluster runs it, on the test cluster (tests/testcluster.py): two nodes,
+each with its own hostname and a private /tmp, home shared, a real Slurm with
+MpiDefault=none. Every launching command runs across both nodes (2 x 2 ranks), started on
+node 1 as a user on a login or first compute node would."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from testcluster import REPO, Cluster
+
+pytestmark = pytest.mark.mpi
+
+FAST = ["--point-time", "0.02", "--min-reps", "5", "--max-reps", "20", "--quiet"]
+MELT = Path("/usr/share/lammps/examples/melt/in.melt")
+
+
+def _tune(*args: str) -> list[str]:
+    return [sys.executable, "-m", "colltune.cli", *args]
+
+
+def _env(cluster: Cluster, **extra: str) -> dict[str, str]:
+    return cluster.env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path]), **extra)
+
+
+def _over_mpirun(cluster: Cluster) -> list[str]:
+    return ["--hostfile", cluster.hostfile(2), "--ppn", "2", "--launcher-args",
+            f"--mca plm_rsh_agent {cluster.agent}", "--mpi", "/usr"]
+
+
+def _tmp_files(cluster: Cluster) -> dict[str, list[str]]:
+    """What each node's own /tmp holds (colltune's job files must never be there)."""
+    return {n: sorted(cluster.on(n, ["ls", "-A", "/tmp"]).stdout.split())
+            for n in cluster.names}
+
+
+def _work(cluster: Cluster, name: str) -> Path:
+    d = cluster.home / name
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def test_the_nodes_do_not_share_tmp(cluster: Cluster) -> None:
+    """The fixture itself: a file in node 1's /tmp is not in node 2's, the home is shared."""
+    assert cluster.on("node1", ["sh", "-c", "echo x > /tmp/only-here"]).returncode == 0
+    assert cluster.on("node2", ["test", "-e", "/tmp/only-here"]).returncode == 1
+    assert cluster.on("node1", ["rm", "/tmp/only-here"]).returncode == 0
+    (cluster.home / "seen").write_text("x")
+    assert cluster.on("node2", ["cat", str(cluster.home / "seen")]).stdout == "x"
+    assert [cluster.on(n, ["hostname"]).stdout.strip() for n in cluster.names] == cluster.names
+
+
+def test_the_plan_reaches_every_rank_from_rank_0(cluster: Cluster) -> None:
+    """The kernel's plan in node 1's /tmp, which node 2 cannot open: the job still measures,
+    because only rank 0 reads it and sends it to the others."""
+    from colltune.backends.openmpi import find_openmpi
+    from colltune.kernel.build import build_kernel
+
+    env = _env(cluster)
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = env["XDG_CACHE_HOME"]
+    try:
+        exe = build_kernel(find_openmpi("/usr"))
+    finally:
+        os.environ["XDG_CACHE_HOME"] = old or ""
+    plan = "collective reduce\nmin_reps 3\nmax_reps 3\nconfig 0 0\npoint 0 64\n"
+    script = f"printf '{plan}' > /tmp/p.plan; exec \"$@\""
+    r = cluster.on("node1", ["sh", "-c", script, "sh", "mpirun", "-np", "4", "--hostfile",
+                             cluster.hostfile(2), "--mca", "plm_rsh_agent", cluster.agent,
+                             str(exe), "/tmp/p.plan"], env=env, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert '"event":"result"' in r.stdout and '"np":4' in r.stdout
+    assert cluster.on("node2", ["test", "-e", "/tmp/p.plan"]).returncode == 1
+    cluster.on("node1", ["rm", "-f", "/tmp/p.plan"])
+
+
+def test_tune_across_nodes_with_node_local_tmp(cluster: Cluster) -> None:
+    """The issue's first case: `tune` over mpirun with a hostfile, 2 ranks a node. It
+    writes the rules; the store says 2 nodes of 2; nothing of the job is left in, or was
+    needed from, either node's /tmp (the job directory is in the shared home)."""
+    work = _work(cluster, "tune")
+    before = _tmp_files(cluster)
+    r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
+                                  "8,64K", "--db", "db.sqlite", "--out", "r.conf",
+                                  "--confirm-rounds", "2", *FAST),
+                   env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (work / "r.conf").is_file()
+    con = sqlite3.connect(work / "db.sqlite")
+    layout = con.execute("SELECT DISTINCT host, np, ppn, nodes FROM measurements").fetchall()
+    con.close()
+    assert layout == [("node1", 4, 2, 2)]
+    assert _tmp_files(cluster) == before
+    jobs = cluster.home / ".cache" / "colltune" / "jobs"
+    assert jobs.is_dir() and not any(jobs.iterdir())  # used, and cleaned up
+    chk = cluster.on("node1", _tune("check", "r.conf", "--mpi", "/usr"), env=_env(cluster),
+                     cwd=work)
+    assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+def test_a_job_directory_on_node_local_storage_is_refused(cluster: Cluster) -> None:
+    work = _work(cluster, "refused")
+    r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
+                                  "8", "--db", "db.sqlite", "--out", "r.conf", *FAST),
+                   env=_env(cluster, COLLTUNE_JOB_DIR="/tmp/jobs"), cwd=work)
+    assert r.returncode != 0
+    assert "the job directory /tmp/jobs must be seen by all 2 nodes" in r.stderr
+    assert "COLLTUNE_JOB_DIR" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not MELT.exists(), reason="needs lammps-examples (Debian)")
+def test_profile_across_nodes(cluster: Cluster) -> None:
+    """`tune profile` of LAMMPS over 2 nodes: every rank's record reaches the profile,
+    node 2's included (they were written into node 2's own /tmp before)."""
+    work = _work(cluster, "profile")
+    start = time.monotonic()
+    r = cluster.on("node1", _tune(
+        "profile", "-o", "p.json", "--mpi", "/usr", "--", "mpirun", "-np", "4",
+        "--hostfile", cluster.hostfile(2), "--map-by", "ppr:2:node", "--mca",
+        "plm_rsh_agent", cluster.agent, "lmp", "-in", str(MELT), "-log", "none",
+        "-screen", "none"), env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    prof = json.loads((work / "p.json").read_text())
+    print(f"tune profile of LAMMPS melt, 2 nodes x 2 ranks: {time.monotonic() - start:.1f} s")
+    # every rank's record read (a missing one fails the profile: "rank(s) 2, 3 of 4 wrote
+    # no profile" before), ranks 2 and 3 on node 2 (ppr:2:node)
+    assert prof["ranks"] == 4 and prof["host"] == "node1"
+    assert not list(work.glob("rank.*.json")) and _tmp_files(cluster)["node2"] == []
+
+
+def test_model_fit_across_nodes_says_how_far_it_has_got(cluster: Cluster) -> None:
+    work = _work(cluster, "model")
+    r = cluster.on("node1", _tune("model", "fit", "--np", "4", *_over_mpirun(cluster),
+                                  "--db", "db.sqlite", "--reps", "5", "--max-size", "16K"),
+                   env=_env(cluster), cwd=work, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # a line as it starts, every few seconds while it runs, and when it is done
+    assert "model probe: start" in r.stderr and "model probe: done in" in r.stderr
+    assert "pairs across nodes" in r.stdout
+
+
+def test_a_node_that_never_starts_ends_with_the_watchdogs_error(cluster: Cluster) -> None:
+    """Node 2's ranks never enter MPI_Init: the tune ends with the start watchdog's error,
+    not a wait until killed."""
+    work = _work(cluster, "hang")
+    start = time.monotonic()
+    r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
+                                  "8", "--db", "db.sqlite", "--out", "r.conf", *FAST),
+                   env=_env(cluster, COLLTUNE_TEST_FAULT="hang:init=node2",
+                            COLLTUNE_START_TIMEOUT="10"), cwd=work, timeout=120)
+    took = time.monotonic() - start
+    assert r.returncode != 0 and took < 60, (took, r.stderr[-2000:])
+    assert "did not start in 10 s" in r.stderr and "Traceback" not in r.stderr
+    assert not (work / "r.conf").exists()
+    # the launcher was told to end them (SIGTERM): node 2's ranks end within seconds
+    deadline = time.monotonic() + 10
+    while (left := cluster.on("node2", ["pgrep", "-f", "collbench"]).stdout.split()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == [], "ranks left on node 2"
+
+
+def test_tune_inside_salloc_picks_the_pmi(cluster: Cluster) -> None:
+    """Slurm with MpiDefault=none: srun needs --mpi; colltune picks pmix (what Open MPI
+    4.1.4 was built with, offered by `srun --mpi=list`) and says so."""
+    work = _work(cluster, "salloc")
+    r = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", *_tune(
+        "reduce", "--np", "4", "--mpi", "/usr", "--sizes", "8,64K", "--db", "db.sqlite",
+        "--out", "s.conf", "--confirm-rounds", "0", *FAST)], env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "srun --mpi=pmix: this MPI was built for pmix" in r.stderr
+    con = sqlite3.connect(work / "db.sqlite")
+    assert con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements").fetchall() == [
+        (4, 2, 2)]
+    con.close()
+
+
+def test_ranks_started_without_a_pmi_are_named(cluster: Cluster) -> None:
+    work = _work(cluster, "single")
+    r = cluster.on("node1", ["salloc", "-N", "1", "-n", "2", *_tune(
+        "reduce", "--np", "2", "--mpi", "/usr", "--sizes", "8", "--db", "db.sqlite",
+        "--out", "s.conf", "--launcher-args", "--mpi=none", *FAST)], env=_env(cluster),
+        cwd=work)
+    assert r.returncode != 0
+    # Open MPI 4.1.4 refuses to run alone under srun without its PMI (other MPIs start
+    # singletons: the kernel says so from its start line)
+    assert "no PMI they can use" in r.stderr and "srun --mpi=pmix" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_the_slurm_script_runs_under_sbatch(cluster: Cluster) -> None:
+    """`--slurm-script` writes a batch script; sbatch runs it as written, from another
+    directory, and the rules file lands where the user asked."""
+    work = _work(cluster, "sbatch")
+    env = _env(cluster)
+    r = cluster.on("node1", _tune("reduce", "--np", "4", "--nodes", "2", "--ppn", "2",
+                                  "--mpi", "/usr", "--sizes", "8,64K", "--db", "db.sqlite",
+                                  "--out", "b.conf", "--confirm-rounds", "0",
+                                  "--slurm-script", "job.sh", *FAST), env=env, cwd=work)
+    assert r.returncode == 0, r.stderr
+    (work / "elsewhere").mkdir(exist_ok=True)
+    start = time.monotonic()
+    s = cluster.on("node1", ["sbatch", "--wait", "../job.sh"], env=env,
+                   cwd=work / "elsewhere", timeout=300)
+    took = time.monotonic() - start
+    out = "".join(p.read_text() for p in (work / "elsewhere").glob("*.out"))
+    assert s.returncode == 0, s.stderr + out[-2000:]
+    assert (work / "b.conf").is_file(), out[-2000:]
+    print(f"sbatch to rules file: {took:.1f} s")
