@@ -90,9 +90,9 @@ def srun_mpi_types(program: str) -> tuple[str, ...]:
     except (OSError, subprocess.TimeoutExpired):
         return ()
     text = r.stdout + r.stderr
-    names = [ln.strip() for ln in text.splitlines() if ln.startswith(("\t", "srun: "))
-             and ln.split()[-1].isidentifier()]
-    names = [n.split()[-1] for n in names]
+    # its plugins one a line, tab-indented (Slurm 22.05; "srun: " before each in older ones)
+    names = [ln.split()[-1] for ln in text.splitlines()
+             if re.fullmatch(r"(\t|srun: +)[a-z][a-z0-9_]*", ln.rstrip())]
     for m in re.finditer(r"versions available:\s*(.+)", text):
         names += [v.strip() for v in m.group(1).split(",") if v.strip()]
     return tuple(dict.fromkeys(n for n in names if n != "MPI"))
@@ -120,6 +120,10 @@ def srun_mpi(program: str, extra: tuple[str, ...], env: Mapping[str, str],
         _tell_once(f"srun --mpi={env['SLURM_MPI_TYPE']} (from SLURM_MPI_TYPE)")
         return []
     offered = srun_mpi_types(program)
+    if not offered:  # this srun lists nothing (no Slurm configuration here): trust the build
+        _tell_once(f"srun --mpi={built_for[0]}: this MPI was built for it (srun --mpi=list "
+                   "did not answer)")
+        return [f"--mpi={built_for[0]}"]
     for kind in built_for:
         if kind in offered:
             _tell_once(f"srun --mpi={kind}: this MPI was built for {' or '.join(built_for)}, "
