@@ -169,10 +169,11 @@ class Cluster:
         logs = self.root / "log"
         logs.mkdir(exist_ok=True)
         run = Path("/run/munge")
-        if not (run / "munge.socket.2").exists():
+        if _run("munge", "-n", check=False).returncode != 0:
+            # none running (a socket left by an ended one is stale: --force replaces it)
             run.mkdir(parents=True, exist_ok=True)
             shutil.chown(run, "munge", "munge")
-            _run("runuser", "-u", "munge", "--", "/usr/sbin/munged")
+            _run("runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force")
         first = self.names[0]
         Path(self.slurm_conf).write_text("\n".join([
             f"ClusterName={self.tag}",

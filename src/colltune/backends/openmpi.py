@@ -380,7 +380,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
         mca = {**node_mca(mpi, mpi.ompi_info, two_ranks, launch_env()), **(mca or {})}
     return command(launcher, program, Layout(placement.np, w.nodes, w.ppn, placement.hostfile,
                                              placement.oversubscribe, w.args), mca,
-                   pmi=pmi_kinds(mpi) if launcher == "srun" else ())
+                   pmi=pmi_kinds(mpi.version_tuple, mpi.ompi_info) if launcher == "srun" else ())
 
 
 # Open MPI 5's coll/han (priority above tuned) takes over bcast, reduce, allreduce, ... on

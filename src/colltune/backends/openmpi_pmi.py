@@ -6,10 +6,7 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from colltune.backends.openmpi import OpenMPI
+from pathlib import Path
 
 
 @functools.lru_cache(maxsize=8)
@@ -22,12 +19,13 @@ def _pmi_components(ompi_info: str) -> frozenset[str]:
     return frozenset(re.findall(r"^mca:pmix:([a-z0-9]+):", text, flags=re.M))
 
 
-def pmi_kinds(mpi: OpenMPI) -> tuple[str, ...]:
-    """The Slurm PMI plugins this Open MPI can use, best first, from the PMI components
-    ompi_info lists (4.x: `MCA pmix: ext3x`, s2, s1; 5.x is PMIx throughout)."""
-    if mpi.version_tuple >= (5,):
+def pmi_kinds(version: tuple[int, ...], ompi_info: Path) -> tuple[str, ...]:
+    """The Slurm PMI plugins the Open MPI of this version and ompi_info can use, best
+    first, from the PMI components it lists (4.x: `MCA pmix: ext3x`, s2, s1; 5.x is PMIx
+    throughout)."""
+    if version >= (5,):
         return ("pmix",)
-    comps = _pmi_components(str(mpi.ompi_info))
+    comps = _pmi_components(str(ompi_info))
     kinds = [k for k, names in (("pmix", {"ext2x", "ext3x", "pmix3x", "pmix2x", "pmix4x"}),
                                 ("pmi2", {"s2"}))
              if comps & names]
