@@ -33,6 +33,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.core.space import configurations
 from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.launchers import Launch
 from colltune.options import TuneOptions
 from colltune.outfile import Planned, destination
 from colltune.slots import Placement, place
@@ -126,7 +127,7 @@ class DummyBackend(Backend[Dummy]):
         return Checked(f"dummy tuning file, {len(lines)} rule(s)", {"format": "dummy"}, [])
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None) -> VerifyTarget:
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         rules = sorted((int(s), Config.of(int(a), {SPREAD: int(r)}))
                        for s, a, r in (ln.split() for ln in read_text(path).splitlines()[1:]))
 

@@ -109,7 +109,9 @@ class Backend(ABC, Generic[M]):
     # installation name -> how its ranks wait in a collective: why a default can look far
     # slower than a forced algorithm on shared cores (MPICH 5.0.2, 4 ranks on 2: 10-1560 ms)
     waits: dict[str, str] = {}
-    own_launcher = "mpirun"  # what launches its jobs here unless --launcher says otherwise
+    # what launches its jobs unless --launcher says otherwise; None: srun inside a Slurm
+    # allocation, else mpirun, as for tune itself
+    own_launcher: str | None = None
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
     binary_suffixes: tuple[str, ...] = ()  # its outputs that are not text (read: registry)
 
@@ -220,7 +222,7 @@ class Backend(ABC, Generic[M]):
         return None
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None) -> VerifyTarget:
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         raise ColltuneError(f"tune verify does not read {self.name} files yet",
                             "verify the file's decisions with tune's own confirmation")
 

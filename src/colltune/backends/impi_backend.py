@@ -65,7 +65,6 @@ from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning
 from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, rules_for
 from colltune.rules.safe import check_env
-from colltune.slots import place
 
 if TYPE_CHECKING:
     from colltune.options import TuneOptions
@@ -176,12 +175,12 @@ class ImpiBackend(Backend[IntelMPI]):
                            env, "Intel MPI collectives tuned by colltune")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None) -> VerifyTarget:
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         t, prof, text = read_files(path)
         mpi = impi.find_impi(mpi_prefix)
         names = sorted(t)
         catalog = impi.catalog(mpi, names)
-        placement = place(np, hostfile, launch=Launch(launcher="mpiexec"))
+        placement = self.place(np, hostfile, launch)
         env = tuned_env(path, prof)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
@@ -193,8 +192,7 @@ class ImpiBackend(Backend[IntelMPI]):
             r = rules_for(t, coll.name, n)
             if r is None:
                 return "default everywhere", "the file does not name this collective"
-            probes = Probes(mpi, place(n, hostfile, launch=Launch(launcher="mpiexec")),
-                            coll.name)
+            probes = Probes(mpi, self.place(n, hostfile, launch), coll.name)
             return obeyed(probes, r, env, sizes)
 
         # a spliced table changes what runs where it names the library's own entry too (its

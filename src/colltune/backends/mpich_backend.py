@@ -39,7 +39,6 @@ from colltune.outfile import Planned, destination
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import SIZE_KEY, Ranges, Tuning, lookup, ranges_from_starts
 from colltune.rules.safe import check_env
-from colltune.slots import place
 
 if TYPE_CHECKING:
     from colltune.options import TuneOptions
@@ -275,7 +274,7 @@ class MPICHBackend(Backend[MPICH]):
             env, "MPICH collectives tuned by colltune")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None) -> VerifyTarget:
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         """The tuning file (or the profile that names it) against MPICH's own choice: the
         tuned arm sets the profile's variables."""
         json_text, prof = read_files(path)
@@ -286,7 +285,7 @@ class MPICHBackend(Backend[MPICH]):
         names = sorted(c for c in tuned if c in prof.collectives)
         catalog = self._catalog(mpi, names)
         tuned = mpich_csel.parse(json_text, catalog.params)
-        placement = place(np, hostfile, launch=Launch(launcher="mpiexec"))
+        placement = self.place(np, hostfile, launch)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
             per_np = tuned.get(coll.name)

@@ -35,6 +35,7 @@ from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
 if TYPE_CHECKING:
+    from colltune.launchers import Launch
     from colltune.options import TuneOptions
     from colltune.slots import Placement
 
@@ -66,7 +67,7 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
                             choose_rules_version(mpi, opts.rules_version), opts)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None) -> VerifyTarget:
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         mpi = find_openmpi(mpi_prefix)
         catalog = read_catalog(mpi)
         try:
@@ -79,7 +80,7 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
         names = [rules.NAME_BY_ID[cid] for cid in sorted(rf.collectives)
                  if cid in rules.NAME_BY_ID]
         return VerifyTarget(
-            mpi, catalog, names, self.rules_arms(path), place(np, hostfile),
+            mpi, catalog, names, self.rules_arms(path), self.place(np, hostfile, launch),
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from rich.progress import (
 from colltune import __version__
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, MPIError
+from colltune.launchers import Launch
 from colltune.outfile import is_stdout
 from colltune.sinks import SafeConsole
 from colltune.tuner.measure import Reporter
@@ -142,6 +144,22 @@ def _ints(text: str, what: str) -> list[int]:
     return vals
 
 
+
+
+# where a command's jobs run, the same words as tune's (docs/cluster.md)
+HOSTFILE_OPTION = typer.Option(None, "--hostfile", help="Hosts to run on (mpirun's hostfile).")
+LAUNCHER_OPTION = typer.Option(None, "--launcher", help="mpirun or srun (default: srun inside "
+                               "a Slurm allocation, else the family's own).")
+NODES_OPTION = typer.Option(None, "--nodes", help="Nodes to spread ranks over.")
+PPN_OPTION = typer.Option(None, "--ppn", help="Ranks per node.")
+LAUNCHER_ARGS_OPTION = typer.Option("", "--launcher-args",
+                                    help="More launcher options, passed as they are.")
+
+
+def launch_of(launcher: str | None, nodes: int | None, ppn: int | None,
+              launcher_args: str) -> Launch:
+    """What the user asked of the launcher, from the options above."""
+    return Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args)))
 
 
 TIMING_OPTION = typer.Option(

@@ -9,7 +9,20 @@ import typer
 from rich.table import Table
 
 from colltune import jobdir
-from colltune.cli.common import _fail, app, err, json_to_stdout, out, write_json
+from colltune.cli.common import (
+    HOSTFILE_OPTION,
+    LAUNCHER_ARGS_OPTION,
+    LAUNCHER_OPTION,
+    NODES_OPTION,
+    PPN_OPTION,
+    _fail,
+    app,
+    err,
+    json_to_stdout,
+    launch_of,
+    out,
+    write_json,
+)
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
 
@@ -36,6 +49,11 @@ def compare_cmd(
     rounds: int = typer.Option(8, "--rounds", help="Judged rounds (each arm once a round)."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON."),
     timeout: float | None = typer.Option(600, "--timeout", help="Seconds per launch."),
+    hostfile: str | None = HOSTFILE_OPTION,
+    launcher: str | None = LAUNCHER_OPTION,
+    nodes: int | None = NODES_OPTION,
+    ppn: int | None = PPN_OPTION,
+    launcher_args: str = LAUNCHER_ARGS_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
 ) -> None:
     """Run several MPI libraries (or one library with and without colltune's files) on the
@@ -53,6 +71,7 @@ def compare_cmd(
     json_to_stdout(json_out)
     say = (lambda _s: None) if quiet else (lambda s: err.print(s, highlight=False,
                                                                markup=False))
+    where = launch_of(launcher, nodes, ppn, launcher_args)
     try:
         if json_out is not None:
             ensure_writable(json_out, "--json")
@@ -67,9 +86,10 @@ def compare_cmd(
         with jobdir.temporary(prefix="colltune-compare-") as tmp:
             def objective(a: cmp.Arm) -> Objective:
                 if collective is not None:
-                    return kernel(a.backend, a.mpi, a.backend.place(np), collective,
-                                  parse_sizes(sizes), calls, Path(tmp) / str(id(a)))
-                obj = prog(a.backend, a.mpi, a.backend.place(np), program)
+                    return kernel(a.backend, a.mpi, a.backend.place(np, hostfile, where),
+                                  collective, parse_sizes(sizes), calls,
+                                  Path(tmp) / str(id(a)))
+                obj = prog(a.backend, a.mpi, a.backend.place(np, hostfile, where), program)
                 return obj if metric is None else printed(obj, metric)
 
             for i, a in enumerate(arms):

@@ -10,7 +10,20 @@ from rich.table import Table
 
 from colltune import jobdir
 from colltune.backends.registry import CHOICES
-from colltune.cli.common import _fail, app, err, json_to_stdout, out, write_json
+from colltune.cli.common import (
+    HOSTFILE_OPTION,
+    LAUNCHER_ARGS_OPTION,
+    LAUNCHER_OPTION,
+    NODES_OPTION,
+    PPN_OPTION,
+    _fail,
+    app,
+    err,
+    json_to_stdout,
+    launch_of,
+    out,
+    write_json,
+)
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
 
@@ -60,6 +73,11 @@ def runtime_cmd(
     out_path: Path | None = typer.Option(None, "--out", "-o", help="Parameter file to write."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON."),
     timeout: float | None = typer.Option(600, "--timeout", help="Seconds per launch."),
+    hostfile: str | None = HOSTFILE_OPTION,
+    launcher: str | None = LAUNCHER_OPTION,
+    nodes: int | None = NODES_OPTION,
+    ppn: int | None = PPN_OPTION,
+    launcher_args: str = LAUNCHER_ARGS_OPTION,
     listing: bool = typer.Option(False, "--list", help="Show the parameters and exit."),
     prove: Path | None = typer.Option(None, "--prove",
                                       help="Run the command once as the environment is and "
@@ -80,6 +98,7 @@ def runtime_cmd(
     json_to_stdout(json_out)
     say = (lambda _s: None) if quiet else (lambda s: err.print(s, highlight=False,
                                                                markup=False))
+    where = launch_of(launcher, nodes, ppn, launcher_args)
     try:
         be = registry.named(backend)
         inst = be.find(mpi)
@@ -106,8 +125,8 @@ def runtime_cmd(
                 if metric is not None:
                     raise ColltuneError("--metric reads what a program prints",
                                         "use it with -- CMD, not --collective")
-                obj = kernel(be, inst, be.place(np), collective, parse_sizes(sizes), calls,
-                             Path(tmp))
+                obj = kernel(be, inst, be.place(np, hostfile, where), collective,
+                             parse_sizes(sizes), calls, Path(tmp))
                 obj.cmd = be.runtime_own(obj.cmd, {k.name: k for k in space.knobs})
             else:
                 obj = application(command or [])

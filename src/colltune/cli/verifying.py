@@ -9,13 +9,19 @@ import typer
 from rich.table import Table
 
 from colltune.cli.common import (
+    HOSTFILE_OPTION,
+    LAUNCHER_ARGS_OPTION,
+    LAUNCHER_OPTION,
+    NODES_OPTION,
     OBJECTIVE_OPTION,
+    PPN_OPTION,
     TIMING_OPTION,
     WINDOW_OPTION,
     _fail,
     app,
     err,
     json_to_stdout,
+    launch_of,
     out,
 )
 from colltune.core.space import parse_sizes
@@ -75,7 +81,11 @@ def verify_cmd(
                                           "of each collective at the sizes this profile "
                                           "(tune profile -o) shows the application calling "
                                           "on --np ranks."),
-    hostfile: str | None = typer.Option(None, "--hostfile"),
+    hostfile: str | None = HOSTFILE_OPTION,
+    launcher: str | None = LAUNCHER_OPTION,
+    nodes: int | None = NODES_OPTION,
+    ppn: int | None = PPN_OPTION,
+    launcher_args: str = LAUNCHER_ARGS_OPTION,
     json_out: Path | None = typer.Option(None, "--json", help="Write the results as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
     timing: str = TIMING_OPTION,
@@ -124,7 +134,8 @@ def verify_cmd(
                      (lambda s: err.print(s, highlight=False, markup=False)),
                      design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
                      time_budget=time_budget, aa=aa,
-                     step=_step(step, step_from, np))
+                     step=_step(step, step_from, np),
+                     launch=launch_of(launcher, nodes, ppn, launcher_args))
     except ColltuneError as e:
         _fail(e)
         return

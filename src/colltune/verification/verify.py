@@ -23,6 +23,7 @@ from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
+from colltune.launchers import Launch
 from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ab_runs, as_batch
@@ -219,7 +220,8 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
            osu_dir: Path | None = None, hostfile: str | None = None,
            note: Callable[[str], None] = lambda s: None, design: Design | None = None,
            time_budget: float | None = None, aa: bool = False,
-           step: list[int] | dict[str, list[int]] | None = None) -> VerifyReport:
+           step: list[int] | dict[str, list[int]] | None = None,
+           launch: Launch | None = None) -> VerifyReport:
     """The gate. Sizes where the file changes the library's choice are measured in
     `rounds` launch pairs, then undecided ones in more (sequential; `design` says how many
     and at what error rates) until each is faster, same, slower, or out of budget
@@ -233,7 +235,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds ({rounds})",
                             "--max-rounds bounds the launch pairs a size may use")
     family = registry.for_file(rules_path)
-    target = family.verify_target(rules_path, np, mpi_prefix, hostfile)
+    target = family.verify_target(rules_path, np, mpi_prefix, hostfile, launch)
     rule_size = family.rule_size
     mpi, catalog, placement = target.mpi, target.catalog, target.placement
     arms = {"default": target.arms["default"],
