@@ -42,11 +42,15 @@ def inject(cmd: list[str], backend: Backend, env: dict[str, str]) -> list[str]:
                             "tune profile -o app.json -- mpirun -np 4 ./app ARGS")
     name = Path(cmd[0]).name
     if name == "srun":
-        if any("," in v for v in env.values()):
+        if "," in env.get("LD_PRELOAD", ""):
             raise ColltuneError("a profiler path with ',' cannot pass through srun --export",
                                 "set XDG_CACHE_HOME to a directory without commas")
-        return [cmd[0], "--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()),
-                *cmd[1:]]
+        # a value with a comma cannot be one of --export's: srun exports its own
+        # environment too (ALL), so such a one goes there (never LD_PRELOAD: above)
+        plain = {k: v for k, v in env.items() if "," not in v}
+        listed = [f"{k}={v}" for k, v in env.items() if k not in plain]
+        return [*(["env", *listed] if listed else []), cmd[0],
+                "--export=ALL," + ",".join(f"{k}={v}" for k, v in plain.items()), *cmd[1:]]
     if name.startswith(_MPI_LAUNCHERS):
         return [cmd[0], *backend.launcher_env(env), *cmd[1:]]
     raise ColltuneError(f"'{cmd[0]}' is not an MPI launcher colltune can pass the profiler "
