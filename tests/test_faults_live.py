@@ -207,7 +207,7 @@ def _state(pid: int) -> str:
 
 
 def test_a_launch_is_killed_to_its_zombies_not_past_them() -> None:
-    """kill_session kills a session's live processes and stops at its zombies: the
+    """kill_session ends a session's live processes and stops at its zombies: the
     launcher's own process (the session leader) is one from its exit until it is waited
     for, which is after the kill; counted as alive, every launch waited out 5 retries."""
     from colltune.kernel.launch import kill_session, session_pids
@@ -220,5 +220,15 @@ def test_a_launch_is_killed_to_its_zombies_not_past_them() -> None:
     assert _state(dead.pid) == "Z"
     assert session_pids(dead.pid) == [] and session_pids(live.pid) == [live.pid]
     kill_session(live.pid)
-    assert live.wait(timeout=5) == -signal.SIGKILL
+    # the launcher is asked first (SIGTERM: mpirun and srun then end their ranks on every
+    # node); one that ignores it is killed after the grace
+    assert live.wait(timeout=5) == -signal.SIGTERM
+    deaf = subprocess.Popen(["python3", "-c", "import signal, time; "
+                             "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                             "print('ready', flush=True); time.sleep(30)"],
+                            start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert deaf.stdout is not None and deaf.stdout.readline() == "ready\n"
+    start = time.monotonic()
+    kill_session(deaf.pid, grace=0.5)
+    assert deaf.wait(timeout=5) == -signal.SIGKILL and 0.4 < time.monotonic() - start < 3
     dead.wait()

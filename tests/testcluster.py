@@ -1,5 +1,6 @@
 """A small cluster on one machine, from real parts: N "nodes" as network namespaces on one
-bridge, each with its own hostname and a private /tmp (node-local, as on a compute node),
+bridge, each with its own hostname and a private /tmp and /dev/shm (node-local, as on a
+compute node),
 the rest of the file system shared (home, work directories); munge, and a real Slurm:
 slurmctld on the first node, one slurmd per node (each in its node's namespaces).
 
@@ -79,6 +80,12 @@ class Cluster:
         env.update(extra)
         return env
 
+    def rx_bytes(self, name: str) -> int:
+        """Bytes node `name` received over its link (its veth's own counter)."""
+        i = self.names.index(name) + 1
+        return int(_run("ip", "netns", "exec", f"{self.tag}n{i}", "cat",
+                        f"/sys/class/net/{self.tag}v{i}/statistics/rx_bytes").stdout)
+
     def enter(self, name: str, cwd: str | Path | None = None) -> list[str]:
         """The command prefix that runs what follows on node `name`, in `cwd` (the shared
         home by default). A `cd` inside, not nsenter's --wd: that directory would be the one
@@ -140,7 +147,9 @@ class Cluster:
         lines = [f"set -e; hostname {name}"]
         for i, p in enumerate(keep):
             lines += [f"mkdir -p {stash}/{name}{i}", f"mount --bind '{p}' {stash}/{name}{i}"]
-        lines.append("mount -t tmpfs -o mode=1777 tmpfs /tmp")
+        # /dev/shm too: a node's shared memory is its own (Open MPI's sm segments live there)
+        lines.append("mount -t tmpfs -o mode=1777 tmpfs /tmp; "
+                     "mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
         for i, p in enumerate(keep):
             lines += [f"mkdir -p '{p}'", f"mount --bind {stash}/{name}{i} '{p}'"]
         return "; ".join([*lines, "echo ready", "exec sleep infinity"])
