@@ -310,3 +310,24 @@ def test_runtime_and_compare_inside_an_allocation(cluster: Cluster) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     seen = json.loads((work / "k.json").read_text())["applied"]["mpi_yield_when_idle"]
     assert all(seen[v] == f"{v} (read back in every rank)" for v in ("0", "1")), seen
+
+
+def test_tune_han_across_nodes(cluster: Cluster) -> None:
+    """`--tune-han` (Open MPI 5's coll/han) over 2 nodes with node-local /tmp: han's rules
+    file and its MCA fragment are written, measured at 2 nodes."""
+    from conftest import get_mpi
+
+    o5 = get_mpi("ompi50")
+    work = _work(cluster, "han")
+    r = cluster.on("node1", _tune("reduce", "--np", "4", "--hostfile", cluster.hostfile(2),
+                                  "--ppn", "2", "--launcher-args",
+                                  f"--mca plm_rsh_agent {cluster.agent}", "--mpi",
+                                  str(o5.prefix), "--tune-han", "--sizes", "4K",
+                                  "--db", "db.sqlite", "--out", "han.rules",
+                                  "--confirm-rounds", "0", *FAST),
+                   env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (work / "han.rules").is_file()
+    con = sqlite3.connect(work / "db.sqlite")
+    assert {n for (n,) in con.execute("SELECT DISTINCT nodes FROM measurements")} == {2}
+    con.close()
