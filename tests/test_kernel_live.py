@@ -129,3 +129,21 @@ def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # 
     ctx = context_for(ompi, coll, placement)
     recorded = store.timer(ctx.mpi_key, ctx.host)
     assert recorded is not None and 0 < recorded[1] < 1e-6
+
+
+@pytest.mark.mpi
+def test_a_kernel_that_starts_alone_is_named_a_launch_without_pmi() -> None:
+    """Started with no launcher at all, the kernel is an MPI singleton (what srun without a
+    PMI gives MPICH's ranks): the launch ends at its first line with the cause and the fix,
+    instead of measuring a collective of one rank."""
+    from colltune.backends.openmpi import launch_env
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    ompi = get_mpi("ompi41")
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, 8)],
+                      Repetitions(warmup=1, min_reps=3, max_reps=3, point_time=0.01))
+    out = run_kernel([], build_kernel(ompi), plan, launch_env(), point_timeout=60)
+    assert out.status == "nopmi" and not out.results
+    assert out.message.startswith("the ranks started as singletons")
+    assert "srun --mpi=pmix" in out.message and "SLURM_MPI_TYPE" in out.message
