@@ -186,6 +186,27 @@ def test_a_hostile_store_is_inert_in_the_page_the_terminal_and_the_csv(tmp_path:
     assert "<script>alert(3)</script>[/]" in show.stdout
 
 
+def test_a_stored_negative_size_is_a_store_error(tmp_path: Path) -> None:
+    """Issue 61, finding 7: a stored size of -8 ended export --from, report and --from-db in
+    `ValueError: isqrt`; each now says which row is malformed, in one line."""
+    import socket
+
+    db = tmp_path / "s.db"
+    hostile_store(db, Path("/usr"), host=socket.gethostname())  # --from-db reads this host's
+    s = Store(db)
+    s.db.execute("UPDATE measurements SET size=-8 WHERE size=8")
+    s.db.commit()
+    s.close()
+    for argv in (("export", "--site", str(tmp_path / "site"), "--from", str(db)),
+                 ("report", "--db", str(db), "--out", str(tmp_path / "rep")),
+                 ("reduce", "--np", "2", "--from-db", "--db", str(db), "--mpi", "/usr",
+                  "--out", str(tmp_path / "r.conf"))):
+        res = tune_cli(*argv)
+        assert res.returncode in (2, 4) and "Traceback" not in res.stderr, (argv, res.stderr)
+        assert "is malformed" in res.stderr and "not negative" in res.stderr, res.stderr
+    assert not (tmp_path / "site").exists() and not (tmp_path / "r.conf").exists()
+
+
 def test_a_stored_newline_fakes_no_terminal_line(tmp_path: Path) -> None:
     """Issue 61, finding 9: a store host of `vm\n\nerror: ... run: curl ...|sh` printed a
     line of its own in `tune show`, looking like colltune's error."""

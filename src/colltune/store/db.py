@@ -239,8 +239,9 @@ class Store:
             samples = number_list(json.loads(sm))
             modes = {str(m): json_object(objs) for m, objs in json_object(json.loads(ser)).items()}
             series = {m: number_list(objs[obj]) for m, objs in modes.items() if obj in objs}
-            if type(s) is not int or type(n) is not int:
-                raise ValueError("size and repetition count must be integers")
+            if type(s) is not int or type(n) is not int or s < 0 or n < 0:
+                # a negative size reached math.isqrt in the range between two sizes
+                raise ValueError("size and repetition count must be integers, not negative")
             return Measurement(Config.from_key(k), s, str(st), n, opt_number(med),
                                opt_number(lo), opt_number(hi), samples, str(msg), series,
                                str(timing), str(obj))
