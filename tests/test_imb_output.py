@@ -26,7 +26,9 @@ def test_recorded_imb_output_is_read() -> None:
 
 
 @pytest.mark.parametrize("row", ["8 50 1.0 nan 1.0", "8 50 1.0 inf 1.0", "8 50 -1 2 3",
-                                 "8.5 50 1 2 3"])
+                                 "8.5 50 1 2 3",
+                                 # issue 61, finding 7: an OverflowError, and 16 read from 1_6
+                                 "1e30 50 1 2 3", "1_6 50 1 2 3", "16 50 1_0 2 3"])
 def test_impossible_rows_are_refused(row: str) -> None:
     text = DATA.read_text().replace("            8           50", row + " #", 1)
     head = ("# Benchmarking Bcast\n# #processes = 2\n"
@@ -42,6 +44,9 @@ def test_what_is_not_a_table_row_is_skipped() -> None:
             "            8           50         1.93         2.62         2.28\n"
             "<script>alert(1)</script>\n16 50 1 2\n")
     (t,) = parse(text)
+    assert t.avg_us() == {8: 2.28}
+    # digits of another script are not a size (float() would read this row as 16 B)
+    (t,) = parse(text.replace("<script>", "\u0661\u0666 50 1 2 3\n<script>"))
     assert t.avg_us() == {8: 2.28}
 
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 _BENCH = re.compile(r"^# Benchmarking (\w+)\s*$")
 _PROCS = re.compile(r"^# #processes = (\d+)")
 MAX_ROWS = 100_000  # more than any IMB run prints: a bigger file is not IMB's
+# a number as IMB prints one (Python's float() also takes "1_6", "inf", "nan")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\Z")
+MAX_BYTES = 1 << 40  # per rank: far above any IMB message length
 # colltune's collective -> IMB-MPI1's benchmark
 IMB_NAMES = {"allgather": "Allgather", "allgatherv": "Allgatherv", "allreduce": "Allreduce",
              "alltoall": "Alltoall", "alltoallv": "Alltoallv", "barrier": "Barrier",
@@ -65,16 +68,19 @@ def parse(text: str) -> list[ImbTable]:
         if len(words) != len(cur.columns):
             cur = None
             continue
-        try:
-            values = [float(w) for w in words]
-        except ValueError:
-            cur = None
+        if not re.match(r"[0-9+-]|inf|nan", words[0], flags=re.I):
+            cur = None  # not a row (text after the table)
             continue
-        if not all(math.isfinite(v) and v >= 0 for v in values):
-            raise ImbError(f"{cur.benchmark}: a row holds a value no timing has: {s!r}")
+        if not all(_NUMBER.match(w) for w in words):
+            raise ImbError(f"{cur.benchmark}: a row holds a value no timing has: {s[:80]!r}")
+        values = [float(w) for w in words]
+        if not all(math.isfinite(v) for v in values):
+            raise ImbError(f"{cur.benchmark}: a row holds a value no timing has: {s[:80]!r}")
         row = dict(zip(cur.columns, values, strict=True))
-        if "#bytes" in row and row["#bytes"] != int(row["#bytes"]):
-            raise ImbError(f"{cur.benchmark}: {row['#bytes']} is not a whole size")
+        if "#bytes" in row and (not re.fullmatch(r"[0-9]+", words[cur.columns.index("#bytes")])
+                                or row["#bytes"] > MAX_BYTES):
+            raise ImbError(f"{cur.benchmark}: {words[cur.columns.index('#bytes')][:20]} is not "
+                           "a message size")
         rows += 1
         if rows > MAX_ROWS:
             raise ImbError(f"more than {MAX_ROWS} rows: not IMB output")
