@@ -131,3 +131,8 @@ def test_profile_tune_app_and_verify_app_on_lammps(ompi41: OpenMPI, tmp_path: Pa
     for kind in ("profile", "before-after"):
         assert (page / f"app-melt-{kind}.png").stat().st_size > 1000
         assert (page / f"app-melt-{kind}.svg").exists()
+    # issue 61, finding 7: a rules name that is mathtext broke the plot's title
+    vj.write_text(json.dumps({**v, "rules": str(tmp_path / "$\\frac{$.conf")}))
+    r = _tune("report", "--out", str(tmp_path / "report2"), "--profile", str(prof),
+              "--app-verify", str(vj), cwd=work, env=env)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]

@@ -109,7 +109,7 @@ def app_section(profile_path: Path, verify_path: Path | None, out_dir: Path) -> 
             ax.set_xticks([0, 1], ["default", "rules"])
             ax.set_title(plot_text(f"{name}: {m['ratio']:.3f}x, {m['verdict']}"))
             ax.set_ylabel("seconds")
-        fig.suptitle(f"{v['pairs']} pairs without and with {Path(v['rules']).name}")
+        fig.suptitle(plot_text(f"{v['pairs']} pairs without and with {Path(v['rules']).name}"))
         fig.tight_layout()
         parts.append("<h3>Without and with the rules (tune verify --app)</h3>")
         parts.append(_save(fig, out_dir, f"app-{slug}-before-after"))
