@@ -7,6 +7,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from colltune.backends.openmpi import OpenMPI
 from colltune.osu.osu_import import algorithm_from_name
 from colltune.rules import ompi_classic as rules
@@ -195,3 +197,16 @@ def test_validation_column_v_collectives_and_the_runs_host(ompi41: OpenMPI,
     assert r.returncode == 2 and "does not tune gatherv" in r.stderr
     r = tune_cli("import-osu", str(files[0]), *common, "--host", "x/../y")
     assert r.returncode == 2 and "not a host name" in r.stderr
+
+
+@pytest.mark.timeout(20)
+def test_a_crafted_header_is_read_in_linear_time() -> None:
+    """Issue 61, finding 8: a header of `a ` repeated 20,000 times, failing at its end, took
+    30 s (quadratic); 200,000 would take hours. Refused at once, the message kept short."""
+    from colltune.osu.osu_output import FormatError, parse
+
+    for tail in ("latency-", "latency(", "Latency(us) -"):
+        body = "# " + "a " * 200_000 + tail
+        with pytest.raises(FormatError) as e:
+            parse("# OSU MPI Reduce Latency Test v7.0\n" + body + "\n")
+        assert "unknown column header" in str(e.value) and len(str(e.value)) < 300

@@ -22,7 +22,10 @@ TITLES: dict[str, str] = {
 
 _TITLE = re.compile(r"^#\s*OSU MPI(?:-\w+)? (?P<what>.+?) Latency Test(?: v(?P<ver>[\w.]+))?\s*$",
                     re.IGNORECASE)
-_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9 ]*?(?:\([^)]*\))?(?=\s{2,}|\s*$)")
+# a column name: words, then maybe a unit in brackets; columns are apart by 2+ spaces. The
+# header is split on those first, then each part matched whole: one pattern over the whole
+# line (lazy, with a lookahead) took quadratic time on a header that fails at its end
+_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9 ]*(?:\([^)]*\))?")
 _KNOWN = {"size": "size", "avg latency(us)": "avg", "min latency(us)": "min",
           "max latency(us)": "max", "iterations": "iterations",
           "validation": "validation"}  # OSU's -c: did the collective compute the right result
@@ -93,10 +96,13 @@ def parse(text: str, path: str = "<osu>") -> OsuRun:
             if body.lower().startswith("datatype:"):
                 datatype = body.split(":", 1)[1].strip().rstrip(".")
             elif "latency" in body.lower():
-                names = [c.strip().lower() for c in _COLUMN.findall(body)]
+                parts = [c.strip() for c in re.split(r"\s{2,}", body) if c.strip()]
+                names = [c.lower() for c in parts if _COLUMN.fullmatch(c)]
+                if len(names) != len(parts):
+                    names = []  # a part that is no column name: refused below
                 if not names or any(n not in _KNOWN for n in names) or "avg" not in [
                         _KNOWN[n] for n in names]:
-                    raise FormatError(path, no, f"unknown column header '{body}'")
+                    raise FormatError(path, no, f"unknown column header '{body[:80]}'")
                 columns = [_KNOWN[n] for n in names]
             continue
         if columns is None:
