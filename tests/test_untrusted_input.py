@@ -186,6 +186,40 @@ def test_a_hostile_store_is_inert_in_the_page_the_terminal_and_the_csv(tmp_path:
     assert "<script>alert(3)</script>[/]" in show.stdout
 
 
+def test_a_planted_store_link_or_a_foreign_database_is_never_written(ompi41: object,
+                                                                   tmp_path: Path) -> None:
+    """Issue 61, finding 3: with `g/colltune.db -> victim.sqlite` (g world-writable), a
+    writing command left the victim in WAL mode with colltune's tables; a link to a
+    missing path made a store there. Refused now, before anything is written; so is
+    another program's database given directly."""
+    import sqlite3
+
+    from test_osu_import import _osu
+
+    osu = _osu(tmp_path / "reduce_default.txt", "Reduce", {8: 2.0, 1024: 4.0}, True)
+    g = tmp_path / "g"
+    g.mkdir()
+    g.chmod(0o1777)
+    victim = tmp_path / "victim.sqlite"
+    con = sqlite3.connect(victim)
+    con.execute("CREATE TABLE accounts (name TEXT)")
+    con.commit()
+    con.close()
+    before = victim.read_bytes()
+    missing = tmp_path / "nowhere" / "made.db"
+    for db, why in ((g / "colltune.db", "is a symbolic link"),
+                    (g / "dangling.db", "is a symbolic link"),
+                    (victim, "is an SQLite database that is not a colltune store")):
+        if db.parent == g:
+            db.symlink_to(victim if db.name == "colltune.db" else missing)
+        res = tune_cli("import-osu", str(osu), "--np", "4", "--mpi",
+                       str(ompi41.prefix), "--db", str(db))  # type: ignore[attr-defined]
+        assert res.returncode in (2, 4) and why in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    assert victim.read_bytes() == before and not missing.parent.exists()
+    assert not list(tmp_path.glob("victim.sqlite-*"))  # no -wal or -shm beside it
+
+
 def test_a_stored_negative_size_is_a_store_error(tmp_path: Path) -> None:
     """Issue 61, finding 7: a stored size of -8 ended export --from, report and --from-db in
     `ValueError: isqrt`; each now says which row is malformed, in one line."""

@@ -3,6 +3,7 @@ migrated for writing, or read-only (an older store migrated in a copy in memory)
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -155,8 +156,34 @@ def _fail_open(path: Path, e: Exception) -> NoReturn:
                      "pass a writable file with --db PATH") from None
 
 
+# the tables a store holds (one being made by another tuner may hold only some so far):
+# a file with any other table is someone else's database
+def _own_tables() -> set[str]:
+    return set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", SCHEMA))
+
+
+def _refuse_foreign(path: Path, db: sqlite3.Connection) -> None:
+    """StoreError unless the file is empty or colltune's own store: writing would convert
+    another program's database (WAL mode, colltune's tables added)."""
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables - _own_tables() - {"sqlite_sequence", "sqlite_stat1"}:
+        db.close()
+        raise StoreError(f"{path} is an SQLite database that is not a colltune store: "
+                         "nothing was written to it", "pass your own store with --db")
+
+
 def open_writable(path: Path) -> sqlite3.Connection:
-    """The store at `path`, created or migrated as needed (WAL, so tuners can share it)."""
+    """The store at `path`, created or migrated as needed (WAL, so tuners can share it).
+    Opened only as a regular file: a link (even one to a missing file) is refused, and so
+    is another program's database; SQLite itself refuses a link swapped in before it opens
+    (nofollow)."""
+    if path.is_symlink():
+        raise StoreError(f"--db {path} is a symbolic link: a store is opened only as a "
+                         "regular file (a link could point at another user's database)",
+                         "pass the file itself with --db")
+    if path.exists() and not path.is_file():
+        raise StoreError(f"--db {path} is not a regular file", "pass a file with --db")
+    uri = f"file:{quote(str(path.absolute()))}?nofollow=1"
     # two tuners starting on one store race to switch it to WAL and create the tables;
     # SQLite answers "database is locked" at once there, without waiting: retry
     deadline = time.monotonic() + 60
@@ -164,7 +191,8 @@ def open_writable(path: Path) -> sqlite3.Connection:
         db: sqlite3.Connection | None = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+            db = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+            _refuse_foreign(path, db)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(SCHEMA)
