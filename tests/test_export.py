@@ -280,3 +280,58 @@ def test_export_for_an_open_mpi_that_would_drop_the_file_is_refused(tmp_path: Pa
     r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "b"), "--mpi",
                  str(get_mpi("ompi50").prefix))
     assert r.returncode == 0, r.stderr
+    # issue 61, finding 4: the stamp went before the header, which must be the first bytes
+    # (Open MPI then read the file as classic, and tune check refused it)
+    installed = tmp_path / "b" / "colltune-rules.conf"
+    assert installed.read_text().startswith("rule-file-version-2\n# installed by colltune")
+    r = tune_cli("check", str(installed), "--mpi", str(get_mpi("ompi50").prefix))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_what_is_installed_is_what_was_checked(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 61, finding 4: the file was checked from one read and installed from a
+    second; one swapped between the two (here: every read after the first sees the
+    swapped text) was installed unchecked. Now the bytes checked are the bytes written."""
+    from colltune.backends import tuned_rules
+    from colltune.outputs.export import export
+    from colltune.rules import ompi_classic
+
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    reads: list[str] = []
+
+    def swapped(path: object) -> str:
+        reads.append(str(path))
+        return LINEAR if len(reads) == 1 else "1\n7\n1\n4\n1\n0 99 0 0\n"  # algorithm 99
+
+    monkeypatch.setattr(ompi_classic, "read_text", swapped)
+    monkeypatch.setattr(tuned_rules, "read_text", swapped)
+    export(src, tmp_path / "site")
+    installed = (tmp_path / "site" / "colltune-rules.conf").read_text()
+    assert installed.endswith(LINEAR) and " 99 " not in installed, installed
+
+
+def test_rules_decided_from_a_store_are_checked_like_the_file(tmp_path: Path) -> None:
+    """Issue 61, finding 6: a store whose context says 0 or 3,000,000,000 ranks installed
+    rules that tune check rejects; now refused, nothing written."""
+    from colltune.core.config import Config
+    from colltune.core.records import PointResult
+    from colltune.store import Store
+    from colltune.store.records import Context
+
+    for np in (0, 3_000_000_000):
+        db = tmp_path / f"s{np}.db"
+        ctx = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", "h", np, 2, 1,
+                      "reduce", "openmpi")
+        s = Store(db)
+        for cfg, t in ((Config(0), 2e-6), (Config(2), 1e-6)):
+            xs = [t * (1 + 0.01 * i) for i in range(9)]
+            s.add(ctx, cfg, PointResult(0, 1024, "ok", n=9, median=xs[4], ci_lo=xs[2],
+                                        ci_hi=xs[6], mean=sum(xs) / 9, min=xs[0],
+                                        max=xs[-1], samples=xs), "mpit")
+        s.close()
+        site = tmp_path / f"site{np}"
+        r = tune_cli("export", "--from", str(db), "--site", str(site))
+        assert r.returncode in (2, 4) and "Traceback" not in r.stderr, r.stderr
+        assert not site.exists()

@@ -179,23 +179,37 @@ def installable(backend: TunedRulesBackend[T], req: ExportRequest) -> Installabl
 def installed_rules(req: ExportRequest, rules_path: Path) -> tuple[str, dict[str, str]]:
     """The rules file (checked and normalised, or decided from a store) and the MCA
     parameters that make Open MPI read it at `rules_path`."""
+    # one read: the text checked is the text installed (a file swapped between a check
+    # and a second read was installed unchecked); decided from a store, it is checked
+    # like the file it becomes (a stored np of 0 wrote rules tune check rejects)
+    original = req.text if req.text is not None else read_text(req.source)
+    where = str(req.source)
+    if req.mpi is not None:  # as that Open MPI reads it: a 4.1 drops a v2 file
+        mpi = find_openmpi(req.mpi)
+        try:
+            rules.parse(original, where, valid_algs=valid_algorithms(read_catalog(mpi)),
+                        allow_v2=supports_rules_v2(mpi.version_tuple))
+        except rules.RulesError as e:
+            raise ColltuneError(f"will not export: {mpi.describe()} would ignore {e}",
+                                f"check it with tune check {req.source} --mpi "
+                                f"{mpi.prefix}") from None
+    else:
+        rules.parse(original, where)
     if req.text is not None:
-        text = req.text
-    else:  # checked as Open MPI reads it, installed as written: its comments say which
-        if req.mpi is not None:  # MPI, host and measurements it came from
-            mpi = find_openmpi(req.mpi)  # as that Open MPI reads it: a 4.1 drops a v2 file
-            try:
-                rules.read(req.source, valid_algs=valid_algorithms(read_catalog(mpi)),
-                           allow_v2=supports_rules_v2(mpi.version_tuple))
-            except rules.RulesError as e:
-                raise ColltuneError(f"will not export: {mpi.describe()} would ignore {e}",
-                                    f"check it with tune check {req.source} --mpi "
-                                    f"{mpi.prefix}") from None
-        else:
-            rules.read(req.source)
-        text = f"# installed by colltune export, {req.stamp}\n" + read_text(req.source)
-    return text, {"coll_tuned_use_dynamic_rules": "1",
-                  "coll_tuned_dynamic_rules_filename": str(rules_path)}
+        return original, _switch(rules_path)
+    # installed as written (its comments say which MPI, host and measurements it came
+    # from), stamped after the version-2 header, which must stay the first bytes
+    stamp = f"# installed by colltune export, {req.stamp}\n"
+    first, nl, rest = original.partition("\n")
+    text = (first + nl + stamp + rest if first.strip() == rules.V2_HEADER
+            else stamp + original)
+    return text, _switch(rules_path)
+
+
+def _switch(rules_path: Path) -> dict[str, str]:
+    """The MCA parameters that make Open MPI read the rules at `rules_path`."""
+    return {"coll_tuned_use_dynamic_rules": "1",
+            "coll_tuned_dynamic_rules_filename": str(rules_path)}
 
 def decided_rules(db: Path, name: str, decided: list[StoredDecisions]) -> str:
     """Every collective and communicator size the store holds, as tune writes them."""
