@@ -335,3 +335,54 @@ def test_rules_decided_from_a_store_are_checked_like_the_file(tmp_path: Path) ->
         r = tune_cli("export", "--from", str(db), "--site", str(site))
         assert r.returncode in (2, 4) and "Traceback" not in r.stderr, r.stderr
         assert not site.exists()
+
+
+@pytest.mark.parametrize("mine", [
+    "/* old settings\ncoll_tuned_use_dynamic_rules = 0\n*/\nbtl_tcp_if_include = lo\n",
+    "btl_tcp_if_include = lo\n/* to the end, never closed\ncoll_tuned_use_dynamic_rules = 0\n",
+    "coll_tuned_use_dynamic_rules = 0 /* tried once */\n"])
+def test_a_user_merge_never_writes_inside_a_comment(mine: str, tmp_path: Path) -> None:
+    """Issue 61, finding 5: with a `/* ... */` block in ~/.openmpi/mca-params.conf,
+    colltune's keys could land inside it: ompi_info showed use_dynamic_rules false, yet the
+    export reported success. Open MPI itself (ompi_info) is the judge here."""
+    import subprocess
+
+    from conftest import get_mpi
+
+    ompi = get_mpi("ompi41")
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    home = tmp_path / "home"
+    conf = home / ".openmpi" / "mca-params.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(mine)
+    r = tune_cli("export", "--from", str(src), "--user", env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    seen = subprocess.run([str(ompi.ompi_info), "--param", "coll", "tuned", "--level", "9",
+                           "--parsable"], capture_output=True, text=True, check=True,
+                          env={**ompi.tool_env(), "HOME": str(home)}).stdout
+    rules_path = (home / ".openmpi" / "colltune-rules.conf").resolve()
+    assert "coll_tuned_use_dynamic_rules:value:true" in seen, conf.read_text()
+    assert f"coll_tuned_dynamic_rules_filename:value:{rules_path}" in seen
+    assert conf.with_name("mca-params.conf.colltune-backup").read_text() == mine
+
+
+def test_every_user_merge_keeps_its_backup(tmp_path: Path) -> None:
+    """Issue 61, finding 5: a second `--force` export replaced .colltune-backup, so the
+    user's original value was in neither file. Each export keeps its own backup."""
+    src = tmp_path / "rules.conf"
+    src.write_text(LINEAR)
+    home = tmp_path / "home"
+    conf = home / ".openmpi" / "mca-params.conf"
+    conf.parent.mkdir(parents=True)
+    mine = "coll_tuned_use_dynamic_rules = 0\nmpi_yield_when_idle = 1\n"
+    conf.write_text(mine)
+    for _ in range(3):
+        r = tune_cli("export", "--from", str(src), "--user", "--force",
+                     env={"HOME": str(home)})
+        assert r.returncode == 0, r.stderr
+    backups = sorted(conf.parent.glob("mca-params.conf.colltune-backup*"))
+    assert [b.name for b in backups] == ["mca-params.conf.colltune-backup",
+                                         "mca-params.conf.colltune-backup.2",
+                                         "mca-params.conf.colltune-backup.3"]
+    assert backups[0].read_text() == mine

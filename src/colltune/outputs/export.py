@@ -218,10 +218,47 @@ def _key(line: str) -> str | None:
     return text.split("=", 1)[0].strip()
 
 
-def merge_params(old: str, new: str) -> str:
+def _commented(lines: list[str], block: bool) -> list[bool]:
+    """Per line: whether a reader skips any of it as a comment beyond a leading `#` (Open
+    MPI's parameter files also have C's block comments: a line inside one, opening or
+    closing one, or ending in one (`key = 1 /* old */` reads as not set) is the user's text,
+    never a setting colltune can rely on or replace). The last entry: whether the text ends
+    inside an open block."""
+    out, inside = [], False
+    for line in lines:
+        touched = inside
+        if block:
+            rest = line
+            while True:
+                if inside:
+                    end = rest.find("*/")
+                    if end < 0:
+                        break
+                    inside, rest = False, rest[end + 2:]
+                else:
+                    start = rest.find("/*")
+                    if start < 0 or "#" in rest[:start]:
+                        break
+                    inside, touched, rest = True, True, rest[start + 2:]
+        out.append(touched)
+    return out + [inside]
+
+
+def settings(text: str, block: bool) -> dict[str, str]:
+    """The `key = value` settings a reader of `text` sees (the last one of a key wins), as
+    Open MPI reads its parameter files (`block`: with C block comments) or MVAPICH2 its."""
+    lines = text.splitlines()
+    skip = _commented(lines, block)
+    return {k: line.split("=", 1)[1].strip() for line, c in zip(lines, skip)
+            if not c and (k := _key(line))}
+
+
+def merge_params(old: str, new: str, block: bool = False) -> str:
     """`new`'s settings replace the same keys in `old` where they stand; every other line
     (the user's own settings and comments) stays; keys `old` lacks are appended after
-    `new`'s comments. A stamp comment of an earlier export is replaced, not repeated."""
+    `new`'s comments. A stamp comment of an earlier export is replaced, not repeated.
+    Nothing is written inside a comment: a key that stands in one is appended instead,
+    after closing a block the file leaves open (`block`: C block comments, Open MPI)."""
     ours = {k: line for line in new.splitlines() if (k := _key(line))}
     stamps = [line for line in new.splitlines() if _key(line) is None and line.strip()]
     mark = " written by colltune"
@@ -229,20 +266,24 @@ def merge_params(old: str, new: str) -> str:
     out: list[str] = []
     placed: set[str] = set()
     stamped = False
-    for line in old.splitlines():
-        k = _key(line)
+    lines = old.splitlines()
+    *skip, open_at_end = _commented(lines, block)
+    for line, commented in zip(lines, skip):
+        k = None if commented else _key(line)
         if k in ours:
             if k not in placed:
                 out.append(ours[k])
                 placed.add(k)
             continue  # a second setting of one key: Open MPI would take the last
-        if k is None and heads and line.startswith(heads):
+        if k is None and not commented and heads and line.startswith(heads):
             if not stamped:  # an earlier export's stamp: this one's, in its place
                 out += stamps
                 stamped = True
             continue
         out.append(line)
     added = ([] if stamped else stamps) + [line for k, line in ours.items() if k not in placed]
+    if open_at_end:
+        out.append("*/")  # the user's comment ran to the end: it still does, then ours
     if added:
         while out and not out[-1].strip():
             out.pop()
@@ -251,7 +292,15 @@ def merge_params(old: str, new: str) -> str:
 
 
 def _backup(path: Path) -> Path:
-    return path.with_name(path.name + ".colltune-backup")
+    """Where the file as it was before this export is kept: a new name each export (a
+    second export's backup would hold colltune's values, not the user's)."""
+    first = path.with_name(path.name + ".colltune-backup")
+    n = 1
+    candidate = first
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = first.with_name(f"{first.name}.{n}")
+    return candidate
 
 
 def _merge_into(p: Planned) -> list[Staged]:
@@ -265,10 +314,19 @@ def _merge_into(p: Planned) -> list[Staged]:
     backup = _backup(p.path)
     check_destination(backup, "export backup")
     mode = p.path.stat().st_mode & 0o777
+    assert isinstance(p.text, str)  # merged files are parameter files, text
+    block = p.path.name.endswith("mca-params.conf")  # Open MPI's: C block comments too
+    merged = merge_params(old, p.text, block)
+    # read back as the library reads it: every key of ours seen with our value
+    seen, want = settings(merged, block), settings(p.text, block)
+    lost = [k for k, v in want.items() if seen.get(k) != v]
+    if lost:
+        raise ColltuneError(f"merged into {p.path}, the library would not see "
+                            f"{', '.join(lost)} as set: nothing was changed",
+                            f"check the comments in {p.path}, or export with --site")
     first = stage(backup, old, mode=mode)
     try:
-        assert isinstance(p.text, str)  # merged files are parameter files, text
-        return [first, stage(p.path, merge_params(old, p.text), mode=mode)]
+        return [first, stage(p.path, merged, mode=mode)]
     except BaseException:
         first.discard()
         raise
