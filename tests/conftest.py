@@ -27,6 +27,22 @@ def _prefix(which: str) -> str | None:
     return str(wb.parent) if wb else None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every test's temporary directory below the home directory, not /tmp: a site export
+    refuses a directory any of whose ancestors others can write (/tmp is one), as it would
+    on a cluster. Removed at the end of the session."""
+    if not config.option.basetemp:
+        base = Path.home() / ".cache" / "colltune-tests"
+        base.mkdir(parents=True, exist_ok=True)
+        config.option.basetemp = str(base / f"pytest-{os.getpid()}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    base = Path(str(config.option.basetemp or ""))
+    if base.parent == Path.home() / ".cache" / "colltune-tests":
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def isolated_dirs() -> Iterator[None]:
     """Kernels are built fresh for the session and no user store is touched. In the home

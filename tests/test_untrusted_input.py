@@ -312,8 +312,41 @@ def test_export_refuses_a_directory_other_users_can_write(tmp_path: Path) -> Non
     res = tune_cli("export", "--site", str(shared / "site"), "--from", str(rules))
     assert res.returncode == 2 and "writable by other users" in res.stderr, res.stderr
     assert not (shared / "site").exists()
-    shared.chmod(0o1777)  # sticky, as /tmp: others cannot rename what is ours
+    # sticky, as /tmp: others cannot rename what is ours, but every user's jobs would load
+    # from below a directory anyone could have made a name in first (issue 61, finding 2)
+    shared.chmod(0o1777)
     res = tune_cli("export", "--site", str(shared / "site"), "--from", str(rules))
+    assert res.returncode == 2 and "writable by other users" in res.stderr, res.stderr
+    assert not (shared / "site").exists()
+
+
+@pytest.mark.parametrize("how", ["world-writable", "another user's"])
+def test_export_refuses_a_site_below_a_directory_others_control(how: str,
+                                                                tmp_path: Path) -> None:
+    """Issue 61, finding 2: `--site DIR` checked DIR alone; with an ancestor another user
+    owns, or can write, that user could swap DIR after the export. Every directory up to
+    / is checked now."""
+    rules = tmp_path / "rules.conf"
+    rules.write_text("1\n2\n1\n4\n1\n0 0 0 0\n")
+    above = tmp_path / "above"
+    site_parent = above / "mine"
+    site_parent.mkdir(parents=True)
+    site_parent.chmod(0o755)
+    if how == "world-writable":
+        above.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a directory another user's needs root")
+        os.chown(above, 1234, 1234)  # uid 1234 stands in for the other user
+    res = tune_cli("export", "--site", str(site_parent / "site"), "--from", str(rules))
+    assert res.returncode == 2, res.stderr
+    assert f"{above}, above {site_parent}," in res.stderr
+    assert ("writable by other users" if how == "world-writable" else "owned by uid 1234") \
+        in res.stderr
+    assert not (site_parent / "site").exists()
+    above.chmod(0o755)
+    os.chown(above, os.geteuid(), os.getegid())
+    res = tune_cli("export", "--site", str(site_parent / "site"), "--from", str(rules))
     assert res.returncode == 0, res.stderr
 
 

@@ -196,18 +196,24 @@ def _make_dirs(d: Path, made: list[Path], shared: bool) -> None:
 
 def _check_shared_dir(d: Path) -> None:
     """A site's files go only where no other user can swap them: the directory they are
-    written (or their directories made) in is owned by this user or root and writable by
-    nobody else, unless sticky (as /tmp, where others cannot rename what is ours)."""
-    st = d.stat()
-    writable_by_others = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
-    if writable_by_others or st.st_uid not in (0, os.geteuid()):
-        who = "writable by other users" if writable_by_others else f"owned by uid {st.st_uid}"
-        raise ColltuneError(
-            f"{d} is {who} (mode {stat.S_IMODE(st.st_mode):04o}): another user could replace "
-            "what "
-            "every user's jobs would load from there; nothing was written",
-            f"install into a directory only you (or root) can write: chmod go-w {d}, or "
-            "choose another --site")
+    written (or their directories made) in, and every directory above it up to /, is
+    owned by this user or root and writable by nobody else. A sticky directory (as /tmp)
+    is refused too: its other users cannot rename what is ours, but one of them could
+    have made a name in it first, and every user's jobs would load from below it."""
+    real = d.resolve()
+    for a in (real, *real.parents):
+        st = a.stat()
+        writable_by_others = st.st_mode & 0o022
+        if writable_by_others or st.st_uid not in (0, os.geteuid()):
+            who = ("writable by other users" if writable_by_others
+                   else f"owned by uid {st.st_uid}")
+            where = f"{a}, above {d}," if a != real else str(a)
+            raise ColltuneError(
+                f"{where} is {who} (mode {stat.S_IMODE(st.st_mode):04o}): another user "
+                "could replace what every user's jobs would load from there; nothing was "
+                "written",
+                f"install into a directory that only you (or root) can write, down from /: "
+                f"chmod go-w {a}, or choose another --site")
 
 
 def _key(line: str) -> str | None:
