@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from colltune.backends.base import Installable, provenance, write_file
-from colltune.core.runtime import Knob, Setting
+from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
@@ -39,20 +39,35 @@ def claims(text: str, fam: str) -> bool:
     return prof.claims(text, fam)
 
 
-def read(path: Path, fam: str) -> tuple[Setting, Path | None] | None:
-    """The setting of a runtime profile of family `fam` (None: not one)."""
+def _allowed_only(p: prof.EnvProfile, fam: str, may_set: Allowed) -> None:
+    """EnvProfileError naming what a runtime profile may not set: it runs in every user's
+    session (LD_PRELOAD, PATH, a launcher's or loader's variable would run anything)."""
+    bad = may_set.refused(list(p.variables))
+    if bad:
+        raise prof.EnvProfileError(
+            f"it sets {', '.join(b[:60] for b in bad[:5])}: a {fam} runtime profile may set "
+            f"only {fam}'s own tuning variables ({', '.join(may_set.prefixes)}...)")
+
+
+def read(path: Path, fam: str, may_set: Allowed) -> tuple[Setting, Path | None] | None:
+    """The setting of a runtime profile of family `fam` (None: not one); `may_set`: the
+    family's allowlist (its runtime module's MAY_SET)."""
     text = read_text(path)
     if not prof.claims(text, fam):
         return None
     try:
-        return prof.parse(text).variables, None
+        p = prof.parse(text)
+        _allowed_only(p, fam, may_set)
+        return p.variables, None
     except prof.EnvProfileError as e:
         raise FormatError(str(path), 0, str(e)) from None
 
 
-def installable(source: Path, stamp: str, where: Path, family: str) -> Installable:
+def installable(source: Path, stamp: str, where: Path, family: str,
+                may_set: Allowed) -> Installable:
     try:
         p = prof.parse(read_text(source))
+        _allowed_only(p, family, may_set)
     except prof.EnvProfileError as e:
         raise ColltuneError(f"will not export {source}: {e}",
                             "export the file tune runtime wrote, unedited") from None

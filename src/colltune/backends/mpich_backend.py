@@ -236,7 +236,7 @@ class MPICHBackend(Backend[MPICH]):
         return env_runtime.write(mpi, knobs, setting, out, notes, "MPICH")
 
     def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        return env_runtime.read(path, "MPICH")
+        return env_runtime.read(path, "MPICH", runtime.MAY_SET)
 
     def claims(self, text: str) -> bool:
         return (text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
@@ -245,7 +245,7 @@ class MPICHBackend(Backend[MPICH]):
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         """The tuning file or its environment profile, read as `tune export` reads them
         (MPICH aborts at start-up on what this reader refuses)."""
-        got = env_runtime.read(path, "MPICH")
+        got = env_runtime.read(path, "MPICH", runtime.MAY_SET)
         if got is not None:
             return Checked(f"MPICH runtime profile, {len(got[0])} set",
                            {"format": "mpich-runtime", "parameters": got[0]}, [])
@@ -258,8 +258,9 @@ class MPICHBackend(Backend[MPICH]):
     def installable(self, req: ExportRequest) -> Installable:
         """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
         where = req.home / ".config" / "colltune" if req.site is None else req.site
-        if req.text is None and env_runtime.read(req.source, "MPICH") is not None:
-            return env_runtime.installable(req.source, req.stamp, where, "MPICH")
+        if req.text is None and env_runtime.read(req.source, "MPICH", runtime.MAY_SET) is not None:
+            return env_runtime.installable(req.source, req.stamp, where, "MPICH",
+                                            runtime.MAY_SET)
         json_text, prof = read_files(req.source)
         installed = destination(where / "colltune-mpich.json")
         prof.tuning_file = installed

@@ -11,11 +11,17 @@ from functools import cache
 
 from colltune.backends.env_runtime import refuse_overrides
 from colltune.backends.mpich import MPICH
-from colltune.core.runtime import Knob
+from colltune.core.runtime import Allowed, Knob
 from colltune.errors import ColltuneError
 
 # MPI_T reads an enumerated CVAR as its index (MPICH's cvars.txt order)
 _ENUMS = {"MPIR_CVAR_DEVICE_COLLECTIVES": ("all", "none", "percoll")}
+
+
+# what an MPICH runtime profile may set (read and exported through env_runtime with it):
+# MPICH's own control variables, and of the files among them only the tuning file
+MAY_SET = Allowed(prefixes=("MPIR_CVAR_",),
+                  files=frozenset({"MPIR_CVAR_COLL_SELECTION_TUNING_JSON_FILE"}))
 
 
 def knobs(mpi: MPICH) -> list[Knob]:

@@ -136,7 +136,7 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
         return env_runtime.write(mpi, knobs, setting, out, notes, "MVAPICH2")
 
     def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        return env_runtime.read(path, "MVAPICH2")
+        return env_runtime.read(path, "MVAPICH2", runtime.MAY_SET)
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         prof = mvapich2.read(path)
@@ -155,6 +155,12 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
         except FormatError as e:
             raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
         env = dict(prof.settings)
+        bad = runtime.MAY_SET.refused(list(env))
+        if bad:
+            raise ColltuneError(f"will not export {req.source}: it sets "
+                                f"{', '.join(b[:60] for b in bad[:5])}: an MVAPICH2 file may "
+                                "set only MVAPICH2's own variables (MV2_...)",
+                                "export the file tune wrote, unedited")
         user = req.site is None
         where = req.home if req.site is None else req.site
         conf = [f"# MVAPICH2 parameters {req.stamp}"]

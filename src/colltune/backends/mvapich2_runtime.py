@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from colltune.core.runtime import Knob
+from colltune.core.runtime import Allowed, Knob
 
 UNSET = "unset"  # the library's own value (architecture dependent): nothing set
+
+
+# what an MVAPICH2 runtime profile or parameter file may set: MVAPICH2's own variables
+MAY_SET = Allowed(prefixes=("MV2_",))
 
 
 def knobs() -> list[Knob]:

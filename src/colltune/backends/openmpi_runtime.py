@@ -14,7 +14,7 @@ from pathlib import Path
 from colltune.backends import openmpi_coll_log as coll_log
 from colltune.backends.base import ExportRequest, Installable, provenance, write_file
 from colltune.backends.openmpi import OpenMPI, _run
-from colltune.core.runtime import Knob, Setting
+from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
 from colltune.rules import mca_params as mca
@@ -105,11 +105,33 @@ def _listed(mpi: OpenMPI) -> dict[str, tuple[str, tuple[str, ...]]]:
     return {k: (v, tuple(e)) for k, (v, e) in out.items()}
 
 
+# what a runtime parameter file of Open MPI may set (the one place that says it: check,
+# export, compare, runtime --prove and verify --app all read files through `read` or
+# `installable`): the collective, transport and binding frameworks, colltune's rules file
+MAY_SET = Allowed(
+    prefixes=("coll_", "btl_", "pml_", "mtl_", "osc_", "smsc_", "hwloc_base_binding_",
+              PRTE_BIND, "rmaps_base_mapping_policy", "mpi_leave_pinned",
+              "mpi_yield_when_idle"),
+    names=frozenset({"coll", "btl", "pml", "mtl", "osc", "smsc"}),
+    files=frozenset({"coll_tuned_dynamic_rules_filename"}))
+
+
+def _allowed_only(names: list[str], where: str) -> None:
+    """McaParamsError naming what a runtime file may not set (a launcher's agent, a
+    component path: anything that would run or load a program for every user's jobs)."""
+    bad = MAY_SET.refused(names)
+    if bad:
+        raise mca.McaParamsError(
+            f"{where} sets {', '.join(b[:60] for b in bad[:5])}: a runtime parameter file "
+            "may set only Open MPI's collective, transport and binding parameters")
+
+
 def vouch(mpi: OpenMPI, name: str) -> Knob | None:
     """A knob for an MCA parameter the catalog does not declare but this Open MPI lists
-    (its values checked against the library's enumerators); None: the library has none."""
+    (its values checked against the library's enumerators); None: the library has none,
+    or it is not one a runtime file may set."""
     listed = _listed(mpi)
-    if name not in listed:
+    if name not in listed or not MAY_SET(name):
         return None
     value, enums = listed[name]
     return Knob(name, "choice", "mca", (value,), value, choices=enums,
@@ -245,6 +267,7 @@ def read(path: Path) -> tuple[Setting, Path | None] | None:
         return None
     try:
         p = mca.parse(text)
+        _allowed_only([*p.params, *p.prte], "it")
     except mca.McaParamsError as e:
         raise FormatError(str(path), 0, str(e)) from None
     rules = p.params.get("coll_tuned_dynamic_rules_filename")
@@ -258,6 +281,7 @@ def installable(req: ExportRequest, rules_name: str) -> Installable:
     and the variables a module sets for the same effect."""
     try:
         p = mca.parse(read_text(req.source))
+        _allowed_only([*p.params, *p.prte], "it")
     except mca.McaParamsError as e:
         raise ColltuneError(f"will not export {req.source}: {e}",
                             "export the file tune runtime wrote, unedited") from None

@@ -152,3 +152,33 @@ def build_space(catalog: list[Knob], names: list[str], values: dict[str, list[st
         space.knobs.append(knob)
         space.values[n] = vals
     return space
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """What a runtime file of one family may set: an allowlist (each family's runtime
+    module holds one). A name is allowed when it is one of `names`, or starts with one of
+    `prefixes` (the library's tuning frameworks: collectives, transports, binding) and
+    names nothing that starts programs or loads code: no launcher, agent, component path,
+    loader, prefix or file (`files`: the data files the format names, such as a rules
+    file, are the exception)."""
+
+    prefixes: tuple[str, ...]
+    names: frozenset[str] = frozenset()
+    files: frozenset[str] = frozenset()
+
+    def __call__(self, name: str) -> bool:
+        if name in self.names or name in self.files:
+            return True
+        low = name.lower()
+        return (name.startswith(self.prefixes) and _SAFE_NAME.fullmatch(name) is not None
+                and not any(w in low for w in _NEVER))
+
+    def refused(self, names: list[str]) -> list[str]:
+        return [n for n in names if not self(n)]
+
+
+# words in a parameter's name that say it starts a program, finds code or reads a file
+_NEVER = ("agent", "path", "prefix", "dir", "file", "exec", "launch", "cmd", "command",
+          "script", "lib", "plugin", "component", "preload", "wrapper", "shell", "daemon",
+          "rsh", "ssh", "debug", "tool")

@@ -111,9 +111,13 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
         raise ColltuneError(f"--as {as_format} is not written from {backend.output}",
                             "; ".join(routes) + "; leave --as out otherwise")
     site = None if user else (dest or Path("."))
-    inst = backend.installable(ExportRequest(source, _stamp(source), site,
-                                             home or Path.home(), as_format, at_size, text,
-                                             mpi))
+    try:
+        inst = backend.installable(ExportRequest(source, _stamp(source), site,
+                                                 home or Path.home(), as_format, at_size,
+                                                 text, mpi))
+    except FormatError as e:  # a family's reader found the file malformed or not allowed
+        raise ColltuneError(f"will not export {e}", f"check it with tune check {source}"
+                            ) from None
     out = list(inst.files)
     if site is not None:
         tcl, lua = _modules(inst.env, inst.title, source, module_prereq)
