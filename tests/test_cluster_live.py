@@ -36,8 +36,10 @@ def _over_mpirun(cluster: Cluster) -> list[str]:
 
 
 def _tmp_files(cluster: Cluster) -> dict[str, list[str]]:
-    """What each node's own /tmp holds (colltune's job files must never be there)."""
-    return {n: sorted(cluster.on(n, ["ls", "-A", "/tmp"]).stdout.split())
+    """What each node's own /tmp holds (colltune's job files must never be there), but for
+    where the software under test is kept visible (a checkout under /tmp, as CI's)."""
+    kept = {p.relative_to("/tmp").parts[0] for p in cluster.kept}
+    return {n: sorted(set(cluster.on(n, ["ls", "-A", "/tmp"]).stdout.split()) - kept)
             for n in cluster.names}
 
 

@@ -137,12 +137,17 @@ class Cluster:
             self.holders[name] = holder.pid
         self._write_agent()
 
-    def _node_script(self, name: str) -> str:
-        """The node's start: its hostname, a private /tmp; the software under test stays
-        visible where it lives under /tmp (a CI checkout there: on a cluster the software
-        is on a shared file system too)."""
-        keep = [p for p in dict.fromkeys([REPO, Path(sys.prefix).resolve()])
+    @property
+    def kept(self) -> list[Path]:
+        """The software under test where it lives under /tmp (a CI checkout there): kept
+        visible in every node's private /tmp, as a cluster's software is on a shared file
+        system too."""
+        return [p for p in dict.fromkeys([REPO, Path(sys.prefix).resolve()])
                 if Path("/tmp") in p.parents]
+
+    def _node_script(self, name: str) -> str:
+        """The node's start: its hostname, a private /tmp and /dev/shm, the software kept."""
+        keep = self.kept
         stash = Path(f"/run/colltune-{self.tag}")
         lines = [f"set -e; hostname {name}"]
         for i, p in enumerate(keep):

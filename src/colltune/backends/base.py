@@ -109,9 +109,7 @@ class Backend(ABC, Generic[M]):
     # installation name -> how its ranks wait in a collective: why a default can look far
     # slower than a forced algorithm on shared cores (MPICH 5.0.2, 4 ranks on 2: 10-1560 ms)
     waits: dict[str, str] = {}
-    # what launches its jobs unless --launcher says otherwise; None: srun inside a Slurm
-    # allocation, else mpirun, as for tune itself
-    own_launcher: str | None = None
+    own_launcher: str | None = None  # its launcher; None: srun in an allocation, else mpirun
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
     binary_suffixes: tuple[str, ...] = ()  # its outputs that are not text (read: registry)
 
