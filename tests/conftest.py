@@ -194,7 +194,7 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture
-def two_hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
+def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
         pytest.skip("needs root, iproute2 (ip) and util-linux (unshare) for network namespaces")
     tag = f"ct{os.getpid() % 100000}"
@@ -221,12 +221,16 @@ def two_hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
             "#!/bin/sh\nhost=$1; shift\ncase $host in\n"
             f"  10.77.0.1) ns={a}; name=nodeA;;\n  10.77.0.2) ns={b}; name=nodeB;;\n"
             '  *) echo "nsagent: unknown host $host" >&2; exit 255;;\nesac\n'
+            # ranks that yield when idle: a busy-polling one sees a packet over these veth
+            # links only at its CPU's next tick (4 ms; docs/cluster.md, tests/testcluster.py)
+            'export OMPI_MCA_mpi_yield_when_idle=1\n'
             'exec ip netns exec $ns unshare --uts sh -c "hostname $name; $*"\n')
         agent.chmod(0o755)
         hostfile = tmp_path / "hosts"
         hostfile.write_text("10.77.0.1 slots=2\n10.77.0.2 slots=2\n")
         # these two "hosts" share /tmp (tests/testcluster.py's nodes do not); a tune across
         # them is still refused a cache under /tmp, as on a cluster: one outside it
+        monkeypatch.setenv("OMPI_MCA_mpi_yield_when_idle", "1")  # node A's ranks, likewise
         cache = Path(f"/home/colltune-{tag}-cache")
         cache.mkdir(exist_ok=True)
         yield {"a": a, "b": b, "agent": str(agent), "hostfile": str(hostfile),

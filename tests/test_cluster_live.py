@@ -301,7 +301,7 @@ def test_runtime_and_compare_inside_an_allocation(cluster: Cluster) -> None:
     _forced_rules(work)
     r = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", *_tune(
         "compare", "--lib", "openmpi:/usr", "--lib", "openmpi:/usr=force.conf",
-        "--collective", "reduce", "--sizes", "64K", "--calls", "5", "--rounds", "3", "--np",
+        "--collective", "reduce", "--sizes", "8", "--calls", "5", "--rounds", "3", "--np",
         "4", "--json", "c.json")], env=_env(cluster), cwd=work)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "srun --mpi=pmix" in r.stderr  # srun in an allocation, as for tune
