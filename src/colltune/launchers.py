@@ -8,6 +8,7 @@ environment settings a launch needs."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
 import sys
@@ -183,8 +184,6 @@ def command(launcher: str, program: str, layout: Layout, mca: Mapping[str, str] 
     if launcher == "srun":
         cmd = [program, "-n", str(n.np)]
         if pmi:
-            import os
-
             cmd += srun_mpi(program, n.extra, {**os.environ, **env}, pmi)
         if n.nodes:
             cmd += ["-N", str(n.nodes)]
