@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from colltune.backends import mpich_runtime, mvapich2_runtime, openmpi_runtime
@@ -86,6 +86,8 @@ NAMES = st.one_of(st.sampled_from(DANGEROUS),
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(names=st.lists(NAMES, min_size=1, max_size=6, unique=True),
        family=st.sampled_from(["openmpi", "mpich"]))
+@example(names=["MV2_A"], family="openmpi")  # was read as an MVAPICH2 profile and installed
+@example(names=["MPIR_CVAR_X"], family="openmpi")
 def test_no_name_outside_the_allowlist_is_ever_installed(tmp_path: Path, names: list[str],
                                                         family: str) -> None:
     src = tmp_path / f"f-{family}-{abs(hash(tuple(names)))}"

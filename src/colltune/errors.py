@@ -44,10 +44,18 @@ class StoreError(ColltuneError):
     exit_code = 4
 
 
+def shown(reason: str, limit: int = 200) -> str:
+    """A reason as one short line: it may quote the file (a 300 KB token, a line break), and
+    a terminal shows one line of it."""
+    one = reason.replace("\r", "\\r").replace("\n", "\\n")
+    return one if len(one) <= limit else f"{one[:limit]}... ({len(one)} characters)"
+
+
 class FormatError(Exception):
     """A file colltune cannot accept, located: `line` is 1-based (0 = the whole file)."""
 
     def __init__(self, path: str, line: int, reason: str) -> None:
+        reason = shown(reason)
         super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
         self.path = path
         self.line = line

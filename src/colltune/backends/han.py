@@ -169,7 +169,7 @@ def parse(text: str) -> HanRules:
     toks: list[str] = []
     for line in text.splitlines():
         body, _, comment = line.partition("#")
-        m = re.fullmatch(r"\s*np (\d+)\s*", comment)
+        m = re.fullmatch(r"\s*np (\d{1,10})\s*", comment)
         toks += [m.group(1)] if m and body.split() == ["1"] else body.split()
     pos = 0
 
@@ -239,7 +239,7 @@ def mca_fragment(rules_path: Path, modules: dict[str, tuple[int, int]]) -> str:
 def fragment_modules(text: str) -> dict[str, tuple[int, int]]:
     """The level modules an MCA parameter file written by `mca_fragment` sets."""
     out: dict[str, tuple[int, int]] = {}
-    for m in re.finditer(r"^coll_han_(\w+?)_(up|low)_module\s*=\s*(\d+)\s*$", text, re.M):
+    for m in re.finditer(r"^coll_han_(\w+?)_(up|low)_module\s*=\s*(\d{1,10})\s*$", text, re.M):
         up, low = out.get(m.group(1), (0, 0))
         out[m.group(1)] = (int(m.group(3)), low) if m.group(2) == "up" else (up, int(m.group(3)))
     return out

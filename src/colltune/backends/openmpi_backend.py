@@ -53,6 +53,9 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
                            "can wait for a scheduler time slice of the rank whose core it "
                            "shares"}
 
+    def claims(self, text: str) -> bool:
+        return mca_params.claims(text)  # its runtime file; rules files are the fallback
+
     def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
         return launch_command(mpi, placement), launch_env(env_extra)

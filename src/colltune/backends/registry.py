@@ -97,7 +97,11 @@ def for_file(path: Path) -> Backend[Any]:
     except (OSError, FormatError):  # not text: a family's binary output, by its name
         return next((b for b in BACKENDS.values() if path.suffix and
                      path.suffix in b.binary_suffixes), BACKENDS["openmpi"])
-    return next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"])
+    # a first line that one family claims alone (a colltune header naming the family)
+    # decides: an Open MPI parameter file with an MV2_ line is Open MPI's, and refused there
+    head = text.split("\n", 1)[0] + "\n"
+    return next((b for b in BACKENDS.values() if head.startswith("# ") and b.claims(head)),
+                next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"]))
 
 
 def for_key(mpi_key: str) -> Backend[Any] | None:

@@ -18,7 +18,7 @@ from rich.progress import (
 
 from colltune import __version__
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError, MPIError
+from colltune.errors import ColltuneError, MPIError, shown
 from colltune.launchers import Launch
 from colltune.outfile import is_stdout
 from colltune.sinks import SafeConsole
@@ -127,9 +127,10 @@ def json_to_stdout(*paths: Path | None) -> bool:
 
 
 def _fail(e: ColltuneError) -> None:
-    err.print(f"error: {e.message}", highlight=False, markup=False)
+    # a message may quote a file another user wrote: one line, and not all of a 300 KB token
+    err.print(f"error: {shown(e.message, 600)}", highlight=False, markup=False)
     if e.hint:
-        err.print(f"  what to do: {e.hint}", highlight=False, markup=False)
+        err.print(f"  what to do: {shown(e.hint, 600)}", highlight=False, markup=False)
     raise typer.Exit(e.exit_code)
 
 

@@ -11,8 +11,8 @@ from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 _NAME = r"[a-z][a-z0-9_]*"
 # the key of stores written before parameters were declared by catalogs:
 # a<algorithm>/s<segsize>/f<fanout>/r<max_requests>
-_OLD_KEY = re.compile(r"a(\d+)/s(\d+)/f(\d+)/r(\d+)")
-_KEY = re.compile(rf"a(\d+)((?:/{_NAME}=\d+)*)")
+_OLD_KEY = re.compile(r"a(\d{1,18})/s(\d{1,18})/f(\d{1,18})/r(\d{1,18})")
+_KEY = re.compile(rf"a(\d{{1,18}})((?:/{_NAME}=\d{{1,18}})*)")
 
 
 @dataclass(frozen=True, order=True)

@@ -58,7 +58,7 @@ class Knob:
         profile, is a ColltuneError (exit 2) before any launch."""
         text = raw.strip()
         if self.kind == "int":
-            m = re.fullmatch(r"(-?\d+)\s*([a-zA-Z]*)", text)
+            m = re.fullmatch(r"(-?\d{1,18})\s*([a-zA-Z]*)", text)
             if not m or m.group(2).lower() not in _SUFFIX:
                 raise ColltuneError(f"{self.name}={raw!r}: not an integer",
                                     f"give a number of bytes, e.g. {self.name}=4096 or 4k")

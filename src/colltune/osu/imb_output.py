@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 _BENCH = re.compile(r"^# Benchmarking (\w+)\s*$")
-_PROCS = re.compile(r"^# #processes = (\d+)")
+_PROCS = re.compile(r"^# #processes = (\d{1,9})\b")
 MAX_ROWS = 100_000  # more than any IMB run prints: a bigger file is not IMB's
 # a number as IMB prints one (Python's float() also takes "1_6", "inf", "nan")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?\Z")

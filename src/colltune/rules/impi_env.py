@@ -22,7 +22,7 @@ TUNING_VAR = "I_MPI_TUNING"
 BIN_VARS = ("I_MPI_TUNING_BIN", "I_MPI_TUNING_BIN_DUMP")
 _ADJUST = re.compile(r"^I_MPI_ADJUST_([A-Z_]+)$")
 _LINE = re.compile(r"^export (I_MPI_\w+)=(.*)$")
-_RULE = re.compile(r"^(\d+):(\d+)-(\d+)(?:@(\d+)-(\d+))?$")
+_RULE = re.compile(r"^(\d{1,18}):(\d{1,18})-(\d{1,18})(?:@(\d{1,18})-(\d{1,18}))?$")
 TOP = 2**31 - 1  # the largest bound a rule needs: every message size an int count holds
 
 

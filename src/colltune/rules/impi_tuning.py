@@ -112,7 +112,7 @@ def _level(obj: object, key: str, where: str) -> list[tuple[int | None, object]]
         raise ImpiFormatError(f"{where}: expected an object of '{key}=N' entries")
     out = []
     for k, v in obj.items():
-        m = re.fullmatch(rf"{key}=(-1|\d+)", k)
+        m = re.fullmatch(rf"{key}=(-1|\d{{1,18}})", k)  # no int() of 300,000 digits
         if not m:
             raise ImpiFormatError(f"{where}: '{k}' is not '{key}=N'")
         out.append((_num(m.group(1)), v))
@@ -151,7 +151,7 @@ def parse(text: str) -> Tuning:
                         raise ImpiFormatError(f"{ckey} comm_size={np} msg_size={upper}: one "
                                           f"'{name}=ID' expected")
                     (pkey, _), = leaf.items()
-                    pm = re.fullmatch(rf"{name}=(\d+)", pkey)
+                    pm = re.fullmatch(rf"{name}=(\d{{1,18}})", pkey)
                     if not pm:
                         raise ImpiFormatError(f"{ckey} msg_size={upper}: '{pkey}' is not "
                                           f"'{name}=ID'")

@@ -190,7 +190,7 @@ def _read_chain(coll: str, chain: dict, params: Params) -> Ranges | None:
             return Ranges([(None, _container(chain, params))])
         limits: list[tuple[int | None, str | None]] = []
         for k, v in chain.items():
-            lm = re.fullmatch(rf"{key}<=(\d+)|{key}=any", k)
+            lm = re.fullmatch(rf"{key}<=(\d{{1,18}})|{key}=any", k)
             if not lm or not isinstance(v, dict):
                 return None
             limits.append((int(lm.group(1)) if lm.group(1) else None, _container(v, params)))
@@ -207,7 +207,7 @@ def _read_chain(coll: str, chain: dict, params: Params) -> Ranges | None:
 def _read_comm_sizes(coll: str, node: dict, params: Params) -> dict[int | None, Ranges] | None:
     out: dict[int | None, Ranges] = {}
     for k, v in node.items():
-        m = re.fullmatch(r"comm_size<=(\d+)|comm_size=any", k)
+        m = re.fullmatch(r"comm_size<=(\d{1,18})|comm_size=any", k)
         if not m or not isinstance(v, dict):
             return None
         r = _read_chain(coll, v, params)
@@ -266,7 +266,7 @@ def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool
             return None
         node = node["is_commutative=yes"]
     for key, sub in node.items():  # in order: the first that matches wins, as in MPICH
-        m = re.fullmatch(r"comm_size<=(\d+)|comm_size=any", key)
+        m = re.fullmatch(r"comm_size<=(\d{1,18})|comm_size=any", key)
         if not m or not isinstance(sub, dict):
             return None
         if m.group(1) is None or np <= int(m.group(1)):

@@ -45,7 +45,8 @@ INDEXED_ALL = "MV2_USE_INDEXED_TUNING"
 SINGLE_ONLY = {"MV2_INTER_REDUCE_TUNING": {8}}
 
 _NAME = re.compile(r"MV2_[A-Z0-9_]+")
-_LINE = re.compile(r"^(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=\s*(?P<value>.*?)\s*$")
+# the value is stripped after the match (a lazy value before `\s*$` is quadratic in blanks)
+_LINE = re.compile(r"^(?:export\s+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*=(?P<value>.*)$")
 _RANGE = re.compile(r"([0-9]{1,9}):([0-9]{1,12})-([0-9]{1,12}|\+)")
 
 
@@ -137,7 +138,7 @@ def parse(text: str, path: str = "<profile>") -> Profile:
         m = _LINE.match(line)
         if not m:
             raise FormatError(path, no, "expected NAME = VALUE (or export NAME=VALUE)")
-        name, value = m["name"], m["value"]
+        name, value = m["name"], m["value"].strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
         if not _NAME.fullmatch(name):

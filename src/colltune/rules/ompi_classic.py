@@ -9,6 +9,7 @@ MPI's: it rejects everything Open MPI would drop OR misread, with a line number.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,7 @@ def block_for_lookup(coll: Collective, lookup: int, np: int) -> int:
 V2_HEADER = "rule-file-version-2"
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a 4 MB file holds hundreds of thousands of them
 class MsgRule:
     msgsize: int
     alg: int
@@ -65,7 +66,7 @@ class MsgRule:
     line: int = 0  # where the reader found it (0 when built in memory)
 
 
-@dataclass
+@dataclass(slots=True)
 class CommRule:
     comsize: int
     rules: list[MsgRule] = field(default_factory=list)
@@ -176,21 +177,40 @@ _NUM = re.compile(r"[0-9]+")
 LONG_MAX, INT_MAX = 2**63 - 1, 2**31 - 1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tok:
     value: int
     line: int
+    col: int  # its place among the numbers of its line
 
 
-def _tokens(text: str, path: str) -> tuple[list[list[_Tok]], bool]:
-    """Numbers grouped by line, and whether the file starts with the v2 header."""
+@dataclass
+class _Tokens:
+    """The file's numbers in order, each with its line and its place in that line, kept in
+    arrays (a 4 MB file took 400 MB as lists of token objects), and how many numbers each
+    line holds."""
+    values: array[int] = field(default_factory=lambda: array("q"))
+    lines: array[int] = field(default_factory=lambda: array("q"))
+    cols: array[int] = field(default_factory=lambda: array("q"))
+    counts: array[int] = field(default_factory=lambda: array("q"))
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, i: int) -> _Tok:
+        return _Tok(self.values[i], self.lines[i], self.cols[i])
+
+
+def _tokens(text: str, path: str) -> tuple[_Tokens, bool]:
+    """The numbers of the file, and whether it starts with the v2 header."""
     has_header = text.startswith(V2_HEADER) and not text[len(V2_HEADER):][:1].isalnum()
     body = text[len(V2_HEADER):] if has_header else text
-    lines: list[list[_Tok]] = []
+    flat = _Tokens()
     for i, raw in enumerate(body.split("\n"), start=1):
         content = raw.split("#", 1)[0]
-        toks: list[_Tok] = []
-        for word in content.split():
+        words = content.split()
+        flat.counts.append(len(words))
+        for col, word in enumerate(words):
             if word.strip("[]") == V2_HEADER and word != V2_HEADER:
                 raise RulesError(path, i, f"'{word}': the header is '{V2_HEADER}' without "
                                           "brackets; Open MPI reads the bracketed form as "
@@ -205,12 +225,13 @@ def _tokens(text: str, path: str) -> tuple[list[list[_Tok]], bool]:
             if len(word) > 1 and word[0] == "0":
                 raise RulesError(path, i, f"zero-padded number '{word}': Open MPI reads a "
                                           "leading 0 as octal")
-            if int(word) > LONG_MAX:
+            if len(word) > 19 or int(word) > LONG_MAX:  # 19 digits: no int() of 300,000
                 raise RulesError(path, i, f"{word[:30]}: larger than Open MPI's long "
                                           f"({LONG_MAX}); it reads something else")
-            toks.append(_Tok(int(word), i))
-        lines.append(toks)
-    return lines, has_header
+            flat.values.append(int(word))
+            flat.lines.append(i)
+            flat.cols.append(col)
+    return flat, has_header
 
 
 def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]] | None = None,
@@ -221,20 +242,20 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
     `allow_v2` False rejects the version-2 header (Open MPI before 4.1.8 / 5.0.7)."""
     if "\x00" in text:
         raise RulesError(path, 0, "binary data (NUL byte) in a rules file")
-    lines, has_header = _tokens(text, path)
+    flat, has_header = _tokens(text, path)
+    counts = flat.counts
     if has_header and allow_v2 is False:
         raise RulesError(path, 1, f"'{V2_HEADER}' is not understood by this Open MPI "
                                   "(needs 4.1.8+ or 5.0.7+): it drops the whole file")
     version = 2 if has_header else 1
-    flat = [(li, t) for li, toks in enumerate(lines) for t in toks]
     pos = 0
 
     def take(what: str, is_int: bool = True) -> _Tok:
         nonlocal pos
         if pos >= len(flat):
-            last = flat[-1][1].line if flat else 1
+            last = flat[-1].line if flat else 1
             raise RulesError(path, last, f"file ends where {what} was expected (truncated?)")
-        tok = flat[pos][1]
+        tok = flat[pos]
         pos += 1
         if is_int and tok.value > INT_MAX:
             raise RulesError(path, tok.line, f"{what} {tok.value}: Open MPI keeps it in an "
@@ -272,9 +293,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
             sec = CommRule(cs.value, line=cs.line)
             for k in range(nms.value):
                 ms = take("a message size", is_int=False)
-                rule_line = lines[ms.line - 1]
-                idx = next(i for i, t in enumerate(rule_line) if t is ms)
-                if idx != 0:
+                if ms.col != 0:
                     raise RulesError(path, ms.line, "a rule must start its own line "
                                                     "(message size, algorithm, fan in/out, "
                                                     "segment size)")
@@ -284,15 +303,16 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
                 if not (alg.line == fan.line == seg.line == ms.line):
                     raise RulesError(path, ms.line, "a rule's four numbers must be on one "
                                                     "line")
-                extra = rule_line[4:]
+                extra = counts[ms.line - 1] - 4
                 # version 2: the column is optional and absent means 0 (what the writer
                 # writes), so a file reads back the same whichever way it was written
                 maxreq = 0 if version == 2 else None
                 if version == 2 and extra:
                     maxreq = take("max requests").value
-                    extra = extra[1:]
-                if extra:
-                    raise RulesError(path, ms.line, f"{len(rule_line)} numbers on a rule line: "
+                    extra -= 1
+                if extra > 0:
+                    n = counts[ms.line - 1]
+                    raise RulesError(path, ms.line, f"{n} numbers on a rule line: "
                                                     "Open MPI would read the extra ones as the "
                                                     "next rule" + ("" if version == 2 else
                                                                    " (max_requests needs the "
@@ -317,7 +337,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
             secs.append(sec)
         rf.collectives[cid.value] = secs
     if pos < len(flat):
-        raise RulesError(path, flat[pos][1].line, "numbers after the last collective: Open MPI "
+        raise RulesError(path, flat[pos].line, "numbers after the last collective: Open MPI "
                                                   "ignores them (wrong collective count?)")
     return rf
 
