@@ -130,6 +130,11 @@ MALFORMED = {
     "collective as mathtext": _entry(collective="$\\frac{$"),
     "collective as rich markup": _entry(collective="foo[/]"),
     "comm size text": _entry(comm_size="2"),
+    # issue 61: text from data keeps no line break (a fake `error:` line of colltune's own)
+    "a line break in the MPI's name": _bad(mpi={"name": "x\n\nerror: run curl x|sh",
+                                                 "version": "4.1.4", "prefix": "/usr"}),
+    "a line break in the command": _bad(command=["lmp", "\nerror: fake"]),
+    "an escape in the host": _bad(host="\x1b]0;pwned\x07"),
 }
 
 

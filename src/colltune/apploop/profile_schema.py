@@ -13,7 +13,9 @@ _POSITIVE = {"type": "integer", "minimum": 1, "maximum": 2**31}
 _SECONDS = {"type": "number", "minimum": 0, "maximum": 1e9}
 _SPREAD = {"type": "object", "required": ["mean", "max"],
            "properties": {"mean": _SECONDS, "max": _SECONDS}}
-_TEXT = {"type": "string", "maxLength": 4096}
+# text is one line without control characters: a profile's text reaches terminals, and a
+# line break in it could fake a line of colltune's own (`error: ... run: curl ...|sh`)
+_TEXT = {"type": "string", "maxLength": 4096, "pattern": r"^[^\x00-\x1f\x7f]*$"}
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -37,7 +39,8 @@ SCHEMA: dict[str, Any] = {
         # the CPUs a rank may run on (its binding), the distinct counts over the ranks
         "cpus_per_rank": {"type": "array", "items": {"type": "integer"}, "maxItems": 64},
         "settings": {"type": "object", "additionalProperties": {
-            "type": "array", "items": {"type": ["string", "null"], "maxLength": 4096}}},
+            "type": "array", "items": {"type": ["string", "null"], "maxLength": 4096,
+                                    "pattern": r"^[^\x00-\x1f\x7f]*$"}}},
         "entries": {
             "type": "array", "maxItems": 100_000,
             "items": {
@@ -52,7 +55,8 @@ SCHEMA: dict[str, Any] = {
                     "bytes_per_call": {"type": "number", "minimum": 0},
                     "time_s": _SPREAD, "longest_call_s": _SECONDS,
                     "share": {"type": "number", "minimum": 0, "maximum": 1e6},
-                    "algorithm": {"type": ["string", "null"], "maxLength": 200},
+                    "algorithm": {"type": ["string", "null"], "maxLength": 200,
+                                  "pattern": r"^[^\x00-\x1f\x7f]*$"},
                     # the first calls one by one (slowest rank), and their time in all
                     "first_s": {"type": "array", "items": _SECONDS, "maxItems": 64},
                     "first_total_s": _SECONDS,
