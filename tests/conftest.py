@@ -164,9 +164,7 @@ def netns() -> Iterator[str]:
         _ip("netns", "del", ns)
 
 
-# Two "hosts" on one machine (tests/test_multihost_live.py, tests/test_han.py): Linux
-# network namespaces joined by a veth pair, Open MPI started across them through an rsh
-# agent that enters the other namespace with its own hostname.
+# The test cluster (tests/testcluster.py): every test across "nodes" runs on it.
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[testcluster.Cluster]:
@@ -191,51 +189,3 @@ def cluster() -> Iterator[testcluster.Cluster]:
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-
-
-@pytest.fixture
-def two_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
-        pytest.skip("needs root, iproute2 (ip) and util-linux (unshare) for network namespaces")
-    tag = f"ct{os.getpid() % 100000}"
-    a, b = f"{tag}a", f"{tag}b"
-    made = _ip("netns", "add", a)
-    if made.returncode != 0:
-        pytest.skip(f"network namespaces not allowed here: {made.stderr.strip()}")
-    try:
-        _ip("netns", "add", b)
-        steps = [("link", "add", f"{tag}va", "type", "veth", "peer", "name", f"{tag}vb"),
-                 ("link", "set", f"{tag}va", "netns", a), ("link", "set", f"{tag}vb", "netns", b),
-                 ("-n", a, "addr", "add", "10.77.0.1/24", "dev", f"{tag}va"),
-                 ("-n", b, "addr", "add", "10.77.0.2/24", "dev", f"{tag}vb"),
-                 ("-n", a, "link", "set", f"{tag}va", "up"),
-                 ("-n", b, "link", "set", f"{tag}vb", "up"),
-                 ("-n", a, "link", "set", "lo", "up"), ("-n", b, "link", "set", "lo", "up")]
-        for st in steps:
-            r = _ip(*st)
-            if r.returncode != 0:
-                pytest.skip(f"cannot build the veth link ({' '.join(st)}): {r.stderr.strip()}")
-        agent = tmp_path / "nsagent"
-        # what ssh would do: run the command line "on" the host, here inside its namespace
-        agent.write_text(
-            "#!/bin/sh\nhost=$1; shift\ncase $host in\n"
-            f"  10.77.0.1) ns={a}; name=nodeA;;\n  10.77.0.2) ns={b}; name=nodeB;;\n"
-            '  *) echo "nsagent: unknown host $host" >&2; exit 255;;\nesac\n'
-            # ranks that yield when idle: a busy-polling one sees a packet over these veth
-            # links only at its CPU's next tick (4 ms; docs/cluster.md, tests/testcluster.py)
-            'export OMPI_MCA_mpi_yield_when_idle=1\n'
-            'exec ip netns exec $ns unshare --uts sh -c "hostname $name; $*"\n')
-        agent.chmod(0o755)
-        hostfile = tmp_path / "hosts"
-        hostfile.write_text("10.77.0.1 slots=2\n10.77.0.2 slots=2\n")
-        # these two "hosts" share /tmp (tests/testcluster.py's nodes do not); a tune across
-        # them is still refused a cache under /tmp, as on a cluster: one outside it
-        monkeypatch.setenv("OMPI_MCA_mpi_yield_when_idle", "1")  # node A's ranks, likewise
-        cache = Path(f"/home/colltune-{tag}-cache")
-        cache.mkdir(exist_ok=True)
-        yield {"a": a, "b": b, "agent": str(agent), "hostfile": str(hostfile),
-               "veth_a": f"{tag}va", "cache": str(cache)}
-    finally:
-        shutil.rmtree(f"/home/colltune-{tag}-cache", ignore_errors=True)
-        _ip("netns", "del", a)  # takes its end of the veth pair, and the pair, with it
-        _ip("netns", "del", b)

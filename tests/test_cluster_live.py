@@ -95,16 +95,24 @@ def test_tune_across_nodes_with_node_local_tmp(cluster: Cluster) -> None:
     needed from, either node's /tmp (the job directory is in the shared home)."""
     work = _work(cluster, "tune")
     before = _tmp_files(cluster)
+    rx0 = cluster.rx_bytes("node1")
     r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
                                   "8,64K", "--db", "db.sqlite", "--out", "r.conf",
                                   "--confirm-rounds", "2", *FAST),
                    env=_env(cluster), cwd=work)
     assert r.returncode == 0, r.stderr[-3000:]
+    rx = cluster.rx_bytes("node1") - rx0
     assert (work / "r.conf").is_file()
     con = sqlite3.connect(work / "db.sqlite")
     layout = con.execute("SELECT DISTINCT host, np, ppn, nodes FROM measurements").fetchall()
+    (calls,) = con.execute("SELECT SUM(n) FROM measurements WHERE size=65536 AND "
+                           "status='ok'").fetchone()
     con.close()
     assert layout == [("node1", 4, 2, 2)]
+    # the root (rank 0) is on node 1: every measured 64 KiB reduce brought at least one
+    # 64 KiB block of node 2's ranks' data over the link (the link's own counter)
+    print(f"node 1 received {rx} bytes for {calls} reduces of 64 KiB")
+    assert calls and rx >= calls * 65536, (rx, calls)
     assert _tmp_files(cluster) == before
     jobs = cluster.home / ".cache" / "colltune" / "jobs"
     assert jobs.is_dir() and not any(jobs.iterdir())  # used, and cleaned up
@@ -151,7 +159,23 @@ def test_model_fit_across_nodes_says_how_far_it_has_got(cluster: Cluster) -> Non
     assert r.returncode == 0, r.stderr[-3000:]
     # a line as it starts, every few seconds while it runs, and when it is done
     assert "model probe: start" in r.stderr and "model probe: done in" in r.stderr
-    assert "pairs across nodes" in r.stdout
+    assert "pairs inside a node" in r.stdout and "pairs across nodes" in r.stdout
+    con = sqlite3.connect(work / "db.sqlite")
+    rows = {m: (json.loads(p), json.loads(d)) for m, p, d in
+            con.execute("SELECT model, params, probe FROM models")}
+    con.close()
+    assert set(rows) == {"hockney", "loggp", "hockney-intra", "hockney-inter", "loggp-intra",
+                         "loggp-inter"}
+    probe = rows["hockney"][1]
+    # ranks 0,1 on node 1 and 2,3 on node 2: what MPI_Get_processor_name said
+    assert {(p["peer"], p["same_node"]) for p in probe["p2p"]} == {(1, True), (2, False),
+                                                                    (3, False)}
+    # each kind fitted on its own pairs: one size row per probed size (1 B .. 16 KiB)
+    sizes = len({p["size"] for p in probe["p2p"]})
+    for name in ("hockney-intra", "hockney-inter", "loggp-intra", "loggp-inter"):
+        assert rows[name][0]["quality"]["points"] == sizes
+    for name in ("hockney-intra", "hockney-inter"):
+        assert all(p["a"] >= 0 and p["b"] >= 0 for p in rows[name][0]["pieces"])
 
 
 def test_a_node_that_never_starts_ends_with_the_watchdogs_error(cluster: Cluster) -> None:
@@ -320,22 +344,36 @@ def test_runtime_and_compare_inside_an_allocation(cluster: Cluster) -> None:
     assert all(seen[v] == f"{v} (read back in every rank)" for v in ("0", "1")), seen
 
 
-def test_tune_han_across_nodes(cluster: Cluster) -> None:
-    """`--tune-han` (Open MPI 5's coll/han) over 2 nodes with node-local /tmp: han's rules
-    file and its MCA fragment are written, measured at 2 nodes."""
+def test_open_mpi_5_runs_han_across_nodes_unless_excluded(cluster: Cluster) -> None:
+    """Why every Open MPI 5 launch says `--mca coll ^han`: with tuned's linear reduce
+    forced, the root's node receives one 64 KiB block per call from each rank of the other
+    node (2 per call here); with han in place, han reduces inside that node first and only
+    its leader's block crosses (1 per call): the link's byte counter tells them apart.
+    (`--tune-han` across these nodes: tests/test_han.py.)"""
+    from colltune.backends.openmpi import dynamic_env, forcing_vars, read_catalog
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
     from conftest import get_mpi
 
-    o5 = get_mpi("ompi50")
-    work = _work(cluster, "han")
-    r = cluster.on("node1", _tune("reduce", "--np", "4", "--hostfile", cluster.hostfile(2),
-                                  "--ppn", "2", "--launcher-args",
-                                  f"--mca plm_rsh_agent {cluster.agent}", "--mpi",
-                                  str(o5.prefix), "--tune-han", "--sizes", "4K",
-                                  "--db", "db.sqlite", "--out", "han.rules",
-                                  "--confirm-rounds", "0", *FAST),
-                   env=_env(cluster), cwd=work)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert (work / "han.rules").is_file()
-    con = sqlite3.connect(work / "db.sqlite")
-    assert {n for (n,) in con.execute("SELECT DISTINCT nodes FROM measurements")} == {2}
-    con.close()
+    ompi50 = get_mpi("ompi50")
+    cat = read_catalog(ompi50)
+    linear = {v: k for k, v in cat.algorithms["reduce"].items()}["linear"]
+    exe = build_kernel(ompi50)
+    reps, size = 40, 65536
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, size)],
+                      Repetitions(warmup=2, min_reps=reps, max_reps=reps, point_time=1e6))
+    env = {**_env(cluster), **dynamic_env(forcing_vars("reduce", linear, 0, 0, 0, cat))}
+    blocks = {}
+    for han_off in (True, False):
+        cmd = [str(ompi50.mpirun), "-np", "4", "--hostfile", cluster.hostfile(2),
+               "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent]
+        if han_off:
+            cmd += ["--mca", "coll", "^han"]
+        rx0 = cluster.rx_bytes("node1")
+        out = run_kernel([*cluster.enter("node1"), *cmd], exe, plan, env, point_timeout=120)
+        assert out.status == "ok", (out.message, out.stderr[-2000:])
+        calls = sum(r.n for r in out.results) + plan.reps.warmup
+        blocks[han_off] = (cluster.rx_bytes("node1") - rx0) / (calls * size)
+    print(f"64 KiB blocks received by the root's node per call: {blocks}")
+    assert blocks[True] >= 1.9  # tuned's linear: ranks 2 and 3 each send to rank 0
+    assert blocks[False] < 1.5  # han: one inter-node block (plus control traffic)

@@ -1,7 +1,7 @@
 """coll/han (--tune-han): its choices, how they are forced, its rules file, and proof from
 Open MPI 5's own log (coll_han_verbose names the han algorithm of every call han runs) and
-its pml traffic that the forced choices and the written file are what ran, on two network
-namespace "hosts" (tests/conftest.py)."""
+its pml traffic that the forced choices and the written file are what ran, across the test
+cluster's two nodes (tests/testcluster.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from colltune.slots import Placement
 from colltune.store import Measurement
 from conftest import get_mpi
 from helpers import tune_cli
+from testcluster import REPO, Cluster
 
 # what ompi_info 5.0.11 prints (--parsable), trimmed to the lines the parser reads
 OMPI_INFO = """\
@@ -228,11 +229,12 @@ def _probe(o5: OpenMPI, tmp: Path) -> Path:
     return exe
 
 
-def _run(o5: OpenMPI, hosts: dict[str, str], exe: Path, size: int, calls: int,
+def _run(o5: OpenMPI, cluster: Cluster, exe: Path, size: int, calls: int,
          mca: dict[str, str], monitor: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The probe on 2 x 2 ranks, han on (nothing excluded), with `mca` and han's log."""
-    args = [str(o5.mpirun), "--oversubscribe", "-np", "4", "--hostfile", hosts["hostfile"],
-            "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", hosts["agent"],
+    """The probe on the test cluster's 2 nodes x 2 ranks, started on node 1, han on
+    (nothing excluded), with `mca` and han's log."""
+    args = [str(o5.mpirun), "--oversubscribe", "-np", "4", "--hostfile", cluster.hostfile(2),
+            "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent,
             "--mca", "mpi_yield_when_idle", "1", "--mca", "coll_han_verbose", "1"]
     if monitor:
         monitor.mkdir()
@@ -240,11 +242,7 @@ def _run(o5: OpenMPI, hosts: dict[str, str], exe: Path, size: int, calls: int,
             args += ["--mca", k, v]
     for k, v in mca.items():
         args += ["--mca", k, v]
-    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    r = subprocess.run(["ip", "netns", "exec", hosts["a"], "unshare", "--uts", "sh", "-c",
-                        'hostname nodeA; exec "$@"', "sh", *args, str(exe), str(size // 8),
-                        str(calls)], capture_output=True, text=True, timeout=120, env=env,
-                       check=False)
+    r = cluster.on("node1", [*args, str(exe), str(size // 8), str(calls)], timeout=120)
     assert r.returncode == 0 and "WRONG" not in r.stdout, r.stdout + r.stderr[-2000:]
     return r
 
@@ -262,14 +260,14 @@ def _ran(r: subprocess.CompletedProcess[str], size: int) -> han.Choice:
 
 
 def _intra_node_bytes(monitor: Path) -> int:
-    """Collective bytes the pml carried inside a node (ranks 0,1 on nodeA, 2,3 on nodeB)."""
+    """Collective bytes the pml carried inside a node (ranks 0,1 on node 1, 2,3 on node 2)."""
     t = internal_traffic(read_monitoring(monitor, 4))
     return sum(b for (src, dst), (b, _) in t.items() if src // 2 == dst // 2)
 
 
 @pytest.mark.mpi
 def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
-        two_hosts: dict[str, str], tmp_path: Path) -> None:
+        cluster: Cluster, tmp_path: Path) -> None:
     o5 = get_mpi("ompi50")
     exe = _probe(o5, tmp_path)
     path = tmp_path / "han.rules"
@@ -288,11 +286,11 @@ def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
     expect = {1024: han.Choice("han"), 4096: han.Choice("han", "simple"),
               65536: han.Choice("tuned"), 262144: han.Choice("han")}
     for size, want in expect.items():
-        assert _ran(_run(o5, two_hosts, exe, size, 2, mca), size) == want, size
+        assert _ran(_run(o5, cluster, exe, size, 2, mca), size) == want, size
     # the level module (sm inside a node) from the same file: han's default algorithm at
     # 256 KiB moves no intra-node bytes through the pml; without the file it does
-    _run(o5, two_hosts, exe, 262144, 4, mca, monitor=tmp_path / "mon-sm")
-    _run(o5, two_hosts, exe, 262144, 4, {}, monitor=tmp_path / "mon-plain")
+    _run(o5, cluster, exe, 262144, 4, mca, monitor=tmp_path / "mon-sm")
+    _run(o5, cluster, exe, 262144, 4, {}, monitor=tmp_path / "mon-plain")
     with_sm = _intra_node_bytes(tmp_path / "mon-sm")
     plain = _intra_node_bytes(tmp_path / "mon-plain")
     print(f"intra-node pml bytes, 4 reduces of 256 KiB: low=sm {with_sm}, han's own {plain}")
@@ -300,23 +298,20 @@ def test_open_mpi_5_runs_the_han_file_and_level_modules_written(
 
 
 @pytest.mark.mpi
-def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
-                                              tmp_path: Path) -> None:
+def test_tune_han_end_to_end_across_two_nodes(cluster: Cluster, tmp_path: Path) -> None:
+    """`--tune-han` over the test cluster's 2 nodes (node-local /tmp), started on node 1:
+    every han choice measured at 2 nodes, and Open MPI runs what the files written say."""
     o5 = get_mpi("ompi50")
     db, out, summ = tmp_path / "db.sqlite", tmp_path / "han.rules", tmp_path / "s.json"
     sizes = [4096, 262144]
     tune = [sys.executable, "-m", "colltune.cli", "reduce", "--boundaries", "midpoint",
-            "--np", "4", "--hostfile",
-            two_hosts["hostfile"], "--ppn", "2", "--launcher-args",
-            f"--mca plm_rsh_agent {two_hosts['agent']}", "--mpi", str(o5.prefix), "--tune-han",
+            "--np", "4", "--hostfile", cluster.hostfile(2), "--ppn", "2", "--launcher-args",
+            f"--mca plm_rsh_agent {cluster.agent}", "--mpi", str(o5.prefix), "--tune-han",
             "--db", str(db), "--out", str(out), "--summary-json", str(summ),
             "--sizes", "4K,256K", "--point-time", "0.02", "--min-reps", "5",
             "--max-reps", "15", "--confirm-rounds", "0", "--quiet"]
-    r = subprocess.run(["ip", "netns", "exec", two_hosts["a"], "unshare", "--uts", "sh", "-c",
-                        'hostname nodeA; exec "$@"', "sh", *tune],
-                       capture_output=True, text=True, timeout=600, check=False,
-                       env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path),
-                            "XDG_CACHE_HOME": two_hosts["cache"]})
+    r = cluster.on("node1", tune, env=cluster.env(
+        PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path])), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     cat = han.catalog(han.read_algorithms(o5))
     con = sqlite3.connect(db)
@@ -332,7 +327,7 @@ def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
     for alg in (1, 2, 3):
         choice = cat.choice("reduce", alg)
         mca = {k: str(v) for k, v in cat.forcing["reduce"][alg].items()}
-        assert _ran(_run(o5, two_hosts, exe, 4096, 1, mca), 4096) == choice
+        assert _ran(_run(o5, cluster, exe, 4096, 1, mca), 4096) == choice
     # and under the files written, Open MPI runs what was decided at each size
     summary = json.loads(summ.read_text())
     frag = Path(summary["han"]["mca_params"])
@@ -341,6 +336,6 @@ def test_tune_han_end_to_end_across_two_hosts(two_hosts: dict[str, str],
     parsed = han.parse(out.read_text())["reduce"][4]
     for size in sizes:
         want = cat.choice("reduce", decided[size]["chosen"]["algorithm"])
-        assert _ran(_run(o5, two_hosts, exe, size, 2, {"mca_base_param_files": str(frag)}),
+        assert _ran(_run(o5, cluster, exe, size, 2, {"mca_base_param_files": str(frag)}),
                     size) == han.Choice(want.component, want.algorithm), (size, want)
         assert any(c == han.Choice(want.component, want.algorithm) for _, c in parsed)
