@@ -302,9 +302,11 @@ def test_tune_comm_sizes_across_nodes(cluster: Cluster) -> None:
     assert rows == {(2, 2, 1), (4, 2, 2)}, rows
 
 
-def test_runtime_and_compare_across_nodes(cluster: Cluster) -> None:
+def test_runtime_over_mpirun_and_compare_inside_an_allocation(cluster: Cluster) -> None:
     """`tune runtime` over the hostfile, every value read back in every rank of both
-    nodes; `tune compare` of the default against a rules file likewise."""
+    nodes; `tune compare` of the default against a rules file inside `salloc -N 2`, through
+    srun (with the PMI picked as for tune). Each command across nodes, each launcher once:
+    tune itself runs both ways above."""
     work = _work(cluster, "runtime")
     r = cluster.on("node1", _tune("runtime", "--mpi", "/usr", "--collective", "reduce",
                                   "--sizes", "8", "--np", "4", "--hostfile",
@@ -316,32 +318,13 @@ def test_runtime_and_compare_across_nodes(cluster: Cluster) -> None:
     seen = json.loads((work / "k.json").read_text())["applied"]["mpi_yield_when_idle"]
     assert all(seen[v] == f"{v} (read back in every rank)" for v in ("0", "1")), seen
     _forced_rules(work)
-    c = cluster.on("node1", _tune("compare", "--lib", "openmpi:/usr", "--lib",
-                                  "openmpi:/usr=force.conf", "--collective", "reduce",
-                                  "--sizes", "8", "--calls", "5", "--rounds", "3", "--np",
-                                  "4", "--hostfile", cluster.hostfile(2), "--ppn", "2",
-                                  "--json", "c.json"),
-                   env=_env(cluster, OMPI_MCA_plm_rsh_agent=cluster.agent), cwd=work)
-    assert c.returncode == 0, c.stderr[-3000:]
-    assert len(json.loads((work / "c.json").read_text())["arms"]) == 2
-
-
-def test_runtime_and_compare_inside_an_allocation(cluster: Cluster) -> None:
-    work = _work(cluster, "alloc-rt")
-    _forced_rules(work)
-    r = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", *_tune(
+    c = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", *_tune(
         "compare", "--lib", "openmpi:/usr", "--lib", "openmpi:/usr=force.conf",
         "--collective", "reduce", "--sizes", "8", "--calls", "5", "--rounds", "3", "--np",
         "4", "--json", "c.json")], env=_env(cluster), cwd=work)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "srun --mpi=pmix" in r.stderr  # srun in an allocation, as for tune
-    r = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", *_tune(
-        "runtime", "--mpi", "/usr", "--collective", "reduce", "--sizes", "8", "--np", "4",
-        "--calls", "3", "--param", "mpi_yield_when_idle=0,1", "--rounds", "1", "--pairs",
-        "2", "--json", "k.json")], env=_env(cluster), cwd=work)
-    assert r.returncode == 0, r.stderr[-3000:]
-    seen = json.loads((work / "k.json").read_text())["applied"]["mpi_yield_when_idle"]
-    assert all(seen[v] == f"{v} (read back in every rank)" for v in ("0", "1")), seen
+    assert c.returncode == 0, c.stderr[-3000:]
+    assert "srun --mpi=pmix" in c.stderr  # srun in an allocation, as for tune
+    assert len(json.loads((work / "c.json").read_text())["arms"]) == 2
 
 
 def test_open_mpi_5_runs_han_across_nodes_unless_excluded(cluster: Cluster) -> None:
