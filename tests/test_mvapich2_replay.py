@@ -11,7 +11,8 @@ that sets nothing says precisely why; --trade-off writes a table that names, at 
 it decided, the algorithm decided there, and notes the cost of every size given up; and
 the profiles are what the live runs wrote from the same measurements
 (tests/golden/mvapich2-2.3.7-reduce-np2*.conf: the --trade-off one byte for byte as the
-live run wrote it; the plain one from the whole store, which holds the sizes the second
+live run wrote it, but for the verdict words of issue 64 (refuted: not significant); the
+plain one from the whole store, which holds the sizes the second
 run's boundary search added)."""
 
 from __future__ import annotations
@@ -101,6 +102,10 @@ def test_without_trade_off_the_profile_sets_nothing_and_says_why(
     text = out.read_text()
     assert "nothing set; " in text and "--trade-off writes" in text
     assert "refuted" not in text
+    # the last line says the file changes nothing, and why (issue 64)
+    changes = summary["changes"]
+    assert changes["sizes_changed"] == 0 and changes["unexpressed"] == len(lost)  # type: ignore[index]
+    assert "its format cannot carry the" in changes["sentence"]  # type: ignore[index]
     golden = GOLDEN / "mvapich2-2.3.7-reduce-np2.conf"
     assert re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "<stamp>", text) == golden.read_text()
 
@@ -118,6 +123,9 @@ def test_with_trade_off_every_decided_size_is_named_and_every_loss_noted(
     tuned = [d for d in ds if d["chosen"]["algorithm"]]
     assert tuned and all(d["confirmations"] and d["confirmations"][-1]["launch_speedup"] > 1
                          for d in tuned)
+    changes = summary["changes"]
+    assert changes["sizes_changed"] == len(tuned)  # type: ignore[index]
+    assert changes["sentence"].startswith(f"the file changes {len(tuned)} size(s)")  # type: ignore[index]
     for d in tuned:  # what MVAPICH2 reads there is what was decided there
         assert _selected(value, d["size"]) == cat.value["reduce"][d["chosen"]["algorithm"]]
     # the sizes where MVAPICH2's default cannot be named: given up, each with its cost

@@ -37,6 +37,7 @@ from colltune.backends.impi_files import (
     env_path,
     read_files,
     table_of,
+    table_route,
     tuned_env,
     write_adjusts,
     write_table,
@@ -113,12 +114,14 @@ class ImpiBackend(Backend[IntelMPI]):
                                 f"(Intel MPI: one message-size rule per process range); got "
                                 f"--np {','.join(str(p.np) for p in placements)}",
                                 "tune one --np, or write the tuning file (--format impi)")
-        if opts.out_format == "impi-bin" and (opts.out is None or opts.out.suffix != SUFFIX):
+        fmt = opts.out_format or ("impi-bin" if opts.out and opts.out.suffix == SUFFIX
+                                  else "impi")  # --out's extension: Intel MPI's own name
+        if fmt == "impi-bin" and (opts.out is None or opts.out.suffix != SUFFIX):
             raise ColltuneError(f"--format impi-bin writes Intel MPI's binary tuning file: "
                                 f"give --out a name ending in {SUFFIX}",
                                 f"e.g. --out tuning{SUFFIX} (its JSON source is written "
                                 "beside it as tuning.json)")
-        return ImpiSession(self, mpi, catalog, placements, opts.out, opts.out_format or "impi",
+        return ImpiSession(self, mpi, catalog, placements, opts.out, fmt,
                            "bands" if opts.sweep == "bands" else "relaunch")
 
     def find(self, prefix: str | None) -> IntelMPI:
@@ -338,6 +341,7 @@ class ImpiSession(Session[IntelMPI]):
                 for np, ds in per_np.items():
                     self._wins_seen(name, np, ds)
         notes = list(self.notes)
+        not_carried: dict[str, int] = {}
         for name, per_np in decisions.items():
             if not any(d.chosen.algorithm for ds in per_np.values() for d in ds):
                 continue  # the default everywhere: nothing to write
@@ -346,10 +350,14 @@ class ImpiSession(Session[IntelMPI]):
             if why:
                 notes += why + [f"{name} left to Intel MPI (a file names a collective at "
                                 "every size and comm size)"]
+                wins = not_carried[name] = sum(d.chosen.algorithm != 0 and d.verdict ==
+                                               "tuned" for ds in per_np.values() for d in ds)
+                notes += [table_route(self.out, name, wins)] if wins and not self.splicer else []
                 continue
             t[name] = {np: r for np, (r, _) in got.items() if r is not None}
             notes += [n for np, ds in per_np.items() if self.splicer is None
                       and (n := self._si(name, np).note(ds))]
+        summary["not_carried"] = not_carried
         out, table = self.out, self.splicer is not None
         measured = ", ".join(str(n) for n in sorted({p.np for p in self.placements}))
         if table:

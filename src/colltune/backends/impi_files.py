@@ -182,3 +182,13 @@ def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
 def table_of(source: Path, prof: impi_env.ImpiProfile) -> Path:
     """The spliced table `source` is, or the one the profile `source` names."""
     return source if source.suffix == SUFFIX else Path(prof.settings[BIN_VAR])
+
+
+def table_route(out: Path | None, name: str, wins: int) -> str:
+    """What writes the wins a JSON file cannot carry: the spliced table, and its cost."""
+    dat = out.with_suffix(SUFFIX).name if out else f"tuning{SUFFIX}"
+    return (f"{name}: {wins} confirmed win(s) not written: the JSON file must name a preset "
+            "at every size, and none stands in for the library's default where it was kept. "
+            f"--format impi-bin --out {dat} writes them: Intel MPI's own table with these "
+            "wins spliced in and its own entries everywhere else (it replaces the table "
+            "Intel MPI loads, so use it for jobs like the tuned ones)")

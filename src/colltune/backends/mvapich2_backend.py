@@ -47,7 +47,7 @@ from colltune.backends.mvapich2_ranges import (
 )
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
 from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, FormatError
@@ -279,6 +279,10 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
         trades = {c: per_np[np] for c, per_np in self.trades.items() if np in per_np}
         prof, notes = profile(decisions, cat, per_coll, np, comments, ties, trades)
         prof.comments += [f"note: {n}" for n in notes]
+        summary["not_carried"] = {  # confirmed wins of a collective left to MVAPICH2 whole
+            c: sum(d.chosen != DEFAULT and d.verdict == "tuned" for d in per_np.get(np, []))
+            for c, per_np in decisions.items()
+            if any(n.startswith(f"{c} left to MVAPICH2") for n in notes)}
         summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
                                "settings": dict(prof.settings), "notes": notes}
         summary["coll_han_excluded"] = False

@@ -14,7 +14,7 @@ from colltune.backends.mpich_backend import MPICHBackend
 from colltune.backends.mvapich2_backend import MVAPICH2Backend
 from colltune.backends.openmpi_backend import OpenMPIBackend
 from colltune.backends.smpi_backend import SMPIBackend
-from colltune.errors import ColltuneError, FormatError, read_text
+from colltune.errors import ColltuneError, FormatError, MPIError, read_text
 from colltune.store.schema import RENAMES, Rename
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 def backend_help() -> str:
     """--backend's help, from the registered families (a new family is listed unedited)."""
-    return ("The MPI family: " + ", ".join(f"{n} ({BACKENDS[n].output})" for n in CHOICES)
-            + ".")
+    return ("The MPI family (default: the one installed at --mpi): "
+            + ", ".join(f"{n} ({BACKENDS[n].output})" for n in CHOICES) + ".")
 
 
 def _formats() -> dict[str, str]:
@@ -87,6 +87,52 @@ def for_format(backend: str, out_format: str | None) -> str:
         return writers[0]
     raise ColltuneError(f"--format {out_format} cannot be written from --backend {backend}",
                         f"use --backend {writers[0]}")
+
+
+def found_at(prefix: str) -> tuple[list[tuple[str, Installation]], list[str]]:
+    """Every family whose installation `prefix` holds (in BACKENDS' order: Open MPI before
+    MPICH, as Debian's /usr holds both; Intel MPI before MPICH, whose tools it carries), and
+    why each other family found none there."""
+    found, why = [], []
+    for b in BACKENDS.values():
+        if b.name not in CHOICES:
+            continue
+        try:
+            found.append((b.name, b.find(prefix)))
+        except MPIError as e:  # looked, found none
+            why.append(e.message)
+        except ColltuneError:  # a family found by other means (SMPI: --platform)
+            continue
+    return found, why
+
+
+def resolve(backend: str | None, out_format: str | None, prefix: str | None,
+            platform: Path | None = None) -> tuple[str, str | None]:
+    """The family a command drives, and a note when colltune chose among several: the
+    --backend given; else the family that writes --format; else SMPI for --platform; else
+    the family installed at --mpi PREFIX; else Open MPI (on PATH, or the wheel)."""
+    if backend is not None:
+        return for_format(backend, out_format), None
+    if out_format is not None:
+        return for_format(CHOICES[0], out_format), None
+    if platform is not None:
+        return "smpi", None
+    if prefix is None:
+        return CHOICES[0], None
+    found, why = found_at(prefix)
+    if not found:
+        # each family's own reason, the prefix written once
+        raise MPIError(f"no MPI colltune drives at {prefix} (PREFIX): "
+                       + "; ".join(w.replace(str(Path(prefix).expanduser().resolve()), "PREFIX")
+                                   .replace(prefix.rstrip("/"), "PREFIX") for w in why),
+                       "pass the prefix of an Open MPI, MPICH, MVAPICH2 or Intel MPI "
+                       "installation (the directory holding bin/)")
+    (name, mpi), *others = found
+    if not others:
+        return name, None
+    also = ", ".join(f"{m.name} {m.version} (--backend {n})" for n, m in others)
+    return name, (f"note: {prefix} holds {mpi.name} {mpi.version} and {also}: this is "
+                  f"{mpi.name}'s")
 
 
 def for_file(path: Path) -> Backend[Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from colltune.backends import registry
 from colltune.backends.registry import CHOICES
 from colltune.cli.common import (
     CUTOFF_OPTION,
@@ -34,7 +35,8 @@ def profile_cmd(
     output: Path = typer.Option(..., "--output", "-o", help="Profile to write (JSON)."),
     mpi: str | None = typer.Option(None, "--mpi", help="Prefix of the MPI the application "
                                                        "is linked to."),
-    backend: str = typer.Option("openmpi", "--backend", help=", ".join(CHOICES[:-1]) + "."),
+    backend: str | None = typer.Option(None, "--backend", help="The MPI family (default: "
+                                       "the one at --mpi): " + ", ".join(CHOICES[:-1]) + "."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
                                                                  "abandoned."),
 ) -> None:
@@ -46,7 +48,8 @@ def profile_cmd(
 
     try:
         ensure_writable(output, "--output")
-        prof = run(command, output, backend, mpi, timeout)
+        family = registry.resolve(backend, None, mpi)[0]
+        prof = run(command, output, family, mpi, timeout)
     except ColltuneError as e:
         _fail(e)
         return

@@ -18,7 +18,7 @@ from rich.progress import (
 
 from colltune import __version__
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError, MPIError, shown
+from colltune.errors import ColltuneError, shown
 from colltune.launchers import Launch
 from colltune.outfile import is_stdout
 from colltune.sinks import SafeConsole
@@ -33,16 +33,13 @@ out = SafeConsole(soft_wrap=True, width=None if sys.stdout.isatty() else 150)
 
 
 def _which_mpi(prefix: str) -> str:
-    """The installation at `prefix`, as the first family that recognises it names it."""
-    from colltune.backends.registry import CHOICES, named
+    """The installation at `prefix`, as every command without --backend chooses it."""
+    from colltune.backends.registry import found_at, resolve
 
-    for name in CHOICES:
-        try:
-            return f"--mpi {prefix}: {named(name).find(prefix).describe()} (--backend {name})"
-        except ColltuneError:
-            continue
-    raise MPIError(f"no MPI colltune drives at {prefix}",
-                        "pass the prefix of an Open MPI, MPICH or MVAPICH2 installation")
+    name, note = resolve(None, None, prefix)
+    mpi = next(m for n, m in found_at(prefix)[0] if n == name)
+    return f"--mpi {prefix}: {mpi.describe()} (--backend {name})" + (
+        f"\n{note}" if note else "")
 
 
 @app.callback(invoke_without_command=True)

@@ -34,15 +34,16 @@ model_app = typer.Typer(no_args_is_help=True, help="Cost models: fit Hockney and
 app.add_typer(model_app, name="model")
 
 
-MODEL_BACKEND = typer.Option("openmpi", "--backend", help=registry.backend_help())
+MODEL_BACKEND = typer.Option(None, "--backend", help=registry.backend_help())
 
 
-def _installation(backend: str, mpi: str | None, colls: list[str], np: int
+def _installation(backend: str | None, mpi: str | None, colls: list[str], np: int
                   ) -> tuple[Installation, Catalog]:
     """The installation under --mpi and its catalog, read as `tune` reads them; one whose
     algorithms have no cost formulas is refused (nothing to predict)."""
     from colltune.models.formulas import has_formulas
 
+    backend = registry.resolve(backend, None, mpi)[0]
     sess = registry.named(backend).open(TuneOptions(colls, [np], mpi=mpi, backend=backend),
                                         colls, lambda s: None)
     if not has_formulas(sess.catalog):
@@ -104,7 +105,7 @@ def model_fit_cmd(
     ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
     launcher_args: str = typer.Option("", "--launcher-args",
                                       help="More launcher options, passed as they are."),
-    backend: str = MODEL_BACKEND,
+    backend: str | None = MODEL_BACKEND,
 ) -> None:
     """Probe point-to-point costs (ping-pong, overheads, trains, local reduction; the
     ping-pong and reduction with every rank busy, and a train of ring exchanges) and fit
@@ -120,10 +121,11 @@ def model_fit_cmd(
                                 "e.g. --max-size 1M --reps 50")
         store = Store(db or default_db_path())
         try:
+            family = registry.resolve(backend, None, mpi)[0]
             cal = calibrate(store, mpi, np, size, reps, hostfile,
                             Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
-                            backend, note=lambda text: print(text, file=sys.stderr,
-                                                             flush=True))
+                            family, note=lambda text: print(text, file=sys.stderr,
+                                                            flush=True))
         finally:
             store.close()
     except ColltuneError as e:
@@ -180,7 +182,7 @@ def model_predict_cmd(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     model: str = typer.Option("hockney", "--model", help="Rank by hockney or loggp."),
     top: int = typer.Option(0, "--top", help="Show only the first N (0: all)."),
-    backend: str = MODEL_BACKEND,
+    backend: str | None = MODEL_BACKEND,
 ) -> None:
     """Every algorithm's predicted time, ranked, from the fitted models."""
     from colltune.models.predict import MODELS, load_models, predict
@@ -218,7 +220,7 @@ def model_validate_cmd(
     mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the report as JSON."),
-    backend: str = MODEL_BACKEND,
+    backend: str | None = MODEL_BACKEND,
 ) -> None:
     """Predicted against measured (from `tune <collective>` runs in the store): median and
     worst relative error per algorithm and model, and how often each model's pick is within

@@ -47,7 +47,8 @@ def runtime_cmd(
                                              "the objective."),
     np: int = typer.Option(4, "--np", help="Ranks of the collective objective."),
     mpi: str | None = typer.Option(None, "--mpi", help="MPI prefix."),
-    backend: str = typer.Option("openmpi", "--backend", help=", ".join(CHOICES[:-1]) + "."),
+    backend: str | None = typer.Option(None, "--backend", help="The MPI family (default: "
+                                       "the one at --mpi): " + ", ".join(CHOICES[:-1]) + "."),
     params: str | None = typer.Option(None, "--params",
                                       help="Parameters to search (comma-separated; default: "
                                            "every one --list shows)."),
@@ -100,7 +101,7 @@ def runtime_cmd(
                                                                markup=False))
     where = launch_of(launcher, nodes, ppn, launcher_args)
     try:
-        be = registry.named(backend)
+        be = registry.named(registry.resolve(backend, None, mpi)[0])
         inst = be.find(mpi)
         catalog = be.runtime_knobs(inst)
         if listing:

@@ -45,17 +45,20 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
         for np, ds in per_np.items():
             t = Table(title=f"{name}, {np} ranks ({res.mpi.name} {res.mpi.version})")
             for col in ("size/rank", "lookup", "chosen", "best us", "default us",
-                        "sweep default/best", "fresh default/chosen", "verdict"):
+                        "sweep default/best", "fresh default/chosen (95% interval)",
+                        "could see", "verdict"):
                 t.add_column(col)
             for d in ds:
+                sized = d.size >= 0
                 t.add_row(
-                    str(d.size) if d.size >= 0 else "all", str(d.lookup_size),
+                    str(d.size) if sized else "all", str(d.lookup_size),
                     d.chosen.label(res.catalog, name),
-                    f"{d.best_median * 1e6:.2f}" if d.best_median and d.size >= 0 else "-",
-                    f"{d.default_median * 1e6:.2f}" if d.default_median and d.size >= 0 else "-",
-                    f"{d.speedup:.2f}x" if d.speedup else "-",
+                    f"{d.best_median * 1e6:.2f}" if d.best_median and sized else "-",
+                    f"{d.default_median * 1e6:.2f}" if d.default_median and sized else "-",
+                    f"{d.default_median / d.best_median:.2f}x"
+                    if d.default_median and d.best_median else "-",
                     ", ".join(_fresh(v) for v in d.confirmations) or "-",
-                    d.verdict + ("!" if d.warning else ""))
+                    _could_see(d.confirmations), d.verdict + ("!" if d.warning else ""))
             out.print(t)
             _print_warnings(ds)
             if any(d.simulated for d in ds):
@@ -63,37 +66,64 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                           "default (SMPI's port of an older coll/tuned decision); no test, no "
                           "fresh launches needed; kept = less than 3% faster")
                 continue
-            out.print("sweep: default/best median in the sweep; fresh: default/chosen, geometric "
-                      "mean over fresh launch pairs, per timing mode (iso: one call after a "
-                      "barrier, b2b: windows of calls back to back, loop: stretches of 1000 "
-                      "calls free-running); a choice must win in every mode")
-            out.print("verdict: tuned = significantly faster, confirmed in fresh launches "
-                      "(sequential: more pairs while undecided, up to --confirm-max-rounds); "
-                      "refuted = faster in the sweep, not in fresh launches (default kept); "
-                      "kept = no significant win; default = the default was best; "
-                      "unexpressed = a win the output cannot carry (default kept, nothing "
-                      "compared); tuned? = not confirmed (--confirm-rounds 0 or --from-db)")
+            out.print("sweep: default/best median in the sweep (best: the fastest measured); "
+                      "fresh: default/chosen, geometric mean over fresh launch pairs and its "
+                      "95% interval, per timing mode (iso: one call after a barrier, b2b: "
+                      "windows of calls back to back, loop: stretches of 1000 calls "
+                      "free-running); a choice must win in every mode; could see: the "
+                      "smallest difference those pairs would have shown (80% power)")
+            out.print("verdict: tuned = confirmed faster in fresh launches (sequential: more "
+                      "pairs while undecided, up to --confirm-max-rounds); slower = fresh "
+                      "launches showed it slower (default kept); not significant = fresh "
+                      "launches could not tell it from the default at this noise (default "
+                      "kept); kept = no significant win in the sweep, nothing tried; default "
+                      "= the default was the fastest; unexpressed = a win the output cannot "
+                      "carry (default kept, nothing compared); tuned? = not confirmed "
+                      "(--confirm-rounds 0 or --from-db)")
     if res.failures:
         err.print(f"{len(res.failures)} point(s) excluded:", highlight=False)
         for f in res.failures[:20]:
             err.print(f"  {f}", highlight=False, markup=False)
 
 
+_SHORT = {"isolated": "iso", "back-to-back": "b2b", "loop": "loop"}
+
+
 def _fresh(v: Verdict) -> str:
+    """Each mode's default/chosen ratio and its interval (as speed-ups: the interval of
+    chosen/default inverted)."""
     if not v.modes:
         return f"{v.launch_speedup:.2f}x"
-    short = {"isolated": "iso", "back-to-back": "b2b", "loop": "loop"}
-    return " ".join(f"{short.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
-                    for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"))
+    parts = []
+    for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"):
+        text = f"{_SHORT.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
+        ci = x.get("ratio_ci")
+        if isinstance(ci, list) and len(ci) == 2 and all(ci):
+            text += f" ({1 / ci[1]:.2f}-{1 / ci[0]:.2f})"
+        parts.append(text)
+    return " ".join(parts)
 
 
-def _backend_for(backend: str, out_format: str | None) -> str:
-    """--format names what to write; each format comes from one MPI family."""
+def _could_see(vs: list[Verdict]) -> str:
+    """The smallest difference the fresh pairs could have confirmed, in the weakest mode
+    (the minimum detectable effect, 80% power, as a percentage of the time)."""
+    mdes = [float(x["mde"]) for v in vs for x in v.modes.values()  # type: ignore[arg-type]
+            if isinstance(x.get("mde"), (int, float))]
+    return f"{(max(mdes) - 1) * 100:.0f}%" if mdes else "-"
+
+
+def _family(backend: str | None, out_format: str | None, mpi: str | None,
+            platform: Path | None, quiet: bool = False) -> str:
+    """The family to tune: --backend, else the one that writes --format, else the one
+    installed at --mpi (a note when the prefix holds several)."""
     try:
-        return registry.for_format(backend, out_format)
+        name, note = registry.resolve(backend, out_format, mpi, platform)
     except ColltuneError as e:
         _fail(e)
         raise
+    if note and not quiet:
+        err.print(note, highlight=False, markup=False)
+    return name
 
 
 def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
@@ -150,6 +180,9 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
     spent = res.summary.get("seconds")
     if isinstance(spent, dict) and not quiet:  # what confirmation cost, beside the sweep
         err.print(f"took {describe(spent)}", highlight=False, markup=False)
+    changes = res.summary.get("changes")
+    if out_path and isinstance(changes, dict) and not quiet:  # the last line: what it does
+        err.print(str(changes["sentence"]), highlight=False, markup=False)
 
 
 def _without_option(args: list[str], name: str) -> list[str]:
@@ -208,8 +241,8 @@ def _make_tune_command(name: str) -> None:
         out_path: Path | None = typer.Option(None, "--out", "-o",
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
-        backend: str = typer.Option("openmpi", "--backend",
-                                    help=registry.backend_help()),
+        backend: str | None = typer.Option(None, "--backend",
+                                           help=registry.backend_help()),
         out_format: str | None = typer.Option(None, "--format", help=registry.format_help()),
         for_np: int | None = typer.Option(
             None, "--for-np", help="mvapich2: the --np whose decisions the profile holds "
@@ -327,14 +360,16 @@ def _make_tune_command(name: str) -> None:
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, params, nodes, ppn, point_time,
-                                slurm_script, _backend_for(backend, out_format), tune_han)
+                                slurm_script, _family(backend, out_format, mpi, platform),
+                                tune_han)
             return
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
                   rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
-                  _backend_for(backend, out_format), platform, tune_han, for_np,
+                  _family(backend, out_format, mpi, platform, quiet), platform, tune_han,
+                  for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
                   confirm_max_rounds, trade_off, out_format, params, default_launches,
                   start_calls)

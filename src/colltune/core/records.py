@@ -87,8 +87,12 @@ class Decision:
 
     @property
     def verdict(self) -> str:
-        """One word for tables: tuned, kept (no significant win), default (fastest),
-        refuted (not confirmed), unexpressed (the output cannot carry the win)."""
+        """One word for tables, true to its numbers: tuned (confirmed faster in fresh
+        launches), slower (fresh launches showed the candidate slower: default kept), not
+        significant (fresh launches could not tell them apart at this noise: default kept),
+        kept (no significant win in the sweep: nothing tried in fresh launches), default
+        (the default was fastest), tuned? (not confirmed), unexpressed (the output cannot
+        carry the win)."""
         if self.predicted:
             return "predicted"
         if self.chosen != DEFAULT:
@@ -96,7 +100,10 @@ class Decision:
         if self.unexpressed:
             return "unexpressed"
         if self.confirmations:
-            return "refuted"
+            slower = any(v.verdict == "slower" or any(m.get("verdict") == "slower"
+                                                      for m in v.modes.values())
+                         for v in self.confirmations)
+            return "slower" if slower else "not significant"
         return "default" if self.best in (None, DEFAULT) else "kept"
 
     def as_json(self, catalog: Catalog, coll: str) -> dict[str, object]:

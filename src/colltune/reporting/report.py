@@ -148,7 +148,8 @@ def _figures(e: Entry) -> dict[str, object]:
     written = [(x_of[d.size], d.confirmations[-1].launch_speedup if d.confirmations
                 else (d.speedup or 1.0)) for d in sized]
     refuted = [(x_of[d.size], d.default_median / d.best_median) for d in sized
-               if d.verdict == "refuted" and d.default_median and d.best_median]
+               if d.verdict in ("slower", "not significant") and d.default_median
+               and d.best_median]
     if written:
         ax2.plot([x for x, _ in written], [y for _, y in written], marker="*",
                  markersize=12, label="written / default (fresh launches where confirmed)")
@@ -157,7 +158,7 @@ def _figures(e: Entry) -> dict[str, object]:
         if refuted:
             ax2.scatter([x for x, _ in refuted], [min(y, top) for _, y in refuted],
                         marker="o", facecolors="none", edgecolors="red",
-                        label="refuted sweep win (not written; clipped to the scale)")
+                        label="sweep win not confirmed (not written; clipped to the scale)")
         ax2.set_ylim(low, top)
     ax2.axhline(1.0, color="black", linewidth=1)
     ax2.set_xscale("log", base=2)
@@ -212,7 +213,7 @@ _CSS = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#22
 table{border-collapse:collapse;margin:1em 0;font-size:90%}td,th{border:1px solid #ccc;
 padding:3px 8px;text-align:right}th{background:#eee}td.l{text-align:left}
 pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}
-.tuned{background:#dfd}.refuted{background:#fdd}"""
+.tuned{background:#dfd}.slower,.not-significant{background:#fdd}"""
 
 
 def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
@@ -255,8 +256,9 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                      "<th class='l'>why</th></tr>")
         for d in e.decisions:
             best = d.best.label(e.catalog, c.collective) if d.best else "-"
+            cls = d.verdict.rstrip("?").replace(" ", "-")
             parts.append(
-                f"<tr class='{d.verdict.rstrip('?')}'><td>{d.size if d.size >= 0 else 'all'}"
+                f"<tr class='{cls}'><td>{d.size if d.size >= 0 else 'all'}"
                 f"</td><td>{d.lookup_size}</td><td>{_us(d.default_median)}</td>"
                 f"<td class='l'>{html_text(best)}</td><td>{_us(d.best_median)}</td>"
                 f"<td class='l'>{html_text(d.chosen.label(e.catalog, c.collective))}</td>"

@@ -27,7 +27,7 @@ from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts
+from colltune.tuner import artifacts, outcome
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.decide import RuleSize, decide
@@ -257,6 +257,7 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
         # open while writing: a session reads stored verdicts as it builds its file
         # (MVAPICH2's ties ask for fresh-launch verdicts of fill-ins confirmed late)
         sess.write(decisions, summary, predicted)
+        summary["changes"] = outcome.changes(decisions, summary, placements)
     finally:
         store.close()
     return TuneResult(mpi, catalog, sess.rules_version, decisions, failures, summary)
