@@ -120,11 +120,10 @@ def test_a_kept_size_names_a_stand_in_fresh_launches_did_not_find_slower(
                      backend="impi"))
     r = impi_tuning.rules_for(impi_tuning.parse(out.read_text()), "bcast", 4)
     assert r is not None, "the confirmed wins are written"
-    kept = sorted(s for s, v in decided.items() if v in ("kept", "default", "not significant",
-                                                          "slower"))
+    # the recording's stored words: "refuted" before issue 64 (now slower or not significant)
+    kept = sorted(s for s, v in decided.items() if v in ("kept", "default", "refuted"))
     named = {s: r.preset_at(s) for s in kept}
-    assert {s for s, v in decided.items() if v in ("not significant", "slower")} and all(
-        named.values()), named
+    assert {s for s, v in decided.items() if v == "refuted"} and all(named.values()), named
     assert all(judged.get((s, f"a{p}")) != "slower" for s, p in named.items()), named
     passed_over = [(s, k) for (s, k), v in judged.items() if v == "slower" and s in named
                    and k != f"a{named[s]}"]
@@ -171,10 +170,13 @@ def test_a_stand_in_must_be_shown_within_the_bound_not_just_not_slower(
 def test_a_spliced_table_carries_the_wins_a_json_file_cannot(
         impi: IntelMPI, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The same recording, where the JSON file is left unwritten for want of a stand-in at
-    1 KiB (previous test), written as Intel MPI's own table with the wins spliced in
-    (--format impi-bin): the confirmed wins at their ranges, every other size left to the
-    library's own entries, and Intel MPI, loading it, runs each win's preset at both ends of
-    its range and the default's own functions at both ends of every other range."""
+    1 KiB (previous test), tuned with no --format and `--out bcast.json` (issue 64): the
+    wins go into Intel MPI's own table at bcast.dat (as --format impi-bin writes it), and the
+    notes and the last line say so: the confirmed wins at their ranges, every other size
+    left to the library's own entries, and Intel MPI, loading it, runs each win's preset at
+    both ends of its range and the default's own functions at both ends of every other
+    range."""
+    from colltune.backends.impi_files import TABLE_INSTEAD
     from colltune.backends.impi_proof import Probes, obeyed
     from colltune.backends.impi_splice import record_of
     from colltune.launchers import Launch
@@ -187,13 +189,19 @@ def test_a_spliced_table_carries_the_wins_a_json_file_cannot(
         before = set(con.execute("SELECT config_key, size FROM counters"))
     con.close()
     monkeypatch.setattr(socket, "gethostname", lambda: RECORDED_HOST)
-    out = tmp_path / "bcast.dat"
-    res = tune(TuneOptions(["bcast"], [4], out=out, mpi=str(impi.prefix), db=db,
-                           from_db=True, backend="impi", out_format="impi-bin"))
+    asked = tmp_path / "bcast.json"
+    res = tune(TuneOptions(["bcast"], [4], out=asked, mpi=str(impi.prefix), db=db,
+                           from_db=True, backend="impi"))
+    out = asked.with_suffix(".dat")
+    assert not asked.exists() and out.exists()
+    assert TABLE_INSTEAD in res.summary["impi"]["notes"]  # type: ignore[index]
+    assert res.summary["wrote"]["path"] == str(out)  # type: ignore[index]
     t, ppn = impi_table.parse_rules(record_of(out).read_text())
     r = t["bcast"][4]
     assert ppn == {4: 4}
     tuned = sorted(s for s, v in decided.items() if v == "tuned")
+    changes = res.summary["changes"]
+    assert changes["sizes_changed"] == len(tuned) > 0, changes  # type: ignore[index]
     assert tuned and all(r.preset_at(s) not in (None, impi_tuning.LIBRARY) for s in tuned)
     # what ran is asked of the written wins only: at each win's size the default and every
     # preset up to the win's (so a fallback to a lower one is named), nowhere else
@@ -244,3 +252,4 @@ def test_stored_counts_are_symbol_names_and_call_counts() -> None:
     for bad in ([1], {"MPIR_Bcast": -1}, {"MPIR_Bcast": True}, {"MPIR_Bcast": 1.5},
                 {"a b": 1}, {"\x1b[31m": 1}, {"x" * 300: 1}, "MPIR_Bcast"):
         assert valid_counts(bad) is None, bad
+

@@ -12,6 +12,7 @@ the library's own entry there instead, and needs none."""
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,9 +35,12 @@ from colltune.backends.base import (
 from colltune.backends.impi import ImpiCatalog, IntelMPI
 from colltune.backends.impi_files import (
     FORMATS,
+    TABLE_INSTEAD,
+    comm_size_note,
     env_path,
+    installable,
     read_files,
-    table_of,
+    seen_summary,
     table_route,
     tuned_env,
     write_adjusts,
@@ -44,7 +48,7 @@ from colltune.backends.impi_files import (
     write_tuning,
 )
 from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, presets_env
-from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, record_of
+from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer
 from colltune.backends.impi_standin import (
     STAND_IN_BOUND,
     Prints,
@@ -60,12 +64,10 @@ from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
-from colltune.errors import ColltuneError, read_bytes, read_text
+from colltune.errors import ColltuneError
 from colltune.launchers import Launch
-from colltune.outfile import Planned, destination
-from colltune.rules import impi_env, impi_table, impi_tuning
+from colltune.rules import impi_env, impi_tuning
 from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, rules_for
-from colltune.rules.safe import check_env
 
 if TYPE_CHECKING:
     from colltune.options import TuneOptions
@@ -121,7 +123,10 @@ class ImpiBackend(Backend[IntelMPI]):
                                 f"give --out a name ending in {SUFFIX}",
                                 f"e.g. --out tuning{SUFFIX} (its JSON source is written "
                                 "beside it as tuning.json)")
-        return ImpiSession(self, mpi, catalog, placements, opts.out, fmt,
+        # no --format: the table where only it carries the wins (its proofs need gdb, which
+        # --from-db does not otherwise ask for)
+        auto = opts.out_format is None and (not opts.from_db or shutil.which("gdb") is not None)
+        return ImpiSession(self, mpi, catalog, placements, opts.out, fmt, auto,
                            "bands" if opts.sweep == "bands" else "relaunch")
 
     def find(self, prefix: str | None) -> IntelMPI:
@@ -143,39 +148,7 @@ class ImpiBackend(Backend[IntelMPI]):
                         "profile": prof.settings}, [])
 
     def installable(self, req: ExportRequest) -> Installable:
-        """The tuning file and a profile that names it (Intel MPI reads no parameter file),
-        or the profile of I_MPI_ADJUST_* variables alone."""
-        t, source, text = read_files(req.source)
-        where = req.home / ".config" / "colltune" if req.site is None else req.site
-        if source.adjusts():
-            prof = impi_env.ImpiProfile(
-                [f"Intel MPI collectives tuned by colltune: {req.stamp}",
-                 "use: source this file before mpirun (no I_MPI_TUNING beside it)"],
-                source.adjusts())
-            impi_env.check(prof.settings)  # the rule lists' own grammar (impi_env.render: quoted)
-            env = check_env(dict(prof.settings), "the Intel MPI profile", quoted=True)
-            return Installable([Planned(destination(where / "colltune-impi.env"),
-                                        impi_env.render(prof), "Intel MPI environment profile")],
-                               env, "Intel MPI collectives tuned by colltune")
-        table = text is None  # a spliced table: installed with colltune's record of it
-        installed = destination(where / ("colltune-impi" + (SUFFIX if table else ".json")))
-        prof = impi_env.ImpiProfile(
-            [f"Intel MPI collectives tuned by colltune: {req.stamp}",
-             "use: source this file before mpirun (no I_MPI_ADJUST_* beside it)"],
-            {BIN_VAR if table else impi_env.TUNING_VAR: str(installed)})
-        env = check_env(dict(prof.settings), "the Intel MPI profile")
-        at = table_of(req.source, source) if table else None
-        data = read_bytes(at) if at else text  # read_files checked it is a table
-        assert data is not None
-        files = [Planned(record_of(installed), impi_table.render_rules(
-            *impi_table.parse_rules(read_text(record_of(at))), str(installed)),
-            "colltune's record of the rules in it")] if at else []
-        return Installable([Planned(installed, data, "Intel MPI tuning table (its own, "
-                                    "colltune's rules spliced in)" if table else
-                                    "Intel MPI tuning file (JSON)"), *files,
-                            Planned(destination(where / "colltune-impi.env"),
-                                    impi_env.render(prof), "Intel MPI environment profile")],
-                           env, "Intel MPI collectives tuned by colltune")
+        return installable(req)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
@@ -211,18 +184,21 @@ class ImpiBackend(Backend[IntelMPI]):
 class ImpiSession(Session[IntelMPI]):
     def __init__(self, backend: Backend[IntelMPI], mpi: IntelMPI, catalog: ImpiCatalog,
                  placements: list[Placement], out: Path | None, out_format: str = "impi",
-                 sweep: str = "relaunch") -> None:
+                 auto: bool = False, sweep: str = "relaunch") -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.out, self.out_format, self.sweep = out, out_format, sweep
+        self.auto = auto  # no --format: the JSON file, or the table if only it carries the wins
         self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until a stand-in is bounded
         self.probes: dict[tuple[str, int], Probes] = {}
         self.standins: dict[tuple[str, int], StandIns] = {}
         self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
         # --format impi-bin: the library's own table, the wins spliced in; where the default
         # is kept it keeps its own entries, so no stand-in is looked for
-        self.splicer = Splicer(mpi, max(placements, key=lambda p: p.np),
-                               {c: sorted(a) for c, a in catalog.algorithms.items()}) \
-            if out_format == "impi-bin" else None
+        self.splicer = self._splicer() if out_format == "impi-bin" else None
+
+    def _splicer(self) -> Splicer:
+        return Splicer(self.mpi, max(self.placements, key=lambda p: p.np),
+                       {c: sorted(a) for c, a in self.catalog.algorithms.items()})
 
     def _si(self, name: str, np: int) -> StandIns:
         return self.standins.setdefault((name, np), StandIns(name, np))
@@ -296,6 +272,24 @@ class ImpiSession(Session[IntelMPI]):
         si.prints = probes.prints(envs, asked, si.store, si.ctx)
         self._twins(name, np, ds, si.prints)
 
+    def _to_table(self) -> bool:
+        """Without --format, where the JSON file cannot carry the wins: the table from now
+        on, at --out's name with its suffix (False: --format said which, or no --out)."""
+        if not (self.auto and self.out_format == "impi" and self.out):
+            return False
+        self.splicer, self.out_format = self._splicer(), "impi-bin"
+        self.out = self.out.with_suffix(SUFFIX)
+        # the twins seen so far were of the sweep's choices; the table's wins are seen anew
+        self.notes = {TABLE_INSTEAD: None}
+        return True
+
+    def _json_drops(self, decisions: Decisions) -> bool:
+        """Whether the JSON file would leave a collective with confirmed wins to the library
+        (no preset stands in for its default where it was kept)."""
+        return any(self._rules(name, np, ds)[0] is None for name, per_np in decisions.items()
+                   for np, ds in per_np.items()
+                   if any(d.chosen.algorithm and d.verdict == "tuned" for d in ds))
+
     def _rules(self, name: str, np: int, ds: list[Decision]) -> tuple[Rules | None, str]:
         si = self._si(name, np)
         if self.splicer is not None:
@@ -313,7 +307,9 @@ class ImpiSession(Session[IntelMPI]):
 
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:
-        return self._rules(coll.name, placement.np, ds)[1]
+        why = self._rules(coll.name, placement.np, ds)[1]
+        # the table carries what the JSON file cannot: launch pairs then judge the table
+        return "" if why and self._to_table() else why
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
@@ -336,6 +332,8 @@ class ImpiSession(Session[IntelMPI]):
         """The tuning file at --out (merged into what it holds) and the profile beside it, or
         (--format impi-env) one profile of I_MPI_ADJUST_* variables."""
         t: Tuning = {}
+        if self._json_drops(decisions):
+            self._to_table()
         if self.splicer is not None:
             for name, per_np in decisions.items():
                 for np, ds in per_np.items():
@@ -343,6 +341,9 @@ class ImpiSession(Session[IntelMPI]):
         notes = list(self.notes)
         not_carried: dict[str, int] = {}
         for name, per_np in decisions.items():
+            unsaid = sum(bool(d.unexpressed) for ds in per_np.values() for d in ds)
+            if unsaid and not self.splicer:  # wins no launch judged: the JSON cannot say them
+                notes.append(table_route(self.out, name, unsaid, judged=False))
             if not any(d.chosen.algorithm for ds in per_np.values() for d in ds):
                 continue  # the default everywhere: nothing to write
             got = {np: self._rules(name, np, ds) for np, ds in per_np.items()}
@@ -359,30 +360,16 @@ class ImpiSession(Session[IntelMPI]):
                       and (n := self._si(name, np).note(ds))]
         summary["not_carried"] = not_carried
         out, table = self.out, self.splicer is not None
-        measured = ", ".join(str(n) for n in sorted({p.np for p in self.placements}))
-        if table:
-            notes.append(f"comm sizes: measured at {measured} ranks only; the table keeps "
-                         "Intel MPI's own entries for every other job size and ppn, and for "
-                         "every size where the default was kept; it replaces the table "
-                         "Intel MPI would load, so set it for jobs like the tuned ones "
-                         "(the same nodes and fabric)")
-        else:
-            notes.append(f"comm sizes: measured at {measured} ranks only; Intel MPI runs a "
-                         "file's rules at every job size (the first comm_size key at or above "
-                         "the job's, else the largest), so jobs of other sizes, "
-                         f"{max(p.np for p in self.placements) + 1} ranks and more included, "
-                         "run these rules unmeasured")
+        notes.append(comm_size_note(table, sorted({p.np for p in self.placements})))
         summary["impi"] = {"tuning_file": str(out) if out else None,
                            "rules": {c: {str(np): r.limits for np, r in per.items()}
                                      for c, per in t.items()},
-                           "seen": {f"{c} np={np}": {str(p): {str(s): describe(fp, c)
-                                                               for s, fp in per.items()}
-                                                      for p, per in si.prints.items()}
-                                    for (c, np), si in self.standins.items() if si.prints},
-                           "notes": notes}
+                           "seen": seen_summary({k: si.prints for k, si in
+                                                 self.standins.items()}), "notes": notes}
         summary["coll_han_excluded"] = False
         summary["wrote"] = {"what": "Intel MPI tuning " + ("table (its own, colltune's rules "
                                                              "spliced in)" if table else "file"),
+                            "path": str(out) if out else None,
                             "also": str(env_path(out)) if out else None,
                             "use": f"source {env_path(out) if out else 'PROFILE'} (sets "
                                    f"{BIN_VAR if table else impi_env.TUNING_VAR}) before "

@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import TypeVar
 
 from colltune import __version__
-from colltune.backends.base import write_file
+from colltune.backends.base import ExportRequest, Installable, write_file
+from colltune.backends.impi_proof import describe
 from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
+from colltune.backends.impi_standin import Prints
 from colltune.errors import ColltuneError, FormatError, read_bytes, read_text
+from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Tuning
+from colltune.rules.safe import check_env
 
 FORMATS = ("impi", "impi-env", "impi-bin")
 T = TypeVar("T")
@@ -184,11 +188,77 @@ def table_of(source: Path, prof: impi_env.ImpiProfile) -> Path:
     return source if source.suffix == SUFFIX else Path(prof.settings[BIN_VAR])
 
 
-def table_route(out: Path | None, name: str, wins: int) -> str:
+def table_route(out: Path | None, name: str, wins: int, judged: bool = True) -> str:
     """What writes the wins a JSON file cannot carry: the spliced table, and its cost."""
     dat = out.with_suffix(SUFFIX).name if out else f"tuning{SUFFIX}"
-    return (f"{name}: {wins} confirmed win(s) not written: the JSON file must name a preset "
-            "at every size, and none stands in for the library's default where it was kept. "
+    what = "confirmed win(s)" if judged else "win(s) of the sweep (not put to fresh launches)"
+    return (f"{name}: {wins} {what} not written: the JSON file must name a preset at every "
+            "size, and none stands in for the library's default where it was kept. "
             f"--format impi-bin --out {dat} writes them: Intel MPI's own table with these "
             "wins spliced in and its own entries everywhere else (it replaces the table "
             "Intel MPI loads, so use it for jobs like the tuned ones)")
+
+
+# without --format, where the JSON file would drop confirmed wins (docs/impi.md)
+TABLE_INSTEAD = ("the JSON tuning file could not carry every confirmed win (it names a preset "
+                 "at every size, and none stands in for the library's default where it was "
+                 f"kept): wrote Intel MPI's own table with the wins spliced in instead, at "
+                 f"--out's name with {SUFFIX} (--format impi writes the JSON file without them)")
+
+
+def comm_size_note(table: bool, nps: list[int]) -> str:
+    """What a file does at the job sizes it was not measured at."""
+    measured = ", ".join(map(str, nps))
+    if table:
+        return (f"comm sizes: measured at {measured} ranks only; the table keeps Intel MPI's "
+                "own entries for every other job size and ppn, and for every size where the "
+                "default was kept; it replaces the table Intel MPI would load, so set it for "
+                "jobs like the tuned ones (the same nodes and fabric)")
+    return (f"comm sizes: measured at {measured} ranks only; Intel MPI runs a file's rules at "
+            "every job size (the first comm_size key at or above the job's, else the "
+            f"largest), so jobs of other sizes, {max(nps) + 1} ranks and more included, run "
+            "these rules unmeasured")
+
+
+def seen_summary(prints: dict[tuple[str, int], Prints]) -> dict[str, object]:
+    """What the default and each preset were seen running, per collective, job size, preset
+    and message size, in words (the summary's `impi.seen`)."""
+    return {f"{c} np={np}": {str(p): {str(s): describe(fp, c) for s, fp in per.items()}
+                             for p, per in got.items()}
+            for (c, np), got in prints.items() if got}
+
+
+def installable(req: ExportRequest) -> Installable:
+    """The tuning file and a profile that names it (Intel MPI reads no parameter file),
+    or the profile of I_MPI_ADJUST_* variables alone."""
+    t, source, text = read_files(req.source)
+    where = req.home / ".config" / "colltune" if req.site is None else req.site
+    if source.adjusts():
+        prof = impi_env.ImpiProfile(
+            [f"Intel MPI collectives tuned by colltune: {req.stamp}",
+             "use: source this file before mpirun (no I_MPI_TUNING beside it)"],
+            source.adjusts())
+        impi_env.check(prof.settings)  # the rule lists' own grammar (impi_env.render: quoted)
+        env = check_env(dict(prof.settings), "the Intel MPI profile", quoted=True)
+        return Installable([Planned(destination(where / "colltune-impi.env"),
+                                    impi_env.render(prof), "Intel MPI environment profile")],
+                           env, "Intel MPI collectives tuned by colltune")
+    table = text is None  # a spliced table: installed with colltune's record of it
+    installed = destination(where / ("colltune-impi" + (SUFFIX if table else ".json")))
+    prof = impi_env.ImpiProfile(
+        [f"Intel MPI collectives tuned by colltune: {req.stamp}",
+         "use: source this file before mpirun (no I_MPI_ADJUST_* beside it)"],
+        {BIN_VAR if table else impi_env.TUNING_VAR: str(installed)})
+    env = check_env(dict(prof.settings), "the Intel MPI profile")
+    at = table_of(req.source, source) if table else None
+    data = read_bytes(at) if at else text  # read_files checked it is a table
+    assert data is not None
+    files = [Planned(record_of(installed), impi_table.render_rules(
+        *impi_table.parse_rules(read_text(record_of(at))), str(installed)),
+        "colltune's record of the rules in it")] if at else []
+    return Installable([Planned(installed, data, "Intel MPI tuning table (its own, "
+                                "colltune's rules spliced in)" if table else
+                                "Intel MPI tuning file (JSON)"), *files,
+                        Planned(destination(where / "colltune-impi.env"),
+                                impi_env.render(prof), "Intel MPI environment profile")],
+                       env, "Intel MPI collectives tuned by colltune")

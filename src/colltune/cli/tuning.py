@@ -173,7 +173,8 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
         # what the family wrote and how it is used: each Session.write says it
         also = f" and {wrote['also']}" if wrote.get("also") else ""
         use = f"; use: {wrote['use']}" if wrote.get("use") else ""
-        err.print(f"wrote {out_path} ({wrote['what']}){also}{use}",
+        where = wrote.get("path") or out_path  # a family may write another name (.dat)
+        err.print(f"wrote {where} ({wrote['what']}){also}{use}",
                   highlight=False, markup=False)
         for n in wrote.get("notes") or []:
             err.print(f"note: {n}", highlight=False, markup=False)

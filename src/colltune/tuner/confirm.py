@@ -201,7 +201,10 @@ def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement
     pending = [d for d in ds if d.chosen != DEFAULT]
     if not pending:
         return
-    if _same_arms(sess, coll, placement, ds):  # also from a store: nothing to launch
+    # the same arms: nothing to launch (also from a store), unless the session, asked why,
+    # turns to a file that can carry the choices (Intel MPI's table, without --format)
+    if _same_arms(sess, coll, placement, ds) and (
+            sess.unexpressed(coll, placement, ds) or _same_arms(sess, coll, placement, ds)):
         return _unexpressed(pending, ds, coll, placement, sess, rep)
     measured = sorted({m.size for m in store.measurements(ctx)})
     # a size-independent decision (size -1) is checked at every measured size
