@@ -92,3 +92,16 @@ def test_tune_drives_the_family_installed_at_the_prefix(tmp_path: Path, which: s
     assert registry.for_file(out).name == wanted
     chk = tune_cli("check", str(out), "--mpi", prefix)
     assert chk.returncode == 0, chk.stdout + chk.stderr
+
+
+def test_a_family_asked_for_where_another_is_installed_names_what_is_there(
+        tmp_path: Path) -> None:
+    """--format or --backend naming another family than the prefix holds: the error says
+    what the prefix does hold, and how to tune it."""
+    prefix = _stand_in_mvapich2(tmp_path)
+    for how in (["--format", "mpich"], ["--backend", "impi"]):
+        r = tune_cli("reduce", "--np", "2", "--mpi", str(prefix), *how, "--out",
+                     str(tmp_path / "x.json"))
+        assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
+        assert f"{prefix} holds MVAPICH2 2.3.7 (--backend mvapich2)" in r.stderr, r.stderr
+        assert "leave --backend and --format out" in r.stderr

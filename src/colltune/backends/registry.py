@@ -111,12 +111,13 @@ def resolve(backend: str | None, out_format: str | None, prefix: str | None,
     """The family a command drives, and a note when colltune chose among several: the
     --backend given; else the family that writes --format; else SMPI for --platform; else
     the family installed at --mpi PREFIX; else Open MPI (on PATH, or the wheel)."""
-    if backend is not None:
-        return for_format(backend, out_format), None
-    if out_format is not None:
-        return for_format(CHOICES[0], out_format), None
-    if platform is not None:
+    if platform is not None and backend is None and out_format is None:
         return "smpi", None
+    if backend is not None or out_format is not None:
+        name = for_format(backend or CHOICES[0], out_format)
+        if prefix is not None and platform is None:
+            _holds(name, prefix)
+        return name, None
     if prefix is None:
         return CHOICES[0], None
     found, why = found_at(prefix)
@@ -133,6 +134,22 @@ def resolve(backend: str | None, out_format: str | None, prefix: str | None,
     also = ", ".join(f"{m.name} {m.version} (--backend {n})" for n, m in others)
     return name, (f"note: {prefix} holds {mpi.name} {mpi.version} and {also}: this is "
                   f"{mpi.name}'s")
+
+
+def _holds(name: str, prefix: str) -> None:
+    """MPIError, naming what `prefix` holds, where it holds no installation of `name`."""
+    try:
+        BACKENDS[name].find(prefix)
+    except MPIError as e:
+        found, _ = found_at(prefix)
+        if not found:
+            raise
+        there = ", ".join(f"{m.name} {m.version} (--backend {n})" for n, m in found)
+        raise MPIError(f"{e.message}; {prefix} holds {there}",
+                       "leave --backend and --format out to tune what is there, or give "
+                       "the prefix of the MPI they name") from None
+    except ColltuneError:  # a family found by other means (SMPI): its own open says
+        return
 
 
 def for_file(path: Path) -> Backend[Any]:
