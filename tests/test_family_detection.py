@@ -105,3 +105,15 @@ def test_a_family_asked_for_where_another_is_installed_names_what_is_there(
         assert r.returncode == 3 and "Traceback" not in r.stderr, r.stderr
         assert f"{prefix} holds MVAPICH2 2.3.7 (--backend mvapich2)" in r.stderr, r.stderr
         assert "leave --backend and --format out" in r.stderr
+
+
+
+def test_compare_takes_a_prefix_alone(tmp_path: Path) -> None:
+    """`tune compare --lib PREFIX[=FILE]`: the family installed there, as tune takes it
+    (an arm named by its family, as before, is left as it is)."""
+    from colltune.cli.compare import _with_family
+
+    prefix = str(_stand_in_mvapich2(tmp_path))
+    assert _with_family(prefix) == f"mvapich2:{prefix}"
+    assert _with_family(f"{prefix}=p.conf") == f"mvapich2:{prefix}=p.conf"
+    assert _with_family("openmpi:/usr") == "openmpi:/usr"

@@ -32,10 +32,11 @@ def compare_cmd(
     program: list[str] = typer.Argument(None, metavar="[-- PROGRAM ARGS...]",
                                         help="A program (no launcher) each library "
                                              "launches: its wall time is the objective."),
-    libs: list[str] = typer.Option([], "--lib", help="BACKEND[:PREFIX][=FILE], once per "
-                                                     "arm; the first is the baseline. FILE: "
-                                                     "a tune runtime --out file or a rules "
-                                                     "file for that library."),
+    libs: list[str] = typer.Option([], "--lib", help="BACKEND[:PREFIX][=FILE] or PREFIX"
+                                                     "[=FILE] (the family installed there), "
+                                                     "once per arm; the first is the "
+                                                     "baseline. FILE: a tune runtime --out "
+                                                     "file or a rules file for that library."),
     np: int = typer.Option(4, "--np", help="Ranks."),
     collective: str | None = typer.Option(None, "--collective",
                                           help="Objective: this collective's time per call "
@@ -82,7 +83,7 @@ def compare_cmd(
         if metric is not None and collective is not None:
             raise ColltuneError("--metric reads what a program prints",
                                 "use it with -- PROGRAM, not --collective")
-        arms = [cmp.arm(s, registry.named) for s in libs]
+        arms = [cmp.arm(_with_family(s), registry.named) for s in libs]
         with jobdir.temporary(prefix="colltune-compare-") as tmp:
             def objective(a: cmp.Arm) -> Objective:
                 if collective is not None:
@@ -132,3 +133,13 @@ def _show(res: list, what: str) -> None:  # type: ignore[type-arg]
                                                                 seen.items()),
                       highlight=False, markup=False)
     out.print(summary(res), highlight=False, markup=False)
+
+
+def _with_family(spec: str) -> str:
+    """`PREFIX[=FILE]` (a path) as `FAMILY:PREFIX[=FILE]`, the family installed there."""
+    lib, eq, file = spec.partition("=")
+    if not lib.startswith(("/", ".", "~")):
+        return spec
+    from colltune.backends import registry
+
+    return f"{registry.resolve(None, None, lib)[0]}:{lib}{eq}{file}"
