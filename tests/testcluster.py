@@ -202,6 +202,10 @@ class Cluster:
             f"SlurmctldLogFile={logs}/slurmctld.log", f"SlurmdLogFile={logs}/slurmd-%n.log",
             "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5",
             "SchedulerParameters=sched_interval=1",
+            # sbatch --wait polls after 2, 8, then every 32 s while a poll is under half
+            # MinJobAge (300 s by default): a 10 s job was seen done after 42 s. At 4 it
+            # polls every 2 s; a finished job's record still outlives two polls
+            "MinJobAge=4",
             f"NodeName=node[1-{self.nodes}] NodeAddr={SUBNET}.[1-{self.nodes}] CPUs=2 "
             "RealMemory=2000 State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP "
