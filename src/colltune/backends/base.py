@@ -336,8 +336,7 @@ class Session(ABC, Generic[M]):
     def unexpressed(self, coll: Collective, placement: Placement, ds: list[Decision]
                     ) -> str:
         """Why the family's file cannot carry `ds` (its arms would launch the library's
-        default twice); "" where the family does not know, or has just turned to a file
-        that can (the caller asks for the arms again)."""
+        default twice); "" if it does not know, or just turned to a file that can carry it."""
         return ""
 
     @abstractmethod
