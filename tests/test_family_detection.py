@@ -89,8 +89,10 @@ def test_tune_drives_the_family_installed_at_the_prefix(tmp_path: Path, which: s
                  "--out", str(out), *FAST)
     assert r.returncode == 0, r.stderr[-3000:]
     wanted = "impi" if which == "impi" else "mpich"
-    assert registry.for_file(out).name == wanted
-    chk = tune_cli("check", str(out), "--mpi", prefix)
+    # Intel MPI writes its own table instead where the JSON file cannot carry a win
+    written = out if out.exists() or which != "impi" else out.with_suffix(".dat")
+    assert registry.for_file(written).name == wanted
+    chk = tune_cli("check", str(written), "--mpi", prefix)
     assert chk.returncode == 0, chk.stdout + chk.stderr
 
 

@@ -227,7 +227,8 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
     never an I_MPI_ADJUST_*; the same decisions written as I_MPI_ADJUST_* variables
     (--format impi-env) hold the same rules and are obeyed too."""
     out, summ = tmp_path / "g.json", tmp_path / "s.json"
-    r = tune_cli("gather", "--backend", "impi", "--mpi", str(impi.prefix), "--np", "4",
+    # --format impi: the JSON file even where only Intel MPI's table could carry a win
+    r = tune_cli("gather", "--format", "impi", "--mpi", str(impi.prefix), "--np", "4",
                  "--sizes", "8,64K", "--boundaries", "midpoint", "--out", str(out),
                  "--summary-json", str(summ), "--db", str(tmp_path / "db.sqlite"), "-q")
     assert r.returncode == 0, r.stderr + r.stdout
