@@ -126,7 +126,7 @@ def resolve(backend: str | None, out_format: str | None, prefix: str | None,
         raise MPIError(f"no MPI colltune drives at {prefix} (PREFIX): "
                        + "; ".join(w.replace(str(Path(prefix).expanduser().resolve()), "PREFIX")
                                    .replace(prefix.rstrip("/"), "PREFIX") for w in why),
-                       "pass the prefix of an Open MPI, MPICH, MVAPICH2 or Intel MPI "
+                       "pass --mpi the prefix of an Open MPI, MPICH, MVAPICH2 or Intel MPI "
                        "installation (the directory holding bin/)")
     (name, mpi), *others = found
     if not others:

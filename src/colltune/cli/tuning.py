@@ -126,6 +126,23 @@ def _family(backend: str | None, out_format: str | None, mpi: str | None,
     return name
 
 
+def _script_family(backend: str | None, out_format: str | None, mpi: str | None,
+                   platform: Path | None) -> str:
+    """The family a batch script's plan is counted for: as tune finds it, or, where --mpi
+    is not installed here (a prefix only the compute nodes have, a module the job loads),
+    as if no prefix were given; the job finds its MPI itself."""
+    from colltune.errors import MPIError
+
+    try:
+        return registry.resolve(backend, out_format, mpi, platform)[0]
+    except MPIError:
+        name = registry.resolve(backend, out_format, None, platform)[0]
+        err.print(f"note: no MPI at {mpi} here: the script's time limit counts {name}'s "
+                  "algorithms; the job finds the MPI at that prefix itself",
+                  highlight=False, markup=False)
+        return name
+
+
 def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
               db: Path | None, sizes: str | None, segsizes: str | None,
               strategy: str, sweep: str, rules_version: int | None, from_db: bool,
@@ -361,8 +378,8 @@ def _make_tune_command(name: str) -> None:
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np, sizes, segsizes, params, nodes, ppn, point_time,
-                                slurm_script, _family(backend, out_format, mpi, platform),
-                                tune_han)
+                                slurm_script, _script_family(backend, out_format, mpi,
+                                                             platform), tune_han)
             return
         _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
                   rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
