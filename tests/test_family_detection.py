@@ -80,7 +80,7 @@ def test_tune_drives_the_family_installed_at_the_prefix(tmp_path: Path, which: s
     """No --backend, no --format: MPICH 5.0.2's prefix gives MPICH's tuning file, as its
     reader reads it. (Intel MPI's prefix goes the same way through registry.resolve, named
     above; its tune with no --format is tests/test_impi_replay.py's table test: 17 s more
-    here bought nothing the two do not show.) "impi" is accepted as a parameter."""
+    here bought nothing the two do not show.)"""
     prefix = MPICH_PREFIXES["mpich50"] if which == "mpich50" else IMPI_PREFIX
     if prefix is None or not Path(prefix).is_dir():
         if os.environ.get("CI"):
