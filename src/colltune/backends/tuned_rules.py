@@ -41,6 +41,7 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination, write_atomic
 from colltune.rules import ompi_classic as rules
+from colltune.rules import ompi_v6
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID, CommRule, MsgRule
 from colltune.rules.safe import check_env
 
@@ -121,17 +122,20 @@ class TunedRulesBackend(Backend[T]):
                           "segsize": r.segsize, "max_requests": r.maxreq}})
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        valid, allow_v2 = None, None
+        valid, allow_v2, major = None, None, None
         if version:
-            allow_v2 = supports_rules_v2(tuple(int(x) for x in re.findall(r"\d+", version)[:3]))
+            parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+            allow_v2, major = supports_rules_v2(parts), parts[0] if parts else None
         elif mpi:
             inst = find_openmpi(mpi)
-            allow_v2 = supports_rules_v2(inst.version_tuple)
+            allow_v2, major = supports_rules_v2(inst.version_tuple), inst.version_tuple[0]
             valid = valid_algorithms(read_catalog(inst))
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
         fmt = "rule-file-version-2" if rf.version == 2 else "classic"
         n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
         warnings = rules.coverage_warnings(rf)  # Open MPI reads the file: not errors
+        if major is not None and major >= 6:  # its reader gives sections another meaning
+            warnings += ompi_v6.v6_warnings(rf)
         return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)", {
             "format": fmt,
             "collectives": {(NAME_BY_ID[cid] if cid in NAME_BY_ID
