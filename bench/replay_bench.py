@@ -14,11 +14,15 @@ expected-improvement rule stops it).
 from __future__ import annotations
 
 import argparse
+import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from colltune.tuner.bayes import BayesSettings
-from colltune.tuner.replay import ReplayScore, load, run_bayes, run_race
+
+# what only tests and benchmarks use lives beside the tests (issue 63)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from replay_data import ReplayScore, load, run_bayes, run_race  # noqa: E402
 
 
 def _one(job: tuple[str, str, int, float | None]) -> tuple[str, str, int, ReplayScore]:

@@ -16,8 +16,9 @@ from colltune.core.records import Decision
 from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
-from colltune.tuner.confirm import ABSamples, confirm_decisions, judge
+from colltune.tuner.confirm import ABSamples, confirm_decisions
 from colltune.tuner.measure import Reporter, context_for
+from judges import judge
 
 
 def _ab(rng: random.Random, tuned_factor: list[float], n: int = 30) -> ABSamples:

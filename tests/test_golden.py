@@ -21,9 +21,9 @@ from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for
-from colltune.tuner.replay import load
 from colltune.tuner.run import tune
 from conftest import get_mpi
+from replay_data import load
 
 DATA = Path(__file__).parent.parent / "bench" / "data"
 GOLDEN = Path(__file__).parent / "golden"

@@ -12,7 +12,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.stats import bootstrap_median_ci
 from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Point, RaceSettings, race
-from colltune.tuner.replay import load, replay_measure, run_bayes, run_race
+from replay_data import load, replay_measure, run_bayes, run_race
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 

@@ -14,8 +14,9 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.store import Context, Store
 from colltune.store.schema import SCHEMA
-from colltune.tuner.confirm import ABSamples, judge
+from colltune.tuner.confirm import ABSamples
 from colltune.tuner.decide import decide
+from judges import judge
 
 NONOVERLAPPING = Config(2)
 SIZES = (262144, 524288, 1048576)

@@ -3,6 +3,7 @@ kernel, the store, the tuner and the writers pass between them."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 
 from colltune.core.catalog import Catalog
@@ -121,3 +122,15 @@ class Decision:
         d["verdict"] = self.verdict
         d["confirmations"] = [{**asdict(v), "speedup": v.speedup} for v in self.confirmations]
         return d
+
+
+def json_ready(x: object) -> object:
+    """`x` with every NaN or infinity as null: JSON has neither (a cell of one launch pair
+    has no interval), and colltune's own readers refuse them."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: json_ready(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [json_ready(v) for v in x]
+    return x

@@ -18,6 +18,7 @@ from colltune.backends import registry
 from colltune.backends.base import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
+from colltune.core.records import json_ready
 from colltune.core.space import sizes_for
 from colltune.core.stats import median, median_ci
 from colltune.core.toolchain import Installation
@@ -340,17 +341,6 @@ def _judge_step(mpi: Installation, placement: Placement, arms: Arms, coll: Colle
             for c in _size_checks(res, lambda s: what, lambda s: 0, set())]
 
 
-def _finite(x: object) -> object:
-    """JSON has no NaN or infinity (and colltune's own reader refuses them): null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_finite(v) for v in x]
-    return x
-
-
 def report_json(rep: VerifyReport) -> str:
     import json
     from dataclasses import asdict
@@ -362,4 +352,4 @@ def report_json(rep: VerifyReport) -> str:
            "design": asdict(rep.design),
            "collectives": [{**asdict(c), "speedup": c.speedup, "osu_speedup": c.osu_speedup}
                            for c in rep.checks]}
-    return json.dumps(_finite(doc), indent=2, allow_nan=False) + "\n"
+    return json.dumps(json_ready(doc), indent=2, allow_nan=False) + "\n"
