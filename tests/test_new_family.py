@@ -278,3 +278,18 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     assert "dummy (a dummy tuning file)" in registry.backend_help()
     assert "dummy (a dummy tuning file)" in registry.format_help()
     assert "a dummy tuning file" in registry.outputs_help()
+
+
+def test_a_refusal_names_the_families_that_can_from_the_registry() -> None:
+    """Issue 63: hand-written lists of families went stale (tune profile's left out Intel
+    MPI, tune runtime's MVAPICH2); the hints now come from the registry."""
+    from colltune.backends.base import who_can
+    from colltune.backends.registry import BACKENDS, CHOICES
+
+    finders = [n for n in CHOICES if n != "smpi"]
+    assert who_can("find") == "use --backend " + ", ".join(finders[:-1]) + " or " + \
+        finders[-1]
+    assert "mvapich2" in who_can("runtime_knobs") and "impi" not in who_can("runtime_knobs")
+    with pytest.raises(ColltuneError) as e:
+        BACKENDS["smpi"].find("/usr")
+    assert e.value.hint == who_can("find")

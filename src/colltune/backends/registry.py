@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from colltune.backends import base
 from colltune.backends.base import Backend
 from colltune.backends.han_backend import HanBackend
 from colltune.backends.impi_backend import ImpiBackend
@@ -33,6 +34,15 @@ RENAMES.extend(Rename(b.owns, b.stored_names) for b in BACKENDS.values() if b.st
 
 # what --backend offers; coll/han is Open MPI's, chosen with --tune-han
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
+
+
+def having(method: str) -> list[str]:
+    """The --backend names whose family has `method` of its own (not the base's refusal)."""
+    return [n for n in CHOICES
+            if getattr(type(BACKENDS[n]), method, None) is not getattr(Backend, method, None)]
+
+
+base.FAMILIES_WITH = having  # the hints of the base's refusals name these
 
 
 def backend_help() -> str:
