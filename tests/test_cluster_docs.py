@@ -5,6 +5,7 @@ home, with colltune on PATH and nothing else set."""
 from __future__ import annotations
 
 import re
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -44,6 +45,13 @@ def test_every_bash_block_of_the_cluster_walkthrough_runs(cluster: Cluster) -> N
     # the module's setting reached a job's ranks on both nodes, and left with the unload
     assert f"node1: {rules}" in r.stdout and f"node2: {rules}" in r.stdout, r.stdout[-2000:]
     assert "OMPI_MCA_coll_tuned_dynamic_rules_filename=unset" in r.stdout
-    # the batch job launched with srun, which got the PMI (its output: beside the script)
-    job_out = "".join(p.read_text() for p in work.glob("colltune-reduce-*.out"))
-    assert "note: srun --mpi=pmix" in job_out, job_out[-2000:]
+    # the batch job, submitted from the home directory, ran in $WORK (its rules file is
+    # there) and launched with srun, which got the PMI: Slurm has MpiDefault=none, so srun
+    # needs --mpi, and colltune picked pmix (what Open MPI 4.1.4 was built with, offered by
+    # `srun --mpi=list`) and said so in the job's output (where sbatch ran); 2 ranks a node
+    job_out = "".join(p.read_text() for p in cluster.home.glob("colltune-reduce-*.out"))
+    assert "note: srun --mpi=pmix: this MPI was built for pmix" in job_out, job_out[-2000:]
+    con = sqlite3.connect(work / "colltune.db")
+    assert con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements").fetchall() == [
+        (4, 2, 2)]
+    con.close()

@@ -212,34 +212,8 @@ def test_ranks_started_without_a_pmi_are_named(cluster: Cluster) -> None:
     assert "Traceback" not in r.stderr
 
 
-def test_the_slurm_script_runs_under_sbatch(cluster: Cluster) -> None:
-    """`--slurm-script` writes a batch script; sbatch runs it as written, from another
-    directory, and the rules file lands where the user asked; inside the job tune starts
-    its ranks through srun with the PMI the MPI was built for."""
-    work = _work(cluster, "sbatch")
-    env = _env(cluster)
-    r = cluster.on("node1", _tune("reduce", "--np", "4", "--nodes", "2", "--ppn", "2",
-                                  "--mpi", "/usr", "--sizes", "8,64K", "--db", "db.sqlite",
-                                  "--out", "b.conf", "--confirm-rounds", "0",
-                                  "--slurm-script", "job.sh", *FAST), env=env, cwd=work)
-    assert r.returncode == 0, r.stderr
-    (work / "elsewhere").mkdir(exist_ok=True)
-    start = time.monotonic()
-    s = cluster.on("node1", ["sbatch", "--wait", "../job.sh"], env=env,
-                   cwd=work / "elsewhere", timeout=300)
-    took = time.monotonic() - start
-    out = "".join(p.read_text() for p in (work / "elsewhere").glob("*.out"))
-    assert s.returncode == 0, s.stderr + out[-2000:]
-    assert (work / "b.conf").is_file(), out[-2000:]
-    print(f"sbatch to rules file: {took:.1f} s")
-    # inside the job, tune launched through srun: Slurm has MpiDefault=none, so srun needs
-    # --mpi; colltune picked pmix (what Open MPI 4.1.4 was built with, offered by `srun
-    # --mpi=list`) and said so; the ranks ran 2 a node
-    assert "srun --mpi=pmix: this MPI was built for pmix" in out, out[-2000:]
-    con = sqlite3.connect(work / "db.sqlite")
-    assert con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements").fetchall() == [
-        (4, 2, 2)]
-    con.close()
+# `--slurm-script` under sbatch, submitted from another directory, its ranks started
+# through srun with the PMI picked: tests/test_cluster_docs.py runs docs/cluster.md's job
 
 
 FORCE = "1\n11\n1\n4\n1\n0 4 0 0\n"  # reduce at 4 ranks: binary tree at every size
