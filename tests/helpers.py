@@ -90,6 +90,18 @@ class _Zygote:
                                                _text(out), _text(err))
 
 
+def foreign_database(path: Path, table: str) -> bytes:
+    """An SQLite database that is not a colltune store (one table of its own), and its
+    bytes, to show a command left it as it was."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute(f"CREATE TABLE {table} (x)")
+    con.commit()
+    con.close()
+    return path.read_bytes()
+
+
 def _text(path: Path) -> str:
     """A captured stream decoded as subprocess.run(text=True) decodes it (the locale's
     encoding, universal newlines)."""

@@ -19,7 +19,7 @@ from colltune.outputs.export import _modules
 from colltune.rules import mpich_env
 from colltune.rules.safe import SAFE_VALUE, check_env
 from conftest import missing
-from helpers import module_env, tune_cli
+from helpers import foreign_database, module_env, tune_cli
 
 EXAMPLES = int(os.environ.get("COLLTUNE_FUZZ_EXAMPLES", "150"))
 RULES = "1\n7\n1\n4\n1\n0 1 0 0\n"  # reduce, linear at every size
@@ -253,14 +253,9 @@ def test_report_names_from_store_text_stay_inside_out_and_links_are_refused(
 
 
 def test_read_only_commands_never_write_a_store(tmp_path: Path) -> None:
-    import sqlite3
 
     foreign = tmp_path / "foreign.db"
-    con = sqlite3.connect(foreign)
-    con.execute("CREATE TABLE mine (x)")
-    con.commit()
-    con.close()
-    before = foreign.read_bytes()
+    before = foreign_database(foreign, "mine")
     for argv in (["show"], ["report", "--out", str(tmp_path / "r")], ["model", "show"]):
         r = tune_cli(*argv, "--db", str(foreign))
         assert r.returncode != 0 and "not a colltune measurement store" in r.stderr, r.stderr

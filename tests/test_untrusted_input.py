@@ -15,7 +15,7 @@ import pytest
 from colltune.core.config import Config
 from colltune.core.records import PointResult
 from colltune.store import Context, Store
-from helpers import tune_cli
+from helpers import foreign_database, tune_cli
 
 EVIL_TOOLS = ("ompi_info", "mpichversion", "mpichversion.mpich", "mpicc", "mpirun",
               "mpiexec", "mpiexec.hydra", "mpiname")
@@ -197,7 +197,6 @@ def test_a_planted_store_link_or_a_foreign_database_is_never_written(ompi41: obj
     writing command left the victim in WAL mode with colltune's tables; a link to a
     missing path made a store there. Refused now, before anything is written; so is
     another program's database given directly."""
-    import sqlite3
 
     from test_osu_import import _osu
 
@@ -206,11 +205,7 @@ def test_a_planted_store_link_or_a_foreign_database_is_never_written(ompi41: obj
     g.mkdir()
     g.chmod(0o1777)
     victim = tmp_path / "victim.sqlite"
-    con = sqlite3.connect(victim)
-    con.execute("CREATE TABLE accounts (name TEXT)")
-    con.commit()
-    con.close()
-    before = victim.read_bytes()
+    before = foreign_database(victim, "accounts")
     missing = tmp_path / "nowhere" / "made.db"
     for db, why in ((g / "colltune.db", "is a symbolic link"),
                     (g / "dangling.db", "is a symbolic link"),
