@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi
+from colltune.backends.openmpi.install import find_openmpi
 from colltune.collectives import get_collective
 from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions

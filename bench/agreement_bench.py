@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.openmpi import (
+from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     OpenMPI,
     dynamic_env,

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from scipy import stats
 
-from colltune.backends.impi import catalog, find_impi
+from colltune.backends.impi.install import catalog, find_impi
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.space import sizes_for

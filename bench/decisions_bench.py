@@ -25,7 +25,8 @@ from pathlib import Path
 from agreement_bench import build_apploop
 
 from colltune.backends import registry
-from colltune.backends.openmpi import (
+from colltune.backends.openmpi.applied import rule_at
+from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     OpenMPI,
     dynamic_env,
@@ -33,7 +34,6 @@ from colltune.backends.openmpi import (
     launch_command,
     launch_env,
 )
-from colltune.backends.openmpi_applied import rule_at
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT
 from colltune.core.space import sizes_for

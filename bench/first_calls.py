@@ -22,7 +22,7 @@ from pathlib import Path
 
 from impi_vs_mpitune import build_loop, clean_env
 
-from colltune.backends.impi import find_impi, launch_command
+from colltune.backends.impi.install import find_impi, launch_command
 from colltune.launchers import Launch
 from colltune.slots import place
 

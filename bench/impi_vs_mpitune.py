@@ -42,9 +42,9 @@ from pathlib import Path
 
 from scipy import stats
 
-from colltune.backends.impi import IntelMPI, find_impi, launch_command, launch_env
-from colltune.backends.impi import catalog as impi_catalog
-from colltune.backends.impi_splice import Splicer, dump, record_of
+from colltune.backends.impi.install import IntelMPI, find_impi, launch_command, launch_env
+from colltune.backends.impi.install import catalog as impi_catalog
+from colltune.backends.impi.splice import Splicer, dump, record_of
 from colltune.core.clock import describe
 from colltune.core.space import parse_sizes
 from colltune.core.stats import holm

@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi, read_catalog
+from colltune.backends.openmpi.install import find_openmpi, read_catalog
 from colltune.collectives import get_collective
 from colltune.core.stats import median
 from colltune.models.calibrate import calibrate

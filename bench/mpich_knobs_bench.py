@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from colltune.backends import mpich as mb
+from colltune.backends.mpich import install as mb
 from colltune.core.config import Config
 from colltune.kernel.build import build_kernel
 

@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends import mvapich2 as m2
+from colltune.backends.mvapich2 import install as m2
 from colltune.core.config import DEFAULT
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel

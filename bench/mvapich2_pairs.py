@@ -20,7 +20,7 @@ import math
 import os
 import statistics
 
-from colltune.backends import mvapich2 as m2
+from colltune.backends.mvapich2 import install as m2
 from colltune.core.space import parse_sizes
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel

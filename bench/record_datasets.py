@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi, wheel_bindir
+from colltune.backends.openmpi.install import find_openmpi, wheel_bindir
 
 SETTINGS = ["--min-reps", "20", "--max-reps", "200", "--rel-ci", "0.02", "--point-time",
             "0.1", "--confirm-rounds", "0", "--quiet"]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bands_bench import tune_once
 
-from colltune.backends.impi import catalog, find_impi
+from colltune.backends.impi.install import catalog, find_impi
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT
 from colltune.core.space import parse_sizes, sizes_for

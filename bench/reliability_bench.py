@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi, read_catalog, wheel_bindir
+from colltune.backends.openmpi.install import find_openmpi, read_catalog, wheel_bindir
 from colltune.collectives import get_collective
 from colltune.core.catalog import MAXREQ
 from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at

@@ -35,8 +35,8 @@ from scipy import stats
 
 from colltune.apploop.profile import profiled_run
 from colltune.apploop.runtime import applied
-from colltune.backends import openmpi_runtime as rt
-from colltune.backends.openmpi import OpenMPI, find_openmpi, launch_env
+from colltune.backends.openmpi import runtime as rt
+from colltune.backends.openmpi.install import OpenMPI, find_openmpi, launch_env
 from colltune.backends.registry import named
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")

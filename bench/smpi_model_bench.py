@@ -25,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from colltune.backends import smpi
+from colltune.backends.smpi import install as smpi
 from colltune.collectives import get_collective
 from colltune.launchers import Launch
 from colltune.models.collfit import Observation, fit_on_collectives

@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bands_bench import tune_once  # noqa: E402
 
-from colltune.backends.impi import find_impi  # noqa: E402
+from colltune.backends.impi.install import find_impi  # noqa: E402
 
 FORMATS = {"json": ([], "f.json"), "impi-bin": (["--format", "impi-bin"], "f.dat")}
 

@@ -24,9 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from impi_vs_mpitune import build_loop, judge, loop  # noqa: E402
 
-from colltune.backends import impi  # noqa: E402
-from colltune.backends.impi_files import write_table  # noqa: E402
-from colltune.backends.impi_splice import Splicer  # noqa: E402
+from colltune.backends.impi import install as impi  # noqa: E402
+from colltune.backends.impi.files import write_table  # noqa: E402
+from colltune.backends.impi.splice import Splicer  # noqa: E402
 from colltune.rules.impi_tuning import LIBRARY, Rules  # noqa: E402
 from colltune.slots import Launch, place  # noqa: E402
 

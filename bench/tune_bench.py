@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from colltune.backends.openmpi import find_openmpi, wheel_bindir
+from colltune.backends.openmpi.install import find_openmpi, wheel_bindir
 from colltune.collectives import get_collective
 from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions

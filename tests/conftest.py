@@ -13,10 +13,10 @@ from typing import NoReturn
 import pytest
 
 import testcluster
-from colltune.backends.impi import IntelMPI, find_impi
-from colltune.backends.mpich import MPICH, find_mpich
-from colltune.backends.mvapich2 import MVAPICH2, find_mvapich2
-from colltune.backends.openmpi import OpenMPI, find_openmpi, wheel_bindir
+from colltune.backends.impi.install import IntelMPI, find_impi
+from colltune.backends.mpich.install import MPICH, find_mpich
+from colltune.backends.mvapich2.install import MVAPICH2, find_mvapich2
+from colltune.backends.openmpi.install import OpenMPI, find_openmpi, wheel_bindir
 from colltune.errors import ColltuneError
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from colltune.backends.openmpi import OpenMPI
+    from colltune.backends.openmpi.install import OpenMPI
 
 
 def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600

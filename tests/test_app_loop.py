@@ -15,8 +15,8 @@ import pytest
 
 from colltune.apploop.app import plan
 from colltune.apploop.appverify import judge
-from colltune.backends.openmpi import OpenMPI
-from colltune.backends.openmpi_applied import rule_at
+from colltune.backends.openmpi.applied import rule_at
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import COLLTYPE

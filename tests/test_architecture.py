@@ -77,10 +77,17 @@ def _imports(path: Path, mods: dict[str, Path], typing: bool = False) -> set[str
 
 
 def _folder(mod: str) -> str:
-    """The folder a module lives in (colltune.tuner.run -> colltune.tuner); a loose module
-    of the package root is its own room."""
+    """The room a module lives in: its folder (colltune.tuner.run -> colltune.tuner, a
+    family's colltune.backends.impi.files -> colltune.backends.impi). A loose module of the
+    package root, or of a folder that holds packages (backends/base.py, registry.py beside
+    the families), is its own room."""
     parts = mod.split(".")
-    return ".".join(parts[:2])
+    path = SRC.parent.joinpath(*parts)
+    if path.is_dir() or len(parts) <= 2:
+        return ".".join(parts[:2]) if len(parts) <= 2 else mod
+    parent = path.parent
+    holds_packages = any((d / "__init__.py").exists() for d in parent.iterdir() if d.is_dir())
+    return mod if holds_packages else ".".join(parts[:-1])
 
 
 def test_imports_run_downward_and_never_in_a_circle() -> None:
@@ -165,11 +172,9 @@ def _family_names() -> tuple[list[str], list[str]]:
     names = sorted(set(registry.BACKENDS) | set(registry.CHOICES) | {"han"})
     classes = set()
     for b in registry.BACKENDS.values():
-        for mod in {type(b).__module__, type(b).__module__.removesuffix("_backend")}:
-            try:
-                m = importlib.import_module(mod)
-            except ImportError:
-                continue
+        package = type(b).__module__.rsplit(".", 1)[0]  # the family's folder
+        for mod in sorted(m for m in _modules() if m.startswith(package + ".")):
+            m = importlib.import_module(mod)
             fields = lambda c: getattr(c, "__dataclass_fields__", {})  # noqa: E731
             classes |= {n for n, c in inspect.getmembers(m, inspect.isclass)
                         if c.__module__ == mod and (issubclass(c, Catalog)

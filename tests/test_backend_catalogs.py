@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import mpich as mpich_backend
 from colltune.backends import registry
+from colltune.backends.mpich import install as mpich_backend
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
 from colltune.kernel.build import build_kernel

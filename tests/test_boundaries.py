@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
@@ -114,7 +114,7 @@ def test_a_switch_fresh_launches_refute_costs_no_boundary_round(ompi41: OpenMPI,
     nothing and the store gains no point. Confirmed ("faster"), tune measures between."""
     import random
 
-    from colltune.backends.openmpi import read_catalog
+    from colltune.backends.openmpi.install import read_catalog
     from colltune.core.config import DEFAULT
     from colltune.core.records import PointResult, Verdict
     from colltune.core.space import configurations, useful_at

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.slots import place
@@ -314,7 +314,7 @@ def test_sizes_with_from_db_are_honoured(tmp_path: Path) -> None:
     import json
     import random
 
-    from colltune.backends.openmpi import find_openmpi
+    from colltune.backends.openmpi.install import find_openmpi
     from colltune.collectives import get_collective
     from colltune.core.config import DEFAULT, Config
     from colltune.core.records import PointResult

@@ -68,7 +68,7 @@ def test_the_nodes_do_not_share_tmp(cluster: Cluster) -> None:
 def test_the_plan_reaches_every_rank_from_rank_0(cluster: Cluster) -> None:
     """The kernel's plan in node 1's /tmp, which node 2 cannot open: the job still measures,
     because only rank 0 reads it and sends it to the others."""
-    from colltune.backends.openmpi import find_openmpi
+    from colltune.backends.openmpi.install import find_openmpi
     from colltune.kernel.build import build_kernel
 
     env = _env(cluster)
@@ -301,7 +301,7 @@ def test_open_mpi_5_runs_han_across_nodes_unless_excluded(cluster: Cluster) -> N
     node (2 per call here); with han in place, han reduces inside that node first and only
     its leader's block crosses (1 per call): the link's byte counter tells them apart.
     (`--tune-han` across these nodes: tests/test_han.py.)"""
-    from colltune.backends.openmpi import dynamic_env, forcing_vars, read_catalog
+    from colltune.backends.openmpi.install import dynamic_env, forcing_vars, read_catalog
     from colltune.kernel.build import build_kernel
     from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
     from conftest import get_mpi

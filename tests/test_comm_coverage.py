@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, builtin_catalog, read_catalog
-from colltune.backends.openmpi_applied import forced, under_rules
-from colltune.backends.tuned_rules import build_rules
+from colltune.backends.openmpi.applied import forced, under_rules
+from colltune.backends.openmpi.install import OpenMPI, builtin_catalog, read_catalog
+from colltune.backends.openmpi.tuned_rules import build_rules
 from colltune.collectives import get_collective
 from colltune.core.catalog import SEG
 from colltune.core.config import DEFAULT, Config

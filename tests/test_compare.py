@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import openmpi_runtime as rt
-from colltune.backends.mpich import MPICH
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.mpich.install import MPICH
+from colltune.backends.openmpi import runtime as rt
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.errors import ColltuneError, MPIError
 from conftest import get_mpi, get_mpich, missing
 from helpers import tune_cli

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import registry
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.core.clock import PAIRS, clocked, stage
 from colltune.core.config import DEFAULT, Config

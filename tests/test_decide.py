@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from colltune.backends.openmpi import builtin_catalog
-from colltune.backends.tuned_rules import section
+from colltune.backends.openmpi.install import builtin_catalog
+from colltune.backends.openmpi.tuned_rules import section
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import DEFAULT, Config

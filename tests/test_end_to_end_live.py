@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, read_catalog
-from colltune.backends.openmpi_applied import forced, under_rules
+from colltune.backends.openmpi.applied import forced, under_rules
+from colltune.backends.openmpi.install import OpenMPI, read_catalog
 from colltune.collectives import get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG
 from colltune.core.config import Config
@@ -141,8 +141,8 @@ def test_writer_output_for_segmented_and_fanout_rules_is_obeyed(
         ompi: OpenMPI, coll_name: str, choices: dict[int, Config], tmp_path: Path) -> None:
     """Non-default configurations (segment sizes, chain fanouts) go through the same writer
     as `tune`, whatever the timings of the day choose, and Open MPI must run exactly them."""
-    from colltune.backends.openmpi_backend import choose_rules_version
-    from colltune.backends.tuned_rules import build_rules, section
+    from colltune.backends.openmpi.backend import choose_rules_version
+    from colltune.backends.openmpi.tuned_rules import build_rules, section
     from colltune.core.records import Decision
 
     cat = read_catalog(ompi)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, read_catalog
-from colltune.backends.openmpi_applied import forced, traffic
+from colltune.backends.openmpi.applied import forced, traffic
+from colltune.backends.openmpi.install import OpenMPI, read_catalog
 from colltune.collectives import get_collective
 from colltune.core.config import Config
 from colltune.rules import mvapich2 as mv
@@ -293,7 +293,7 @@ def test_what_is_installed_is_what_was_checked(tmp_path: Path,
     """Issue 61, finding 4: the file was checked from one read and installed from a
     second; one swapped between the two (here: every read after the first sees the
     swapped text) was installed unchecked. Now the bytes checked are the bytes written."""
-    from colltune.backends import tuned_rules
+    from colltune.backends.openmpi import tuned_rules
     from colltune.outputs.export import export
     from colltune.rules import ompi_classic
 

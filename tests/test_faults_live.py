@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, read_catalog
+from colltune.backends.openmpi.install import OpenMPI, read_catalog
 from colltune.collectives import get_collective
 from colltune.core.catalog import MAXREQ
 from colltune.core.space import configurations, parse_sizes, sizes_for, useful_at

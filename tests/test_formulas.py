@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from colltune.backends.openmpi import BUILTIN_CATALOG
+from colltune.backends.openmpi.install import BUILTIN_CATALOG
 from colltune.collectives import COLLECTIVES
 from colltune.models import formulas as f
 from colltune.models.formulas import FORMULAS

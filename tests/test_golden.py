@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.core.records import PointResult
 from colltune.options import TuneOptions

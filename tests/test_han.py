@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import han
-from colltune.backends.han_backend import apply_modules, choose_modules, han_rules
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi import han
+from colltune.backends.openmpi.han_backend import apply_modules, choose_modules, han_rules
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
@@ -103,7 +103,7 @@ def test_rules_thresholds_and_modules_are_per_collective() -> None:
 
 
 def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
-    from colltune.backends.han_backend import write_han_outputs
+    from colltune.backends.openmpi.han_backend import write_han_outputs
 
     cat, out = _cat(), tmp_path / "han.rules"
     mpi = OpenMPI("5.0.11", Path("/o"), Path("/o/mpicc"), Path("/o/mpirun"), Path("/o/oi"),
@@ -158,7 +158,7 @@ def test_level_modules_chosen_over_every_size_that_runs_hans_default() -> None:
 
 
 def test_modules_refuted_at_one_size_are_not_set_at_all() -> None:
-    from colltune.backends.han_backend import keep_confirmed_modules
+    from colltune.backends.openmpi.han_backend import keep_confirmed_modules
     from colltune.core.records import Verdict
 
     cat = _cat()
@@ -172,7 +172,7 @@ def test_modules_refuted_at_one_size_are_not_set_at_all() -> None:
 
 
 def test_han_stays_on_when_tuning_it(tmp_path: Path) -> None:
-    from colltune.backends.openmpi import launch_command
+    from colltune.backends.openmpi.install import launch_command
     from colltune.launchers import Launch
 
     mpi = OpenMPI("5.0.11", Path("/opt/o"), Path("/opt/o/bin/mpicc"),

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.impi import IntelMPI, catalog, forcing_env
-from colltune.backends.impi_backend import ImpiBackend
-from colltune.backends.impi_files import env_path, write_table
-from colltune.backends.impi_proof import Probes, describe, obeyed
-from colltune.backends.impi_splice import Splicer, record_of
-from colltune.backends.impi_standin import rules, same_as
+from colltune.backends.impi.backend import ImpiBackend
+from colltune.backends.impi.files import env_path, write_table
+from colltune.backends.impi.install import IntelMPI, catalog, forcing_env
+from colltune.backends.impi.proof import Probes, describe, obeyed
+from colltune.backends.impi.splice import Splicer, record_of
+from colltune.backends.impi.standin import rules, same_as
 from colltune.collectives import get_collective
 from colltune.core.clock import PROOF, clocked
 from colltune.core.config import DEFAULT, Config
@@ -275,7 +275,7 @@ def test_tune_writes_what_intel_mpi_obeys_and_verify_runs(impi: IntelMPI,
 
 def test_imb_from_this_intel_mpi_is_read(impi: IntelMPI) -> None:
     """IMB-MPI1 as Intel MPI ships it, run for real and read back."""
-    from colltune.backends.impi import launch_command, launch_env
+    from colltune.backends.impi.install import launch_command, launch_env
     from colltune.osu.imb_output import parse, table
 
     out = subprocess.run([*launch_command(impi, at(2)), str(impi.prefix / "bin" / "IMB-MPI1"),
@@ -292,7 +292,7 @@ def test_the_gates_imb_judges_past_a_launchs_first_calls(impi: IntelMPI,
     MPI runs a launch's first 300-550 calls 2-10x slower): IMB itself reports a
     row per repeated length, so the judged rows follow that many calls, and only they are
     read back."""
-    from colltune.backends.impi import launch_command, launch_env
+    from colltune.backends.impi.install import launch_command, launch_env
     from colltune.osu.imb_output import parse, table
     from colltune.verification.second import LEAD_CALLS, imb_ab_runs, imb_lengths
 
@@ -317,7 +317,7 @@ def test_imb_runs_import_into_a_file_intel_mpi_obeys(impi: IntelMPI, tmp_path: P
     """IMB-MPI1 run here, twice at the default and twice forced to preset 2 (gather, 4
     ranks), imported: stored as IMB's, decided per size by Welch's test, and the tuning
     file (if a preset won) obeyed at every rule range; else the profile sets nothing."""
-    from colltune.backends.impi import launch_command, launch_env
+    from colltune.backends.impi.install import launch_command, launch_env
 
     lens = tmp_path / "msglen"
     lens.write_text("64\n65536\n")
@@ -403,7 +403,7 @@ def test_explain_reads_intel_mpi_files_as_the_library_does(impi: IntelMPI,
                                                             tmp_path: Path) -> None:
     """`tune explain` on a family other than Open MPI: the tuning file and the same rules
     as variables, read as tune verify reads them, the preset named by impi_info's catalog."""
-    from colltune.backends.impi_files import write_adjusts
+    from colltune.backends.impi.files import write_adjusts
 
     t = {"bcast": {4: impi_tuning.Rules([(1024, 8), (None, 1)])}}
     f = tmp_path / "b.json"
@@ -455,7 +455,7 @@ def test_colltunes_own_jobs_start_without_the_quarter_second_sleep(impi: IntelMP
     on every rank). Jobs started as users start them keep the library's sleep."""
     import shutil
 
-    from colltune.backends.impi import job_env, launch_command, launch_env
+    from colltune.backends.impi.install import job_env, launch_command, launch_env
 
     if not shutil.which("strace"):
         pytest.fail("no strace (.ci/run installs it)")

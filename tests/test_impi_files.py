@@ -107,7 +107,7 @@ def test_the_family_claims_its_files(tmp_path: Path) -> None:
 
 
 def test_a_kept_default_names_the_preset_seen_running_the_same_functions() -> None:
-    from colltune.backends.impi_standin import rules
+    from colltune.backends.impi.standin import rules
 
     a, b = frozenset({("MPIR_Bcast_intra_binomial", 1)}), frozenset({("X", 1)})
     prints = {0: {8: a, 64: b}, 1: {8: a, 64: a}, 3: {8: b, 64: b}}
@@ -136,7 +136,7 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
     """--format impi-env: one profile of I_MPI_ADJUST_* variables at --out, merged with the
     variables it held for other collectives; read back (check, verify, export) as the
     rules it holds; never merged into a profile that names a tuning file."""
-    from colltune.backends.impi_files import read_files, tuned_env, write_adjusts
+    from colltune.backends.impi.files import read_files, tuned_env, write_adjusts
     from colltune.errors import ColltuneError
     from colltune.outputs.export import export
 
@@ -190,7 +190,7 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     that is not a table, is refused, and neither is ever read as rules."""
     import sys
 
-    from colltune.backends.impi_files import tuned_env
+    from colltune.backends.impi.files import tuned_env
     from colltune.rules import impi_table
     from colltune.rules.impi_table import Node
 
@@ -241,7 +241,7 @@ def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:
     """A size measured only while locating a boundary ran two configurations: its
     candidates are the default's twins at the swept sizes either side, then their fastest;
     only those (and what ran there) are worth a probe, not every preset."""
-    from colltune.backends.impi_standin import TRIES, candidates, ranked, swept, wanted
+    from colltune.backends.impi.standin import TRIES, candidates, ranked, swept, wanted
     from colltune.store.records import Measurement
 
     def m(preset: int, size: int, t: float) -> Measurement:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import impi_standin
-from colltune.backends.impi import IntelMPI, catalog
-from colltune.backends.impi_proof import valid_counts
+from colltune.backends.impi import standin as impi_standin
+from colltune.backends.impi.install import IntelMPI, catalog
+from colltune.backends.impi.proof import valid_counts
 from colltune.errors import ColltuneError
 from colltune.options import TuneOptions
 from colltune.rules import impi_tuning
@@ -176,9 +176,9 @@ def test_a_spliced_table_carries_the_wins_a_json_file_cannot(
     left to the library's own entries, and Intel MPI, loading it, runs each win's preset at
     both ends of its range and the default's own functions at both ends of every other
     range."""
-    from colltune.backends.impi_files import TABLE_INSTEAD
-    from colltune.backends.impi_proof import Probes, obeyed
-    from colltune.backends.impi_splice import record_of
+    from colltune.backends.impi.files import TABLE_INSTEAD
+    from colltune.backends.impi.proof import Probes, obeyed
+    from colltune.backends.impi.splice import record_of
     from colltune.launchers import Launch
     from colltune.rules import impi_table
     from colltune.slots import place

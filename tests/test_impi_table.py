@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.impi import IntelMPI
-from colltune.backends.impi_splice import BIN_VAR, dump
+from colltune.backends.impi.install import IntelMPI
+from colltune.backends.impi.splice import BIN_VAR, dump
 from colltune.launchers import Launch
 from colltune.rules import impi_table
 from colltune.rules.impi_table import Node, clip, decode, encode, messages, splice

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, read_catalog
-from colltune.backends.openmpi_applied import mpit_takes_effect
+from colltune.backends.openmpi.applied import mpit_takes_effect
+from colltune.backends.openmpi.install import OpenMPI, read_catalog
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import MAXREQ, SEG
 from colltune.core.space import configurations, sizes_for, useful_at
@@ -64,7 +64,7 @@ def test_a_launcher_that_fails_before_the_kernel_starts_is_retried(ompi: OpenMPI
                                                                   ) -> None:  # type: ignore[no-untyped-def]
     """Like Open MPI 5.0.11's occasional 'PMIx server's listener thread failed to start':
     the first launch dies before the kernel starts; the second one runs."""
-    from colltune.backends.openmpi import launch_env
+    from colltune.backends.openmpi.install import launch_env
     from colltune.kernel.build import build_kernel
     from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
     from helpers import mpirun_args
@@ -136,7 +136,7 @@ def test_a_kernel_that_starts_alone_is_named_a_launch_without_pmi() -> None:
     """Started with no launcher at all, the kernel is an MPI singleton (what srun without a
     PMI gives MPICH's ranks): the launch ends at its first line with the cause and the fix,
     instead of measuring a collective of one rank."""
-    from colltune.backends.openmpi import launch_env
+    from colltune.backends.openmpi.install import launch_env
     from colltune.kernel.build import build_kernel
     from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 

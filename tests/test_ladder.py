@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
-from colltune.backends.openmpi_applied import forced, traffic, under_rules
+from colltune.backends.openmpi.applied import forced, traffic, under_rules
+from colltune.backends.openmpi.install import OpenMPI, dynamic_env, forcing_vars, read_catalog
 from colltune.backends.registry import of
 from colltune.collectives import get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG

@@ -96,7 +96,7 @@ def test_layout_and_launcher_args_reach_the_real_launch(tmp_path) -> None:  # ty
     which only the ranks themselves can report."""
     import sqlite3
 
-    from colltune.backends.openmpi import find_openmpi
+    from colltune.backends.openmpi.install import find_openmpi
     from helpers import tune_cli
 
     ompi = find_openmpi("/usr")
@@ -117,7 +117,7 @@ def test_open_mpi_5_launches_exclude_han_and_4_1_does_not() -> None:
     """coll/han would run instead of the tuned algorithms on several nodes (5.x only)."""
     from pathlib import Path
 
-    from colltune.backends.openmpi import OpenMPI, launch_command
+    from colltune.backends.openmpi.install import OpenMPI, launch_command
     from colltune.launchers import Launch as L
 
     p = place(4, env={}, launch=L("mpirun", 2, 2))

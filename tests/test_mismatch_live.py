@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, launch_env
+from colltune.backends.openmpi.install import OpenMPI, launch_env
 from colltune.kernel.build import build_kernel, kernel_library, kernel_path, library_matches
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from conftest import get_mpi

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import mpich as mb
-from colltune.backends import mpich_backend as mpich_rules
-from colltune.backends.mpich import MPICH
+from colltune.backends.mpich import backend as mpich_rules
+from colltune.backends.mpich import install as mb
+from colltune.backends.mpich.install import MPICH
 from colltune.collectives import get_collective
 from colltune.core.catalog import CHUNK, RADIX
 from colltune.core.config import DEFAULT, Config

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import mpich as mb
-from colltune.backends import mvapich2 as m2
-from colltune.backends import mvapich2_ranges as mvapich2_rules
-from colltune.backends.mvapich2 import MVAPICH2
-from colltune.backends.mvapich2_backend import MVAPICH2Backend, MVAPICH2Session
+from colltune.backends.mpich import install as mb
+from colltune.backends.mvapich2 import install as m2
+from colltune.backends.mvapich2 import ranges as mvapich2_rules
+from colltune.backends.mvapich2.backend import MVAPICH2Backend, MVAPICH2Session
+from colltune.backends.mvapich2.install import MVAPICH2
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
 from colltune.kernel.build import build_kernel

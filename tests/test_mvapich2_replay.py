@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import mvapich2 as mv2
 from colltune.backends.base import Arms
-from colltune.backends.mvapich2_backend import MVAPICH2Session
+from colltune.backends.mvapich2 import install as mv2
+from colltune.backends.mvapich2.backend import MVAPICH2Session
 from colltune.options import TuneOptions
 from colltune.rules import mvapich2 as mv
 from colltune.store import Context, Store

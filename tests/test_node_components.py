@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, launch_command, launch_env
-from colltune.backends.openmpi_node import VERBOSE, configured_pml
+from colltune.backends.openmpi.install import OpenMPI, launch_command, launch_env
+from colltune.backends.openmpi.node import VERBOSE, configured_pml
 from colltune.kernel.build import build_kernel
 from colltune.slots import place
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.osu.osu_import import algorithm_from_name
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import COLLTYPE

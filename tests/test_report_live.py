@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from conftest import missing
 from helpers import tune_cli
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends import openmpi_runtime as rt
 from colltune.backends.base import ExportRequest
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi import runtime as rt
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.runtime import Knob, Space, build_space, changed
 from colltune.errors import ColltuneError
 from conftest import missing

@@ -12,7 +12,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from colltune.backends import mpich_runtime, mvapich2_runtime, openmpi_runtime
+from colltune.backends.mpich import runtime as mpich_runtime
+from colltune.backends.mvapich2 import runtime as mvapich2_runtime
+from colltune.backends.openmpi import runtime as openmpi_runtime
 from colltune.errors import ColltuneError
 from colltune.outputs.export import plan_export
 from helpers import tune_cli

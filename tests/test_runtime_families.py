@@ -9,9 +9,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.backends import env_runtime, mvapich2_runtime
-from colltune.backends.mpich import MPICH
-from colltune.backends.mpich_runtime import knobs as mpich_knobs
+from colltune.backends.common import env_runtime
+from colltune.backends.mpich.install import MPICH
+from colltune.backends.mpich.runtime import knobs as mpich_knobs
+from colltune.backends.mvapich2 import runtime as mvapich2_runtime
 from helpers import export_site, module_env, tune_cli
 
 

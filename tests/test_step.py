@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from colltune.apploop.profile import load
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError
 from colltune.kernel.build import build_kernel

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.catalog import MAXREQ
 from helpers import collbench_pids, ranks_left, tune_cli
 
@@ -110,7 +110,7 @@ def test_killed_race_resumes_and_stays_within_its_budget(ompi41: OpenMPI, tmp_pa
 
 def test_model_strategy_races_the_model_shortlist_and_the_default(
         ompi41: OpenMPI, tmp_path: Path) -> None:
-    from colltune.backends.openmpi import read_catalog
+    from colltune.backends.openmpi.install import read_catalog
     from colltune.collectives import get_collective
     from colltune.core.config import Config
     from colltune.core.space import configurations, useful_at

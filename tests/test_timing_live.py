@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI, dynamic_env, forcing_vars, read_catalog
+from colltune.backends.openmpi.install import OpenMPI, dynamic_env, forcing_vars, read_catalog
 from colltune.backends.registry import launch
 from colltune.core.catalog import SEG
 from colltune.core.config import Config

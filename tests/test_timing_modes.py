@@ -8,7 +8,7 @@ import random
 import sqlite3
 from pathlib import Path
 
-from colltune.backends.tuned_rules import section
+from colltune.backends.openmpi.tuned_rules import section
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.kernel.build import build_kernel
 from helpers import tune_cli
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.openmpi import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.stats import change_point
 from helpers import tune_cli
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from colltune.backends import base
 from colltune.backends.base import Backend
-from colltune.backends.han_backend import HanBackend
-from colltune.backends.impi_backend import ImpiBackend
-from colltune.backends.mpich_backend import MPICHBackend
-from colltune.backends.mvapich2_backend import MVAPICH2Backend
-from colltune.backends.openmpi_backend import OpenMPIBackend
-from colltune.backends.smpi_backend import SMPIBackend
+from colltune.backends.impi.backend import ImpiBackend
+from colltune.backends.mpich.backend import MPICHBackend
+from colltune.backends.mvapich2.backend import MVAPICH2Backend
+from colltune.backends.openmpi.backend import OpenMPIBackend
+from colltune.backends.openmpi.han_backend import HanBackend
+from colltune.backends.smpi.backend import SMPIBackend
 from colltune.errors import ColltuneError, FormatError, MPIError, read_text
 from colltune.store.schema import RENAMES, Rename
 

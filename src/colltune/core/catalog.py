@@ -31,7 +31,7 @@ class Catalog:
     """Algorithms (id -> name) and settable parameters per collective, for one installation.
 
     The base declares no parameters; a family whose algorithms take some overrides
-    `declared` and `param_values` (backends/openmpi.py, backends/mpich.py)."""
+    `declared` and `param_values` (backends/openmpi/install.py, backends/mpich/install.py)."""
 
     algorithms: dict[str, dict[int, str]] = field(default_factory=dict)
     # collective -> the library's variables for its parameters (Open MPI's MCA names)

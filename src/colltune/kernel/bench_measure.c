@@ -143,7 +143,7 @@ static int clearly_slower(const plan_t *plan, const ref_t *ref, double *const se
 /* `comm` is this rank's communicator (MPI_COMM_NULL: in no group); `active` ranks are in
  * one, all measured at once; a repetition's time is the slowest rank's of any group */
 /* Called as each point begins: a debugger's breakpoint here tells which point the library
- * calls that follow belong to (Intel MPI's proof of what ran, backends/impi_proof.py).
+ * calls that follow belong to (Intel MPI's proof of what ran, backends/impi/proof.py).
  * Not static and never inlined, so the symbol stays in the binary. */
 void collbench_point(int cid, long long size);
 __attribute__((noinline)) void collbench_point(int cid, long long size)

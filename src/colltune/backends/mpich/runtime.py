@@ -9,8 +9,8 @@ import re
 import subprocess
 from functools import cache
 
-from colltune.backends.env_runtime import refuse_overrides
-from colltune.backends.mpich import MPICH
+from colltune.backends.common.env_runtime import refuse_overrides
+from colltune.backends.mpich.install import MPICH
 from colltune.core.runtime import Allowed, Knob
 from colltune.errors import ColltuneError
 

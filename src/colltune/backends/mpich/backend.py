@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
-from colltune.backends import env_runtime, mpich
-from colltune.backends import mpich_runtime as runtime
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -25,7 +23,10 @@ from colltune.backends.base import (
     refuse,
     write_file,
 )
-from colltune.backends.mpich import KNOBS, MPICH, MPICHCatalog
+from colltune.backends.common import env_runtime
+from colltune.backends.mpich import install as mpich
+from colltune.backends.mpich import runtime
+from colltune.backends.mpich.install import KNOBS, MPICH, MPICHCatalog
 from colltune.collectives import Collective
 from colltune.core.catalog import CHUNK, FAN, RADIX, SEG, Catalog
 from colltune.core.config import DEFAULT, Config

@@ -6,7 +6,7 @@ Intel MPI fixes its choice per launch (writing its MPIR_CVAR_ algorithm variable
 MPI_T reads back but changes nothing), but a tuning file selects by message size: the
 sweep's launches run many presets, each at sizes of its own (`banded_env`). Preset ids
 change between releases: their range is read from `impi_info`, and what each preset runs is
-read from the library itself (backends/impi_proof.py), never from a table kept here."""
+read from the library itself (backends/impi/proof.py), never from a table kept here."""
 
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends import openmpi_coll_log as coll_log
-from colltune.backends import openmpi_runtime as runtime
 from colltune.backends.base import (
     Checked,
     ExportRequest,
@@ -16,7 +14,9 @@ from colltune.backends.base import (
     Session,
     VerifyTarget,
 )
-from colltune.backends.openmpi import (
+from colltune.backends.openmpi import coll_log, runtime
+from colltune.backends.openmpi.applied import applied_check, mpit_takes_effect, rule_at
+from colltune.backends.openmpi.install import (
     OpenMPI,
     find_openmpi,
     han_excluded,
@@ -25,8 +25,7 @@ from colltune.backends.openmpi import (
     read_catalog,
     supports_rules_v2,
 )
-from colltune.backends.openmpi_applied import applied_check, mpit_takes_effect, rule_at
-from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
+from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
 from colltune.collectives import get_collective
 from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, read_text

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.backends.openmpi import OpenMPI, _run
+from colltune.backends.openmpi.install import OpenMPI, _run
 from colltune.core.catalog import Catalog
 
 # the collectives han implements itself (and colltune measures)

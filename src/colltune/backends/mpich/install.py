@@ -99,7 +99,7 @@ def _from_bindir(bindir: Path) -> MPICH | None:
         return None
     m = re.search(r"^(MPICH|MVAPICH) Version:\s*(\S+)", out, re.M)
     if not m:
-        return None  # MVAPICH2 says "MVAPICH2 Version": backends/mvapich2.py
+        return None  # MVAPICH2 says "MVAPICH2 Version": backends/mvapich2/install.py
     found = MPICH(m.group(2), bindir.parent, mpicc, mpiexec, ver, name=m.group(1))
     if found.name == "MVAPICH" and found.version_tuple[:1] < (4,):
         # MVAPICH 3 selects through its own MVP_ variables, not MPICH's csel

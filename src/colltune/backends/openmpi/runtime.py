@@ -11,9 +11,9 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from colltune.backends import openmpi_coll_log as coll_log
 from colltune.backends.base import ExportRequest, Installable, provenance, write_file
-from colltune.backends.openmpi import OpenMPI, _run
+from colltune.backends.openmpi import coll_log
+from colltune.backends.openmpi.install import OpenMPI, _run
 from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
@@ -292,7 +292,7 @@ def installable(req: ExportRequest, rules_name: str) -> Installable:
     rules = p.params.pop("coll_tuned_dynamic_rules_filename", None)
     if rules is not None:
         target = destination(where / rules_name)
-        from colltune.backends.tuned_rules import installed_rules
+        from colltune.backends.openmpi.tuned_rules import installed_rules
 
         text, params = installed_rules(replace(req, source=Path(rules)), target)
         files.append(Planned(target, text, "Open MPI coll/tuned rules"))

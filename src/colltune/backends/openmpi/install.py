@@ -357,7 +357,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
     """The launcher's command line for `placement` (mpirun, or srun in an allocation),
     up to the executable. A job on this machine alone names the point-to-point components
     Open MPI selects here (`node`; backends.openmpi_node)."""
-    from colltune.backends.openmpi_pmi import pmi_kinds
+    from colltune.backends.openmpi.pmi import pmi_kinds
     from colltune.launchers import Layout, command, slurm_allocation
 
     launcher = placement.launch.launcher or "mpirun"
@@ -372,7 +372,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
     mca = {**HAN_OFF, **(mca or {})} if han_excluded(mpi) else mca
     if (node and launcher == "mpirun" and placement.hostfile is None
             and placement.nodes == 1 and slurm_allocation(os.environ) is None):
-        from colltune.backends.openmpi_node import node_mca
+        from colltune.backends.openmpi.node import node_mca
         from colltune.slots import place
 
         def two_ranks(verbose: dict[str, str]) -> list[str]:

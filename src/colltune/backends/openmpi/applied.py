@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from colltune import jobdir
-from colltune.backends.openmpi import (
+from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     OpenMPI,
     dynamic_env,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import jobdir
-from colltune.backends.impi import IntelMPI, forcing_env, job_env, launch_command
+from colltune.backends.impi.install import IntelMPI, forcing_env, job_env, launch_command
 from colltune.core.clock import PROOF, stage
 from colltune.core.config import Config
 from colltune.errors import ColltuneError, MPIError

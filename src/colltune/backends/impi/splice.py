@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import jobdir
-from colltune.backends.impi import IntelMPI, job_env, launch_command
+from colltune.backends.impi.install import IntelMPI, job_env, launch_command
 from colltune.errors import MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel

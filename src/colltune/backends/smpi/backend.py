@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends import smpi
 from colltune.backends.base import Arms, Session
-from colltune.backends.tuned_rules import TunedRulesBackend, TunedSession
+from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
+from colltune.backends.smpi import install as smpi
 from colltune.collectives import Collective
 from colltune.core.catalog import FAN, SEG, Catalog
 from colltune.core.config import DEFAULT, Config

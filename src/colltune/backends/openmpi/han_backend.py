@@ -18,7 +18,6 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 from colltune import __version__
-from colltune.backends import han
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -30,9 +29,10 @@ from colltune.backends.base import (
     provenance,
     write_file,
 )
-from colltune.backends.han import BASELINE, Choice, HanCatalog, HanRules
-from colltune.backends.openmpi import OpenMPI, find_openmpi
-from colltune.backends.openmpi_backend import OpenMPIBackend
+from colltune.backends.openmpi import han
+from colltune.backends.openmpi.backend import OpenMPIBackend
+from colltune.backends.openmpi.han import BASELINE, Choice, HanCatalog, HanRules
+from colltune.backends.openmpi.install import OpenMPI, find_openmpi
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config

@@ -23,7 +23,7 @@ from colltune.backends.base import (
     stamp,
     write_file,
 )
-from colltune.backends.openmpi import (
+from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     builtin_catalog,
     dynamic_env,

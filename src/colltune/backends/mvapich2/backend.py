@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
-from colltune.backends import env_runtime
-from colltune.backends import mvapich2 as mv2
-from colltune.backends import mvapich2_runtime as runtime
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -33,8 +30,11 @@ from colltune.backends.base import (
     refuse,
     write_file,
 )
-from colltune.backends.mvapich2 import MV2Catalog
-from colltune.backends.mvapich2_ranges import (
+from colltune.backends.common import env_runtime
+from colltune.backends.mvapich2 import install as mv2
+from colltune.backends.mvapich2 import runtime
+from colltune.backends.mvapich2.install import MV2Catalog
+from colltune.backends.mvapich2.ranges import (
     Counters,
     Ties,
     Trades,

@@ -122,7 +122,7 @@ def find_smpi(prefix: str | Path | None, platform: str | Path | None) -> SMPI:
 def catalog() -> Catalog:
     """Open MPI ids and names for what SMPI implements; no segment size or fanout
     variables: SMPI's ports choose those themselves (see `smpi_segsize`)."""
-    from colltune.backends.openmpi import TunedCatalog, builtin_catalog
+    from colltune.backends.openmpi.install import TunedCatalog, builtin_catalog
 
     names = builtin_catalog().algorithms
     cat = TunedCatalog(source="smpi")  # coll/tuned's parameter names, none settable

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from itertools import zip_longest
 from typing import TYPE_CHECKING
 
-from colltune.backends.impi_proof import Fingerprint, describe
+from colltune.backends.impi.proof import Fingerprint, describe
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision, Verdict

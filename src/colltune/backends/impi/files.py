@@ -12,9 +12,9 @@ from typing import TypeVar
 
 from colltune import __version__
 from colltune.backends.base import ExportRequest, Installable, write_file
-from colltune.backends.impi_proof import describe
-from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
-from colltune.backends.impi_standin import Prints
+from colltune.backends.impi.proof import describe
+from colltune.backends.impi.splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
+from colltune.backends.impi.standin import Prints
 from colltune.errors import ColltuneError, FormatError, read_bytes, read_text
 from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends import impi
 from colltune.backends.base import (
     Arms,
     Backend,
@@ -32,8 +31,8 @@ from colltune.backends.base import (
     provenance,
     refuse,
 )
-from colltune.backends.impi import ImpiCatalog, IntelMPI
-from colltune.backends.impi_files import (
+from colltune.backends.impi import install as impi
+from colltune.backends.impi.files import (
     FORMATS,
     TABLE_INSTEAD,
     comm_size_note,
@@ -47,9 +46,10 @@ from colltune.backends.impi_files import (
     write_table,
     write_tuning,
 )
-from colltune.backends.impi_proof import Probes, describe, gdb_path, obeyed, presets_env
-from colltune.backends.impi_splice import BIN_VAR, SUFFIX, Splicer
-from colltune.backends.impi_standin import (
+from colltune.backends.impi.install import ImpiCatalog, IntelMPI
+from colltune.backends.impi.proof import Probes, describe, gdb_path, obeyed, presets_env
+from colltune.backends.impi.splice import BIN_VAR, SUFFIX, Splicer
+from colltune.backends.impi.standin import (
     STAND_IN_BOUND,
     Prints,
     StandIns,

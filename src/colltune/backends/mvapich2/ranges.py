@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from colltune.backends.mvapich2 import FIRST_RANGE, VARIABLE, MV2Catalog
+from colltune.backends.mvapich2.install import FIRST_RANGE, VARIABLE, MV2Catalog
 from colltune.core.config import DEFAULT
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision, Verdict

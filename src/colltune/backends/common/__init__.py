@@ -1,0 +1,1 @@
+"""Pieces several families share (runtime parameters set through the environment)."""

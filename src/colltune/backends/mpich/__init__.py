@@ -1,0 +1,1 @@
+"""MPICH: its installations, CVAR forcing, JSON tuning files and runtime parameters."""

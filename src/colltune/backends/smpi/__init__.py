@@ -1,0 +1,1 @@
+"""SimGrid SMPI: simulated Open MPI collectives on a platform file (deterministic times)."""
