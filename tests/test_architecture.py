@@ -197,7 +197,8 @@ def test_generic_code_reaches_a_family_only_through_the_registry() -> None:
     """Outside backends/, code imports the Backend interface and the registry, never a
     family's own module (a `tune` command importing Open MPI's would be Open MPI only)."""
     mods = _modules()
-    face = {"colltune.backends", "colltune.backends.base", "colltune.backends.registry"}
+    face = {"colltune.backends", "colltune.backends.base", "colltune.backends.registry",
+            "colltune.backends.files", "colltune.backends.runtime"}  # the interface
     found = [f"{m} imports {t}" for m, p in mods.items() if not m.startswith(FAMILY_CODE)
              for t in sorted(_imports(p, mods, typing=True))
              if t.startswith("colltune.backends") and t not in face]
@@ -242,6 +243,32 @@ def test_every_backend_is_registered_and_implements_the_interface() -> None:
     assert registry.for_key("openmpi-5.0.11@/x+han").name == "han"  # type: ignore[union-attr]
     assert registry.for_key("openmpi-4.1.4@/usr").name == "openmpi"  # type: ignore[union-attr]
     assert registry.for_key("mvapich2-2.3.7@/x").name == "mvapich2"  # type: ignore[union-attr]
+
+
+# the Backend's core, on purpose small: a method added here is one every family must think
+# about; what only some families do belongs in a capability (runtime, files) or in Traits
+CORE = {"find", "launch", "forcing_env", "open", "place", "rule_size", "waiting", "mpit_env",
+        "mpit_vars", "banded_env", "launcher_env", "read_back", "chooser", "plan_catalog",
+        "catalog_for", "owns", "with_files", "with_runtime"}
+
+
+def test_the_backend_core_stays_small() -> None:
+    import inspect
+
+    from colltune.backends.base import Backend
+    from colltune.backends.files import FileFormats
+    from colltune.backends.runtime import RuntimeSupport
+
+    methods = {n for n, f in inspect.getmembers(Backend, inspect.isfunction)
+               if not n.startswith("_")}
+    assert methods == CORE, "a new core method? say why every family needs it, or make it "\
+        "part of a capability"
+    assert len(methods) <= 18
+    # the capabilities hold what the core no longer does
+    assert {"claims", "check", "explain", "verify_target", "installable", "decided_rules",
+            "section_text", "rules_arms"} <= set(vars(FileFormats))
+    assert {"knobs", "environ", "readback", "write", "read"} <= set(vars(RuntimeSupport))
+    assert not [n for n in methods if n.startswith("runtime_")]
 
 
 def test_the_architecture_doc_names_every_module() -> None:

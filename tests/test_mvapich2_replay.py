@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.base import Arms
+from colltune.backends.files import Arms
 from colltune.backends.mvapich2 import install as mv2
 from colltune.backends.mvapich2.backend import MVAPICH2Session
 from colltune.options import TuneOptions

@@ -16,16 +16,14 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import registry
-from colltune.backends.base import (
+from colltune.backends.base import Backend, Decisions, Session, write_file
+from colltune.backends.files import (
     Arms,
-    Backend,
     Checked,
-    Decisions,
     ExportRequest,
+    FileFormats,
     Installable,
-    Session,
     VerifyTarget,
-    write_file,
 )
 from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import Catalog, Param
@@ -95,26 +93,8 @@ def _render(choices: dict[int, Config]) -> str:
                                    for s, c in sorted(choices.items()))
 
 
-class DummyBackend(Backend[Dummy]):
-    name = "dummy"
-    formats = ("dummy",)
-    short = "dm"
-    output = "a dummy tuning file"
-
-    def launch(self, mpi: Dummy, placement: Placement, coll: str, alg: int,
-               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        raise AssertionError("--from-db must not launch anything")
-
-    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-        return {"DUMMY_ALG": str(cfg.algorithm)}
-
-    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session[Dummy]:
-        return DummySession(self, self.find(opts.mpi), DummyCatalog(algorithms=ALGS),
-                            [place(n, None) for n in opts.nps], opts)
-
-    def find(self, prefix: str | None) -> Dummy:
-        return Dummy(Path(prefix or "/opt/dummy"))
+class DummyFiles(FileFormats):
+    """Its own format: read, checked, verified, reported and exported."""
 
     def claims(self, text: str) -> bool:
         return text.startswith(HEADER)
@@ -138,7 +118,8 @@ class DummyBackend(Backend[Dummy]):
         def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
             raise ColltuneError("DummyMPI shows nothing of what it runs")
 
-        return VerifyTarget(self.find(mpi_prefix), DummyCatalog(algorithms=ALGS), ["reduce"],
+        return VerifyTarget(self.backend.find(mpi_prefix), DummyCatalog(algorithms=ALGS),
+                            ["reduce"],
                             {"default": {}, "tuned": {"DUMMY_TUNING_FILE": str(path)}},
                             place(np, hostfile), rule_at, applied)
 
@@ -146,15 +127,38 @@ class DummyBackend(Backend[Dummy]):
         return _render({d.size: d.chosen for d in decisions
                         if d.chosen != DEFAULT}), "dummy format"
 
-    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
-                    ) -> Catalog | None:
-        return DummyCatalog(algorithms=names or ALGS, source="store")
-
     def installable(self, req: ExportRequest) -> Installable:
         site = req.site or req.home
         return Installable([Planned(destination(site / "dummy.conf"), read_text(req.source),
                                     "the dummy tuning file")],
                            {"DUMMY_TUNING_FILE": str(site / "dummy.conf")}, "dummy tuning")
+
+
+class DummyBackend(Backend[Dummy]):
+    name = "dummy"
+    formats = ("dummy",)
+    short = "dm"
+    output = "a dummy tuning file"
+    Files = DummyFiles
+
+    def launch(self, mpi: Dummy, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        raise AssertionError("--from-db must not launch anything")
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return {"DUMMY_ALG": str(cfg.algorithm)}
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session[Dummy]:
+        return DummySession(self, self.find(opts.mpi), DummyCatalog(algorithms=ALGS),
+                            [place(n, None) for n in opts.nps], opts)
+
+    def find(self, prefix: str | None) -> Dummy:
+        return Dummy(Path(prefix or "/opt/dummy"))
+
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        return DummyCatalog(algorithms=names or ALGS, source="store")
 
 
 class DummySession(Session[Dummy]):
@@ -250,13 +254,14 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
 
     # tune check: the family's own reader, by what the file claims to be
     assert registry.for_file(out) is dummy
-    assert dummy.check(out, None, None).doc["format"] == "dummy"
+    assert dummy.with_files().check(out, None, None).doc["format"] == "dummy"
 
     # tune verify's plan: the sizes the file changes and both sides of its boundary, found
     # on the family's own reading of its file
     from colltune.verification.verify import plan
 
-    target = registry.for_file(out).verify_target(out, 2, str(mpi.prefix), None)
+    target = registry.for_file(out).with_files().verify_target(out, 2, str(mpi.prefix),
+                                                                None)
     [(coll, shown, edges, tested)] = plan(target, target.collectives, 2, None)
     assert coll.name == "reduce" and edges == {65536 - coll.granularity, 65536}
     assert tested == [s for s in shown if s >= 65536] and edges < set(shown)
@@ -289,7 +294,7 @@ def test_a_refusal_names_the_families_that_can_from_the_registry() -> None:
     finders = [n for n in CHOICES if n != "smpi"]
     assert who_can("find") == "use --backend " + ", ".join(finders[:-1]) + " or " + \
         finders[-1]
-    assert "mvapich2" in who_can("runtime_knobs") and "impi" not in who_can("runtime_knobs")
+    assert "mvapich2" in who_can("runtime") and "impi" not in who_can("runtime")
     with pytest.raises(ColltuneError) as e:
         BACKENDS["smpi"].find("/usr")
     assert e.value.hint == who_can("find")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.base import ExportRequest
+from colltune.backends.files import ExportRequest
 from colltune.backends.openmpi import runtime as rt
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.runtime import Knob, Space, build_space, changed

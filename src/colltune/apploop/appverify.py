@@ -106,7 +106,7 @@ def verify_app(cmd: list[str], rules: Path, pairs: int = 5, backend_name: str | 
         raise ColltuneError(f"no rules file {rules}", "pass the file tune app (or tune) wrote")
     backend = registry.named(backend_name) if backend_name else registry.for_file(rules)
     mpi = backend.find(prefix)
-    arms = backend.rules_arms(rules.resolve())
+    arms = backend.with_files().rules_arms(rules.resolve())
     runs: dict[str, list[dict[str, object]]] = {a: [] for a in ARMS}
     say = note or (lambda _s: None)
     for i in range(pairs):

@@ -75,11 +75,11 @@ def arm(spec: str, backends: Callable[[str], Backend]) -> Arm:  # type: ignore[t
     if not a.file.is_file():
         raise ColltuneError(f"--lib {spec[:80]!r}: {file} is not a file",
                             "give a file tune runtime or tune wrote for this library")
-    got = be.runtime_read(a.file)
+    got = be.runtime.read(a.file) if be.runtime is not None else None
     if got is not None:
         a.setting, a.rules = got
     else:
-        be.rules_arms(a.file)  # refuses a family without rules files
+        be.with_files().rules_arms(a.file)  # refuses a family without rules files
         a.rules = a.file
     return a
 
@@ -105,8 +105,9 @@ def run(arms: list[Arm], objective: Callable[[Arm], Objective], rounds: int,
         obj = objective(a)
         space = _space(a)
         knobs = {k.name: k for k in space.knobs}
-        obj.cmd = a.backend.runtime_own(obj.cmd, knobs)
-        a.backend.runtime_refuse(a.mpi, space.knobs, obj.cmd)
+        if a.backend.runtime is not None:  # what colltune's kernel sets, searched here
+            obj.cmd = a.backend.runtime.own(obj.cmd, knobs)
+            a.backend.runtime.refuse(a.mpi, space.knobs, obj.cmd)
         runners.append(Runner(Request(a.backend, a.mpi, space, obj, rules=a.rules,
                                       timeout=timeout)))
 

@@ -148,7 +148,7 @@ def kernel(backend: Backend, mpi: Installation, placement: Placement, name: str,
     plan = KernelPlan(name, [KernelConfig(0, baseline=True)], [(0, s) for s in sizes],
                       Repetitions(warmup=20, min_reps=calls, max_reps=calls, rel_ci=0.0,
                                   point_time=1e9, timing="back-to-back"),
-                      dup_always=not backend.on_world)
+                      dup_always=not backend.traits.on_world)
     path = workdir / f"{name}.plan"
     path.write_text(plan.render())
     exe = build_kernel(mpi)

@@ -73,7 +73,7 @@ class Runner:
         self.req = req
         self.knobs: dict[str, Knob] = {k.name: k for k in req.space.knobs}
         self.base = req.mpi.tool_env()
-        self.rank_env = req.backend.rules_arms(req.rules)["tuned"] if req.rules else {}
+        self.rank_env = req.backend.with_files().rules_arms(req.rules)["tuned"] if req.rules else {}
         self.applied: dict[str, dict[str, str]] = {}
         self.launches = 0
         self.default_run_s: list[float] = []  # whole launches of the defaults
@@ -84,8 +84,8 @@ class Runner:
         """One launch of the objective with `setting` (`timeout`: instead of --timeout)."""
         r = self.req
         # no knob (a library compared at its defaults): the library's own environment
-        environ = ({**r.backend.runtime_environ(r.mpi, self.knobs, setting, self.base),
-                    **r.backend.runtime_log_env(list(self.knobs.values()))}
+        environ = ({**r.backend.with_runtime().environ(r.mpi, self.knobs, setting, self.base),
+                    **r.backend.with_runtime().log_env(list(self.knobs.values()))}
                    if self.knobs else self.base)
         cvars = [k.name for k in self.knobs.values() if k.has_cvar]
         prof = profiled_run(r.objective.cmd, r.backend, r.mpi,
@@ -140,7 +140,7 @@ def applied(backend: Backend, mpi: Installation, knobs: dict[str, Knob],  # type
             seen[name] = ("the library's own choice" + ("" if vals == [None] else
                           f": {', '.join(map(str, vals))} read back"))
         elif k.has_cvar:
-            want = backend.runtime_readback(mpi, k, value)
+            want = backend.with_runtime().readback(mpi, k, value)
             vals = got.get(name, [None])
             if len(vals) != 1 or vals[0] not in want:
                 what = ("has no control variable " + name if vals == [None] else
@@ -151,13 +151,13 @@ def applied(backend: Backend, mpi: Installation, knobs: dict[str, Knob],  # type
                     "parameter files: tune runtime sets it in each launch")
             seen[name] = f"{vals[0]} (read back in every rank)"
             if k.proof == "component":  # set is not in charge: the library's own log says
-                ok, said = backend.runtime_logged(k, value, str(prof.get("stderr") or ""))
+                ok, said = backend.with_runtime().logged(k, value, str(prof.get("stderr") or ""))
                 if not ok:
                     raise NotApplied(f"{name}={value} read back, but {said}",
                                      "the library does not use this component here")
                 seen[name] += f"; {said}"
         elif k.proof == "affinity":
-            fits = backend.runtime_cpus(k, value)
+            fits = backend.with_runtime().cpus(k, value)
             if fits is not None and not all(fits(c) for c in cpus):
                 raise NotApplied(
                     f"a launch set {name}={value} but its ranks may run on "
@@ -180,7 +180,7 @@ def prove_file(backend: Backend, mpi: Installation, path: Path, cmd: list[str], 
     from colltune.apploop.objective import application
     from colltune.errors import ColltuneError
 
-    got = backend.runtime_read(path)
+    got = backend.with_runtime().read(path)
     if got is None:
         raise ColltuneError(f"{path} is not a file tune runtime wrote",
                             "pass the --out file of tune runtime")
@@ -189,7 +189,7 @@ def prove_file(backend: Backend, mpi: Installation, path: Path, cmd: list[str], 
     cmd = application(cmd).cmd
     prof = profiled_run(cmd, backend, mpi, timeout=timeout, capture=True,
                         launcher_environ={**mpi.tool_env(), **os.environ,
-                                          **backend.runtime_log_env(list(knobs.values()))},
+                                          **backend.with_runtime().log_env(list(knobs.values()))},
                         cvars=[n for n, k in knobs.items() if k.has_cvar])
     seen = applied(backend, mpi, knobs, setting, prof)  # type: ignore[arg-type]
     return [(n, setting[n], seen[n]) for n in setting]
@@ -201,8 +201,8 @@ def file_knobs(backend: Backend, mpi: Installation, setting: Setting  # type: ig
     (read back only if it has a control variable)."""
     if not setting:
         return {}
-    catalog = {k.name: k for k in backend.runtime_knobs(mpi)}
-    return {n: catalog.get(n) or backend.runtime_vouch(mpi, n)
+    catalog = {k.name: k for k in backend.with_runtime().knobs(mpi)}
+    return {n: catalog.get(n) or backend.with_runtime().vouch(mpi, n)
             or Knob(n, "choice", "env", (v,), v) for n, v in setting.items()}
 
 

@@ -19,15 +19,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from colltune.backends.files import Arms, FileFormats
+from colltune.backends.runtime import RuntimeSupport
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
-from colltune.core.runtime import Knob, Setting
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
-from colltune.outfile import Planned, write_atomic
+from colltune.outfile import write_atomic
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -36,58 +37,7 @@ if TYPE_CHECKING:
     from colltune.store import Context, Measurement, Store
 
 Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> per size
-# a stored context, what was decided there, and when it was measured ("first .. last")
-StoredDecisions = tuple["Context", list[Decision], str]
-Arms = dict[str, dict[str, str]]  # "default" / "tuned" -> launch environment
 M = TypeVar("M", bound=Installation)  # a family's own installation class
-
-
-@dataclass
-class VerifyTarget:
-    """What `tune verify` needs to compare a file with the library's own choice."""
-
-    mpi: Installation
-    catalog: Catalog
-    collectives: list[str]  # what the file tunes
-    arms: Arms  # the library's own choice, and the file
-    placement: Placement
-    # what the file says for (collective, comm size, per-rank size); None: nothing
-    rule_at: Callable[[Collective, int, int], Config | None]
-    # (collective, comm size, sizes) -> (applied | not applied | default everywhere |
-    # unproven, why): the library's proof that it runs what the file says
-    applied: Callable[[Collective, int, list[int]], tuple[str, str]]
-    whole: bool = False  # sizes the file leaves to the library may run otherwise: test all
-
-
-@dataclass(frozen=True)
-class ExportRequest:
-    """What `tune export` asks a family for: the files that install one tuned output."""
-
-    source: Path  # the file given with --from
-    stamp: str  # "written by colltune V from SOURCE, WHEN": goes into every file
-    site: Path | None  # --site DIR; None: --user, into the user's own files under `home`
-    home: Path
-    as_format: str | None = None  # --as: the output converted for another family
-    at_size: int | None = None  # --for-size of that conversion
-    text: str | None = None  # the tuning file decided from a store (instead of `source`)
-    mpi: str | None = None  # --mpi: the installation the files are for (checked against it)
-
-
-@dataclass(frozen=True)
-class Checked:
-    """What `tune check` says of a valid file: what it holds, as a phrase and as JSON
-    (with "format"), and what the library would read differently from what it says."""
-
-    what: str
-    doc: dict[str, object]
-    warnings: list[str]
-
-
-@dataclass(frozen=True)
-class Installable:
-    files: list[Planned]
-    env: dict[str, str]  # what an environment module sets for the same effect
-    title: str  # what the module says it is
 
 
 def who_can(method: str) -> str:
@@ -106,32 +56,61 @@ def _nobody(method: str) -> list[str]:
 FAMILIES_WITH: Callable[[str], list[str]] = _nobody  # set by backends/registry.py
 
 
-class Backend(ABC, Generic[M]):
-    """One MPI family driving its installations (`M`): attributes say what it can do."""
+@dataclass(frozen=True)
+class Traits:
+    """How a family's measurements behave, which the pipeline adapts to without asking
+    which family it drives."""
 
-    name: str = ""  # what --backend (or --tune-han for coll/han) selects
-    exact = False  # simulated: a time is deterministic, no test and no fresh launch needed
-    mpit_sweep = True  # configurations are switched through MPI_T inside one launch
-    pvar_prefix = ""  # MPI_T performance variables that say which algorithm ran
+    exact: bool = False  # simulated: a time is deterministic, no test and no fresh launch
+    mpit_sweep: bool = True  # configurations are switched through MPI_T inside one launch
+    pvar_prefix: str = ""  # MPI_T performance variables that say which algorithm ran
     # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
     # scheduler (milliseconds) and timings rank scheduling as much as algorithms
-    busy_polls = False
+    busy_polls: bool = False
     # measure on MPI_COMM_WORLD where no MPI_T write needs a duplicate (Intel MPI: bcast
     # 16 KiB preset 7 1.5x faster on a duplicate, 1.2x slower on WORLD, where apps call)
-    on_world = False
+    on_world: bool = False
     # a file the library reads names a configuration per message size: a launch runs
     # several, each at sizes of its own (`banded_env`, tuner/bands.py)
-    by_size = False
+    by_size: bool = False
+
+
+class Backend(ABC, Generic[M]):
+    """One MPI family driving its installations (`M`): the core every family has (find,
+    catalog, launch, force, open a session), its `traits`, and the optional capabilities
+    it has or lacks: `runtime` (tune runtime) and `files` (check, explain, verify, export,
+    report its files)."""
+
+    name: str = ""  # what --backend (or --tune-han for coll/han) selects
+    traits = Traits()
+    runtime: RuntimeSupport[M] | None = None  # job-wide parameters (tune runtime)
+    files: FileFormats | None = None  # files given to colltune: set by __init__ from Files
+    Files: type[FileFormats] | None = None  # the family's FileFormats class
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
-    export_as: tuple[str, ...] = ()  # --as formats this family's files are converted to
     output = "a tuning file"  # what its output is called, for messages
     # installation name -> how its ranks wait in a collective: why a default can look far
     # slower than a forced algorithm on shared cores (MPICH 5.0.2, 4 ranks on 2: 10-1560 ms)
     waits: dict[str, str] = {}
     own_launcher: str | None = None  # its launcher; None: srun in an allocation, else mpirun
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
-    binary_suffixes: tuple[str, ...] = ()  # its outputs that are not text (read: registry)
+
+    def __init__(self) -> None:
+        self.files = self.Files(self) if self.Files is not None else None
+
+    def with_files(self) -> FileFormats:
+        """Its files capability, or a refusal naming the families that have one."""
+        if self.files is None:
+            raise ColltuneError(f"colltune reads no {self.name} files: check, explain, "
+                                "verify, export and report cannot take one",
+                                who_can("files"))
+        return self.files
+
+    def with_runtime(self) -> RuntimeSupport[M]:
+        """Its runtime capability, or a refusal naming the families that have one."""
+        if self.runtime is None:
+            raise ColltuneError(f"tune runtime does not tune {self.name}", who_can("runtime"))
+        return self.runtime
 
     def place(self, np: int, hostfile: str | None = None, launch: Launch | None = None
               ) -> Placement:
@@ -172,11 +151,6 @@ class Backend(ABC, Generic[M]):
         a file written in `folder`."""
         raise NotImplementedError
 
-    def rules_arms(self, rules: Path) -> Arms:
-        """The two arms of a fresh-launch comparison of the library's choice with a file."""
-        raise ColltuneError(f"{self.name} has no rules file to compare in fresh launches",
-                            "use tune's own confirmation for this MPI family")
-
     @abstractmethod
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[M]:
@@ -207,43 +181,6 @@ class Backend(ABC, Generic[M]):
         job launched as `cmd` with `env`, as far as its settings say (None: not known)."""
         return None
 
-    def claims(self, text: str) -> bool:
-        """Whether a file's text is this family's output (for commands given a file)."""
-        return False
-
-    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        """Validate a file as the library reads it (`--mpi`: that installation; `version`:
-        the library's). A line the library would refuse raises FormatError with its number."""
-        raise ColltuneError(f"tune check does not read {self.name} files yet",
-                            "run the library with the file and read its own errors")
-
-    def explain(self, path: Path, coll: Collective, np: int, size: int
-                ) -> tuple[str, dict[str, object]] | None:
-        """A call's rule in a file, read without the library; None: read as verify reads."""
-        return None
-
-    def installable(self, req: ExportRequest) -> Installable:
-        """The files (and module environment) that install this family's output."""
-        raise ColltuneError(f"tune export does not install {self.name} files",
-                            "install the file tune wrote as the library's documentation says")
-
-    def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
-        """The tuning file a store's decisions make (tune export --from STORE)."""
-        raise ColltuneError(f"{db} holds {name} measurements; tune export --from a store "
-                            "writes Open MPI rules only",
-                            "write the file with tune <collective> --from-db --mpi PREFIX "
-                            "--out FILE, then export that file")
-
-    def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
-        """A stored context's decisions as the family's output shows them, and the format's
-        name (tune report); None: its file needs more (counters, ties): tune --from-db."""
-        return None
-
-    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        raise ColltuneError(f"tune verify does not read {self.name} files yet",
-                            "verify the file's decisions with tune's own confirmation")
-
     def plan_catalog(self, colls: list[str]) -> Catalog | None:
         """The catalog a plan is counted with before any installation is read (a batch
         script's time limit); None: only the installation knows."""
@@ -259,60 +196,6 @@ class Backend(ABC, Generic[M]):
     def owns(self, mpi_key: str) -> bool:
         """Whether a stored installation key was made by this family."""
         return mpi_key.startswith(f"{self.name}-")
-
-    # -- runtime parameters (tune runtime): job-wide settings, declared like the catalog
-
-    def runtime_knobs(self, mpi: M) -> list[Knob]:
-        """The runtime parameters colltune tunes for this installation."""
-        raise ColltuneError(f"tune runtime does not tune {self.name} yet",
-                            who_can("runtime_knobs"))
-
-    def runtime_vouch(self, mpi: M, name: str) -> Knob | None:
-        """An undeclared parameter the installation lists (None: the library has none)."""
-        return None
-
-    def runtime_refuse(self, mpi: M, knobs: list[Knob], cmd: list[str]) -> None:
-        """Refuse, before any launch, a knob unknown here (ignored silently) or set by `cmd`."""
-        return None
-
-    def runtime_environ(self, mpi: M, knobs: dict[str, Knob], setting: Setting,
-                        base: dict[str, str]) -> dict[str, str]:
-        """The launcher's whole environment (from `base`) that applies `setting`: every
-        inherited value of a tuned knob removed, the setting's non-default values added."""
-        raise ColltuneError(f"tune runtime does not tune {self.name} yet",
-                            who_can("runtime_environ"))
-
-    def runtime_own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
-        """colltune's own launch command without what it sets for a knob searched."""
-        return cmd
-
-    def runtime_readback(self, mpi: M, knob: Knob, value: str) -> set[str]:
-        """What the knob's control variable reads back in a rank when `value` applied."""
-        return {value}
-
-    def runtime_log_env(self, knobs: list[Knob]) -> dict[str, str]:
-        """Launcher variables that make the library log the `component` knobs in charge."""
-        return {}
-
-    def runtime_logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
-        """Whether the library's log (stderr) shows `value` of a `component` knob in effect."""
-        return False, f"{self.name} logs nothing colltune reads"
-
-    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
-        """For a binding knob: whether a rank's CPU count fits `value` (None: not known)."""
-        return None
-
-    def runtime_write(self, mpi: M, knobs: dict[str, Knob], setting: Setting,
-                      rules: Path | None, out: Path, notes: list[str]) -> dict[str, object]:
-        """Write `setting` (and the settings that load `rules`) into the files sites install,
-        at `out` and beside it; returns what was written (what, also, use)."""
-        raise ColltuneError(f"tune runtime does not write {self.name} files yet",
-                            who_can("runtime_write"))
-
-    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        """The setting (and rules file) a tune runtime file holds; None: not this family's."""
-        return None
-
 
 class Session(ABC, Generic[M]):
     """One tuning run on one installation: what was found, and the family's outputs."""

@@ -36,10 +36,13 @@ RENAMES.extend(Rename(b.owns, b.stored_names) for b in BACKENDS.values() if b.st
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 
-def having(method: str) -> list[str]:
-    """The --backend names whose family has `method` of its own (not the base's refusal)."""
+def having(what: str) -> list[str]:
+    """The --backend names whose family has the capability `what` ("files", "runtime"), or
+    a core method of its own (not the base's refusal)."""
+    if what in ("files", "runtime"):
+        return [n for n in CHOICES if getattr(BACKENDS[n], what) is not None]
     return [n for n in CHOICES
-            if getattr(type(BACKENDS[n]), method, None) is not getattr(Backend, method, None)]
+            if getattr(type(BACKENDS[n]), what, None) is not getattr(Backend, what, None)]
 
 
 base.FAMILIES_WITH = having  # the hints of the base's refusals name these
@@ -165,16 +168,17 @@ def _holds(name: str, prefix: str) -> None:
 def for_file(path: Path) -> Backend[Any]:
     """The backend whose output `path` is (Open MPI's rules file unless another claims it;
     its reader then says what is wrong)."""
+    readers = [(b, b.files) for b in BACKENDS.values() if b.files is not None]
     try:
         text = read_text(path)
     except (OSError, FormatError):  # not text: a family's binary output, by its name
-        return next((b for b in BACKENDS.values() if path.suffix and
-                     path.suffix in b.binary_suffixes), BACKENDS["openmpi"])
+        return next((b for b, f in readers if path.suffix and
+                     path.suffix in f.binary_suffixes), BACKENDS["openmpi"])
     # a first line that one family claims alone (a colltune header naming the family)
     # decides: an Open MPI parameter file with an MV2_ line is Open MPI's, and refused there
     head = text.split("\n", 1)[0] + "\n"
-    return next((b for b in BACKENDS.values() if head.startswith("# ") and b.claims(head)),
-                next((b for b in BACKENDS.values() if b.claims(text)), BACKENDS["openmpi"]))
+    return next((b for b, f in readers if head.startswith("# ") and f.claims(head)),
+                next((b for b, f in readers if f.claims(text)), BACKENDS["openmpi"]))
 
 
 def for_key(mpi_key: str) -> Backend[Any] | None:

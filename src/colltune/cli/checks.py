@@ -36,7 +36,7 @@ def check_cmd(
     json_to_stdout(json_out)
     backend = registry.for_file(path)  # Open MPI's reader unless another family claims it
     try:
-        checked = backend.check(path, mpi, ompi_version)
+        checked = backend.with_files().check(path, mpi, ompi_version)
     except FormatError as e:
         err.print(f"error: {e}", highlight=False, markup=False)
         err.print("  what to do: fix that line; the library would ignore the whole file or "
@@ -74,9 +74,9 @@ def explain_cmd(
                                 "pass the communicator size of the call, e.g. --np 16")
         coll = get_collective(collective)
         nbytes = parse_size(size)
-        got = backend.explain(path, coll, np, nbytes)
+        got = backend.with_files().explain(path, coll, np, nbytes)
         if got is None:  # read as tune verify reads it, the library naming the algorithm
-            t = backend.verify_target(path, np, mpi, None)
+            t = backend.with_files().verify_target(path, np, mpi, None)
             cfg = t.rule_at(coll, np, nbytes) if coll.name in t.collectives else None
             label = cfg.label(t.catalog, coll.name) if cfg else ""
             got = ((f"{path} has no rule for {coll.name} at {np} ranks: {t.mpi.name} makes "

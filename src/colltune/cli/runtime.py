@@ -103,7 +103,7 @@ def runtime_cmd(
     try:
         be = registry.named(registry.resolve(backend, None, mpi)[0])
         inst = be.find(mpi)
-        catalog = be.runtime_knobs(inst)
+        catalog = be.with_runtime().knobs(inst)
         if listing:
             _list(catalog)
             return
@@ -116,7 +116,7 @@ def runtime_cmd(
         values = _values(param)
         names = [n.strip() for n in (params or "").split(",") if n.strip()]
         extra = {n: k for n in [*names, *values] if not any(c.name == n for c in catalog)
-                 for k in [be.runtime_vouch(inst, n)] if k is not None}
+                 for k in [be.with_runtime().vouch(inst, n)] if k is not None}
         space = build_space(catalog, names, values, extra)
         with jobdir.temporary(prefix="colltune-runtime-") as tmp:
             if collective is not None:
@@ -128,12 +128,12 @@ def runtime_cmd(
                                         "use it with -- CMD, not --collective")
                 obj = kernel(be, inst, be.place(np, hostfile, where), collective,
                              parse_sizes(sizes), calls, Path(tmp))
-                obj.cmd = be.runtime_own(obj.cmd, {k.name: k for k in space.knobs})
+                obj.cmd = be.with_runtime().own(obj.cmd, {k.name: k for k in space.knobs})
             else:
                 obj = application(command or [])
                 if metric is not None:
                     obj = printed(obj, metric)
-            be.runtime_refuse(inst, space.knobs, obj.cmd)
+            be.with_runtime().refuse(inst, space.knobs, obj.cmd)
             say(f"searching {len(space.knobs)} parameter(s), {space.size()} combination(s), "
                 f"for {obj.what}")
             res = rt.search(rt.Request(be, inst, space, obj, rounds, budget, pairs, rules,
@@ -148,7 +148,7 @@ def runtime_cmd(
         notes += [f"{k}: " + ", ".join(f"{v} {s:.3f}x" for v, s in e.items())
                   for k, e in res.effects.items()]
         try:
-            doc["wrote"] = be.runtime_write(inst, {k.name: k for k in space.knobs},
+            doc["wrote"] = be.with_runtime().write(inst, {k.name: k for k in space.knobs},
                                             res.chosen, rules, out_path, notes)
         except ColltuneError as e:
             _fail(e)

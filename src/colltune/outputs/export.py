@@ -17,7 +17,8 @@ from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import registry
-from colltune.backends.base import Backend, ExportRequest
+from colltune.backends.base import Backend
+from colltune.backends.files import ExportRequest
 from colltune.errors import ColltuneError, FormatError, open_regular, read_text
 from colltune.outfile import Planned, Staged, check_destination, destination, stage
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
@@ -93,7 +94,7 @@ def _decided(db: Path) -> tuple[Backend, str]:
     if backend is None:
         raise ColltuneError(f"no backend of this colltune measured {names[0]} in {db}",
                             "export it with the colltune that measured it")
-    return backend, backend.decided_rules(
+    return backend, backend.with_files().decided_rules(
         db, names[0], [(e.ctx, e.decisions, f"{e.first} .. {e.last}") for e in entries])
 
 
@@ -105,14 +106,15 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
     backend, text = _source(source)
     if dest is not None:
         check_path(dest.resolve(), "--site")
-    if as_format is not None and as_format not in backend.export_as:
+    files = backend.with_files()
+    if as_format is not None and as_format not in files.export_as:
         routes = [f"--as {f} converts {b.output}" for b in registry.BACKENDS.values()
-                  for f in b.export_as]
+                  if b.files is not None for f in b.files.export_as]
         raise ColltuneError(f"--as {as_format} is not written from {backend.output}",
                             "; ".join(routes) + "; leave --as out otherwise")
     site = None if user else (dest or Path("."))
     try:
-        inst = backend.installable(ExportRequest(source, _stamp(source), site,
+        inst = files.installable(ExportRequest(source, _stamp(source), site,
                                                  home or Path.home(), as_format, at_size,
                                                  text, mpi))
     except FormatError as e:  # a family's reader found the file malformed or not allowed

@@ -55,7 +55,7 @@ def load(db: Path, collectives: list[str] | None = None, nps: list[int] | None =
             ms = store.measurements(ctx)
             backend = registry.for_context(ctx)
             ds = decide(get_collective(ctx.collective), ctx.np, ms,
-                        exact=bool(backend and backend.exact),
+                        exact=bool(backend and backend.traits.exact),
                         rule_size=backend.rule_size if backend else None)
             apply_confirmations(ds, store, ctx)
             here = ctx.host == socket.gethostname() and ctx.nodes == 1
@@ -266,7 +266,8 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 + (f"<br><strong>warning: {html_text(d.warning)}</strong>" if d.warning
                    else "") + "</td></tr>")
         backend = registry.for_context(c)
-        shown = backend.section_text(c, e.decisions) if backend else None
+        shown = (backend.files.section_text(c, e.decisions)
+                 if backend and backend.files else None)
         if shown:
             parts.append(f"</table><p>Rules for this section ({html_text(shown[1])}, as "
                          f"tune writes it):</p><pre>{html_text(shown[0])}</pre>")

@@ -52,7 +52,7 @@ def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collect
     added = 0
     for _ in range(MAX_ROUNDS):
         now = view() if view else decide(coll, placement.np, store.measurements(ctx),
-                                         opts.alpha, opts.min_gain, backend.exact,
+                                         opts.alpha, opts.min_gain, backend.traits.exact,
                                          backend.rule_size)
         ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
         todo: set[tuple[Config, int]] = set()

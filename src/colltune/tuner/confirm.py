@@ -74,7 +74,7 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
     `start` > 0 adds the mode "start": the time per call of that many calls from a size's
     first on (`from_cold`)."""
     be = of(mpi)
-    arms = arms or be.rules_arms(rules)
+    arms = arms or be.with_files().rules_arms(rules)
     exe = build_kernel(mpi)
     out = ABSamples(rounds)
     for rnd in range(first_round, first_round + rounds):
@@ -85,7 +85,7 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                               dataclasses.replace(reps, seed=reps.seed + rnd,
                                                   loop=reps.loop or LOOP_CALLS,
                                                   start=start),
-                              dup_always=not be.on_world)
+                              dup_always=not be.traits.on_world)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
             if res.status != "ok":

@@ -33,7 +33,7 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
                   store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
     ctx = context_for(mpi, coll, placement)
-    exact = of(mpi).exact
+    exact = of(mpi).traits.exact
     given: dict[Point, int] = {}  # samples already handed to the strategy, per point
 
     def stored() -> dict[Point, list[float]]:

@@ -56,7 +56,7 @@ Group = tuple[str, list[tuple[Slot, int]], Band | None]  # a launch: how, its po
 def shares_default_launch(be: Backend[Any], sweep: str) -> bool:
     """Whether the default needs no launches of its own to pool: MPI_T switches every
     configuration inside its launch, or times repeat exactly (a simulation)."""
-    return be.exact or (sweep == "mpit" and be.mpit_sweep)
+    return be.traits.exact or (sweep == "mpit" and be.traits.mpit_sweep)
 
 
 def measure(
@@ -111,11 +111,11 @@ def measure_lanes(
     # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
     # configuration is its own launch there
     be = of(mpi)
-    via_env: set[Config] = (set() if sweep == "mpit" and be.mpit_sweep
+    via_env: set[Config] = (set() if sweep == "mpit" and be.traits.mpit_sweep
                             else {c for _, c in slots})
     # the library's own choice keeps a launch of its own: no file may touch the reference
     banded = {c for c in via_env if c != DEFAULT} if (
-        sweep == "bands" and be.by_size and len(lanes) == 1 and coll.has_sizes) else set()
+        sweep == "bands" and be.traits.by_size and len(lanes) == 1 and coll.has_sizes) else set()
     # the reference's further launches: only in a first measurement of its points
     repeats = 1 if extend or shares_default_launch(be, sweep) else settings.default_launches
     extra = sum(1 for (_, c), _ in todo if c == DEFAULT and c in via_env - banded)
@@ -161,7 +161,7 @@ def measure_lanes(
                 _blame(outcome, group, cid_of, how,
                        group if again else sorted(todo_set),
                        functools.partial(record, how="", again=again),
-                       smaller_survive=be.exact)
+                       smaller_survive=be.traits.exact)
                 progressed = True
                 if how != "relaunch":
                     break  # relaunch with what is left
@@ -256,8 +256,8 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     points = ([(cid_of[sl], m) for m, (sl, _) in sorted(band.items())] if band is not None
               else [(cid_of[sl], s) for sl, s in group])
     plan = KernelPlan(coll.name, kcfgs, points, settings,
-                      dup_always=sweep == "mpit" or not be.on_world,
-                      pvars=be.pvar_prefix)
+                      dup_always=sweep == "mpit" or not be.traits.on_world,
+                      pvars=be.traits.pvar_prefix)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0
 

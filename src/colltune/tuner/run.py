@@ -148,7 +148,7 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
     backend = registry.named(opts.backend, han=opts.tune_han)
-    if opts.sweep == "bands" and not backend.by_size:
+    if opts.sweep == "bands" and not backend.traits.by_size:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
                             "configuration per message size in a sweep",
                             "use --sweep mpit or relaunch")
@@ -156,7 +156,7 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
     mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     if opts.settings.default_launches > 1 and shares_default_launch(backend, sess.sweep):
         rep.note(f"note: --default-launches {opts.settings.default_launches} repeats nothing "
-                 "here: " + ("simulated times repeat exactly" if backend.exact else
+                 "here: " + ("simulated times repeat exactly" if backend.traits.exact else
                              "the default is measured in the same launch as the others"))
     # what is measured, built once (a parameter this library does not declare: refused)
     plan = Plan(catalog, sess.grid(opts), opts.sizes)
@@ -177,7 +177,7 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
     searches: dict[str, dict[str, object]] = {}
     # switches are located after fresh launches confirmed them: one that fresh launches
     # refute costs no boundary rounds (simulated times need no confirmation)
-    confirm_first = not backend.exact and opts.confirm_rounds > 0 and not opts.predict
+    confirm_first = not backend.traits.exact and opts.confirm_rounds > 0 and not opts.predict
     try:
         if not opts.from_db:
             if not opts.oversubscribe:
@@ -185,7 +185,7 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
                     refuse_heavy_oversubscription(p)
             for w in {p.warning for p in placements if p.warning}:
                 rep.note(f"warning: {w}")
-            if backend.busy_polls and any(p.oversubscribe for p in placements):
+            if backend.traits.busy_polls and any(p.oversubscribe for p in placements):
                 rep.note(f"warning: {mpi.name} busy-polls: with more ranks than cores a "
                          "waiting rank spins on a core another needs, calls take "
                          "milliseconds, and which configuration wins follows the scheduler "
@@ -269,7 +269,7 @@ def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Col
     """Decide from the measurements, flag what oversubscription may have caused, and keep
     a non-default choice only where fresh launches confirm it (stored verdicts reused);
     with `fills`, the file's stand-ins are judged to the end of their ladder too."""
-    mpi, exact = sess.mpi, sess.backend.exact
+    mpi, exact = sess.mpi, sess.backend.traits.exact
     ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact,
                 sess.backend.rule_size)
     artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
@@ -292,7 +292,7 @@ def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Colle
     sizes cannot mend it); a stand-in found wanting on the way is replaced in the next
     pass's launch pairs, and those still open are judged once, at the end."""
     ctx = context_for(sess.mpi, coll, placement)
-    exact = sess.backend.exact
+    exact = sess.backend.traits.exact
 
     def confirmed_view() -> list[Decision]:
         now = decide(coll, ctx.np, store.measurements(ctx), opts.alpha, opts.min_gain, exact,

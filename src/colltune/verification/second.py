@@ -13,7 +13,7 @@ from pathlib import Path
 
 from colltune import jobdir
 from colltune.backends import registry
-from colltune.backends.base import Arms
+from colltune.backends.files import Arms
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError
 from colltune.osu.imb_output import IMB_NAMES, ImbError, table

@@ -10,7 +10,7 @@ import json
 import math
 
 from colltune.backends import registry
-from colltune.backends.base import Arms
+from colltune.backends.files import Arms
 from colltune.collectives import Collective
 from colltune.core.space import sizes_for
 from colltune.core.toolchain import Installation

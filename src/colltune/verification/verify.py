@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.backends import registry
-from colltune.backends.base import Arms, VerifyTarget
+from colltune.backends.files import Arms, VerifyTarget
 from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import json_ready
@@ -236,7 +236,7 @@ def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
         raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds ({rounds})",
                             "--max-rounds bounds the launch pairs a size may use")
     family = registry.for_file(rules_path)
-    target = family.verify_target(rules_path, np, mpi_prefix, hostfile, launch)
+    target = family.with_files().verify_target(rules_path, np, mpi_prefix, hostfile, launch)
     rule_size = family.rule_size
     mpi, catalog, placement = target.mpi, target.catalog, target.placement
     arms = {"default": target.arms["default"],

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from colltune.backends.base import Installable, provenance, write_file
+from colltune.backends.base import provenance, write_file
+from colltune.backends.files import Installable
 from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, read_text

@@ -18,18 +18,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune.backends.base import (
-    Arms,
     Backend,
-    Checked,
     Decisions,
-    ExportRequest,
-    Installable,
     Session,
-    VerifyTarget,
+    Traits,
     decision_comments,
     hydra_placements,
     provenance,
     refuse,
+)
+from colltune.backends.files import (
+    Arms,
+    Checked,
+    ExportRequest,
+    FileFormats,
+    Installable,
+    VerifyTarget,
 )
 from colltune.backends.impi import install as impi
 from colltune.backends.impi.files import (
@@ -74,19 +78,67 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
 
+class ImpiFiles(FileFormats):
+    """Intel MPI's JSON tuning files and spliced binary tables."""
+
+    binary_suffixes = (SUFFIX,)  # a frozen tuning file: its JSON source is read beside it
+
+    def claims(self, text: str) -> bool:
+        return re.match(r'\s*\{\s*"coll=', text) is not None or "export I_MPI_" in text
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        t, prof, text = read_files(path, "will not check")
+        what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
+                "tuning table (its own, with colltune's rules spliced in)" if text is None
+                else "tuning file")
+        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
+                       {"format": "impi", "collectives": sorted(t),
+                        "profile": prof.settings}, [])
+
+    def installable(self, req: ExportRequest) -> Installable:
+        return installable(req)
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
+        t, prof, text = read_files(path)
+        mpi = impi.find_impi(mpi_prefix)
+        names = sorted(t)
+        catalog = impi.catalog(mpi, names)
+        placement = self.backend.place(np, hostfile, launch)
+        env = tuned_env(path, prof)
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            r = rules_for(t, coll.name, n)
+            preset = r.preset_at(size) if r else None
+            return None if preset is None or preset == LIBRARY else Config(preset)
+
+        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
+            r = rules_for(t, coll.name, n)
+            if r is None:
+                return "default everywhere", "the file does not name this collective"
+            probes = Probes(mpi, self.backend.place(n, hostfile, launch), coll.name)
+            return obeyed(probes, r, env, sizes)
+
+        # a spliced table changes what runs where it names the library's own entry too (its
+        # fences and copies of the selected node), so every size is tested
+        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": env},
+                            placement, rule_at, applied, whole=text is None)
+
+
 class ImpiBackend(Backend[IntelMPI]):
     """Intel MPI: presets forced per launch (I_MPI_ADJUST_<OP>) or per size band (a tuning
     file), its symbols as proof, its JSON tuning file as output."""
 
+    Files = ImpiFiles
     name = "impi"
     own_launcher = "mpiexec"
     output = "an Intel MPI tuning file"
     formats = FORMATS
-    binary_suffixes = (SUFFIX,)  # a frozen tuning file: its JSON source is read beside it
     short = "impi"
-    mpit_sweep = False  # the choice is fixed per launch (MPI_T writes read back, change nothing)
-    by_size = True  # but a tuning file selects it per message size
-    on_world = True  # bcast 16 KiB preset 7: 1.5x faster than the default on a dup, slower on WORLD
+    # mpit_sweep: the choice is fixed per launch (MPI_T writes read back, change nothing)
+    # by_size: but a tuning file selects it per message size
+    # on_world: bcast 16 KiB preset 7: 1.5x faster than the default on a dup, slower on WORLD
+    traits = Traits(mpit_sweep=False, by_size=True, on_world=True)
 
     def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -134,47 +186,6 @@ class ImpiBackend(Backend[IntelMPI]):
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-genv", k, v)]
-
-    def claims(self, text: str) -> bool:
-        return re.match(r'\s*\{\s*"coll=', text) is not None or "export I_MPI_" in text
-
-    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        t, prof, text = read_files(path, "will not check")
-        what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
-                "tuning table (its own, with colltune's rules spliced in)" if text is None
-                else "tuning file")
-        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
-                       {"format": "impi", "collectives": sorted(t),
-                        "profile": prof.settings}, [])
-
-    def installable(self, req: ExportRequest) -> Installable:
-        return installable(req)
-
-    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        t, prof, text = read_files(path)
-        mpi = impi.find_impi(mpi_prefix)
-        names = sorted(t)
-        catalog = impi.catalog(mpi, names)
-        placement = self.place(np, hostfile, launch)
-        env = tuned_env(path, prof)
-
-        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
-            r = rules_for(t, coll.name, n)
-            preset = r.preset_at(size) if r else None
-            return None if preset is None or preset == LIBRARY else Config(preset)
-
-        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
-            r = rules_for(t, coll.name, n)
-            if r is None:
-                return "default everywhere", "the file does not name this collective"
-            probes = Probes(mpi, self.place(n, hostfile, launch), coll.name)
-            return obeyed(probes, r, env, sizes)
-
-        # a spliced table changes what runs where it names the library's own entry too (its
-        # fences and copies of the selected node), so every size is tested
-        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": env},
-                            placement, rule_at, applied, whole=text is None)
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from colltune import __version__
-from colltune.backends.base import ExportRequest, Installable, write_file
+from colltune.backends.base import write_file
+from colltune.backends.files import ExportRequest, Installable
 from colltune.backends.impi.proof import describe
 from colltune.backends.impi.splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
 from colltune.backends.impi.standin import Prints

@@ -9,14 +9,10 @@ from typing import TYPE_CHECKING
 
 from colltune import __version__
 from colltune.backends.base import (
-    Arms,
     Backend,
-    Checked,
     Decisions,
-    ExportRequest,
-    Installable,
     Session,
-    VerifyTarget,
+    Traits,
     decision_comments,
     hydra_placements,
     provenance,
@@ -24,15 +20,23 @@ from colltune.backends.base import (
     write_file,
 )
 from colltune.backends.common import env_runtime
+from colltune.backends.files import (
+    Arms,
+    Checked,
+    ExportRequest,
+    FileFormats,
+    Installable,
+    VerifyTarget,
+)
 from colltune.backends.mpich import install as mpich
 from colltune.backends.mpich import runtime
 from colltune.backends.mpich.install import KNOBS, MPICH, MPICHCatalog
+from colltune.backends.mpich.runtime import MPICHRuntime
 from colltune.collectives import Collective
 from colltune.core.catalog import CHUNK, FAN, RADIX, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
-from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
@@ -147,13 +151,89 @@ def tentative(path: Path, builtin: dict, coll: str, np: int, r: Ranges,
 
 
 
+class MPICHFiles(FileFormats):
+    """MPICH's JSON tuning files and the profiles that load them or set runtime CVARs."""
+
+    def claims(self, text: str) -> bool:
+        return (text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
+                or env_runtime.claims(text, "MPICH"))
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        """The tuning file or its environment profile, read as `tune export` reads them
+        (MPICH aborts at start-up on what this reader refuses)."""
+        got = env_runtime.read(path, "MPICH", runtime.MAY_SET)
+        if got is not None:
+            return Checked(f"MPICH runtime profile, {len(got[0])} set",
+                           {"format": "mpich-runtime", "parameters": got[0]}, [])
+        text, prof = read_files(path, "will not check")
+        tuned = mpich_csel.parse(text)
+        return Checked(f"MPICH tuning file, {len(tuned)} collective(s) tuned",
+                       {"format": "mpich", "collectives": sorted(tuned),
+                        "tuning_file": str(prof.tuning_file or path)}, [])
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
+        where = req.home / ".config" / "colltune" if req.site is None else req.site
+        if req.text is None and env_runtime.read(req.source, "MPICH", runtime.MAY_SET) is not None:
+            return env_runtime.installable(req.source, req.stamp, where, "MPICH",
+                                            runtime.MAY_SET)
+        json_text, prof = read_files(req.source)
+        installed = destination(where / "colltune-mpich.json")
+        prof.tuning_file = installed
+        prof.comments = [f"MPICH collectives tuned by colltune: {req.stamp}",
+                         "use: source this file before mpiexec (MPICH reads no parameter "
+                         "file)" + ("; e.g. from ~/.bashrc" if req.site is None else "")]
+        env = check_env(prof.variables(), "the MPICH profile")
+        return Installable(
+            [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
+             Planned(destination(where / "colltune-mpich.env"), mpich_env.render(prof),
+                     "MPICH environment profile")],
+            env, "MPICH collectives tuned by colltune")
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
+        """The tuning file (or the profile that names it) against MPICH's own choice: the
+        tuned arm sets the profile's variables."""
+        json_text, prof = read_files(path)
+        if prof.tuning_file is None:  # the tuning file alone: it is what the profile sets
+            prof.tuning_file = path.resolve()
+        mpi = mpich.find_mpich(mpi_prefix)
+        tuned = mpich_csel.parse(json_text)
+        names = sorted(c for c in tuned if c in prof.collectives)
+        catalog = self.backend._catalog(mpi, names)
+        tuned = mpich_csel.parse(json_text, catalog.params)
+        placement = self.backend.place(np, hostfile, launch)
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            per_np = tuned.get(coll.name)
+            if not per_np:
+                return None
+            # the first "comm_size<=K" that holds n, else "any" (or the largest K: render
+            # drops an "any" that repeats it)
+            fits = sorted(k for k in per_np if k is not None and n <= k)
+            key = fits[0] if fits else (None if None in per_np else max(
+                k for k in per_np if k is not None))
+            text = per_np[key].algorithm_at(lookup(coll.name, size, n))
+            return DEFAULT if text is None else config_of(catalog, coll.name, text)
+
+        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
+            return "unproven", ("MPICH leaves no record of the algorithm it ran that "
+                                "colltune reads (Open MPI's pml traffic has no MPICH "
+                                "counterpart); the speed-ups below are the evidence")
+
+        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": prof.variables()},
+                            placement, rule_at, applied)
+
+
 class MPICHBackend(Backend[MPICH]):
     """MPICH (and MVAPICH 4, which is MPICH): algorithms switched through MPI_T in one
     launch; its tuning file (csel JSON) and an environment profile as output."""
 
+    Files = MPICHFiles
+    runtime = MPICHRuntime()
     name = "mpich"
     own_launcher = "mpiexec"
-    busy_polls = True
+    traits = Traits(busy_polls=True)
     output = "an MPICH tuning file or profile"
     short = "mpich"
     formats = ("mpich", "mvapich4")  # MVAPICH 4 selects with MPICH's variables and file
@@ -214,100 +294,6 @@ class MPICHBackend(Backend[MPICH]):
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
-
-    def runtime_knobs(self, mpi: MPICH) -> list[Knob]:
-        return runtime.knobs(mpi)
-
-    def runtime_refuse(self, mpi: MPICH, knobs: list[Knob], cmd: list[str]) -> None:
-        runtime.refuse(mpi, knobs, cmd)
-
-    def runtime_environ(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
-                        base: dict[str, str]) -> dict[str, str]:
-        return env_runtime.environment(knobs, setting, base)
-
-    def runtime_readback(self, mpi: MPICH, knob: Knob, value: str) -> set[str]:
-        return runtime.readback(knob, value)
-
-    def runtime_write(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
-                      rules_path: Path | None, out: Path, notes: list[str]
-                      ) -> dict[str, object]:
-        if rules_path is not None:  # MPICH's tuning file has its own profile
-            notes = [*notes, f"searched with the tuning file {rules_path} loaded: source "
-                             "its profile too"]
-        return env_runtime.write(mpi, knobs, setting, out, notes, "MPICH")
-
-    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        return env_runtime.read(path, "MPICH", runtime.MAY_SET)
-
-    def claims(self, text: str) -> bool:
-        return (text.lstrip().startswith("{") or "export MPIR_CVAR_" in text
-                or env_runtime.claims(text, "MPICH"))
-
-    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        """The tuning file or its environment profile, read as `tune export` reads them
-        (MPICH aborts at start-up on what this reader refuses)."""
-        got = env_runtime.read(path, "MPICH", runtime.MAY_SET)
-        if got is not None:
-            return Checked(f"MPICH runtime profile, {len(got[0])} set",
-                           {"format": "mpich-runtime", "parameters": got[0]}, [])
-        text, prof = read_files(path, "will not check")
-        tuned = mpich_csel.parse(text)
-        return Checked(f"MPICH tuning file, {len(tuned)} collective(s) tuned",
-                       {"format": "mpich", "collectives": sorted(tuned),
-                        "tuning_file": str(prof.tuning_file or path)}, [])
-
-    def installable(self, req: ExportRequest) -> Installable:
-        """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
-        where = req.home / ".config" / "colltune" if req.site is None else req.site
-        if req.text is None and env_runtime.read(req.source, "MPICH", runtime.MAY_SET) is not None:
-            return env_runtime.installable(req.source, req.stamp, where, "MPICH",
-                                            runtime.MAY_SET)
-        json_text, prof = read_files(req.source)
-        installed = destination(where / "colltune-mpich.json")
-        prof.tuning_file = installed
-        prof.comments = [f"MPICH collectives tuned by colltune: {req.stamp}",
-                         "use: source this file before mpiexec (MPICH reads no parameter "
-                         "file)" + ("; e.g. from ~/.bashrc" if req.site is None else "")]
-        env = check_env(prof.variables(), "the MPICH profile")
-        return Installable(
-            [Planned(installed, json_text, "MPICH tuning file (csel JSON)"),
-             Planned(destination(where / "colltune-mpich.env"), mpich_env.render(prof),
-                     "MPICH environment profile")],
-            env, "MPICH collectives tuned by colltune")
-
-    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
-                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        """The tuning file (or the profile that names it) against MPICH's own choice: the
-        tuned arm sets the profile's variables."""
-        json_text, prof = read_files(path)
-        if prof.tuning_file is None:  # the tuning file alone: it is what the profile sets
-            prof.tuning_file = path.resolve()
-        mpi = mpich.find_mpich(mpi_prefix)
-        tuned = mpich_csel.parse(json_text)
-        names = sorted(c for c in tuned if c in prof.collectives)
-        catalog = self._catalog(mpi, names)
-        tuned = mpich_csel.parse(json_text, catalog.params)
-        placement = self.place(np, hostfile, launch)
-
-        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
-            per_np = tuned.get(coll.name)
-            if not per_np:
-                return None
-            # the first "comm_size<=K" that holds n, else "any" (or the largest K: render
-            # drops an "any" that repeats it)
-            fits = sorted(k for k in per_np if k is not None and n <= k)
-            key = fits[0] if fits else (None if None in per_np else max(
-                k for k in per_np if k is not None))
-            text = per_np[key].algorithm_at(lookup(coll.name, size, n))
-            return DEFAULT if text is None else config_of(catalog, coll.name, text)
-
-        def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
-            return "unproven", ("MPICH leaves no record of the algorithm it ran that "
-                                "colltune reads (Open MPI's pml traffic has no MPICH "
-                                "counterpart); the speed-ups below are the evidence")
-
-        return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": prof.variables()},
-                            placement, rule_at, applied)
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

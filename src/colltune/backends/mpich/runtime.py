@@ -8,10 +8,13 @@ from __future__ import annotations
 import re
 import subprocess
 from functools import cache
+from pathlib import Path
 
+from colltune.backends.common import env_runtime
 from colltune.backends.common.env_runtime import refuse_overrides
 from colltune.backends.mpich.install import MPICH
-from colltune.core.runtime import Allowed, Knob
+from colltune.backends.runtime import RuntimeSupport
+from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.errors import ColltuneError
 
 # MPI_T reads an enumerated CVAR as its index (MPICH's cvars.txt order)
@@ -72,3 +75,31 @@ def refuse(mpi: MPICH, ks: list[Knob], cmd: list[str]) -> None:
 def readback(knob: Knob, value: str) -> set[str]:
     names = _ENUMS.get(knob.name, ())
     return {value} | ({str(names.index(value))} if value in names else set())
+
+
+class MPICHRuntime(RuntimeSupport[MPICH]):
+    """MPICH's runtime parameters: CVARs in the environment, read back through MPI_T;
+    written as a profile that exports them."""
+
+    def knobs(self, mpi: MPICH) -> list[Knob]:
+        return knobs(mpi)
+
+    def refuse(self, mpi: MPICH, knobs: list[Knob], cmd: list[str]) -> None:
+        refuse(mpi, knobs, cmd)
+
+    def environ(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
+                base: dict[str, str]) -> dict[str, str]:
+        return env_runtime.environment(knobs, setting, base)
+
+    def readback(self, mpi: MPICH, knob: Knob, value: str) -> set[str]:
+        return readback(knob, value)
+
+    def write(self, mpi: MPICH, knobs: dict[str, Knob], setting: Setting,
+              rules: Path | None, out: Path, notes: list[str]) -> dict[str, object]:
+        if rules is not None:  # MPICH's tuning file has its own profile
+            notes = [*notes, f"searched with the tuning file {rules} loaded: source "
+                             "its profile too"]
+        return env_runtime.write(mpi, knobs, setting, out, notes, "MPICH")
+
+    def read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return env_runtime.read(path, "MPICH", MAY_SET)

@@ -17,13 +17,10 @@ from typing import TYPE_CHECKING
 
 from colltune import __version__
 from colltune.backends.base import (
-    Arms,
     Backend,
-    Checked,
     Decisions,
-    ExportRequest,
-    Installable,
     Session,
+    Traits,
     decision_comments,
     hydra_placements,
     provenance,
@@ -31,6 +28,7 @@ from colltune.backends.base import (
     write_file,
 )
 from colltune.backends.common import env_runtime
+from colltune.backends.files import Arms, Checked, ExportRequest, FileFormats, Installable
 from colltune.backends.mvapich2 import install as mv2
 from colltune.backends.mvapich2 import runtime
 from colltune.backends.mvapich2.install import MV2Catalog
@@ -45,11 +43,11 @@ from colltune.backends.mvapich2.ranges import (
     ties_in,
     trades_in,
 )
+from colltune.backends.mvapich2.runtime import MVAPICH2Runtime
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, Verdict
-from colltune.core.runtime import Knob, Setting
 from colltune.errors import ColltuneError, FormatError
 from colltune.outfile import Planned, destination
 from colltune.rules import mvapich2, mvapich3
@@ -61,18 +59,62 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
 
+class MVAPICH2Files(FileFormats):
+    """MVAPICH2's tuning profiles and runtime parameter files."""
+
+    export_as = ("mvapich3",)  # MVAPICH 3's variables, one algorithm each
+
+    def claims(self, text: str) -> bool:
+        return mvapich2.is_profile_text(text) or env_runtime.claims(text, "MVAPICH2")
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        prof = mvapich2.read(path)
+        n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
+        return Checked(f"MVAPICH2 profile, {len(prof.settings)} variable(s), {n} tuning "
+                       "table(s)", {"format": "mvapich2", "variables": dict(prof.settings)},
+                       [])
+
+    def installable(self, req: ExportRequest) -> Installable:
+        """The parameter file (the site's /etc/mvapich2.conf, or the user's ~/.mvapich2.conf);
+        with --as mvapich3, the profile carried over to MVAPICH 3's environment."""
+        if req.as_format == "mvapich3":
+            return self.backend._mvapich3(req)
+        try:
+            prof = mvapich2.read(req.source)
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
+        env = dict(prof.settings)
+        bad = runtime.MAY_SET.refused(list(env))
+        if bad:
+            raise ColltuneError(f"will not export {req.source}: it sets "
+                                f"{', '.join(b[:60] for b in bad[:5])}: an MVAPICH2 file may "
+                                "set only MVAPICH2's own variables (MV2_...)",
+                                "export the file tune wrote, unedited")
+        user = req.site is None
+        where = req.home if req.site is None else req.site
+        conf = [f"# MVAPICH2 parameters {req.stamp}"]
+        if not user:
+            conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
+        conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
+        return Installable(
+            [Planned(destination(where / (".mvapich2.conf" if user else "mvapich2.conf")),
+                     "\n".join(conf) + "\n", "MVAPICH2 parameter file", merge=user)],
+            env, "MVAPICH2 collectives tuned by colltune")
+
+
 class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     """MVAPICH2 2.3 (and the MVAPICH 3 carry-over of its profile): one launch per
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
 
+    Files = MVAPICH2Files
+    runtime = MVAPICH2Runtime()
     name = "mvapich2"
     own_launcher = "mpiexec"
-    busy_polls = True
+    # mpit_sweep: MVAPICH2 reads its variables once, in MPI_Init
+    traits = Traits(busy_polls=True, mpit_sweep=False, pvar_prefix=mv2.PVAR_PREFIX)
     output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
     short = "mv2"
-    mpit_sweep = False  # MVAPICH2 reads its variables once, in MPI_Init
-    pvar_prefix = mv2.PVAR_PREFIX
     waits = {mv2.MVAPICH2.name: "MVAPICH2's ranks busy-poll while they wait, so a rank "
                                 "waits for a scheduler time slice of the rank whose core it "
                                 "shares"}
@@ -103,74 +145,12 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
                                 "tune " + ", ".join(sorted(mv2.ALGORITHMS)))
         return MVAPICH2Session(self, mpi, catalog, placements, opts)
 
-    export_as = ("mvapich3",)  # MVAPICH 3's variables, one algorithm each
 
     def find(self, prefix: str | None) -> mv2.MVAPICH2:
         return mv2.find_mvapich2(prefix)
 
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
-
-    def claims(self, text: str) -> bool:
-        return mvapich2.is_profile_text(text) or env_runtime.claims(text, "MVAPICH2")
-
-    # runtime parameters: a profile of MV2_ variables, installed as the parameter file
-    def runtime_knobs(self, mpi: mv2.MVAPICH2) -> list[Knob]:
-        return runtime.knobs()
-
-    def runtime_refuse(self, mpi: mv2.MVAPICH2, knobs: list[Knob], cmd: list[str]) -> None:
-        env_runtime.refuse_overrides(cmd, knobs)
-
-    def runtime_environ(self, mpi: mv2.MVAPICH2, knobs: dict[str, Knob], setting: Setting,
-                        base: dict[str, str]) -> dict[str, str]:
-        return env_runtime.environment(knobs, setting, base)
-
-    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
-        return runtime.cpus(knob, value)
-
-    def runtime_write(self, mpi: mv2.MVAPICH2, knobs: dict[str, Knob], setting: Setting,
-                      rules_path: Path | None, out: Path, notes: list[str]
-                      ) -> dict[str, object]:
-        if rules_path is not None:  # a tuning profile of its own
-            notes = [*notes, f"searched with {rules_path} loaded: install it too"]
-        return env_runtime.write(mpi, knobs, setting, out, notes, "MVAPICH2")
-
-    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        return env_runtime.read(path, "MVAPICH2", runtime.MAY_SET)
-
-    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        prof = mvapich2.read(path)
-        n = sum(1 for v in prof.settings if v in mvapich2.TUNING_VARS)
-        return Checked(f"MVAPICH2 profile, {len(prof.settings)} variable(s), {n} tuning "
-                       "table(s)", {"format": "mvapich2", "variables": dict(prof.settings)},
-                       [])
-
-    def installable(self, req: ExportRequest) -> Installable:
-        """The parameter file (the site's /etc/mvapich2.conf, or the user's ~/.mvapich2.conf);
-        with --as mvapich3, the profile carried over to MVAPICH 3's environment."""
-        if req.as_format == "mvapich3":
-            return self._mvapich3(req)
-        try:
-            prof = mvapich2.read(req.source)
-        except FormatError as e:
-            raise ColltuneError(f"will not export {e}", "check it with `tune check`") from None
-        env = dict(prof.settings)
-        bad = runtime.MAY_SET.refused(list(env))
-        if bad:
-            raise ColltuneError(f"will not export {req.source}: it sets "
-                                f"{', '.join(b[:60] for b in bad[:5])}: an MVAPICH2 file may "
-                                "set only MVAPICH2's own variables (MV2_...)",
-                                "export the file tune wrote, unedited")
-        user = req.site is None
-        where = req.home if req.site is None else req.site
-        conf = [f"# MVAPICH2 parameters {req.stamp}"]
-        if not user:
-            conf.append("# install: as /etc/mvapich2.conf, or set MV2_USER_CONFIG to this file")
-        conf += [f"{k} = {v}" for k, v in check_env(env, "the MVAPICH2 parameter file").items()]
-        return Installable(
-            [Planned(destination(where / (".mvapich2.conf" if user else "mvapich2.conf")),
-                     "\n".join(conf) + "\n", "MVAPICH2 parameter file", merge=user)],
-            env, "MVAPICH2 collectives tuned by colltune")
 
     def _mvapich3(self, req: ExportRequest) -> Installable:
         try:

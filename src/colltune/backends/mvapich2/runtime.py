@@ -5,8 +5,12 @@ communicator switch after a number of calls, the intra-node eager size, and bind
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
-from colltune.core.runtime import Allowed, Knob
+from colltune.backends.common import env_runtime
+from colltune.backends.mvapich2.install import MVAPICH2
+from colltune.backends.runtime import RuntimeSupport
+from colltune.core.runtime import Allowed, Knob, Setting
 
 UNSET = "unset"  # the library's own value (architecture dependent): nothing set
 
@@ -54,3 +58,30 @@ def cpus(knob: Knob, value: str) -> Callable[[int], bool] | None:
         return None
     n = len(os.sched_getaffinity(0))
     return (lambda c: c == n) if value == "0" else (lambda c: 0 < c < n or n == 1)
+
+
+class MVAPICH2Runtime(RuntimeSupport[MVAPICH2]):
+    """MVAPICH2's runtime parameters: MV2_ variables, read once in MPI_Init; written as a
+    profile installed as its parameter file."""
+
+    def knobs(self, mpi: MVAPICH2) -> list[Knob]:
+        return knobs()
+
+    def refuse(self, mpi: MVAPICH2, knobs: list[Knob], cmd: list[str]) -> None:
+        env_runtime.refuse_overrides(cmd, knobs)
+
+    def environ(self, mpi: MVAPICH2, knobs: dict[str, Knob], setting: Setting,
+                base: dict[str, str]) -> dict[str, str]:
+        return env_runtime.environment(knobs, setting, base)
+
+    def cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
+        return cpus(knob, value)
+
+    def write(self, mpi: MVAPICH2, knobs: dict[str, Knob], setting: Setting,
+              rules: Path | None, out: Path, notes: list[str]) -> dict[str, object]:
+        if rules is not None:  # a tuning profile of its own
+            notes = [*notes, f"searched with {rules} loaded: install it too"]
+        return env_runtime.write(mpi, knobs, setting, out, notes, "MVAPICH2")
+
+    def read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return env_runtime.read(path, "MVAPICH2", MAY_SET)

@@ -7,14 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.base import (
-    Checked,
-    ExportRequest,
-    Installable,
-    Session,
-    VerifyTarget,
-)
-from colltune.backends.openmpi import coll_log, runtime
+from colltune.backends.base import Session
+from colltune.backends.files import Checked, ExportRequest, Installable, VerifyTarget
+from colltune.backends.openmpi import runtime
 from colltune.backends.openmpi.applied import applied_check, mpit_takes_effect, rule_at
 from colltune.backends.openmpi.install import (
     OpenMPI,
@@ -25,9 +20,15 @@ from colltune.backends.openmpi.install import (
     read_catalog,
     supports_rules_v2,
 )
-from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession, valid_algorithms
+from colltune.backends.openmpi.runtime import OpenMPIRuntime
+from colltune.backends.openmpi.tuned_rules import (
+    TunedRulesBackend,
+    TunedRulesFiles,
+    TunedSession,
+    valid_algorithms,
+)
 from colltune.collectives import get_collective
-from colltune.core.runtime import Knob, Setting
+from colltune.core.runtime import Knob
 from colltune.errors import ColltuneError, read_text
 from colltune.rules import mca_params
 from colltune.rules import ompi_classic as rules
@@ -45,28 +46,11 @@ HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on sever
 
 
 
-class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
-    name = "openmpi"
-    short = "ompi"
-    waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
-                           "can wait for a scheduler time slice of the rank whose core it "
-                           "shares"}
+class OpenMPIFiles(TunedRulesFiles):
+    """Open MPI's rules files, and the MCA parameter files tune runtime writes."""
 
     def claims(self, text: str) -> bool:
         return mca_params.claims(text)  # its runtime file; rules files are the fallback
-
-    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
-               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        return launch_command(mpi, placement), launch_env(env_extra)
-
-    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session[OpenMPI]:
-        # with --predict, what is measured is fit_nps; nps are only predicted
-        placements = [place(np, opts.hostfile, launch=opts.launch)
-                      for np in (opts.fit_nps if opts.predict else opts.nps)]
-        mpi = find_openmpi(opts.mpi)
-        return OpenMPISession(self, mpi, read_catalog(mpi), placements,
-                            choose_rules_version(mpi, opts.rules_version), opts)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
@@ -82,17 +66,13 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
         names = [rules.NAME_BY_ID[cid] for cid in sorted(rf.collectives)
                  if cid in rules.NAME_BY_ID]
         return VerifyTarget(
-            mpi, catalog, names, self.rules_arms(path), self.place(np, hostfile, launch),
+            mpi, catalog, names, self.rules_arms(path), self.backend.place(np, hostfile, launch),
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
 
-    def find(self, prefix: str | None) -> OpenMPI:
-        return find_openmpi(prefix)
-
-    # a parameter file tune runtime wrote is this family's too: exported and checked as one
     def installable(self, req: ExportRequest) -> Installable:
         if req.text is None and mca_params.claims(read_text(req.source)):
-            return runtime.installable(req, self.rules_name)
+            return runtime.installable(req, self.backend.rules_name)
         return super().installable(req)
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
@@ -110,42 +90,33 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
                        {"format": "mca-params", "parameters": setting,
                         "rules": str(rules_path) if rules_path else None}, [])
 
-    def runtime_knobs(self, mpi: OpenMPI) -> list[Knob]:
-        return runtime.knobs(mpi)
 
-    def runtime_vouch(self, mpi: OpenMPI, name: str) -> Knob | None:
-        return runtime.vouch(mpi, name)
+class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
+    Files = OpenMPIFiles
+    runtime = OpenMPIRuntime()
+    name = "openmpi"
+    short = "ompi"
+    waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
+                           "can wait for a scheduler time slice of the rank whose core it "
+                           "shares"}
 
-    def runtime_refuse(self, mpi: OpenMPI, knobs: list[Knob], cmd: list[str]) -> None:
-        runtime.refuse(mpi, knobs, cmd)
+    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        return launch_command(mpi, placement), launch_env(env_extra)
 
-    def runtime_environ(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
-                        base: dict[str, str]) -> dict[str, str]:
-        return runtime.environment(knobs, setting, base)
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session[OpenMPI]:
+        # with --predict, what is measured is fit_nps; nps are only predicted
+        placements = [place(np, opts.hostfile, launch=opts.launch)
+                      for np in (opts.fit_nps if opts.predict else opts.nps)]
+        mpi = find_openmpi(opts.mpi)
+        return OpenMPISession(self, mpi, read_catalog(mpi), placements,
+                            choose_rules_version(mpi, opts.rules_version), opts)
 
-    def runtime_own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
-        return runtime.strip_own(cmd, knobs)
+    def find(self, prefix: str | None) -> OpenMPI:
+        return find_openmpi(prefix)
 
-    def runtime_readback(self, mpi: OpenMPI, knob: Knob, value: str) -> set[str]:
-        return runtime.readback(mpi, knob, value)
-
-    def runtime_cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
-        return runtime.cpus(knob, value)
-
-    def runtime_log_env(self, knobs: list[Knob]) -> dict[str, str]:
-        return coll_log.LOG_ENV if any(k.proof == "component" for k in knobs) else {}
-
-    def runtime_logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
-        return coll_log.logged(knob, value, log)
-
-    def runtime_write(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
-                      rules_path: Path | None, out: Path, notes: list[str]
-                      ) -> dict[str, object]:
-        return runtime.write(mpi, knobs, setting, rules_path, out, notes)
-
-    def runtime_read(self, path: Path) -> tuple[Setting, Path | None] | None:
-        return runtime.read(path)
-
+    # a parameter file tune runtime wrote is this family's too: exported and checked as one
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
 

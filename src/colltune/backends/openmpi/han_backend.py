@@ -19,18 +19,17 @@ from typing import TYPE_CHECKING
 
 from colltune import __version__
 from colltune.backends.base import (
-    Arms,
     Backend,
-    Checked,
     Decisions,
-    ExportRequest,
     Session,
+    Traits,
     decision_comments,
     provenance,
     write_file,
 )
+from colltune.backends.files import Arms, Checked, ExportRequest, FileFormats
 from colltune.backends.openmpi import han
-from colltune.backends.openmpi.backend import OpenMPIBackend
+from colltune.backends.openmpi.backend import OpenMPIBackend, OpenMPIFiles
 from colltune.backends.openmpi.han import BASELINE, Choice, HanCatalog, HanRules
 from colltune.backends.openmpi.install import OpenMPI, find_openmpi
 from colltune.collectives import Collective
@@ -130,13 +129,36 @@ def han_rules(coll: str, catalog: HanCatalog, per_np: dict[int, list[Decision]])
     return out
 
 
+class HanFiles(OpenMPIFiles):
+    """coll/han's rules files."""
+
+    # a store of han's choices is not coll/tuned's rules
+    decided_rules = FileFormats.decided_rules
+    section_text = FileFormats.section_text
+
+    def claims(self, text: str) -> bool:
+        return "global_communicator" in text
+
+    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        try:
+            parsed = han.parse(read_text(path))
+        except han.HanRulesError as e:
+            raise ColltuneError(f"{path}: {e}", "write it again with tune --tune-han"
+                                ) from None
+        n = sum(len(v) for per in parsed.values() for v in per.values())
+        return Checked(f"Open MPI coll/han rules, {len(parsed)} collective(s), {n} rule(s)",
+                       {"format": "han", "collectives": sorted(parsed)}, [])
+
+
 class HanBackend(OpenMPIBackend):
     """coll/han's own choices on Open MPI 5 across nodes (--tune-han): han's rules file and
     the MCA fragment that turns it on and sets the level modules."""
 
+    Files = HanFiles
     name = "han"
     output = "an Open MPI coll/han rules file"
-    mpit_sweep = False  # han's variables are read at communicator creation: a launch each
+    # mpit_sweep: han's variables are read at communicator creation: a launch each
+    traits = Traits(mpit_sweep=False)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[OpenMPI]:
@@ -178,19 +200,6 @@ class HanBackend(OpenMPIBackend):
     def owns(self, mpi_key: str) -> bool:
         return mpi_key.startswith("openmpi-") and mpi_key.endswith("+han")
 
-    def claims(self, text: str) -> bool:
-        return "global_communicator" in text
-
-    def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        try:
-            parsed = han.parse(read_text(path))
-        except han.HanRulesError as e:
-            raise ColltuneError(f"{path}: {e}", "write it again with tune --tune-han"
-                                ) from None
-        n = sum(len(v) for per in parsed.values() for v in per.values())
-        return Checked(f"Open MPI coll/han rules, {len(parsed)} collective(s), {n} rule(s)",
-                       {"format": "han", "collectives": sorted(parsed)}, [])
-
     def installed_rules(self, req: ExportRequest, rules_path: Path
                         ) -> tuple[str, dict[str, str]]:
         """han's file, normalised, and the MCA parameters that use it: the file switch and
@@ -204,10 +213,6 @@ class HanBackend(OpenMPIBackend):
             raise ColltuneError(f"will not export {req.source}: {e}", hint) from None
         return (han.render(parsed, [f"Open MPI coll/han dynamic rules {req.stamp}"]),
                 han.file_params(rules_path, modules))
-
-    # a store of han's choices is not coll/tuned's rules
-    decided_rules = Backend.decided_rules
-    section_text = Backend.section_text
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

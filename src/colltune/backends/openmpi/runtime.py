@@ -11,9 +11,11 @@ from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
-from colltune.backends.base import ExportRequest, Installable, provenance, write_file
+from colltune.backends.base import provenance, write_file
+from colltune.backends.files import ExportRequest, Installable
 from colltune.backends.openmpi import coll_log
 from colltune.backends.openmpi.install import OpenMPI, _run
+from colltune.backends.runtime import RuntimeSupport
 from colltune.core.runtime import Allowed, Knob, Setting
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
@@ -312,3 +314,43 @@ def installable(req: ExportRequest, rules_name: str) -> Installable:
     env = {f"OMPI_MCA_{k}": v for k, v in p.params.items()}
     env |= {f"PRTE_MCA_{k}": v for k, v in p.prte.items()}
     return Installable(files, env, "Open MPI runtime parameters tuned by colltune")
+
+
+class OpenMPIRuntime(RuntimeSupport[OpenMPI]):
+    """Open MPI's runtime parameters: MCA variables, proven by MPI_T read-back or, for a
+    component, by the log coll/base prints; written as an MCA parameter file."""
+
+    def knobs(self, mpi: OpenMPI) -> list[Knob]:
+        return knobs(mpi)
+
+    def vouch(self, mpi: OpenMPI, name: str) -> Knob | None:
+        return vouch(mpi, name)
+
+    def refuse(self, mpi: OpenMPI, knobs: list[Knob], cmd: list[str]) -> None:
+        refuse(mpi, knobs, cmd)
+
+    def environ(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
+                base: dict[str, str]) -> dict[str, str]:
+        return environment(knobs, setting, base)
+
+    def own(self, cmd: list[str], knobs: dict[str, Knob]) -> list[str]:
+        return strip_own(cmd, knobs)
+
+    def readback(self, mpi: OpenMPI, knob: Knob, value: str) -> set[str]:
+        return readback(mpi, knob, value)
+
+    def cpus(self, knob: Knob, value: str) -> Callable[[int], bool] | None:
+        return cpus(knob, value)
+
+    def log_env(self, knobs: list[Knob]) -> dict[str, str]:
+        return coll_log.LOG_ENV if any(k.proof == "component" for k in knobs) else {}
+
+    def logged(self, knob: Knob, value: str, log: str) -> tuple[bool, str]:
+        return coll_log.logged(knob, value, log)
+
+    def write(self, mpi: OpenMPI, knobs: dict[str, Knob], setting: Setting,
+              rules: Path | None, out: Path, notes: list[str]) -> dict[str, object]:
+        return write(mpi, knobs, setting, rules, out, notes)
+
+    def read(self, path: Path) -> tuple[Setting, Path | None] | None:
+        return read(path)

@@ -10,18 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from colltune import __version__
-from colltune.backends.base import (
+from colltune.backends.base import Backend, Decisions, Session, provenance, stamp, write_file
+from colltune.backends.files import (
     Arms,
-    Backend,
     Checked,
-    Decisions,
     ExportRequest,
+    FileFormats,
     Installable,
-    Session,
     StoredDecisions,
-    provenance,
-    stamp,
-    write_file,
 )
 from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
@@ -54,45 +50,14 @@ RULES_NAME = "colltune-rules.conf"
 T = TypeVar("T", bound=Installation)
 
 
-class TunedRulesBackend(Backend[T]):
-    """A family whose output is coll/tuned's dynamic rules: Open MPI, and SimGrid's ports of
-    its algorithms."""
-
-    output = "an Open MPI rules file"
-    formats = ("openmpi",)
-    rules_name = RULES_NAME  # the installed rules file
-    rules_what = "Open MPI rules file"
-
-    def rule_size(self, coll: Collective, size: int, np: int) -> int:
-        return rules.lookup_size(coll, size, np)
-
-    def mpit_env(self) -> dict[str, str]:
-        return dynamic_env()
-
-    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
-        if cfg.algorithm == 0:
-            return {}  # the launch values: algorithm 0, the library's own decision
-        if coll.name in catalog.forcing:  # coll/han's choices
-            return catalog.forcing[coll.name][cfg.algorithm]
-        return forcing_vars(coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN),
-                            cfg.get(MAXREQ), catalog)
-
-    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-        return dynamic_env(self.mpit_vars(catalog, coll, cfg))
+class TunedRulesFiles(FileFormats):
+    """coll/tuned's dynamic rules files (classic and version 2), read as Open MPI reads them."""
 
     def rules_arms(self, rules: Path) -> Arms:
         return {"default": FIXED_DECISION_ENV, "tuned": dynamic_env(rules=rules)}
 
-    def read_back(self, env: dict[str, str]) -> dict[str, str]:
-        # an MCA parameter is an MPI_T control variable of the same name
-        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
-
     def installable(self, req: ExportRequest) -> Installable:
-        return installable(self, req)
-
-    def installed_rules(self, req: ExportRequest, rules_path: Path
-                        ) -> tuple[str, dict[str, str]]:
-        return installed_rules(req, rules_path)
+        return installable(self.backend, req)
 
     def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
         return decided_rules(db, name, decided)
@@ -145,6 +110,42 @@ class TunedRulesBackend(Backend[T]):
                             "segsize": r.segsize, "max_requests": r.maxreq}
                            for r in sec.rules]}
                 for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
+
+
+class TunedRulesBackend(Backend[T]):
+    """A family whose output is coll/tuned's dynamic rules: Open MPI, and SimGrid's ports of
+    its algorithms."""
+
+    Files = TunedRulesFiles
+    output = "an Open MPI rules file"
+    formats = ("openmpi",)
+    rules_name = RULES_NAME  # the installed rules file
+    rules_what = "Open MPI rules file"
+
+    def rule_size(self, coll: Collective, size: int, np: int) -> int:
+        return rules.lookup_size(coll, size, np)
+
+    def mpit_env(self) -> dict[str, str]:
+        return dynamic_env()
+
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        if cfg.algorithm == 0:
+            return {}  # the launch values: algorithm 0, the library's own decision
+        if coll.name in catalog.forcing:  # coll/han's choices
+            return catalog.forcing[coll.name][cfg.algorithm]
+        return forcing_vars(coll.name, cfg.algorithm, cfg.get(SEG), cfg.get(FAN),
+                            cfg.get(MAXREQ), catalog)
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return dynamic_env(self.mpit_vars(catalog, coll, cfg))
+
+    def read_back(self, env: dict[str, str]) -> dict[str, str]:
+        # an MCA parameter is an MPI_T control variable of the same name
+        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
+
+    def installed_rules(self, req: ExportRequest, rules_path: Path
+                        ) -> tuple[str, dict[str, str]]:
+        return installed_rules(req, rules_path)
 
     def plan_catalog(self, colls: list[str]) -> Catalog | None:
         return builtin_catalog()  # the batch job reads the installation's own
@@ -266,7 +267,7 @@ class TunedSession(Session[T]):
         tentative = rules.RulesFile(version=self.rules_version)
         tentative.set_section(COLLTYPE[coll.name], section(placement.np, ds))
         write_atomic(path, rules.render(tentative))
-        return self.backend.rules_arms(path)
+        return self.backend.with_files().rules_arms(path)
 
     def comments(self) -> list[str]:
         return []

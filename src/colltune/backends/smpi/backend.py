@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.base import Arms, Session
-from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
+from colltune.backends.base import Session, Traits
+from colltune.backends.files import Arms
+from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedRulesFiles, TunedSession
 from colltune.backends.smpi import install as smpi
 from colltune.collectives import Collective
 from colltune.core.catalog import FAN, SEG, Catalog
@@ -25,15 +26,24 @@ if TYPE_CHECKING:
     from colltune.store import Context
 
 
+class SMPIFiles(TunedRulesFiles):
+    """Open MPI rules files, compared in simulated launches."""
+
+    def rules_arms(self, rules: Path) -> Arms:
+        raise ColltuneError("a simulation has no launch-to-launch variation to compare",
+                            "verify the rules on a real Open MPI")
+
+
 class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     """Open MPI's algorithms simulated; a simulation runs no real application (Backend's
     refusals for find and launcher_env)."""
 
+    Files = SMPIFiles
     name = "smpi"
     output = "an Open MPI rules file, from a SimGrid simulation on --platform"
-    exact = True
+    # mpit_sweep: SMPI has no MPI_T variables: the algorithm is on smpirun's line
+    traits = Traits(exact=True, mpit_sweep=False)
     short = "smpi"
-    mpit_sweep = False  # SMPI has no MPI_T variables: the algorithm is on smpirun's line
 
     def launch(self, mpi: smpi.SMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -47,10 +57,6 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return {}  # launch() puts the algorithm on smpirun's command line
-
-    def rules_arms(self, rules: Path) -> Arms:
-        raise ColltuneError("a simulation has no launch-to-launch variation to compare",
-                            "verify the rules on a real Open MPI")
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[smpi.SMPI]:

@@ -1,0 +1,1 @@
+"""Families defined outside colltune, in its own shape (a folder each), for tests."""
