@@ -9,8 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from families.bare.backend import BareBackend
-from families.bare.install import Bare
 from typer.testing import CliRunner
 
 from colltune.backends import registry
@@ -21,6 +19,8 @@ from colltune.core.records import PointResult
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for
+from families.bare.backend import BareBackend
+from families.bare.install import Bare
 
 runner = CliRunner()
 
