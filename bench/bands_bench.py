@@ -43,7 +43,7 @@ from colltune.options import MeasureSettings
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner import measure as measuring
-from colltune.tuner.measure import context_for, measure
+from colltune.tuner.measure import Lab, context_for, measure
 
 Medians = dict[tuple[int, int], float]  # (preset, size) -> median (s)
 
@@ -64,8 +64,8 @@ def sweep(mpi, cat, coll, placement, sizes: list[int], mode: str, db: Path,  # n
     store = Store(db)
     t = time.monotonic()
     try:
-        measure(mpi, cat, coll, placement, [(c, s) for c in presets for s in sizes], store,
-                MeasureSettings(warmup=warmup), mode)
+        measure(Lab(mpi, cat, store, MeasureSettings(warmup=warmup), mode), coll, placement,
+                [(c, s) for c in presets for s in sizes])
     finally:
         measuring.run_kernel = real  # type: ignore[assignment]
     wall = time.monotonic() - t

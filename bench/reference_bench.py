@@ -38,7 +38,7 @@ from colltune.launchers import Launch
 from colltune.options import MeasureSettings
 from colltune.slots import place
 from colltune.store import Store
-from colltune.tuner.measure import context_for, measure
+from colltune.tuner.measure import Lab, context_for, measure
 
 
 def launches(mpi, coll, np: int, sizes: list[int], n: int) -> list[dict[int, list[float]]]:  # noqa: ANN001
@@ -49,8 +49,8 @@ def launches(mpi, coll, np: int, sizes: list[int], n: int) -> list[dict[int, lis
     with tempfile.TemporaryDirectory(prefix="reference-bench-") as tmp:
         for i in range(n):
             store = Store(Path(tmp) / f"{i}.db")
-            measure(mpi, cat, coll, placement, [(DEFAULT, s) for s in sizes], store,
-                    MeasureSettings(default_launches=1), "relaunch")
+            measure(Lab(mpi, cat, store, MeasureSettings(default_launches=1), "relaunch"),
+                    coll, placement, [(DEFAULT, s) for s in sizes])
             out.append({m.size: m.samples for m in
                         store.measurements(context_for(mpi, coll, placement))
                         if m.status == "ok" and m.samples})

@@ -17,7 +17,8 @@ from colltune.options import TuneOptions
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.confirm import ABSamples, confirm_decisions
-from colltune.tuner.measure import Reporter, context_for
+from colltune.tuner.context import Run, Target
+from colltune.tuner.measure import context_for
 from judges import judge
 
 
@@ -56,7 +57,7 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
                        boundaries="midpoint")
     sess = registry.named("openmpi").open(opts, ["reduce"], print)
     with clocked() as spent:
-        confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
+        confirm_decisions(Run.start(opts, sess, store), Target(coll, placement), [d])
         pairs = spent[PAIRS]  # the launch pairs' time is counted as theirs
     assert 0 < pairs <= spent["total"]
     assert d.chosen == DEFAULT
@@ -70,8 +71,8 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
     # stored: deciding again from the store reuses the verdict without launching
     again = Decision(size, size, slow, slow, 1e-4, 1e-3, 1e-6, True)
     with clocked() as spent:
-        confirm_decisions([again], coll, placement, store, ompi41,
-                          TuneOptions(["reduce"], [4], from_db=True), Reporter(), sess)
+        confirm_decisions(Run.start(TuneOptions(["reduce"], [4], from_db=True), sess, store),
+                          Target(coll, placement), [again])
     assert again.chosen == DEFAULT and again.confirmations == d.confirmations
     assert PAIRS not in spent  # nothing launched, nothing counted
 
@@ -95,7 +96,7 @@ def test_a_choice_that_starts_slow_is_refused_by_its_first_calls(
     opts = TuneOptions(["bcast"], [2], confirm_rounds=3, mpi=str(ompi41.prefix),
                        boundaries="midpoint")
     sess = registry.named("openmpi").open(opts, ["bcast"], print)
-    confirm_decisions([d], coll, placement, store, ompi41, opts, Reporter(), sess)
+    confirm_decisions(Run.start(opts, sess, store), Target(coll, placement), [d])
     assert d.chosen == DEFAULT and "not confirmed" in d.reason
     (v,) = d.confirmations
     assert v.verdict == "slower"

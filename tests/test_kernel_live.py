@@ -14,7 +14,7 @@ from colltune.kernel.traffic import internal_traffic
 from colltune.options import MeasureSettings
 from colltune.slots import place
 from colltune.store import Store
-from colltune.tuner.measure import context_for, measure
+from colltune.tuner.measure import Lab, context_for, measure
 from conftest import get_mpi
 
 pytestmark = pytest.mark.mpi
@@ -40,7 +40,7 @@ def test_every_algorithm_of_every_collective_is_correct(which: str, np: int, tmp
         cfgs = configurations(coll, cat, np, {SEG: [0, 1024], MAXREQ: [0]})
         sizes = sizes_for(coll, np, [8, 4096])
         pts = [(c, s) for c in cfgs for s in sizes if useful_at(c, s, cat)]
-        measure(ompi, cat, coll, placement, pts, store, FAST)
+        measure(Lab(ompi, cat, store, FAST), coll, placement, pts)
         ms = store.measurements(context_for(ompi, coll, placement))
         assert len(ms) == len(pts), name
         bad += [(name, m.config.key, m.size, m.status, m.message) for m in ms
@@ -125,7 +125,7 @@ def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # 
     store = Store(tmp_path / "db.sqlite")
     coll = get_collective("bcast")
     placement = place(2)
-    measure(ompi, read_catalog(ompi), coll, placement, [(DEFAULT, 8)], store, FAST)
+    measure(Lab(ompi, read_catalog(ompi), store, FAST), coll, placement, [(DEFAULT, 8)])
     ctx = context_for(ompi, coll, placement)
     recorded = store.timer(ctx.mpi_key, ctx.host)
     assert recorded is not None and 0 < recorded[1] < 1e-6

@@ -277,6 +277,7 @@ def test_confirmation_never_compares_the_default_with_itself(tmp_path: Path) -> 
     why. The fake installation has no mpiexec: a launch would fail the test."""
     from colltune.collectives import get_collective
     from colltune.tuner.confirm import confirm_decisions
+    from colltune.tuner.context import Run, Target
     from colltune.tuner.measure import Reporter
 
     fake = MVAPICH2("2.3.7", tmp_path, tmp_path / "mpicc", tmp_path / "bin/mpiexec",
@@ -298,7 +299,7 @@ def test_confirmation_never_compares_the_default_with_itself(tmp_path: Path) -> 
 
     rep = Notes()
     store = Store(tmp_path / "s.sqlite")
-    confirm_decisions(ds, coll, p, store, fake, opts, rep, sess)
+    confirm_decisions(Run.start(opts, sess, store, rep), Target(coll, p), ds)
     win = ds[1]
     assert win.chosen == DEFAULT and win.verdict == "unexpressed" and not win.confirmations
     assert win.reason.startswith("cannot be expressed in an MVAPICH2 profile: reduce left to "
@@ -316,6 +317,7 @@ def test_no_switch_is_located_once_the_file_cannot_carry_the_decisions(tmp_path:
 
     from colltune.collectives import get_collective
     from colltune.kernel.launch import PointResult
+    from colltune.tuner.context import Run, Target
     from colltune.tuner.measure import Reporter, context_for
     from colltune.tuner.run import locate_confirmed
 
@@ -344,7 +346,7 @@ def test_no_switch_is_located_once_the_file_cannot_carry_the_decisions(tmp_path:
 
     rep, ds = Notes(), [_d(1024, 0), _d(65536, 5)]
     before = len(store.measurements(ctx))
-    out = locate_confirmed(opts, sess, store, coll, p, ds, rep, lambda c, r: None)
+    out = locate_confirmed(Run.start(opts, sess, store, rep), Target(coll, p), ds)
     assert out == ds and len(store.measurements(ctx)) == before
     assert rep.said[-1].startswith("reduce np=2: switches not located (reduce left to "
                                    "MVAPICH2: at 1024 B"), rep.said

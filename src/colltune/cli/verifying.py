@@ -98,7 +98,7 @@ def verify_cmd(
     alternating; exit 1 if it is significantly slower with the rules."""
     from colltune.kernel.launch import Repetitions
     from colltune.tuner.sequential import Design
-    from colltune.verification.verify import report_json, verify
+    from colltune.verification.verify import VerifyRequest, report_json, verify
 
     json_to_stdout(json_out)
     if app_mode:
@@ -127,15 +127,14 @@ def verify_cmd(
         reps = Repetitions(min_reps=15, point_time=point_time, timing=timing, window=window,
                            objective=objective, min_ticks=100)
         check_repetitions(reps)
-        rep = verify(path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
-                     rounds, reps,
-                     with_=with_, osu_dir=osu_dir, hostfile=hostfile,
-                     note=(lambda s: None) if quiet else
-                     (lambda s: err.print(s, highlight=False, markup=False)),
-                     design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
-                     time_budget=time_budget, aa=aa,
-                     step=_step(step, step_from, np),
-                     launch=launch_of(launcher, nodes, ppn, launcher_args))
+        rep = verify(VerifyRequest(
+            path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
+            rounds, reps, with_=with_, osu_dir=osu_dir, hostfile=hostfile,
+            design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
+            time_budget=time_budget, aa=aa, step=_step(step, step_from, np),
+            launch=launch_of(launcher, nodes, ppn, launcher_args)),
+            note=(lambda s: None) if quiet else
+            (lambda s: err.print(s, highlight=False, markup=False)))
     except ColltuneError as e:
         _fail(e)
         return

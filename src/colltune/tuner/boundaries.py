@@ -13,18 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from colltune.backends.registry import of
-from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision, PointResult
+from colltune.core.records import Decision
 from colltune.core.space import sizes_for, useful_at
-from colltune.core.toolchain import Installation
-from colltune.options import TuneOptions
-from colltune.slots import Placement
-from colltune.store import Store
+from colltune.tuner.context import Run, Target
 from colltune.tuner.decide import decide
-from colltune.tuner.measure import Reporter, context_for, measure
+from colltune.tuner.measure import measure
 
 FACTOR = 1.25  # a switch located within this factor in size is located
 MAX_ROUNDS = 8  # from a factor of 8 between grid sizes, 4 rounds reach 1.25; noise may add
@@ -38,20 +32,18 @@ def between(a: int, b: int, granularity: int) -> int | None:
     return m if a < m < b else None
 
 
-def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collective,
-           placement: Placement, store: Store, sweep: str, rep: Reporter,
-           failed: Callable[[Config, PointResult], None],
-           view: Callable[[], list[Decision]] | None = None) -> int:
+def refine(run: Run, t: Target, view: Callable[[], list[Decision]] | None = None) -> int:
     """Measure between differing neighbours until every switch is located; returns the
     points measured. `view` gives the decisions to compare (by default the sweep's; after
     confirmation, the confirmed ones: a refuted switch is not located)."""
+    coll, placement, opts = t.coll, t.placement, run.opts
     if not coll.size_dependent:
         return 0
-    ctx = context_for(mpi, coll, placement)
-    backend = of(mpi)
+    ctx = run.context(t)
+    backend, failed = run.backend, run.failed(t)
     added = 0
     for _ in range(MAX_ROUNDS):
-        now = view() if view else decide(coll, placement.np, store.measurements(ctx),
+        now = view() if view else decide(coll, placement.np, run.store.measurements(ctx),
                                          opts.alpha, opts.min_gain, backend.traits.exact,
                                          backend.rule_size)
         ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
@@ -63,15 +55,14 @@ def refine(opts: TuneOptions, mpi: Installation, catalog: Catalog, coll: Collect
             if mid is None or sizes_for(coll, placement.np, [mid]) != [mid]:
                 continue  # no size between, or too large a buffer for this collective
             todo |= {(c, mid) for c in (DEFAULT, a.chosen, b.chosen)
-                     if useful_at(c, mid, catalog)}
-        done = store.done(ctx)
+                     if useful_at(c, mid, run.catalog)}
+        done = run.store.done(ctx)
         todo = {p for p in todo if (p[0].key, p[1]) not in done}
         if not todo:
             break
-        rep.note(f"{coll.name} np={placement.np}: locating "
-                 f"{len({s for _, s in todo})} boundary(ies) between measured sizes")
-        for cfg, r in measure(mpi, catalog, coll, placement, sorted(todo), store,
-                              opts.settings, sweep, rep):
+        run.rep.note(f"{t.where}: locating "
+                     f"{len({s for _, s in todo})} boundary(ies) between measured sizes")
+        for cfg, r in measure(run.lab, coll, placement, sorted(todo)):
             failed(cfg, r)
         added += len(todo)
     return added

@@ -31,7 +31,8 @@ from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Context, Store
 from colltune.tuner import sequential
-from colltune.tuner.measure import Reporter, context_for
+from colltune.tuner.context import Run, Target
+from colltune.tuner.measure import Reporter
 
 # calls per free-running stretch in fresh launches (the kernel's "loop" series): windows of
 # 64 after a barrier hid a reduce's senders running ahead of its root (Intel MPI's preset 4
@@ -117,13 +118,13 @@ def from_cold(r: PointResult, calls: int) -> float:
     return (timed * each + max(0, calls - timed) * rest) / max(calls, timed)
 
 
-def confirm_decisions(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                      mpi: Installation, opts: TuneOptions, rep: Reporter, sess: Session
-                      ) -> None:
+def confirm_decisions(run: Run, t: Target, ds: list[Decision]) -> None:
     """Keep a non-default choice only if fresh alternating launches confirm it.
 
     Verdicts are stored, so a resumed run or --from-db reuses them instead of measuring."""
-    ctx = context_for(mpi, coll, placement)
+    coll, placement, store, opts, rep, sess = (t.coll, t.placement, run.store, run.opts,
+                                               run.rep, run.sess)
+    ctx = run.context(t)
     pending = [d for d in ds if d.chosen != DEFAULT]
     if not pending:
         return
@@ -190,13 +191,14 @@ def _untested_fills(sess: Session, coll: Collective, placement: Placement,
             if store.confirmation(ctx, s, c.key) is None]
 
 
-def confirm_fills(ds: list[Decision], coll: Collective, placement: Placement, store: Store,
-                  opts: TuneOptions, rep: Reporter, sess: Session) -> None:
+def confirm_fills(run: Run, t: Target, ds: list[Decision]) -> None:
     """Where the file must name a configuration at a size whose default was kept (the
     session's fills), fresh launch pairs judge it there against the default, as they judge
     a decision; the session reads the stored verdicts when it writes. A session may offer
     another configuration where one was found slower: judged in turn, a few rounds at most."""
-    ctx = context_for(sess.mpi, coll, placement)
+    coll, placement, store, opts, rep, sess = (t.coll, t.placement, run.store, run.opts,
+                                               run.rep, run.sess)
+    ctx = run.context(t)
     for _ in range(FILL_ROUNDS):
         missing = _untested_fills(sess, coll, placement, ds, store, ctx)
         if not missing or opts.confirm_rounds == 0 or opts.from_db:  # from_db: read-only

@@ -18,22 +18,18 @@ from collections.abc import Callable
 
 from colltune.backends.registry import of
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import PointResult
-from colltune.core.toolchain import Installation
-from colltune.options import MeasureSettings
 from colltune.slots import Placement
-from colltune.store import Store
 from colltune.tuner.asktell import Measure, Point
-from colltune.tuner.measure import Reporter, context_for, measure
+from colltune.tuner.measure import Lab, context_for, measure
 
 
-def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
-                  store: Store, settings: MeasureSettings, sweep: str, reporter: Reporter,
+def store_measure(lab: Lab, coll: Collective, placement: Placement,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
-    ctx = context_for(mpi, coll, placement)
-    exact = of(mpi).traits.exact
+    store = lab.store
+    ctx = context_for(lab.mpi, coll, placement)
+    exact = of(lab.mpi).traits.exact
     given: dict[Point, int] = {}  # samples already handed to the strategy, per point
 
     def stored() -> dict[Point, list[float]]:
@@ -44,8 +40,7 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
         known = store.done(ctx)
         todo = [p for p in points if (p[0].key, p[1]) not in known]
         if todo:
-            for cfg, r in measure(mpi, catalog, coll, placement, todo, store, settings, sweep,
-                                  reporter):
+            for cfg, r in measure(lab, coll, placement, todo):
                 on_failure(cfg, r)
         have = stored()
         if reps is None:
@@ -66,10 +61,10 @@ def store_measure(mpi: Installation, catalog: Catalog, coll: Collective, placeme
         for n, pts in sorted(short.items()):
             # a fixed number of repetitions: the strategy, not the kernel, decides when
             # a point is known well enough (so no cutoff either)
-            fixed = dataclasses.replace(settings, min_reps=n, max_reps=n, point_time=1e6,
+            fixed = dataclasses.replace(lab.settings, min_reps=n, max_reps=n, point_time=1e6,
                                         cutoff=0.0)
-            for cfg, r in measure(mpi, catalog, coll, placement, pts, store, fixed, sweep,
-                                  reporter, extend=True):
+            for cfg, r in measure(dataclasses.replace(lab, settings=fixed), coll, placement,
+                                  pts, extend=True):
                 on_failure(cfg, r)
         have = stored()
         out: dict[Point, list[float]] = {}

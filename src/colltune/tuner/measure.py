@@ -6,7 +6,7 @@ import contextlib
 import functools
 import socket
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,26 +59,46 @@ def shares_default_launch(be: Backend[Any], sweep: str) -> bool:
     return be.traits.exact or (sweep == "mpit" and be.traits.mpit_sweep)
 
 
-def measure(
-    mpi: Installation, catalog: Catalog, coll: Collective, placement: Placement,
-    points: list[tuple[Config, int]], store: Store, settings: MeasureSettings,
-    sweep: str = "mpit", reporter: Reporter | None = None, extend: bool = False,
-) -> list[tuple[Config, PointResult]]:
+@dataclass(frozen=True)
+class Lab:
+    """Where and how points are measured: the installation and its catalog, the store each
+    result goes to as it arrives, the kernel's settings, the sweep (mpit: every
+    configuration switched through MPI_T in one launch; relaunch; bands), and progress."""
+
+    mpi: Installation
+    catalog: Catalog
+    store: Store
+    settings: MeasureSettings
+    sweep: str = "mpit"
+    rep: Reporter = field(default_factory=Reporter)
+
+
+@dataclass
+class _Job:
+    """One measuring job's fixed parts: the lanes it launches, the kernel, each slot's
+    kernel configuration id, and the configurations set at launch (via_env)."""
+
+    coll: Collective
+    lanes: list[Lane]
+    exe: Path
+    cid_of: dict[Slot, int]
+    via_env: set[Config]
+
+
+def measure(lab: Lab, coll: Collective, placement: Placement,
+            points: list[tuple[Config, int]], extend: bool = False
+            ) -> list[tuple[Config, PointResult]]:
     """Measure every (config, size) not yet in the store; returns the failures seen.
     With `extend`, every point is measured and its new repetitions are added to what the
     store holds (the searches that come back to a point)."""
-    return [(c, r) for _, c, r in measure_lanes(mpi, catalog, coll, [(placement, points)],
-                                                store, settings, sweep, reporter, extend)]
+    return [(c, r) for _, c, r in measure_lanes(lab, coll, [(placement, points)], extend)]
 
 
-def measure_lanes(
-    mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[Lane], store: Store,
-    settings: MeasureSettings, sweep: str = "mpit", reporter: Reporter | None = None,
-    extend: bool = False,
-) -> list[tuple[Placement, Config, PointResult]]:
+def measure_lanes(lab: Lab, coll: Collective, lanes: list[Lane], extend: bool = False
+                  ) -> list[tuple[Placement, Config, PointResult]]:
     """`measure` for several communicator sizes of one launch (a ladder: every lane's
     placement is launched as the same job) in as few launches as one would need."""
-    rep = reporter or Reporter()
+    mpi, store, rep = lab.mpi, lab.store, lab.rep
     launched = {id(p.launched) for p, _ in lanes}
     assert len(launched) == 1, "lanes of one launch only"
     ctxs = [context_for(mpi, coll, p) for p, _ in lanes]
@@ -89,10 +109,14 @@ def measure_lanes(
     failures: list[tuple[Placement, Config, PointResult]] = []
     if not todo:
         return failures
-    exe = build_kernel(mpi, on_rebuild=rep.note)
     slots = sorted({sl for sl, _ in todo})
-    cid_of = {sl: i for i, sl in enumerate(slots)}
-    nps = ",".join(str(p.np) for p, _ in lanes)
+    be = of(mpi)
+    # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
+    # configuration is its own launch there
+    job = _Job(coll, lanes, build_kernel(mpi, on_rebuild=rep.note),
+               {sl: i for i, sl in enumerate(slots)},
+               set() if lab.sweep == "mpit" and be.traits.mpit_sweep else {c for _, c in slots})
+    todo_set = set(todo)
 
     def record(sl: Slot, r: PointResult, how: str = "", again: int = 0) -> None:
         lane, cfg = sl
@@ -100,76 +124,95 @@ def measure_lanes(
             store.extend(ctxs[lane], cfg, r, f"relaunch x{again}", retag=True)
         else:
             (store.extend if extend else store.add)(
-                ctxs[lane], cfg, r, how or ("relaunch" if cfg in via_env else "mpit"))
+                ctxs[lane], cfg, r, how or ("relaunch" if cfg in job.via_env else "mpit"))
         todo_set.discard((sl, r.size))
         if r.status != "ok":
             failures.append((lanes[lane][0], cfg, r))
-        rep.advance(f"{coll.name} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}")
+        rep.advance(f"{coll.name} {cfg.label(lab.catalog, coll.name)} {r.size} B: {r.status}")
 
-    todo_set = set(todo)
-    timer_told = False
-    # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
-    # configuration is its own launch there
-    be = of(mpi)
-    via_env: set[Config] = (set() if sweep == "mpit" and be.traits.mpit_sweep
-                            else {c for _, c in slots})
     # the library's own choice keeps a launch of its own: no file may touch the reference
-    banded = {c for c in via_env if c != DEFAULT} if (
-        sweep == "bands" and be.traits.by_size and len(lanes) == 1 and coll.has_sizes) else set()
+    banded = {c for c in job.via_env if c != DEFAULT} if (
+        lab.sweep == "bands" and be.traits.by_size and len(lanes) == 1 and coll.has_sizes
+    ) else set()
     # the reference's further launches: only in a first measurement of its points
-    repeats = 1 if extend or shares_default_launch(be, sweep) else settings.default_launches
-    extra = sum(1 for (_, c), _ in todo if c == DEFAULT and c in via_env - banded)
-    rep.begin(len(todo) + extra * max(0, repeats - 1), f"{coll.name} np={nps}")
-    rebuilt = False
+    repeats = 1 if extend or shares_default_launch(be, lab.sweep) else \
+        lab.settings.default_launches
+    extra = sum(1 for (_, c), _ in todo if c == DEFAULT and c in job.via_env - banded)
+    rep.begin(len(todo) + extra * max(0, repeats - 1),
+              f"{coll.name} np={','.join(str(p.np) for p, _ in lanes)}")
+    told = _Told()
     while todo_set:
-        batch = sorted(todo_set)
-        # one launch for everything MPI_T can switch, as few as the sizes allow for what a
-        # file selects by size, one per configuration for the rest
-        groups: list[Group] = [
-            ("mpit", [p for p in batch if p[0][1] not in via_env], None)]
-        groups += [("bands", list(b.values()), b) for b in pack(
-            [p for p in batch if p[0][1] in banded], coll.granularity)]
-        groups += [("relaunch", [p for p in batch if p[0][1] == c], None)
-                   for c in sorted(via_env - banded)]
-        runs = _spread([(g, 0) for g in groups if g[1]], repeats)
+        runs = _spread([(g, 0) for g in _groups(sorted(todo_set), job, banded) if g[1]],
+                       repeats)
         repeats = 1  # a pass after a failure measures what is left, once
-        progressed = False
-        for (how, group, band), again in runs:
-            outcome, got = _launch(mpi, catalog, coll, lanes, exe, group, cid_of, settings,
-                                   how, functools.partial(record, again=again), via_env, band)
-            if outcome.timer and not timer_told:
-                _timer(store, ctxs[0], outcome.timer, rep)
-                timer_told = True
-            if outcome.launcher_retries:
-                rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before the "
-                         "kernel started; relaunched")
-            if outcome.status == "nopmi":  # no launch like this one will do better
-                cause, fix = outcome.message.split(", so ", 1)
-                raise MPIError(f"{cause}: {fix.split(': ', 1)[0]}", fix.split(": ", 1)[1])
-            if outcome.status == "mismatch":  # killed before it measured anything
-                if rebuilt:
-                    raise MPIError(
-                        f"the kernel reports '{outcome.library}' but {mpi.describe()} launched it",
-                        "check LD_LIBRARY_PATH: it may load another MPI's libraries")
-                rep.note(f"warning: {outcome.message} under {mpi.describe()}; rebuilding it")
-                exe = build_kernel(mpi, force=True)
-                rebuilt = True
-                progressed = True
-                break
-            progressed = progressed or got > 0
-            if outcome.status != "ok":
-                _blame(outcome, group, cid_of, how,
-                       group if again else sorted(todo_set),
-                       functools.partial(record, how="", again=again),
-                       smaller_survive=be.traits.exact)
-                progressed = True
-                if how != "relaunch":
-                    break  # relaunch with what is left
-        if not progressed:
-            raise MPIError(f"no progress measuring {coll.name} at np={nps}",
+        if not _pass(lab, job, runs, todo_set, record, ctxs[0], told):
+            raise MPIError(f"no progress measuring {coll.name} at np="
+                           f"{','.join(str(p.np) for p, _ in lanes)}",
                            "run with a larger --timeout, or report the kernel output")
     rep.end()
     return failures
+
+
+@dataclass
+class _Told:
+    """What one measurement said once: the timer, a rebuilt kernel."""
+
+    timer: bool = False
+    rebuilt: bool = False
+
+
+def _groups(batch: list[tuple[Slot, int]], job: _Job, banded: set[Config]) -> list[Group]:
+    """One launch for everything MPI_T can switch, as few as the sizes allow for what a
+    file selects by size, one per configuration for the rest."""
+    groups: list[Group] = [("mpit", [p for p in batch if p[0][1] not in job.via_env], None)]
+    groups += [("bands", list(b.values()), b) for b in pack(
+        [p for p in batch if p[0][1] in banded], job.coll.granularity)]
+    groups += [("relaunch", [p for p in batch if p[0][1] == c], None)
+               for c in sorted(job.via_env - banded)]
+    return groups
+
+
+def _pass(lab: Lab, job: _Job, runs: list[tuple[Group, int]],
+          todo_set: set[tuple[Slot, int]], record: Callable[..., None], ctx: Context,
+          told: _Told) -> bool:
+    """One pass of launches over what is left; whether it got anywhere."""
+    progressed = False
+    for (how, group, band), again in runs:
+        outcome, got = _launch(lab, job, group, how,
+                               functools.partial(record, again=again), band)
+        if outcome.timer and not told.timer:
+            _timer(lab.store, ctx, outcome.timer, lab.rep)
+            told.timer = True
+        if outcome.launcher_retries:
+            lab.rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before "
+                         "the kernel started; relaunched")
+        if outcome.status == "nopmi":  # no launch like this one will do better
+            cause, fix = outcome.message.split(", so ", 1)
+            raise MPIError(f"{cause}: {fix.split(': ', 1)[0]}", fix.split(": ", 1)[1])
+        if outcome.status == "mismatch":  # killed before it measured anything
+            _rebuild(lab, job, outcome, told)
+            return True
+        progressed = progressed or got > 0
+        if outcome.status != "ok":
+            _blame(outcome, group, job.cid_of, how,
+                   group if again else sorted(todo_set),
+                   functools.partial(record, how="", again=again),
+                   smaller_survive=of(lab.mpi).traits.exact)
+            progressed = True
+            if how != "relaunch":
+                break  # relaunch with what is left
+    return progressed
+
+
+def _rebuild(lab: Lab, job: _Job, outcome: LaunchOutcome, told: _Told) -> None:
+    """The kernel ran on another MPI's libraries: rebuild it once, then give up."""
+    if told.rebuilt:
+        raise MPIError(
+            f"the kernel reports '{outcome.library}' but {lab.mpi.describe()} launched it",
+            "check LD_LIBRARY_PATH: it may load another MPI's libraries")
+    lab.rep.note(f"warning: {outcome.message} under {lab.mpi.describe()}; rebuilding it")
+    job.exe = build_kernel(lab.mpi, force=True)
+    told.rebuilt = True
 
 
 def _spread(runs: list[tuple[Group, int]], repeats: int) -> list[tuple[Group, int]]:
@@ -232,11 +275,11 @@ def _blame(outcome: LaunchOutcome, group: list[tuple[Slot, int]], cid_of: dict[S
         record(stuck_slot, r)
 
 
-def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[Lane],
-            exe: Path, group: list[tuple[Slot, int]], cid_of: dict[Slot, int],
-            settings: MeasureSettings, sweep: str,
-            record: Callable[[Slot, PointResult, str], None], via_env: set[Config],
-            band: Band | None = None) -> tuple[LaunchOutcome, int]:
+def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
+            record: Callable[[Slot, PointResult, str], None], band: Band | None = None
+            ) -> tuple[LaunchOutcome, int]:
+    mpi, catalog, coll, lanes, cid_of, via_env, settings = (
+        lab.mpi, lab.catalog, job.coll, job.lanes, job.cid_of, job.via_env, lab.settings)
     slots = sorted({sl for sl, _ in group})
     be = of(mpi)
     # the band's file: a directory of its own, made fresh and removed after the launch
@@ -286,7 +329,7 @@ def _launch(mpi: Installation, catalog: Catalog, coll: Collective, lanes: list[L
     launched = lanes[0][0].launched
     cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
     with folder or contextlib.nullcontext():
-        outcome = run_kernel(cmd, exe, plan, env, point_timeout=settings.timeout,
+        outcome = run_kernel(cmd, job.exe, plan, env, point_timeout=settings.timeout,
                              starting=max(120.0, settings.timeout), on_event=on_event,
                              library_ok=mpi.runs_on)
     if band is not None and outcome.stuck and outcome.stuck[1] in band:

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import registry
-from colltune.backends.base import Session, write_file
+from colltune.backends.base import Decisions, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
-from colltune.core.config import DEFAULT, Config
+from colltune.core.config import DEFAULT
 from colltune.core.plan import Plan
-from colltune.core.records import Decision, PointResult
+from colltune.core.records import Decision
 from colltune.core.space import sizes_for
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
@@ -30,9 +29,10 @@ from colltune.store import Measurement, Store, default_db_path
 from colltune.tuner import artifacts, outcome
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
+from colltune.tuner.context import Run, Target
 from colltune.tuner.decide import RuleSize, decide
 from colltune.tuner.measure import Reporter, context_for, shares_default_launch
-from colltune.tuner.search import failure_note, search_one, sweep_ladder
+from colltune.tuner.search import search_one, sweep_ladder
 from colltune.tuner.strategies import STRATEGIES
 
 
@@ -127,18 +127,33 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
 
 
 def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
+    """The pipeline's stages in order: refuse what cannot run, open the session and the
+    store, measure, decide (and confirm in fresh launches), write."""
+    colls = refuse_options(opts)
+    run = open_run(opts, rep, colls)
+    try:
+        if not opts.from_db:
+            measure_all(run, colls)
+        decisions = predict_all(run, colls) if opts.predict else decide_all(run, colls)
+        summary = write_outputs(run, decisions)
+    finally:
+        run.store.close()
+    sess = run.sess
+    return TuneResult(sess.mpi, sess.catalog, sess.rules_version, decisions, run.failures,
+                      summary)
+
+
+def refuse_options(opts: TuneOptions) -> list[str]:
+    """Stage 0: refuse what cannot run, before anything is found or launched; returns the
+    collectives named."""
     check_options(opts)
-    if opts.boundaries not in ("measure", "midpoint"):
-        raise ColltuneError(f"unknown --boundaries '{opts.boundaries}'",
-                            "use --boundaries measure or midpoint")
-    if opts.beyond not in ("extend", "library"):
-        raise ColltuneError(f"unknown beyond '{opts.beyond}'", "use extend or library")
-    if opts.strategy not in STRATEGIES:
-        raise ColltuneError(f"unknown strategy '{opts.strategy}'",
-                            "use --strategy " + ", ".join(STRATEGIES))
-    if opts.sweep not in ("mpit", "relaunch", "bands"):
-        raise ColltuneError(f"unknown sweep '{opts.sweep}'",
-                            "use --sweep mpit, relaunch or bands")
+    for value, known, what in ((opts.boundaries, ("measure", "midpoint"), "--boundaries"),
+                               (opts.beyond, ("extend", "library"), "--beyond"),
+                               (opts.strategy, tuple(STRATEGIES), "--strategy"),
+                               (opts.sweep, ("mpit", "relaunch", "bands"), "--sweep")):
+        if value not in known:
+            raise ColltuneError(f"unknown {what} '{value}'",
+                                f"use {what} " + ", ".join(known))
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
@@ -147,172 +162,195 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
+    return colls
+
+
+def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
+    """Stage 1: the family's session (installation, catalog, placements), the plan of what
+    is measured, and the store."""
     backend = registry.named(opts.backend, han=opts.tune_han)
     if opts.sweep == "bands" and not backend.traits.by_size:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
                             "configuration per message size in a sweep",
                             "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
-    mpi, catalog, placements = sess.mpi, sess.catalog, sess.placements
     if opts.settings.default_launches > 1 and shares_default_launch(backend, sess.sweep):
         rep.note(f"note: --default-launches {opts.settings.default_launches} repeats nothing "
                  "here: " + ("simulated times repeat exactly" if backend.traits.exact else
                              "the default is measured in the same launch as the others"))
     # what is measured, built once (a parameter this library does not declare: refused)
-    plan = Plan(catalog, sess.grid(opts), opts.sizes)
-    if (opts.predict or opts.strategy == "model") and not _has_formulas(catalog):
+    plan = Plan(sess.catalog, sess.grid(opts), opts.sizes)
+    if (opts.predict or opts.strategy == "model") and not _has_formulas(sess.catalog):
         raise ColltuneError(
-            f"--predict and --strategy model need cost formulas for {mpi.name}'s "
+            f"--predict and --strategy model need cost formulas for {sess.mpi.name}'s "
             "algorithms, and colltune has none", "measure at every --np you need (its "
             "catalog names no table of models/formulas.py)")
     if opts.comm_sizes:
-        placements = sess.placements = ladder(placements[0], opts.comm_sizes)
-    rep.note(f"tuning {mpi.describe()}")
-    predicted: dict[tuple[str, int], str] = {}
+        sess.placements = ladder(sess.placements[0], opts.comm_sizes)
+    rep.note(f"tuning {sess.mpi.describe()}")
     path = opts.db or default_db_path()
     store = Store.for_deciding(path) if opts.from_db else Store(path)
     if store.readonly:
         rep.note(f"{path} is read-only here: deciding from it, recording nothing")
-    failures: list[str] = []
-    searches: dict[str, dict[str, object]] = {}
-    # switches are located after fresh launches confirmed them: one that fresh launches
-    # refute costs no boundary rounds (simulated times need no confirmation)
-    confirm_first = not backend.traits.exact and opts.confirm_rounds > 0 and not opts.predict
-    try:
-        if not opts.from_db:
-            if not opts.oversubscribe:
-                for p in placements:
-                    refuse_heavy_oversubscription(p)
-            for w in {p.warning for p in placements if p.warning}:
-                rep.note(f"warning: {w}")
-            if backend.traits.busy_polls and any(p.oversubscribe for p in placements):
-                rep.note(f"warning: {mpi.name} busy-polls: with more ranks than cores a "
-                         "waiting rank spins on a core another needs, calls take "
-                         "milliseconds, and which configuration wins follows the scheduler "
-                         "as much as the algorithm; tune with at most one rank per core "
-                         "for a file to install")
-            build_kernel(mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
-            store.add_catalog(mpi.key, backend.name, catalog.algorithms)
-            sess.before_measuring(rep.note)
-            rungs = [p for p in placements if p.within]
-            if rungs and opts.strategy == "grid":
-                rep.note("measuring communicator sizes " + ", ".join(
-                    str(p.np) for p in placements) + f" in one launch of "
-                    f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
-                for name in colls:
-                    with stage(SWEEP):
-                        sweep_ladder(opts, mpi, plan, get_collective(name),
-                                     placements, store, sess.sweep, rep, failures)
-            for placement in placements:
-                for name in colls:
-                    coll = get_collective(name)
-                    with stage(SWEEP):
-                        search_one(opts, mpi, plan, coll,
-                                   placement, store, sess.sweep, rep, failures, searches)
-                    if opts.boundaries == "measure" and not confirm_first:
-                        with stage(SWITCHES):
-                            refine(opts, mpi, catalog, coll, placement, store, sess.sweep,
-                                   rep, failure_note(failures, coll, placement, catalog))
-        decisions: dict[str, dict[int, list[Decision]]] = {}
-        if opts.predict:
-            for name in colls:
-                coll = get_collective(name)
-                for np, (ds, text) in predict_decisions(store, mpi, plan, coll, placements,
-                                                        opts.nps).items():
-                    decisions.setdefault(name, {})[np] = ds
-                    predicted[(name, np)] = text
-                    rep.note(f"{name} np={np}: {text}")
-        for placement in placements if not opts.predict else []:
-            for name in colls:
-                coll = get_collective(name)
-                ctx = context_for(mpi, coll, placement)
-                ms = store.measurements(ctx)
-                if opts.from_db and opts.sizes and coll.has_sizes:
-                    # --sizes with --from-db: decide at those sizes only, as asked
-                    keep = set(sizes_for(coll, placement.np, opts.sizes))
-                    ms = [m for m in ms if m.size in keep]
-                if not ms:
-                    if opts.from_db:
-                        raise ColltuneError(
-                            f"no stored measurements of {name} at np={placement.np} for "
-                            f"{mpi.describe()} on {socket.gethostname()}"
-                            + (" at those --sizes" if opts.sizes else ""),
-                            "run without --from-db to measure first, or pass the --db used")
-                    continue
-                ds = decide_and_confirm(opts, sess, store, coll, placement, ms, rep)
-                if confirm_first and opts.boundaries == "measure" and not opts.from_db:
-                    ds = locate_confirmed(opts, sess, store, coll, placement, ds, rep,
-                                          failure_note(failures, coll, placement, catalog))
-                ds = sess.confirmed(name, placement, ds)
-                for d in ds if not store.readonly else []:
-                    store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
-                                       d.as_json(catalog, name))
-                if opts.beyond == "library":
-                    ds = ds + beyond_measured(coll, placement.np, ds, backend.rule_size)
-                decisions.setdefault(name, {})[placement.np] = ds
-        decisions = sess.final(decisions)
-        summary = make_summary(mpi, catalog, sess.rules_version, decisions, failures, opts,
-                               searches)
-        summary["predicted"] = {f"{n} np={np}": text for (n, np), text in predicted.items()}
-        # open while writing: a session reads stored verdicts as it builds its file
-        # (MVAPICH2's ties ask for fresh-launch verdicts of fill-ins confirmed late)
-        sess.write(decisions, summary, predicted)
-        summary["changes"] = outcome.changes(decisions, summary, placements)
-    finally:
-        store.close()
-    return TuneResult(mpi, catalog, sess.rules_version, decisions, failures, summary)
+    return Run(opts, sess, store, plan, rep)
 
 
-def decide_and_confirm(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
-                       placement: Placement, ms: list[Measurement], rep: Reporter,
-                       fills: bool = True) -> list[Decision]:
-    """Decide from the measurements, flag what oversubscription may have caused, and keep
-    a non-default choice only where fresh launches confirm it (stored verdicts reused);
-    with `fills`, the file's stand-ins are judged to the end of their ladder too."""
-    mpi, exact = sess.mpi, sess.backend.traits.exact
-    ds = decide(coll, placement.np, ms, opts.alpha, opts.min_gain, exact,
-                sess.backend.rule_size)
-    artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
-                   else cores(), sess.backend.waiting(mpi.name))
-    ds = sess.decided(coll.name, placement, ds, ms, store, context_for(mpi, coll, placement))
-    if not exact:  # simulated times need no fresh launches
-        confirm_decisions(ds, coll, placement, store, mpi, opts, rep, sess)
-        if fills:
-            confirm_fills(ds, coll, placement, store, opts, rep, sess)
+def confirm_first(run: Run) -> bool:
+    """Switches are located after fresh launches confirmed them: one that fresh launches
+    refute costs no boundary rounds (simulated times need no confirmation)."""
+    return not run.exact and run.opts.confirm_rounds > 0 and not run.opts.predict
+
+
+def measure_all(run: Run, colls: list[str]) -> None:
+    """Stage 2: warn of what skews timings, build the kernel, and search every collective
+    at every placement (a ladder of communicator sizes swept in one launch first)."""
+    opts, sess, rep, placements = run.opts, run.sess, run.rep, run.sess.placements
+    if not opts.oversubscribe:
+        for p in placements:
+            refuse_heavy_oversubscription(p)
+    for w in {p.warning for p in placements if p.warning}:
+        rep.note(f"warning: {w}")
+    if run.backend.traits.busy_polls and any(p.oversubscribe for p in placements):
+        rep.note(f"warning: {run.mpi.name} busy-polls: with more ranks than cores a "
+                 "waiting rank spins on a core another needs, calls take "
+                 "milliseconds, and which configuration wins follows the scheduler "
+                 "as much as the algorithm; tune with at most one rank per core "
+                 "for a file to install")
+    build_kernel(run.mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
+    run.store.add_catalog(run.mpi.key, run.backend.name, run.catalog.algorithms)
+    sess.before_measuring(rep.note)
+    rungs = [p for p in placements if p.within]
+    if rungs and opts.strategy == "grid":
+        rep.note("measuring communicator sizes " + ", ".join(
+            str(p.np) for p in placements) + f" in one launch of "
+            f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
+        for name in colls:
+            with stage(SWEEP):
+                sweep_ladder(run, get_collective(name), placements)
+    for t in _targets(placements, colls):
+        with stage(SWEEP):
+            search_one(run, t)
+        if opts.boundaries == "measure" and not confirm_first(run):
+            with stage(SWITCHES):
+                refine(run, t)
+
+
+def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
+    return [Target(get_collective(name), p) for p in placements for name in colls]
+
+
+def predict_all(run: Run, colls: list[str]) -> Decisions:
+    """Stage 3 with --predict: choose at each --np what the models fitted on the measured
+    sizes predict fastest."""
+    decisions: Decisions = {}
+    for name in colls:
+        for np, (ds, text) in predict_decisions(run.store, run.mpi, run.plan,
+                                                get_collective(name), run.sess.placements,
+                                                run.opts.nps).items():
+            decisions.setdefault(name, {})[np] = ds
+            run.predicted[(name, np)] = text
+            run.rep.note(f"{name} np={np}: {text}")
+    return decisions
+
+
+def decide_all(run: Run, colls: list[str]) -> Decisions:
+    """Stage 3: decide every target from its measurements, confirm in fresh launches,
+    locate the confirmed switches, and store the decisions."""
+    decisions: Decisions = {}
+    for t in _targets(run.sess.placements, colls):
+        ds = decide_target(run, t)
+        if ds is not None:
+            decisions.setdefault(t.coll.name, {})[t.placement.np] = ds
+    return decisions
+
+
+def decide_target(run: Run, t: Target) -> list[Decision] | None:
+    """One target's decisions (None: nothing measured there, and not asked from a store)."""
+    opts, store = run.opts, run.store
+    ctx = run.context(t)
+    ms = store.measurements(ctx)
+    if opts.from_db and opts.sizes and t.coll.has_sizes:
+        # --sizes with --from-db: decide at those sizes only, as asked
+        keep = set(sizes_for(t.coll, t.placement.np, opts.sizes))
+        ms = [m for m in ms if m.size in keep]
+    if not ms:
+        if opts.from_db:
+            raise ColltuneError(
+                f"no stored measurements of {t.where.replace(' np=', ' at np=')} for "
+                f"{run.mpi.describe()} on {socket.gethostname()}"
+                + (" at those --sizes" if opts.sizes else ""),
+                "run without --from-db to measure first, or pass the --db used")
+        return None
+    ds = decide_and_confirm(run, t, ms)
+    if confirm_first(run) and opts.boundaries == "measure" and not opts.from_db:
+        ds = locate_confirmed(run, t, ds)
+    ds = run.sess.confirmed(t.coll.name, t.placement, ds)
+    for d in ds if not store.readonly else []:
+        store.add_decision(ctx, d.size, d.chosen.key, d.verdict,
+                           d.as_json(run.catalog, t.coll.name))
+    if opts.beyond == "library":
+        ds = ds + beyond_measured(t.coll, t.placement.np, ds, run.backend.rule_size)
     return ds
 
 
-def locate_confirmed(opts: TuneOptions, sess: Session, store: Store, coll: Collective,
-                     placement: Placement, ds: list[Decision], rep: Reporter,
-                     failed: Callable[[Config, PointResult], None]) -> list[Decision]:
+def write_outputs(run: Run, decisions: Decisions) -> dict[str, object]:
+    """Stage 4: the family's files and the summary (what changed, said last). The store is
+    still open: a session reads stored verdicts as it builds its file (MVAPICH2's ties ask
+    for fresh-launch verdicts of fill-ins confirmed late)."""
+    sess = run.sess
+    decisions = sess.final(decisions)
+    summary = make_summary(run.mpi, run.catalog, sess.rules_version, decisions, run.failures,
+                           run.opts, run.searches)
+    summary["predicted"] = {f"{n} np={np}": text for (n, np), text in run.predicted.items()}
+    sess.write(decisions, summary, run.predicted)
+    summary["changes"] = outcome.changes(decisions, summary, sess.placements)
+    return summary
+
+
+def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool = True
+                       ) -> list[Decision]:
+    """Decide from the measurements, flag what oversubscription may have caused, and keep
+    a non-default choice only where fresh launches confirm it (stored verdicts reused);
+    with `fills`, the file's stand-ins are judged to the end of their ladder too."""
+    sess, placement = run.sess, t.placement
+    ds = decide(t.coll, placement.np, ms, run.opts.alpha, run.opts.min_gain, run.exact,
+                sess.backend.rule_size)
+    artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
+                   else cores(), sess.backend.waiting(run.mpi.name))
+    ds = sess.decided(t.coll.name, placement, ds, ms, run.store, run.context(t))
+    if not run.exact:  # simulated times need no fresh launches
+        confirm_decisions(run, t, ds)
+        if fills:
+            confirm_fills(run, t, ds)
+    return ds
+
+
+def locate_confirmed(run: Run, t: Target, ds: list[Decision]) -> list[Decision]:
     """Locate the switches of the confirmed decisions; the sizes measured on the way are
     confirmed in turn, and where fresh launches refute one the switch moves, so this
     repeats until no switch is left open (at most MAX_ROUNDS passes). None is located once
     the file cannot carry the decisions (a kept size with no stand-in left stays kept: new
     sizes cannot mend it); a stand-in found wanting on the way is replaced in the next
     pass's launch pairs, and those still open are judged once, at the end."""
-    ctx = context_for(sess.mpi, coll, placement)
-    exact = sess.backend.traits.exact
+    ctx = run.context(t)
 
     def confirmed_view() -> list[Decision]:
-        now = decide(coll, ctx.np, store.measurements(ctx), opts.alpha, opts.min_gain, exact,
-                     sess.backend.rule_size)
-        apply_confirmations(now, store, ctx)
+        now = decide(t.coll, ctx.np, run.store.measurements(ctx), run.opts.alpha,
+                     run.opts.min_gain, run.exact, run.backend.rule_size)
+        apply_confirmations(now, run.store, ctx)
         return now
 
     for _ in range(MAX_ROUNDS):
-        why = sess.unexpressed(coll, placement, ds)
+        why = run.sess.unexpressed(t.coll, t.placement, ds)
         if why:
-            rep.note(f"{coll.name} np={placement.np}: switches not located ({why})")
+            run.rep.note(f"{t.where}: switches not located ({why})")
             return ds
         with stage(SWITCHES):
-            moved = refine(opts, sess.mpi, sess.catalog, coll, placement, store, sess.sweep,
-                           rep, failed, confirmed_view)
+            moved = refine(run, t, confirmed_view)
         if not moved:
             break
-        ds = decide_and_confirm(opts, sess, store, coll, placement, store.measurements(ctx),
-                                rep, fills=False)
-    confirm_fills(ds, coll, placement, store, opts, rep, sess)
+        ds = decide_and_confirm(run, t, run.store.measurements(ctx), fills=False)
+    confirm_fills(run, t, ds)
     return ds
 
 

@@ -4,72 +4,42 @@ measure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
 from colltune.core.config import Config
-from colltune.core.plan import Plan
-from colltune.core.records import PointResult
-from colltune.core.toolchain import Installation
-from colltune.options import TuneOptions
 from colltune.slots import Placement
-from colltune.store import Store
 from colltune.tuner.asktell import drive
+from colltune.tuner.context import Run, Target
 from colltune.tuner.live import store_measure
-from colltune.tuner.measure import Reporter, measure_lanes
+from colltune.tuner.measure import measure_lanes
 from colltune.tuner.strategies import STRATEGIES, Request
 
 
-def failure_note(failures: list[str], coll: Collective, placement: Placement,
-                 catalog: Catalog) -> Callable[[Config, PointResult], None]:
-    """What records a failed point in `failures`, one line each."""
-    where = f"{coll.name} np={placement.np}"
-
-    def failed(cfg: Config, r: PointResult) -> None:
-        failures.append(f"{where} {cfg.label(catalog, coll.name)} {r.size} B: {r.status}"
-                        + (f" ({r.message})" if r.message else ""))
-    return failed
-
-
-def sweep_ladder(opts: TuneOptions, mpi: Installation, plan: Plan, coll: Collective,
-                 rungs: list[Placement], store: Store, sweep: str, rep: Reporter,
-                 failures: list[str]) -> None:
+def sweep_ladder(run: Run, coll: Collective, rungs: list[Placement]) -> None:
     """The grid of every rung of a ladder of communicator sizes in one launch (per
     configuration where the library cannot switch inside one): each rung's search then
     finds its points stored."""
-    catalog = plan.catalog
-    lanes = [(p, plan.points(coll, p.np)) for p in rungs]
-    for p, cfg, r in measure_lanes(mpi, catalog, coll, lanes, store, opts.settings, sweep,
-                                   rep):
-        failure_note(failures, coll, p, catalog)(cfg, r)
+    lanes = [(p, run.plan.points(coll, p.np)) for p in rungs]
+    for p, cfg, r in measure_lanes(run.lab, coll, lanes):
+        run.failed(Target(coll, p))(cfg, r)
 
 
-def search_one(opts: TuneOptions, mpi: Installation, plan: Plan, coll: Collective,
-               placement: Placement, store: Store, sweep: str, rep: Reporter,
-               failures: list[str], searches: dict[str, dict[str, object]]) -> None:
+def search_one(run: Run, t: Target) -> None:
     """Measure one collective at one communicator size with the chosen strategy (every
-    strategy through the same ask/tell driver); failed points go to `failures`, what a
-    search did to `searches`."""
-    catalog = plan.catalog
-    pts = plan.points(coll, placement.np)
-    where = f"{coll.name} np={placement.np}"
-
-    failed = failure_note(failures, coll, placement, catalog)
-
+    strategy through the same ask/tell driver); failed points go to the run's failures,
+    what a search did to its searches."""
+    opts, np = run.opts, t.placement.np
+    pts = run.plan.points(t.coll, np)
     cands: dict[int, list[Config]] = {}
     for c, sz in pts:
         cands.setdefault(sz, []).append(c)
-    started = STRATEGIES[opts.strategy](Request(opts, cands, store, mpi, catalog, coll,
-                                                placement.np))
+    started = STRATEGIES[opts.strategy](Request(opts, cands, run.store, run.mpi, run.catalog,
+                                                t.coll, np))
     if started.note:
-        rep.note(f"{where}: {started.note}")
-    m = store_measure(mpi, catalog, coll, placement, store, opts.settings, sweep, rep, failed)
+        run.rep.note(f"{t.where}: {started.note}")
+    m = store_measure(run.lab, t.coll, t.placement, run.failed(t))
     out = drive(started.strategy, m)
     record, line = out.record(len(pts)), out.describe(len(pts))
     if record is not None:
-        searches[where] = {**record, **started.record}
+        run.searches[t.where] = {**record, **started.record}
     if line is not None:
-        rep.note(f"{where}: {opts.strategy} {line}")
-
-
+        run.rep.note(f"{t.where}: {opts.strategy} {line}")

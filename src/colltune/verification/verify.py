@@ -29,7 +29,7 @@ from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ab_runs, as_batch
 from colltune.tuner.sequential import Batch, Design, SizeResult
-from colltune.verification.second import Second, second
+from colltune.verification.second import second
 from colltune.verification.step import KEY, describe, step_ab_runs, step_sizes
 
 
@@ -215,112 +215,170 @@ def plan(target: VerifyTarget, names: list[str], np: int, sizes: list[int] | Non
     return plans
 
 
-def verify(rules_path: Path, np: int, mpi_prefix: str | None = None,
-           collectives: list[str] | None = None, sizes: list[int] | None = None,
-           rounds: int = 5, reps: Repetitions | None = None, with_: str | None = None,
-           osu_dir: Path | None = None, hostfile: str | None = None,
-           note: Callable[[str], None] = lambda s: None, design: Design | None = None,
-           time_budget: float | None = None, aa: bool = False,
-           step: list[int] | dict[str, list[int]] | None = None,
-           launch: Launch | None = None) -> VerifyReport:
+@dataclass
+class VerifyRequest:
+    """What `tune verify` was asked: the file, where it runs, and how it is judged."""
+
+    rules_path: Path
+    np: int
+    mpi_prefix: str | None = None
+    collectives: list[str] | None = None  # None: every collective the file tunes
+    sizes: list[int] | None = None  # None: where the risk is (powers of two, boundaries)
+    rounds: int = 5  # launch pairs first; more where undecided (`design`)
+    reps: Repetitions | None = None
+    with_: str | None = None  # "osu" or "imb": a second benchmark judged alike
+    osu_dir: Path | None = None
+    hostfile: str | None = None
+    design: Design | None = None
+    time_budget: float | None = None
+    aa: bool = False  # a calibration of this machine: both arms run the default
+    # also one application step of these sizes, judged as one cell; per collective where
+    # it maps collectives to sizes (an application's profile)
+    step: list[int] | dict[str, list[int]] | None = None
+    launch: Launch | None = None
+
+
+@dataclass
+class Gate:
+    """One verification as its stages share it: the request, what the file's family read
+    of it, the two arms, and how every cell is judged."""
+
+    req: VerifyRequest
+    target: VerifyTarget
+    arms: Arms
+    reps: Repetitions
+    design: Design
+    deadline: float | None
+    note: Callable[[str], None]
+    rule_size: Callable[[Collective, int, int], int]
+
+    def label(self, c: Collective, size: int) -> str:
+        if self.req.aa:
+            return "A/A: the default in both arms"
+        rule = self.target.rule_at(c, self.req.np, size)
+        return "no rule" if rule is None else rule.label(self.target.catalog, c.name)
+
+
+def verify(req: VerifyRequest, note: Callable[[str], None] = lambda s: None
+           ) -> VerifyReport:
     """The gate. Sizes where the file changes the library's choice are measured in
     `rounds` launch pairs, then undecided ones in more (sequential; `design` says how many
     and at what error rates) until each is faster, same, slower, or out of budget
-    (inconclusive). `aa`: a calibration of this machine, both arms run the default.
-    `step`: also one application step of these sizes (step.py), judged as one cell; per
-    collective where it maps collectives to sizes (an application's profile)."""
-    if rounds < 2:
-        raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 4")
-    design = dataclasses.replace(design or Design(), first=rounds)
-    if design.max_pairs < rounds:
-        raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds ({rounds})",
-                            "--max-rounds bounds the launch pairs a size may use")
-    family = registry.for_file(rules_path)
-    target = family.with_files().verify_target(rules_path, np, mpi_prefix, hostfile, launch)
-    rule_size = family.rule_size
-    mpi, catalog, placement = target.mpi, target.catalog, target.placement
-    arms = {"default": target.arms["default"],
-            "tuned": target.arms["default" if aa else "tuned"]}
-    names = target.collectives
-    if collectives:
-        unknown = [c for c in collectives if get_collective(c).name not in names]
-        if unknown:
-            raise ColltuneError(f"{rules_path} has no rules for {', '.join(unknown)}",
-                                f"it covers: {', '.join(names) or 'nothing'}")
-        names = [get_collective(c).name for c in collectives]
-    if not names:
-        raise ColltuneError(f"{rules_path} has no rules for any collective",
-                            "write one with tune <collective> --out FILE")
-    reps = reps or Repetitions(min_reps=15, point_time=0.15, timing="both", min_ticks=100)
-    deadline = None if time_budget is None else time.monotonic() + time_budget
-
-    plans = plan(target, names, np, sizes, aa)
+    (inconclusive)."""
+    gate = open_gate(req, note)
+    plans = plan(gate.target, _names(req, gate.target), req.np, req.sizes, req.aa)
+    steps = {c.name: (req.step.get(c.name, []) if isinstance(req.step, dict)
+                      else req.step or []) for c, *_ in plans}
     # one family for the whole run: every size tested, in every timing mode, by either source
-    modes = (2 if reps.timing == "both" else 1) + 1  # and the loop, in every fresh launch
-    steps = {c.name: (step.get(c.name, []) if isinstance(step, dict) else step or [])
-             for c, *_ in plans}
-    cells = sum(len(t) for *_, t in plans) * (modes + (1 if with_ else 0)) + \
+    modes = (2 if gate.reps.timing == "both" else 1) + 1  # and the loop, in every launch
+    cells = sum(len(t) for *_, t in plans) * (modes + (1 if req.with_ else 0)) + \
         sum(1 for v in steps.values() if v)
-    design = dataclasses.replace(design, family=max(1, cells))
+    gate.design = dataclasses.replace(gate.design, family=max(1, cells))
+    checks = [check_collective(gate, coll, szs, edges, tested, steps[coll.name])
+              for coll, szs, edges, tested in plans]
+    return VerifyReport(gate.target.mpi, req.rules_path, checks, gate.design, req.aa)
 
-    checks = []
-    for coll, szs, edges, tested in plans:
-        name = coll.name
 
-        def label(size: int, c: Collective = coll) -> str:
-            if aa:
-                return "A/A: the default in both arms"
-            rule = target.rule_at(c, np, size)
-            return "no rule" if rule is None else rule.label(catalog, c.name)
+def open_gate(req: VerifyRequest, note: Callable[[str], None]) -> Gate:
+    """Refuse a design that cannot run; the file's family reads it (its arms, its rules)."""
+    if req.rounds < 2:
+        raise ColltuneError("--rounds must be at least 2", "e.g. --rounds 4")
+    design = dataclasses.replace(req.design or Design(), first=req.rounds)
+    if design.max_pairs < req.rounds:
+        raise ColltuneError(f"--max-rounds ({design.max_pairs}) is below --rounds "
+                            f"({req.rounds})",
+                            "--max-rounds bounds the launch pairs a size may use")
+    family = registry.for_file(req.rules_path)
+    target = family.with_files().verify_target(req.rules_path, req.np, req.mpi_prefix,
+                                               req.hostfile, req.launch)
+    arms = {"default": target.arms["default"],
+            "tuned": target.arms["default" if req.aa else "tuned"]}
+    reps = req.reps or Repetitions(min_reps=15, point_time=0.15, timing="both",
+                                   min_ticks=100)
+    deadline = None if req.time_budget is None else time.monotonic() + req.time_budget
+    return Gate(req, target, arms, reps, design, deadline, note, family.rule_size)
 
-        def lookup(size: int, c: Collective = coll) -> int:
-            return rule_size(c, size, np)
 
-        note(f"{name}: checking that {mpi.name} applies the file")
-        try:
-            applied, detail = target.applied(coll, np, szs)
-        except ColltuneError as e:
-            applied, detail = "unproven", f"no traffic check: {e.message}"
-        check = CollectiveCheck(name, np, applied, detail)
-        if steps[name]:
-            check.step = _judge_step(mpi, placement, arms, coll, np, steps[name], design,
-                                     deadline, note)
-        elif step is not None:
-            note(f"{name}: the profile shows no {name} calls on {np} ranks: no step judged")
-        untested = _untested([s for s in szs if s not in tested], label, lookup, edges)
-        if not tested:
-            note(f"{name}: the file leaves every size to {mpi.name}'s own choice: "
-                 "nothing to measure")
-            check.kernel = untested
-            checks.append(check)
-            continue
-        note(f"{name}: {rounds} default/rules launch pairs over the {len(tested)} size(s) the "
-             f"file changes, more where undecided (up to {design.max_pairs})")
+def _names(req: VerifyRequest, target: VerifyTarget) -> list[str]:
+    """The collectives to verify: those asked for, each one the file tunes."""
+    names = target.collectives
+    if req.collectives:
+        unknown = [c for c in req.collectives if get_collective(c).name not in names]
+        if unknown:
+            raise ColltuneError(f"{req.rules_path} has no rules for {', '.join(unknown)}",
+                                f"it covers: {', '.join(names) or 'nothing'}")
+        names = [get_collective(c).name for c in req.collectives]
+    if not names:
+        raise ColltuneError(f"{req.rules_path} has no rules for any collective",
+                            "write one with tune <collective> --out FILE")
+    return names
 
-        def kernel(szs_: list[int], first: int, n: int, c: Collective = coll) -> Batch:
-            return as_batch(ab_runs(mpi, c, placement, rules_path, szs_, n, reps,
-                                    arms=arms, first_round=first))
 
-        res = sequential.run(kernel, tested, design, deadline=deadline,
-                             note=_prefixed(note, f"{name}: "))
-        check.kernel = sorted(_size_checks(res, label, lookup, edges) + untested,
-                              key=lambda r: r.size)
-        if with_:
-            other = second(with_, mpi, placement, arms, name, osu_dir)
-            if other is None:
-                note(f"warning: no {with_.upper()} benchmark for {name} found; kernel only")
-            else:
-                note(f"{name}: {other.name} launch pairs ({other.exe})")
+def check_collective(gate: Gate, coll: Collective, szs: list[int], edges: set[int],
+                     tested: list[int], step: list[int]) -> CollectiveCheck:
+    """One collective: the library's proof that it applies the file, the application step
+    if asked, then launch pairs at the sizes the file changes (and the second benchmark)."""
+    req, target, note, name, np = gate.req, gate.target, gate.note, coll.name, gate.req.np
+    mpi = target.mpi
 
-                def run2(szs_: list[int], first: int, n: int, o: Second = other) -> Batch:
-                    return as_batch(o.runs(szs_, first, n))
+    def label(size: int) -> str:
+        return gate.label(coll, size)
 
-                ores = sequential.run(run2, tested, design, deadline=deadline,
-                                      note=_prefixed(note, f"{name} ({other.name}): "))
-                check.osu = _size_checks(ores, label, lookup, edges)
-                check.second = other.name
-        checks.append(check)
-    return VerifyReport(mpi, rules_path, checks, design, aa)
+    def lookup(size: int) -> int:
+        return gate.rule_size(coll, size, np)
+
+    note(f"{name}: checking that {mpi.name} applies the file")
+    try:
+        applied, detail = target.applied(coll, np, szs)
+    except ColltuneError as e:
+        applied, detail = "unproven", f"no traffic check: {e.message}"
+    check = CollectiveCheck(name, np, applied, detail)
+    if step:
+        check.step = _judge_step(mpi, target.placement, gate.arms, coll, np, step,
+                                 gate.design, gate.deadline, note)
+    elif req.step is not None:
+        note(f"{name}: the profile shows no {name} calls on {np} ranks: no step judged")
+    untested = _untested([s for s in szs if s not in tested], label, lookup, edges)
+    if not tested:
+        note(f"{name}: the file leaves every size to {mpi.name}'s own choice: "
+             "nothing to measure")
+        check.kernel = untested
+        return check
+    note(f"{name}: {req.rounds} default/rules launch pairs over the {len(tested)} size(s) "
+         f"the file changes, more where undecided (up to {gate.design.max_pairs})")
+
+    def kernel(szs_: list[int], first: int, n: int) -> Batch:
+        return as_batch(ab_runs(mpi, coll, target.placement, req.rules_path, szs_, n,
+                                gate.reps, arms=gate.arms, first_round=first))
+
+    res = sequential.run(kernel, tested, gate.design, deadline=gate.deadline,
+                         note=_prefixed(note, f"{name}: "))
+    check.kernel = sorted(_size_checks(res, label, lookup, edges) + untested,
+                          key=lambda r: r.size)
+    if req.with_:
+        _second_benchmark(gate, check, coll, tested, label, lookup, edges)
+    return check
+
+
+def _second_benchmark(gate: Gate, check: CollectiveCheck, coll: Collective,
+                      tested: list[int], label: Callable[[int], str],
+                      lookup: Callable[[int], int], edges: set[int]) -> None:
+    """OSU's or IMB's own benchmark of the collective, judged like the kernel's sizes."""
+    req, target, name = gate.req, gate.target, coll.name
+    assert req.with_ is not None
+    other = second(req.with_, target.mpi, target.placement, gate.arms, name, req.osu_dir)
+    if other is None:
+        gate.note(f"warning: no {req.with_.upper()} benchmark for {name} found; kernel only")
+        return
+    gate.note(f"{name}: {other.name} launch pairs ({other.exe})")
+
+    def run2(szs_: list[int], first: int, n: int) -> Batch:
+        return as_batch(other.runs(szs_, first, n))
+
+    ores = sequential.run(run2, tested, gate.design, deadline=gate.deadline,
+                          note=_prefixed(gate.note, f"{name} ({other.name}): "))
+    check.osu = _size_checks(ores, label, lookup, edges)
+    check.second = other.name
 
 
 def _judge_step(mpi: Installation, placement: Placement, arms: Arms, coll: Collective,
