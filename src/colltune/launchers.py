@@ -156,8 +156,11 @@ def _env_prefix(env: Mapping[str, str]) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
 
 
-def command(launcher: str, program: str, layout: Layout, mca: Mapping[str, str] | None = None,
-            env: Mapping[str, str] | None = None, pmi: tuple[str, ...] = ()) -> list[str]:
+# over the limits (pyproject.toml): a branch per launcher (mpirun, mpiexec, srun,
+# smpirun) and option
+def command(  # noqa: C901
+        launcher: str, program: str, layout: Layout, mca: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None, pmi: tuple[str, ...] = ()) -> list[str]:
     """The launcher's command line up to (not including) the executable. `program` is the
     launcher's path; `mca` are Open MPI MCA parameters; `env` goes to every rank; `pmi`:
     the PMIs the MPI was built for, best first (srun: see srun_mpi)."""

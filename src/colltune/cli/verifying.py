@@ -30,7 +30,8 @@ from colltune.outfile import ensure_writable, write_atomic
 from colltune.tuner.run import check_repetitions
 
 if TYPE_CHECKING:
-    from colltune.verification.verify import CollectiveCheck, SizeCheck
+    from colltune.tuner.sequential import Design
+    from colltune.verification.verify import CollectiveCheck, SizeCheck, VerifyReport
 
 
 @app.command("verify")
@@ -138,68 +139,7 @@ def verify_cmd(
     except ColltuneError as e:
         _fail(e)
         return
-    for c in rep.checks:
-        mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
-        out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
-                  f"{c.applied_detail}", highlight=False)
-        for source, rows in (("kernel", c.kernel), (c.second, c.osu), ("step", c.step)):
-            if not rows:
-                continue
-            t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
-                            f"({rep.mpi.name} {rep.mpi.version})")
-            modes = sorted({m for r in rows for m in r.modes})
-            for col in ("size/rank", "lookup", "rule", "default us (95% CI)",
-                        "rules us (95% CI)", "rules/default (CI)",
-                        *(f"{m} rules/default" for m in modes), "finds", "pairs", "verdict"):
-                t.add_column(col)
-            for r in rows:
-                if r.verdict == "default":
-                    continue
-                t.add_row(_where(r), "-" if r.what else str(r.lookup_size),
-                          "the file" if r.what else r.rule,
-                          f"{r.default_median * 1e6:.2f} ({r.default_ci[0] * 1e6:.2f}-"
-                          f"{r.default_ci[1] * 1e6:.2f})",
-                          f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
-                          f"{r.tuned_ci[1] * 1e6:.2f})",
-                          f"{r.ratio:.3f} ({r.ratio_ci[0]:.2f}-{r.ratio_ci[1]:.2f})",
-                          *(_mode_cell(r.modes.get(m)) for m in modes),
-                          _mde(r.mde), str(r.rounds),
-                          r.verdict.upper() if r.verdict in ("slower", "inconclusive")
-                          else r.verdict)
-            if t.row_count:
-                out.print(t)
-            left = [f"{r.size}{' (edge)' if r.boundary else ''}" for r in rows
-                    if r.verdict == "default"]
-            if left:
-                out.print(f"  left to the library's own choice, not tested: "
-                          f"{', '.join(left)} B", highlight=False)
-            for r in rows:
-                if r.note:
-                    out.print(f"  {_where(r)}: {r.note}", highlight=False)
-        sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else "-"
-        if c.osu_speedup:
-            sp += f", {c.osu_speedup:.3f}x ({c.second})"
-        counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
-                           for v in ("faster", "same", "slower", "inconclusive"))
-        out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
-                  f"{counts}; {sum(r.verdict == 'default' for r in c.kernel)} left to the "
-                  "library (not tested)", highlight=False)
-    d = rep.design
-    out.print(f"sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
-              f"every place where the file's rule changes (unless --sizes); only those where "
-              f"the file changes the library's choice are tested (all for a file that may "
-              f"change what runs elsewhere too: Intel MPI's spliced table)"
-              f"{' (--aa: all)' if rep.aa else ''}. "
-              f"rules/default: geometric mean over launch pairs of the ratio of launch medians, "
-              f"its interval at the last look. Sequential: {d.first} launch pairs, then "
-              f"doubled for undecided sizes, up to {d.max_pairs}; alpha {d.alpha} spent "
-              f"over the looks and split over the {d.family} size x mode cells (a size that "
-              f"is not slower is called slower with probability <= {d.alpha} in the whole "
-              f"run); slower: significant and >= {100 * d.min_gain:.0f}% in any mode; same: "
-              f"the interval inside +-{100 * d.threshold:.0f}% in every mode (a size "
-              f"{100 * d.threshold:.0f}% slower is called same with probability <= {d.beta});"
-              f" inconclusive: neither within the budget. finds: the smallest slowdown the "
-              f"last look would find with 80% power", highlight=False)
+    _print_report(rep)
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
     undecided = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
@@ -295,3 +235,79 @@ def _verify_app(cmd: list[str], rules: Path | None, pairs: int, backend: str | N
         err.print("verify failed: the application is significantly slower with the rules "
                   "(wall time)", highlight=False, markup=False)
         raise typer.Exit(1)
+
+
+def _print_report(rep: VerifyReport) -> None:
+    """Each collective's proof, its tables (kernel, second benchmark, step), and how the
+    verdicts were reached."""
+    for c in rep.checks:
+        mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
+        out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
+                  f"{c.applied_detail}", highlight=False)
+        for source, rows in (("kernel", c.kernel), (c.second, c.osu), ("step", c.step)):
+            if rows:
+                _print_rows(rep, c, source, rows)
+        sp = f"{c.speedup:.3f}x (kernel)" if c.speedup else "-"
+        if c.osu_speedup:
+            sp += f", {c.osu_speedup:.3f}x ({c.second})"
+        counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
+                           for v in ("faster", "same", "slower", "inconclusive"))
+        out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
+                  f"{counts}; {sum(r.verdict == 'default' for r in c.kernel)} left to the "
+                  "library (not tested)", highlight=False)
+    _print_design(rep.design, rep.aa)
+
+
+def _print_rows(rep: VerifyReport, c: CollectiveCheck, source: str | None,
+                rows: list[SizeCheck]) -> None:
+    """One source's table of judged sizes, what it left to the library, and its notes."""
+    t = Table(title=f"{c.collective}, {c.np} ranks, {source} "
+                    f"({rep.mpi.name} {rep.mpi.version})")
+    modes = sorted({m for r in rows for m in r.modes})
+    for col in ("size/rank", "lookup", "rule", "default us (95% CI)",
+                "rules us (95% CI)", "rules/default (CI)",
+                *(f"{m} rules/default" for m in modes), "finds", "pairs", "verdict"):
+        t.add_column(col)
+    for r in rows:
+        if r.verdict == "default":
+            continue
+        t.add_row(_where(r), "-" if r.what else str(r.lookup_size),
+                  "the file" if r.what else r.rule,
+                  f"{r.default_median * 1e6:.2f} ({r.default_ci[0] * 1e6:.2f}-"
+                  f"{r.default_ci[1] * 1e6:.2f})",
+                  f"{r.tuned_median * 1e6:.2f} ({r.tuned_ci[0] * 1e6:.2f}-"
+                  f"{r.tuned_ci[1] * 1e6:.2f})",
+                  f"{r.ratio:.3f} ({r.ratio_ci[0]:.2f}-{r.ratio_ci[1]:.2f})",
+                  *(_mode_cell(r.modes.get(m)) for m in modes),
+                  _mde(r.mde), str(r.rounds),
+                  r.verdict.upper() if r.verdict in ("slower", "inconclusive")
+                  else r.verdict)
+    if t.row_count:
+        out.print(t)
+    left = [f"{r.size}{' (edge)' if r.boundary else ''}" for r in rows
+            if r.verdict == "default"]
+    if left:
+        out.print(f"  left to the library's own choice, not tested: "
+                  f"{', '.join(left)} B", highlight=False)
+    for r in rows:
+        if r.note:
+            out.print(f"  {_where(r)}: {r.note}", highlight=False)
+
+
+def _print_design(d: Design, aa: bool) -> None:
+    """How the sizes were chosen and judged, with the power of a "same"."""
+    out.print(f"sizes: every power of two from 4 B to 1 MiB and, marked (edge), both sides of "
+              f"every place where the file's rule changes (unless --sizes); only those where "
+              f"the file changes the library's choice are tested (all for a file that may "
+              f"change what runs elsewhere too: Intel MPI's spliced table)"
+              f"{' (--aa: all)' if aa else ''}. "
+              f"rules/default: geometric mean over launch pairs of the ratio of launch medians, "
+              f"its interval at the last look. Sequential: {d.first} launch pairs, then "
+              f"doubled for undecided sizes, up to {d.max_pairs}; alpha {d.alpha} spent "
+              f"over the looks and split over the {d.family} size x mode cells (a size that "
+              f"is not slower is called slower with probability <= {d.alpha} in the whole "
+              f"run); slower: significant and >= {100 * d.min_gain:.0f}% in any mode; same: "
+              f"the interval inside +-{100 * d.threshold:.0f}% in every mode (a size "
+              f"{100 * d.threshold:.0f}% slower is called same with probability <= {d.beta});"
+              f" inconclusive: neither within the budget. finds: the smallest slowdown the "
+              f"last look would find with 80% power", highlight=False)

@@ -248,7 +248,9 @@ def run_kernel(
         time.sleep(retries)
 
 
-def _run_once(
+# over the limits (pyproject.toml): one launch's life (start, stream, watchdog, kill)
+# shares its state
+def _run_once(  # noqa: C901, PLR0915
     cmd_prefix: list[str],
     exe: Path,
     plan: KernelPlan,

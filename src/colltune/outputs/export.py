@@ -131,7 +131,8 @@ def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None =
     return out
 
 
-def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,
+# over the limits (pyproject.toml): the API of `tune export`, its options by keyword
+def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,  # noqa: PLR0913
            home: Path | None = None, as_format: str | None = None,
            at_size: int | None = None, module_prereq: str | None = None,
            mpi: str | None = None) -> list[Planned]:

@@ -76,7 +76,8 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
     return drive(bayesian(candidates, settings), measure)
 
 
-def bayesian(candidates: dict[int, list[Config]], settings: BayesSettings | None = None
+# over the limits (pyproject.toml): the ask/tell loop and its stopping rules in one place
+def bayesian(candidates: dict[int, list[Config]], settings: BayesSettings | None = None  # noqa: C901
              ) -> Strategy[BayesOutcome]:
     """Search the points `candidates` names (valid configurations per size). The default is
     measured first at every size, then an initial design, then EI-chosen batches until the

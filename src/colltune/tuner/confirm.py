@@ -64,7 +64,8 @@ class ABSamples:
     modes: dict[str, dict[str, dict[int, list[list[float]]]]] = field(default_factory=dict)
 
 
-def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,
+# over the limits (pyproject.toml): arms, batch and start modes by keyword
+def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,  # noqa: PLR0913
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
             arms: dict[str, dict[str, str]] | None = None, first_round: int = 0,
             start: int = 0) -> ABSamples:

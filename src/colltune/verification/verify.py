@@ -25,7 +25,6 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
 from colltune.launchers import Launch
-from colltune.slots import Placement
 from colltune.tuner import sequential
 from colltune.tuner.confirm import ab_runs, as_batch
 from colltune.tuner.sequential import Batch, Design, SizeResult
@@ -334,8 +333,7 @@ def check_collective(gate: Gate, coll: Collective, szs: list[int], edges: set[in
         applied, detail = "unproven", f"no traffic check: {e.message}"
     check = CollectiveCheck(name, np, applied, detail)
     if step:
-        check.step = _judge_step(mpi, target.placement, gate.arms, coll, np, step,
-                                 gate.design, gate.deadline, note)
+        check.step = _judge_step(gate, coll, step)
     elif req.step is not None:
         note(f"{name}: the profile shows no {name} calls on {np} ranks: no step judged")
     untested = _untested([s for s in szs if s not in tested], label, lookup, edges)
@@ -381,10 +379,11 @@ def _second_benchmark(gate: Gate, check: CollectiveCheck, coll: Collective,
     check.second = other.name
 
 
-def _judge_step(mpi: Installation, placement: Placement, arms: Arms, coll: Collective,
-                np: int, sizes: list[int], design: Design, deadline: float | None,
-                note: Callable[[str], None]) -> list[SizeCheck]:
+def _judge_step(gate: Gate, coll: Collective, sizes: list[int]) -> list[SizeCheck]:
     """The application step of `sizes`, judged in launch pairs like a size (one cell)."""
+    mpi, placement, arms, np = (gate.target.mpi, gate.target.placement, gate.arms,
+                                gate.req.np)
+    design, deadline, note = gate.design, gate.deadline, gate.note
     szs = step_sizes(coll, np, sizes)
     what = describe(szs)
     note(f"{coll.name}: {design.first} default/rules launch pairs of {what}, more while "

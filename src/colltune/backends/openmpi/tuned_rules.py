@@ -314,7 +314,8 @@ def load_merge_base(path: Path, catalog: Catalog) -> rules.RulesFile | None:
                             "changed") from None
 
 
-def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,
+# over the limits (pyproject.toml): a rules file's optional parts, each by keyword
+def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,  # noqa: PLR0913
                 mpi: Installation, catalog: Catalog,
                 predicted: dict[tuple[str, int], str] | None = None,
                 comments: list[str] | None = None,
