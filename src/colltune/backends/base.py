@@ -1,13 +1,11 @@
-"""The Backend interface: everything the tuner asks of an MPI family, so generic code never
-asks which family it drives.
+"""The Backend interface's core: what the tuner asks of every MPI family, so generic code
+never asks which family it drives.
 
-A Backend answers for an installation (how a configuration is forced, how a job is launched,
-whether times are simulated); `open` starts a run and returns a Session: what the run found
-(installation, catalog, placements), turning decisions into the family's files.
-
-Over 400 lines: the interface and every default in one place, until issue 63 splits the
-Backend into a small core and the capabilities a family has or lacks (runtime, files);
-trimming it to the number would only hide that."""
+A Backend answers for an installation (how it is found, how a configuration is forced, how
+a job is launched) and says how its measurements behave (`Traits`); `open` starts a run and
+returns a Session: what the run found (installation, catalog, placements), turning
+decisions into the family's files. What only some families do is a capability a Backend
+has or lacks: `runtime` (runtime.py) and `files` (files.py)."""
 
 from __future__ import annotations
 
