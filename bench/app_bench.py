@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 from colltune.backends import registry
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 
 def tune(*args: str, cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", *args], cwd=cwd, text=True,
+    r = subprocess.run([*TUNE, *args], cwd=cwd, text=True,
                        capture_output=True, check=False)
     if r.returncode not in (0, 1):
         sys.exit(f"tune {' '.join(args[:2])} failed: {r.stderr}")

@@ -27,11 +27,11 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
 from scipy import stats
 
 from colltune.backends.impi.install import catalog, find_impi
@@ -160,7 +160,7 @@ def tune_once(mpi, coll: str, np: int, sizes: str, extra: list[str], work: Path,
     work.mkdir()
     out, summ = work / out_name, work / "s.json"
     t = time.monotonic()
-    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi", "--mpi",
+    subprocess.run([*TUNE, coll, "--backend", "impi", "--mpi",
                     str(mpi.prefix), "--np", str(np), "--sizes", sizes, *extra, "--out",
                     str(out), "--summary-json", str(summ), "--db", str(work / "d.db"), "-q"],
                    capture_output=True, check=True, timeout=3600)

@@ -14,6 +14,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+from clirun import TUNE  # noqa: E402
+
 import testcluster  # noqa: E402
 
 MELT = "/usr/share/lammps/examples/melt/in.melt"
@@ -30,7 +32,7 @@ def timed(c: testcluster.Cluster, argv: list[str], cwd: Path, env: dict[str, str
 
 def main(repeats: int) -> None:
     c = testcluster.make(2)
-    tune = [sys.executable, "-m", "colltune.cli"]
+    tune = [*TUNE]
     env = c.env(PYTHONPATH=str(REPO / "src"))
     rows: dict[str, list[float]] = {}
     try:

@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 
 def run(*args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", *args], capture_output=True,
+    r = subprocess.run([*TUNE, *args], capture_output=True,
                        text=True, check=False)
     return time.monotonic() - t0, r
 

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from agreement_bench import build_apploop
+from clirun import TUNE
 
 from colltune.backends import registry
 from colltune.backends.openmpi.applied import rule_at
@@ -39,8 +40,11 @@ from colltune.core.config import DEFAULT
 from colltune.core.space import sizes_for
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
-from colltune.tuner.confirm import ABSamples, judge
+from colltune.tuner.confirm import ABSamples
 from colltune.verification.second import find_osu, osu_ab_runs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from judges import judge  # noqa: E402  (the first statistics: tests/judges.py)
 
 
 def loop_ab_runs(mpi: OpenMPI, placement: Placement, coll: str, path: Path,
@@ -61,7 +65,7 @@ def loop_ab_runs(mpi: OpenMPI, placement: Placement, coll: str, path: Path,
 
 def tune(mpi: OpenMPI, coll: str, np: int, timing: str, out: Path, db: Path) -> float:
     t0 = time.monotonic()
-    subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", str(np), "--mpi",
+    subprocess.run([*TUNE, coll, "--np", str(np), "--mpi",
                     str(mpi.prefix), "--timing", timing, "--out", str(out), "--db", str(db),
                     "--quiet"], check=True, env=launch_env())
     return time.monotonic() - t0

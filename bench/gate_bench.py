@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 HEAD = "1\n7\n1\n4\n"
 # bcast at 4 ranks: default elsewhere, a slower algorithm at exactly 16 KiB and 128 KiB
 PLANTS = {
@@ -44,7 +46,7 @@ def verify(args: list[str], old_src: str | None) -> tuple[int, dict | None, floa
     with tempfile.TemporaryDirectory() as t:
         out = Path(t) / "v.json"
         t0 = time.monotonic()
-        r = subprocess.run([sys.executable, "-m", "colltune.cli", "verify", *args, "--json",
+        r = subprocess.run([*TUNE, "verify", *args, "--json",
                             str(out), "--quiet"], capture_output=True, text=True, env=env,
                            check=False)
         wall = time.monotonic() - t0

@@ -15,13 +15,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def tune(args: list[str], work: Path) -> tuple[dict, str, float]:  # type: ignore[type-arg]
     summary = work / "s.json"
     start = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", *args, "--db",
+    r = subprocess.run([*TUNE, *args, "--db",
                         str(work / "db.sqlite"), "--summary-json", str(summary)],
                        capture_output=True, text=True, cwd=work, check=False)
     took = time.monotonic() - start

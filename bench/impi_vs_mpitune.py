@@ -40,6 +40,7 @@ import time
 import zlib
 from pathlib import Path
 
+from clirun import TUNE
 from scipy import stats
 
 from colltune.backends.impi.install import IntelMPI, find_impi, launch_command, launch_env
@@ -104,7 +105,7 @@ def run_colltune(mpi: IntelMPI, coll: str, np: int, sizes: str, work: Path,
     suffix = ".dat" if "impi-bin" in extra else ".json"
     out, summ = work / f"colltune-{coll}-{np}{suffix}", work / f"summary-{coll}-{np}.json"
     t = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--backend", "impi",
+    r = subprocess.run([*TUNE, coll, "--backend", "impi",
                         "--mpi", str(mpi.prefix), "--np", str(np), "--sizes", sizes,
                         "--out", str(out), "--summary-json", str(summ),
                         "--db", str(work / "colltune.sqlite"), "-q", *extra],

@@ -1,4 +1,4 @@
-"""Cost models against the recorded full-grid datasets (bench/data, 4 ranks, this machine):
+"""Cost models against the recorded full-grid datasets (tests/data/datasets, 4 ranks, this machine):
 fit Hockney and LogGP with `tune model fit` (fresh, on the MPI that recorded the dataset),
 then report, per collective and model, the median relative error per algorithm, how often
 the model's pick is within 5% of the measured best, and the model-guided search replayed
@@ -63,9 +63,12 @@ def model_search(ds: Dataset, preds_by_size: dict[int, list], k: int, seeds: int
     return cost / seeds, within, judged
 
 
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "datasets"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=str(Path(__file__).parent / "data"))
+    ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--probe-np", type=int, default=2)
     ap.add_argument("--top-k", type=int, default=3)
     ap.add_argument("--seeds", type=int, default=10)

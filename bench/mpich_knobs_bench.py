@@ -15,10 +15,11 @@ import argparse
 import json
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from clirun import TUNE
 
 from colltune.backends.mpich import install as mb
 from colltune.core.config import Config
@@ -44,7 +45,7 @@ def main() -> None:
         db = Path(tmp) / "s.sqlite"
         for coll in colls:
             summ = Path(tmp) / f"{coll}.json"
-            cmd = [sys.executable, "-m", "colltune.cli", coll, "--np", str(a.np), "--mpi",
+            cmd = [*TUNE, coll, "--np", str(a.np), "--mpi",
                    a.mpi, "--format", "mpich", "--sizes", a.sizes, "--segsizes", a.segsizes,
                    "--out", str(Path(tmp) / f"{coll}.tuning.json"), "--db", str(db),
                    "--summary-json", str(summ), "--quiet"]

@@ -24,6 +24,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from clirun import TUNE
+
 from colltune.backends.mvapich2 import install as m2
 from colltune.core.config import DEFAULT
 from colltune.kernel.build import build_kernel
@@ -92,7 +94,7 @@ class Run:
 def one_run(mpi: m2.MVAPICH2, np: int, work: Path, trade_off: bool, extra: list[str]
             ) -> Run:
     out, js, db = work / "mv2.conf", work / "s.json", work / "s.sqlite"
-    cmd = [sys.executable, "-m", "colltune.cli", "reduce", "--np", str(np), "--mpi",
+    cmd = [*TUNE, "reduce", "--np", str(np), "--mpi",
            str(mpi.prefix), "--format", "mvapich2", "--out", str(out), "--db", str(db),
            "--summary-json", str(js), "--quiet", *extra] + (["--trade-off"] if trade_off else [])
     r = subprocess.run(cmd, capture_output=True, text=True, check=False)

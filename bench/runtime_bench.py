@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
 from scipy import stats
 
 from colltune.apploop.profile import profiled_run
@@ -59,7 +60,7 @@ def command(mpi: OpenMPI, app: str, work: Path) -> list[str]:
 
 def tune(args: list[str], cwd: Path) -> float:
     t = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", *args], cwd=cwd,
+    r = subprocess.run([*TUNE, *args], cwd=cwd,
                        capture_output=True, text=True, timeout=7200, check=False,
                        env=launch_env())
     if r.returncode != 0:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bands_bench import tune_once  # noqa: E402
+from clirun import TUNE
 
 from colltune.backends.impi.install import find_impi  # noqa: E402
 
@@ -27,7 +28,7 @@ FORMATS = {"json": ([], "f.json"), "impi-bin": (["--format", "impi-bin"], "f.dat
 def verify(mpi, out: Path, np: int, work: Path) -> str:  # noqa: ANN001
     """`tune verify` of a written file: how it ran and what the pairs found per size."""
     v = work / "v.json"
-    subprocess.run([sys.executable, "-m", "colltune.cli", "verify", str(out), "--mpi",
+    subprocess.run([*TUNE, "verify", str(out), "--mpi",
                     str(mpi.prefix), "--np", str(np), "--allow-inconclusive", "--json",
                     str(v)], capture_output=True, check=False, timeout=3600)
     if not v.exists():

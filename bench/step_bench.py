@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from impi_vs_mpitune import build_loop, judge, loop  # noqa: E402
+from clirun import TUNE
+from impi_vs_mpitune import build_loop, loop  # noqa: E402
 
 from colltune.backends.impi import install as impi  # noqa: E402
 from colltune.backends.impi.files import write_table  # noqa: E402
@@ -30,6 +31,20 @@ from colltune.backends.impi.splice import Splicer  # noqa: E402
 from colltune.rules.impi_tuning import LIBRARY, Rules  # noqa: E402
 from colltune.slots import Launch, place  # noqa: E402
 
+
+def judge(ratios: list[float]) -> str:
+    """default/table over pairs: geometric mean, its 95% t interval, and a verdict."""
+    import math
+
+    from scipy import stats
+
+    logs = [math.log(x) for x in ratios]
+    mean = sum(logs) / len(logs)
+    if len(logs) < 2 or len(set(logs)) == 1:
+        return f"{math.exp(mean):.2f}x"
+    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=mean, scale=stats.sem(logs))
+    verdict = "faster" if lo > 0 else "slower" if hi < 0 else "none"
+    return f"{math.exp(mean):.2f}x ({math.exp(lo):.2f}-{math.exp(hi):.2f}) {verdict}"
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -67,7 +82,7 @@ def main() -> None:
             for s in sizes) + " |", flush=True)
     v = work / "v.json"
     spec = ",".join(map(str, sizes))
-    subprocess.run([sys.executable, "-m", "colltune.cli", "verify", str(table), "--mpi",
+    subprocess.run([*TUNE, "verify", str(table), "--mpi",
                     str(mpi.prefix), "--np", str(a.np), "--sizes", spec, "--step", spec,
                     "--allow-inconclusive", "--json", str(v), "--quiet"],
                    capture_output=True, check=False, timeout=3600)

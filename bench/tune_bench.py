@@ -15,18 +15,23 @@ import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 from colltune.backends.openmpi.install import find_openmpi, wheel_bindir
 from colltune.collectives import get_collective
 from colltune.core.space import sizes_for
 from colltune.kernel.launch import Repetitions
 from colltune.slots import place
-from colltune.tuner.confirm import ab_runs, judge
+from colltune.tuner.confirm import ab_runs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from judges import judge  # noqa: E402  (the first statistics: tests/judges.py)
 
 
 def timed_tune(mpi_prefix: str, coll: str, np: int, out: Path, db: Path, sweep: str,
                *extra: str) -> float:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", coll, "--np", str(np), "--mpi",
+    r = subprocess.run([*TUNE, coll, "--np", str(np), "--mpi",
                         mpi_prefix, "--out", str(out), "--db", str(db), "--sweep", sweep,
                         "--quiet", *extra], capture_output=True, text=True, check=False)
     if r.returncode != 0:

@@ -13,14 +13,15 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from clirun import TUNE
+
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], capture_output=True,
+    return subprocess.run([*TUNE, *args], capture_output=True,
                           text=True, check=False)
 
 

@@ -1,4 +1,4 @@
-"""Offline replay of recorded full-grid datasets (bench/data): a measure function that
+"""Offline replay of recorded full-grid datasets (tests/data/datasets): a measure function that
 draws repetitions from the recorded samples (seeded), so search strategies can be compared
 on the same data, many times, without a machine."""
 

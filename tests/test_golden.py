@@ -1,4 +1,4 @@
-"""`tune --from-db` on the recorded datasets (bench/data) writes the same rules files as
+"""`tune --from-db` on the recorded datasets (tests/data/datasets) writes the same rules files as
 the golden copies in tests/golden: refactoring the pipeline must not change a decision.
 
 Regenerate only for an intended change of behaviour: COLLTUNE_REGEN_GOLDEN=1 pytest
@@ -25,7 +25,7 @@ from colltune.tuner.run import tune
 from conftest import get_mpi
 from replay_data import load
 
-DATA = Path(__file__).parent.parent / "bench" / "data"
+DATA = Path(__file__).parent / "data" / "datasets"
 GOLDEN = Path(__file__).parent / "golden"
 COLLS = ["allreduce", "alltoall", "bcast", "reduce"]
 NPS = [2, 3, 4]

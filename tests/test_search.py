@@ -14,7 +14,7 @@ from colltune.tuner.bayes import BayesSettings, bayes_search
 from colltune.tuner.race import Point, RaceSettings, race
 from replay_data import load, replay_measure, run_bayes, run_race
 
-DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
+DATA = Path(__file__).resolve().parent / "data" / "datasets"
 
 
 def _synthetic(means: dict[Config, float], seed: int = 7):  # type: ignore[no-untyped-def]
