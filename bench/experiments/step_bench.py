@@ -21,8 +21,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from clirun import TUNE
+# bench/ (clirun, impi_vs_mpitune) and this folder, run from anywhere
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
+from clirun import TUNE  # noqa: E402
 from impi_vs_mpitune import build_loop, loop  # noqa: E402
 
 from colltune.backends.impi import install as impi  # noqa: E402

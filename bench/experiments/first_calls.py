@@ -17,14 +17,18 @@ import argparse
 import json
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from impi_vs_mpitune import build_loop, clean_env
+# bench/ (clirun, impi_vs_mpitune) and this folder, run from anywhere
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
 
-from colltune.backends.impi.install import find_impi, launch_command
-from colltune.launchers import Launch
-from colltune.slots import place
+from impi_vs_mpitune import build_loop, clean_env  # noqa: E402
+
+from colltune.backends.impi.install import find_impi, launch_command  # noqa: E402
+from colltune.launchers import Launch  # noqa: E402
+from colltune.slots import place  # noqa: E402
 
 
 def arm(text: str) -> tuple[str, dict[str, str]]:

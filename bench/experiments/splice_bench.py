@@ -16,9 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# bench/ (clirun, impi_vs_mpitune) and this folder, run from anywhere
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
+
 from bands_bench import tune_once  # noqa: E402
-from clirun import TUNE
+from clirun import TUNE  # noqa: E402
 
 from colltune.backends.impi.install import find_impi  # noqa: E402
 

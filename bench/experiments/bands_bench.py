@@ -27,23 +27,27 @@ import argparse
 import json
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from clirun import TUNE
-from scipy import stats
+# bench/ (clirun, impi_vs_mpitune) and this folder, run from anywhere
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
 
-from colltune.backends.impi.install import catalog, find_impi
-from colltune.collectives import get_collective
-from colltune.core.config import DEFAULT, Config
-from colltune.core.space import sizes_for
-from colltune.launchers import Launch
-from colltune.options import MeasureSettings
-from colltune.slots import place
-from colltune.store import Store
-from colltune.tuner import measure as measuring
-from colltune.tuner.measure import Lab, context_for, measure
+from clirun import TUNE  # noqa: E402
+from scipy import stats  # noqa: E402
+
+from colltune.backends.impi.install import catalog, find_impi  # noqa: E402
+from colltune.collectives import get_collective  # noqa: E402
+from colltune.core.config import DEFAULT, Config  # noqa: E402
+from colltune.core.space import sizes_for  # noqa: E402
+from colltune.launchers import Launch  # noqa: E402
+from colltune.options import MeasureSettings  # noqa: E402
+from colltune.slots import place  # noqa: E402
+from colltune.store import Store  # noqa: E402
+from colltune.tuner import measure as measuring  # noqa: E402
+from colltune.tuner.measure import Lab, context_for, measure  # noqa: E402
 
 Medians = dict[tuple[int, int], float]  # (preset, size) -> median (s)
 

@@ -28,17 +28,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from bands_bench import tune_once
+# bench/ (clirun, impi_vs_mpitune) and this folder, run from anywhere
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).parent)]
 
-from colltune.backends.impi.install import catalog, find_impi
-from colltune.collectives import get_collective
-from colltune.core.config import DEFAULT
-from colltune.core.space import parse_sizes, sizes_for
-from colltune.launchers import Launch
-from colltune.options import MeasureSettings
-from colltune.slots import place
-from colltune.store import Store
-from colltune.tuner.measure import Lab, context_for, measure
+from bands_bench import tune_once  # noqa: E402
+
+from colltune.backends.impi.install import catalog, find_impi  # noqa: E402
+from colltune.collectives import get_collective  # noqa: E402
+from colltune.core.config import DEFAULT  # noqa: E402
+from colltune.core.space import parse_sizes, sizes_for  # noqa: E402
+from colltune.launchers import Launch  # noqa: E402
+from colltune.options import MeasureSettings  # noqa: E402
+from colltune.slots import place  # noqa: E402
+from colltune.store import Store  # noqa: E402
+from colltune.tuner.measure import Lab, context_for, measure  # noqa: E402
 
 
 def launches(mpi, coll, np: int, sizes: list[int], n: int) -> list[dict[int, list[float]]]:  # noqa: ANN001
