@@ -48,7 +48,6 @@ from colltune.backends.impi.install import catalog as impi_catalog
 from colltune.backends.impi.splice import Splicer, dump, record_of
 from colltune.core.clock import describe
 from colltune.core.space import parse_sizes
-from colltune.core.stats import holm
 from colltune.errors import MPIError
 from colltune.launchers import Launch
 from colltune.osu.imb_output import parse as parse_imb
@@ -57,6 +56,9 @@ from colltune.osu.osu_output import parse as parse_osu
 from colltune.rules import impi_table, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError
 from colltune.slots import Placement, place
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from judges import holm  # noqa: E402  (test-only statistics: tests/judges.py)
 
 HERE = Path(__file__).resolve().parent
 IMB_NAMES = {"bcast": "Bcast", "reduce": "Reduce", "allreduce": "Allreduce",

@@ -1,15 +1,49 @@
 """The first statistics colltune judged launch pairs with, kept for the tests that compare
 them with the sequential procedure (tuner/sequential.py, which tune and verify use) and for
 bench/aa_check.py, which shows why the pooled one was replaced. Nothing in colltune calls
-them: they left src/ in issue 63."""
+them: they left src/ in issue 63, with the statistics only they and bench/ use
+(paired_t_less, student_t_cdf, holm)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+
+from scipy import stats
 
 from colltune.core.records import Verdict
-from colltune.core.stats import mann_whitney_less, median, paired_t_less
+from colltune.core.stats import mann_whitney_less, median
 from colltune.tuner.confirm import ABSamples
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    return float(stats.t.cdf(t, df))
+
+
+def paired_t_less(x: Sequence[float]) -> float:
+    """One-sided p-value that the mean of `x` is below 0 (one-sample t-test, n-1 degrees
+    of freedom; scipy). Without spread the sign decides: scipy has no answer there."""
+    n = len(x)
+    if n < 2:
+        return 1.0
+    mean = sum(x) / n
+    if all(v == x[0] for v in x):
+        return 0.0 if mean < 0 else 1.0
+    return float(stats.ttest_1samp(x, 0.0, alternative="less").pvalue)
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down: which hypotheses to reject with family-wise error <= alpha.
+    A rollout gate looks at many sizes at once; one test per size at alpha would raise a
+    false alarm on most runs."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [False] * len(pvalues)
+    m = len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (m - rank):
+            break
+        out[i] = True
+    return out
 
 
 def _judge_arms(per_round_d: list[list[float]], per_round_t: list[list[float]], alpha: float,

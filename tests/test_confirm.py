@@ -149,7 +149,7 @@ def _point(size: int):  # type: ignore[no-untyped-def]
 
 
 def test_holm_controls_the_family() -> None:
-    from colltune.core.stats import holm
+    from judges import holm
 
     # classic example: only the two smallest survive at 0.05 over four tests
     assert holm([0.01, 0.04, 0.03, 0.005], 0.05) == [True, False, False, True]

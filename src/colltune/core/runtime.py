@@ -84,15 +84,6 @@ class Knob:
         return text
 
 
-def int_grid(lo: int, hi: int, around: int | None = None) -> tuple[str, ...]:
-    """Powers of two from `lo` to `hi` (the library's default among them)."""
-    out = {1 << e for e in range(max(0, int(math.log2(max(lo, 1)))), int(math.log2(hi)) + 1)
-           if lo <= 1 << e <= hi}
-    if around is not None:
-        out.add(around)
-    return tuple(str(v) for v in sorted(out))
-
-
 Setting = dict[str, str]  # knob name -> value as the library reads it
 
 

@@ -47,22 +47,6 @@ def mann_whitney_less(a: Sequence[float], b: Sequence[float]) -> float:
     return float(_scipy().mannwhitneyu(a, b, alternative="less").pvalue)
 
 
-def student_t_cdf(t: float, df: float) -> float:
-    return float(_scipy().t.cdf(t, df))
-
-
-def paired_t_less(x: Sequence[float]) -> float:
-    """One-sided p-value that the mean of `x` is below 0 (one-sample t-test, n-1 degrees
-    of freedom; scipy). Without spread the sign decides: scipy has no answer there."""
-    n = len(x)
-    if n < 2:
-        return 1.0
-    mean = sum(x) / n
-    if all(v == x[0] for v in x):
-        return 0.0 if mean < 0 else 1.0
-    return float(_scipy().ttest_1samp(x, 0.0, alternative="less").pvalue)
-
-
 @dataclass(frozen=True)
 class Comparison:
     """Evidence that a candidate beats a baseline."""
@@ -84,20 +68,6 @@ def compare(candidate: Sequence[float], baseline: Sequence[float], alpha: float 
     cm, bm = median(candidate), median(baseline)
     p = mann_whitney_less(candidate, baseline)
     return Comparison(cm, bm, p, p < alpha and cm <= bm * (1 - min_gain))
-
-
-def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
-    """Holm's step-down: which hypotheses to reject with family-wise error <= alpha.
-    A rollout gate looks at many sizes at once; one test per size at alpha would raise a
-    false alarm on most runs."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    out = [False] * len(pvalues)
-    m = len(pvalues)
-    for rank, i in enumerate(order):
-        if pvalues[i] > alpha / (m - rank):
-            break
-        out[i] = True
-    return out
 
 
 def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.errors import FormatError, open_regular, read_text
+from colltune.errors import FormatError, read_text
 from colltune.rules.safe import ALLOWED, SAFE_VALUE, comment
 from colltune.rules.shell_lines import setting_lines
 
@@ -181,17 +181,6 @@ def lookup(p: Profile, var: str, size: int) -> int | None:
 
 def read(path: str | Path) -> Profile:
     return parse(read_text(path), str(path))
-
-
-def looks_like_profile(path: str | Path) -> bool:
-    """True when a file sets MV2_ variables (conf or shell syntax), so readers and `tune
-    check`/`tune export` can tell a profile from an Open MPI rules file."""
-    try:
-        with open_regular(path) as f:
-            head = f.read(65536).decode("utf-8", "replace")
-    except (OSError, FormatError):
-        return False
-    return is_profile_text(head)
 
 
 def is_profile_text(text: str) -> bool:
