@@ -317,7 +317,8 @@ def _make_tune_command(name: str) -> None:
                  "the collective at once, as an application's row communicators; one rules "
                  "section each. Without it, one size per launch (--np 2,4,...)."),
         rules_version: int | None = typer.Option(None, "--rules-version",
-                                                    help="1 classic, 2 rule-file-version-2."),
+                                                    help="1 classic, 2 rule-file-version-2, 3 JSON "
+                                                         "(Open MPI 6; its default there)."),
         from_db: bool = typer.Option(False, "--from-db", metavar="",
                                      help="Decide from stored data only."),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from colltune import jobdir
@@ -23,6 +24,7 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
 from colltune.rules import ompi_classic as rules
+from colltune.rules import ompi_json
 from colltune.slots import place
 
 REPS = 6
@@ -102,12 +104,24 @@ def rule_at(rf: rules.RulesFile, coll: Collective, np: int, size: int) -> Config
     return Config.of(r.alg, {SEG: r.segsize, FAN: r.faninout, MAXREQ: r.maxreq or 0})
 
 
+def rule_at_json(js: ompi_json.JsonRules, coll: Collective, np: int, size: int,
+                 nodes: int, ppn: int) -> Config | None:
+    """What Open MPI 6's JSON file says for a block of `size` bytes on `np` ranks laid out
+    as `nodes` x `ppn` (None: its fixed decision)."""
+    hit = ompi_json.lookup(js, coll.name, np, rules.lookup_size(coll, size, np), nodes, ppn)
+    if hit is None:
+        return None
+    m = hit[3]
+    return Config.of(m.alg, {SEG: m.segsize, FAN: m.faninout, MAXREQ: m.reqs})
+
+
 def applied_check(mpi: OpenMPI, catalog: Catalog, coll: Collective, np: int, sizes: list[int],
-                  rf: rules.RulesFile, path: Path) -> tuple[str, str]:
+                  says: Callable[[Collective, int, int], Config | None], path: Path
+                  ) -> tuple[str, str]:
     """Compare Open MPI's traffic under the file with the traffic of the configuration the
-    file names, at the first size where it names a non-default one."""
-    probe = next(((s, c) for s in sizes if (c := rule_at(rf, coll, np, s)) and c != DEFAULT),
-                 None)
+    file names (`says(coll, np, size)`), at the first size where it names a non-default
+    one."""
+    probe = next(((s, c) for s in sizes if (c := says(coll, np, s)) and c != DEFAULT), None)
     if probe is None:
         return "default everywhere", "the file keeps Open MPI's own decision at every size"
     size, cfg = probe

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 from colltune.backends.base import Session
 from colltune.backends.files import Checked, ExportRequest, Installable, VerifyTarget
 from colltune.backends.openmpi import runtime
-from colltune.backends.openmpi.applied import applied_check, mpit_takes_effect, rule_at
+from colltune.backends.openmpi.applied import (
+    applied_check,
+    mpit_takes_effect,
+    rule_at,
+    rule_at_json,
+)
 from colltune.backends.openmpi.install import (
     OpenMPI,
     find_openmpi,
@@ -18,6 +23,7 @@ from colltune.backends.openmpi.install import (
     launch_command,
     launch_env,
     read_catalog,
+    supports_rules_json,
     supports_rules_v2,
 )
 from colltune.backends.openmpi.runtime import OpenMPIRuntime
@@ -27,10 +33,12 @@ from colltune.backends.openmpi.tuned_rules import (
     TunedSession,
     valid_algorithms,
 )
-from colltune.collectives import get_collective
+from colltune.collectives import Collective, get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
 from colltune.core.runtime import Knob
 from colltune.errors import ColltuneError, read_text
-from colltune.rules import mca_params
+from colltune.rules import mca_params, ompi_json
 from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
@@ -50,12 +58,15 @@ class OpenMPIFiles(TunedRulesFiles):
     """Open MPI's rules files, and the MCA parameter files tune runtime writes."""
 
     def claims(self, text: str) -> bool:
-        return mca_params.claims(text)  # its runtime file; rules files are the fallback
+        # its runtime file and Open MPI 6's JSON rules; classic rules files are the fallback
+        return mca_params.claims(text) or ompi_json.claims(text)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         mpi = find_openmpi(mpi_prefix)
         catalog = read_catalog(mpi)
+        if ompi_json.claims(read_text(path)):
+            return self._verify_json(path, np, mpi, catalog, hostfile, launch)
         try:
             rf = rules.read(path, valid_algs=valid_algorithms(catalog),
                             allow_v2=supports_rules_v2(mpi.version_tuple))
@@ -68,7 +79,33 @@ class OpenMPIFiles(TunedRulesFiles):
         return VerifyTarget(
             mpi, catalog, names, self.rules_arms(path), self.backend.place(np, hostfile, launch),
             lambda coll, n, size: rule_at(rf, coll, n, size),
-            lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, rf, path))
+            lambda coll, n, sizes: applied_check(
+                mpi, catalog, coll, n, sizes, lambda c, m, s: rule_at(rf, c, m, s), path))
+
+    def _verify_json(self, path: Path, np: int, mpi: OpenMPI, catalog: Catalog,
+                     hostfile: str | None, launch: Launch | None) -> VerifyTarget:
+        """Open MPI 6's JSON file, each rule as it applies to the placement verified (a
+        rule for another layout is skipped, as Open MPI skips it)."""
+        if not supports_rules_json(mpi.version_tuple):
+            raise ColltuneError(f"not applied: Open MPI {mpi.version} reads no JSON rules "
+                                "and would drop this file", "verify it with an Open MPI 6, "
+                                "or write --rules-version 1 or 2")
+        try:
+            js = ompi_json.parse(read_text(path), str(path),
+                                 lambda name: catalog.algorithms.get(name, {}))
+        except ompi_json.JsonRulesError as e:
+            raise ColltuneError(f"not applied: Open MPI {mpi.version} would ignore {e}",
+                                f"fix the file (tune check {path} --mpi {mpi.prefix})"
+                                ) from None
+        placement = self.backend.place(np, hostfile, launch)
+
+        def says(coll: Collective, n: int, size: int) -> Config | None:
+            return rule_at_json(js, coll, n, size, placement.nodes, placement.ppn)
+
+        return VerifyTarget(
+            mpi, catalog, [n for n in js.collectives if n in rules.COLLTYPE],
+            self.rules_arms(path), placement, says,
+            lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, says, path))
 
     def installable(self, req: ExportRequest) -> Installable:
         if req.text is None and mca_params.claims(read_text(req.source)):
@@ -169,12 +206,17 @@ class OpenMPISession(TunedSession[OpenMPI]):
 
 
 def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
-    v2 = supports_rules_v2(mpi.version_tuple)
+    """1 classic, 2 rule-file-version-2, 3 JSON: by default the newest this Open MPI reads
+    (6 reads a classic file's communicator sizes differently: docs/openmpi.md)."""
+    v2, js = supports_rules_v2(mpi.version_tuple), supports_rules_json(mpi.version_tuple)
     if requested is None:
-        return 2 if v2 else 1
+        return 3 if js else 2 if v2 else 1
     if requested == 2 and not v2:
         raise ColltuneError(f"Open MPI {mpi.version} does not read rule-file-version-2",
                             "use --rules-version 1 (needs 4.1.8+ or 5.0.7+ for version 2)")
+    if requested == 3 and not js:
+        raise ColltuneError(f"Open MPI {mpi.version} reads no JSON rules (6.0 and later do)",
+                            "use --rules-version 1 or 2")
     return requested
 
 

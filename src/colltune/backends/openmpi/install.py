@@ -312,6 +312,11 @@ def read_catalog(mpi: OpenMPI) -> Catalog:
 # ---------------------------------------------------------------------------
 
 
+def supports_rules_json(version: tuple[int, ...]) -> bool:
+    """Open MPI 6's JSON rules file (coll_tuned_dynamic_file.c since 6.0)."""
+    return tuple(version)[:1] >= (6,)
+
+
 def supports_rules_v2(version: tuple[int, ...]) -> bool:
     """`rule-file-version-2` (and the MAXREQ column) exist from 4.1.8 and 5.0.7."""
     v = tuple(version) + (0,) * (3 - len(version))

@@ -26,6 +26,7 @@ from colltune.backends.openmpi.install import (
     find_openmpi,
     forcing_vars,
     read_catalog,
+    supports_rules_json,
     supports_rules_v2,
 )
 from colltune.collectives import Collective, get_collective
@@ -37,7 +38,7 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination, write_atomic
 from colltune.rules import ompi_classic as rules
-from colltune.rules import ompi_v6
+from colltune.rules import ompi_json, ompi_v6
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID, CommRule, MsgRule
 from colltune.rules.safe import check_env
 
@@ -51,7 +52,8 @@ T = TypeVar("T", bound=Installation)
 
 
 class TunedRulesFiles(FileFormats):
-    """coll/tuned's dynamic rules files (classic and version 2), read as Open MPI reads them."""
+    """coll/tuned's dynamic rules files (classic, version 2, and Open MPI 6's JSON), read
+    as Open MPI reads them."""
 
     def rules_arms(self, rules: Path) -> Arms:
         return {"default": FIXED_DECISION_ENV, "tuned": dynamic_env(rules=rules)}
@@ -73,6 +75,9 @@ class TunedRulesFiles(FileFormats):
     def explain(self, path: Path, coll: Collective, np: int, size: int
                 ) -> tuple[str, dict[str, object]]:
         """`size`: what Open MPI compares (the lookup size)."""
+        text = read_text(path)
+        if ompi_json.claims(text):
+            return explain_json(ompi_json.parse(text, str(path)), path, coll, np, size)
         hit = rules.lookup(rules.read(path), COLLTYPE[coll.name], np, size)
         if hit is None:
             return (f"{path} has no rules for {coll.name}: Open MPI uses its fixed decision",
@@ -87,14 +92,18 @@ class TunedRulesFiles(FileFormats):
                           "segsize": r.segsize, "max_requests": r.maxreq}})
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        valid, allow_v2, major = None, None, None
+        valid, allow_v2, major, catalog = None, None, None, None
         if version:
             parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
             allow_v2, major = supports_rules_v2(parts), parts[0] if parts else None
         elif mpi:
             inst = find_openmpi(mpi)
             allow_v2, major = supports_rules_v2(inst.version_tuple), inst.version_tuple[0]
-            valid = valid_algorithms(read_catalog(inst))
+            catalog = read_catalog(inst)
+            valid = valid_algorithms(catalog)
+        text = read_text(path)
+        if ompi_json.claims(text):
+            return check_json(text, path, major, catalog)
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
         fmt = "rule-file-version-2" if rf.version == 2 else "classic"
         n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
@@ -110,6 +119,48 @@ class TunedRulesFiles(FileFormats):
                             "segsize": r.segsize, "max_requests": r.maxreq}
                            for r in sec.rules]}
                 for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
+
+
+def check_json(text: str, path: Path, major: int | None, catalog: Catalog | None
+               ) -> Checked:
+    """Open MPI 6's JSON rules file, read as it reads it; 4.1 and 5.0 read no JSON: they
+    would take it for a classic file and drop it."""
+    if major is not None and major < 6:
+        raise FormatError(str(path), 0, f"a JSON rules file: Open MPI {major} reads only the "
+                                        "classic format and would drop it (JSON: 6.0 and "
+                                        "later; write --rules-version 1 or 2)")
+    algs = (lambda name: catalog.algorithms.get(name, {})) if catalog else None
+    js = ompi_json.parse(text, str(path), algs)
+    n = sum(len(c.rules) for cs in js.collectives.values() for c in cs)
+    return Checked(f"JSON format (Open MPI 6), {len(js.collectives)} collective(s), {n} "
+                   "rule(s)", {"format": "json", "collectives": {
+                       name: [{"comm_size_min": c.size_min, "comm_size_max": c.size_max,
+                               "comm_rank_distribution": c.distribution,
+                               "rules": [{"msg_size_min": m.size_min,
+                                          "msg_size_max": m.size_max, "algorithm": m.alg,
+                                          "faninout": m.faninout, "segsize": m.segsize,
+                                          "max_requests": m.reqs, "disabled": m.disabled}
+                                         for m in c.rules]} for c in cs]
+                       for name, cs in js.collectives.items()}}, js.warnings)
+
+
+def explain_json(js: ompi_json.JsonRules, path: Path, coll: Collective, np: int, size: int
+                 ) -> tuple[str, dict[str, object]]:
+    """A call's rule in Open MPI 6's JSON file, for ranks on one node (a rule for another
+    layout is skipped there, as Open MPI skips it)."""
+    hit = ompi_json.lookup(js, coll.name, np, size)
+    if hit is None:
+        return (f"{path}: no rule for {coll.name} at {np} ranks on one node, {size} B: Open "
+                "MPI 6 uses its fixed decision", {"rule": None})
+    i, c, j, m = hit
+    what = "Open MPI's fixed decision" if m.alg == 0 else f"algorithm {m.alg}"
+    return (f"{coll.name}, {np} ranks on one node, {size} B: communicator rule {i + 1} "
+            f"({c.size_min}-{c.size_max} ranks, {c.distribution}), message rule {j + 1} "
+            f"from {m.size_min} B -> {what}, fan in/out {m.faninout}, segment size "
+            f"{m.segsize}" + (f", max requests {m.reqs}" if m.reqs else ""),
+            {"rule": {"comm_rule": i + 1, "msg_rule": j + 1, "algorithm": m.alg,
+                      "distribution": c.distribution, "faninout": m.faninout,
+                      "segsize": m.segsize, "max_requests": m.reqs}})
 
 
 class TunedRulesBackend(Backend[T]):
@@ -189,6 +240,8 @@ def installed_rules(req: ExportRequest, rules_path: Path) -> tuple[str, dict[str
     # like the file it becomes (a stored np of 0 wrote rules tune check rejects)
     original = req.text if req.text is not None else read_text(req.source)
     where = str(req.source)
+    if ompi_json.claims(original):
+        return installed_json(req, original, rules_path)
     if req.mpi is not None:  # as that Open MPI reads it: a 4.1 drops a v2 file
         mpi = find_openmpi(req.mpi)
         try:
@@ -209,6 +262,29 @@ def installed_rules(req: ExportRequest, rules_path: Path) -> tuple[str, dict[str
     text = (first + nl + stamp + rest if first.strip() == rules.V2_HEADER
             else stamp + original)
     return text, _switch(rules_path)
+
+
+def installed_json(req: ExportRequest, original: str, rules_path: Path
+                   ) -> tuple[str, dict[str, str]]:
+    """Open MPI 6's JSON file, checked as it reads it (as that Open MPI with --mpi: 4.1 and
+    5.0 would drop it), with the export's stamp in its `colltune` object."""
+    import json
+
+    catalog = None
+    if req.mpi is not None:
+        mpi = find_openmpi(req.mpi)
+        if not supports_rules_json(mpi.version_tuple):
+            raise ColltuneError(f"will not export: {mpi.describe()} reads no JSON rules and "
+                                "would drop this file", "export it for an Open MPI 6, or "
+                                "write it with --rules-version 1 or 2")
+        catalog = read_catalog(mpi)
+    ompi_json.parse(original, str(req.source),
+                    (lambda name: catalog.algorithms.get(name, {})) if catalog else None)
+    doc = json.loads(original)  # first-wins keys were warned about by parse
+    about = doc.get("colltune") if isinstance(doc.get("colltune"), dict) else {}
+    doc = {"colltune": {**about, "installed": f"by colltune export, {req.stamp}"},
+           **{k: v for k, v in doc.items() if k != "colltune"}}
+    return json.dumps(doc, indent=1) + "\n", _switch(rules_path)
 
 
 def _switch(rules_path: Path) -> dict[str, str]:
@@ -241,7 +317,7 @@ class TunedSession(Session[T]):
         self.placements, self.rules_version, self.opts = placements, version, opts
         self.sweep = opts.sweep
         self.base = load_merge_base(opts.out, catalog) if opts.out else None
-        if self.base and self.base.version == 1 and version == 2:
+        if self.base and self.base.version == 1 and version >= 2:
             self.base.version = 2
         elif self.base and self.base.version == 2 and version == 1:
             raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI "
@@ -254,7 +330,7 @@ class TunedSession(Session[T]):
 
     def grid(self, opts: TuneOptions) -> dict[str, list[int]]:
         grid = super().grid(opts)
-        if self.rules_version != 2:  # only rule-file-version-2 has a max_requests column
+        if self.rules_version == 1:  # the classic format has no max_requests column
             if any(grid.get(MAXREQ, [])):
                 raise ColltuneError(f"--param {MAXREQ}: the classic rules format this "
                                     "output is written in cannot hold it",
@@ -264,10 +340,22 @@ class TunedSession(Session[T]):
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
-        tentative = rules.RulesFile(version=self.rules_version)
+        tentative = rules.RulesFile(version=min(self.rules_version, 2))
         tentative.set_section(COLLTYPE[coll.name], section(placement.np, ds))
-        write_atomic(path, rules.render(tentative))
+        tentative.layouts[(COLLTYPE[coll.name], placement.np)] = ompi_json.distribution_of(
+            placement.nodes, placement.ppn)
+        write_atomic(path, self.render(tentative))
         return self.backend.with_files().rules_arms(path)
+
+    def render(self, rf: rules.RulesFile) -> str:
+        """The file in the session's format: classic (version 1, 2) or Open MPI 6's JSON
+        (3), each section marked with the layout it was measured in."""
+        if self.rules_version != 3:
+            return rules.render(rf)
+        return ompi_json.render(ompi_json.from_classic(rf, rf.layouts), {
+            "written_by": rf.comments[0] if rf.comments else "colltune",
+            "tuned": rf.comments[1:2], "layouts": {
+                f"{p.np} ranks": f"{p.nodes} node(s) x {p.ppn}" for p in self.placements}})
 
     def comments(self) -> list[str]:
         return []
@@ -277,19 +365,24 @@ class TunedSession(Session[T]):
 
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> None:
-        rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
+        rf = build_rules(self.base, min(self.rules_version, 2), decisions, self.mpi,
+                         self.catalog,
                          predicted, self.comments(), self.note_of,
                          {p.np: p.launched.np for p in self.placements if p.within})
+        for p in self.placements:  # the layout each section was measured in
+            rf.layouts.update({(COLLTYPE[name], p.np): ompi_json.distribution_of(p.nodes, p.ppn)
+                               for name in decisions})
         summary["coll_han_excluded"] = self.han_excluded()
         summary["sections"] = {  # which communicator sizes each written section decides
             name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
                    rules.served(rf.collectives[COLLTYPE[name]])]
             for name in decisions}
-        summary["wrote"] = {"what": "format: " + ("rule-file-version-2" if rf.version == 2
-                                                  else "classic"),
+        fmt = {1: "classic", 2: "rule-file-version-2", 3: "JSON (Open MPI 6)"}
+        summary["wrote"] = {"what": "format: " + fmt[3 if self.rules_version == 3
+                                                     else rf.version],
                             "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
-            write_file(self.opts.out, rules.render(rf), "--out")
+            write_file(self.opts.out, self.render(rf), "--out")
 
 
 def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
@@ -307,8 +400,11 @@ def load_merge_base(path: Path, catalog: Catalog) -> rules.RulesFile | None:
     if not path.exists():
         return None
     try:
+        text = read_text(path)
+        if ompi_json.claims(text):  # Open MPI 6's JSON, as colltune writes it
+            return ompi_json.to_classic(ompi_json.parse(text, str(path)))
         return rules.read(path, valid_algs=valid_algorithms(catalog))
-    except rules.RulesError as e:
+    except (rules.RulesError, ompi_json.JsonRulesError) as e:
         raise ColltuneError(f"will not merge into {e}",
                             "fix or move that file, or choose another --out; it was not "
                             "changed") from None
