@@ -109,7 +109,7 @@ def main() -> None:
                         if exe is None:
                             cells.append("no OSU")
                             continue
-                        arms = registry.of(mpi).rules_arms(path)
+                        arms = registry.of(mpi).with_files().rules_arms(path)
                         ab = osu_ab_runs(mpi, exe, placement, arms, changed, args.rounds,
                                          iterations=args.iters)
                     vs = judge(ab)

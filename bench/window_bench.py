@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--point-time", type=float, default=0.3)
     a = ap.parse_args()
-    target = registry.for_file(a.rules).verify_target(a.rules, a.np, a.mpi, None)
+    target = registry.for_file(a.rules).with_files().verify_target(a.rules, a.np, a.mpi, None)
     coll = get_collective(a.collective)
     sizes = [int(s) for s in a.sizes.split(",")]
     print(f"{a.collective}, {a.np} ranks, {target.mpi.name} {target.mpi.version}, "

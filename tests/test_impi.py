@@ -169,7 +169,7 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         # tune verify tests every size of a table, 1 KiB too, which it leaves to the library
         # (a win at one size has slowed the library's own entry at another: docs/impi.md)
         from colltune.verification.verify import plan
-        target = ImpiBackend().verify_target(dat, np, str(impi.prefix), None)
+        target = ImpiBackend().with_files().verify_target(dat, np, str(impi.prefix), None)
         assert target.rule_at(get_collective("bcast"), np, 1024) is None
         (_, _, _, tested), = plan(target, ["bcast"], np, [8, 1024])
         assert target.whole and tested == [8, 1024], tested

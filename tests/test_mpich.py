@@ -707,7 +707,7 @@ def test_verify_runs_an_mpich_tuning_file(mpich: MPICH, netns: str, tmp_path: Pa
     src = tmp_path / "tuning.json"
     src.write_text(mpich_csel.render(cat.builtin, {"reduce": {4: Ranges(
         [(65536, cont[ids["binomial"]]), (None, cont[ids["reduce_scatter_gather"]])])}}))
-    target = registry.for_file(src).verify_target(src, 4, str(mpich.prefix), None)
+    target = registry.for_file(src).with_files().verify_target(src, 4, str(mpich.prefix), None)
     reduce = get_collective("reduce")
     assert target.collectives == ["reduce"]
     assert target.rule_at(reduce, 4, 4096) == Config(ids["binomial"])
