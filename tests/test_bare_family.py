@@ -19,6 +19,7 @@ from colltune.core.records import PointResult
 from colltune.slots import place
 from colltune.store import Store
 from colltune.tuner.measure import context_for
+from families import register
 from families.bare.backend import BareBackend
 from families.bare.install import Bare
 
@@ -28,8 +29,7 @@ runner = CliRunner()
 @pytest.fixture
 def bare(monkeypatch: pytest.MonkeyPatch) -> BareBackend:
     b = BareBackend()
-    monkeypatch.setitem(registry.BACKENDS, b.name, b)
-    monkeypatch.setattr(registry, "CHOICES", (*registry.CHOICES, b.name))
+    register(monkeypatch, b)
     return b
 
 

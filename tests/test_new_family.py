@@ -10,7 +10,6 @@ family would be refused or written as Open MPI's."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -37,38 +36,11 @@ from colltune.outfile import Planned, destination
 from colltune.slots import Placement, place
 from colltune.store import Context, Measurement, Store
 from colltune.tuner.measure import context_for
+from families import Installed, register
 
 
-@dataclass(frozen=True)
-class Dummy:
-    """An installation of the family: the Toolchain and launcher members only."""
-
-    prefix: Path
-    version: str = "1.0"
-    name: str = "DummyMPI"
-    wrapper_flags: tuple[str, ...] = ("-show",)
-    standalone: bool = True
-
-    @property
-    def mpicc(self) -> Path:
-        return self.prefix / "bin" / "mpicc"
-
-    @property
-    def mpirun(self) -> Path:
-        return self.prefix / "bin" / "mpirun"
-
-    @property
-    def key(self) -> str:
-        return f"dummy-{self.version}@{self.prefix}"
-
-    def describe(self) -> str:
-        return f"DummyMPI {self.version} at {self.prefix}"
-
-    def runs_on(self, library: str) -> bool:
-        return "DummyMPI" in library
-
-    def tool_env(self) -> dict[str, str]:
-        return {}
+class Dummy(Installed):
+    """An installation of the family (DummyMPI, keys dummy-...)."""
 
 
 ALGS = {"reduce": {1: "pipe"}}
@@ -210,8 +182,7 @@ def _recorded(db: Path, mpi: Dummy) -> Context:
 @pytest.fixture
 def dummy(monkeypatch: pytest.MonkeyPatch) -> DummyBackend:
     b = DummyBackend()
-    monkeypatch.setitem(registry.BACKENDS, b.name, b)
-    monkeypatch.setattr(registry, "CHOICES", (*registry.CHOICES, b.name))
+    register(monkeypatch, b)
     return b
 
 
