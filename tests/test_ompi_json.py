@@ -149,3 +149,15 @@ def test_json_is_refused_where_the_open_mpi_reads_none(tmp_path: Path) -> None:
                  "--db", str(tmp_path / "s.db"))
     assert r.returncode == 2, r.stderr
     assert "reads no JSON rules (6.0 and later do)" in r.stderr
+
+
+def test_a_classic_file_says_its_layout_in_a_comment_and_check_reads_it() -> None:
+    """Open MPI 4.1 and 5.0's formats cannot say a layout: the file tune writes says it in
+    a comment per section (the golden file from the recorded one-node datasets), and tune
+    check reports it."""
+    golden = Path(__file__).parent / "golden" / "from-db-ompi41.conf"
+    assert "# tuned for bcast at 4 ranks on 1 node(s) x 4 (single-node)" in golden.read_text()
+    c = tune_cli("check", str(golden), "--json", "-")
+    assert c.returncode == 0, c.stderr
+    said = json.loads(c.stdout)["tuned_for"]
+    assert "bcast at 4 ranks: 1 node(s) x 4" in said and len(said) == 12

@@ -107,11 +107,14 @@ class TunedRulesFiles(FileFormats):
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
         fmt = "rule-file-version-2" if rf.version == 2 else "classic"
         n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
+        said = layouts_said(text)
         warnings = rules.coverage_warnings(rf)  # Open MPI reads the file: not errors
         if major is not None and major >= 6:  # its reader gives sections another meaning
             warnings += ompi_v6.v6_warnings(rf)
-        return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)", {
-            "format": fmt,
+        return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)"
+                       + (f"; tuned for {'; '.join(said)} (the format cannot say a layout: "
+                          "Open MPI applies it to any)" if said else ""), {
+            "format": fmt, "tuned_for": said,
             "collectives": {(NAME_BY_ID[cid] if cid in NAME_BY_ID
                              else str(cid)): [
                 {"comm_size": sec.comsize,
@@ -119,6 +122,23 @@ class TunedRulesFiles(FileFormats):
                             "segsize": r.segsize, "max_requests": r.maxreq}
                            for r in sec.rules]}
                 for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
+
+
+TUNED_FOR = re.compile(r"^# tuned for (\w+) at (\d+) ranks on (\d+) node\(s\) x (\d+)",
+                       re.M)
+
+
+def tuned_for(name: str, np: int, nodes: int, ppn: int) -> str:
+    """The comment that says a classic section's layout (`tune check` reads it back)."""
+    return (f"tuned for {name} at {np} ranks on {nodes} node(s) x {ppn} "
+            f"({ompi_json.distribution_of(nodes, ppn)}); this format cannot say it, so "
+            "Open MPI applies the section whatever the job's layout")
+
+
+def layouts_said(text: str) -> list[str]:
+    """What a classic file's comments say of the layout each section was tuned in."""
+    return [f"{m[0]} at {m[1]} ranks: {m[2]} node(s) x {m[3]}"
+            for m in TUNED_FOR.findall(text[:1 << 20])]
 
 
 def check_json(text: str, path: Path, major: int | None, catalog: Catalog | None
@@ -372,6 +392,10 @@ class TunedSession(Session[T]):
         for p in self.placements:  # the layout each section was measured in
             rf.layouts.update({(COLLTYPE[name], p.np): ompi_json.distribution_of(p.nodes, p.ppn)
                                for name in decisions})
+            if self.rules_version != 3:  # said in a comment: a classic file cannot say it
+                for name in decisions:
+                    rf.notes.setdefault((COLLTYPE[name], p.np), []).insert(
+                        1, tuned_for(name, p.np, p.nodes, p.ppn))
         summary["coll_han_excluded"] = self.han_excluded()
         summary["sections"] = {  # which communicator sizes each written section decides
             name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
