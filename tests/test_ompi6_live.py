@@ -45,17 +45,19 @@ def test_open_mpi_6_runs_what_its_json_says_as_colltune_reads_it(ompi6: OpenMPI,
     bcast = get_collective("bcast")
     catalog = read_catalog(ompi6)
     ids = {v: k for k, v in catalog.algorithms["bcast"].items()}
-    tree = Config(ids["binary_tree"])
-    default, want = (forced(ompi6, bcast, 2, SIZE, c, catalog) for c in (DEFAULT, tree))
-    assert default != want, "binary_tree and the default must leave different traffic"
+    # at 2 ranks most trees leave the same traffic (one message a call); a pipeline of
+    # 8 KiB segments leaves eight
+    piped = Config.of(ids["pipeline"], {SEG: 8192})
+    default, want = (forced(ompi6, bcast, 2, SIZE, c, catalog) for c in (DEFAULT, piped))
+    assert default != want, "the pipeline and the default must leave different traffic"
 
     def ran(name: str, comm: dict[str, object], rule: dict[str, object]) -> str:
         got = under_rules(ompi6, bcast, 2, SIZE, _file(tmp_path, name, comm, rule))
         return "rule" if got == want else "default" if got == default else "other"
 
-    rule = {"alg": tree.algorithm}
+    rule = {"alg": piped.algorithm, "seg_size": 8192}
     assert ran("any.json", {}, rule) == "rule"
-    assert ran("named.json", {}, {"alg": "binary_tree"}) == "rule"  # by its name
+    assert ran("named.json", {}, {**rule, "alg": "pipeline"}) == "rule"  # by its name
     # read into a C int, "inf" is -1: the rule matches no communicator (found in the source)
     assert ran("inf.json", {"comm_size_max": "inf"}, rule) == "default"
     assert ran("upto.json", {"comm_size_max": 2}, rule) == "rule"
@@ -101,11 +103,45 @@ def test_tune_writes_json_for_open_mpi_6_that_it_reads(ompi6: OpenMPI, tmp_path:
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
     assert doc["colltune"]["layouts"] == {"2 ranks": "1 node(s) x 2"}
-    tuned = doc["collectives"]["bcast"][-1]
-    assert tuned["comm_size_min"] == 2 and tuned["comm_rank_distribution"] == "single-node"
+    tuned = doc["collectives"]["bcast"][-1]  # the only one at 2 ranks: from 0, as classic
+    assert tuned["comm_size_min"] in (0, 2) and "comm_size_max" not in tuned
+    assert tuned["comm_rank_distribution"] == "single-node"
     c = tune_cli("check", str(out), "--mpi", str(PREFIX), "--json", "-")
     assert c.returncode == 0 and json.loads(c.stdout)["format"] == "json", c.stderr
     v = tune_cli("verify", str(out), "--mpi", str(PREFIX), "--np", "2", "--sizes", "64K",
                  "--rounds", "2", "--max-rounds", "2", "--allow-inconclusive")
     # the traffic proof: where the file names a configuration, Open MPI 6 ran it
     assert "bcast, 2 ranks: applied" in v.stdout, v.stdout + v.stderr
+
+
+def test_verify_proves_a_json_rule_applied_from_the_librarys_traffic(ompi6: OpenMPI,
+                                                                      tmp_path: Path) -> None:
+    """tune verify reads the rule as 6 does for the job's layout and proves from the
+    traffic that 6 ran it; a rule for another layout is left to the library there."""
+    ids = {v: k for k, v in read_catalog(ompi6).algorithms["bcast"].items()}
+    rule = {"alg": ids["pipeline"], "seg_size": 8192, "msg_size_min": 1024}
+    for name, dist, said in (("single", "single-node", "bcast, 2 ranks: applied: at"),
+                             ("pernode", "one-per-node", "applied (default everywhere)")):
+        f = _file(tmp_path, f"{name}.json", {"comm_rank_distribution": dist}, rule)
+        v = tune_cli("verify", str(f), "--mpi", str(PREFIX), "--np", "2", "--sizes", "64K",
+                     "--rounds", "2", "--max-rounds", "2", "--allow-inconclusive")
+        assert said in v.stdout, v.stdout + v.stderr
+
+
+def test_a_classic_files_sections_mean_on_6_what_its_source_says(ompi6: OpenMPI,
+                                                                  tmp_path: Path) -> None:
+    """Issue 62's first question, on the library: sections for 2 and 4 ranks, the 2-rank
+    one a pipeline: 4.1 and 5.0 run it at 2 ranks; 6 runs the 4-rank section's rules there
+    (each section serves the sizes below its own, the last one up), as rules/ompi_v6 and
+    `tune check --ompi-version 6` say."""
+    bcast = get_collective("bcast")
+    catalog = read_catalog(ompi6)
+    pipe = next(k for k, v in catalog.algorithms["bcast"].items() if v == "pipeline")
+    f = tmp_path / "two-sections.conf"
+    f.write_text(f"1\n7\n2\n2\n1\n0 {pipe} 0 8192\n4\n1\n0 0 0 0\n")
+    got = under_rules(ompi6, bcast, 2, SIZE, f)
+    assert got == forced(ompi6, bcast, 2, SIZE, DEFAULT, catalog)
+    assert got != forced(ompi6, bcast, 2, SIZE, Config.of(pipe, {SEG: 8192}), catalog)
+    said = tune_cli("check", str(f), "--mpi", str(PREFIX))
+    assert "Open MPI 6 applies the section for 4 rank(s) to communicators of 2 rank(s)" \
+        in said.stderr, said.stderr
