@@ -26,10 +26,10 @@ from colltune.backends.openmpi.install import (
     supports_rules_json,
     supports_rules_v2,
 )
+from colltune.backends.openmpi.rules_files import TunedRulesFiles
 from colltune.backends.openmpi.runtime import OpenMPIRuntime
 from colltune.backends.openmpi.tuned_rules import (
     TunedRulesBackend,
-    TunedRulesFiles,
     TunedSession,
     valid_algorithms,
 )

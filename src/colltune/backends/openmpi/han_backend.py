@@ -136,6 +136,20 @@ class HanFiles(OpenMPIFiles):
     decided_rules = FileFormats.decided_rules
     section_text = FileFormats.section_text
 
+    def installed_rules(self, req: ExportRequest, rules_path: Path
+                        ) -> tuple[str, dict[str, str]]:
+        """han's file, normalised, and the MCA parameters that use it: the file switch and
+        the level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
+        hint = "pass the han rules file `tune --tune-han` wrote"
+        try:
+            parsed = han.parse(read_text(req.source))
+            frag = han.fragment_path(req.source)
+            modules = han.fragment_modules(read_text(frag)) if frag.exists() else {}
+        except (OSError, FormatError, han.HanRulesError) as e:
+            raise ColltuneError(f"will not export {req.source}: {e}", hint) from None
+        return (han.render(parsed, [f"Open MPI coll/han dynamic rules {req.stamp}"]),
+                han.file_params(rules_path, modules))
+
     def claims(self, text: str) -> bool:
         return "global_communicator" in text
 
@@ -199,20 +213,6 @@ class HanBackend(OpenMPIBackend):
 
     def owns(self, mpi_key: str) -> bool:
         return mpi_key.startswith("openmpi-") and mpi_key.endswith("+han")
-
-    def installed_rules(self, req: ExportRequest, rules_path: Path
-                        ) -> tuple[str, dict[str, str]]:
-        """han's file, normalised, and the MCA parameters that use it: the file switch and
-        the level modules of the MCA parameter file `tune --tune-han` wrote beside it."""
-        hint = "pass the han rules file `tune --tune-han` wrote"
-        try:
-            parsed = han.parse(read_text(req.source))
-            frag = han.fragment_path(req.source)
-            modules = han.fragment_modules(read_text(frag)) if frag.exists() else {}
-        except (OSError, FormatError, han.HanRulesError) as e:
-            raise ColltuneError(f"will not export {req.source}: {e}", hint) from None
-        return (han.render(parsed, [f"Open MPI coll/han dynamic rules {req.stamp}"]),
-                han.file_params(rules_path, modules))
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

@@ -294,7 +294,7 @@ def installable(req: ExportRequest, rules_name: str) -> Installable:
     rules = p.params.pop("coll_tuned_dynamic_rules_filename", None)
     if rules is not None:
         target = destination(where / rules_name)
-        from colltune.backends.openmpi.tuned_rules import installed_rules
+        from colltune.backends.openmpi.rules_files import installed_rules
 
         text, params = installed_rules(replace(req, source=Path(rules)), target)
         files.append(Planned(target, text, "Open MPI coll/tuned rules"))

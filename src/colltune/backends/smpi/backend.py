@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from colltune.backends.base import Session, Traits
 from colltune.backends.files import Arms
-from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedRulesFiles, TunedSession
+from colltune.backends.openmpi.rules_files import TunedRulesFiles
+from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
 from colltune.backends.smpi import install as smpi
 from colltune.collectives import Collective
 from colltune.core.catalog import FAN, SEG, Catalog
