@@ -153,6 +153,18 @@ def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: 
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 
 
+@pytest.mark.parametrize("args,words", [
+    (["--layouts", "2x2,1x4", "--np", "4"], "leave out --np, --nodes and --ppn"),
+    (["--layouts", "2x2", "--ppn", "2"], "leave out --np, --nodes and --ppn"),
+    (["--layouts", "2by2"], "cannot read '2by2' as a layout"),
+    (["--layouts", "1x1"], "at least 2 ranks each"),
+    (["--layouts", "2x2,2x2"], "names a layout twice"),
+    (["--layouts", "1x2", "--comm-sizes", "2"], "without --comm-sizes")])
+def test_layouts_that_cannot_run_are_refused(args: list[str], words: str, tmp_path: Path
+                                             ) -> None:
+    _error(tune_cli("reduce", "--db", str(tmp_path / "d.sqlite"), *args), words)
+
+
 @pytest.mark.parametrize("sweep,said", [("mpit", True), ("relaunch", False)])
 def test_default_launches_that_repeat_nothing_are_said(ompi41: OpenMPI, sweep: str, said: bool,
                                                        tmp_path: Path) -> None:

@@ -328,3 +328,33 @@ def test_open_mpi_5_runs_han_across_nodes_unless_excluded(cluster: Cluster) -> N
     print(f"64 KiB blocks received by the root's node per call: {blocks}")
     assert blocks[True] >= 1.9  # tuned's linear: ranks 2 and 3 each send to rank 0
     assert blocks[False] < 1.5  # han: one inter-node block (plus control traffic)
+
+
+def test_tune_layouts_in_one_allocation(cluster: Cluster) -> None:
+    """`--layouts 2x2,1x4` over one hostfile: 4 ranks on 2 nodes, then on one, each a run
+    of its own. Open MPI 4.1's classic file cannot hold two layouts' rules apart, so each
+    gets a file beside --out that says its layout (and `tune check` reads it back). The
+    store holds each layout's measurements, and each launch ran in its layout as the
+    library itself saw it (the kernel's MPI_Comm_split_type, checked before measuring)."""
+    work = _work(cluster, "layouts")
+    args = ["--hostfile", cluster.hostfile(4), "--launcher-args",
+            f"--mca plm_rsh_agent {cluster.agent} --bind-to none", "--mpi", "/usr",
+            "--sizes", "64K", "--db", "db.sqlite", "--out", "r.conf", "--confirm-rounds",
+            "0", "--summary-json", "s.json", *FAST]
+    r = cluster.on("node1", _tune("reduce", "--layouts", "2x2,1x4", *args),
+                   env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (work / "r.conf").exists()
+    for name, nodes, ppn in (("2x2", 2, 2), ("1x4", 1, 4)):
+        text = (work / f"r.{name}.conf").read_text()
+        assert f"# tuned for reduce at 4 ranks on {nodes} node(s) x {ppn}" in text, text
+        chk = cluster.on("node1", _tune("check", f"r.{name}.conf", "--mpi", "/usr", "--json",
+                                        "-"), env=_env(cluster), cwd=work)
+        assert chk.returncode == 0, chk.stderr
+        assert f"{nodes} node(s) x {ppn}" in json.dumps(json.loads(chk.stdout)["tuned_for"])
+    summary = json.loads((work / "s.json").read_text())
+    assert set(summary["layouts"]) == {"2x2", "1x4"}
+    con = sqlite3.connect(work / "db.sqlite")
+    rows = set(con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements"))
+    con.close()
+    assert rows == {(4, 2, 2), (4, 4, 1)}, rows

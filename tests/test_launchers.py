@@ -130,3 +130,24 @@ def test_open_mpi_5_launches_exclude_han_and_4_1_does_not() -> None:
     mpi = OpenMPI("5.0.11", Path("/x"), Path("/x/bin/mpicc"), Path("/x/bin/mpirun"),
                   Path("/x/bin/ompi_info"))
     assert "OMPI_MCA_coll=^han" in launch_command(mpi, p)  # srun: through the environment
+
+
+def test_a_launch_placed_otherwise_than_its_layout_is_refused() -> None:
+    """The kernel's start event says where the ranks are (MPI_Comm_split_type): an exact
+    layout asked for (--layouts, --nodes x --ppn = --np) must be the one that runs, as
+    every measurement is recorded with it; a layout only bounded (--ppn 16 at 4 ranks)
+    may be filled less."""
+    from colltune.launchers import Launch
+    from colltune.slots import Placement
+    from colltune.tuner.measure import check_placed
+
+    exact = Placement(4, False, "hosts", 1, 4, launch=Launch("mpirun", 1, 4))
+    check_placed(exact, {"event": "start", "nodes": 1, "ppn": 4})
+    check_placed(exact, {"event": "start"})  # a kernel that does not say: nothing to check
+    with pytest.raises(ColltuneError, match="as 1 node.s. x 4, the launcher placed them "
+                                            "as 2 node.s. x 2"):
+        check_placed(exact, {"event": "start", "nodes": 2, "ppn": 2})
+    bounded = Placement(4, False, None, 1, 16, launch=Launch("mpirun", None, 16))
+    check_placed(bounded, {"event": "start", "nodes": 1, "ppn": 4})
+    unasked = Placement(4, False, "hosts", 1, 4)  # no --nodes, --ppn: the launcher's own
+    check_placed(unasked, {"event": "start", "nodes": 2, "ppn": 2})

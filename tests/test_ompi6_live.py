@@ -12,12 +12,28 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi.applied import forced, under_rules
-from colltune.backends.openmpi.install import OpenMPI, find_openmpi, read_catalog
+from colltune.backends.openmpi.install import (
+    OpenMPI,
+    dynamic_env,
+    find_openmpi,
+    forcing_vars,
+    launch_command,
+    launch_env,
+    read_catalog,
+)
 from colltune.collectives import get_collective
 from colltune.core.catalog import SEG
 from colltune.core.config import DEFAULT, Config
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
+from colltune.launchers import Launch
+from colltune.rules import ompi_classic as rules
 from colltune.rules import ompi_json
+from colltune.rules.ompi_classic import COLLTYPE
+from colltune.slots import Placement
 from helpers import tune_cli
+from testcluster import Cluster
 
 PREFIX = Path(os.environ.get("COLLTUNE_OMPI6_PREFIX", "/tmp/ompi6/install"))
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(
@@ -102,7 +118,7 @@ def test_tune_writes_json_for_open_mpi_6_that_it_reads(ompi6: OpenMPI, tmp_path:
                  "--db", str(tmp_path / "s.db"))
     assert r.returncode == 0, r.stderr
     doc = json.loads(out.read_text())
-    assert doc["colltune"]["layouts"] == {"2 ranks": "1 node(s) x 2"}
+    assert doc["colltune"]["measured_in"] == {"single-node": ["1x2"]}
     tuned = doc["collectives"]["bcast"][-1]  # the only one at 2 ranks: from 0, as classic
     assert tuned["comm_size_min"] in (0, 2) and "comm_size_max" not in tuned
     assert tuned["comm_rank_distribution"] == "single-node"
@@ -148,3 +164,48 @@ def test_a_classic_files_sections_mean_on_6_what_its_source_says(ompi6: OpenMPI,
     said = tune_cli("check", str(f), "--mpi", str(PREFIX))
     assert "Open MPI 6 applies the section for 4 rank(s) to communicators of 2 rank(s)" \
         in said.stderr, said.stderr
+
+
+def _traffic_on(cluster: Cluster, mpi: OpenMPI, layout: tuple[int, int], env: dict[str, str],
+                name: str) -> Traffic:
+    """The collective-internal traffic (pml monitoring, every rank's file in the shared
+    home) of 64 KiB reduces on the test cluster's nodes, 4 ranks laid out as `layout`."""
+    nodes, ppn = layout
+    launch = Launch("mpirun", nodes, ppn, ("--mca", "plm_rsh_agent", cluster.agent,
+                                           "--bind-to", "none"))
+    placement = Placement(4, False, cluster.hostfile(4), nodes, ppn, launch=launch)
+    mon = cluster.home / f"mon-{name}"
+    mon.mkdir()
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, SIZE)],
+                      Repetitions(warmup=0, min_reps=6, max_reps=6), dup_always=False)
+    cmd = launch_command(mpi, placement, monitoring_mca(mon), node=False)
+    out = run_kernel([*cluster.enter("node1"), *cmd], build_kernel(mpi), plan,
+                     launch_env({**cluster.env(), **env}), point_timeout=120)
+    assert out.status == "ok", (out.message, out.stderr[-2000:])
+    return internal_traffic(read_monitoring(mon, 4), min_bytes=SIZE)
+
+
+def test_open_mpi_6_runs_each_layouts_rules_across_nodes(ompi6: OpenMPI,
+                                                          cluster: Cluster) -> None:
+    """The file colltune writes for rules measured in two layouts (render_layers): on the
+    test cluster, 4 ranks on one node run the single-node layer's linear reduce, and 4 on
+    two nodes the other layer's binomial one; forced, the two leave different traffic in
+    each layout, so the traffic says which layer Open MPI 6 took."""
+    catalog = read_catalog(ompi6)
+    ids = {v: k for k, v in catalog.algorithms["reduce"].items()}
+    one, across = (rules.RulesFile(version=2) for _ in range(2))
+    one.set_section(COLLTYPE["reduce"], rules.CommRule(4, [rules.MsgRule(0, ids["linear"])]))
+    across.set_section(COLLTYPE["reduce"], rules.CommRule(4, [rules.MsgRule(0, ids["binomial"])]))
+    f = cluster.home / "layers.json"
+    f.write_text(ompi_json.render_layers({"single-node": one, "any": across}))
+    for nodes, ppn, alg, other in ((1, 4, "linear", "binomial"), (2, 2, "binomial", "linear")):
+        tag = f"{nodes}x{ppn}"
+        got = _traffic_on(cluster, ompi6, (nodes, ppn), dynamic_env(rules=f), f"{tag}-file")
+        want, not_it = (_traffic_on(cluster, ompi6, (nodes, ppn), dynamic_env(forcing_vars(
+            "reduce", ids[a], 0, 0, 0, catalog)), f"{tag}-{a}") for a in (alg, other))
+        assert want != not_it, tag
+        print(tag, "file:", sorted(got), alg + ":", sorted(want), other + ":", sorted(not_it))
+        assert got == want, (tag, got, want)
+        # and colltune reads the file as the library did
+        said = ompi_json.lookup(ompi_json.parse(f.read_text()), "reduce", 4, SIZE, nodes, ppn)
+        assert said is not None and said[3].alg == ids[alg], tag

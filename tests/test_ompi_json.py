@@ -47,24 +47,48 @@ def test_the_json_written_means_on_6_what_the_classic_file_means_on_4_and_5() ->
                 assert (m.alg, m.segsize) == (r.alg, r.segsize), (np, size, comsizes)
 
 
+def _shape(rf: classic.RulesFile) -> list[tuple[int, list[tuple[int, int, int]]]]:
+    return [(s.comsize, [(r.msgsize, r.alg, r.segsize) for r in s.rules])
+            for s in rf.collectives[7]]
+
+
 def test_a_file_colltune_wrote_reads_back_with_its_layouts() -> None:
-    rf = _rules((1, [(0, 0)]), (4, [(0, 0), (1024, 3), (65536, 6)]))
-    rf.layouts = {(7, 4): "single-node"}
-    text = oj.render(oj.from_classic(rf, rf.layouts), {"written_by": "test"})
+    """Rules measured on one node and across nodes: each layer for its distribution, the
+    specific ones first (the first rule that fits wins), the library's own choice for the
+    distribution not measured (4 ranks on 4 nodes) ahead of the rules measured 2 x 2; read
+    back layer by layer."""
+    one = _rules((1, [(0, 0)]), (4, [(0, 0), (1024, 3), (65536, 6)]))
+    across = _rules((4, [(0, 5)]))
+    text = oj.render_layers({"any": across, "single-node": one}, {"written_by": "test"})
     doc = json.loads(text)
     assert doc["colltune"] == {"written_by": "test"}
-    first, second = doc["collectives"]["bcast"]
+    first, second, placeholder, last = doc["collectives"]["bcast"]
     assert first == {"comm_size_min": 0, "comm_size_max": 3,
+                     "comm_rank_distribution": "single-node",
                      "rules": [{"msg_size_min": 0, "msg_size_max": "inf", "alg": 0}]}
     # no comm_size_max: Open MPI reads it into a C int, where "inf" would be -1
     assert "comm_size_max" not in second and second["comm_rank_distribution"] == "single-node"
     assert second["rules"][1] == {"msg_size_min": 1024, "msg_size_max": 65535, "alg": 3,
                                   "seg_size": 256}
-    back = oj.to_classic(oj.parse(text))
-    assert [(s.comsize, [(r.msgsize, r.alg, r.segsize) for r in s.rules])
-            for s in back.collectives[7]] == [(1, [(0, 0, 0)]),
-                                               (4, [(0, 0, 0), (1024, 3, 256), (65536, 6, 16384)])]
-    assert back.layouts[(7, 4)] == "single-node"
+    assert placeholder == {"comm_size_min": 0, "comm_rank_distribution": "one-per-node",
+                           "rules": [{"msg_size_min": 0, "msg_size_max": "inf", "alg": 0}]}
+    assert "comm_rank_distribution" not in last and last["rules"][0]["alg"] == 5
+    js = oj.parse(text)
+    assert oj.lookup(js, "bcast", 4, 2048, nodes=1)[3].alg == 3  # type: ignore[index]
+    assert oj.lookup(js, "bcast", 4, 2048, nodes=2, ppn=2)[3].alg == 5  # type: ignore[index]
+    assert oj.lookup(js, "bcast", 4, 2048, nodes=4, ppn=1)[3].alg == 0  # type: ignore[index]
+    back = oj.layers(js)
+    assert _shape(back["single-node"]) == [(1, [(0, 0, 0)]),
+                                           (4, [(0, 0, 0), (1024, 3, 256), (65536, 6, 16384)])]
+    # a first section serves from 0 ranks up, whatever size it was measured at: the file
+    # does not say that size, and reads back as 1 (the same meaning)
+    assert _shape(back["any"]) == [(1, [(0, 5, 0)])]
+    assert _shape(back["one-per-node"]) == [(1, [(0, 0, 0)])]
+    # read back and written again, the file is the same
+    assert oj.render_layers(back, {"written_by": "test"}) == text
+    # measured on one node only: nothing for other layouts, so no placeholder either
+    alone = json.loads(oj.render_layers({"single-node": one}))["collectives"]["bcast"]
+    assert {c["comm_rank_distribution"] for c in alone} == {"single-node"}
 
 
 def test_a_layout_rule_is_skipped_where_the_job_has_another_layout() -> None:
@@ -127,7 +151,7 @@ def test_what_open_mpi_6_reads_otherwise_is_said() -> None:
 def test_check_reads_json_as_open_mpi_6_and_refuses_it_for_5(tmp_path: Path) -> None:
     rf = _rules((1, [(0, 0)]), (4, [(0, 0), (1024, 3)]))
     f = tmp_path / "rules.json"
-    f.write_text(oj.render(oj.from_classic(rf, {(7, 4): "single-node"})))
+    f.write_text(oj.render_layers({"single-node": rf}))
     six = tune_cli("check", str(f), "--ompi-version", "6.0.0", "--json", "-")
     assert six.returncode == 0, six.stderr
     doc = json.loads(six.stdout)

@@ -126,3 +126,9 @@ def test_the_last_line_says_what_the_file_changes() -> None:
                               p)
     assert dropped["sizes_changed"] == 0 and dropped["not_carried"] == 1
     assert "cannot carry the 1 confirmed win(s)" in str(dropped["sentence"])
+    # written but never put to fresh launches (--confirm-rounds 0): a change, said unconfirmed
+    unjudged = Decision(4096, 4096, Config(3), Config(3), 0.5e-5, 1e-5, 0.001, True)
+    assert unjudged.verdict == "tuned?"
+    bare = outcome.changes({"reduce": {4: [kept, unjudged]}}, {}, p)
+    assert bare["sizes_changed"] == 1 and bare["confirmed"] == 0
+    assert str(bare["sentence"]).endswith("; 1 of them not confirmed in fresh launches")

@@ -22,6 +22,9 @@ from pathlib import Path
 SUBNET = "10.78.0"
 REPO = Path(__file__).resolve().parent.parent
 SLURM_LIBS = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm")
+# an Open MPI 6 built by hand in /tmp (docs/openmpi.md; tests/test_ompi6_live.py), kept
+# visible on every node where it is
+OMPI6 = Path(os.environ.get("COLLTUNE_OMPI6_PREFIX", "/tmp/ompi6/install"))
 
 # Open MPI's ranks busy-poll; across this machine's veth links a packet reaches a
 # busy-polling receiver only at its CPU's next timer tick (4 ms: docs/cluster.md, "the test
@@ -142,8 +145,8 @@ class Cluster:
         """The software under test where it lives under /tmp (a CI checkout there): kept
         visible in every node's private /tmp, as a cluster's software is on a shared file
         system too."""
-        return [p for p in dict.fromkeys([REPO, Path(sys.prefix).resolve()])
-                if Path("/tmp") in p.parents]
+        return [p for p in dict.fromkeys([REPO, Path(sys.prefix).resolve(), OMPI6.resolve()])
+                if Path("/tmp") in p.parents and p.exists()]
 
     def _node_script(self, name: str) -> str:
         """The node's start: its hostname, a private /tmp and /dev/shm, the software kept."""

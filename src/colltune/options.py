@@ -43,6 +43,10 @@ class TuneOptions:
     # a ladder: measure these communicator sizes inside the one launch of --np ranks
     # (consecutive-rank groups, all at once), one rules section each
     comm_sizes: list[int] | None = None
+    # --layouts: (nodes, ranks per node) measured in turn inside this allocation, each a
+    # run of its own; `layout` names the one a run measures ("2x2")
+    layouts: list[tuple[int, int]] | None = None
+    layout: str | None = None
     backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
     for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
     platform: Path | None = None  # smpi: the SimGrid platform file to simulate

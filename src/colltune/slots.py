@@ -52,6 +52,26 @@ def ladder(top: Placement, sizes: list[int]) -> list[Placement]:
             for s in sorted(set(sizes))]
 
 
+def parse_layouts(text: str) -> list[tuple[int, int]]:
+    """--layouts 2x2,1x4: (nodes, ranks per node) each, in the order given."""
+    out = []
+    for word in text.split(","):
+        m = re.fullmatch(r"\s*(\d{1,6})x(\d{1,6})\s*", word)
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1 or \
+                int(m.group(1)) * int(m.group(2)) < 2:
+            raise ColltuneError(f"--layouts: cannot read {word.strip()[:40]!r} as a layout",
+                                "give NODESxPPN, at least 2 ranks each, e.g. --layouts 2x2,1x4")
+        out.append((int(m.group(1)), int(m.group(2))))
+    if len(set(out)) < len(out):
+        raise ColltuneError("--layouts names a layout twice", "e.g. --layouts 2x2,1x4")
+    return out
+
+
+def layout_name(p: Placement) -> str:
+    """A placement's layout as --layouts spells it: 2x2."""
+    return f"{p.nodes}x{p.ppn}"
+
+
 def hostfile_hosts(path: str) -> int:
     """How many distinct hosts a hostfile names (its first word on each line)."""
     try:

@@ -205,6 +205,9 @@ class Session(ABC, Generic[M]):
     rules_version = 0  # Open MPI's rules format version; 0 where the family has none
     sweep = "mpit"
     fill_within = 0.5  # how much slower than the default a fill may be shown (fills())
+    # whether the file written holds each layout's rules apart (the library choosing by
+    # the job's layout): --layouts then writes all into --out, else one file per layout
+    says_layout = False
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
         """Checks and notes before the first launch (the kernel is built already)."""

@@ -35,7 +35,8 @@ from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable, write_atomic
-from colltune.tuner.run import TuneResult, tune
+from colltune.slots import parse_layouts
+from colltune.tuner.run import TuneResult, tune, tune_layouts
 
 
 def _print_result(res: TuneResult, quiet: bool) -> None:
@@ -143,6 +144,14 @@ def _script_family(backend: str | None, out_format: str | None, mpi: str | None,
         return name
 
 
+def _nps(np: str | None, layouts: str | None, nodes: int | None, ppn: int | None) -> str:
+    """--np, or the sizes of --layouts (which says nodes and ranks per node itself)."""
+    if layouts and (np or nodes or ppn):
+        _fail(ColltuneError("--layouts says each run's ranks, nodes and ranks per node",
+                            "leave out --np, --nodes and --ppn, e.g. --layouts 2x2,1x4"))
+    return np or "4"
+
+
 def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
               db: Path | None, sizes: str | None, segsizes: str | None,
               strategy: str, sweep: str, rules_version: int | None, from_db: bool,
@@ -158,12 +167,16 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
               comm_sizes: str | None = None, cutoff: float = 1.5,
               confirm_max_rounds: int | None = None, trade_off: bool = False,
               out_format: str | None = None, params: list[str] | None = None,
-              default_launches: int = 1, start_calls: int = 1000) -> None:
+              default_launches: int = 1, start_calls: int = 1000,
+              layouts: str | None = None) -> None:
     quiet = json_to_stdout(summary_json) or quiet
     try:
+        lays = parse_layouts(layouts) if layouts else None
         opts = TuneOptions(
             backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
-            collectives=collectives, nps=_ints(np, "--np"), out=out_path, mpi=mpi, db=db,
+            collectives=collectives, layouts=lays,
+            nps=[n * p for n, p in lays] if lays else _ints(np, "--np"), out=out_path,
+            mpi=mpi, db=db,
             sizes=parse_sizes(sizes) if sizes else None,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             params=parse_params(params or []), strategy=strategy, budget=budget,
@@ -180,10 +193,17 @@ def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str |
                                      timing=timing, window=window, objective=objective,
                                      cutoff=cutoff, default_launches=default_launches),
         )
-        res = tune(opts, BarReporter(quiet))
+        results = (tune_layouts(opts, BarReporter(quiet)) if lays else
+                   [tune(opts, BarReporter(quiet))])
     except ColltuneError as e:
         _fail(e)
         return
+    for res in results:
+        _print_outcome(res, out_path, quiet)
+
+
+def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:
+    """One run's table, what it wrote and how to use it, and, last, what the file changes."""
     _print_result(res, quiet)
     wrote = res.summary.get("wrote")
     if out_path and isinstance(wrote, dict) and not quiet:
@@ -255,7 +275,14 @@ def _make_tune_command(name: str) -> None:
                  f"Measure {name} algorithms and write Open MPI rules.")
 
     def command(
-        np: str = typer.Option("4", "--np", help="Communicator size(s), e.g. 4 or 2,4."),
+        np: str | None = typer.Option(None, "--np",
+                                      help="Communicator size(s), e.g. 4 or 2,4 (default 4)."),
+        layouts: str | None = typer.Option(
+            None, "--layouts",
+            help="Layouts measured in turn inside this allocation or hostfile, NODESxPPN "
+                 "each (2x2,1x4: 4 ranks on 2 nodes, then on one). A file that says the "
+                 "layout (Open MPI 6's JSON) holds them all; other formats get one file "
+                 "each, beside --out (rules.2x2.conf). Instead of --np, --nodes, --ppn."),
         out_path: Path | None = typer.Option(None, "--out", "-o",
                                                 help="Rules file to write (merged if it exists)."),
         mpi: str | None = typer.Option(None, "--mpi", help="MPI installation prefix."),
@@ -378,20 +405,21 @@ def _make_tune_command(name: str) -> None:
                  "left to MVAPICH2 whole."),
     ) -> None:
         if slurm_script is not None:
-            _write_slurm_script(name, np, sizes, segsizes, params, nodes, ppn, point_time,
+            _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
                                 slurm_script, _script_family(backend, out_format, mpi,
                                                              platform), tune_han)
             return
-        _run_tune([name], np, out_path, mpi, db, sizes, segsizes, strategy, sweep,
-                  rules_version, from_db, hostfile, summary_json, quiet, timeout, point_time,
-                  rel_ci, min_reps, max_reps, seed, confirm_rounds, budget, ei_stop, top_k,
+        _run_tune([name], _nps(np, layouts, nodes, ppn), out_path, mpi, db, sizes, segsizes,
+                  strategy, sweep, rules_version, from_db, hostfile, summary_json, quiet,
+                  timeout, point_time, rel_ci, min_reps, max_reps, seed, confirm_rounds,
+                  budget, ei_stop, top_k,
                   predict, fit_np, Launch(launcher, nodes, ppn,
                                           tuple(shlex.split(launcher_args))),
                   _family(backend, out_format, mpi, platform, quiet), platform, tune_han,
                   for_np,
                   timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
                   confirm_max_rounds, trade_off, out_format, params, default_launches,
-                  start_calls)
+                  start_calls, layouts)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)

@@ -85,6 +85,23 @@
 const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
+/* Where the launcher really put the ranks: nodes (ranks sharing memory count as one) and
+ * the most ranks on one of them. The tuner records a layout with every measurement, so it
+ * checks the layout it asked for is the one that ran. */
+static void placed(int *nodes, int *ppn)
+{
+    MPI_Comm node;
+    int local = 0, me = 0, lead;
+
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_rank(node, &me);
+    lead = me == 0;
+    MPI_Allreduce(&lead, nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&local, ppn, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Comm_free(&node);
+}
+
 int main(int argc, char **argv)
 {
     plan_t plan;
@@ -92,6 +109,7 @@ int main(int argc, char **argv)
     int *order;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int liblen = 0;
+    int nodes = 0, ppn = 0;
     const char *fault = getenv("COLLTUNE_TEST_FAULT");
 
     /* Which MPI library this binary loads, without starting MPI (allowed before
@@ -138,10 +156,13 @@ int main(int argc, char **argv)
     g_step = ctl_max(timer_step());
     if (!strcmp(g_fault.kind, "coarse") && !strcmp(g_fault.name, "timer_step_ns"))
         g_step = (double)g_fault.value * 1e-9; /* test-only: a timer as coarse as asked */
+    placed(&nodes, &ppn);
     if (g_rank == 0) {
         printf("{\"event\":\"start\",\"np\":%d,\"collective\":\"%s\",\"configs\":%d,"
-               "\"points\":%d,\"wtick\":%.9g,\"timer_step\":%.9g,\"library\":",
-               g_size, plan.collective, plan.nconfig, plan.npoint, MPI_Wtick(), g_step);
+               "\"points\":%d,\"wtick\":%.9g,\"timer_step\":%.9g,\"nodes\":%d,"
+               "\"ppn\":%d,\"library\":",
+               g_size, plan.collective, plan.nconfig, plan.npoint, MPI_Wtick(), g_step, nodes,
+               ppn);
         put_json_string(lib);
         printf("}\n");
         fflush(stdout);

@@ -79,9 +79,6 @@ class RulesFile:
     collectives: dict[int, list[CommRule]] = field(default_factory=dict)
     comments: list[str] = field(default_factory=list)
     notes: dict[tuple[int, int], list[str]] = field(default_factory=dict)  # (coll, comsize)
-    # (coll, comsize) -> the rank distribution a section was written for: Open MPI 6's
-    # JSON says it (rules/ompi_json.py); a classic file cannot
-    layouts: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def set_section(self, coll_id: int, section: CommRule, notes: list[str] | None = None) -> None:
         """Replaces (or adds) one comm-size section, keeping the others sorted."""

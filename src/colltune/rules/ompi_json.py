@@ -237,13 +237,11 @@ def distribution_of(nodes: int, ppn: int) -> str:
     return "single-node" if nodes == 1 else "one-per-node" if ppn == 1 else "any"
 
 
-def from_classic(rf: RulesFile, layouts: dict[tuple[int, int], str] | None = None
-                 ) -> dict[str, list[CommRule]]:
+def from_classic(rf: RulesFile, distribution: str = "any") -> dict[str, list[CommRule]]:
     """colltune's rules as Open MPI 6's JSON, meaning what the classic file means on 4.1
     and 5.0: a section from its size to the next one's minus 1 (the first from 0, the last
-    up), a rule from its size to the next one's minus 1 (the first from 0, the last up).
-    `layouts[(collective id, comm size)]`: the distribution the section was measured in
-    (default any)."""
+    up), a rule from its size to the next one's minus 1 (the first from 0, the last up);
+    every section for jobs of `distribution`."""
     out: dict[str, list[CommRule]] = {}
     names = {i: n for n, i in COLLTYPE.items()}
     for cid, secs in sorted(rf.collectives.items()):
@@ -256,8 +254,59 @@ def from_classic(rf: RulesFile, layouts: dict[tuple[int, int], str] | None = Non
                     for j, m in enumerate(sec.rules)]
             rules.append(CommRule(0 if i == 0 else sec.comsize,
                                   INT_MAX if last else secs[i + 1].comsize - 1,
-                                  (layouts or {}).get((cid, sec.comsize), "any"), msgs))
+                                  distribution, msgs))
         out[names[cid]] = rules
+    return out
+
+
+# the first communicator rule that fits wins: the specific distributions go before "any"
+LAYER_ORDER = ("single-node", "one-per-node", "any")
+
+
+def render_layers(layers: dict[str, RulesFile], about: dict[str, object] | None = None
+                  ) -> str:
+    """The file for rules measured in several layouts: one layer of sections per rank
+    distribution (`layers[distribution]`, each meaning what a classic file means), the
+    specific ones first. Where a collective has an "any" layer, a specific distribution it
+    was not measured in gets the library's own choice (alg 0) ahead of it: rules measured
+    across nodes are not promised to a job on one node, nor one measured with several ranks
+    a node to a job with one."""
+    per = {d: from_classic(layers.get(d, RulesFile()), d) for d in LAYER_ORDER}
+    collectives: dict[str, list[CommRule]] = {}
+    for name in sorted({n for cs in per.values() for n in cs}):
+        for d in LAYER_ORDER:
+            if name in per[d]:
+                collectives.setdefault(name, []).extend(per[d][name])
+            elif name in per["any"]:
+                collectives.setdefault(name, []).append(
+                    CommRule(0, INT_MAX, d, [MsgRule(0, INF, 0)]))
+    return render(collectives, about)
+
+
+def measured_in(text: str) -> dict[str, list[str]]:
+    """What a file colltune wrote says of the layouts each layer was measured in ("2x2"),
+    from its `colltune` object (which Open MPI does not read); {} where it says nothing
+    readable."""
+    try:
+        about = json.loads(text).get("colltune")
+        got = about.get("measured_in") if isinstance(about, dict) else None
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(got, dict):
+        return {}
+    return {d: [v[:20] for v in vs if isinstance(v, str)][:64] for d, vs in got.items()
+            if d in DISTRIBUTIONS and isinstance(vs, list)}
+
+
+def layers(rules: JsonRules) -> dict[str, RulesFile]:
+    """A JSON file colltune wrote, back as one layer of sections per rank distribution (to
+    merge into); refused where a layer's ranges are not the contiguous ones colltune
+    writes."""
+    out = {}
+    for d in DISTRIBUTIONS:
+        part = {n: [c for c in cs if c.distribution == d] for n, cs in rules.collectives.items()}
+        if any(part.values()):
+            out[d] = to_classic(JsonRules({n: cs for n, cs in part.items() if cs}))
     return out
 
 
@@ -289,8 +338,8 @@ def render(collectives: dict[str, list[CommRule]], about: dict[str, object] | No
 
 
 def to_classic(rules: JsonRules) -> RulesFile:
-    """A JSON file colltune wrote, back as sections and rules (to merge into); refused
-    where its ranges are not the contiguous ones colltune writes."""
+    """The rules of one distribution, back as sections and rules; refused where its ranges
+    are not the contiguous ones colltune writes."""
     rf = RulesFile(version=2)
     for name, comm_rules in rules.collectives.items():
         if name not in COLLTYPE:
@@ -303,7 +352,6 @@ def to_classic(rules: JsonRules) -> RulesFile:
                                    else INF) for j, m in enumerate(c.rules)):
                 raise JsonRulesError("--out", 0, f"{name}: its ranges are not contiguous as "
                                                  "colltune writes them; cannot merge")
-            rf.layouts[(COLLTYPE[name], max(c.size_min, 1))] = c.distribution
             secs.append(classic.CommRule(max(c.size_min, 1), [
                 classic.MsgRule(m.size_min, m.alg, m.faninout, m.segsize, m.reqs or None)
                 for m in c.rules]))

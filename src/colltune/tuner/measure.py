@@ -18,7 +18,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import PointResult
 from colltune.core.toolchain import Installation
-from colltune.errors import MPIError
+from colltune.errors import ColltuneError, MPIError
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import (
     KernelConfig,
@@ -40,6 +40,23 @@ class Reporter:
     def advance(self, desc: str) -> None: ...
     def note(self, text: str) -> None: ...
     def end(self) -> None: ...
+
+
+def check_placed(p: Placement, start: dict) -> None:
+    """Refuse a launch that placed its ranks otherwise than the exact layout asked for
+    (--nodes x --ppn = --np, --layouts), before it measures: every measurement is recorded
+    with that layout.
+    `start`: the kernel's start event, with the nodes and most ranks a node it found."""
+    asked = (p.nodes, p.ppn)
+    got = (int(start.get("nodes") or 0), int(start.get("ppn") or 0))
+    exact = p.nodes * p.ppn == p.np  # else the launcher may fill fewer nodes, as asked
+    if (p.launch.nodes or p.launch.ppn) and exact and got[0] and got != asked:
+        raise ColltuneError(
+            f"asked for {p.np} ranks as {asked[0]} node(s) x {asked[1]}, the launcher placed "
+            f"them as {got[0]} node(s) x {got[1]} (ranks sharing memory counted as a node)",
+            "give the launcher the nodes and slots for that layout (a hostfile with enough "
+            "slots, or a Slurm allocation of those nodes), or pass its mapping options "
+            "with --launcher-args")
 
 
 def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Context:
@@ -303,10 +320,13 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
                       pvars=be.traits.pvar_prefix)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0
+    launched = lanes[0][0].launched
 
     def on_event(ev: dict) -> None:
         nonlocal count
-        if ev["event"] == "result":
+        if ev["event"] == "start":
+            check_placed(launched, ev)
+        elif ev["event"] == "result":
             r = parse_result(ev)
             if band is None:
                 record(slot_by_cid[r.cid], r, "")
@@ -326,7 +346,6 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
                                            message=str(ev["message"])), "")
                     count += 1
 
-    launched = lanes[0][0].launched
     cmd, env = be.launch(mpi, launched, coll.name, slots[0][1].algorithm, env_extra)
     with folder or contextlib.nullcontext():
         outcome = run_kernel(cmd, job.exe, plan, env, point_timeout=settings.timeout,

@@ -43,14 +43,16 @@ def changes(decisions: Decisions, summary: dict[str, object], placements: list[P
     dropped = {str(k): int(v) for k, v in got.items()} if isinstance(got, dict) else {}
     noisy = crowded(placements)
     per: list[str] = []
-    changed = confirmed = tried = unsaid = 0
+    changed = confirmed = tried = unsaid = unconfirmed = 0
     for name, per_np in decisions.items():
         for np, ds in per_np.items():
             sized = [d for d in ds if d.size >= 0 and not d.predicted]
-            wins = [d for d in sized if d.chosen != DEFAULT and d.verdict == "tuned"]
+            # "tuned?": written, never put to fresh launches (--confirm-rounds 0, --from-db)
+            wins = [d for d in sized if d.chosen != DEFAULT and d.verdict in ("tuned", "tuned?")]
+            unconfirmed += sum(d.verdict == "tuned?" for d in wins)
             tried += sum(bool(d.confirmations) for d in sized)
             unsaid += sum(d.verdict == "unexpressed" for d in sized)
-            confirmed += len(wins)
+            confirmed += len(wins) - sum(d.verdict == "tuned?" for d in wins)
             if wins and name not in dropped:
                 changed += len(wins)
                 per.append(f"{name} at {np} ranks, {len(wins)} size(s) ({_sizes(wins)})")
@@ -68,9 +70,12 @@ def changes(decisions: Decisions, summary: dict[str, object], placements: list[P
     else:
         sentence = ("the file keeps the library's choice at every size: nothing beat it "
                     "significantly in the sweep")
+    if unconfirmed and changed:
+        sentence += f"; {unconfirmed} of them not confirmed in fresh launches"
     if lost and changed:
         sentence += f"; {lost} confirmed win(s) not carried (see the notes above)"
     if noisy and not changed:
         sentence += f"; {noisy}"
-    return {"sizes_changed": changed, "confirmed": confirmed, "not_carried": lost,
+    return {"sizes_changed": changed, "confirmed": confirmed, "unconfirmed": unconfirmed,
+            "not_carried": lost,
             "unexpressed": unsaid, "sentence": sentence}

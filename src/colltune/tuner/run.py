@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from colltune import __version__
@@ -22,6 +22,7 @@ from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
+from colltune.launchers import Launch
 from colltune.options import TuneOptions
 from colltune.outfile import ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
@@ -126,6 +127,30 @@ def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
     return result
 
 
+def tune_layouts(opts: TuneOptions, reporter: Reporter | None = None) -> list[TuneResult]:
+    """--layouts: each layout tuned in turn inside this allocation (or hostfile), a run of
+    its own with its nodes and ranks per node; a file that says the layout gathers them in
+    --out, other formats get one file per layout beside it (open_run)."""
+    rep = reporter or Reporter()
+    refuse_options(opts)  # before the first layout is launched
+    results = []
+    for nodes, ppn in opts.layouts or []:
+        rep.note(f"layout {nodes}x{ppn}: {nodes * ppn} ranks, {nodes} node(s) x {ppn}")
+        launch = replace(opts.launch or Launch(), nodes=nodes, ppn=ppn)
+        results.append(tune(replace(opts, nps=[nodes * ppn], launch=launch, layouts=None,
+                                    layout=f"{nodes}x{ppn}", summary_json=None), rep))
+    if opts.summary_json is not None:
+        doc = {"layouts": {f"{n}x{p}": r.summary
+                           for (n, p), r in zip(opts.layouts or [], results, strict=True)}}
+        write_file(opts.summary_json, json.dumps(doc, indent=2) + "\n", "--summary-json")
+    return results
+
+
+def beside(out: Path, layout: str) -> Path:
+    """The file of one layout, beside --out: rules.conf -> rules.2x2.conf."""
+    return out.with_name(f"{out.stem}.{layout}{out.suffix}")
+
+
 def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
     """The pipeline's stages in order: refuse what cannot run, open the session and the
     store, measure, decide (and confirm in fresh launches), write."""
@@ -157,6 +182,10 @@ def refuse_options(opts: TuneOptions) -> list[str]:
     colls = _expand(opts.collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
+    if opts.layouts and (opts.comm_sizes or opts.predict or opts.tune_han):
+        raise ColltuneError("--layouts measures each layout in a launch of its own: without "
+                            "--comm-sizes, --predict or --tune-han",
+                            "tune those apart, e.g. --np 4 --comm-sizes 2,4")
     if opts.comm_sizes and (len(opts.nps) != 1 or opts.predict or opts.tune_han):
         raise ColltuneError(
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
@@ -174,6 +203,10 @@ def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
                             "configuration per message size in a sweep",
                             "use --sweep mpit or relaunch")
     sess = backend.open(opts, colls, rep.note)
+    if opts.layout and opts.out and not sess.says_layout:
+        # the format cannot hold several layouts' rules apart: this layout's file of its own
+        opts = replace(opts, out=beside(opts.out, opts.layout))
+        sess = backend.open(opts, colls, lambda _: None)  # its notes were said
     if opts.settings.default_launches > 1 and shares_default_launch(backend, sess.sweep):
         rep.note(f"note: --default-launches {opts.settings.default_launches} repeats nothing "
                  "here: " + ("simulated times repeat exactly" if backend.traits.exact else
@@ -303,6 +336,9 @@ def write_outputs(run: Run, decisions: Decisions) -> dict[str, object]:
                            run.opts, run.searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in run.predicted.items()}
     sess.write(decisions, summary, run.predicted)
+    wrote = summary.get("wrote")
+    if run.opts.layout and isinstance(wrote, dict) and run.opts.out:
+        wrote.setdefault("path", str(run.opts.out))  # --out, or this layout's file beside it
     summary["changes"] = outcome.changes(decisions, summary, sess.placements)
     return summary
 

@@ -48,9 +48,9 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
 
 HAN_NOTE = ("note: coll/han is excluded while tuning (--mca coll ^han): on several nodes "
-            "Open MPI 5 would run han instead of the tuned algorithms measured here. The "
-            "rules take effect where tuned runs: launch the application with --mca coll "
-            "^han too, or keep han and its own choices")
+            "Open MPI 5 and later would run han instead of the tuned algorithms measured "
+            "here. The rules take effect where tuned runs: launch the application with "
+            "--mca coll ^han too, or keep han and its own choices")
 
 
 

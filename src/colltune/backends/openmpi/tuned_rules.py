@@ -31,6 +31,7 @@ from colltune.outfile import write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.rules import ompi_json
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID, CommRule, MsgRule
+from colltune.slots import layout_name
 
 if TYPE_CHECKING:
     from colltune.options import TuneOptions
@@ -101,13 +102,28 @@ class TunedSession(Session[T]):
         self.backend, self.mpi, self.catalog = backend, mpi, catalog
         self.placements, self.rules_version, self.opts = placements, version, opts
         self.sweep = opts.sweep
-        self.base = load_merge_base(opts.out, catalog) if opts.out else None
-        if self.base and self.base.version == 1 and version >= 2:
-            self.base.version = 2
-        elif self.base and self.base.version == 2 and version == 1:
-            raise ColltuneError(f"{opts.out} is a rule-file-version-2 file, Open MPI "
-                                f"{mpi.version} reads only the classic format",
+        # the existing --out, one layer of sections per rank distribution (a classic file:
+        # one, "any": Open MPI applies it whatever the layout)
+        self.layers = load_merge_base(opts.out, catalog) if opts.out else {}
+        # distribution -> the layouts (nodes x ranks a node) its layer was measured in
+        self.measured = ompi_json.measured_in(read_text(opts.out)) if self.layers and \
+            opts.out else {}
+        self.base = None if version == 3 else self._classic_base()
+        self.says_layout = version == 3  # Open MPI 6's comm_rank_distribution
+
+    def _classic_base(self) -> rules.RulesFile | None:
+        if len(self.layers) > 1:
+            raise ColltuneError(f"{self.opts.out} holds rules for several layouts (Open MPI "
+                                "6's JSON), which a classic file cannot hold",
+                                "choose another --out, or --rules-version 3")
+        base = next(iter(self.layers.values()), None)
+        if base and base.version == 1 and self.rules_version >= 2:
+            base.version = 2
+        elif base and base.version == 2 and self.rules_version == 1:
+            raise ColltuneError(f"{self.opts.out} is a rule-file-version-2 file, Open MPI "
+                                f"{self.mpi.version} reads only the classic format",
                                 "choose another --out")
+        return base
 
     def han_excluded(self) -> bool:
         """Whether coll/han was excluded while measuring (Open MPI 5)."""
@@ -127,20 +143,25 @@ class TunedSession(Session[T]):
              ) -> Arms:
         tentative = rules.RulesFile(version=min(self.rules_version, 2))
         tentative.set_section(COLLTYPE[coll.name], section(placement.np, ds))
-        tentative.layouts[(COLLTYPE[coll.name], placement.np)] = ompi_json.distribution_of(
-            placement.nodes, placement.ppn)
-        write_atomic(path, self.render(tentative))
+        write_atomic(path, self.render({distribution(placement): tentative}))
         return self.backend.with_files().rules_arms(path)
 
-    def render(self, rf: rules.RulesFile) -> str:
-        """The file in the session's format: classic (version 1, 2) or Open MPI 6's JSON
-        (3), each section marked with the layout it was measured in."""
+    def render(self, layers: dict[str, rules.RulesFile]) -> str:
+        """The file in the session's format: classic (version 1, 2: one layer) or Open MPI
+        6's JSON (3), each layer of sections for the rank distribution it was measured in."""
         if self.rules_version != 3:
+            (rf,) = layers.values()
             return rules.render(rf)
-        return ompi_json.render(ompi_json.from_classic(rf, rf.layouts), {
-            "written_by": rf.comments[0] if rf.comments else "colltune",
-            "tuned": rf.comments[1:2], "layouts": {
-                f"{p.np} ranks": f"{p.nodes} node(s) x {p.ppn}" for p in self.placements}})
+        built = next((rf for rf in layers.values() if rf.comments), rules.RulesFile())
+        for p in self.placements:  # each layer's layouts: those of the file, and these
+            self.measured.setdefault(distribution(p), [])
+            if layout_name(p) not in self.measured[distribution(p)]:
+                self.measured[distribution(p)].append(layout_name(p))
+        return ompi_json.render_layers(layers, {
+            "written_by": built.comments[0] if built.comments else "colltune",
+            "tuned": built.comments[1:2],
+            "measured_in": {d: self.measured[d] for d in ompi_json.LAYER_ORDER
+                            if d in self.measured and d in layers}})
 
     def comments(self) -> list[str]:
         return []
@@ -150,28 +171,37 @@ class TunedSession(Session[T]):
 
     def write(self, decisions: Decisions, summary: dict[str, object],
               predicted: dict[tuple[str, int], str]) -> None:
-        rf = build_rules(self.base, min(self.rules_version, 2), decisions, self.mpi,
-                         self.catalog,
-                         predicted, self.comments(), self.note_of,
-                         {p.np: p.launched.np for p in self.placements if p.within})
-        for p in self.placements:  # the layout each section was measured in
-            rf.layouts.update({(COLLTYPE[name], p.np): ompi_json.distribution_of(p.nodes, p.ppn)
-                               for name in decisions})
-            if self.rules_version != 3:  # said in a comment: a classic file cannot say it
+        rungs = {p.np: p.launched.np for p in self.placements if p.within}
+        if self.rules_version == 3:  # each placement's sections in its distribution's layer
+            for p in self.placements:
+                mine = {n: {p.np: per[p.np]} for n, per in decisions.items() if p.np in per}
+                self.layers[distribution(p)] = build_rules(
+                    self.layers.get(distribution(p)), 2, mine, self.mpi, self.catalog,
+                    predicted, self.comments(), self.note_of, rungs)
+        else:
+            rf = build_rules(self.base, self.rules_version, decisions, self.mpi, self.catalog,
+                             predicted, self.comments(), self.note_of, rungs)
+            for p in self.placements:  # said in a comment: a classic file cannot say it
                 for name in decisions:
                     rf.notes.setdefault((COLLTYPE[name], p.np), []).insert(
                         1, tuned_for(name, p.np, p.nodes, p.ppn))
+            self.layers = {"any": rf}
         summary["coll_han_excluded"] = self.han_excluded()
         summary["sections"] = {  # which communicator sizes each written section decides
-            name: [{"comsize": sec.comsize, "serves": [lo, hi]} for sec, lo, hi in
-                   rules.served(rf.collectives[COLLTYPE[name]])]
+            name: [{"comsize": sec.comsize, "serves": [lo, hi], "distribution": d}
+                   for d, rf in self.layers.items() if COLLTYPE[name] in rf.collectives
+                   for sec, lo, hi in rules.served(rf.collectives[COLLTYPE[name]])]
             for name in decisions}
         fmt = {1: "classic", 2: "rule-file-version-2", 3: "JSON (Open MPI 6)"}
-        summary["wrote"] = {"what": "format: " + fmt[3 if self.rules_version == 3
-                                                     else rf.version],
+        summary["wrote"] = {"what": "format: " + fmt[self.rules_version],
                             "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
-            write_file(self.opts.out, self.render(rf), "--out")
+            write_file(self.opts.out, self.render(self.layers), "--out")
+
+
+def distribution(p: Placement) -> str:
+    """The rank distribution (Open MPI 6's word) a placement's measurements can promise."""
+    return ompi_json.distribution_of(p.nodes, p.ppn)
 
 
 def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
@@ -184,15 +214,16 @@ def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
     return valid
 
 
-def load_merge_base(path: Path, catalog: Catalog) -> rules.RulesFile | None:
-    """The existing rules file to merge into; a malformed one stops the run untouched."""
+def load_merge_base(path: Path, catalog: Catalog) -> dict[str, rules.RulesFile]:
+    """The existing rules file to merge into, one layer per rank distribution (a classic
+    file: one, "any"); a malformed one stops the run untouched."""
     if not path.exists():
-        return None
+        return {}
     try:
         text = read_text(path)
         if ompi_json.claims(text):  # Open MPI 6's JSON, as colltune writes it
-            return ompi_json.to_classic(ompi_json.parse(text, str(path)))
-        return rules.read(path, valid_algs=valid_algorithms(catalog))
+            return ompi_json.layers(ompi_json.parse(text, str(path)))
+        return {"any": rules.read(path, valid_algs=valid_algorithms(catalog))}
     except (rules.RulesError, ompi_json.JsonRulesError) as e:
         raise ColltuneError(f"will not merge into {e}",
                             "fix or move that file, or choose another --out; it was not "
