@@ -105,6 +105,32 @@ def test_tuning_file_round_trip_and_what_mpich_selects() -> None:
     assert sel(table, "barrier", 4, 0) == "MPIR_Barrier_intra_dissemination"
 
 
+def test_layers_per_ranks_a_node_round_trip_and_merge(tmp_path: Path) -> None:
+    """Two layouts of 4 ranks (tune --layouts 2x2,1x4 against MPICH 5): one layer each
+    under comm_avg_ppn, the averages between and above them MPICH's own; a second run's
+    layer merges beside the first's."""
+    binomial = Ranges([(None, "MPIR_Reduce_intra_binomial")])
+    rsg = Ranges([(4095, "MPIR_Reduce_intra_reduce_scatter_gather"), (None, None)])
+    own = [(None, None)]
+    first = {"reduce": {4: Ranges(own, per_ppn={2: binomial})}}
+    out = tmp_path / "tuning.json"
+    text, _ = mpich_rules.merged_table(out, BASE, first)
+    out.write_text(text)
+    text, merged = mpich_rules.merged_table(out, BASE, {"reduce": {4: Ranges(
+        own, per_ppn={4: rsg})}})
+    assert merged == {"reduce": {4: Ranges(own, per_ppn={2: binomial, 4: rsg})}}
+    table = json.loads(text)
+    entry = table["collective=reduce"]["comm_type=intra"]["is_commutative=yes"]["comm_size<=4"]
+    assert list(entry) == ["comm_avg_ppn<=1", "comm_avg_ppn<=2", "comm_avg_ppn<=3",
+                           "comm_avg_ppn<=4", "comm_avg_ppn=any"]
+    assert mpich_csel.parse(text) == merged
+    sel = mpich_csel.algorithm_for
+    assert sel(table, "reduce", 4, 8, nodes=2) == "MPIR_Reduce_intra_binomial"  # 2 a node
+    assert sel(table, "reduce", 4, 8, nodes=1) == "MPIR_Reduce_intra_reduce_scatter_gather"
+    assert sel(table, "reduce", 4, 8, nodes=4) is None  # 1 a node: not measured
+    assert sel(table, "reduce", 3, 8, nodes=1) is None  # 3 ranks: not measured
+
+
 def test_tuning_file_refuses_what_mpich_cannot_express() -> None:
     with pytest.raises(mpich_csel.CselError, match="no message size"):
         mpich_csel.render(BASE, {"barrier": {4: Ranges([(10, "MPIR_Barrier_intra_smp"),
@@ -322,6 +348,60 @@ def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: P
     # at 4 ranks the file's own section: binomial
     got4, forced4 = (_bytes(mpi, netns, tmp_path, size, env) for env in (under, binomial))
     assert abs(got4 - forced4) < 0.05 * forced4, (got4, forced4)
+
+
+@pytest.mark.mpi
+def test_mpich_takes_the_layer_of_the_jobs_ranks_per_node(netns: str, tmp_path: Path) -> None:
+    """A file with a layer per ranks a node (comm_avg_ppn, as tune --layouts writes it).
+    With MPIR_CVAR_NOLOCAL (every message over TCP here) MPICH takes each rank for a node
+    of its own: 4 ranks are 4 nodes x 1 to it. So a file whose 1-a-node layer is binomial
+    runs binomial; one with only a 4-a-node layer runs MPICH's own choice (the averages
+    below 4 are left to it), which moves other bytes. colltune reads both files so."""
+    mpi = get_mpich("mpich50")
+    assert mpich_rules.reads_layers(mpi)
+    cat = _catalog(mpi)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    binomial = Ranges([(None, cat.container["reduce"][ids["binomial"]])])
+    own = Ranges([(None, None)])
+    size = 131072
+    mine, forced = (_bytes(mpi, netns, tmp_path, size, env) for env in (
+        {}, mb.forcing_env(cat, "reduce", Config(ids["binomial"]))))
+    assert abs(mine - forced) > 0.15 * forced, (mine, forced)  # distinguishable at 4 ranks
+    for ppn, want in ((1, forced), (4, mine)):
+        tuning = {"reduce": {4: Ranges(own.limits, per_ppn={ppn: binomial})}}
+        tf = tmp_path / f"tuning-{ppn}.json"
+        tf.write_text(mpich_csel.render(cat.builtin, tuning))
+        assert mpich_csel.parse(tf.read_text()) == tuning  # and read back as written
+        said = mpich_csel.algorithm_for(json.loads(tf.read_text()), "reduce", 4, size,
+                                        nodes=4)
+        assert said == (binomial.limits[0][1] if ppn == 1 else None)
+        env = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf)))
+        got = _bytes(mpi, netns, tmp_path, size, env.variables())
+        assert abs(got - want) < 0.05 * want, (ppn, got, mine, forced)
+
+
+@pytest.mark.mpi
+def test_mpich_4_0_aborts_on_a_layer_so_none_is_written_for_it(tmp_path: Path) -> None:
+    """Why colltune writes comm_avg_ppn for MPICH 5 only: Debian's 4.0.2 aborts in MPI_Init
+    on such a file (csel.c: "Assertion failed"); tune --layouts writes it a file per layout."""
+    mpi = get_mpich("mpich40")
+    assert not mpich_rules.reads_layers(mpi)
+    cat = _catalog(mpi)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    layered = {"reduce": {4: Ranges([(None, None)], per_ppn={1: Ranges(
+        [(None, cat.container["reduce"][ids["binomial"]])])})}}
+    tf = tmp_path / "tuning.json"
+    tf.write_text(mpich_csel.render(cat.builtin, layered))
+    plan = tmp_path / "plan"
+    plan.write_text(KernelPlan("reduce", [KernelConfig(0)], [(0, 8)],
+                               Repetitions(0, 3, 3, 0.01, 1e6, 1)).render())
+    env = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf))).variables()
+    r = subprocess.run([str(mpi.mpirun), "-n", "2", str(build_kernel(mpi)), str(plan)],
+                       env=mb.launch_env(env), capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert r.returncode != 0 and "Assertion failed in file src/mpi/coll/src/csel.c" in r.stderr
 
 
 @pytest.mark.mpi

@@ -76,6 +76,9 @@ class Ranges:
     own (its compiled-in subtree, nested under that size)."""
 
     limits: list[tuple[int | None, str | None]] = field(default_factory=list)
+    # by ranks per node: the ranges for jobs of that many ranks a node on average (MPICH's
+    # comm_avg_ppn), measured in that layout (tune --layouts); `limits` serve the others
+    per_ppn: dict[int, Ranges] = field(default_factory=dict)
 
     def algorithm_at(self, value: int) -> str | None:
         for upper, alg in self.limits:
@@ -129,6 +132,28 @@ def _size_chain(coll: str, r: Ranges, own: dict, params: Params) -> dict:
     return chain
 
 
+def _bands(r: Ranges) -> list[tuple[int | None, Ranges]]:
+    """A comm size's `comm_avg_ppn<=N` entries in order (None: `=any`): each measured
+    layout's ranges, the averages between measured ones and above them left to `limits`
+    (MPICH's own, as tune writes)."""
+    rest, out, below = Ranges(r.limits), [], 0
+    for ppn in sorted(r.per_ppn):
+        if ppn - 1 > below:
+            out.append((ppn - 1, rest))
+        out.append((ppn, r.per_ppn[ppn]))
+        below = ppn
+    return [*out, (None, rest)]
+
+
+def _layers(coll: str, r: Ranges, own: dict, params: Params) -> dict:
+    """A comm size's entry: its size chain, or, measured per layout, a chain per ranks a
+    node (MPICH takes the first `comm_avg_ppn<=N` whose N x nodes holds the ranks)."""
+    if not r.per_ppn:
+        return _size_chain(coll, r, own, params)
+    return {f"comm_avg_ppn<={n}" if n is not None else "comm_avg_ppn=any":
+            _size_chain(coll, band, own, params) for n, band in _bands(r)}
+
+
 def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict, params: Params) -> dict:
     nps = sorted(n for n in per_np if n is not None)
     out = {}
@@ -136,9 +161,9 @@ def _ours(coll: str, per_np: dict[int | None, Ranges], own: dict, params: Params
         # smaller communicators were not measured: MPICH's own choice there
         out[f"comm_size<={nps[0] - 1}"] = _size_chain(coll, Ranges([(None, None)]), own,
                                                       params)
-    out.update({f"comm_size<={n}": _size_chain(coll, per_np[n], own, params) for n in nps})
+    out.update({f"comm_size<={n}": _layers(coll, per_np[n], own, params) for n in nps})
     # larger communicators: as the largest tuned size (repeated, so reading back keeps it)
-    out["comm_size=any"] = _size_chain(coll, per_np.get(None) or per_np[nps[-1]], own, params)
+    out["comm_size=any"] = _layers(coll, per_np.get(None) or per_np[nps[-1]], own, params)
     return out
 
 
@@ -204,13 +229,34 @@ def _read_chain(coll: str, chain: dict, params: Params) -> Ranges | None:
     return Ranges(limits)
 
 
+def _read_layers(coll: str, node: dict, params: Params) -> Ranges | None:
+    """A comm size's entry as `_layers` writes it; a layer that is MPICH's own at every size
+    is what `_layers` puts between measured ones (a measured one like it means the same)."""
+    if not any(k.startswith("comm_avg_ppn") for k in node):
+        return _read_chain(coll, node, params)
+    out, bounds = Ranges(), []
+    for k, v in node.items():
+        m = re.fullmatch(r"comm_avg_ppn<=(\d{1,9})|comm_avg_ppn=any", k)
+        r = _read_chain(coll, v, params) if m and isinstance(v, dict) else None
+        if r is None or not m:
+            return None
+        if m.group(1) is None:
+            out.limits = r.limits
+        elif any(a is not None for _, a in r.limits):
+            out.per_ppn[int(m.group(1))] = r
+        bounds.append(int(m.group(1) or 0))
+    if not out.limits or bounds[-1] != 0 or bounds[:-1] != sorted(bounds[:-1]):
+        raise CselError(f"{coll}: comm_avg_ppn limits not ascending, or no =any last")
+    return out
+
+
 def _read_comm_sizes(coll: str, node: dict, params: Params) -> dict[int | None, Ranges] | None:
     out: dict[int | None, Ranges] = {}
     for k, v in node.items():
         m = re.fullmatch(r"comm_size<=(\d{1,18})|comm_size=any", k)
         if not m or not isinstance(v, dict):
             return None
-        r = _read_chain(coll, v, params)
+        r = _read_layers(coll, v, params)
         if r is None:
             return None
         out[int(m.group(1)) if m.group(1) else None] = r
@@ -221,8 +267,8 @@ def _read_comm_sizes(coll: str, node: dict, params: Params) -> dict[int | None, 
         del out[None]  # the repeat of the largest tuned size
     # MPICH's own choice just below the next size is what render puts below the first
     # tuned size: not a tuned size of its own (render writes it again)
-    if len(explicit) > 1 and explicit[0] + 1 == explicit[1] and all(
-            a is None for _, a in out[explicit[0]].limits):
+    if len(explicit) > 1 and explicit[0] + 1 == explicit[1] and not out[explicit[0]].per_ppn \
+            and all(a is None for _, a in out[explicit[0]].limits):
         del out[explicit[0]]
     return out
 
@@ -255,9 +301,10 @@ def parse(text: str, params: Params | None = None) -> Tuning:
 
 
 def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool = True,
-                  params: Params | None = None) -> str | None:
-    """What MPICH selects from `table` for an intra-communicator call, as a choice (following
-    only the keys this writer uses; None where MPICH's own subtree decides)."""
+                  params: Params | None = None, nodes: int = 1) -> str | None:
+    """What MPICH selects from `table` for an intra-communicator call on `np` ranks over
+    `nodes` nodes, as a choice (following only the keys this writer uses; None where MPICH's
+    own subtree decides)."""
     node = table.get(f"collective={coll}", {}).get("comm_type=intra")
     if not isinstance(node, dict):
         return None
@@ -270,6 +317,8 @@ def algorithm_for(table: dict, coll: str, np: int, value: int, commutative: bool
         if not m or not isinstance(sub, dict):
             return None
         if m.group(1) is None or np <= int(m.group(1)):
-            chain = _read_chain(coll, sub, params or {})
+            chain = _read_layers(coll, sub, params or {})
+            if chain and chain.per_ppn:
+                chain = next(r for n, r in _bands(chain) if n is None or np <= n * nodes)
             return chain.algorithm_at(value) if chain else None
     return None

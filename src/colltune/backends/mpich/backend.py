@@ -106,7 +106,11 @@ def merged_table(existing: Path | None, builtin: dict, new: Tuning,
     old: Tuning = mpich_csel.parse(existing.read_text(), params) \
         if existing and existing.exists() else {}
     for coll, per_np in new.items():
-        old.setdefault(coll, {}).update(per_np)
+        mine = old.setdefault(coll, {})
+        for n, r in per_np.items():
+            if r.per_ppn and n in mine:  # one layout's layer, beside the others'
+                r = Ranges(mine[n].limits, {**mine[n].per_ppn, **r.per_ppn})
+            mine[n] = r
     return mpich_csel.render(builtin, old, params), old
 
 
@@ -267,7 +271,11 @@ class MPICHBackend(Backend[MPICH]):
         refuse(opts, self.name)
         placements = hydra_placements(opts)
         mpi = mpich.find_mpich(opts.mpi)
-        return MPICHSession(self, mpi, self._catalog(mpi, colls), placements, opts.out)
+        session = MPICHSession(self, mpi, self._catalog(mpi, colls), placements, opts.out)
+        session.says_layout = reads_layers(mpi)
+        # a run of --layouts: its ranges are this layout's layer of the file
+        session.layer = placements[0].ppn if opts.layout and session.says_layout else None
+        return session
 
     @staticmethod
     def _catalog(mpi: MPICH, colls: list[str]) -> MPICHCatalog:
@@ -304,11 +312,18 @@ class MPICHBackend(Backend[MPICH]):
         return mpi_key.startswith(("mpich-", "mvapich-"))  # MVAPICH 4 names itself
 
 
+def reads_layers(mpi: MPICH) -> bool:
+    """Whether the library reads comm_avg_ppn in a tuning file: MPICH 5.0.2 does (tests/
+    test_mpich.py); 4.0.2 aborts in MPI_Init on it (csel.c: "Assertion failed")."""
+    return mpi.name == "MPICH" and mpi.version_tuple >= (5,)
+
+
 class MPICHSession(Session[MPICH]):
     def __init__(self, backend: Backend[MPICH], mpi: MPICH, catalog: MPICHCatalog,
                  placements: list[Placement], out: Path | None) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.mpich_catalog, self.out = catalog, out
+        self.layer: int | None = None  # ranks a node, where the ranges are that layer
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
@@ -326,6 +341,9 @@ class MPICHSession(Session[MPICH]):
         cat, out = self.mpich_catalog, self.out
         assert cat.builtin is not None
         new = tuning(decisions, cat)
+        if self.layer is not None:  # MPICH's own for every other layout
+            new = {c: {n: Ranges([(None, None)], per_ppn={self.layer: r})
+                       for n, r in per_np.items()} for c, per_np in new.items()}
         summary["mpich"] = {"tuning_file": str(out) if out else None,
                             "env_profile": str(env_path(out)) if out else None,
                             "not_selectable": cat.not_selectable or {}}
