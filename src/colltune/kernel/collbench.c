@@ -85,21 +85,32 @@
 const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
-/* Where the launcher really put the ranks: nodes (ranks sharing memory count as one) and
- * the most ranks on one of them. The tuner records a layout with every measurement, so it
- * checks the layout it asked for is the one that ran. */
+/* Where the launcher really put the ranks, for rank 0: nodes (ranks sharing memory count
+ * as one) and the most ranks on one of them. The tuner records a layout with every
+ * measurement, so it checks the layout it asked for is the one that ran. Point to point,
+ * not a collective: an algorithm forced at launch (MPICH's CVARs) applies to the
+ * collectives the kernel would call here too, and may not suit them. */
 static void placed(int *nodes, int *ppn)
 {
     MPI_Comm node;
-    int local = 0, me = 0, lead;
+    int mine[2] = {0, 0}, got[2], i;
 
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &local);
-    MPI_Comm_rank(node, &me);
-    lead = me == 0;
-    MPI_Allreduce(&lead, nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    MPI_Allreduce(&local, ppn, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Comm_size(node, &mine[0]);
+    MPI_Comm_rank(node, &mine[1]);
     MPI_Comm_free(&node);
+    if (g_rank != 0) {
+        MPI_Send(mine, 2, MPI_INT, 0, 77, MPI_COMM_WORLD);
+        return;
+    }
+    *nodes = mine[1] == 0;
+    *ppn = mine[0];
+    for (i = 1; i < g_size; i++) {
+        MPI_Recv(got, 2, MPI_INT, i, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        *nodes += got[1] == 0;
+        if (got[0] > *ppn)
+            *ppn = got[0];
+    }
 }
 
 int main(int argc, char **argv)
