@@ -56,6 +56,27 @@ def test_what_intel_mpi_would_misread_is_refused(text: str, why: str) -> None:
         impi_tuning.parse(text)
 
 
+
+def test_layers_per_ranks_a_node_round_trip_and_merge(tmp_path: Path) -> None:
+    """tune --layouts 2x2,1x4 --format impi: one ppn layer per layout, ascending, in one
+    file; a second run's layer merges beside the first; a job takes the first layer at or
+    above its ranks a node, else the largest (shown on the library: tests/test_impi.py)."""
+    from colltune.backends.impi.files import write_tuning
+
+    out = tmp_path / "t.json"
+    two, four = Rules([(1024, 1), (None, 3)]), Rules([(None, 8)])
+    for ppn, r in ((4, four), (2, two)):
+        write_tuning(out, {ppn: {"bcast": {4: r}}}, ["tuned here"], [], {})
+    doc = json.loads(out.read_text())
+    assert list(doc["coll=Bcast"]) == ["ppn=2", "ppn=4"]
+    layers = impi_tuning.parse_layers(out.read_text())
+    assert layers == {2: {"bcast": {4: two}}, 4: {"bcast": {4: four}}}
+    assert impi_tuning.render_layers(layers) == out.read_text()
+    assert impi_tuning.layer_for(layers, 1)["bcast"][4] == two
+    assert impi_tuning.layer_for(layers, 3)["bcast"][4] == four
+    assert impi_tuning.layer_for(layers, 16)["bcast"][4] == four
+    assert impi_tuning.parse(out.read_text())["bcast"][4] == four  # no layout: the largest
+
 def test_rules_from_range_starts_merges_neighbours() -> None:
     r = rules_from([(0, 1), (100, 1), (4000, 3), (70000, 1)])
     assert r.limits == [(3999, 1), (69999, 3), (None, 1)]

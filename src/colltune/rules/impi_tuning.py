@@ -5,7 +5,12 @@ Shape, as Intel MPI 2021.18 reads it (observed; docs/impi.md):
 "msg_size=-1": {"Bcast=3": {}}}}}}}`. Keys ascend; the first key at or above the value wins;
 -1 is the catch-all and comes last; the last rule also covers larger values. Without the
 comm_id level the library misreads the file. A collective the file names is wholly the
-file's: Intel MPI has no "library's choice" entry for a range."""
+file's: Intel MPI has no "library's choice" entry for a range.
+
+The ppn level (ranks a node) is -1 unless rules were measured per layout (tune --layouts):
+then one layer per measured ppn, read as the other levels are (tests/test_impi.py shows it
+on the library): a job of another ppn takes the first layer at or above its own, else the
+largest, as a job of an unmeasured size takes a comm size's rules."""
 
 from __future__ import annotations
 
@@ -56,6 +61,8 @@ class Rules:
 
 # collective (colltune's name) -> comm size key (None: -1) -> its rules
 Tuning = dict[str, dict[int | None, Rules]]
+# ranks a node (None: -1, any) -> the rules measured with that many
+Layers = dict[int | None, Tuning]
 # a rule's preset where the library's own table serves the range: only a table spliced
 # into Intel MPI's own (rules/impi_table.py) can say so; JSON and variables cannot
 LIBRARY = -1
@@ -91,17 +98,27 @@ def _order(k: int | None) -> tuple[int, int]:
 
 
 def render(t: Tuning) -> str:
-    refuse_library(t, "a JSON tuning file")
+    """A file of one layer, ppn=-1: its rules for every layout."""
+    return render_layers({None: t})
+
+
+def render_layers(layers: Layers) -> str:
+    for t in layers.values():
+        refuse_library(t, "a JSON tuning file")
     doc: dict[str, object] = {}
-    for coll in sorted(t):
+    for coll in sorted({c for t in layers.values() for c in t}):
         name = file_name(coll)
-        sizes: dict[str, object] = {}
-        for np in sorted(t[coll], key=_order):
-            rules = t[coll][np]
-            msgs: dict[str, object] = {f"msg_size={-1 if u is None else u}": {f"{name}={p}": {}}
+        per_ppn: dict[str, object] = {}
+        for ppn in sorted((k for k in layers if coll in layers[k]), key=_order):
+            sizes: dict[str, object] = {}
+            for np in sorted(layers[ppn][coll], key=_order):
+                rules = layers[ppn][coll][np]
+                msgs: dict[str, object] = {
+                    f"msg_size={-1 if u is None else u}": {f"{name}={p}": {}}
                     for u, p in rules.limits}
-            sizes[f"comm_size={-1 if np is None else np}"] = {"comm_id=-1": msgs}
-        doc[f"coll={name}"] = {"ppn=-1": sizes}
+                sizes[f"comm_size={-1 if np is None else np}"] = {"comm_id=-1": msgs}
+            per_ppn[f"ppn={-1 if ppn is None else ppn}"] = sizes
+        doc[f"coll={name}"] = per_ppn
     return json.dumps(doc, indent=1) + "\n"
 
 
@@ -124,14 +141,34 @@ def _level(obj: object, key: str, where: str) -> list[tuple[int | None, object]]
 
 
 def parse(text: str) -> Tuning:
-    """A tuning file as Intel MPI reads it; ImpiFormatError where it would misread it."""
+    """A tuning file as Intel MPI reads it for a job whose ranks a node colltune does not
+    know (its -1 layer, else its largest); ImpiFormatError where it would misread it."""
+    return layer_for(parse_layers(text), None)
+
+
+def layer_for(layers: Layers, ppn: int | None) -> Tuning:
+    """The rules a job of `ppn` ranks a node takes from each collective's layers (None:
+    the -1 layer, else the largest)."""
+    out: Tuning = {}
+    for coll in {c for t in layers.values() for c in t}:
+        have = [k for k in layers if coll in layers[k]]
+        above = sorted(k for k in have if k is not None and ppn is not None and k >= ppn)
+        key = above[0] if above else None if None in have else max(
+            k for k in have if k is not None)
+        out[coll] = layers[key][coll]
+    return out
+
+
+def parse_layers(text: str) -> Layers:
+    """Every layer of a tuning file, as Intel MPI reads it; ImpiFormatError where it would
+    misread it."""
     try:
         doc = parse_json(text)
     except ValueError as e:
         raise ImpiFormatError(f"not JSON: {e}") from None
     if not isinstance(doc, dict) or not doc:
         raise ImpiFormatError("an Intel MPI tuning file is an object of 'coll=Name' entries")
-    out: Tuning = {}
+    out: Layers = {}
     by_name = {n: n.lower() for n in NAMES}
     for ckey, tree in doc.items():
         m = re.fullmatch(r"coll=(\w+)", ckey)
@@ -139,25 +176,26 @@ def parse(text: str) -> Tuning:
             raise ImpiFormatError(f"'{ckey}' names no collective Intel MPI tunes")
         name, coll = m.group(1), by_name[m.group(1)]
         for ppn, per_ppn in _level(tree, "ppn", ckey):
-            if ppn is not None:
-                raise ImpiFormatError(f"{ckey}: ppn={ppn}: colltune reads ppn=-1 files only")
             for np, ids in _level(per_ppn, "comm_size", ckey):
-                (cid, msgs), *more = _level(ids, "comm_id", f"{ckey} comm_size={np}")
-                if cid is not None or more:
-                    raise ImpiFormatError(f"{ckey} comm_size={np}: one comm_id=-1 expected")
-                limits: list[tuple[int | None, int]] = []
-                for upper, leaf in _level(msgs, "msg_size", f"{ckey} comm_size={np}"):
-                    if not isinstance(leaf, dict) or len(leaf) != 1:
-                        raise ImpiFormatError(f"{ckey} comm_size={np} msg_size={upper}: one "
-                                          f"'{name}=ID' expected")
-                    (pkey, _), = leaf.items()
-                    pm = re.fullmatch(rf"{name}=(\d{{1,18}})", pkey)
-                    if not pm:
-                        raise ImpiFormatError(f"{ckey} msg_size={upper}: '{pkey}' is not "
-                                          f"'{name}=ID'")
-                    limits.append((upper, int(pm.group(1))))
-                out.setdefault(coll, {})[np] = Rules(limits)
+                out.setdefault(ppn, {}).setdefault(coll, {})[np] = _rules(
+                    ids, name, f"{ckey} comm_size={np}")
     return out
+
+
+def _rules(ids: object, name: str, where: str) -> Rules:
+    (cid, msgs), *more = _level(ids, "comm_id", where)
+    if cid is not None or more:
+        raise ImpiFormatError(f"{where}: one comm_id=-1 expected")
+    limits: list[tuple[int | None, int]] = []
+    for upper, leaf in _level(msgs, "msg_size", where):
+        if not isinstance(leaf, dict) or len(leaf) != 1:
+            raise ImpiFormatError(f"{where} msg_size={upper}: one '{name}=ID' expected")
+        (pkey, _), = leaf.items()
+        pm = re.fullmatch(rf"{name}=(\d{{1,18}})", pkey)
+        if not pm:
+            raise ImpiFormatError(f"{where} msg_size={upper}: '{pkey}' is not '{name}=ID'")
+        limits.append((upper, int(pm.group(1))))
+    return Rules(limits)
 
 
 def rules_for(t: Tuning, coll: str, np: int) -> Rules | None:

@@ -91,8 +91,12 @@ class ImpiFiles(FileFormats):
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")
-        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned",
-                       {"format": "impi", "collectives": sorted(t),
+        # ranks a node each layer was measured with (-1: any)
+        ppn = sorted(k or -1 for k in impi_tuning.parse_layers(text)) if text and \
+            text.lstrip().startswith("{") else [-1]
+        layered = f", rules for {', '.join(map(str, ppn))} ranks a node" if ppn != [-1] else ""
+        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned{layered}",
+                       {"format": "impi", "collectives": sorted(t), "ppn": ppn,
                         "profile": prof.settings}, [])
 
     def installable(self, req: ExportRequest) -> Installable:
@@ -105,6 +109,8 @@ class ImpiFiles(FileFormats):
         names = sorted(t)
         catalog = impi.catalog(mpi, names)
         placement = self.backend.place(np, hostfile, launch)
+        if text and text.lstrip().startswith("{"):  # the layer of the job's ranks a node
+            t = impi_tuning.layer_for(impi_tuning.parse_layers(text), placement.ppn)
         env = tuned_env(path, prof)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
@@ -178,8 +184,13 @@ class ImpiBackend(Backend[IntelMPI]):
         # no --format: the table where only it carries the wins (its proofs need gdb, which
         # --from-db does not otherwise ask for)
         auto = opts.out_format is None and (not opts.from_db or shutil.which("gdb") is not None)
-        return ImpiSession(self, mpi, catalog, placements, opts.out, fmt, auto,
-                           "bands" if opts.sweep == "bands" else "relaunch")
+        session = ImpiSession(self, mpi, catalog, placements, opts.out, fmt, auto,
+                              "bands" if opts.sweep == "bands" else "relaunch")
+        # the JSON file's ppn level holds each layout's rules apart (not where the table
+        # may be chosen instead: it holds one ppn per comm size)
+        session.says_layout = fmt == "impi" and not auto
+        session.layer = placements[0].ppn if opts.layout and session.says_layout else None
+        return session
 
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
@@ -201,6 +212,7 @@ class ImpiSession(Session[IntelMPI]):
         self.auto = auto  # no --format: the JSON file, or the table if only it carries the wins
         self.fill_within = STAND_IN_BOUND - 1  # fresh pairs go on until a stand-in is bounded
         self.probes: dict[tuple[str, int], Probes] = {}
+        self.layer: int | None = None  # ranks a node, where the rules are that layer (ppn=)
         self.standins: dict[tuple[str, int], StandIns] = {}
         self.notes: dict[str, None] = {}  # ordered, once each (decided runs per round)
         # --format impi-bin: the library's own table, the wins spliced in; where the default
@@ -394,5 +406,5 @@ class ImpiSession(Session[IntelMPI]):
             write_table(out, t, {p.np: p.ppn for p in self.placements}, self.splicer,
                         comments, notes, summary)
         else:
-            write_tuning(out, t, comments, notes, summary)
+            write_tuning(out, {self.layer: t}, comments, notes, summary)
         return None

@@ -19,7 +19,7 @@ from colltune.backends.impi.standin import Prints
 from colltune.errors import ColltuneError, FormatError, read_bytes, read_text
 from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning
-from colltune.rules.impi_tuning import ImpiFormatError, Tuning
+from colltune.rules.impi_tuning import ImpiFormatError, Layers, Tuning
 from colltune.rules.safe import check_env
 
 FORMATS = ("impi", "impi-env", "impi-bin")
@@ -105,17 +105,20 @@ def _header(kind: str, comments: list[str], use: str, notes: list[str]) -> list[
             *comments[1:], *(f"note: {n}" for n in notes)]
 
 
-def write_tuning(out: Path, t: Tuning, comments: list[str], notes: list[str],
+def write_tuning(out: Path, layers: Layers, comments: list[str], notes: list[str],
                  summary: dict[str, object]) -> None:
-    """The tuning file at `out` (merged into what it holds) and the profile beside it."""
-    old: Tuning = _merge_base(out, impi_tuning.parse) or {}
-    for c, per in t.items():
-        old.setdefault(c, {}).update(per)
+    """The tuning file at `out` (merged into what it holds, layer by layer: ranks a node,
+    None for any) and the profile beside it."""
+    old: Layers = _merge_base(out, impi_tuning.parse_layers) or {}
+    for ppn, t in layers.items():
+        for c, per in t.items():
+            old.setdefault(ppn, {}).setdefault(c, {}).update(per)
+    old = {k: v for k, v in old.items() if v}
     comments = _header("tuning written", comments,
                        f"source this file; the tuning file is {out.resolve()}", notes)
     settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
     if old:
-        write_file(out, impi_tuning.render(old), "--out")
+        write_file(out, impi_tuning.render_layers(old), "--out")
     else:  # an empty tuning file is no file Intel MPI documents: set nothing
         _nothing(out, comments, notes, summary)
     write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
