@@ -93,8 +93,6 @@ def check_options(opts: TuneOptions) -> None:
          "e.g. --confirm-max-rounds 8"),
         (0 <= opts.start_calls <= 10**9, "--start-calls must be between 0 and 1e9",
          "e.g. --start-calls 1000, or 0 to judge warm calls only"),
-        (opts.rules_version in (None, 1, 2, 3), f"unknown --rules-version {opts.rules_version}",
-         "use 1 (classic), 2 (rule-file-version-2) or 3 (JSON, Open MPI 6)"),
         (opts.budget is None or opts.budget > 0, "--budget must be more than 0",
          "e.g. --budget 60, or leave it out to let the search decide when to stop"),
         (opts.budget is None or opts.strategy in ("race", "bayes"),

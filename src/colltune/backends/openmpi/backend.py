@@ -209,6 +209,9 @@ def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
     """1 classic, 2 rule-file-version-2, 3 JSON: by default the newest this Open MPI reads
     (6 reads a classic file's communicator sizes differently: docs/openmpi.md)."""
     v2, js = supports_rules_v2(mpi.version_tuple), supports_rules_json(mpi.version_tuple)
+    if requested not in (None, 1, 2, 3):
+        raise ColltuneError(f"unknown --rules-version {requested}",
+                            "use 1 (classic), 2 (rule-file-version-2) or 3 (JSON, Open MPI 6)")
     if requested is None:
         return 3 if js else 2 if v2 else 1
     if requested == 2 and not v2:

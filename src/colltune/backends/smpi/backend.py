@@ -68,6 +68,10 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
             raise ColltuneError("--predict and --strategy model need models fitted on a real "
                                 "MPI", "use --strategy grid, race or bayes with --backend "
                                 "smpi; SMPI runs --np 512 directly")
+        if opts.rules_version not in (None, 1, 2):
+            raise ColltuneError(f"--rules-version {opts.rules_version}: the simulated rules "
+                                "are written in the classic format (1) or version 2",
+                                "use --rules-version 1 or 2")
         if opts.hostfile:
             raise ColltuneError("--hostfile does not apply to --backend smpi",
                                 "the hosts come from --platform; choose ranks per host with "
