@@ -5,8 +5,8 @@ its own file against the other layout's file and the library's default, in alter
 fresh launches of that layout. Prints the choices per layout and what running the other
 layout's file costs, as ratios measured in the same run.
 
-Run as root: python bench/layouts_bench.py [--collective reduce] [--sizes 8,1K,16K,64K,256K]
-[--rounds 8]"""
+Run as root: python bench/layouts_bench.py [--layouts 2x2,1x4] [--collective reduce]
+[--sizes 8,1K,16K,64K,256K] [--rounds 8]"""
 
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ from clirun import TUNE  # noqa: E402
 
 import testcluster  # noqa: E402
 
-LAYOUTS = {"2x2": (2, 2), "1x4": (1, 4)}
-
 
 def run(c: testcluster.Cluster, argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     r = c.on("node1", argv, env=env, cwd=cwd, timeout=3600)
@@ -33,18 +31,24 @@ def run(c: testcluster.Cluster, argv: list[str], cwd: Path, env: dict[str, str])
     return r.stderr
 
 
-def choices(summary: dict[str, object], coll: str) -> dict[str, str]:
-    """size -> what the layout's file runs there (and its verdict)."""
+def label(c: dict[str, object] | None) -> str:
+    if not c or not c["algorithm"]:
+        return "default"
+    return f"{c['name']}" + "".join(f" {k}={v}" for k, v in c["params"].items())  # type: ignore[union-attr]
+
+
+def choices(summary: dict[str, object], coll: str, np: int) -> dict[str, str]:
+    """size -> what the layout's file runs there and its verdict, and the sweep's fastest
+    with its lead over the default in the sweep."""
     out = {}
-    for row in summary["collectives"][coll]["4"]:  # type: ignore[index]
-        c = row["chosen"]
-        name = c["name"] if c["algorithm"] else "default"
-        out[str(row["size"])] = f"{name}{'' if not c['params'] else c['params']} " \
-                                f"({row['verdict']})"
+    for row in summary["collectives"][coll][str(np)]:  # type: ignore[index]
+        lead = row["default_median"] / row["best_median"] if row.get("best_median") else 1.0
+        out[str(row["size"])] = (f"{label(row['chosen'])} ({row['verdict']}); sweep: "
+                                 f"{label(row['best'])} {lead:.2f}x")
     return out
 
 
-def main(coll: str, sizes: str, rounds: int) -> None:
+def main(layouts: dict[str, tuple[int, int]], coll: str, sizes: str, rounds: int) -> None:
     c = testcluster.make(2)
     env = c.env(PYTHONPATH=str(REPO / "src"))
     work = c.home / "layouts"
@@ -52,20 +56,21 @@ def main(coll: str, sizes: str, rounds: int) -> None:
     where = ["--hostfile", c.hostfile(4), "--launcher-args",
              f"--mca plm_rsh_agent {c.agent} --bind-to none"]
     try:
-        run(c, [*TUNE, coll, "--layouts", ",".join(LAYOUTS), "--mpi", "/usr", *where,
+        run(c, [*TUNE, coll, "--layouts", ",".join(layouts), "--mpi", "/usr", *where,
                 "--sizes", sizes, "--db", "db.sqlite", "--out", "r.conf", "--summary-json",
                 "s.json", "--quiet"], work, env)
         summary = json.loads((work / "s.json").read_text())["layouts"]
-        picked = {name: choices(summary[name], coll) for name in LAYOUTS}
-        print("| size | 2x2 file runs | 1x4 file runs |\n|---|---|---|")
-        for size in picked["2x2"]:
-            print(f"| {size} | {picked['2x2'][size]} | {picked['1x4'].get(size, '-')} |")
-        for name, (nodes, ppn) in LAYOUTS.items():
-            other = next(n for n in LAYOUTS if n != name)
+        picked = {name: choices(summary[name], coll, n * p) for name, (n, p) in layouts.items()}
+        first, second = layouts
+        print(f"| size | {first} file runs | {second} file runs |\n|---|---|---|")
+        for size in picked[first]:
+            print(f"| {size} | {picked[first][size]} | {picked[second].get(size, '-')} |")
+        for name, (nodes, ppn) in layouts.items():
+            other = next(n for n in layouts if n != name)
             run(c, [*TUNE, "compare", "--lib", f"openmpi:/usr=r.{name}.conf", "--lib",
                     f"openmpi:/usr=r.{other}.conf", "--lib", "openmpi:/usr", "--collective",
-                    coll, "--sizes", sizes, "--np", "4", "--nodes", str(nodes), "--ppn",
-                    str(ppn), *where, "--rounds", str(rounds), "--json", f"c.{name}.json",
+                    coll, "--sizes", sizes, "--np", str(nodes * ppn), "--nodes", str(nodes),
+                    "--ppn", str(ppn), *where, "--rounds", str(rounds), "--json", f"c.{name}.json",
                     "--quiet"], work, env)
             doc = json.loads((work / f"c.{name}.json").read_text())
             print(f"\nin layout {name} ({rounds} rounds): time against its own file "
@@ -87,8 +92,11 @@ if __name__ == "__main__":
     if os.geteuid() != 0:
         raise SystemExit("run as root: the test cluster needs network namespaces")
     ap = argparse.ArgumentParser()
+    ap.add_argument("--layouts", default="2x2,1x4", help="two layouts, NODESxPPN")
     ap.add_argument("--collective", default="reduce")
     ap.add_argument("--sizes", default="8,1K,16K,64K,256K")
     ap.add_argument("--rounds", type=int, default=8)
     a = ap.parse_args()
-    main(a.collective, a.sizes, a.rounds)
+    pairs = [w.split("x") for w in a.layouts.split(",")]
+    main({w: (int(n), int(p)) for w, (n, p) in zip(a.layouts.split(","), pairs, strict=True)},
+         a.collective, a.sizes, a.rounds)

@@ -80,6 +80,27 @@ def test_intel_mpi_takes_the_ppn_layer_of_the_jobs_ranks_a_node(impi: IntelMPI,
         assert got == want, (np, describe(got, "bcast"), describe(want, "bcast"))
 
 
+@pytest.mark.parametrize("fmt,layered", [("impi", True), (None, False)])
+def test_a_layouts_run_writes_its_ppn_layer(impi: IntelMPI, fmt: str | None, layered: bool,
+                                            tmp_path: Path) -> None:
+    """The session of one layout of `tune --layouts` (1 x 2): with --format impi the JSON
+    file's ppn=2 layer holds its rules; with no --format (the table may be chosen instead,
+    which holds one ppn per comm size) the file says no layout, so --layouts gives each
+    layout a file of its own."""
+    from colltune.backends import registry
+    from colltune.options import TuneOptions
+
+    out = tmp_path / "t.json"
+    opts = TuneOptions(["bcast"], [2], out=out, mpi=str(impi.prefix), backend="impi",
+                       out_format=fmt, layout="1x2", launch=Launch(None, 1, 2))
+    sess = registry.named("impi").open(opts, ["bcast"], lambda _: None)
+    assert sess.says_layout == layered
+    if layered:
+        sess.write({"bcast": {2: [Decision(65536, 65536, Config(1), Config(1), 1.0, 2.0,
+                                           None, True)]}}, {}, {})
+        assert list(impi_tuning.parse_layers(out.read_text())) == [2]
+
+
 def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
     """BCAST=7 (Shumilin's) at 2 ranks runs what preset 1 (binomial) runs, by the library's
     own functions; at 4 ranks it runs its own."""

@@ -149,5 +149,25 @@ def test_a_launch_placed_otherwise_than_its_layout_is_refused() -> None:
         check_placed(exact, {"event": "start", "nodes": 2, "ppn": 2})
     bounded = Placement(4, False, None, 1, 16, launch=Launch("mpirun", None, 16))
     check_placed(bounded, {"event": "start", "nodes": 1, "ppn": 4})
-    unasked = Placement(4, False, "hosts", 1, 4)  # no --nodes, --ppn: the launcher's own
-    check_placed(unasked, {"event": "start", "nodes": 2, "ppn": 2})
+    filled = Placement(4, False, "hosts", 1, 4)  # a hostfile's slots, filled host by host
+    with pytest.raises(ColltuneError, match="placed them as 2 node"):
+        check_placed(filled, {"event": "start", "nodes": 2, "ppn": 2})
+    unasked = Placement(4, False, None, 2, 2)  # an allocation's: the launcher's own
+    check_placed(unasked, {"event": "start", "nodes": 1, "ppn": 4})
+
+
+def test_a_hostfile_is_filled_host_by_host(tmp_path) -> None:  # noqa: ANN001
+    """Without --ppn, a hostfile's layout is its slots filled in order, as mpirun and Hydra
+    fill them: recorded with every measurement and checked against where the ranks ran."""
+    from colltune.slots import hostfile_fill, hostfile_slots
+
+    ompi = tmp_path / "hosts"
+    ompi.write_text("# two nodes\nn1 slots=2\nn2 slots=2 # the second\n")
+    hydra = tmp_path / "hydra"
+    hydra.write_text("n1:4\nn2:4\n")
+    lines = tmp_path / "lines"
+    lines.write_text("n1\nn1\nn2\nn2\n")
+    assert [hostfile_fill(str(f), 4) for f in (ompi, hydra, lines)] == [(2, 2), (1, 4), (2, 2)]
+    assert hostfile_fill(str(hydra), 6) == (2, 4) and hostfile_slots(str(hydra)) == 8
+    p = place(4, str(ompi), env={})
+    assert (p.nodes, p.ppn) == (2, 2)

@@ -382,6 +382,31 @@ def test_mpich_takes_the_layer_of_the_jobs_ranks_per_node(netns: str, tmp_path: 
 
 
 @pytest.mark.mpi
+@pytest.mark.parametrize("which,layered", [("mpich50", True), ("mpich40", False)])
+def test_a_layouts_run_writes_its_layer(which: str, layered: bool, tmp_path: Path) -> None:
+    """The session of one layout of `tune --layouts` (1 x 2 here): MPICH 5's file takes its
+    ranges as the 2-a-node layer; 4.0's file says no layout (--layouts then gives it a file
+    of its own beside --out)."""
+    from colltune.backends import registry
+    from colltune.launchers import Launch
+    from colltune.options import TuneOptions
+
+    mpi = get_mpich(which)
+    out = tmp_path / "t.json"
+    opts = TuneOptions(["reduce"], [2], out=out, mpi=str(mpi.prefix), backend="mpich",
+                       layout="1x2", launch=Launch(None, 1, 2))
+    sess = registry.named("mpich").open(opts, ["reduce"], lambda _: None)
+    assert sess.says_layout == layered
+    ids = {n: i for i, n in sess.catalog.algorithms["reduce"].items()}
+    binomial = Config(ids["binomial"])
+    sess.write({"reduce": {2: [Decision(65536, 65536, binomial, binomial, 1.0, 2.0, None,
+                                        True)]}}, {}, {})
+    got = mpich_csel.parse(out.read_text())["reduce"][2]
+    want = Ranges([(None, "MPIR_Reduce_intra_binomial")])
+    assert got == (Ranges([(None, None)], per_ppn={2: want}) if layered else want)
+
+
+@pytest.mark.mpi
 def test_mpich_4_0_aborts_on_a_layer_so_none_is_written_for_it(tmp_path: Path) -> None:
     """Why colltune writes comm_avg_ppn for MPICH 5 only: Debian's 4.0.2 aborts in MPI_Init
     on such a file (csel.c: "Assertion failed"); tune --layouts writes it a file per layout."""

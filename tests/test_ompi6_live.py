@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ from colltune.rules import ompi_json
 from colltune.rules.ompi_classic import COLLTYPE
 from colltune.slots import Placement
 from helpers import tune_cli
-from testcluster import Cluster
+from testcluster import REPO, Cluster
 
 PREFIX = Path(os.environ.get("COLLTUNE_OMPI6_PREFIX", "/tmp/ompi6/install"))
 pytestmark = [pytest.mark.mpi, pytest.mark.skipif(
@@ -209,3 +210,25 @@ def test_open_mpi_6_runs_each_layouts_rules_across_nodes(ompi6: OpenMPI,
         # and colltune reads the file as the library did
         said = ompi_json.lookup(ompi_json.parse(f.read_text()), "reduce", 4, SIZE, nodes, ppn)
         assert said is not None and said[3].alg == ids[alg], tag
+
+
+def test_tune_layouts_writes_one_json_with_a_layer_each(ompi6: OpenMPI, cluster: Cluster
+                                                         ) -> None:
+    """`tune --layouts 2x2,1x4` against Open MPI 6 on the test cluster: one JSON file (no
+    file per layout), a single-node layer and an `any` layer (with the library's own choice
+    for one-per-node ahead of it), and the layouts each was measured in."""
+    work = cluster.home / "layouts6"
+    work.mkdir()
+    r = cluster.on("node1", [sys.executable, "-m", "colltune.cli", "reduce", "--layouts",
+                             "2x2,1x4", "--hostfile", cluster.hostfile(4), "--launcher-args",
+                             f"--mca plm_rsh_agent {cluster.agent} --bind-to none", "--mpi",
+                             str(PREFIX), "--sizes", "64K", "--db", "db.sqlite", "--out",
+                             "r.json", "--confirm-rounds", "0", "--quiet"],
+                   env=cluster.env(PYTHONPATH=str(REPO / "src")), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in work.glob("r*.json")) == ["r.json"]
+    doc = json.loads((work / "r.json").read_text())
+    assert doc["colltune"]["measured_in"] == {"single-node": ["1x4"], "any": ["2x2"]}
+    dists = [c.get("comm_rank_distribution", "any") for c in doc["collectives"]["reduce"]]
+    assert dists[0] == "single-node" and dists[-1] == "any" and "one-per-node" in dists
+    assert dists == sorted(dists, key=ompi_json.LAYER_ORDER.index)

@@ -75,27 +75,43 @@ def layout_name(p: Placement) -> str:
 def hostfile_hosts(path: str) -> int:
     """How many distinct hosts a hostfile names (its first word on each line)."""
     try:
-        text = Path(path).read_text()
-    except OSError:
+        return max(1, len(hostfile_hosts_slots(path)))
+    except ColltuneError:
         return 1  # hostfile_slots says why
-    return max(1, len({ln.split("#", 1)[0].split()[0] for ln in text.splitlines()
-                       if ln.split("#", 1)[0].strip()}))
 
 
-def hostfile_slots(path: str) -> int:
-    total = 0
+def hostfile_hosts_slots(path: str) -> list[tuple[str, int]]:
+    """Each host of a hostfile, in order, with its slots: Open MPI's `host slots=N`,
+    Hydra's `host:N`, else 1 a line (a host on several lines adds them up)."""
     try:
         text = Path(path).read_text()
     except OSError as e:
         raise ColltuneError(f"cannot read hostfile {path}: {e.strerror}",
                             "pass a readable hostfile with --hostfile") from None
+    hosts: dict[str, int] = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.search(r"slots\s*=\s*(\d+)", line)
-        total += int(m.group(1)) if m else 1
-    return total
+        m = re.search(r"slots\s*=\s*(\d{1,9})", line) or re.match(r"[^\s:]+:(\d{1,9})\b", line)
+        host = line.split()[0].split(":")[0]
+        hosts[host] = hosts.get(host, 0) + (int(m.group(1)) if m else 1)
+    return list(hosts.items())
+
+
+def hostfile_slots(path: str) -> int:
+    return sum(n for _, n in hostfile_hosts_slots(path))
+
+
+def hostfile_fill(path: str, np: int) -> tuple[int, int]:
+    """(nodes, most ranks on one) of `np` ranks filling the hostfile's slots host by host,
+    as mpirun and Hydra place them when told nothing else."""
+    left, nodes, ppn = np, 0, 0
+    for _, slots in hostfile_hosts_slots(path):
+        take = min(slots, left)
+        if take:
+            nodes, ppn, left = nodes + 1, max(ppn, take), left - take
+    return max(nodes, 1), max(ppn, 1)
 
 
 # ranks per core above which a launch on this machine is refused: 4 ranks on 2 cores
@@ -161,7 +177,7 @@ def _place(np: int, hostfile: str | None, env: Mapping[str, str],
         if np > slots:
             raise ColltuneError(f"--np {np} is more than the {slots} slots in {hostfile}",
                                 "add hosts or slots to the hostfile, or lower --np")
-        return Placement(np, False, hostfile, 1, np, launch=want)
+        return Placement(np, False, hostfile, *hostfile_fill(hostfile, np), launch=want)
     n = cores()
     if np > n:
         return Placement(np, True, None, 1, np,

@@ -44,13 +44,13 @@ class Reporter:
 
 def check_placed(p: Placement, start: dict) -> None:
     """Refuse a launch that placed its ranks otherwise than the exact layout asked for
-    (--nodes x --ppn = --np, --layouts), before it measures: every measurement is recorded
-    with that layout.
+    (--nodes x --ppn = --np, --layouts, or a hostfile's slots filled host by host), before
+    it measures: every measurement is recorded with that layout.
     `start`: the kernel's start event, with the nodes and most ranks a node it found."""
     asked = (p.nodes, p.ppn)
     got = (int(start.get("nodes") or 0), int(start.get("ppn") or 0))
     exact = p.nodes * p.ppn == p.np  # else the launcher may fill fewer nodes, as asked
-    if (p.launch.nodes or p.launch.ppn) and exact and got[0] and got != asked:
+    if (p.launch.nodes or p.launch.ppn or p.hostfile) and exact and got[0] and got != asked:
         raise ColltuneError(
             f"asked for {p.np} ranks as {asked[0]} node(s) x {asked[1]}, the launcher placed "
             f"them as {got[0]} node(s) x {got[1]} (ranks sharing memory counted as a node)",
