@@ -114,3 +114,19 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path) -> None:  # type: igno
         write_atomic(p, 123)  # type: ignore[arg-type]
     assert p.read_text() == GOOD
     assert [x.name for x in tmp_path.iterdir()] == ["r.conf"]
+
+
+def test_verify_warns_of_a_classic_file_tuned_in_another_layout() -> None:
+    """A classic file cannot say its layout but its comments do: verified in another
+    layout than it was tuned in (a file of tune --layouts run in the other), verify says
+    so before it launches anything."""
+    from colltune.backends.openmpi.backend import other_layouts
+    from colltune.backends.openmpi.tuned_rules import tuned_for
+    from colltune.slots import Placement
+
+    text = "1\n7\n1\n# " + tuned_for("bcast", 4, 1, 4) + "\n4\n1\n0 0 0 0\n"
+    same, other = Placement(4, False, None, 1, 4), Placement(4, False, "h", 2, 2)
+    assert other_layouts(text, same) == []
+    (said,) = other_layouts(text, other)
+    assert "bcast at 4 ranks was tuned on 1 node(s) x 4; this job runs 2 node(s) x 2" in said
+    assert other_layouts(text, Placement(8, False, "h", 2, 4)) == []  # another section size

@@ -6,7 +6,7 @@ read one."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,7 @@ class VerifyTarget:
     # unproven, why): the library's proof that it runs what the file says
     applied: Callable[[Collective, int, list[int]], tuple[str, str]]
     whole: bool = False  # sizes the file leaves to the library may run otherwise: test all
+    notes: list[str] = field(default_factory=list)  # said before anything is launched
 
 
 @dataclass(frozen=True)

@@ -290,6 +290,8 @@ def open_gate(req: VerifyRequest, note: Callable[[str], None]) -> Gate:
     family = registry.for_file(req.rules_path)
     target = family.with_files().verify_target(req.rules_path, req.np, req.mpi_prefix,
                                                req.hostfile, req.launch)
+    for n in target.notes:
+        note(n)
     arms = {"default": target.arms["default"],
             "tuned": target.arms["default" if req.aa else "tuned"]}
     reps = req.reps or Repetitions(min_reps=15, point_time=0.15, timing="both",

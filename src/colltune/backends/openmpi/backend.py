@@ -29,6 +29,7 @@ from colltune.backends.openmpi.install import (
 from colltune.backends.openmpi.rules_files import TunedRulesFiles
 from colltune.backends.openmpi.runtime import OpenMPIRuntime
 from colltune.backends.openmpi.tuned_rules import (
+    TUNED_FOR,
     TunedRulesBackend,
     TunedSession,
     valid_algorithms,
@@ -76,11 +77,13 @@ class OpenMPIFiles(TunedRulesFiles):
                                 ) from None
         names = [rules.NAME_BY_ID[cid] for cid in sorted(rf.collectives)
                  if cid in rules.NAME_BY_ID]
+        placement = self.backend.place(np, hostfile, launch)
         return VerifyTarget(
-            mpi, catalog, names, self.rules_arms(path), self.backend.place(np, hostfile, launch),
+            mpi, catalog, names, self.rules_arms(path), placement,
             lambda coll, n, size: rule_at(rf, coll, n, size),
             lambda coll, n, sizes: applied_check(
-                mpi, catalog, coll, n, sizes, lambda c, m, s: rule_at(rf, c, m, s), path))
+                mpi, catalog, coll, n, sizes, lambda c, m, s: rule_at(rf, c, m, s), path),
+            notes=other_layouts(read_text(path), placement))
 
     def _verify_json(self, path: Path, np: int, mpi: OpenMPI, catalog: Catalog,
                      hostfile: str | None, launch: Launch | None) -> VerifyTarget:
@@ -203,6 +206,15 @@ class OpenMPISession(TunedSession[OpenMPI]):
                 self.sweep = "relaunch"
             elif verified is None:
                 note("note: pml monitoring unavailable; trusting MPI_T read-back")
+
+
+def other_layouts(text: str, p: Placement) -> list[str]:
+    """What a classic file's comments say it was tuned in, where that is another layout
+    than the job verified (the format cannot say it, so Open MPI applies it anyway)."""
+    return [f"warning: the section for {coll} at {np} ranks was tuned on {nodes} node(s) "
+            f"x {ppn}; this job runs {p.nodes} node(s) x {p.ppn}: the verdict is for rules "
+            "measured in another layout" for coll, np, nodes, ppn in TUNED_FOR.findall(
+                text[:1 << 20]) if int(np) == p.np and (int(nodes), int(ppn)) != (p.nodes, p.ppn)]
 
 
 def choose_rules_version(mpi: OpenMPI, requested: int | None) -> int:
