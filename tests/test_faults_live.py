@@ -50,6 +50,8 @@ def _planned(mpi: OpenMPI, np: int, sizes: str) -> set[tuple[str, int]]:
 
 def _rows(db: Path, where: str = "") -> list[tuple]:
     with sqlite3.connect(db) as c:
+        if not c.execute("SELECT 1 FROM sqlite_master WHERE name='measurements'").fetchone():
+            return []  # killed after the file was made, before its tables: nothing stored
         return c.execute("SELECT config_key, size, status, samples, created FROM measurements "
                          + where + " ORDER BY config_key, size").fetchall()
 
