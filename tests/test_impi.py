@@ -63,14 +63,14 @@ def test_a_files_largest_comm_size_key_serves_larger_jobs_too(impi: IntelMPI,
 def test_intel_mpi_takes_the_ppn_layer_of_the_jobs_ranks_a_node(impi: IntelMPI,
                                                                 tmp_path: Path) -> None:
     """A file with a layer per ranks a node (tune --layouts): 2 ranks on this one node (2
-    a node) run the ppn=2 layer's preset, 4 ranks (4 a node) the ppn=4 layer's, and 8 (8 a
-    node, measured in no layer) the largest: the first ppn key at or above the job's, else
-    the largest, as for comm sizes, and as colltune reads it (the library's functions)."""
+    a node) run the ppn=2 layer's preset, 4 ranks (4 a node) the ppn=4 layer's: the first
+    ppn key at or above the job's, as for comm sizes (whose largest key also serves larger
+    jobs: the test above), and as colltune reads it (the library's own functions)."""
     f = tmp_path / "layers.json"
     f.write_text(impi_tuning.render_layers({2: {"bcast": {4: impi_tuning.Rules([(None, 1)])}},
                                             4: {"bcast": {4: impi_tuning.Rules([(None, 3)])}}}))
     layers = impi_tuning.parse_layers(f.read_text())
-    for np, preset, other in ((2, 1, 3), (4, 3, 1), (8, 3, 1)):
+    for np, preset, other in ((2, 1, 3), (4, 3, 1)):
         said = impi_tuning.rules_for(impi_tuning.layer_for(layers, np), "bcast", np)
         assert said is not None and said.preset_at(65536) == preset, np
         probes = Probes(impi, at(np), "bcast")
