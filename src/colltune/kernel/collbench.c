@@ -85,32 +85,49 @@
 const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
 const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
-/* Where the launcher really put the ranks, for rank 0: nodes (ranks sharing memory count
- * as one) and the most ranks on one of them. The tuner records a layout with every
- * measurement, so it checks the layout it asked for is the one that ran. Point to point,
- * not a collective: an algorithm forced at launch (MPICH's CVARs) applies to the
- * collectives the kernel would call here too, and may not suit them. */
+/* Where the launcher really put the ranks, for rank 0: nodes (ranks with one processor
+ * name) and the most ranks on one of them. The tuner records a layout with every
+ * measurement, so it checks the layout it asked for is the one that ran. Names sent point
+ * to point: a collective here (or a communicator split, whose context-id agreement sends
+ * small messages between varying pairs) would add collective traffic to what the traffic
+ * proofs compare, and an algorithm forced at launch (MPICH's CVARs) would apply to it. */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
 static void placed(int *nodes, int *ppn)
 {
-    MPI_Comm node;
-    int mine[2] = {0, 0}, got[2], i;
+    char *names;
+    int len = 0, i, run = 1;
 
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &mine[0]);
-    MPI_Comm_rank(node, &mine[1]);
-    MPI_Comm_free(&node);
+    names = calloc((size_t)g_size, MPI_MAX_PROCESSOR_NAME);
+    if (!names)
+        die("out of memory");
+    MPI_Get_processor_name(names + (size_t)g_rank * MPI_MAX_PROCESSOR_NAME, &len);
     if (g_rank != 0) {
-        MPI_Send(mine, 2, MPI_INT, 0, 77, MPI_COMM_WORLD);
+        MPI_Send(names + (size_t)g_rank * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME,
+                 MPI_CHAR, 0, 77, MPI_COMM_WORLD);
+        free(names);
         return;
     }
-    *nodes = mine[1] == 0;
-    *ppn = mine[0];
+    for (i = 1; i < g_size; i++)
+        MPI_Recv(names + (size_t)i * MPI_MAX_PROCESSOR_NAME, MPI_MAX_PROCESSOR_NAME,
+                 MPI_CHAR, i, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    qsort(names, (size_t)g_size, MPI_MAX_PROCESSOR_NAME, by_name);
+    *nodes = 1;
+    *ppn = 1;
     for (i = 1; i < g_size; i++) {
-        MPI_Recv(got, 2, MPI_INT, i, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        *nodes += got[1] == 0;
-        if (got[0] > *ppn)
-            *ppn = got[0];
+        if (strcmp(names + (size_t)i * MPI_MAX_PROCESSOR_NAME,
+                   names + (size_t)(i - 1) * MPI_MAX_PROCESSOR_NAME) == 0) {
+            if (++run > *ppn)
+                *ppn = run;
+        } else {
+            ++*nodes;
+            run = 1;
+        }
     }
+    free(names);
 }
 
 int main(int argc, char **argv)
