@@ -335,7 +335,7 @@ def test_tune_layouts_in_one_allocation(cluster: Cluster) -> None:
     of its own. Open MPI 4.1's classic file cannot hold two layouts' rules apart, so each
     gets a file beside --out that says its layout (and `tune check` reads it back). The
     store holds each layout's measurements, and each launch ran in its layout as the
-    library itself saw it (the kernel's MPI_Comm_split_type, checked before measuring)."""
+    library itself names it (each rank's processor name, checked before measuring)."""
     work = _work(cluster, "layouts")
     args = ["--hostfile", cluster.hostfile(4), "--launcher-args",
             f"--mca plm_rsh_agent {cluster.agent} --bind-to none", "--mpi", "/usr",

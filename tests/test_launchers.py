@@ -133,7 +133,7 @@ def test_open_mpi_5_launches_exclude_han_and_4_1_does_not() -> None:
 
 
 def test_a_launch_placed_otherwise_than_its_layout_is_refused() -> None:
-    """The kernel's start event says where the ranks are (MPI_Comm_split_type): an exact
+    """The kernel's start event says where the ranks are (their processor names): an exact
     layout asked for (--layouts, --nodes x --ppn = --np) must be the one that runs, as
     every measurement is recorded with it; a layout only bounded (--ppn 16 at 4 ranks)
     may be filled less."""
