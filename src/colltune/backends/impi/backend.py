@@ -92,8 +92,7 @@ class ImpiFiles(FileFormats):
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")
         # ranks a node each layer was measured with (-1: any)
-        ppn = sorted(k or -1 for k in impi_tuning.parse_layers(text)) if text and \
-            text.lstrip().startswith("{") else [-1]
+        ppn = sorted(k or -1 for k in impi_tuning.parse_layers(text)) if text else [-1]
         layered = f", rules for {', '.join(map(str, ppn))} ranks a node" if ppn != [-1] else ""
         return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned{layered}",
                        {"format": "impi", "collectives": sorted(t), "ppn": ppn,
@@ -109,7 +108,7 @@ class ImpiFiles(FileFormats):
         names = sorted(t)
         catalog = impi.catalog(mpi, names)
         placement = self.backend.place(np, hostfile, launch)
-        if text and text.lstrip().startswith("{"):  # the layer of the job's ranks a node
+        if text:  # JSON (read_files parsed it): the layer of the job's ranks a node
             t = impi_tuning.layer_for(impi_tuning.parse_layers(text), placement.ppn)
         env = tuned_env(path, prof)
 

@@ -104,10 +104,10 @@ class TunedSession(Session[T]):
         self.sweep = opts.sweep
         # the existing --out, one layer of sections per rank distribution (a classic file:
         # one, "any": Open MPI applies it whatever the layout)
-        self.layers = load_merge_base(opts.out, catalog) if opts.out else {}
-        # distribution -> the layouts (nodes x ranks a node) its layer was measured in
-        self.measured = ompi_json.measured_in(read_text(opts.out)) if self.layers and \
-            opts.out else {}
+        # and, from its `colltune` object, the layouts (nodes x ranks a node) each layer
+        # was measured in
+        self.layers, self.measured = load_merge_base(opts.out, catalog) if opts.out else \
+            ({}, {})
         self.base = None if version == 3 else self._classic_base()
         self.says_layout = version == 3  # Open MPI 6's comm_rank_distribution
 
@@ -153,15 +153,16 @@ class TunedSession(Session[T]):
             (rf,) = layers.values()
             return rules.render(rf)
         built = next((rf for rf in layers.values() if rf.comments), rules.RulesFile())
+        measured = {d: list(names) for d, names in self.measured.items()}
         for p in self.placements:  # each layer's layouts: those of the file, and these
-            self.measured.setdefault(distribution(p), [])
-            if layout_name(p) not in self.measured[distribution(p)]:
-                self.measured[distribution(p)].append(layout_name(p))
+            names = measured.setdefault(distribution(p), [])
+            if layout_name(p) not in names:
+                names.append(layout_name(p))
         return ompi_json.render_layers(layers, {
             "written_by": built.comments[0] if built.comments else "colltune",
             "tuned": built.comments[1:2],
-            "measured_in": {d: self.measured[d] for d in ompi_json.LAYER_ORDER
-                            if d in self.measured and d in layers}})
+            "measured_in": {d: measured[d] for d in ompi_json.LAYER_ORDER
+                            if d in measured and d in layers}})
 
     def comments(self) -> list[str]:
         return []
@@ -214,16 +215,19 @@ def valid_algorithms(catalog: Catalog) -> Callable[[int], set[int]]:
     return valid
 
 
-def load_merge_base(path: Path, catalog: Catalog) -> dict[str, rules.RulesFile]:
+def load_merge_base(path: Path, catalog: Catalog
+                    ) -> tuple[dict[str, rules.RulesFile], dict[str, list[str]]]:
     """The existing rules file to merge into, one layer per rank distribution (a classic
-    file: one, "any"); a malformed one stops the run untouched."""
+    file: one, "any"), and what it says of the layouts each layer was measured in; a
+    malformed one stops the run untouched."""
     if not path.exists():
-        return {}
+        return {}, {}
     try:
         text = read_text(path)
         if ompi_json.claims(text):  # Open MPI 6's JSON, as colltune writes it
-            return ompi_json.layers(ompi_json.parse(text, str(path)))
-        return {"any": rules.read(path, valid_algs=valid_algorithms(catalog))}
+            return ompi_json.layers(ompi_json.parse(text, str(path))), \
+                ompi_json.measured_in(text)
+        return {"any": rules.read(path, valid_algs=valid_algorithms(catalog))}, {}
     except (rules.RulesError, ompi_json.JsonRulesError) as e:
         raise ColltuneError(f"will not merge into {e}",
                             "fix or move that file, or choose another --out; it was not "
