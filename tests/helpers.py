@@ -223,6 +223,7 @@ proc setenv {k v} { puts "[hex $k] [hex $v]" }
 proc module-whatis {args} {}
 proc conflict {args} {}
 proc prereq {args} {}
+proc module-info {what args} { if {$what eq "mode" && $args eq {}} { return load }; return 0 }
 source [lindex $argv 0]
 """
 _LUA_STUB = """
@@ -234,17 +235,20 @@ function whatis(s) end
 function help(s) end
 function family(s) end
 function prereq(s) end
+function mode() return "load" end
 dofile(arg[1])
 """
 
 
-def module_env(path: Path, cwd: Path | None = None) -> dict[str, str]:
-    """The variables a Tcl module (or, for *.lua, a Lua module) sets, by running it."""
+def module_env(path: Path, cwd: Path | None = None, env: dict[str, str] | None = None
+               ) -> dict[str, str]:
+    """The variables a Tcl module (or, for *.lua, a Lua module) sets, by running it (being
+    loaded; `env`: the environment it is loaded in)."""
     lua = path.suffix == ".lua"
     cmd = (["lua", "-e", _LUA_STUB.replace("arg[1]", repr(str(path)))] if lua
            else ["tclsh", "/dev/stdin", str(path)])
     res = subprocess.run(cmd, input=None if lua else _TCL_STUB, capture_output=True,
-                         text=True, timeout=30, cwd=cwd, check=False)
+                         text=True, timeout=30, cwd=cwd, check=False, env=env)
     if res.returncode != 0:
         raise AssertionError(f"{cmd[0]} cannot load {path}: {res.stderr}")
     out = {}

@@ -358,3 +358,61 @@ def test_tune_layouts_in_one_allocation(cluster: Cluster) -> None:
     rows = set(con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements"))
     con.close()
     assert rows == {(4, 2, 2), (4, 4, 1)}, rows
+
+
+LMOD = "/usr/share/lmod/lmod/init/bash"
+
+
+def test_exported_module_gives_each_slurm_job_its_layouts_file(cluster: Cluster) -> None:
+    """`tune export --layouts 2x2,1x4` of the files `tune --layouts` writes for Open MPI
+    4.1 (whose rules cannot say a layout): a Slurm job that loads the module (Lmod, in the
+    job) runs its own layout's rules. In `salloc -N 2` with 2 tasks a node the library's
+    traffic is the 2x2 file's linear reduce (every rank sends to the root), in `salloc -N 1`
+    with 4 tasks the 1x4 file's pipeline (each rank to the one below); a layout not
+    exported leaves the library's own choice."""
+    if not Path(LMOD).exists():
+        missing("needs Debian's lmod")
+    from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+    from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
+    from colltune.launchers import Launch
+    from colltune.slots import Placement
+
+    work = _work(cluster, "exportlayouts")
+    size = 65536
+    for name, nodes, ppn, alg in (("2x2", 2, 2, 1), ("1x4", 1, 4, 3)):
+        (work / f"r.{name}.conf").write_text(
+            f"# tuned for reduce at 4 ranks on {nodes} node(s) x {ppn}\n"
+            f"1\n11\n1\n4\n1\n0 {alg} 0 0\n")
+    site = work / "site"
+    r = cluster.on("node1", _tune("export", "--from", "r.conf", "--site", str(site),
+                                  "--layouts", "2x2,1x4"), env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    mpi = find_openmpi("/usr")
+    exe = build_kernel(mpi)
+    plan = KernelPlan("reduce", [KernelConfig(0)], [(0, size)],
+                      Repetitions(warmup=0, min_reps=4, max_reps=4), dup_always=False)
+    in_job = (f"source {LMOD} && module use {site}/modulefiles && module load colltune/tuned"
+              " && echo \"module chose $COLLTUNE_TUNED_LAYOUT "
+              "${OMPI_MCA_coll_tuned_dynamic_rules_filename:-nothing}\" >&2 && exec \"$@\"")
+    want = {"2x2": {(r, 0) for r in (1, 2, 3)}, "1x4": {(r, r - 1) for r in (1, 2, 3)}}
+    for name, alloc in (("2x2", ["-N", "2", "--ntasks-per-node", "2"]),
+                        ("1x4", ["-N", "1", "-n", "4", "--overcommit"])):
+        nodes, ppn = (int(x) for x in name.split("x"))
+        mon = work / f"mon-{name}"
+        mon.mkdir()
+        placement = Placement(4, False, None, nodes, ppn, launch=Launch("srun", nodes, ppn))
+        cmd = launch_command(mpi, placement, monitoring_mca(mon), node=False)
+        out = run_kernel([*cluster.enter("node1", cwd=work), "salloc", *alloc, "bash", "-c",
+                          in_job, "job", *cmd], exe, plan, launch_env(_env(cluster)),
+                         point_timeout=120)
+        assert out.status == "ok", (out.message, out.stderr[-2000:])
+        assert f"module chose {name} {site}/layouts/{name}/colltune-rules.conf" in out.stderr
+        got = internal_traffic(read_monitoring(mon, 4), min_bytes=size)
+        print(name, sorted(got))
+        assert set(got) == want[name], (name, got)
+    other = cluster.on("node1", ["salloc", "-N", "2", "--ntasks-per-node", "1", "bash", "-c",
+                                 in_job, "job", "true"], env=_env(cluster), cwd=work)
+    assert other.returncode == 0, other.stderr[-2000:]
+    assert "module chose none nothing" in other.stderr

@@ -386,3 +386,98 @@ def test_every_user_merge_keeps_its_backup(tmp_path: Path) -> None:
                                          "mca-params.conf.colltune-backup.2",
                                          "mca-params.conf.colltune-backup.3"]
     assert backups[0].read_text() == mine
+
+
+def _layout_files(where: Path) -> None:
+    """What `tune --layouts 2x2,1x4 --out rules.conf` writes for Open MPI 4.1: a file per
+    layout, saying its layout (linear reduce in one, pipeline in the other)."""
+    for name, nodes, ppn, alg in (("2x2", 2, 2, 1), ("1x4", 1, 4, 3)):
+        (where / f"rules.{name}.conf").write_text(
+            f"# tuned for reduce at 4 ranks on {nodes} node(s) x {ppn} (any)\n"
+            f"1\n11\n1\n4\n1\n0 {alg} 0 0\n")
+
+
+# the job's layout as Slurm says it, and what a user may set instead (one hostile value)
+LAYOUT_CASES = [({"SLURM_JOB_NUM_NODES": "2", "SLURM_TASKS_PER_NODE": "2(x2)"}, "2x2"),
+                ({"SLURM_JOB_NUM_NODES": "1", "SLURM_TASKS_PER_NODE": "4"}, "1x4"),
+                ({"SLURM_JOB_NUM_NODES": "2", "SLURM_TASKS_PER_NODE": "3,1"}, "none"),
+                ({"SLURM_JOB_NUM_NODES": "2", "SLURM_TASKS_PER_NODE": "2(x2)",
+                  "COLLTUNE_LAYOUT": "1x4"}, "1x4"),
+                ({"COLLTUNE_LAYOUT": '1x4" ]; exec touch pwned; ["'}, "none"),
+                ({}, "none")]
+
+
+def test_a_module_per_layout_sets_the_jobs_layouts_file(tmp_path: Path) -> None:
+    """`--layouts`: each layout's file installed in a directory of its own, and modules
+    (run by tclsh and lua) that set the file of the layout they are loaded in: Slurm's
+    allocation (uniform tasks per node only) or COLLTUNE_LAYOUT, compared, never run."""
+    _layout_files(tmp_path)
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(tmp_path / "rules.conf"), "--site", str(site),
+                 "--layouts", "2x2,1x4")
+    assert r.returncode == 0, r.stderr
+    key = "OMPI_MCA_coll_tuned_dynamic_rules_filename"
+    for name, alg in (("2x2", "0 1 0 0"), ("1x4", "0 3 0 0")):
+        assert alg in (site / "layouts" / name / "colltune-rules.conf").read_text()
+        assert f"{key[9:]} = {site.resolve()}/layouts/{name}/colltune-rules.conf" in (
+            site / "layouts" / name / "openmpi-mca-params.conf").read_text()
+    mods = site / "modulefiles" / "colltune"
+    for env, chosen in LAYOUT_CASES:
+        for module in (mods / "tuned", mods / "tuned.lua"):
+            got = module_env(module, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", **env})
+            want = {"OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+                    "COLLTUNE_TUNED_LAYOUT": chosen}
+            if chosen != "none":
+                want[key] = f"{site.resolve()}/layouts/{chosen}/colltune-rules.conf"
+            assert got == want, (module.name, env)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_lmod_unloads_what_the_layouts_module_loaded(tmp_path: Path) -> None:
+    """Under Lmod (the Lua module, and the Tcl one through Lmod's own Tcl), in a job's
+    environment: loaded, the job's layout's file; unloaded after the job's variables
+    changed, every variable the load set is gone."""
+    import os
+    import subprocess
+
+    if not LMOD_INIT.exists():
+        missing("needs Debian's lmod")
+    _layout_files(tmp_path)
+    site = tmp_path / "site"
+    assert tune_cli("export", "--from", str(tmp_path / "rules.conf"), "--site", str(site),
+                    "--layouts", "2x2,1x4").returncode == 0
+    tcl = tmp_path / "tcl" / "colltune"
+    tcl.mkdir(parents=True)
+    (tcl / "tcl").write_text((site / "modulefiles" / "colltune" / "tuned").read_text())
+    key = "OMPI_MCA_coll_tuned_dynamic_rules_filename"
+    show = f'echo "${{COLLTUNE_TUNED_LAYOUT:-unset}} ${{{key}:-unset}}"'
+    for mods in (site / "modulefiles", tmp_path / "tcl"):
+        for env, chosen in LAYOUT_CASES:
+            base = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("OMPI_MCA", "LMOD", "MODULE", "SLURM", "COLLTUNE"))}
+            r = subprocess.run(
+                ["bash", "-c", f"source {LMOD_INIT} && module use {mods} && module load "
+                 f"colltune && {show} && export SLURM_JOB_NUM_NODES=1 "
+                 "SLURM_TASKS_PER_NODE=4 && module unload colltune && " + show],
+                capture_output=True, text=True, env={**base, **env}, timeout=60,
+                cwd=tmp_path, check=False)
+            assert r.returncode == 0, r.stderr
+            file = (f"{site.resolve()}/layouts/{chosen}/colltune-rules.conf"
+                    if chosen != "none" else "unset")
+            assert r.stdout.splitlines() == [f"{chosen} {file}", "unset unset"], (mods, env)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_layouts_export_refuses_what_it_cannot_install(tmp_path: Path) -> None:
+    _layout_files(tmp_path)
+    src, site = str(tmp_path / "rules.conf"), str(tmp_path / "site")
+    cases = [(["--user"], "--site only"),
+             (["--site", site, "--layouts", "2x2,2x1"], "no " + str(tmp_path / "rules.2x1.conf")),
+             (["--site", site, "--layouts", "2x2x"], "cannot read")]
+    (tmp_path / "rules.4x1.conf").write_text((tmp_path / "rules.2x2.conf").read_text())
+    cases.append((["--site", site, "--layouts", "4x1"], "tuned for 2x2, not 4x1"))
+    for args, why in cases:
+        r = tune_cli("export", "--from", src, "--layouts", "2x2", *args) if args == ["--user"] \
+            else tune_cli("export", "--from", src, *args)
+        assert r.returncode == 2 and why in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "site").exists()

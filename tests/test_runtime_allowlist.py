@@ -100,7 +100,7 @@ def test_no_name_outside_the_allowlist_is_ever_installed(tmp_path: Path, names: 
         src.write_text(HEAD_MPICH + "".join(f"export {n}=1\n" for n in names))
         allowed = mpich_runtime.MAY_SET
     try:
-        planned = plan_export(src, tmp_path / "site", False)
+        planned = plan_export(src, tmp_path / "site")
     except ColltuneError:
         assert allowed.refused(names), names  # refused only for a name it may not set
         return

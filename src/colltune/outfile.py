@@ -31,6 +31,12 @@ class Planned:
     merge: bool = False
 
 
+def beside(out: Path, layout: str) -> Path:
+    """The file of one layout beside an output (tune --layouts, tune export --layouts):
+    rules.conf -> rules.2x2.conf."""
+    return out.with_name(f"{out.stem}.{layout}{out.suffix}")
+
+
 def destination(path: Path) -> Path:
     """Absolute, with its directory resolved but not the file itself: a symbolic link at
     the destination is then seen (and refused), never followed."""

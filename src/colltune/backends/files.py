@@ -102,6 +102,10 @@ class FileFormats:
         raise ColltuneError(f"tune check does not read {self.name} files yet",
                             "run the library with the file and read its own errors")
 
+    def layouts_said(self, text: str) -> set[str] | None:
+        """The layouts (NODESxPPN) a file's text says it was tuned in; None: it says none."""
+        return None
+
     def explain(self, path: Path, coll: Collective, np: int, size: int
                 ) -> tuple[str, dict[str, object]] | None:
         """A call's rule in a file, read without the library; None: read as verify reads."""

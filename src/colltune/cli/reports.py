@@ -144,14 +144,22 @@ def export_cmd(
                                                        "a file it would ignore (a version-2 "
                                                        "header on Open MPI 4.1, an algorithm "
                                                        "it lacks) is refused."),
+    layouts: str | None = typer.Option(
+        None, "--layouts", help="NODESxPPN,...: install the file tune --layouts wrote for "
+                                "each layout beside --from (rules.2x2.conf), and modules that "
+                                "set the job's layout's when loaded in a job (COLLTUNE_LAYOUT, "
+                                "else Slurm's)."),
 ) -> None:
     """Write what an administrator installs once (or a user in their home): the tuning
     file, the MPI's own parameter file pointing at it, and environment modules (Tcl, Lua)."""
-    from colltune.outputs.export import export
+    from colltune.outputs.export import ExportOptions, export
+    from colltune.slots import parse_layouts
 
     try:
-        written = export(source, site, user, force, None, as_format,
-                         parse_size(for_size) if for_size else None, module_prereq, mpi)
+        written = export(source, site, ExportOptions(
+            user, force, None, as_format, parse_size(for_size) if for_size else None,
+            module_prereq, mpi, tuple(f"{n}x{p}" for n, p in parse_layouts(layouts))
+            if layouts else ()))
     except ColltuneError as e:
         _fail(e)
         return

@@ -11,20 +11,20 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__
 from colltune.backends import registry
 from colltune.backends.base import Backend
-from colltune.backends.files import ExportRequest
+from colltune.backends.files import ExportRequest, Installable
 from colltune.errors import ColltuneError, FormatError, open_regular, read_text
-from colltune.outfile import Planned, Staged, check_destination, destination, stage
+from colltune.outfile import Planned, Staged, beside, check_destination, destination, stage
 from colltune.rules.safe import check_env, check_path, lua_quote, tcl_quote
 
 MODULE_NAME = "colltune"
-__all__ = ["Planned", "export", "plan_export", "merge_params"]
+__all__ = ["ExportOptions", "Planned", "export", "plan_export", "merge_params"]
 
 
 def _stamp(source: Path) -> str:
@@ -35,20 +35,47 @@ def _stamp(source: Path) -> str:
 
 
 MODULE_NAME_OK = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]*")
+# what a module chosen by layout sets to the layout it chose ("none": the library's own)
+CHOSEN = "COLLTUNE_TUNED_LAYOUT"
+# what a user sets to choose a layout where Slurm does not say it (mpirun, a hostfile)
+ASKED = "COLLTUNE_LAYOUT"
 
 
-def _modules(env: dict[str, str], title: str, source: Path, prereq: str | None = None
-             ) -> tuple[str, str]:
+@dataclass(frozen=True)
+class ExportOptions:
+    """What `tune export` is asked beside what to install and where."""
+
+    user: bool = False  # into the user's own files instead of --site
+    force: bool = False  # replace files that exist
+    home: Path | None = None  # the user's home (None: this process's)
+    as_format: str | None = None  # --as
+    at_size: int | None = None  # --for-size
+    module_prereq: str | None = None
+    mpi: str | None = None  # the installation the files are for
+    layouts: tuple[str, ...] = ()  # NODESxPPN: the files `tune --layouts` wrote, one each
+
+
+def _modules(env: dict[str, str], title: str, source: Path, prereq: str | None = None,
+             layouts: dict[str, dict[str, str]] | None = None) -> tuple[str, str]:
     """The Tcl and Lua modules that set `env`: with help and whatis, a conflict with any
     other colltune module (two tunings at once would fight over the same variables), Lmod's
     family "colltune" (Lmod swaps them), and an optional prerequisite: the site's MPI
-    module the tuning was made for."""
+    module the tuning was made for. With `layouts`, each layout's own variables too, for
+    the job's layout only (_choose_tcl, _choose_lua)."""
     check_env(env, "an environment module", quoted=True)  # tcl_quote, lua_quote below
+    for own in (layouts or {}).values():
+        check_env(own, "an environment module", quoted=True)
     if prereq is not None and not MODULE_NAME_OK.fullmatch(prereq):
         raise ColltuneError(f"--module-prereq {prereq!r} is not a module name",
                             "e.g. --module-prereq openmpi/5.0")
     stamp = _stamp(source)
-    about = f"{title}; {stamp}. Sets: " + ", ".join(env)
+    about = f"{title}; {stamp}. Sets: " + ", ".join(
+        [*env, *dict.fromkeys(k for own in (layouts or {}).values() for k in own)])
+    if layouts:
+        about += (f". Tuned for the layouts {', '.join(layouts)} (nodes x ranks per node): "
+                  f"the one of the job this module is loaded in ({ASKED} if set, else the "
+                  f"Slurm allocation's), set in {CHOSEN}; another layout keeps the "
+                  "library's own choices. Load it in the job script.")
     tcl = ["#%Module1.0", f"## {title}", f"## {stamp}",
            "proc ModulesHelp { } {", f"    puts stderr {tcl_quote(about)}", "}",
            f"module-whatis {tcl_quote(title)}", "conflict colltune"]
@@ -58,7 +85,60 @@ def _modules(env: dict[str, str], title: str, source: Path, prereq: str | None =
            f"whatis({lua_quote(title)})", 'family("colltune")']
     lua += [f"prereq({lua_quote(prereq)})"] if prereq else []
     lua += [f"setenv({lua_quote(k)}, {lua_quote(v)})" for k, v in env.items()]
+    if layouts:
+        tcl += _choose_tcl(layouts)
+        lua += _choose_lua(layouts)
     return "\n".join(tcl) + "\n", "\n".join(lua) + "\n"
+
+
+# The job's layout, read when the module loads: COLLTUNE_LAYOUT if set, else Slurm's
+# allocation when every node runs as many tasks (SLURM_TASKS_PER_NODE "4" or "2(x3)").
+# Unloading undoes what loading set: the layout recorded then, not the one of the moment.
+# Each value read is only compared with the layouts written here, never substituted.
+_TCL_LAYOUT = rf"""set colltune_layout {{}}
+if {{[module-info mode remove] || [module-info mode unload]}} {{
+    if {{[info exists env({CHOSEN})]}} {{ set colltune_layout $env({CHOSEN}) }}
+}} elseif {{[info exists env({ASKED})] && $env({ASKED}) ne {{}}}} {{
+    set colltune_layout $env({ASKED})
+}} elseif {{[info exists env(SLURM_JOB_NUM_NODES)] && [info exists env(SLURM_TASKS_PER_NODE)]
+          && [regexp {{^[0-9]+$}} $env(SLURM_JOB_NUM_NODES)]
+          && [regexp {{^([0-9]+)(\(x[0-9]+\))?$}} $env(SLURM_TASKS_PER_NODE) -> colltune_ppn]}} {{
+    set colltune_layout "$env(SLURM_JOB_NUM_NODES)x$colltune_ppn"
+}}"""
+
+_LUA_LAYOUT = f"""local layout = ""
+if mode() == "unload" then
+  layout = os.getenv("{CHOSEN}") or ""
+elseif (os.getenv("{ASKED}") or "") ~= "" then
+  layout = os.getenv("{ASKED}")
+else
+  local nodes = os.getenv("SLURM_JOB_NUM_NODES") or ""
+  local tasks = os.getenv("SLURM_TASKS_PER_NODE") or ""
+  local ppn = tasks:match("^(%d+)$") or tasks:match("^(%d+)%(x%d+%)$")
+  if nodes:match("^%d+$") and ppn then layout = nodes .. "x" .. ppn end
+end"""
+
+
+def _choose_tcl(layouts: dict[str, dict[str, str]]) -> list[str]:
+    """Tcl that sets the job's layout's variables (none of them in another layout)."""
+    out = _TCL_LAYOUT.splitlines() + ["switch -exact -- $colltune_layout {"]
+    for name, own in layouts.items():
+        out += [f"    {tcl_quote(name)} {{"]
+        out += [f"        setenv {k} {tcl_quote(v)}" for k, v in own.items()]
+        out += ["    }"]
+    out += ["    default { set colltune_layout none }", "}",
+            f"setenv {CHOSEN} $colltune_layout"]
+    return out
+
+
+def _choose_lua(layouts: dict[str, dict[str, str]]) -> list[str]:
+    """Lua that sets the job's layout's variables (none of them in another layout)."""
+    out = _LUA_LAYOUT.splitlines()
+    for i, (name, own) in enumerate(layouts.items()):
+        out += [f"{'if' if i == 0 else 'elseif'} layout == {lua_quote(name)} then"]
+        out += [f"  setenv({lua_quote(k)}, {lua_quote(v)})" for k, v in own.items()]
+    out += ["else", '  layout = "none"', "end", f'setenv("{CHOSEN}", layout)']
+    return out
 
 
 def _source(source: Path) -> tuple[Backend, str | None]:
@@ -98,56 +178,118 @@ def _decided(db: Path) -> tuple[Backend, str]:
         db, names[0], [(e.ctx, e.decisions, f"{e.first} .. {e.last}") for e in entries])
 
 
-def plan_export(source: Path, dest: Path | None, user: bool, home: Path | None = None,
-                as_format: str | None = None, at_size: int | None = None,
-                module_prereq: str | None = None, mpi: str | None = None) -> list[Planned]:
+def plan_export(source: Path, dest: Path | None, opts: ExportOptions | None = None
+                ) -> list[Planned]:
     """Every file the export writes, with its text (nothing written yet): the family's
     own files, and (for a site) environment modules that set the same variables."""
-    backend, text = _source(source)
+    opts = opts or ExportOptions()
     if dest is not None:
         check_path(dest.resolve(), "--site")
-    files = backend.with_files()
-    if as_format is not None and as_format not in files.export_as:
-        routes = [f"--as {f} converts {b.output}" for b in registry.BACKENDS.values()
-                  if b.files is not None for f in b.files.export_as]
-        raise ColltuneError(f"--as {as_format} is not written from {backend.output}",
-                            "; ".join(routes) + "; leave --as out otherwise")
-    site = None if user else (dest or Path("."))
-    try:
-        inst = files.installable(ExportRequest(source, _stamp(source), site,
-                                                 home or Path.home(), as_format, at_size,
-                                                 text, mpi))
-    except FormatError as e:  # a family's reader found the file malformed or not allowed
-        raise ColltuneError(f"will not export {e}", f"check it with tune check {source}"
-                            ) from None
-    out = list(inst.files)
-    if site is not None:
-        tcl, lua = _modules(inst.env, inst.title, source, module_prereq)
-        mods = site / "modulefiles" / MODULE_NAME
-        out += [Planned(destination(mods / "tuned"), tcl, "environment module (Tcl)"),
-                Planned(destination(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
+    if opts.layouts:
+        out = _plan_layouts(source, dest, opts)
+    else:
+        site = None if opts.user else (dest or Path("."))
+        _, inst = _installable(source, site, opts)
+        out = list(inst.files)
+        if site is not None:
+            out += _module_files(site, *_modules(inst.env, inst.title, source,
+                                                 opts.module_prereq))
     for p in out:
         check_path(p.path, "an export destination")
     return out
 
 
-# over the limits (pyproject.toml): the API of `tune export`, its options by keyword
-def export(source: Path, dest: Path | None = None, user: bool = False, force: bool = False,  # noqa: PLR0913
-           home: Path | None = None, as_format: str | None = None,
-           at_size: int | None = None, module_prereq: str | None = None,
-           mpi: str | None = None) -> list[Planned]:
+def _installable(source: Path, site: Path | None, opts: ExportOptions
+                 ) -> tuple[Backend, Installable]:
+    """What the family whose output `source` is installs into `site` (None: the user's
+    own files)."""
+    backend, text = _source(source)
+    files = backend.with_files()
+    if opts.as_format is not None and opts.as_format not in files.export_as:
+        routes = [f"--as {f} converts {b.output}" for b in registry.BACKENDS.values()
+                  if b.files is not None for f in b.files.export_as]
+        raise ColltuneError(f"--as {opts.as_format} is not written from {backend.output}",
+                            "; ".join(routes) + "; leave --as out otherwise")
+    try:
+        return backend, files.installable(ExportRequest(
+            source, _stamp(source), site, opts.home or Path.home(), opts.as_format,
+            opts.at_size, text, opts.mpi))
+    except FormatError as e:  # a family's reader found the file malformed or not allowed
+        raise ColltuneError(f"will not export {e}", f"check it with tune check {source}"
+                            ) from None
+
+
+def _module_files(site: Path, tcl: str, lua: str) -> list[Planned]:
+    mods = site / "modulefiles" / MODULE_NAME
+    return [Planned(destination(mods / "tuned"), tcl, "environment module (Tcl)"),
+            Planned(destination(mods / "tuned.lua"), lua, "environment module (Lua, Lmod)")]
+
+
+def _plan_layouts(source: Path, dest: Path | None, opts: ExportOptions) -> list[Planned]:
+    """--layouts: the file of each layout that `tune --layouts` wrote beside `source`,
+    installed in a directory of its own (DIR/layouts/2x2/), and modules that set, when
+    they are loaded, the variables of the job's layout only: a library that cannot choose
+    by layout is given the file of the layout it runs in."""
+    if dest is None:
+        raise ColltuneError("--layouts installs into --site only: a user's own parameter "
+                            "file is read by every job, whatever its layout",
+                            "export into a directory of your own with --site and load "
+                            "its module in your job script")
+    envs: dict[str, dict[str, str]] = {}
+    out: list[Planned] = []
+    family, title = None, ""
+    for name in opts.layouts:
+        path = beside(source, name)
+        backend, inst = _installable(_layout_file(path, name), dest / "layouts" / name, opts)
+        if family not in (None, backend.name):
+            raise ColltuneError(f"{path} is {backend.output}, the layouts before it "
+                                f"{family}'s", "export one family's files together")
+        try:
+            said = backend.with_files().layouts_said(read_text(path))
+        except FormatError as e:
+            raise ColltuneError(f"will not export {e}", f"check it with tune check {path}"
+                                ) from None
+        if said is not None and said != {name}:
+            raise ColltuneError(f"{path} says it was tuned for {', '.join(sorted(said))}, "
+                                f"not {name}", "export each layout's own file, as tune "
+                                "--layouts wrote it")
+        family, title = backend.name, inst.title
+        envs[name] = inst.env
+        out += inst.files
+    common = {k: v for k, v in envs[opts.layouts[0]].items()
+              if all(e.get(k) == v for e in envs.values())}
+    own = {n: {k: v for k, v in e.items() if k not in common} for n, e in envs.items()}
+    return out + _module_files(dest, *_modules(common, title, source, opts.module_prereq,
+                                               own))
+
+
+def _layout_file(path: Path, name: str) -> Path:
+    """`path`, the file `tune --layouts` wrote for the layout `name`, if it is there."""
+    if not path.exists() and not path.is_symlink():
+        raise ColltuneError(
+            f"--layouts {name}: there is no {path}",
+            f"give --from the --out of tune --layouts, whose file for {name} is {path.name} "
+            "beside it; a file that holds its layouts itself (Open MPI 6's JSON, MPICH 5's, "
+            "Intel MPI's JSON) is exported alone, without --layouts")
+    return path
+
+
+def export(source: Path, dest: Path | None = None, opts: ExportOptions | None = None
+           ) -> list[Planned]:
     """Write every planned file, all or none: each is written in full beside its
     destination first, and only when all of them (and the directories they need) succeeded
     are they renamed into place; on any failure the temporaries and the directories made
     for them are removed, and nothing that was there changed."""
+    opts = opts or ExportOptions()
+    user = opts.user
     if user == (dest is not None):
         raise ColltuneError("choose one: --site DIR or --user",
                             "e.g. tune export --site /opt/site/colltune --from rules.conf")
-    planned = plan_export(source, dest, user, home, as_format, at_size, module_prereq, mpi)
+    planned = plan_export(source, dest, opts)
     for p in planned:
         check_destination(p.path, "export destination")
     exists = [p.path for p in planned if p.path.exists() and not p.merge]
-    if exists and not force:
+    if exists and not opts.force:
         raise ColltuneError("will not overwrite " + ", ".join(map(str, exists)),
                             "move them away, or pass --force to replace them")
     made: list[Path] = []  # directories created here, outermost first

@@ -24,7 +24,7 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.launchers import Launch
 from colltune.options import TuneOptions
-from colltune.outfile import ensure_writable
+from colltune.outfile import beside, ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
 from colltune.tuner import artifacts, outcome
@@ -142,11 +142,6 @@ def tune_layouts(opts: TuneOptions, reporter: Reporter | None = None) -> list[Tu
                            for (n, p), r in zip(opts.layouts or [], results, strict=True)}}
         write_file(opts.summary_json, json.dumps(doc, indent=2) + "\n", "--summary-json")
     return results
-
-
-def beside(out: Path, layout: str) -> Path:
-    """The file of one layout, beside --out: rules.conf -> rules.2x2.conf."""
-    return out.with_name(f"{out.stem}.{layout}{out.suffix}")
 
 
 def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:

@@ -68,6 +68,10 @@ class TunedRulesFiles(FileFormats):
         return (rules.render(rf),
                 "Open MPI " + ("rule-file-version-2" if v2 else "classic") + " format")
 
+    def layouts_said(self, text: str) -> set[str] | None:
+        found = {f"{m[2]}x{m[3]}" for m in TUNED_FOR.findall(text[:1 << 20])}
+        return found or None
+
     def explain(self, path: Path, coll: Collective, np: int, size: int
                 ) -> tuple[str, dict[str, object]]:
         """`size`: what Open MPI compares (the lookup size)."""
