@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import missing
+from colltune.backends.mpich import install as mb
+from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
+from colltune.core.config import Config
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
+from colltune.launchers import Launch
+from colltune.rules import mpich_csel, mpich_env
+from colltune.rules.mpich_csel import Ranges
+from colltune.slots import Placement
+from conftest import get_mpich, missing
 from testcluster import REPO, Cluster
 
 pytestmark = pytest.mark.mpi
@@ -372,13 +382,6 @@ def test_exported_module_gives_each_slurm_job_its_layouts_file(cluster: Cluster)
     exported leaves the library's own choice."""
     if not Path(LMOD).exists():
         missing("needs Debian's lmod")
-    from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
-    from colltune.kernel.build import build_kernel
-    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
-    from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
-    from colltune.launchers import Launch
-    from colltune.slots import Placement
-
     work = _work(cluster, "exportlayouts")
     size = 65536
     for name, nodes, ppn, alg in (("2x2", 2, 2, 1), ("1x4", 1, 4, 3)):
@@ -416,3 +419,53 @@ def test_exported_module_gives_each_slurm_job_its_layouts_file(cluster: Cluster)
                                  in_job, "job", "true"], env=_env(cluster), cwd=work)
     assert other.returncode == 0, other.stderr[-2000:]
     assert "module chose none nothing" in other.stderr
+
+
+def test_mpich_5_takes_its_layouts_layer_across_nodes(cluster: Cluster) -> None:
+    """MPICH 5 on the test cluster, 2 nodes x 2 ranks (through srun in `salloc -N 2`; its
+    OFI netmod over TCP, so what crosses between nodes crosses the link: its UCX netmod
+    moves the data between the namespaces by cross-memory attach instead). A file with a
+    layer per ranks a node (comm_avg_ppn, as tune --layouts writes it) runs the 2-a-node
+    layer's reduce: binomial sends node 2 nothing but control messages, reduce-scatter-
+    gather half a block a call. With the layers swapped the other one runs."""
+    mpi = get_mpich("mpich50")
+    exe = build_kernel(mpi)
+    lib = mb.library_path(exe)
+    assert lib is not None
+    cat = mb.catalog(exe, lib, ["reduce"])
+    cat.builtin = mb.builtin_table(lib)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    work = _work(cluster, "mpichlayers")
+    size, calls = 131072, 10
+    plan = work / "plan"
+    plan.write_text(KernelPlan("reduce", [KernelConfig(0)], [(0, size)],
+                               Repetitions(0, calls, calls, 0.01, 1e6, 1)).render())
+
+    def node2_rx(env: dict[str, str]) -> float:
+        """Bytes node 2 received per call, 4 ranks as 2 x 2."""
+        before = cluster.rx_bytes("node2")
+        r = cluster.on("node1", ["salloc", "-N", "2", "--ntasks-per-node", "2", "srun",
+                                 "--mpi=pmi2", str(exe), str(plan)], cwd=work, timeout=120,
+                       env=cluster.env(**mb.launch_env(
+                           {"MPICH_CH4_NETMOD": "ofi", "FI_PROVIDER": "tcp", **env})))
+        ok = [json.loads(ln)["status"] for ln in r.stdout.splitlines()
+              if ln.startswith('{"event":"result')]
+        assert r.returncode == 0 and ok == ["ok"], r.stderr[-2000:]
+        return (cluster.rx_bytes("node2") - before) / calls
+
+    forced = {a: node2_rx(mb.forcing_env(cat, "reduce", Config(ids[a])))
+              for a in ("binomial", "reduce_scatter_gather")}
+    print("node 2's bytes a call, forced:", forced)
+    assert forced["reduce_scatter_gather"] > forced["binomial"] + size / 4, forced
+    for two, four in (("binomial", "reduce_scatter_gather"),
+                      ("reduce_scatter_gather", "binomial")):
+        layers = {p: Ranges([(None, cat.container["reduce"][ids[a]])])
+                  for p, a in ((2, two), (4, four))}
+        tf = work / f"tuning-{two}.json"
+        tf.write_text(mpich_csel.render(cat.builtin, {"reduce": {4: Ranges(
+            [(None, None)], per_ppn=layers)}}))
+        env = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf)))
+        got = node2_rx(env.variables())
+        print(f"2-a-node layer {two}: {got:.0f} bytes a call")
+        assert abs(got - forced[two]) < abs(got - forced[four]), (two, got, forced)
