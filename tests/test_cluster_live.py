@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends.impi.install import IntelMPI
+from colltune.backends.impi.install import forcing_env as impi_forcing_env
+from colltune.backends.impi.install import launch_env as impi_launch_env
 from colltune.backends.mpich import install as mb
 from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
 from colltune.core.config import Config
@@ -21,7 +24,7 @@ from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.launchers import Launch
-from colltune.rules import mpich_csel, mpich_env
+from colltune.rules import impi_tuning, mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
 from colltune.slots import Placement
 from conftest import get_mpich, missing
@@ -469,3 +472,44 @@ def test_mpich_5_takes_its_layouts_layer_across_nodes(cluster: Cluster) -> None:
         got = node2_rx(env.variables())
         print(f"2-a-node layer {two}: {got:.0f} bytes a call")
         assert abs(got - forced[two]) < abs(got - forced[four]), (two, got, forced)
+
+
+def test_intel_mpi_takes_its_layouts_ppn_layer_across_nodes(impi: IntelMPI,
+                                                             cluster: Cluster) -> None:
+    """Intel MPI on the test cluster, 2 nodes x 2 ranks (its Hydra over the cluster's
+    remote shell, TCP between nodes): a JSON file with a layer per ranks a node (ppn, as
+    tune --layouts writes it) runs the ppn=2 layer's bcast, with the layers either way
+    round. The link bytes tell the presets apart: binomial (1) sends node 1 nothing but
+    control messages, preset 2 a block a call."""
+    work = _work(cluster, "impilayers")
+    size, calls = 131072, 10
+    exe = build_kernel(impi)
+    plan = work / "plan"
+    plan.write_text(KernelPlan("bcast", [KernelConfig(0)], [(0, size)],
+                               Repetitions(0, calls, calls, 0.01, 1e6, 1)).render())
+
+    def rx(env: dict[str, str]) -> tuple[float, float]:
+        """Bytes each node received per call, 4 ranks as 2 x 2."""
+        before = [cluster.rx_bytes(n) for n in cluster.names]
+        r = cluster.on("node1", [str(impi.prefix / "bin" / "mpiexec"), "-bootstrap", "rsh",
+                                 "-bootstrap-exec", cluster.agent, "-hosts", "node1,node2",
+                                 "-n", "4", "-ppn", "2", str(exe), str(plan)], cwd=work,
+                       timeout=120, env=cluster.env(**impi_launch_env(
+                           impi.prefix, {"FI_PROVIDER": "tcp", **env})))
+        ok = [json.loads(ln)["status"] for ln in r.stdout.splitlines()
+              if ln.startswith('{"event":"result')]
+        assert r.returncode == 0 and ok == ["ok"], r.stderr[-2000:]
+        a, b = ((cluster.rx_bytes(n) - x) / calls for n, x in zip(cluster.names, before))
+        return a, b
+
+    forced = {p: rx(impi_forcing_env("bcast", p)) for p in (1, 2)}
+    print("bytes each node received a call, forced:", forced)
+    assert forced[2][0] > forced[1][0] + size / 2, forced
+    for two, four in ((1, 2), (2, 1)):
+        f = work / f"layers-{two}.json"
+        f.write_text(impi_tuning.render_layers({
+            2: {"bcast": {4: impi_tuning.Rules([(None, two)])}},
+            4: {"bcast": {4: impi_tuning.Rules([(None, four)])}}}))
+        got = rx({"I_MPI_TUNING": str(f)})
+        print(f"ppn=2 layer preset {two}: {got}")
+        assert abs(got[0] - forced[two][0]) < abs(got[0] - forced[four][0]), (two, got, forced)

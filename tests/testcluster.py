@@ -109,6 +109,11 @@ class Cluster:
     def up(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.home.mkdir(exist_ok=True)
+        # the nodes' names resolve on every node, as a cluster's do (Intel MPI's proxies
+        # connect back to the launching node by its name)
+        hosts = Path("/etc/hosts").read_text() if Path("/etc/hosts").exists() else ""
+        (self.root / "hosts").write_text(hosts + "".join(
+            f"{self.addr(n)} {n}\n" for n in self.names))
         sw = f"{self.tag}sw"
         _run("ip", "netns", "add", sw)
         _run("ip", "-n", sw, "link", "add", "br0", "type", "bridge")
@@ -149,7 +154,8 @@ class Cluster:
                 if Path("/tmp") in p.parents and p.exists()]
 
     def _node_script(self, name: str) -> str:
-        """The node's start: its hostname, a private /tmp and /dev/shm, the software kept."""
+        """The node's start: its hostname, a private /tmp and /dev/shm, the nodes' names in
+        /etc/hosts, the software kept."""
         keep = self.kept
         stash = Path(f"/run/colltune-{self.tag}")
         lines = [f"set -e; hostname {name}"]
@@ -157,7 +163,8 @@ class Cluster:
             lines += [f"mkdir -p {stash}/{name}{i}", f"mount --bind '{p}' {stash}/{name}{i}"]
         # /dev/shm too: a node's shared memory is its own (Open MPI's sm segments live there)
         lines.append("mount -t tmpfs -o mode=1777 tmpfs /tmp; "
-                     "mount -t tmpfs -o mode=1777 tmpfs /dev/shm")
+                     "mount -t tmpfs -o mode=1777 tmpfs /dev/shm; "
+                     f"mount --bind {self.root}/hosts /etc/hosts")
         for i, p in enumerate(keep):
             lines += [f"mkdir -p '{p}'", f"mount --bind {stash}/{name}{i} '{p}'"]
         return "; ".join([*lines, "echo ready", "exec sleep infinity"])
