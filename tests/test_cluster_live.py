@@ -373,6 +373,24 @@ def test_tune_layouts_in_one_allocation(cluster: Cluster) -> None:
     assert rows == {(4, 2, 2), (4, 4, 1)}, rows
 
 
+def test_tune_layouts_inside_a_slurm_allocation(cluster: Cluster) -> None:
+    """The same inside `salloc -N 2 -n 4 --overcommit`: each layout a job step through srun,
+    placed by Slurm as asked (the kernel checks where its ranks are before measuring), the
+    store holding both."""
+    work = _work(cluster, "layouts-salloc")
+    r = cluster.on("node1", ["salloc", "-N", "2", "-n", "4", "--overcommit", *_tune(
+        "reduce", "--layouts", "2x2,1x4", "--mpi", "/usr", "--sizes", "64K", "--db",
+        "db.sqlite", "--out", "r.conf", "--confirm-rounds", "0", *FAST)],
+        env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "srun --mpi=pmix" in r.stderr
+    assert {p.name for p in work.glob("r.*.conf")} == {"r.2x2.conf", "r.1x4.conf"}
+    con = sqlite3.connect(work / "db.sqlite")
+    rows = set(con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements"))
+    con.close()
+    assert rows == {(4, 2, 2), (4, 4, 1)}, rows
+
+
 LMOD = "/usr/share/lmod/lmod/init/bash"
 
 
