@@ -363,7 +363,8 @@ def main() -> None:
                 head.append("colltune's confirmed choices: " + ("; ".join(decided) or "none")
                             + "\n")
             if js is not None and not a.file:  # what the file names, and what backs it
-                t = impi_table.parse_rules(record_of(js).read_text())[0] if \
+                # one node: the table's layer is the job's ppn, its np
+                t = impi_table.parse_rules(record_of(js).read_text()).get(a.np, {}) if \
                     js.suffix == ".dat" else impi_tuning.parse(js.read_text())
                 r = impi_tuning.rules_for(t, coll, a.np)
                 head.append("colltune's file: " + ("; ".join(

@@ -191,9 +191,15 @@ SEND_CALLS = "sendmsg,sendto,sendmmsg,writev"
 _SEND = re.compile(r"^\d+\s+(?:<\.\.\. )?(\w+)\b.*= (\d+)$")
 
 
-def traced_command(trace_dir: Path, launcher: list[str], program: list[str]) -> list[str]:
+# what MPICH 5 moves large messages between the ranks of one node with (cross-memory
+# attach: the reader's calls, a failed probe aside)
+PULL_CALLS = "process_vm_readv,process_vm_writev"
+
+
+def traced_command(trace_dir: Path, launcher: list[str], program: list[str],
+                   calls: str = SEND_CALLS) -> list[str]:
     """`launcher program...` with every rank of the program run under strace."""
-    shell = (f"exec strace -f -qq -e trace={SEND_CALLS} -o {trace_dir}/rank$PMI_RANK "
+    shell = (f"exec strace -f -qq -e trace={calls} -o {trace_dir}/rank$PMI_RANK "
              '"$0" "$@"')
     return [*launcher, "sh", "-c", shell, *program]
 

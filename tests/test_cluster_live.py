@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.impi.install import IntelMPI
+from colltune.backends.impi.install import catalog as impi_catalog
 from colltune.backends.impi.install import forcing_env as impi_forcing_env
 from colltune.backends.impi.install import launch_env as impi_launch_env
+from colltune.backends.impi.splice import Splicer
 from colltune.backends.mpich import install as mb
 from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
 from colltune.core.config import Config
@@ -26,7 +28,7 @@ from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monit
 from colltune.launchers import Launch
 from colltune.rules import impi_tuning, mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
-from colltune.slots import Placement
+from colltune.slots import Placement, place
 from conftest import get_mpich, missing
 from testcluster import REPO, Cluster
 
@@ -497,8 +499,9 @@ def test_intel_mpi_takes_its_layouts_ppn_layer_across_nodes(impi: IntelMPI,
     """Intel MPI on the test cluster, 2 nodes x 2 ranks (its Hydra over the cluster's
     remote shell, TCP between nodes): a JSON file with a layer per ranks a node (ppn, as
     tune --layouts writes it) runs the ppn=2 layer's bcast, with the layers either way
-    round. The link bytes tell the presets apart: binomial (1) sends node 1 nothing but
-    control messages, preset 2 a block a call."""
+    round, and so does Intel MPI's own table with both layers spliced in. The link bytes
+    tell the presets apart: binomial (1) sends node 1 nothing but control messages,
+    preset 2 a block a call."""
     work = _work(cluster, "impilayers")
     size, calls = 131072, 10
     exe = build_kernel(impi)
@@ -531,3 +534,12 @@ def test_intel_mpi_takes_its_layouts_ppn_layer_across_nodes(impi: IntelMPI,
         got = rx({"I_MPI_TUNING": str(f)})
         print(f"ppn=2 layer preset {two}: {got}")
         assert abs(got[0] - forced[two][0]) < abs(got[0] - forced[four][0]), (two, got, forced)
+    # Intel MPI's own table with both layers spliced in (--format impi-bin), made here
+    splicer = Splicer(impi, place(4, None, launch=Launch("mpiexec")), {"bcast": sorted(
+        impi_catalog(impi, ["bcast"]).algorithms["bcast"])})
+    dat = work / "layers.dat"
+    dat.write_bytes(splicer.table({2: {"bcast": {4: impi_tuning.Rules([(None, 2)])}},
+                                   4: {"bcast": {4: impi_tuning.Rules([(None, 1)])}}}))
+    got = rx({"I_MPI_TUNING_BIN": str(dat)})
+    print(f"table, ppn=2 layer preset 2: {got}")
+    assert abs(got[0] - forced[2][0]) < abs(got[0] - forced[1][0]), (got, forced)

@@ -78,19 +78,28 @@ def test_intel_mpi_takes_the_ppn_layer_of_the_jobs_ranks_a_node(impi: IntelMPI,
         want, not_it = (probes(forcing_env("bcast", p), [65536])[65536] for p in (preset, other))
         assert want != not_it, (np, describe(want, "bcast"))
         assert got == want, (np, describe(got, "bcast"), describe(want, "bcast"))
+    # Intel MPI's own table with both layers spliced in (--format impi-bin): the 4 ranks on
+    # this node run the ppn=4 layer's preset (the 2 a node one: tests/test_cluster_live.py)
+    splicer = Splicer(impi, at(4), {"bcast": sorted(catalog(impi, ["bcast"]).algorithms[
+        "bcast"])})
+    dat = tmp_path / "layers.dat"
+    dat.write_bytes(splicer.table({2: {"bcast": {4: impi_tuning.Rules([(None, other)])}},
+                                   4: {"bcast": {4: impi_tuning.Rules([(None, preset)])}}}))
+    got = probes({"I_MPI_TUNING_BIN": str(dat)}, [65536])[65536]
+    assert got == want != probes({}, [65536])[65536], describe(got, "bcast")
 
 
-@pytest.mark.parametrize("fmt,layered", [("impi", True), (None, False)])
+@pytest.mark.parametrize("fmt,layered", [("impi", True), ("impi-bin", True), (None, False)])
 def test_a_layouts_run_writes_its_ppn_layer(impi: IntelMPI, fmt: str | None, layered: bool,
                                             tmp_path: Path) -> None:
     """The session of one layout of `tune --layouts` (1 x 2): with --format impi the JSON
-    file's ppn=2 layer holds its rules; with no --format (the table may be chosen instead,
-    which holds one ppn per comm size) the file says no layout, so --layouts gives each
-    layout a file of its own."""
+    file's ppn=2 layer holds its rules, and with --format impi-bin the table's (read back
+    from colltune's record of it); with no --format (either may be written, a run each)
+    the file says no layout, so --layouts gives each layout a file of its own."""
     from colltune.backends import registry
     from colltune.options import TuneOptions
 
-    out = tmp_path / "t.json"
+    out = tmp_path / ("t.dat" if fmt == "impi-bin" else "t.json")
     opts = TuneOptions(["bcast"], [2], out=out, mpi=str(impi.prefix), backend="impi",
                        out_format=fmt, layout="1x2", launch=Launch(None, 1, 2))
     sess = registry.named("impi").open(opts, ["bcast"], lambda _: None)
@@ -98,7 +107,9 @@ def test_a_layouts_run_writes_its_ppn_layer(impi: IntelMPI, fmt: str | None, lay
     if layered:
         sess.write({"bcast": {2: [Decision(65536, 65536, Config(1), Config(1), 1.0, 2.0,
                                            None, True)]}}, {}, {})
-        assert list(impi_tuning.parse_layers(out.read_text())) == [2]
+        got = impi_table.parse_rules(record_of(out).read_text()) if fmt == "impi-bin" \
+            else impi_tuning.parse_layers(out.read_text())
+        assert list(got) == [2]
 
 
 def test_a_forced_preset_that_falls_back_is_named(impi: IntelMPI) -> None:
@@ -179,11 +190,12 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         dat, summary = tmp_path / "t.dat", {}
         splicer = Splicer(impi, at(np), {"bcast": sorted(catalog(impi, ["bcast"]).algorithms[
             "bcast"])})
-        write_table(dat, {"bcast": {np: rb}}, {np: at(np).ppn}, splicer, ["tuned here"], [],
+        write_table(dat, {at(np).ppn: {"bcast": {np: rb}}}, splicer, ["tuned here"], [],
                     summary)
         prof = impi_env.parse(env_path(dat).read_text())
         assert prof.settings == {"I_MPI_TUNING_BIN": str(dat.resolve())}, prof.settings
-        assert impi_table.parse_rules(record_of(dat).read_text())[0] == {"bcast": {np: rb}}
+        assert impi_table.parse_rules(record_of(dat).read_text()) == {
+            at(np).ppn: {"bcast": {np: rb}}}
         # what a table runs, read leaf by leaf as Intel MPI looks it up (the side-by-side
         # marks the cells where two arms agree): preset 8's own entry at 8 B, where the
         # library's differs, and the library's own at 1 KiB

@@ -13,7 +13,7 @@ import pytest
 from colltune.backends import registry
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
-from colltune.rules import impi_env, impi_tuning
+from colltune.rules import impi_env, impi_table, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Rules, rules_for, rules_from
 
 
@@ -171,9 +171,10 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
                              "I_MPI_ADJUST_BCAST": f"8:0-1024;1:1025-{impi_env.TOP}"}
     assert "note: a note" in prof.comments and summary["wrote"]["what"].endswith(  # type: ignore[index]
         "I_MPI_ADJUST_* variables")
-    t, read, text = read_files(out)
-    assert text is not None and impi_tuning.parse(text) == t
-    bcast = rules_for(t, "bcast", 4)
+    layers, read, text = read_files(out)
+    assert text is not None and impi_tuning.parse_layers(text) == layers
+    assert list(layers) == [None]  # variables are for any ranks a node
+    bcast = rules_for(layers[None], "bcast", 4)
     assert bcast is not None and [bcast.preset_at(s) for s in (8, 1024, 1025, 1 << 30)] == [
         8, 8, 1, 1]
     assert tuned_env(out, read) == prof.settings  # what verify's tuned arm sets
@@ -212,7 +213,6 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     import sys
 
     from colltune.backends.impi.files import tuned_env
-    from colltune.rules import impi_table
     from colltune.rules.impi_table import Node
 
     dat = tmp_path / "t.dat"
@@ -228,15 +228,15 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     t = {"bcast": {4: Rules([(1024, 8), (None, impi_tuning.LIBRARY)])}}
     # the table's path is written quoted: a newline in it starts no line of rules
     assert impi_table.parse_rules(impi_table.render_rules(
-        t, {4: 4}, "/a\nbcast 4 4 0 - 3\n"))[0] == t
-    (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
+        {4: t}, "/a\nbcast 4 4 0 - 3\n")) == {4: t}
+    (tmp_path / "t.rules").write_text(impi_table.render_rules({4: t}, str(dat)))
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 0 and "tuning table" in r.stdout, r.stderr
     assert tuned_env(dat, impi_env.ImpiProfile()) == {"I_MPI_TUNING_BIN": str(dat.resolve())}
     (tmp_path / "t.rules").write_text("bcast 4 4 0 1024 8\nbcast 4 4 2000 - library\n")
     r = subprocess.run(check, capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "without a gap" in r.stderr, r.stderr
-    (tmp_path / "t.rules").write_text(impi_table.render_rules(t, {4: 4}, str(dat)))
+    (tmp_path / "t.rules").write_text(impi_table.render_rules({4: t}, str(dat)))
     # a profile from elsewhere naming itself as the table is refused, not read again
     loop = tmp_path / "loop.env"
     loop.write_text(impi_env.render(impi_env.ImpiProfile([], {"I_MPI_TUNING_BIN": str(loop)})))
@@ -279,3 +279,16 @@ def test_stand_in_candidates_off_the_sweep_come_from_its_neighbours() -> None:
     assert got[512] == [7, 5, 9] and len(got[512]) == TRIES  # the twin either side first
     fast = {256: [5, 2, 9, 7], 1024: [9, 7, 2, 5], 512: [5]}
     assert wanted(prints, fast, swept(fast), 512) == {5, 2, 9, 7}
+
+
+def test_the_tables_record_holds_a_layer_per_ranks_a_node() -> None:
+    """colltune's record of a spliced table: rules for one comm size at two ppn, read back
+    layer by layer; each layer's ranges checked apart (a gap in one is refused)."""
+    two = {"bcast": {4: Rules([(1024, 8), (None, impi_tuning.LIBRARY)])}}
+    four = {"bcast": {4: Rules([(None, 3)])}, "reduce": {8: Rules([(None, 1)])}}
+    text = impi_table.render_rules({2: two, 4: four}, "/t.dat")
+    assert impi_table.parse_rules(text) == {2: two, 4: four}
+    with pytest.raises(impi_tuning.ImpiFormatError, match="without a gap"):
+        impi_table.parse_rules("bcast 4 2 0 1024 8\nbcast 4 4 1025 - 3\n")
+    with pytest.raises(impi_tuning.ImpiFormatError, match="does not fit"):
+        impi_table.parse_rules("bcast 4 8 0 - 3\n")

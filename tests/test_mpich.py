@@ -28,7 +28,16 @@ from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions
 from colltune.rules import mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
 from conftest import get_mpich, missing
-from helpers import RankSends, lo_traffic, module_env, rank_sends, traced_command, tune_cli
+from helpers import (
+    PULL_CALLS,
+    SEND_CALLS,
+    RankSends,
+    lo_traffic,
+    module_env,
+    rank_sends,
+    traced_command,
+    tune_cli,
+)
 
 # ---------------------------------------------------------------------------
 # offline: parsing, writing, reading
@@ -660,9 +669,10 @@ def strace_ok() -> None:
 
 
 def _sends(mpi: MPICH, tmp: Path, coll: str, size: int, env: dict[str, str],
-           assign: dict[str, int] | None = None) -> dict[int, RankSends]:
+           assign: dict[str, int] | None = None, local: bool = False) -> dict[int, RankSends]:
     """Per-rank sends of a 4-rank run of the kernel under `env`, the configuration set
-    through MPI_T by the kernel as it does when measuring (`assign`) or not at all."""
+    through MPI_T by the kernel as it does when measuring (`assign`) or not at all.
+    `local`: the 4 ranks as one node of 4 to MPICH, each rank's cross-memory reads."""
     exe = build_kernel(mpi)
     reps = 10 if size <= 65536 else 4
     d = tmp / f"trace-{len(list(tmp.glob('trace-*')))}"
@@ -670,9 +680,10 @@ def _sends(mpi: MPICH, tmp: Path, coll: str, size: int, env: dict[str, str],
     plan = d / "plan"
     plan.write_text(KernelPlan(coll, [KernelConfig(0, assign or {})], [(0, size)],
                                Repetitions(0, reps, reps, 0.01, 1e6, 1)).render())
-    cmd = traced_command(d, [str(mpi.mpirun), "-n", "4"], [str(exe), str(plan)])
+    cmd = traced_command(d, [str(mpi.mpirun), "-n", "4"], [str(exe), str(plan)],
+                         PULL_CALLS if local else SEND_CALLS)
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False,
-                       env=mb.launch_env(_tcp_env(mpi) | env))
+                       env=mb.launch_env(env if local else _tcp_env(mpi) | env))
     results = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith('{"event":"res')]
     assert r.returncode == 0 and [x["status"] for x in results] == ["ok"], r.stderr[-500:]
     got = rank_sends(d)
@@ -728,6 +739,33 @@ def test_radix_and_chunk_size_of_the_tuning_file_are_obeyed(mpich: MPICH, strace
                   cat.assignments("bcast", Config.of(tree, {RADIX: 3})))
     assert _same(mpit, want := _sends(mpich, tmp_path, "bcast", 8192, mb.forcing_env(
         cat, "bcast", Config.of(tree, {RADIX: 3})))), (mpit, want)
+
+
+@pytest.mark.mpi
+def test_mpich_5_takes_the_layer_of_one_node_of_4(strace_ok: None, tmp_path: Path) -> None:
+    """4 ranks on this node, one node of 4 to MPICH (no NOLOCAL): a file with a layer per
+    ranks a node (tune --layouts 2x2,1x4) runs its 4-a-node layer's reduce, with the layers
+    either way round (the 2-a-node one: across the test cluster's nodes,
+    tests/test_cluster_live.py). MPICH 5 moves large messages inside a node by cross-memory
+    attach, so each rank's process_vm_readv calls (strace) are the algorithm's pattern."""
+    mpi = get_mpich("mpich50")
+    cat = _catalog(mpi)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    size, algs = 131072, ("binomial", "reduce_scatter_gather")
+    forced = {a: _sends(mpi, tmp_path, "reduce", size, mb.forcing_env(
+        cat, "reduce", Config(ids[a])), local=True) for a in algs}
+    assert not _same(*forced.values()), forced  # the pattern tells them apart
+    for four, two in (algs, algs[::-1]):
+        layers = {p: Ranges([(None, cat.container["reduce"][ids[a]])])
+                  for p, a in ((2, two), (4, four))}
+        tf = tmp_path / f"tuning-{four}.json"
+        tf.write_text(mpich_csel.render(cat.builtin, {"reduce": {4: Ranges(
+            [(None, None)], per_ppn=layers)}}))
+        env = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf)))
+        got = _sends(mpi, tmp_path, "reduce", size, env.variables(), local=True)
+        print(four, got, forced)
+        assert _same(got, forced[four]) and not _same(got, forced[two]), (four, got, forced)
 
 
 @pytest.mark.mpi

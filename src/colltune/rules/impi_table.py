@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from colltune.rules.impi_tuning import LIBRARY, NAMES, ImpiFormatError, Rules, Tuning, file_name
+from colltune.rules.impi_tuning import LIBRARY, NAMES, ImpiFormatError, Layers, Rules, file_name
 
 _HEADER = struct.Struct("<qiiqiiII")
 _INNER, _LEAF = 0xEEEEEEEE, 0xCCCCCCCC
@@ -246,42 +246,43 @@ _LINE = re.compile(r"([a-z_]{1,32}) ([0-9]{1,7}) ([0-9]{1,7}) ([0-9]{1,12}) ([0-
                    r"([0-9]{1,3}|library)")
 
 
-def render_rules(t: Tuning, ppn: dict[int, int], table: str) -> str:
-    """The record of the rules spliced into the table at `table`: collective, comm size,
-    ppn, lowest and highest size ('-': and above), preset or 'library' (its own entries)."""
+def render_rules(layers: Layers, table: str) -> str:
+    """The record of the rules spliced into the table at `table`, a layer per ranks a node:
+    collective, comm size, ppn, lowest and highest size ('-': and above), preset or
+    'library' (its own entries)."""
     # the path quoted as JSON: a newline in it cannot start a line of rules
     lines = [f"{_HEAD} {json.dumps(table)} (a record for colltune; jobs load the table)"]
-    for coll in sorted(t):
-        for np, r in sorted((k, v) for k, v in t[coll].items() if k is not None):
-            lines += [f"{coll} {np} {ppn[np]} {low} {'-' if high is None else high} "
-                      f"{'library' if p == LIBRARY else p}" for low, high, p in r.ranges()]
+    rows = sorted((coll, np, ppn, r) for ppn, t in layers.items() if ppn is not None
+                  for coll, per in t.items() for np, r in per.items() if np is not None)
+    for coll, np, ppn, r in rows:
+        lines += [f"{coll} {np} {ppn} {low} {'-' if high is None else high} "
+                  f"{'library' if p == LIBRARY else p}" for low, high, p in r.ranges()]
     return "\n".join(lines) + "\n"
 
 
-def parse_rules(text: str) -> tuple[Tuning, dict[int, int]]:
-    """The rules a record holds, and each comm size's ppn; ImpiFormatError where a line is
-    not one colltune wrote, or a comm size's ranges do not run from 0 upwards without a gap."""
-    t: Tuning = {}
-    ppn: dict[int, int] = {}
-    ends: dict[tuple[str, int], int | None] = {}
+def parse_rules(text: str) -> Layers:
+    """The rules a record holds, a layer per ranks a node; ImpiFormatError where a line is
+    not one colltune wrote, or a job's ranges do not run from 0 upwards without a gap."""
+    out: Layers = {}
+    ends: dict[tuple[str, int, int], int | None] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         m = _LINE.fullmatch(line.strip())
         if not m or file_name(m.group(1)) not in NAMES:
-            raise ImpiFormatError(f"line {n}: not 'collective np low high preset'")
+            raise ImpiFormatError(f"line {n}: not 'collective np ppn low high preset'")
         coll, np, per, low = m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4))
         high = None if m.group(5) == "-" else int(m.group(5))
-        if ppn.setdefault(np, per) != per or not 0 < per <= np:
-            raise ImpiFormatError(f"line {n}: {per} ranks per node does not fit {np} ranks, "
-                                  "or differs from another line's")
-        prev = ends.get((coll, np), -1)
+        if not 0 < per <= np:
+            raise ImpiFormatError(f"line {n}: {per} ranks per node does not fit {np} ranks")
+        prev = ends.get((coll, np, per), -1)
         if prev is None or low != prev + 1 or (high is not None and high < low):
-            raise ImpiFormatError(f"line {n}: {coll} at {np} ranks: the ranges must run "
-                                  "from 0 upwards without a gap")
-        ends[(coll, np)] = high
+            raise ImpiFormatError(f"line {n}: {coll} at {np} ranks, {per} a node: the ranges "
+                                  "must run from 0 upwards without a gap")
+        ends[(coll, np, per)] = high
         preset = LIBRARY if m.group(6) == "library" else int(m.group(6))
-        t.setdefault(coll, {}).setdefault(np, Rules()).limits.append((high, preset))
-    if not t or any(h is not None for h in ends.values()):
-        raise ImpiFormatError("no rules, or a comm size's last range is not open ('-')")
-    return t, ppn
+        out.setdefault(per, {}).setdefault(coll, {}).setdefault(np, Rules()).limits.append(
+            (high, preset))
+    if not out or any(h is not None for h in ends.values()):
+        raise ImpiFormatError("no rules, or a job's last range is not open ('-')")
+    return out

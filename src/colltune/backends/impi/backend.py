@@ -71,7 +71,7 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.rules import impi_env, impi_tuning
-from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, rules_for
+from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Layers, Rules, Tuning, rules_for
 
 if TYPE_CHECKING:
     from colltune.options import TuneOptions
@@ -87,15 +87,15 @@ class ImpiFiles(FileFormats):
         return re.match(r'\s*\{\s*"coll=', text) is not None or "export I_MPI_" in text
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
-        t, prof, text = read_files(path, "will not check")
+        layers, prof, text = read_files(path, "will not check")
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")
-        # ranks a node each layer was measured with (-1: any)
-        ppn = sorted(k or -1 for k in impi_tuning.parse_layers(text)) if text else [-1]
+        colls = sorted({c for t in layers.values() for c in t})
+        ppn = sorted(k or -1 for k in layers)  # ranks a node each layer is for (-1: any)
         layered = f", rules for {', '.join(map(str, ppn))} ranks a node" if ppn != [-1] else ""
-        return Checked(f"Intel MPI {what}, {len(t)} collective(s) tuned{layered}",
-                       {"format": "impi", "collectives": sorted(t), "ppn": ppn,
+        return Checked(f"Intel MPI {what}, {len(colls)} collective(s) tuned{layered}",
+                       {"format": "impi", "collectives": colls, "ppn": ppn,
                         "profile": prof.settings}, [])
 
     def installable(self, req: ExportRequest) -> Installable:
@@ -103,13 +103,15 @@ class ImpiFiles(FileFormats):
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        t, prof, text = read_files(path)
+        layers, prof, text = read_files(path)
         mpi = impi.find_impi(mpi_prefix)
-        names = sorted(t)
+        names = sorted({c for t in layers.values() for c in t})
         catalog = impi.catalog(mpi, names)
         placement = self.backend.place(np, hostfile, launch)
-        if text:  # JSON (read_files parsed it): the layer of the job's ranks a node
-            t = impi_tuning.layer_for(impi_tuning.parse_layers(text), placement.ppn)
+        # the layer of the job's ranks a node: in JSON the first at or above it, else the
+        # largest; a spliced table changed only the jobs of exactly its ppn (its fences)
+        t = impi_tuning.layer_for(layers, placement.ppn) if text is not None else \
+            layers.get(placement.ppn, {})
         env = tuned_env(path, prof)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
@@ -185,9 +187,9 @@ class ImpiBackend(Backend[IntelMPI]):
         auto = opts.out_format is None and (not opts.from_db or shutil.which("gdb") is not None)
         session = ImpiSession(self, mpi, catalog, placements, opts.out, fmt, auto,
                               "bands" if opts.sweep == "bands" else "relaunch")
-        # the JSON file's ppn level holds each layout's rules apart (not where the table
-        # may be chosen instead: it holds one ppn per comm size)
-        session.says_layout = fmt == "impi" and not auto
+        # the JSON file's ppn level and the table's hold each layout's rules apart (not where
+        # either may be chosen: each run of --layouts could write the other one)
+        session.says_layout = fmt in ("impi", "impi-bin") and not auto
         session.layer = placements[0].ppn if opts.layout and session.says_layout else None
         return session
 
@@ -340,8 +342,8 @@ class ImpiSession(Session[IntelMPI]):
             return {"default": {}, "tuned": {}}
         if self.splicer is not None:  # the table as it will be written
             try:
-                path.write_bytes(self.splicer.table({coll.name: {placement.np: r}},
-                                                    {placement.np: placement.ppn}))
+                path.write_bytes(self.splicer.table(
+                    {placement.ppn: {coll.name: {placement.np: r}}}))
             except ImpiFormatError as e:
                 raise ColltuneError(f"cannot splice {coll.name} into Intel MPI's table: {e}",
                                     "write the JSON tuning file (--format impi)") from None
@@ -402,8 +404,12 @@ class ImpiSession(Session[IntelMPI]):
         if self.out_format == "impi-env":
             write_adjusts(out, t, comments, notes, summary)
         elif self.splicer is not None:
-            write_table(out, t, {p.np: p.ppn for p in self.placements}, self.splicer,
-                        comments, notes, summary)
+            ppn: dict[int | None, int] = {p.np: p.ppn for p in self.placements}
+            layers: Layers = {}
+            for c, per in t.items():
+                for k, r in per.items():  # measured comm sizes: each its placement's ppn
+                    layers.setdefault(ppn[k], {}).setdefault(c, {})[k] = r
+            write_table(out, layers, self.splicer, comments, notes, summary)
         else:
             write_tuning(out, {self.layer: t}, comments, notes, summary)
         return None

@@ -32,10 +32,11 @@ def env_path(out: Path) -> Path:
 
 
 def read_files(source: Path, refusal: str = "will not export"
-               ) -> tuple[Tuning, impi_env.ImpiProfile, str | None]:
-    """The rules, the profile, and the JSON tuning file's text (None for a spliced table:
-    its rules are read from colltune's record beside it), from any file `tune` wrote for
-    Intel MPI or the profile beside it. A path inside a profile is read as data, never run."""
+               ) -> tuple[Layers, impi_env.ImpiProfile, str | None]:
+    """The rules, a layer per ranks a node (None: any), the profile, and the JSON tuning
+    file's text (None for a spliced table: its rules are read from colltune's record beside
+    it), from any file `tune` wrote for Intel MPI or the profile beside it. A path inside a
+    profile is read as data, never run."""
     table = source.suffix == SUFFIX
     try:
         if table:
@@ -54,7 +55,7 @@ def read_files(source: Path, refusal: str = "will not export"
             else:
                 raise ImpiFormatError(f"it sets neither {impi_env.TUNING_VAR}, {BIN_VAR} "
                                       "nor an I_MPI_ADJUST_* variable")
-        return impi_tuning.parse(json_text), prof, json_text
+        return impi_tuning.parse_layers(json_text), prof, json_text
     except (OSError, FormatError, ImpiFormatError) as e:
         raise ColltuneError(f"{refusal} {source}: {e}",
                             f"keep colltune's record of its rules beside it "
@@ -69,14 +70,14 @@ def _profile_beside(source: Path) -> impi_env.ImpiProfile:
     return impi_env.parse(read_text(beside)) if beside.exists() else impi_env.ImpiProfile()
 
 
-def _table_rules(table: Path) -> Tuning:
+def _table_rules(table: Path) -> Layers:
     """The rules colltune's record beside a spliced table holds, once the table is checked
     to be one (a path from a profile is another user's data: a table's name, never a
     profile read again)."""
     if table.suffix != SUFFIX:
         raise ImpiFormatError(f"{BIN_VAR} names {table}, not a {SUFFIX} tuning table")
     impi_table.decode(read_bytes(table))  # a table, as far as can be read
-    return impi_table.parse_rules(read_text(record_of(table)))[0]
+    return impi_table.parse_rules(read_text(record_of(table)))
 
 
 def tuned_env(source: Path, prof: impi_env.ImpiProfile) -> dict[str, str]:
@@ -133,28 +134,30 @@ def _nothing(out: Path, comments: list[str], notes: list[str], summary: dict[str
                         "notes": notes}
 
 
-def write_table(out: Path, t: Tuning, ppn: dict[int, int], splicer: Splicer,
-                comments: list[str], notes: list[str], summary: dict[str, object]) -> None:
-    """Intel MPI's own table with `t` (and the rules the record at `out` held) spliced in,
-    at `out` once the library has read it back as written; the record and the profile
-    beside it."""
+def write_table(out: Path, layers: Layers, splicer: Splicer, comments: list[str],
+                notes: list[str], summary: dict[str, object]) -> None:
+    """Intel MPI's own table with `layers` (and the rules the record at `out` held, layer by
+    layer: ranks a node) spliced in, at `out` once the library has read it back as written;
+    the record and the profile beside it."""
     record = record_of(out)
-    old, old_ppn = _merge_base(record, impi_table.parse_rules) or ({}, {})
-    for c, per in t.items():
-        old.setdefault(c, {}).update(per)
-    ppn = {**old_ppn, **ppn}
+    old: Layers = _merge_base(record, impi_table.parse_rules) or {}
+    for ppn, t in layers.items():
+        for c, per in t.items():
+            old.setdefault(ppn, {}).setdefault(c, {}).update(per)
+    old = {k: v for k, v in old.items() if v}
     comments = _header("tuning table written", comments,
                        f"source this file; the tuning table is {out.resolve()}", notes)
     settings = {BIN_VAR: str(out.resolve())} if old else {}
     if old:
         try:
-            data = splicer.table(old, ppn)
+            data = splicer.table(old)
         except ImpiFormatError as e:
             raise ColltuneError(f"cannot splice the rules into Intel MPI's table: {e}",
                                 "write the JSON tuning file (--format impi)") from None
-        read_back(splicer.mpi, splicer.placement, min(old), data)
+        read_back(splicer.mpi, splicer.placement, min(c for t in old.values() for c in t),
+                  data)
         write_file(out, data, "--out")
-        write_file(record, impi_table.render_rules(old, ppn, str(out.resolve())), "--out")
+        write_file(record, impi_table.render_rules(old, str(out.resolve())), "--out")
     else:
         _nothing(out, comments, notes, summary)
     write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
@@ -235,7 +238,7 @@ def seen_summary(prints: dict[tuple[str, int], Prints]) -> dict[str, object]:
 def installable(req: ExportRequest) -> Installable:
     """The tuning file and a profile that names it (Intel MPI reads no parameter file),
     or the profile of I_MPI_ADJUST_* variables alone."""
-    t, source, text = read_files(req.source)
+    _, source, text = read_files(req.source)
     where = req.home / ".config" / "colltune" if req.site is None else req.site
     if source.adjusts():
         prof = impi_env.ImpiProfile(
@@ -258,7 +261,7 @@ def installable(req: ExportRequest) -> Installable:
     data = read_bytes(at) if at else text  # read_files checked it is a table
     assert data is not None
     files = [Planned(record_of(installed), impi_table.render_rules(
-        *impi_table.parse_rules(read_text(record_of(at))), str(installed)),
+        impi_table.parse_rules(read_text(record_of(at))), str(installed)),
         "colltune's record of the rules in it")] if at else []
     return Installable([Planned(installed, data, "Intel MPI tuning table (its own, "
                                 "colltune's rules spliced in)" if table else

@@ -18,7 +18,7 @@ from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_ke
 from colltune.rules import impi_table
 from colltune.rules.impi_env import TUNING_VAR
 from colltune.rules.impi_table import Node
-from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Rules, Tuning, render
+from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Layers, Rules, render
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -112,34 +112,43 @@ class Splicer:
         return impi_table.selected(impi_table.at(tree, self.paths[coll]),
                                    self.placement.ppn, self.placement.np, size)
 
-    def table(self, t: Tuning, ppn: dict[int, int]) -> bytes:
-        """The library's own table with `t` spliced in (comm size -> its ppn in `ppn`)."""
-        if any(np is None for per in t.values() for np in per):
-            raise ImpiFormatError("a spliced table is for measured comm sizes")
-        key = impi_table.render_rules(t, ppn, "")
+    def table(self, layers: Layers) -> bytes:
+        """The library's own table with each layer's rules spliced in at its ranks a node
+        (every job of another ppn or comm size keeps what it had: splice's fences)."""
+        if any(ppn is None or np is None for ppn, t in layers.items()
+               for per in t.values() for np in per):
+            raise ImpiFormatError("a spliced table is for measured comm sizes and ppn")
+        key = impi_table.render_rules(layers, "")
         if key in self.made:
             return self.made[key]
-        for c in sorted(t):
+        colls = sorted({c for t in layers.values() for c in t})
+        for c in colls:
             self._learn(c)
         assert self.own is not None
         table = self.own
-        for c in t:
+        for c in colls:
             table = impi_table.copied_along(table, self.paths[c])
-        for c, per in t.items():
-            node = impi_table.at(table, self.paths[c])  # the library's own entries for it
-            for np, r in per.items():
-                assert np is not None  # refused above
-                theirs = impi_table.messages(impi_table.at(self.own, self.paths[c]),
-                                             ppn[np], np)
-                entries: list[tuple[int, Node]] = []
-                for low, high, p in r.ranges():
-                    if p != LIBRARY and (c, p) not in self.leaves:
-                        raise ImpiFormatError(f"{c}: preset {p} is not one Intel MPI lists")
-                    entries += impi_table.clip(theirs, low, high) if p == LIBRARY else \
-                        [(-1 if high is None else high, self.leaves[(c, p)])]
-                impi_table.splice(node, ppn[np], np, entries)
+        for ppn, t in layers.items():
+            assert ppn is not None  # refused above
+            for c, per in t.items():
+                node = impi_table.at(table, self.paths[c])  # the library's own entries
+                for np, r in per.items():
+                    assert np is not None  # refused above
+                    self._splice(node, c, ppn, np, r)
         self.made[key] = impi_table.encode(table)
         return self.made[key]
+
+    def _splice(self, node: Node, coll: str, ppn: int, np: int, r: Rules) -> None:
+        """`r` into the collective's `node` for jobs of `np` ranks, `ppn` a node."""
+        assert self.own is not None
+        theirs = impi_table.messages(impi_table.at(self.own, self.paths[coll]), ppn, np)
+        entries: list[tuple[int, Node]] = []
+        for low, high, p in r.ranges():
+            if p != LIBRARY and (coll, p) not in self.leaves:
+                raise ImpiFormatError(f"{coll}: preset {p} is not one Intel MPI lists")
+            entries += impi_table.clip(theirs, low, high) if p == LIBRARY else \
+                [(-1 if high is None else high, self.leaves[(coll, p)])]
+        impi_table.splice(node, ppn, np, entries)
 
 
 def read_back(mpi: IntelMPI, placement: Placement, coll: str, data: bytes) -> None:
