@@ -536,3 +536,26 @@ def test_colltunes_own_jobs_start_without_the_quarter_second_sleep(impi: IntelMP
                         for t in traces]
     assert all("250000000" in s for s in sleeps["user"]), sleeps  # the library's own
     assert all("250000000" not in s and "25000000" in s for s in sleeps["own"]), sleeps
+
+
+def test_verify_says_a_tables_layers_leave_this_jobs_ppn_to_the_library(
+        impi: IntelMPI, tmp_path: Path) -> None:
+    """A spliced table changes only the jobs of the ppn it was tuned at (its fences): a
+    verify of 2 ranks on this node against a table of 4-a-node rules says, before it
+    launches anything, that this job runs Intel MPI's own entries."""
+    from colltune.backends import registry
+    from colltune.rules.impi_table import Node
+
+    dat = tmp_path / "t.dat"
+    leaf = Node(8, 0, 0, records=[(3, 0, 0, 0, 0), (3, 0, 0, 0, 0)])
+    dat.write_bytes(impi_table.encode(Node(0, 4, 65536, [Node(4, 5, 7, [Node(5, 6, -1, [
+        Node(6, 9, 4, [Node(9, 7, -1, [Node(7, 8, -1, [leaf])])])])])])))
+    record_of(dat).write_text(impi_table.render_rules(
+        {4: {"bcast": {4: impi_tuning.Rules([(None, 3)])}}}, str(dat)))
+    files = registry.named("impi").with_files()
+    target = files.verify_target(dat, 2, str(impi.prefix), None, Launch("mpiexec"))
+    assert target.notes and "holds rules for 4 ranks a node, and this job runs 2" in \
+        target.notes[0], target.notes
+    assert target.rule_at(get_collective("bcast"), 2, 1024) is None
+    four = files.verify_target(dat, 4, str(impi.prefix), None, Launch("mpiexec"))
+    assert not four.notes and four.rule_at(get_collective("bcast"), 4, 1024) == Config(3)

@@ -112,6 +112,10 @@ class ImpiFiles(FileFormats):
         # largest; a spliced table changed only the jobs of exactly its ppn (its fences)
         t = impi_tuning.layer_for(layers, placement.ppn) if text is not None else \
             layers.get(placement.ppn, {})
+        notes = [] if t or text is not None else [
+            f"{path} holds rules for {', '.join(str(k) for k in sorted(layers, key=str))} "
+            f"ranks a node, and this job runs {placement.ppn}: it runs Intel MPI's own "
+            "entries"]
         env = tuned_env(path, prof)
 
         def rule_at(coll: Collective, n: int, size: int) -> Config | None:
@@ -129,7 +133,7 @@ class ImpiFiles(FileFormats):
         # a spliced table changes what runs where it names the library's own entry too (its
         # fences and copies of the selected node), so every size is tested
         return VerifyTarget(mpi, catalog, names, {"default": {}, "tuned": env},
-                            placement, rule_at, applied, whole=text is None)
+                            placement, rule_at, applied, whole=text is None, notes=notes)
 
 
 class ImpiBackend(Backend[IntelMPI]):
