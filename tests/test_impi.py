@@ -148,9 +148,7 @@ def test_one_launch_runs_each_preset_at_the_sizes_of_its_band(impi: IntelMPI,
     assert len({got[m] for m, (_, s) in band.items() if s == 1024}) > 1
 
 
-# at 2 ranks only: 4-rank files are obeyed in the ppn-layer tests (one node here, across
-# nodes in tests/test_cluster_live.py); the 4-rank run of this one took 18 s of the suite
-@pytest.mark.parametrize("np", [2])
+@pytest.mark.parametrize("np", [2, 4])
 def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: Path,
                                                       np: int) -> None:
     """Decisions (presets 8, 3 and 1, and a kept default) through the writer: Intel MPI
