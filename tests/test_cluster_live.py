@@ -201,10 +201,10 @@ def test_a_node_that_never_starts_ends_with_the_watchdogs_error(cluster: Cluster
     r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
                                   "8", "--db", "db.sqlite", "--out", "r.conf", *FAST),
                    env=_env(cluster, COLLTUNE_TEST_FAULT="hang:init=node2",
-                            COLLTUNE_START_TIMEOUT="5"), cwd=work, timeout=120)
+                            COLLTUNE_START_TIMEOUT="3"), cwd=work, timeout=120)
     took = time.monotonic() - start
     assert r.returncode != 0 and took < 60, (took, r.stderr[-2000:])
-    assert "did not start in 5 s" in r.stderr and "Traceback" not in r.stderr
+    assert "did not start in 3 s" in r.stderr and "Traceback" not in r.stderr
     assert not (work / "r.conf").exists()
     # the launcher was told to end them (SIGTERM): node 2's ranks end within seconds
     deadline = time.monotonic() + 10
