@@ -60,8 +60,8 @@ def decode(raw: bytes) -> Node:
     seen: set[int] = set()
     end, header = len(data), _HEADER.unpack_from
 
-    # a table of 1.3 MB (Intel MPI's largest here) is 150,000 nodes: each node's slots and
-    # records are unpacked in one call each (one call per slot took 1.1 s a table)
+    # a table of 1.3 MB (Intel MPI's largest here) is 176,000 nodes, about a second to
+    # decode: each node's slots and records are unpacked in one call each
     def node(off: int, depth: int) -> Node:
         if depth > _MAX_DEPTH or off in seen or off < 0 or off + _HEADER.size > end:
             raise ImpiFormatError(f"a node at byte {off} is out of bounds, repeated or too "
