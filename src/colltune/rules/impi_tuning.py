@@ -102,11 +102,25 @@ def render(t: Tuning) -> str:
     return render_layers({None: t})
 
 
+def collectives(layers: Layers) -> list[str]:
+    """The collectives any layer tunes, sorted."""
+    return sorted({c for t in layers.values() for c in t})
+
+
+def merged(old: Layers, new: Layers) -> Layers:
+    """`old` with `new`'s rules in it, layer by layer and collective by collective (a comm
+    size `new` tunes replaces the old one's rules); layers left empty dropped."""
+    for ppn, t in new.items():
+        for c, per in t.items():
+            old.setdefault(ppn, {}).setdefault(c, {}).update(per)
+    return {k: v for k, v in old.items() if v}
+
+
 def render_layers(layers: Layers) -> str:
     for t in layers.values():
         refuse_library(t, "a JSON tuning file")
     doc: dict[str, object] = {}
-    for coll in sorted({c for t in layers.values() for c in t}):
+    for coll in collectives(layers):
         name = file_name(coll)
         per_ppn: dict[str, object] = {}
         for ppn in sorted((k for k in layers if coll in layers[k]), key=_order):
@@ -150,7 +164,7 @@ def layer_for(layers: Layers, ppn: int | None) -> Tuning:
     """The rules a job of `ppn` ranks a node takes from each collective's layers (None:
     the -1 layer, else the largest)."""
     out: Tuning = {}
-    for coll in {c for t in layers.values() for c in t}:
+    for coll in collectives(layers):
         have = [k for k in layers if coll in layers[k]]
         above = sorted(k for k in have if k is not None and ppn is not None and k >= ppn)
         key = above[0] if above else None if None in have else max(

@@ -91,7 +91,7 @@ class ImpiFiles(FileFormats):
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")
-        colls = sorted({c for t in layers.values() for c in t})
+        colls = impi_tuning.collectives(layers)
         ppn = sorted(k or -1 for k in layers)  # ranks a node each layer is for (-1: any)
         layered = f", rules for {', '.join(map(str, ppn))} ranks a node" if ppn != [-1] else ""
         return Checked(f"Intel MPI {what}, {len(colls)} collective(s) tuned{layered}",
@@ -105,7 +105,7 @@ class ImpiFiles(FileFormats):
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         layers, prof, text = read_files(path)
         mpi = impi.find_impi(mpi_prefix)
-        names = sorted({c for t in layers.values() for c in t})
+        names = impi_tuning.collectives(layers)
         catalog = impi.catalog(mpi, names)
         placement = self.backend.place(np, hostfile, launch)
         # the layer of the job's ranks a node: in JSON the first at or above it, else the

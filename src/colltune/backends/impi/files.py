@@ -110,11 +110,7 @@ def write_tuning(out: Path, layers: Layers, comments: list[str], notes: list[str
                  summary: dict[str, object]) -> None:
     """The tuning file at `out` (merged into what it holds, layer by layer: ranks a node,
     None for any) and the profile beside it."""
-    old: Layers = _merge_base(out, impi_tuning.parse_layers) or {}
-    for ppn, t in layers.items():
-        for c, per in t.items():
-            old.setdefault(ppn, {}).setdefault(c, {}).update(per)
-    old = {k: v for k, v in old.items() if v}
+    old = impi_tuning.merged(_merge_base(out, impi_tuning.parse_layers) or {}, layers)
     comments = _header("tuning written", comments,
                        f"source this file; the tuning file is {out.resolve()}", notes)
     settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
@@ -140,11 +136,7 @@ def write_table(out: Path, layers: Layers, splicer: Splicer, comments: list[str]
     layer: ranks a node) spliced in, at `out` once the library has read it back as written;
     the record and the profile beside it."""
     record = record_of(out)
-    old: Layers = _merge_base(record, impi_table.parse_rules) or {}
-    for ppn, t in layers.items():
-        for c, per in t.items():
-            old.setdefault(ppn, {}).setdefault(c, {}).update(per)
-    old = {k: v for k, v in old.items() if v}
+    old = impi_tuning.merged(_merge_base(record, impi_table.parse_rules) or {}, layers)
     comments = _header("tuning table written", comments,
                        f"source this file; the tuning table is {out.resolve()}", notes)
     settings = {BIN_VAR: str(out.resolve())} if old else {}
@@ -154,8 +146,7 @@ def write_table(out: Path, layers: Layers, splicer: Splicer, comments: list[str]
         except ImpiFormatError as e:
             raise ColltuneError(f"cannot splice the rules into Intel MPI's table: {e}",
                                 "write the JSON tuning file (--format impi)") from None
-        read_back(splicer.mpi, splicer.placement, min(c for t in old.values() for c in t),
-                  data)
+        read_back(splicer.mpi, splicer.placement, impi_tuning.collectives(old)[0], data)
         write_file(out, data, "--out")
         write_file(record, impi_table.render_rules(old, str(out.resolve())), "--out")
     else:

@@ -18,7 +18,14 @@ from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_ke
 from colltune.rules import impi_table
 from colltune.rules.impi_env import TUNING_VAR
 from colltune.rules.impi_table import Node
-from colltune.rules.impi_tuning import LIBRARY, ImpiFormatError, Layers, Rules, render
+from colltune.rules.impi_tuning import (
+    LIBRARY,
+    ImpiFormatError,
+    Layers,
+    Rules,
+    collectives,
+    render,
+)
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -121,7 +128,7 @@ class Splicer:
         key = impi_table.render_rules(layers, "")
         if key in self.made:
             return self.made[key]
-        colls = sorted({c for t in layers.values() for c in t})
+        colls = collectives(layers)
         for c in colls:
             self._learn(c)
         assert self.own is not None
