@@ -97,7 +97,7 @@ def test_binary_and_foreign_inputs_of_report_and_app_are_one_line_errors(tmp_pat
     assert r.returncode == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.stderr
     newer = tmp_path / "newer.json"
     newer.write_text('{"schema": "colltune-profile", "version": 99}')
-    for bad, why in ((binary, "not UTF-8 text"), (newer, "reads up to 1"),
+    for bad, why in ((binary, "not UTF-8 text"), (newer, "reads up to 2"),
                      (tmp_path / "missing.json", "cannot read the profile")):
         r = tune_cli("app", str(bad))
         assert r.returncode == 2 and why in r.stderr, r.stderr

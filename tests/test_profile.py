@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from arrival_prog import DELAY, build_arrival, check_arrival
 from colltune.apploop.profile import inject
 from colltune.backends import registry
 from colltune.core.toolchain import Installation
@@ -51,7 +52,7 @@ def test_profile_counts_exactly_the_calls_the_program_makes(which: str, tmp_path
                  "--timeout", "120", "--", *launch, str(exe), env=mpi.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
-    assert doc["schema"] == "colltune-profile" and doc["version"] == 1
+    assert doc["schema"] == "colltune-profile" and doc["version"] == 2
     assert doc["ranks"] == NP and doc["mpi"]["version"] == mpi.version
     assert mpi.runs_on(doc["mpi"]["library"])
     got = {(e["collective"], e["comm_size"], e["size"]): (e["calls"], e["ranks"],
@@ -195,3 +196,17 @@ def test_the_preloaded_library_exports_only_mpi_entries() -> None:
     assert "MPI_Allreduce" in names and "mpi_allreduce_" in names
     assert "mpi_allreduce_f08_" in names and "MPI_Finalize" in names
     assert [n for n in names if not n.startswith(("MPI_", "mpi_"))] == []
+
+
+def test_profile_records_where_ranks_ran_and_a_known_arrival_pattern(
+        ompi41: Installation, tmp_path: Path) -> None:
+    """One rank sleeps a set time before each call: the profile's spread for each group
+    matches the sleep, and it names that rank as the late one."""
+    exe = build_arrival(ompi41, tmp_path)
+    out = tmp_path / "arrival.json"
+    r = tune_cli("profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--",
+                 str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe),
+                 str(int(DELAY * 1e6)), "3", "100", env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads(out.read_text())
+    check_arrival(doc, [doc["layout"]["hosts"][0]] * 4)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__, jobdir
+from colltune.apploop import arrival
 from colltune.apploop.profile_schema import problem
 from colltune.backends import registry
 from colltune.backends.base import Backend
@@ -29,7 +30,8 @@ from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
 
 SCHEMA = "colltune-profile"
-VERSION = 1
+# 2: where the ranks ran (layout), the clock and each group's arrival pattern; 1 still loads
+VERSION = 2
 PROFILER = "collprof"
 # what a launcher is called, by the launcher families colltune knows how to pass settings to
 _MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun", "prterun")
@@ -64,6 +66,10 @@ def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | 
     backend = registry.named(backend_name)
     mpi = backend.find(prefix)
     profile = profiled_run(cmd, backend, mpi, timeout=timeout)
+    why = problem(profile)  # what every reader will check: never write what they refuse
+    if why is not None:
+        raise MPIError(f"the ranks' records make no valid profile: {why}",
+                       "report this with the application's command")
     write_atomic(out, json.dumps(profile, indent=1) + "\n")
     return profile
 
@@ -167,6 +173,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         for e in r["entries"]:
             by[(str(e["collective"]), int(e["comm_size"]), int(e["bucket"]))].append(e)
     wall = _spread([float(r["wall_s"]) for r in ranks], world)
+    where = arrival.layout(ranks)
+    spreads = arrival.arrivals(ranks, where["hosts"] if where else None)
     entries = []
     for (name, n, bucket), es in by.items():
         coll = COLLECTIVES.get(name)
@@ -189,6 +197,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
             "first_s": first,
             "first_total_s": sum(sum(f) for f in firsts) / len(es),
             "warmup": warmup(first),
+            # how far apart the ranks entered the sampled calls (null: none sampled whole)
+            "arrival": spreads.get((name, n, bucket)),
         })
     entries.sort(key=lambda e: (-e["time_s"]["mean"], e["collective"], e["comm_size"],  # type: ignore[index]
                                 e["size"]))
@@ -207,6 +217,10 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
                 "prefix": str(mpi.prefix), "library": str(ranks[0]["library"]),
                 "backend": registry.of(mpi).name},
         "ranks": world,
+        # where the ranks ran: nodes, the most ranks on one, each world rank's host
+        "layout": where,
+        "clock": arrival.clock(ranks),
+        "arrivals_dropped": sum(int(r.get("arrivals_dropped", 0)) for r in ranks),
         "wall_s": wall,
         "collective_s": _spread([float(r["collective_s"]) for r in ranks], world),
         "p2p_s": _spread([float(r["p2p_s"]) for r in ranks], world),
@@ -270,3 +284,14 @@ def load(path: Path) -> dict[str, object]:
         raise ColltuneError(f"{path} is not a valid colltune profile: {why}",
                             "pass the file tune profile -o wrote, unedited")
     return doc
+
+
+def lacks(profile: dict[str, object]) -> list[str]:
+    """What an older profile does not hold that this colltune would use."""
+    out = []
+    if not profile.get("layout"):
+        out.append("where its ranks ran")
+    if not any(isinstance(e, dict) and e.get("arrival")
+               for e in profile["entries"]):  # type: ignore[attr-defined]
+        out.append("when they entered each call")
+    return out

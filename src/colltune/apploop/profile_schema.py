@@ -17,6 +17,28 @@ _SPREAD = {"type": "object", "required": ["mean", "max"],
 # line break in it could fake a line of colltune's own (`error: ... run: curl ...|sh`)
 _TEXT = {"type": "string", "maxLength": 4096, "pattern": r"^[^\x00-\x1f\x7f]*$"}
 
+_LAYOUT = {"type": "string", "pattern": r"^[0-9]{1,7}x[0-9]{1,7}$"}
+_ARRIVAL = {
+    "type": ["object", "null"],
+    "required": ["calls", "spread_s", "late_ranks", "delays_s"],
+    "properties": {
+        "calls": _COUNT,
+        "spread_s": {"type": "object", "required": ["median", "p90", "max"],
+                     "properties": {"median": _SECONDS, "p90": _SECONDS, "max": _SECONDS}},
+        "call_s": _SECONDS, "after_last_s": _SECONDS,
+        "late_ranks": {"type": "array", "maxItems": 64, "items": {
+            "type": "object", "required": ["world_rank", "mean_delay_s"],
+            "properties": {"rank": _COUNT, "world_rank": _COUNT, "mean_delay_s": _SECONDS,
+                           "last_share": {"type": "number", "minimum": 0, "maximum": 1}}}},
+        # per kept call, each communicator rank's delay after the first to enter
+        "delays_s": {"type": "array", "maxItems": 1024,
+                     "items": {"type": "array", "items": _SECONDS, "maxItems": 1 << 20}},
+        "layout": {"anyOf": [_LAYOUT, {"type": "null"}]},
+        "layouts": {"type": "object", "propertyNames": _LAYOUT,
+                    "additionalProperties": _COUNT},
+    },
+}
+
 SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["schema", "version", "mpi", "ranks", "wall_s", "collective_s", "entries"],
@@ -32,6 +54,14 @@ SCHEMA: dict[str, Any] = {
                            "backend": {"type": "string", "pattern": r"^[a-z0-9_]{1,20}$"}},
         },
         "ranks": _POSITIVE,
+        "layout": {"type": ["object", "null"], "required": ["nodes", "ppn", "hosts"],
+                   "properties": {"nodes": _POSITIVE, "ppn": _POSITIVE,
+                                  "hosts": {"type": "array", "items": _TEXT,
+                                            "maxItems": 1 << 20}}},
+        "clock": {"type": ["object", "null"], "required": ["synced", "error_s", "drift_s"],
+                  "properties": {"synced": {"type": "boolean"}, "error_s": _SECONDS,
+                                 "drift_s": _SECONDS, "method": _TEXT}},
+        "arrivals_dropped": _COUNT,
         "wall_s": _SPREAD, "collective_s": _SPREAD, "p2p_s": _SPREAD,
         "run_s": _SECONDS,
         "dropped_calls": _COUNT,
@@ -62,6 +92,7 @@ SCHEMA: dict[str, Any] = {
                     "first_total_s": _SECONDS,
                     # where the calls changed level, if they did (tune profile reports it)
                     "warmup": {"type": ["object", "null"]},
+                    "arrival": _ARRIVAL,
                 },
             },
         },

@@ -38,7 +38,8 @@ SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c
                          "bench_mpit.c", "bench_colls.c", "bench_measure.c",
                          "bench_loop.c"),
            "collstep": ("collstep.c", "bench.h", "bench_sync.c", "bench_colls.c"),
-           "collprof": ("collprof.c", "prof.h", "prof_c.c", "prof_fortran.c")}
+           "collprof": ("collprof.c", "prof.h", "prof_c.c", "prof_fortran.c",
+                        "prof_arrival.c")}
 
 
 def source_files(name: str) -> tuple[str, ...]:

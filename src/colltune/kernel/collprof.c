@@ -27,7 +27,9 @@
  *
  * Timing uses CLOCK_MONOTONIC (a vDSO call, tens of ns): the wrapper must cost well under
  * a microsecond per call, and MPI_Wtime may be a library call with its own overhead.
- */
+ *
+ * Where the ranks ran and when they entered: each record says its rank's processor name,
+ * and the entry times of a sample of its calls on rank 0's clock (prof_arrival.c). */
 #define _GNU_SOURCE /* dladdr, sched_getaffinity */
 #include <dlfcn.h>
 #include <errno.h>
@@ -43,8 +45,8 @@
 
 #include "prof.h"
 
-/* the files: prof_c.c (the C wrappers), prof_fortran.c (the Fortran ones); this one: the
- * record, the start and the end */
+/* the files: prof_c.c (the C wrappers), prof_fortran.c (the Fortran ones), prof_arrival.c
+ * (the sampled calls' entries and the clock); this one: the record, the start and the end */
 
 static const char *coll_names[N_COLL] = {
     "allgather", "allgatherv", "allreduce", "alltoall", "alltoallv", "barrier", "bcast",
@@ -72,6 +74,7 @@ typedef struct {
 
 #define SLOTS 4096 /* (collective, comm size, bucket) triples of one rank: plenty */
 static entry_t table[SLOTS];
+
 static long long dropped;          /* calls that found the table full */
 long long icalls[N_ICOLL];
 static double t_init, t_coll;
@@ -79,6 +82,8 @@ double t_p2p; /* start; time in collectives; in sends/receives/waits */
 static int started, written;
 static int spawned; /* started by MPI_Comm_spawn (the parent, once disconnected, is gone) */
 int in_fortran;
+/* the settings, taken from the environment when the library loads */
+static char prof_dir[4096], prof_cvars[2048];
 
 double now(void)
 {
@@ -119,8 +124,9 @@ int crank(MPI_Comm c)
     return r;
 }
 
-void record(int coll, MPI_Comm comm, long long bytes, double t)
+void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1)
 {
+    double t = t1 - t0;
     int n = csize(comm);
     long long b = bucket_of(bytes);
     unsigned long h = ((unsigned long)coll * 2654435761u) ^ ((unsigned long)n * 40503u) ^
@@ -142,6 +148,7 @@ void record(int coll, MPI_Comm comm, long long bytes, double t)
             e->time += t;
             if (t > e->longest)
                 e->longest = t;
+            sample((int)(e - table), comm, t0, t1);
             return;
         }
     }
@@ -161,6 +168,10 @@ long long sum_counts(const int *counts, int n)
 void on_init(void)
 {
     MPI_Comm parent = MPI_COMM_NULL;
+    if (!started && *prof_dir) {
+        /* before the application's first call: its own communicators stay untouched */
+        arrival_start();
+    }
     t_init = now();
     started = 1;
     PMPI_Comm_get_parent(&parent);
@@ -189,8 +200,6 @@ static void clean(char *s)
             *s = ' ';
 }
 
-/* the settings, taken from the environment when the library loads */
-static char prof_dir[4096], prof_cvars[2048];
 
 static void drop_self_from_preload(void)
 {
@@ -333,6 +342,8 @@ void write_profile(void)
     if (!*prof_dir || !started || written)
         return;
     written = 1;
+    /* every rank, whether or not it can write its record: rank 0 waits for each */
+    arrival_end();
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world);
     PMPI_Get_library_version(lib, &len);
@@ -370,10 +381,13 @@ void write_profile(void)
     fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", \"wall_s\": %.9g, "
                "\"collective_s\": %.9g, \"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
             rank, world, lib, wall, t_coll, t_p2p, dropped);
+    int out_index[SLOTS], nout = 0; /* each table entry's place in "entries" */
     for (int i = 0; i < SLOTS; i++) {
         const entry_t *e = &table[i];
+        out_index[i] = -1;
         if (!e->used)
             continue;
+        out_index[i] = nout++;
         fprintf(f, "%s\n {\"collective\": \"%s\", \"comm_size\": %d, \"bucket\": %lld, "
                    "\"calls\": %lld, \"bytes\": %.17g, \"time_s\": %.9g, \"longest_s\": %.9g, "
                    "\"first_s\": [",
@@ -384,7 +398,17 @@ void write_profile(void)
         fputs("]}", f);
         first = 0;
     }
-    fprintf(f, "], \"nonblocking\": {");
+    fputc(']', f);
+    write_arrivals(f, out_index);
+    {
+        char host[MPI_MAX_PROCESSOR_NAME + 1] = "";
+        int hlen = 0;
+        PMPI_Get_processor_name(host, &hlen);
+        host[hlen > 0 && hlen <= MPI_MAX_PROCESSOR_NAME ? hlen : 0] = 0;
+        fputs(", \"host\": ", f);
+        json_string(f, host);
+    }
+    fprintf(f, ", \"nonblocking\": {");
     first = 1;
     for (int i = 0; i < N_ICOLL; i++) {
         if (!icalls[i])

@@ -6,6 +6,7 @@
 #define COLLTUNE_PROF_H
 
 #include <mpi.h>
+#include <stdio.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -29,9 +30,16 @@ double now(void);
 int tsize(MPI_Datatype t);
 int csize(MPI_Comm c);
 int crank(MPI_Comm c);
-void record(int coll, MPI_Comm comm, long long bytes, double t);
+/* one call: entered at t0, left at t1 (now()'s clock) */
+void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1);
 long long sum_counts(const int *counts, int n);
 void on_init(void);        /* after the library's own MPI_Init */
+/* prof_arrival.c: the sampled calls (`slot`: the table entry) and the clock */
+void sample(int slot, MPI_Comm comm, double t0, double t1);
+void arrival_start(void);  /* at MPI_Init: the keyval, the clock's first offset */
+void arrival_end(void);    /* at MPI_Finalize, every rank: the clock's second offset */
+void write_arrivals(FILE *f, const int *out_index); /* the record's arrival fields */
+
 void write_profile(void);  /* before the library's own MPI_Finalize; once */
 
 #pragma GCC visibility pop

@@ -12,7 +12,7 @@
             return call;                                                                  \
         double t0_ = now();                                                               \
         int rc_ = call;                                                                   \
-        record(coll, comm, bytes, now() - t0_);                                           \
+        record(coll, comm, bytes, t0_, now());                                           \
         return rc_;                                                                       \
     } while (0)
 

@@ -45,7 +45,7 @@ static long long ftype(const MPI_Fint *t)
         in_fortran++;                                                                     \
         ((void(*) params)next) args;                                                      \
         in_fortran--;                                                                     \
-        record(coll, MPI_Comm_f2c(*comm), b, now() - t0);                                 \
+        record(coll, MPI_Comm_f2c(*comm), b, t0, now());                                 \
     }
 
 /* the two Fortran names of one collective, gfortran's (mpif.h, `use mpi`) and Open MPI's
