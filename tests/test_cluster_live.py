@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from arrival_prog import DELAY, build_arrival, check_arrival
 from colltune.backends.impi.install import IntelMPI
 from colltune.backends.impi.install import catalog as impi_catalog
 from colltune.backends.impi.install import forcing_env as impi_forcing_env
@@ -164,6 +165,53 @@ def test_profile_across_nodes(cluster: Cluster) -> None:
     # no profile" before), ranks 2 and 3 on node 2 (ppr:2:node)
     assert prof["ranks"] == 4 and prof["host"] == "node1"
     assert not list(work.glob("rank.*.json")) and _tmp_files(cluster)["node2"] == []
+
+
+def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:
+    """The application loop across the nodes: tests/data/arrival.c (world rank 3 sleeps
+    before each call) profiled as 2 nodes x 2 ranks says where each rank ran, on a clock
+    put on rank 0's across the nodes, and the known spread. `tune app` of that profile on
+    one node is refused, naming both layouts; its --slurm-script, under sbatch, measures
+    each group in its own layout, the world's as 2x2 and the halves (ranks 0-1 and 2-3,
+    each on one node) as 1x2, each launch checked by the kernel before it measured (its
+    ranks' processor names), as the store's records say."""
+    work = _work(cluster, "app-layout")
+    exe = build_arrival(find_openmpi("/usr"), work)
+    r = cluster.on("node1", _tune(
+        "profile", "-o", "p.json", "--mpi", "/usr", "--", "mpirun", "-np", "4",
+        "--hostfile", cluster.hostfile(2), "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent",
+        cluster.agent, str(exe), str(int(DELAY * 1e6)), "3", "100"), env=_env(cluster),
+        cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_arrival(json.loads((work / "p.json").read_text()), ["node1"] * 2 + ["node2"] * 2)
+
+    app = ["app", "p.json", "--mpi", "/usr", "--db", "db.sqlite", "--out", "r.conf",
+           "--confirm-rounds", "0", "--json", "app.json", *FAST]
+    r = cluster.on("node1", _tune(*app), env=_env(cluster), cwd=work)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "the profile ran allreduce at 4 ranks as 2x2 (2 node(s) x 2 ranks); this job " \
+        "would run it as 1x4 (1 node(s) x 4 ranks)" in r.stderr, r.stderr
+    assert not (work / "db.sqlite").exists()  # refused before anything was launched
+
+    # as a batch job: the script asks Slurm for the profile's layout, and tune app finds
+    # it in the allocation (each group placed by srun, -N and --ntasks-per-node)
+    r = cluster.on("node1", _tune(*app, "--slurm-script", "app.sh"), env=_env(cluster),
+                   cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    text = (work / "app.sh").read_text()
+    assert "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=2" in text, text
+    r = cluster.on("node1", ["sbatch", "--wait", "--overcommit", "app.sh"],
+                   env=_env(cluster), cwd=work)
+    job = (work / r.stdout.split()[-1].join(["colltune-app-", ".out"])
+           if r.stdout.split() else work / "none")
+    assert r.returncode == 0, r.stderr + (job.read_text()[-3000:] if job.exists() else "")
+    groups = {(g["collective"], g["comm_size"]): g["layout"]
+              for g in json.loads((work / "app.json").read_text())["groups"]}
+    assert groups == {("allreduce", 4): "2x2", ("bcast", 2): "1x2"}, groups
+    con = sqlite3.connect(work / "db.sqlite")
+    rows = set(con.execute("SELECT DISTINCT collective, np, nodes, ppn FROM measurements"))
+    con.close()
+    assert rows == {("allreduce", 4, 2, 2), ("bcast", 2, 1, 2)}, rows
 
 
 def test_model_fit_across_nodes_says_how_far_it_has_got(cluster: Cluster) -> None:

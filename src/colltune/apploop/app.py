@@ -7,21 +7,32 @@ Budget: an entry group with at least FULL_SHARE of the application's wall time i
 with the full --point-time; a smaller one with proportionally less, down to a fifth; a group
 under --min-share is not measured at all (said so). Each group is one `tune` run with the
 usual statistics and confirmation, all merged into one --out (a section per communicator
-size)."""
+size).
+
+Where: each group is measured in the layout its calls ran in, as the profile says (the
+job's nodes x ranks per node for world-sized communicators, the layout most of a smaller
+communicator's instances had), through tune's own launch options; a job that would run it
+in another layout is refused before anything is launched, unless --any-layout."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.profile import load
+from colltune.apploop.profile import lacks, load
+from colltune.backends import registry
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
+from colltune.launchers import Launch, slurm_allocation
 from colltune.options import TuneOptions
+from colltune.slots import hostfile_hosts_slots, place
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
@@ -39,6 +50,7 @@ class Group:
     time_s: float  # mean rank's time in these calls
     share: float  # of the mean rank's wall time
     status: str = "planned"  # measured | below --min-share | not run: why
+    layout: tuple[int, int] | None = None  # (nodes, ranks per node) its calls ran in
 
     @property
     def sizes(self) -> list[int]:
@@ -92,6 +104,148 @@ def plan(profile: dict, min_share: float) -> tuple[list[Group], list[str], float
     return groups, untuned, wall
 
 
+Layout = tuple[int, int]  # nodes, ranks per node
+
+
+def _named(lay: Layout) -> str:
+    return f"{lay[0]}x{lay[1]} ({lay[0]} node(s) x {lay[1]} ranks)"
+
+
+def group_layout(g: Group, profile: dict) -> Layout | None:  # type: ignore[type-arg]
+    """The layout a group's calls ran in: the job's for a communicator of every rank, else
+    the one most of the communicator's sampled instances had; None where the profile does
+    not say (an older profile, or no call of it sampled on every member)."""
+    job = profile.get("layout")
+    if not isinstance(job, dict):
+        return None
+    if g.comm_size == int(profile["ranks"]):  # type: ignore[call-overload]
+        return int(job["nodes"]), int(job["ppn"])
+    seen: Counter[str] = Counter()
+    for e in g.entries:
+        for name, count in ((e.get("arrival") or {}).get("layouts") or {}).items():
+            seen[name] += int(count)
+    if seen:
+        nodes, ppn = seen.most_common(1)[0][0].split("x")
+        return int(nodes), int(ppn)
+    return (1, g.comm_size) if int(job["nodes"]) == 1 else None
+
+
+def job_layout(np: int, want: Layout, template: TuneOptions,
+               env: Mapping[str, str]) -> Layout:
+    """The layout this job would run `np` ranks in when asked for `want`: `want` where the
+    nodes are there (a Slurm allocation, a hostfile, the user's --launcher-args), else what
+    the user's options or this machine give."""
+    launch = template.launch or Launch()
+    if launch.nodes or launch.ppn:  # the user said where: that is what runs
+        p = place(np, template.hostfile, env, launch)
+        return p.nodes, p.ppn
+    alloc = slurm_allocation(env)
+    if alloc is not None:
+        nodes = alloc.nodes
+    elif template.hostfile:
+        nodes = sum(1 for _, slots in hostfile_hosts_slots(template.hostfile)
+                    if slots >= want[1])
+    elif launch.args:
+        return want  # the user's own mapping: the kernel checks where the ranks ran
+    else:
+        nodes = 1
+    if want[0] <= nodes:
+        return want
+    p = place(np, template.hostfile, env, launch)
+    return p.nodes, p.ppn
+
+
+def check_mpi(profile: dict, template: TuneOptions) -> None:  # type: ignore[type-arg]
+    """Refuse to tune another MPI than the one the application ran on (its ranks' own
+    library version string, recorded in the profile), naming both. The profile's prefix is
+    data: compared, never run."""
+    fam: dict[str, str] = profile["mpi"]
+    backend = registry.named(template.backend)
+    inst = backend.find(template.mpi)
+    lib = fam.get("library") or ""
+    same = (fam.get("backend", backend.name) == backend.name
+            and (inst.runs_on(lib) if lib else inst.version == fam["version"]))
+    if not same:
+        raise ColltuneError(f"the profile was recorded on {fam['name']} {fam['version']}; "
+                            f"this job would tune {inst.describe()}",
+                            "pass --mpi with the prefix of the MPI the application ran on "
+                            "(and --backend)")
+
+
+def place_groups(groups: list[Group], profile: dict, template: TuneOptions,  # type: ignore[type-arg]
+                 any_layout: bool, note: Callable[[str], None],
+                 env: Mapping[str, str] | None = None) -> None:
+    """Each planned group's layout, checked against what this job can run before anything
+    is launched: another layout is refused (naming both), or with `any_layout` said once."""
+    env = os.environ if env is None else env
+    missing = lacks(profile)
+    if missing:
+        note(f"note: the profile (version {profile['version']}) does not say "
+             + " or ".join(missing) + ": tuned in this job's layout, ranks entering "
+             "together (tune profile with this colltune records both)")
+    for g in groups:
+        if g.status != "planned":
+            continue
+        g.layout = group_layout(g, profile)
+        if g.layout is None:
+            continue
+        got = job_layout(g.comm_size, g.layout, template, env)
+        if got == g.layout:
+            continue
+        what = (f"the profile ran {g.collective} at {g.comm_size} ranks as "
+                f"{_named(g.layout)}; this job would run it as {_named(got)}")
+        if not any_layout:
+            raise ColltuneError(what, "run tune app where the application ran (--hostfile, "
+                                "a Slurm allocation of those nodes, --nodes/--ppn), or "
+                                "pass --any-layout to tune in this one anyway")
+        note(f"warning: {what} (--any-layout): its best choice may differ there")
+        g.layout = None
+
+
+@dataclass
+class ScriptPlan:
+    """What a batch script running `tune app` asks Slurm for: the profile's layout, and
+    what its groups' plans measure (for the time limit)."""
+
+    np: int
+    nodes: int
+    ppn: int
+    points: int
+    point_time: float  # the mean over points: each group measures at its share
+    launches: int
+
+
+def script_plan(profile_path: Path, template: TuneOptions, min_share: float = 0.001
+                ) -> ScriptPlan:
+    """The allocation and plan of a batch job that runs `tune app` on this profile."""
+    from colltune.core.plan import Plan
+
+    profile = load(profile_path)
+    job = profile.get("layout")
+    if not isinstance(job, dict):
+        raise ColltuneError(f"{profile_path} does not say where its ranks ran (profile "
+                            f"version {profile['version']}): the script's allocation "
+                            "cannot be sized", "profile the application with this colltune")
+    groups, _, _ = plan(profile, min_share)
+    planned = [g for g in groups if g.status == "planned"]
+    family = registry.named(template.backend)
+    cat = family.plan_catalog(sorted({g.collective for g in planned}))
+    if cat is None:
+        raise ColltuneError(f"--slurm-script sizes the job from the plan, and {family.name}"
+                            "'s algorithms are known only from the installation",
+                            "run tune app --mpi PREFIX inside your own batch job")
+    points, budget = 0, 0.0
+    for g in planned:
+        coll = get_collective(g.collective)
+        n = Plan(cat, cat.grid(template.params, template.segsizes),
+                 g.sizes if coll.has_sizes else None).count([coll], [g.comm_size])
+        points += n
+        budget += n * template.settings.point_time * min(1.0, max(LEAST_TIME,
+                                                                  g.share / FULL_SHARE))
+    return ScriptPlan(int(profile["ranks"]), int(job["nodes"]), int(job["ppn"]),  # type: ignore[call-overload]
+                      points, budget / max(points, 1), len(planned))
+
+
 def _decision_at(ds: list[Decision], size: int, granularity: int) -> Decision | None:
     want = max(granularity, -(-size // granularity) * granularity)  # as the kernel measures
     if not ds:
@@ -102,11 +256,14 @@ def _decision_at(ds: list[Decision], size: int, granularity: int) -> Decision | 
 
 
 def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001,
-             reporter: Reporter | None = None) -> AppResult:
-    """Tune every group of the profile with `template`'s settings, one --out."""
+             reporter: Reporter | None = None, any_layout: bool = False) -> AppResult:
+    """Tune every group of the profile with `template`'s settings, one --out, each group
+    in the layout the profile says it ran in."""
     rep = reporter or Reporter()
     profile = load(profile_path)
     groups, untuned, wall = plan(profile, min_share)
+    check_mpi(profile, template)
+    place_groups(groups, profile, template, any_layout, rep.note)
     res = AppResult(profile_path, groups, untuned=untuned, wall_s=wall,
                     timing=template.settings.timing, objective=template.settings.objective)
     catalog: Catalog | None = None
@@ -115,14 +272,19 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
         ds: list[Decision] = []
         if g.status == "planned":
             scale = min(1.0, max(LEAST_TIME, g.share / FULL_SHARE))
+            launch = template.launch or Launch()
+            if g.layout is not None:  # asked exactly: the kernel checks where ranks ran
+                launch = dataclasses.replace(launch, nodes=g.layout[0], ppn=g.layout[1])
             opts = dataclasses.replace(
-                template, collectives=[g.collective], nps=[g.comm_size],
+                template, collectives=[g.collective], nps=[g.comm_size], launch=launch,
                 sizes=g.sizes if coll.has_sizes else None, beyond="library",
                 summary_json=None,
                 settings=dataclasses.replace(template.settings,
                                              point_time=template.settings.point_time * scale))
-            rep.note(f"{g.collective} at {g.comm_size} ranks: {100 * g.share:.2f}% of the run, "
-                     f"sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of --point-time")
+            where = f" as {g.layout[0]}x{g.layout[1]}" if g.layout else ""
+            rep.note(f"{g.collective} at {g.comm_size} ranks{where}: {100 * g.share:.2f}% of "
+                     f"the run, sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of "
+                     "--point-time")
             try:
                 out = tune(opts, rep)
             except ColltuneError as err:
@@ -152,7 +314,8 @@ def as_json(res: AppResult) -> dict[str, object]:
         "profile": str(res.profile), "wall_s": res.wall_s,
         "timing": res.timing, "objective": res.objective,
         "groups": [{"collective": g.collective, "comm_size": g.comm_size, "sizes": g.sizes,
-                    "time_s": g.time_s, "share": g.share, "status": g.status}
+                    "time_s": g.time_s, "share": g.share, "status": g.status,
+                    "layout": f"{g.layout[0]}x{g.layout[1]}" if g.layout else None}
                    for g in res.groups],
         "entries": [dataclasses.asdict(e) for e in res.entries],
         "expected_saving_s": sum(e.saving_s for e in res.entries),

@@ -106,6 +106,25 @@ def app_cmd(
     max_reps: int = typer.Option(400, "--max-reps"),
     confirm_rounds: int = typer.Option(4, "--confirm-rounds"),
     oversubscribe: bool = typer.Option(False, "--oversubscribe", metavar=""),
+    hostfile: str | None = typer.Option(None, "--hostfile", help="Hostfile of the nodes to "
+                                        "measure on (the profile's layout is asked of it)."),
+    launcher: str | None = typer.Option(None, "--launcher",
+                                        help="mpirun or srun (default: srun inside a Slurm "
+                                             "allocation, else mpirun)."),
+    nodes: int | None = typer.Option(None, "--nodes", help="Nodes (default: the profile's)."),
+    ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node (default: the "
+                                                       "profile's)."),
+    launcher_args: str = typer.Option("", "--launcher-args",
+                                      help="More launcher options, passed as they are."),
+    any_layout: bool = typer.Option(
+        False, "--any-layout", metavar="",
+        help="Tune in this job's layout even where the profile says its calls ran in "
+             "another (refused otherwise: the best choice can differ by layout)."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
+                                                          "before a launch is killed."),
+    slurm_script: Path | None = typer.Option(
+        None, "--slurm-script", help="Write a Slurm batch script that runs this in an "
+                                     "allocation of the profile's layout, instead of now."),
     json_out: Path | None = typer.Option(None, "--json", help="Write the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", metavar=""),
     timing: str = TIMING_OPTION,
@@ -113,13 +132,16 @@ def app_cmd(
     objective: str = OBJECTIVE_OPTION,
     cutoff: float = CUTOFF_OPTION,
 ) -> None:
-    """Tune what an application's profile holds, costliest first, and say what each entry
-    is expected to save in the application's run."""
+    """Tune what an application's profile holds, costliest first, each group in the layout
+    its calls ran in (refused where this job would run another), and say what each entry is
+    expected to save in the application's run."""
     import json
+    import shlex
 
     from colltune.apploop.app import as_json, tune_app
     from colltune.apploop.profile import load
     from colltune.core.space import parse_size
+    from colltune.launchers import Launch
     from colltune.options import MeasureSettings, TuneOptions
     from colltune.outfile import write_atomic
 
@@ -139,20 +161,43 @@ def app_cmd(
             backend=backend or fam.get("backend", "openmpi"), db=db,
             segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
             strategy=strategy, confirm_rounds=confirm_rounds, oversubscribe=oversubscribe,
+            hostfile=hostfile,
+            launch=Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
             settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps,
                                      point_time=point_time, timing=timing, window=window,
-                                     objective=objective, cutoff=cutoff))
-        res = tune_app(profile, template, min_share, BarReporter(quiet))
+                                     objective=objective, cutoff=cutoff, timeout=timeout))
+        if slurm_script is not None:
+            import sys
+
+            from colltune.apploop.app import script_plan
+            from colltune.cli.tuning import _without_option
+            from colltune.outputs.slurm_script import render
+
+            ensure_writable(slurm_script, "--slurm-script")
+            sp = script_plan(profile, template, min_share)
+            # tune app finds the layout in the allocation, group by group: not passed
+            text = render(_without_option(sys.argv[1:], "--slurm-script"), sp.np, sp.nodes,
+                          sp.ppn, sp.points, sp.point_time, sp.launches,
+                          name="colltune-app", pass_layout=False)
+            write_atomic(slurm_script, text)
+            slurm_script.chmod(0o755)
+            err.print(f"wrote {slurm_script}: submit it with sbatch {slurm_script}",
+                      highlight=False, markup=False)
+            return
+        res = tune_app(profile, template, min_share, BarReporter(quiet), any_layout)
     except ColltuneError as e:
         _fail(e)
         return
     t = Table(title=f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
                     f"objective {res.objective})")
-    for col in ("collective", "comm size", "size/rank", "calls/rank", "time s", "share",
-                "chosen", "verdict", "speed-up", "saving s"):
+    for col in ("collective", "comm size", "layout", "size/rank", "calls/rank", "time s",
+                "share", "chosen", "verdict", "speed-up", "saving s"):
         t.add_column(col)
+    where = {(g.collective, g.comm_size): f"{g.layout[0]}x{g.layout[1]}" if g.layout else "-"
+             for g in res.groups}
     for r in res.entries:
-        t.add_row(r.collective, str(r.comm_size), str(r.size), str(r.calls), f"{r.time_s:.6f}",
+        t.add_row(r.collective, str(r.comm_size), where.get((r.collective, r.comm_size), "-"),
+                  str(r.size), str(r.calls), f"{r.time_s:.6f}",
                   f"{100 * r.share:.2f}%", r.chosen or "-", r.verdict, f"{r.speedup:.2f}x",
                   f"{r.saving_s:.6f}")
     out.print(t)

@@ -22,10 +22,12 @@ def hms(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points: int,
-           point_time: float, launches: int, name: str) -> str:
+def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points: int,  # noqa: PLR0913 (the script's parts, by keyword)
+           point_time: float, launches: int, name: str, pass_layout: bool = True) -> str:
     """`args`: the tune command's own arguments, without --slurm-script. Without --nodes
-    and --ppn the script asks for --ntasks alone and Slurm places the ranks."""
+    and --ppn the script asks for --ntasks alone and Slurm places the ranks.
+    `pass_layout`: the command is given --nodes and --ppn too (False: it finds them in the
+    allocation itself, as tune app places each group where the profile says it ran)."""
     if nodes or ppn:
         nodes = nodes or -(-np // (ppn or np))
         ppn = ppn or -(-np // nodes)
@@ -34,8 +36,9 @@ def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points:
                                 "raise --nodes or --ppn")
         layout = [f"#SBATCH --nodes={nodes}", f"#SBATCH --ntasks-per-node={ppn}",
                   f"#SBATCH --ntasks={nodes * ppn}"]
-        fixed: list[tuple[str, str]] = [("--launcher", "srun"), ("--nodes", str(nodes)),
-                                        ("--ppn", str(ppn))]
+        fixed: list[tuple[str, str]] = [("--launcher", "srun")]
+        if pass_layout:
+            fixed += [("--nodes", str(nodes)), ("--ppn", str(ppn))]
     else:
         layout = [f"#SBATCH --ntasks={np}", "# no --nodes/--ppn given: Slurm places the "
                   "ranks; timings then depend on how it packs them"]
