@@ -8,6 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from colltune import private
 from colltune.errors import ColltuneError
 from colltune.host import cache_root
 
@@ -23,9 +24,16 @@ def job_root() -> Path:
 
 
 def _root() -> str:
-    root = job_root()
-    # 0700 as a whole: the files below are per job, but no other user needs to list them
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """The job directory, made 0700 where missing and proven private (colltune.private)
+    each time a job starts: the kernel reads its plan and the ranks their rules file
+    from here, so a directory another user can write would let them decide what runs."""
+    given = os.environ.get("COLLTUNE_JOB_DIR")
+    if given:
+        root = private.ensure_dir(Path(given), "the job directory (COLLTUNE_JOB_DIR)",
+                                  "set COLLTUNE_JOB_DIR to a directory only you can write "
+                                  "(or one with the sticky bit, as /tmp), or unset it")
+    else:
+        root = private.cache("jobs")
     return str(root)
 
 

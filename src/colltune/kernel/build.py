@@ -13,6 +13,7 @@ from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
+from colltune import private
 from colltune.core.toolchain import Toolchain
 from colltune.errors import MPIError
 from colltune.host import cache_root
@@ -130,8 +131,17 @@ def build_kernel(mpi: Toolchain, force: bool = False,
                  on_rebuild: Callable[[str], None] | None = None, name: str = "collbench"
                  ) -> Path:
     """Path to kernel `name` built for `mpi`, compiling it on first use. A cached binary
-    that loads another MPI's library (copied caches, a changed installation) is rebuilt."""
+    that loads another MPI's library (copied caches, a changed installation) is rebuilt,
+    and so is one another user could have made or changed: every caller runs or preloads
+    what this returns, so its directory is proven private here, each time."""
     exe = kernel_path(mpi, name)
+    private.cache(*exe.parent.relative_to(cache_root()).parts)
+    untrusted = private.file_problem(exe)
+    if untrusted is not None:
+        if on_rebuild:
+            on_rebuild(f"warning: the cached kernel {exe} cannot be trusted ({untrusted}); "
+                       "rebuilding it")
+        os.unlink(exe)
     # an SMPI binary runs only under smpirun: its library is checked at each launch; a
     # shared library does not run at all (what loaded it is checked where it ran)
     standalone = mpi.standalone and name not in SHARED
@@ -148,7 +158,6 @@ def build_kernel(mpi: Toolchain, force: bool = False,
         if on_rebuild:
             on_rebuild(f"warning: the cached kernel {exe} runs on '{lib}', not on "
                        f"{mpi.describe()}; rebuilding it")
-    exe.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
         pkg = resources.files("colltune.kernel")
         for f in source_files(name):
@@ -177,7 +186,8 @@ def build_kernel(mpi: Toolchain, force: bool = False,
             raise MPIError(
                 f"the kernel built with {mpi.mpicc} runs on '{lib}', not on {mpi.describe()}",
                 "check LD_LIBRARY_PATH: it may load another MPI's libraries")
+        os.chmod(out, 0o700)  # the linker gives 0777 minus the umask: 0775 under 002
         os.replace(out, exe)  # atomic: concurrent tuners never see half a binary
-    (exe.parent / "identity.txt").write_text(_compiler_identity(mpi) + "\n")
+    private.write(exe.parent / "identity.txt", _compiler_identity(mpi) + "\n")
     _verified[exe] = _stamp(exe)
     return exe

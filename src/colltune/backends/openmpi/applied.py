@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from colltune import jobdir
+from colltune import jobdir, private
 from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     OpenMPI,
@@ -19,7 +19,6 @@ from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import FAN, MAXREQ, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
-from colltune.host import cache_root
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from colltune.kernel.traffic import Traffic, internal_traffic, monitoring_mca, read_monitoring
@@ -70,7 +69,7 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
     """Proves, once per installation, that an algorithm written through MPI_T is the one
     that runs: a forced linear and a forced binomial reduce must leave different traffic
     in pml monitoring. None when monitoring is unavailable (nothing proven either way)."""
-    marker = cache_root() / "mpit-verified" / (mpi.key.replace("/", "_") + ".json")
+    marker = private.cache("mpit-verified") / (mpi.key.replace("/", "_") + ".json")
     if marker.exists():
         try:
             return bool(json.loads(marker.read_text())["ok"])
@@ -90,9 +89,8 @@ def mpit_takes_effect(mpi: OpenMPI, catalog: Catalog) -> bool | None:
         patterns[name] = {pair for pair, (nbytes, _) in seen.items() if nbytes >= size}
     ok = (3, 0) in patterns["linear"] and (3, 2) in patterns["binomial"] and \
         (3, 2) not in patterns["linear"]
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
-                                                         patterns.items()}}))
+    private.write(marker, json.dumps({"ok": ok, "patterns": {k: sorted(v) for k, v in
+                                                            patterns.items()}}))
     return ok
 
 

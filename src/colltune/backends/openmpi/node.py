@@ -20,7 +20,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from colltune import jobdir
+from colltune import jobdir, private
 from colltune.core.toolchain import Toolchain
 from colltune.kernel.build import build_kernel
 
@@ -130,9 +130,7 @@ def _read_or_probe(mpi: Toolchain, ompi_info: Path,
         pass
     found = probe(mpi, ompi_info, launcher, env)
     if found:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(found))
-        os.replace(tmp, path)
+        private.write(path, json.dumps(found))
     return found
 
 

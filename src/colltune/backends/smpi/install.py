@@ -12,9 +12,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from colltune import private
 from colltune.core.catalog import Catalog
 from colltune.errors import ColltuneError, MPIError
-from colltune.host import cache_root
 from colltune.launchers import Launch
 from colltune.slots import Placement
 
@@ -232,13 +232,10 @@ def place(smpi: SMPI, np: int, launch: Launch | None = None) -> Placement:
                             "pass --np 2 or more")
     ranks, nodes, ppn = layout(smpi, np, launch)
     text = "\n".join(ranks) + "\n"
-    path = cache_root() / "smpi-hosts" / (
+    path = private.cache("smpi-hosts") / (
         hashlib.sha256(text.encode()).hexdigest()[:16] + ".txt")
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    if private.file_problem(path) is not None or not path.exists():
+        private.write(path, text)
     args = launch.args if launch else ()
     return Placement(np, False, str(path), nodes, ppn, launch=Launch("smpirun", nodes, ppn, args))
 
