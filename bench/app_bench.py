@@ -31,7 +31,7 @@ def tune(*args: str, cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]
     t0 = time.monotonic()
     r = subprocess.run([*TUNE, *args], cwd=cwd, text=True,
                        capture_output=True, check=False)
-    if r.returncode not in (0, 1):
+    if r.returncode not in (0, 1, 5):  # 1 slower, 5 inconclusive: verdicts
         sys.exit(f"tune {' '.join(args[:2])} failed: {r.stderr}")
     return time.monotonic() - t0, r
 
@@ -40,7 +40,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mpi", required=True)
     ap.add_argument("--backend", default="openmpi")
-    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--pairs", type=int, default=10, help="pairs before the first look")
+    ap.add_argument("--max-rounds", type=int, default=20, help="pairs while undecided")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--standin", action="store_true")
     ap.add_argument("--compare", action="store_true",
@@ -85,16 +86,24 @@ def main() -> None:
         print(f"tune {','.join(colls)} at every default size: {total:.1f} s "
               f"({total / t_app:.1f}x tune app)")
     t_v, r = tune("verify", "--app", "--rules", str(rules), *common, "--pairs",
-                  str(a.pairs), "--json", str(tmp / "v.json"), "--quiet", "--", *cmd,
-                  cwd=work)
+                  str(a.pairs), "--max-rounds", str(a.max_rounds), "--json",
+                  str(tmp / "v.json"), "--quiet", "--", *cmd, cwd=work)
     v = json.loads((tmp / "v.json").read_text())
-    print(f"verify --app: {t_v:.1f} s, exit {r.returncode}")
-    print("| measure | default s (median) | rules s (median) | rules/default | p | verdict |")
+    print(f"verify --app: {t_v:.1f} s, exit {r.returncode}, {v['pairs']} pairs, "
+          f"{v['disturbed_pairs']} run again")
+    print("| measure | default s (median) | rules s (median) | rules/default | interval | "
+          "could see | verdict |")
     for m, x in v["measures"].items():
         d, t = sorted(x["default_s"]), sorted(x["tuned_s"])
-        p = "-" if x["p_value"] is None else f"{x['p_value']:.3g}"
+        lo, hi = x["interval"]
         print(f"| {m} | {d[len(d) // 2]:.4f} | {t[len(t) // 2]:.4f} | {x['ratio']:.3f} | "
-              f"{p} | {x['verdict']} |")
+              f"{lo:.3f}-{hi:.3f} | {x['could_see']:.2f}x | {x['verdict']} "
+              f"{x['reason']} |")
+    ms = v["measures"]
+    for arm in ("default_s", "tuned_s"):
+        share = [c / w for c, w in zip(ms["collectives"][arm], ms["wall"][arm], strict=True)]
+        print(f"share in collectives, {arm[:-2]}: {sorted(share)[len(share) // 2]:.1%} "
+              "(median run)")
 
 
 if __name__ == "__main__":

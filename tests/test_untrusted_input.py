@@ -446,7 +446,8 @@ def test_verify_app_fails_when_the_command_line_overrides_the_rules(ompi41: obje
     exe = _build(ompi41, "profcheck.c", tmp_path)
     rules = tmp_path / "slow.conf"
     rules.write_text("1\n2\n1\n4\n3\n0 0 0 0\n262144 2 0 0\n786433 0 0 0\n")
-    base = ["verify", "--app", "--rules", str(rules), "--pairs", "2", "--mpi",
+    base = ["verify", "--app", "--rules", str(rules), "--pairs", "2", "--max-rounds", "2",
+            "--mpi",
             str(ompi41.prefix), "--", str(ompi41.mpirun), "-np", "2", "--oversubscribe"]  # type: ignore[attr-defined]
     res = tune_cli(*base, "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=0", str(exe),
                    env=ompi41.tool_env())  # type: ignore[attr-defined]
@@ -455,9 +456,9 @@ def test_verify_app_fails_when_the_command_line_overrides_the_rules(ompi41: obje
     assert "coll_tuned_use_dynamic_rules = 0, colltune set 1" in res.stderr
     res = tune_cli(*base, "--mca", "coll_tuned_use_dynamic_rules", "0", str(exe),
                    env=ompi41.tool_env())  # type: ignore[attr-defined]
-    # applied: the verdict is then on wall time, which a loaded machine can call slower
-    # (exit 1 with "significantly slower"); what is asserted is that both arms applied
-    assert res.returncode in (0, 1) and "did not apply" not in res.stderr, res.stderr
+    # applied: the verdict is then on wall time (exit 1 slower, 5 inconclusive in 2 pairs);
+    # what is asserted is that both arms applied
+    assert res.returncode in (0, 1, 5) and "did not apply" not in res.stderr, res.stderr
     assert (f"tuned run: applied (coll_tuned_use_dynamic_rules = 1, "
             f"coll_tuned_dynamic_rules_filename = {rules.resolve()}, read back)") in res.stderr
     assert "default run: applied (coll_tuned_use_dynamic_rules = 0, read back)" in res.stderr

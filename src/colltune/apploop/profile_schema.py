@@ -115,7 +115,11 @@ VERIFY_SCHEMA: dict[str, Any] = {
                          "properties": {"default_s": _RUNS, "tuned_s": _RUNS,
                                         "ratio": {"type": "number", "minimum": 0},
                                         "p_value": {"type": ["number", "null"]},
-                                        "verdict": _NAME}}},
+                                        "verdict": _NAME,
+                                        # the verdict's power, and why it is inconclusive
+                                        "could_see": {"type": ["number", "null"],
+                                                      "minimum": 0},
+                                        "reason": _TEXT}}},
     },
 }
 

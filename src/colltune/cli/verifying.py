@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,9 @@ def verify_cmd(
     app_mode: bool = typer.Option(False, "--app", metavar="", help="Run the application itself, "
                                                        "alternately without and with --rules."),
     rules_path: Path | None = typer.Option(None, "--rules", help="With --app: the rules file."),
-    pairs: int = typer.Option(5, "--pairs", help="With --app: default/rules run pairs."),
+    pairs: int = typer.Option(5, "--pairs", help="With --app: default/rules run pairs "
+                                                 "before the first look (then more while "
+                                                 "undecided, up to --max-rounds)."),
     backend: str | None = typer.Option(None, "--backend", help="With --app: the MPI family "
                                                                "(default: the file's)."),
     app_timeout: float | None = typer.Option(None, "--app-timeout",
@@ -103,7 +106,10 @@ def verify_cmd(
 
     json_to_stdout(json_out)
     if app_mode:
-        _verify_app(args, rules_path, pairs, backend, mpi, app_timeout, json_out, quiet)
+        _verify_app(args, rules_path, Design(alpha=alpha, threshold=threshold, first=pairs,
+                                             max_pairs=max(max_rounds, pairs)),
+                    _AppOptions(backend, mpi, app_timeout, time_budget, aa,
+                                allow_inconclusive, json_out, quiet))
         return
     if len(args) != 1:
         _fail(ColltuneError(f"tune verify takes one rules file, got {len(args)} arguments",
@@ -196,45 +202,77 @@ def _mode_cell(m: dict[str, object] | None) -> str:
 
 
 
-def _verify_app(cmd: list[str], rules: Path | None, pairs: int, backend: str | None,
-                mpi: str | None, timeout: float | None, json_out: Path | None,
-                quiet: bool) -> None:
+@dataclass(frozen=True)
+class _AppOptions:
+    """`tune verify --app`'s options besides the design and the command."""
+
+    backend: str | None
+    mpi: str | None
+    timeout: float | None
+    time_budget: float | None
+    aa: bool
+    allow_inconclusive: bool
+    json_out: Path | None
+    quiet: bool
+
+
+def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptions) -> None:
     import json
 
-    from colltune.apploop.appverify import as_json, verify_app
+    from colltune.apploop.appverify import AppRequest, as_json, verify_app
 
     try:
         if rules is None:
             raise ColltuneError("--app needs --rules FILE", "tune verify --app --rules "
                                 "rules.conf -- mpirun -np 4 ./app")
-        if json_out is not None:
-            ensure_writable(json_out, "--json")
-        v = verify_app(cmd, rules, pairs, backend, mpi, timeout,
-                       note=None if quiet else
+        if o.json_out is not None:
+            ensure_writable(o.json_out, "--json")
+        if not 0 < design.threshold < 1:
+            raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
+        if not 0 < design.alpha < 0.5:
+            raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
+        v = verify_app(AppRequest(cmd, rules, design, o.backend, o.mpi, o.timeout,
+                                  o.time_budget, o.aa),
+                       note=None if o.quiet else
                        (lambda s: err.print(s, highlight=False, markup=False)))
     except ColltuneError as e:
         _fail(e)
         return
-    t = Table(title=f"{' '.join(cmd)[:80]}: {v.pairs} pairs, without and with {rules}")
+    what = "the default twice (--aa)" if o.aa else f"without and with {rules}"
+    t = Table(title=f"{' '.join(cmd)[:80]}: {v.pairs} pairs, {what}")
     for col in ("measure", "default s (median)", "rules s (median)", "rules/default",
-                "p", "verdict"):
+                "95% interval", "could see", "verdict"):
         t.add_column(col)
     for m in v.measures.values():
+        lo, hi = m.interval
         t.add_row(m.name, f"{sorted(m.default)[len(m.default) // 2]:.4f}",
                   f"{sorted(m.tuned)[len(m.tuned) // 2]:.4f}", f"{m.ratio:.3f}",
-                  "-" if m.p_value is None else f"{m.p_value:.3g}",
-                  m.verdict.upper() if m.verdict == "slower" else m.verdict)
+                  f"{lo:.3f}-{hi:.3f}", f"{m.could_see:.2f}x",
+                  (m.verdict.upper() if m.verdict == "slower" else m.verdict)
+                  + (f" ({m.reason})" if m.reason else ""))
     out.print(t)
     out.print("wall: the slowest rank from MPI_Init to MPI_Finalize; collectives: the mean "
               "rank's time in blocking collectives; command: the whole launch. rules/default: "
-              "geometric mean over pairs; verdict: paired t-test over pairs on the log ratio, "
-              "p < 0.05 and at least 3%", highlight=False)
-    if json_out is not None:
-        write_atomic(json_out, json.dumps(as_json(v), indent=1) + "\n")
+              "geometric mean over pairs; interval: at the last look's level; could see: the "
+              f"smallest slowdown found with 80% power. Verdicts keep {design.alpha:g} false "
+              f"alarms over the run; 'same' means within {design.threshold:.0%}; "
+              f"{v.disturbed} pair(s) run again for a load change", highlight=False)
+    if o.json_out is not None:
+        write_atomic(o.json_out, json.dumps(as_json(v), indent=1) + "\n")
     if v.failed:
         err.print("verify failed: the application is significantly slower with the rules "
                   "(wall time)", highlight=False, markup=False)
         raise typer.Exit(1)
+    if v.inconclusive:
+        why = v.measures["wall"].reason
+        if o.allow_inconclusive:
+            err.print(f"warning: inconclusive by wall time ({why})", highlight=False,
+                      markup=False)
+        else:
+            err.print(f"verify inconclusive by wall time: {why}; more pairs (--max-rounds) "
+                      "or a quieter node may decide (--allow-inconclusive passes)",
+                      highlight=False, markup=False)
+            raise typer.Exit(5)
 
 
 def _print_report(rep: VerifyReport) -> None:

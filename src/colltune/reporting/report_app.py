@@ -114,11 +114,24 @@ def app_section(profile_path: Path, verify_path: Path | None, out_dir: Path) -> 
         parts.append("<h3>Without and with the rules (tune verify --app)</h3>")
         parts.append(_save(fig, out_dir, f"app-{slug}-before-after"))
         parts.append("<table><tr><th>measure</th><th>rules/default</th><th>p</th>"
-                     "<th>verdict</th></tr>" + "".join(
+                     "<th>could see</th><th>verdict</th></tr>" + "".join(
                          f"<tr><td>{html_text(n)}</td><td>{m['ratio']:.3f}</td><td>"
                          f"{'-' if m['p_value'] is None else format(m['p_value'], '.3g')}"
-                         f"</td><td>{html_text(m['verdict'])}</td></tr>"
+                         f"</td><td>{_could_see(m)}</td><td>"
+                         f"{html_text(m['verdict'])}{_reason(m)}</td></tr>"
                          for n, m in ms.items()) + "</table>")
-        parts.append("<p>Bars: median run; dots: every run. Verdict: paired t-test over "
-                     "the pairs on the log ratio, p &lt; 0.05 and at least 3%.</p>")
+        parts.append("<p>Bars: median run; dots: every run. Verdict: the pairs judged "
+                     "sequentially on the log ratio (the kernel's verify's test); could see: "
+                     "the smallest slowdown it would have found with 80% power.</p>")
     return "\n".join(parts)
+
+
+def _could_see(m: dict[str, object]) -> str:
+    """A verdict's power, where the result states it (results before it do not)."""
+    x = m.get("could_see")
+    return f"{float(x):.2f}x" if isinstance(x, (int, float)) else "-"
+
+
+def _reason(m: dict[str, object]) -> str:
+    why = m.get("reason")
+    return f" ({html_text(str(why))})" if why else ""
