@@ -298,3 +298,20 @@ def mpirun_args(mpi: OpenMPI, np: int, oversubscribe: bool, hostfile: str | None
 
     return command("mpirun", str(mpi.mpirun), Layout(np, hostfile=hostfile,
                                                       oversubscribe=oversubscribe), mca)
+
+
+def check_app_verdict(r: subprocess.CompletedProcess[str], v: dict[str, object]) -> None:
+    """A verify --app result: each measure's verdict with its power (the interval and the
+    smallest slowdown it could have seen), and the exit code that verdict gives."""
+    measures: dict[str, dict[str, object]] = v["measures"]  # type: ignore[assignment]
+    assert set(measures) == {"wall", "collectives", "command"}
+    for m in measures.values():
+        assert m["verdict"] in ("faster", "same", "slower", "inconclusive"), m
+        assert len(m["default_s"]) == len(m["tuned_s"]) == v["pairs"]  # type: ignore[arg-type]
+        assert m["ratio"] > 0 and m["interval"][0] <= m["ratio"] <= m["interval"][1]  # type: ignore[index, operator]
+        assert m["could_see"] is None or m["could_see"] > 1  # type: ignore[operator]
+        if m["verdict"] == "inconclusive":
+            assert m["reason"], m
+    wall = measures["wall"]["verdict"]
+    assert r.returncode == {"slower": 1, "inconclusive": 5}.get(wall, 0), r.stderr[-3000:]
+    assert "could see" in r.stdout and "Traceback" not in r.stderr

@@ -31,6 +31,8 @@ from colltune.rules import impi_tuning, mpich_csel, mpich_env
 from colltune.rules.mpich_csel import Ranges
 from colltune.slots import Placement, place
 from conftest import get_mpich, missing
+from helpers import check_app_verdict
+from qe_app import prepare, pw_x
 from testcluster import REPO, Cluster
 
 pytestmark = pytest.mark.mpi
@@ -305,18 +307,41 @@ def test_verify_across_nodes(cluster: Cluster) -> None:
     assert cluster.rx_bytes("node1") - rx > 65536 * 4
 
 
-def test_verify_app_across_nodes(cluster: Cluster) -> None:
-    _need_melt()
-    work = _work(cluster, "verifyapp")
-    _forced_rules(work)
-    r = cluster.on("node1", _tune(
-        "verify", "--app", "--rules", "force.conf", "--pairs", "2", "--mpi", "/usr", "--",
-        "mpirun", "-np", "4", "--hostfile", cluster.hostfile(2), "--map-by", "ppr:2:node",
-        "--mca", "plm_rsh_agent", cluster.agent, "lmp", "-in", str(MELT), "-log", "none",
-        "-screen", "none"), env=_env(cluster), cwd=work)
-    assert r.returncode in (0, 1, 5), r.stderr[-3000:]
-    # every rank read the rules' settings back (MPI_T), node 2's ranks too
-    assert "Traceback" not in r.stderr and "wrote no profile" not in r.stderr
+def test_the_application_loop_across_nodes(cluster: Cluster) -> None:
+    """Quantum ESPRESSO's pw.x (tests/qe_app.py), the application that lives in its
+    collectives, as 2 nodes x 2 ranks: profile, tune app in the profile's layout (each
+    group's launch placed as the profile says), verify --app over the same nodes, every
+    rank of both arms reading the file's settings back (MPI_T); each verdict with its
+    power. One node: tests/test_app_loop.py."""
+    pw = pw_x()
+    work = _work(cluster, "qe")
+    inp = prepare(work)
+    launch = ["mpirun", "-np", "4", "--hostfile", cluster.hostfile(2), "--map-by",
+              "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent, pw, "-in", inp.name]
+    r = cluster.on("node1", _tune("profile", "-o", "p.json", "--mpi", "/usr", "--", *launch),
+                   env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    layout = json.loads((work / "p.json").read_text())["layout"]
+    assert layout["hosts"] == ["node1"] * 2 + ["node2"] * 2, layout
+    # the hostfile's nodes, and no --ppn: each group where the profile saw it (pw.x's
+    # 2-rank communicators pair a rank of each node: 2x1, the world 2x2)
+    r = cluster.on("node1", _tune("app", "p.json", "--db", "db.sqlite", "--out", "r.conf",
+                                  "--json", "app.json", "--min-share", "0.05",
+                                  "--confirm-rounds", "1", "--hostfile", cluster.hostfile(2),
+                                  "--launcher-args", f"--mca plm_rsh_agent {cluster.agent}",
+                                  "--mpi", "/usr", *FAST), env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    groups = json.loads((work / "app.json").read_text())["groups"]
+    measured = {(g["collective"], g["comm_size"]): g["layout"] for g in groups
+                if g["status"] == "measured"}
+    assert measured.get(("alltoall", 4)) == "2x2", groups
+    assert all(lay == ("2x2" if n == 4 else "2x1") for (_, n), lay in measured.items()), \
+        measured
+    r = cluster.on("node1", _tune("verify", "--app", "--rules", "r.conf", "--pairs", "2",
+                                  "--max-rounds", "2", "--mpi", "/usr", "--json", "v.json",
+                                  "--", *launch), env=_env(cluster), cwd=work)
+    check_app_verdict(r, json.loads((work / "v.json").read_text()))
+    assert "tuned run: applied" in r.stderr, r.stderr[-3000:]
 
 
 def test_tune_comm_sizes_across_nodes(cluster: Cluster) -> None:
