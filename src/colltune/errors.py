@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 
 class ColltuneError(Exception):
@@ -108,11 +109,13 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
-def parse_json(text: str) -> object:
+def parse_json(text: str, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None
+               = None) -> object:
     """JSON as colltune reads it from files others may write: NaN and Infinity are refused
     (a NaN compares false with every threshold), and so is nesting deeper than Python's
-    parser goes; either is a ValueError, like any malformed JSON."""
+    parser goes; either is a ValueError, like any malformed JSON. `object_pairs_hook`: as
+    json.loads's (a reader that decides which of two equal keys counts)."""
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=object_pairs_hook)
     except RecursionError:
         raise ValueError("nested too deeply") from None

@@ -6,9 +6,8 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from colltune.errors import ColltuneError
+from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.jobdir import require_shared
 from colltune.launchers import Launch, default_launcher, slurm_allocation
@@ -83,17 +82,19 @@ def hostfile_hosts(path: str) -> int:
 def hostfile_hosts_slots(path: str) -> list[tuple[str, int]]:
     """Each host of a hostfile, in order, with its slots: Open MPI's `host slots=N`,
     Hydra's `host:N`, else 1 a line (a host on several lines adds them up)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise ColltuneError(f"cannot read hostfile {path}: {e.strerror}",
-                            "pass a readable hostfile with --hostfile") from None
+    try:  # a regular UTF-8 file of bounded size: not a FIFO (a hang), not /dev/zero
+        text = read_text(path)
+    except FormatError as e:
+        raise ColltuneError(f"cannot read hostfile {e}", "pass a hostfile (a regular text "
+                            "file: one host a line) with --hostfile") from None
     hosts: dict[str, int] = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
-        m = re.search(r"slots\s*=\s*(\d{1,9})", line) or re.match(r"[^\s:]+:(\d{1,9})\b", line)
+        # `slots` as a whole word: `max_slots=8 slots=1` has 1 slot, not 8
+        m = re.search(r"(?<![\w-])slots\s*=\s*(\d{1,9})", line) or \
+            re.match(r"[^\s:]+:(\d{1,9})\b", line)
         host = line.split()[0].split(":")[0]
         hosts[host] = hosts.get(host, 0) + (int(m.group(1)) if m else 1)
     return list(hosts.items())

@@ -15,6 +15,7 @@ from colltune.cli.common import (
     _ints,
     _print_warnings,
     app,
+    err,
     json_to_stdout,
     out,
     write_json,
@@ -44,6 +45,8 @@ def report_cmd(
     app_verify: list[Path] | None = typer.Option(
         None, "--app-verify", help="tune verify --app --json result(s), one per --profile, "
                                    "in the same order: the application's before/after."),
+    max_plots: int = typer.Option(12, "--max-plots", help="Contexts plotted (the first; "
+                                  "every context gets its table and CSV rows)."),
 ) -> None:
     """HTML page with plots (PNG, SVG) and CSV exports of everything in the store, and of
     applications' profiles and their runs without and with the rules."""
@@ -69,7 +72,13 @@ def report_cmd(
             if not apps or db is not None:
                 raise
             entries, fits = [], []  # a report of profiles alone
-        page = write_report(entries, out_dir, rules_file, fits, apps)
+        if max_plots < 0:
+            raise ColltuneError("--max-plots must be 0 or more", "e.g. --max-plots 12")
+        page = write_report(entries, out_dir, rules_file, fits, apps, max_plots)
+        if len(entries) > max_plots:
+            err.print(f"note: plotted the first {max_plots} of {len(entries)} contexts "
+                      "(--max-plots); every context's table and CSV rows are there",
+                      highlight=False, markup=False)
     except ColltuneError as e:
         _fail(e)
         return

@@ -55,6 +55,9 @@
  *
  * Usage: collbench PLANFILE
  *        collbench --library      the MPI library this binary loads
+ *        collbench --init         start and stop MPI, one process: whether the
+ *                                 library accepts its environment (a tuning file
+ *                                 MPICH parses in MPI_Init)
  *        collbench --cvars TEXT   MPI_T control variables whose name contains
  *                                 TEXT, one JSON object per line (name,
  *                                 description, integer value or text): how the tuner
@@ -149,6 +152,13 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "--cvars") == 0)
         return list_cvars(argv[2]);
+    if (argc == 2 && strcmp(argv[1], "--init") == 0) {
+        /* a library that rejects a file read at start-up aborts here, not in a job */
+        MPI_Init(&argc, &argv);
+        MPI_Finalize();
+        puts("ok");
+        return 0;
+    }
     if (fault && !strncmp(fault, "hang:init=", 10)) {
         /* test-only: the ranks on host NAME never enter MPI_Init (a node that hangs) */
         char host[256] = "";

@@ -216,11 +216,17 @@ pre{background:#f6f6f6;padding:1em;overflow:auto}img{max-width:100%}
 .tuned{background:#dfd}.slower,.not-significant{background:#fdd}"""
 
 
+MAX_PLOTS = 12  # contexts plotted by default: each takes about 1.5 s and four files
+
+
 def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | None = None,
                  fits: list[ModelFit] | None = None,
-                 apps: list[tuple[Path, Path | None]] | None = None) -> Path:
-    """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg,
-    measurements.csv and decisions.csv. Returns the page's path."""
+                 apps: list[tuple[Path, Path | None]] | None = None,
+                 max_plots: int = MAX_PLOTS) -> Path:
+    """index.html (self-contained: images embedded), plus <slug>-latency/speedup .png/.svg
+    for the first `max_plots` contexts (a store of thousands would take hours and write
+    four files each; the others get their tables), measurements.csv and decisions.csv.
+    Returns the page's path."""
 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -234,9 +240,14 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                  "(segment size, fanout) at each size. The default is the library's own "
                  "decision. Stars mark what the rules file runs at each measured size.</p>")
     parts.append(summary_table(entries))
+    if len(entries) > max_plots:
+        parts.append(f"<p><strong>Plots for the first {max_plots} of {len(entries)} "
+                     "contexts</strong> (--max-plots); every context's table and the CSV "
+                     "exports are complete. Select with --collective and --np, or raise "
+                     "--max-plots.</p>")
     for profile, verified in apps or []:  # the applications' own view first
         parts.append(app_section(profile, verified, out_dir))
-    for e in entries:
+    for i, e in enumerate(entries):
         c = e.ctx
         parts.append(f"<h2 id='{html_text(e.slug)}'>{html_text(e.title)}</h2>")
         parts.append(
@@ -246,7 +257,7 @@ def write_report(entries: list[Entry], out_dir: Path, rules_files: list[Path] | 
                 c.mpi_name, c.mpi_version, c.mpi_path, c.host, c.np, c.ppn,
                 f"{e.first} .. {e.last}", len(e.measurements)))
             + "</tr></table>")
-        for kind, fig in _figures(e).items():
+        for kind, fig in (_figures(e) if i < max_plots else {}).items():
             # not with_suffix: a host name with dots would lose its tail (and plots collide)
             png = save_figure(fig, out_dir, f"{e.slug}-{kind}")
             parts.append(f"<p><img class='plot' alt='{kind} plot of {html_text(e.title)}' "

@@ -29,7 +29,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from colltune.errors import FormatError
+from colltune.errors import FormatError, parse_json
 from colltune.rules import ompi_classic as classic
 from colltune.rules.ompi_classic import COLLTYPE, OMPI_UNTUNED_IDS, RulesFile
 
@@ -76,7 +76,7 @@ def claims(text: str) -> bool:
     if not text.lstrip().startswith("{"):
         return False
     try:
-        doc = json.loads(text)
+        doc = parse_json(text)
     except ValueError:
         return False
     return isinstance(doc, dict) and isinstance(doc.get("collectives"), dict)
@@ -95,10 +95,6 @@ def _first_wins(where: str, warnings: list[str]) -> Callable[[list[tuple[str, ob
     return hook
 
 
-def _strict(value: str) -> object:
-    raise ValueError(f"{value} is not JSON")  # NaN, Infinity: Python's extension
-
-
 def parse(text: str, where: str = "<rules>",
           valid_algs: Callable[[str], dict[int, str]] | None = None) -> JsonRules:
     """The rules as Open MPI 6 reads them. `valid_algs(collective)`: its algorithms by id
@@ -106,8 +102,7 @@ def parse(text: str, where: str = "<rules>",
     taken as they are."""
     out = JsonRules()
     try:
-        doc = json.loads(text, object_pairs_hook=_first_wins(where, out.warnings),
-                         parse_constant=_strict)
+        doc = parse_json(text, object_pairs_hook=_first_wins(where, out.warnings))
     except ValueError as e:
         raise JsonRulesError(where, 0, f"not JSON ({str(e)[:80]}): Open MPI reads it as a "
                              "classic file") from None
@@ -288,7 +283,7 @@ def measured_in(text: str) -> dict[str, list[str]]:
     from its `colltune` object (which Open MPI does not read); {} where it says nothing
     readable."""
     try:
-        about = json.loads(text).get("colltune")
+        about = parse_json(text).get("colltune")  # type: ignore[attr-defined]
         got = about.get("measured_in") if isinstance(about, dict) else None
     except (ValueError, AttributeError):
         return {}

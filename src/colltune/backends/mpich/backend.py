@@ -171,9 +171,16 @@ class MPICHFiles(FileFormats):
                            {"format": "mpich-runtime", "parameters": got[0]}, [])
         text, prof = read_files(path, "will not check")
         tuned = mpich_csel.parse(text)
+        warnings = []
+        if mpi is None:
+            warnings.append("not started with an MPICH: which keys and algorithms MPICH "
+                            "takes depends on its version, and it aborts every job in "
+                            "MPI_Init on one it does not (pass --mpi PREFIX)")
+        else:
+            starts(mpich.find_mpich(mpi), Path(prof.tuning_file or path), "check")
         return Checked(f"MPICH tuning file, {len(tuned)} collective(s) tuned",
                        {"format": "mpich", "collectives": sorted(tuned),
-                        "tuning_file": str(prof.tuning_file or path)}, [])
+                        "tuning_file": str(prof.tuning_file or path)}, warnings)
 
     def installable(self, req: ExportRequest) -> Installable:
         """The tuning file and a shell profile naming it: MPICH reads no parameter file."""
@@ -182,6 +189,14 @@ class MPICHFiles(FileFormats):
             return env_runtime.installable(req.source, req.stamp, where, "MPICH",
                                             runtime.MAY_SET)
         json_text, prof = read_files(req.source)
+        # what is installed is what the MPICH it is for starts with: named, never guessed
+        # (a file for 5.0 that 4.0 aborts on is no file for 4.0)
+        if req.mpi is None:
+            raise ColltuneError(f"will not export {req.source} without the MPICH it is for: "
+                                "MPICH aborts every job in MPI_Init on a key or algorithm "
+                                "its version does not take",
+                                "pass --mpi PREFIX of that MPICH")
+        starts(mpich.find_mpich(req.mpi), Path(prof.tuning_file or req.source), "export")
         installed = destination(where / "colltune-mpich.json")
         prof.tuning_file = installed
         prof.comments = [f"MPICH collectives tuned by colltune: {req.stamp}",
@@ -367,6 +382,16 @@ class MPICHSession(Session[MPICH]):
             write_file(out, text, "--out")
             write_file(env_path(out), env_profile(merged, cat, out, comments), "--out")
         return None
+
+
+def starts(mpi: MPICH, tuning_file: Path, what: str) -> None:
+    """Refuse a tuning file `mpi` aborts on in MPI_Init (one process, no launcher)."""
+    why = mpich.init_refusal(build_kernel(mpi), tuning_file)
+    if why is not None:
+        raise ColltuneError(f"will not {what} {tuning_file}: {mpi.describe()} aborts in "
+                            f"MPI_Init with it ({why})",
+                            "fix the file for this MPICH's version (its keys and algorithm "
+                            "names), or name the MPICH it is for with --mpi")
 
 
 def read_files(source: Path, refusal: str = "will not export"

@@ -173,6 +173,28 @@ def _list(exe: Path, text: str, env: dict[str, str] | None = None) -> list[dict]
     return out
 
 
+def init_refusal(exe: Path, tuning_file: Path) -> str | None:
+    """Why the MPICH `exe` is built for aborts in MPI_Init on `tuning_file`, in its own
+    last words, or None when it starts. The library is the judge: which keys, algorithm
+    names and parameters its csel reader takes differs by version (4.0.2 asserts on
+    comm_avg_ppn, which 4.2 on read), and an unknown one aborts every job."""
+    env = launch_env({JSON_VAR: str(tuning_file.resolve())})
+    try:
+        res = subprocess.run([str(exe), "--init"], capture_output=True, text=True,
+                             timeout=60, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return "MPI_Init did not return within 60 s"
+    except OSError as e:
+        raise MPIError(f"cannot run {exe}: {e}", "check that the kernel runs outside "
+                       "mpiexec") from None
+    if res.returncode == 0 and res.stdout.strip() == "ok":
+        return None
+    said = [ln.strip() for ln in (res.stderr + res.stdout).splitlines()
+            if ln.strip() and not ln.lstrip().startswith(("/", "./", "[", "("))]
+    why = next((ln for ln in said if "ssert" in ln or "rror" in ln), said[-1] if said else "")
+    return f"exit {res.returncode}" + (f": {why[:160]}" if why else "")
+
+
 def read_cvars(exe: Path, text: str) -> dict[str, str]:
     """name -> description of the MPI_T control variables whose name contains `text`, as
     the kernel built for this MPICH lists them."""

@@ -241,9 +241,18 @@ def installed_json(req: ExportRequest, original: str, rules_path: Path
                                 "would drop this file", "export it for an Open MPI 6, or "
                                 "write it with --rules-version 1 or 2")
         catalog = read_catalog(mpi)
-    ompi_json.parse(original, str(req.source),
-                    (lambda name: catalog.algorithms.get(name, {})) if catalog else None)
-    doc = json.loads(original)  # first-wins keys were warned about by parse
+    checked = ompi_json.parse(original, str(req.source),
+                              (lambda name: catalog.algorithms.get(name, {})) if catalog
+                              else None)
+    # a key given twice: Open MPI (and check) read the first, Python's json the last, and
+    # another tool either: whatever is installed, some reader would run what was not
+    # checked. Refused, never re-read.
+    twice = [w for w in checked.warnings if "twice" in w]
+    if twice:
+        raise ColltuneError(f"will not export {twice[0]}, and a JSON reader that keeps the "
+                            "last would run another rule than the one checked",
+                            "remove the duplicate key, then check and export again")
+    doc = json.loads(original)  # no key twice: one meaning for every reader
     about = doc.get("colltune") if isinstance(doc.get("colltune"), dict) else {}
     doc = {"colltune": {**about, "installed": f"by colltune export, {req.stamp}"},
            **{k: v for k, v in doc.items() if k != "colltune"}}
