@@ -206,7 +206,11 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         # other ppn and comm size up to 200 selects the library's own entries
         # (tests/test_impi_table.py; launched here too until the suite's time ran short)
         # tune check and explain read the table's rules from colltune's record beside it
-        c = tune_cli("check", str(env_path(dat)), "--json", "-")
+        # (by its content: Intel MPI's own table with the record's rules spliced in, built
+        # again and compared; without the installation there is nothing to compare with)
+        c = tune_cli("check", str(env_path(dat)))
+        assert c.returncode == 2 and "without the Intel MPI it is for" in c.stderr, c.stderr
+        c = tune_cli("check", str(env_path(dat)), "--json", "-", "--mpi", str(impi.prefix))
         assert c.returncode == 0, c.stderr
         assert json.loads(c.stdout)["profile"] == prof.settings
         for size, want in ((8, 8), (1024, None)):
@@ -225,7 +229,8 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         # installed with tune export --site: the table, its record and the profile naming
         # the installed table, which a job then obeys
         site = tmp_path / "site-bin"
-        e = tune_cli("export", "--from", str(dat), "--site", str(site))
+        e = tune_cli("export", "--from", str(dat), "--site", str(site), "--mpi",
+                     str(impi.prefix))
         assert e.returncode == 0, e.stderr
         got = subprocess.run(["bash", "-c", f". {site / 'colltune-impi.env'} && "
                               "printf %s \"$I_MPI_TUNING_BIN\""], capture_output=True,

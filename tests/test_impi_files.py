@@ -230,8 +230,10 @@ def test_a_spliced_table_is_read_through_colltunes_record(tmp_path: Path) -> Non
     assert impi_table.parse_rules(impi_table.render_rules(
         {4: t}, "/a\nbcast 4 4 0 - 3\n")) == {4: t}
     (tmp_path / "t.rules").write_text(impi_table.render_rules({4: t}, str(dat)))
+    # a table and its record, well formed: judged by its content against the installation
+    # it is for (tests/test_untrusted_round3.py), nothing to judge without one
     r = subprocess.run(check, capture_output=True, text=True, check=False)
-    assert r.returncode == 0 and "tuning table" in r.stdout, r.stderr
+    assert r.returncode == 2 and "without the Intel MPI it is for" in r.stderr, r.stderr
     assert tuned_env(dat, impi_env.ImpiProfile()) == {"I_MPI_TUNING_BIN": str(dat.resolve())}
     (tmp_path / "t.rules").write_text("bcast 4 4 0 1024 8\nbcast 4 4 2000 - library\n")
     r = subprocess.run(check, capture_output=True, text=True, check=False)

@@ -1,4 +1,4 @@
-"""Files from others, round three (issue 73): findings 6, 8, 9, 10 and 11, each reproduced
+"""Files from others, round three (issue 73): findings 6 to 11, each reproduced
 as the review found it (findings 1-5, the private cache and job directory:
 tests/test_private.py). Each test fails without its fix."""
 
@@ -11,10 +11,17 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends import registry
+from colltune.backends.impi.install import IntelMPI
+from colltune.backends.impi.install import catalog as impi_catalog
+from colltune.backends.impi.splice import Splicer, record_of
 from colltune.backends.mpich.install import MPICH, builtin_table, library_path
 from colltune.core.config import Config
 from colltune.core.records import PointResult
 from colltune.kernel.build import build_kernel
+from colltune.rules import impi_table
+from colltune.rules.impi_table import Node
+from colltune.rules.impi_tuning import LIBRARY, Rules
 from colltune.store import Context, Store
 from conftest import get_mpich
 from helpers import tune_cli
@@ -161,3 +168,46 @@ def test_an_mpich_file_its_mpich_aborts_on_never_passes(tmp_path: Path, which: s
             assert not site.exists()
         else:
             assert r.returncode == 0 and e.returncode == 0, r.stderr + e.stderr
+
+
+@pytest.mark.mpi
+def test_an_intel_mpi_table_is_checked_by_its_content(impi: IntelMPI, tmp_path: Path) -> None:
+    """Finding 7: a `.dat` table was judged by its shape and the `.rules` record beside it:
+    an empty table, or Intel MPI's own with every leaf set to a preset that does not exist,
+    passed check as "1 collective tuned" and was installed. Now the table is built again
+    from the record (the installation's own, the record's rules spliced in) and must be
+    that table, node for node: what is checked is what export installs."""
+    placement = registry.named("impi").place(4)
+    presets = sorted(impi_catalog(impi, ["bcast"]).algorithms["bcast"])
+    splicer = Splicer(impi, placement, {"bcast": presets})
+    layers = {placement.ppn: {"bcast": {4: Rules([(1024, presets[0]), (None, LIBRARY)])}}}
+    good = splicer.table(layers)
+    leaves = impi_table.decode(good)
+
+    def unknown(n: Node) -> None:  # every leaf runs an algorithm Intel MPI does not have
+        if n.records is not None:
+            n.records = [(r[0], 99, *r[2:]) for r in n.records]  # type: ignore[misc]
+        for k in n.kids:
+            unknown(k)
+
+    unknown(leaves)
+    tables = {"spliced": good, "empty": impi_table.encode(Node(0, 4, 65536, [])),
+              "unknown presets": impi_table.encode(leaves)}
+    for name, data in tables.items():
+        d = tmp_path / name.replace(" ", "_")
+        d.mkdir()
+        dat = d / "t.dat"
+        dat.write_bytes(data)
+        record_of(dat).write_text(impi_table.render_rules(layers, str(dat)))
+        # each judgement launches Intel MPI twice (its own table, then each preset's entry):
+        # once a table; export checks what it installs
+        argv = ("check", str(dat)) if name == "empty" else \
+            ("export", "--from", str(dat), "--site", str(d / "site"))
+        r = tune_cli(*argv, "--mpi", str(impi.prefix))
+        if name == "spliced":
+            assert r.returncode == 0, r.stderr
+            assert (d / "site" / "colltune-impi.dat").read_bytes() == data
+            continue
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "own table with the rules of its record spliced in" in r.stderr, r.stderr
+        assert not (d / "site").exists()

@@ -39,11 +39,13 @@ from colltune.backends.impi import install as impi
 from colltune.backends.impi.files import (
     FORMATS,
     TABLE_INSTEAD,
+    checked_table,
     comm_size_note,
     env_path,
     installable,
     read_files,
     seen_summary,
+    table_of,
     table_route,
     tuned_env,
     write_adjusts,
@@ -88,6 +90,8 @@ class ImpiFiles(FileFormats):
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         layers, prof, text = read_files(path, "will not check")
+        if text is None:  # a spliced table: by its content, against the installation
+            checked_table(mpi, table_of(path, prof), layers, "check")
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")

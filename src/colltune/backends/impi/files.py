@@ -226,6 +226,34 @@ def seen_summary(prints: dict[tuple[str, int], Prints]) -> dict[str, object]:
             for (c, np), got in prints.items() if got}
 
 
+def checked_table(prefix: str | None, table: Path, layers: Layers, what: str) -> bytes:
+    """The table's bytes, read once, after they proved to be the installation's own table
+    with the record's rules spliced in (splice.differs): what is checked is what is
+    installed. Without the Intel MPI it is for, there is nothing to compare it with."""
+    if prefix is None:
+        raise ColltuneError(f"will not {what} {table} without the Intel MPI it is for: a "
+                            "table is checked by its content, against that installation's "
+                            "own table", "pass --mpi PREFIX of that Intel MPI")
+    from colltune.backends import registry
+    from colltune.backends.impi.install import find_impi
+    from colltune.backends.impi.splice import differs
+
+    data = read_bytes(table)
+    nps = [np for t in layers.values() for per in t.values() for np in per if np]
+    mpi = find_impi(prefix)
+    placement = registry.named("impi").place(max(nps or [2]))
+    try:
+        why = differs(mpi, placement, data, layers)
+    except ImpiFormatError as e:
+        why = str(e)
+    if why is not None:
+        raise ColltuneError(f"will not {what} {table}: {why}",
+                            "write the table again with tune --format impi-bin on the "
+                            "installation it is for (a table spliced on other nodes: check "
+                            "it there)")
+    return data
+
+
 def installable(req: ExportRequest) -> Installable:
     """The tuning file and a profile that names it (Intel MPI reads no parameter file),
     or the profile of I_MPI_ADJUST_* variables alone."""
@@ -249,11 +277,11 @@ def installable(req: ExportRequest) -> Installable:
         {BIN_VAR if table else impi_env.TUNING_VAR: str(installed)})
     env = check_env(dict(prof.settings), "the Intel MPI profile")
     at = table_of(req.source, source) if table else None
-    data = read_bytes(at) if at else text  # read_files checked it is a table
+    layers = impi_table.parse_rules(read_text(record_of(at))) if at else None
+    data = checked_table(req.mpi, at, layers, "export") if at and layers else text
     assert data is not None
-    files = [Planned(record_of(installed), impi_table.render_rules(
-        impi_table.parse_rules(read_text(record_of(at))), str(installed)),
-        "colltune's record of the rules in it")] if at else []
+    files = [Planned(record_of(installed), impi_table.render_rules(layers, str(installed)),
+                     "colltune's record of the rules in it")] if at and layers else []
     return Installable([Planned(installed, data, "Intel MPI tuning table (its own, "
                                 "colltune's rules spliced in)" if table else
                                 "Intel MPI tuning file (JSON)"), *files,

@@ -167,3 +167,27 @@ def read_back(mpi: IntelMPI, placement: Placement, coll: str, data: bytes) -> No
     if impi_table.decode(back) != impi_table.decode(data):
         raise MPIError(f"{mpi.describe()} loaded the spliced table as another one",
                        "write the JSON tuning file instead (--format impi)")
+
+
+def differs(mpi: IntelMPI, placement: Placement, data: bytes, layers: Layers) -> str | None:
+    """Where the table `data` is not Intel MPI's own (as `mpi` loads it in `placement`'s
+    job) with the record's `layers` spliced in, or None where it is exactly that: the
+    table is built again from the record and compared node by node. A table judged by its
+    shape and the record beside it could be empty, or run presets that do not exist."""
+    from colltune.backends.impi.install import catalog
+
+    got = impi_table.decode(data)
+    colls = collectives(layers)
+    cat = catalog(mpi, colls)
+    missing = [c for c in colls if not cat.algorithms.get(c)]
+    if missing:
+        return f"{mpi.describe()} lists no presets for {', '.join(missing)}"
+    want = impi_table.decode(Splicer(mpi, placement, {c: sorted(cat.algorithms[c])
+                                                      for c in colls}).table(layers))
+    if got == want:
+        return None
+    ours, theirs = {k.key: k for k in want.kids}, {k.key: k for k in got.kids}
+    odd = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k))
+    return (f"it is not {mpi.describe()}'s own table with the rules of its record spliced "
+            f"in: {len(odd) or 'its top'} collective entr{'y' if len(odd) == 1 else 'ies'} "
+            f"differ (table keys {', '.join(map(str, odd[:5])) or 'none'})")
