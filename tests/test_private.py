@@ -163,3 +163,29 @@ def test_a_job_directory_of_another_user_is_refused_by_the_command(
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
     assert f"{jobs} is owned by user nobody" in r.stderr
     assert not (tmp_path / "rules.conf").exists()
+
+
+@as_root
+def test_plans_in_a_shared_sticky_job_directory_go_into_a_private_one(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sticky job directory others can write (as /tmp): a plan goes into the caller's own
+    0700 directory there; one another user made first under that name is refused."""
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    jobs.chmod(0o1777)
+    monkeypatch.setenv("COLLTUNE_JOB_DIR", str(jobs))
+    with jobdir.temporary_file(".plan") as f:
+        plan = Path(f.name)
+    assert plan.parent == jobs / f"files-{os.geteuid()}"
+    assert stat.S_IMODE(plan.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(plan.stat().st_mode) == 0o600
+    plan.unlink()
+    other = tmp_path / "other"
+    other.mkdir()
+    other.chmod(0o1777)
+    monkeypatch.setenv("COLLTUNE_JOB_DIR", str(other))
+    (other / f"files-{os.geteuid()}").mkdir(mode=0o777)
+    os.chown(other / f"files-{os.geteuid()}", NOBODY, NOBODY)
+    with pytest.raises(ColltuneError) as e:
+        jobdir.temporary_file(".plan")
+    assert "is owned by user nobody" in e.value.message

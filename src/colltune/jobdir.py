@@ -43,8 +43,13 @@ def temporary(prefix: str = "colltune-") -> tempfile.TemporaryDirectory[str]:
 
 
 def temporary_file(suffix: str) -> tempfile._TemporaryFileWrapper[str]:
-    """A fresh file (0600) for one job, kept until the caller removes it."""
-    return tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False, dir=_root())
+    """A fresh file (0600) for one job, kept until the caller removes it, in the caller's
+    own private directory inside the job directory (which may be shared, as /tmp is)."""
+    mine = private.ensure_dir(Path(_root()) / f"files-{os.geteuid()}",
+                              "the job directory's private part",
+                              "remove it if you did not make it, or set COLLTUNE_JOB_DIR "
+                              "to a directory only you can write")
+    return tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False, dir=mine)
 
 
 def _fs_type(path: Path) -> str:
