@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +20,10 @@ from colltune.apploop.profile import inject
 from colltune.backends import registry
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
+from colltune.kernel.build import build_kernel
+from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
 from conftest import get_mpi, get_mpich, missing
-from helpers import tune_cli
+from helpers import mpirun_args, tune_cli
 
 PROGRAM = Path(__file__).parent / "data" / "profcheck.c"
 NP = 4
@@ -210,3 +213,27 @@ def test_profile_records_where_ranks_ran_and_a_known_arrival_pattern(
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
     check_arrival(doc, [doc["layout"]["hosts"][0]] * 4)
+    # the kernel replays it: each rank waits its profiled delay before each call (the
+    # same rows, in order, for every configuration), and the spread it gave is the
+    # profiled one (the replay's accuracy)
+    world = next(e["arrival"] for e in doc["entries"]
+                 if (e["collective"], e["comm_size"]) == ("allreduce", 4))
+    rows = tuple(tuple(row) for row in world["delays_s"])
+    plan = KernelPlan("allreduce", [KernelConfig(0, {}), KernelConfig(1, {})],
+                      [(0, 8), (1, 8)], Repetitions(min_reps=20, max_reps=40, arrival=rows))
+    got = run_kernel(mpirun_args(ompi41, 4, True), build_kernel(ompi41), plan,  # type: ignore[arg-type]
+                     ompi41.tool_env())
+    assert got.status == "ok" and len(got.results) == 2, got.message
+    profiled = world["spread_s"]["median"]
+    for res in got.results:
+        replayed = statistics.median(res.arrival_spread)
+        print(f"cid {res.cid}: replayed spread {replayed * 1e3:.2f} ms, profiled "
+              f"{profiled * 1e3:.2f} ms")
+        assert len(res.arrival_spread) == res.n
+        assert 0.8 * profiled <= replayed <= 1.3 * profiled, (replayed, profiled)
+    # a pattern out of bounds (a delay over 10 s) is a plan the kernel refuses
+    bad = KernelPlan("allreduce", [KernelConfig(0, {})], [(0, 8)],
+                     Repetitions(arrival=((0.0, 0.0, 0.0, 11.0),)))
+    got = run_kernel(mpirun_args(ompi41, 4, True), build_kernel(ompi41), bad,  # type: ignore[arg-type]
+                     ompi41.tool_env())
+    assert got.status != "ok" and not got.results, got.status

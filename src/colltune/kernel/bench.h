@@ -13,6 +13,9 @@
 
 #define TIMING_ISOLATED 1
 #define TIMING_B2B 2
+#define MAX_ARRIVAL_ROWS 64   /* rows of an arrival pattern a plan may carry */
+#define MAX_ARRIVAL_RANKS 512 /* delays a row (a plan line holds 8 KiB) */
+#define MAX_ARRIVAL_DELAY 10.0 /* seconds: a late rank's wait, at most */
 #define LOOP_STRETCHES 2 /* per point, with `loop N` in the plan (bench_loop.c) */
 enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
 extern const char *const mode_names[4]; /* isolated, back-to-back, loop, start */
@@ -67,6 +70,11 @@ typedef struct {
     double start_time; /* ... fewer once they have taken this long (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
     double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
+    /* arrival replay: `narrival` rows of `arrival_ranks` delays (seconds, by rank in the
+     * measured communicator); an isolated repetition n waits row n % narrival's delay on
+     * each rank before its call and is timed from that rank's own entry */
+    int narrival, arrival_ranks;
+    double *arrival;
     int nconfig;
     config_t *configs;
     int npoint;

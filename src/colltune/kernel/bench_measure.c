@@ -151,6 +151,34 @@ __attribute__((noinline)) void collbench_point(int cid, long long size)
     __asm__ volatile("" : : "r"(cid), "r"(size) : "memory");
 }
 
+/* the last part of a delay is waited busy: a sleep's wake-up is late by up to a
+ * scheduler tick, a spin's end is not */
+#define SPIN_SECONDS 200e-6
+
+/* An arrival pattern's repetition `n`, after the barrier: this rank (`r` in the measured
+ * communicator, -1: in none) waits its delay of row n % narrival and returns the time it
+ * enters the call, from which its time is taken (a late rank is not charged for its
+ * lateness; a rank kept waiting is). It sleeps most of the delay: a rank spinning the
+ * whole delay beside others spinning in the call (more ranks than cores) lost its core
+ * for whole scheduler slices and entered 2-4x later than asked (10-19 ms for 5 ms here),
+ * where a sleeper is woken at once. `offset`: how long after the barrier it entered, on
+ * its own clock. */
+static double arrive(const plan_t *plan, int n, int r, double *offset)
+{
+    const double *row = plan->arrival + (size_t)(n % plan->narrival) * MAX_ARRIVAL_RANKS;
+    double d = r >= 0 && r < plan->arrival_ranks ? row[r] : 0.0;
+    double t_exit = MPI_Wtime(), t_in;
+    if (d > SPIN_SECONDS) {
+        double s = d - SPIN_SECONDS;
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    while ((t_in = MPI_Wtime()) - t_exit < d)
+        ;
+    *offset = t_in - t_exit;
+    return t_in;
+}
+
 void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cfg,
                    long long size, MPI_Comm comm, int active)
 {
@@ -161,6 +189,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     double *samples = NULL, *scratch = NULL, t_begin, t_call, t_tick;
     int window = 1, batch = 1, more;
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
+    double *spread = NULL; /* rank 0: each arrival repetition's entry spread */
     double loop[NOBJ][LOOP_STRETCHES];
     int loop_calls = 0;
     double start[NOBJ];
@@ -237,7 +266,8 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     window = ctl_bcast(window);
     /* a call under min_ticks timer steps: batches of calls, doubled until one lasts that
      * long (a call shorter than one step says little about its own time) */
-    more = ctl_bcast(g_rank == 0 && plan->min_ticks > 0 && g_step > 0
+    /* (not under an arrival pattern: a delay stands before each call, not each batch) */
+    more = ctl_bcast(g_rank == 0 && plan->min_ticks > 0 && g_step > 0 && !plan->narrival
                      && t_call < plan->min_ticks * g_step);
     while (more) {
         double t0, dt;
@@ -264,6 +294,8 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
                 series[m][o] = (plan->timing & (1 << m)) ? malloc((size_t)cap * sizeof(double))
                                                          : NULL;
         scratch = malloc((size_t)cap * sizeof(double));
+        if (plan->narrival)
+            spread = malloc((size_t)cap * sizeof(double));
         /* the series that drives the stopping rule and becomes "samples" */
         samples = series[(plan->timing & TIMING_ISOLATED) ? 0 : 1][plan->objective];
         if (plan->cutoff > 0 && !cfg->baseline)
@@ -272,16 +304,30 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     t_begin = t_tick = MPI_Wtime();
     while (!stop) {
         for (int m = 0; m < 2; m++) {
-            double t0, t1, local, mx, sum;
+            double t0, t1, local, mx, sum, offset = 0;
             int calls = m == 0 ? batch : window;
             if (!(plan->timing & (1 << m)))
                 continue;
             sync_barrier();
-            t0 = MPI_Wtime();
+            if (m == 0 && plan->narrival) {
+                t0 = arrive(plan, n, b.idle ? -1 : b.r, &offset);
+                calls = 1;
+            } else {
+                t0 = MPI_Wtime();
+            }
             for (int c = 0; c < calls; c++)
                 run_coll(&b, comm);
             t1 = MPI_Wtime();
             local = b.idle ? 0.0 : (t1 - t0) / calls;
+            if (m == 0 && plan->narrival) {
+                /* the replay's spread, after the call: the entries' offsets after the
+                 * barrier, latest minus earliest (control messages here would have
+                 * synchronised the ranks again before it) */
+                double late = ctl_max(b.idle ? 0.0 : offset);
+                double early = -ctl_max(b.idle ? -1e30 : -offset);
+                if (g_rank == 0)
+                    spread[n] = late - early;
+            }
             ctl_max_sum(local, &mx, &sum);
             if (g_rank == 0) {
                 series[m][OBJ_COMPLETION][n] = mx;
@@ -365,9 +411,17 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
             }
             printf("}");
         }
-        printf("}}\n");
+        printf("}");
+        if (spread) { /* what the replay gave: the entries' spread, each repetition */
+            printf(",\"arrival_spread\":[");
+            for (int i = 0; i < n; i++)
+                printf(i ? ",%.9g" : "%.9g", spread[i]);
+            printf("]");
+        }
+        printf("}\n");
         fflush(stdout);
     }
+    free(spread);
     for (int m = 0; m < 2; m++)
         for (int o = 0; o < NOBJ; o++)
             free(series[m][o]);

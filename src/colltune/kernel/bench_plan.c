@@ -137,6 +137,32 @@ static int parse_plan(FILE *f, plan_t *plan)
             }
             c->baseline = strstr(p, "baseline") != NULL;
             plan->nconfig++;
+        } else if (!strcmp(key, "arrival")) {
+            /* one row of per-rank delays; every row as long as the first */
+            char *p = line + off;
+            double d;
+            int n = 0, k = 0;
+            if (plan->narrival == MAX_ARRIVAL_ROWS) {
+                fclose(f);
+                return -2;
+            }
+            if (!plan->arrival)
+                plan->arrival = calloc((size_t)MAX_ARRIVAL_ROWS * MAX_ARRIVAL_RANKS,
+                                       sizeof(double));
+            while (k < MAX_ARRIVAL_RANKS && sscanf(p, "%lf%n", &d, &n) == 1) {
+                if (!(d >= 0 && d <= MAX_ARRIVAL_DELAY)) {
+                    fclose(f);
+                    return -2;
+                }
+                plan->arrival[(size_t)plan->narrival * MAX_ARRIVAL_RANKS + k++] = d;
+                p += n;
+            }
+            if (k == 0 || (plan->narrival && k != plan->arrival_ranks)) {
+                fclose(f);
+                return -2;
+            }
+            plan->arrival_ranks = k;
+            plan->narrival++;
         } else if (!strcmp(key, "point")) {
             if (plan->npoint == cap_p) {
                 cap_p *= 2;

@@ -290,6 +290,7 @@ int main(int argc, char **argv)
     free(order);
     free(plan.configs);
     free(plan.points);
+    free(plan.arrival);
     refs_free();
     /* MPI_T must be closed before MPI_Finalize, or components that report
      * at finalize (pml monitoring) stay silent */

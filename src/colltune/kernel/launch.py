@@ -66,6 +66,12 @@ class Repetitions:
     # (tuning, verify); 0: one call a repetition, as probes that count what a call sends
     # need (a batch's size follows the warm-up's time, so its traffic would vary)
     min_ticks: int = 0
+    # an arrival pattern to replay (tune profile's `delays_s` rows: seconds by rank in the
+    # measured communicator, at most 64 rows of 512): isolated repetition n waits row
+    # n mod rows on each rank before its call, every configuration the same rows in the same
+    # order, and is timed from each rank's own entry. The result's arrival_spread says what
+    # the replay gave
+    arrival: tuple[tuple[float, ...], ...] = ()
 
 
 @dataclass
@@ -102,6 +108,7 @@ class KernelPlan:
         ]
         if self.pvars:
             lines.append(f"pvars {self.pvars}")
+        lines += ["arrival " + " ".join(f"{d:.9g}" for d in row) for row in r.arrival]
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
             group = f" group {c.group}" if c.group else ""
@@ -204,6 +211,7 @@ def parse_result(ev: dict) -> PointResult:
         batch=int(ev.get("batch", 1)),
         loop=int(ev.get("loop", 0)),
         start=int(ev.get("start", 0)),
+        arrival_spread=[float(x) for x in ev.get("arrival_spread", [])],
     )
 
 
