@@ -103,7 +103,7 @@ def merged_table(existing: Path | None, builtin: dict, new: Tuning,
                  params: mpich_csel.Params | None = None) -> tuple[str, Tuning]:
     """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
     MPICH's own subtrees always come from the library's table."""
-    old: Tuning = mpich_csel.parse(existing.read_text(), params) \
+    old: Tuning = mpich_csel.parse(read_text(existing), params) \
         if existing and existing.exists() else {}
     for coll, per_np in new.items():
         mine = old.setdefault(coll, {})
@@ -370,7 +370,7 @@ class MPICHSession(Session[MPICH]):
         if out:
             try:
                 text, merged = merged_table(out, cat.builtin, new, cat.params)
-            except (OSError, mpich_csel.CselError) as e:
+            except (OSError, FormatError, mpich_csel.CselError) as e:
                 raise ColltuneError(f"will not merge into {out}: {e}",
                                     "fix or move that file, or choose another --out; it was "
                                     "not changed") from None

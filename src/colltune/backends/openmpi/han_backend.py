@@ -272,13 +272,17 @@ def write_han_outputs(mpi: Installation, catalog: HanCatalog, decisions: Decisio
     rules_map: HanRules = {}
     if out and out.exists():
         try:
-            rules_map = han.parse(out.read_text())
-        except (OSError, han.HanRulesError) as e:
+            rules_map = han.parse(read_text(out))
+        except (OSError, FormatError, han.HanRulesError) as e:
             raise ColltuneError(f"will not merge into {out}: {e}",
                                 "fix or move that file, or choose another --out; it was not "
                                 "changed") from None
         if frag and frag.exists():
-            modules = {**han.fragment_modules(frag.read_text()), **modules}
+            try:
+                modules = {**han.fragment_modules(read_text(frag)), **modules}
+            except FormatError as e:
+                raise ColltuneError(f"will not merge into {out}: {e}",
+                                    "fix or move that file, or choose another --out") from None
     for name, per_np in decisions.items():
         rules_map.setdefault(name, {}).update(han_rules(name, catalog, per_np)[name])
     comments = [f"Open MPI coll/han dynamic rules written by colltune {__version__}",
