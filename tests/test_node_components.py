@@ -1,5 +1,5 @@
 """A one-node Open MPI launch names the point-to-point components the library selects on
-this node (backends.openmpi_node): proved by the library's own selection log, which must
+this node (backends/openmpi/node.py): proved by the library's own selection log, which must
 show the same pml and the same working byte transfer layers with and without them."""
 
 from __future__ import annotations

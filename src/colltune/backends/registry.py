@@ -1,6 +1,7 @@
 """Which Backend answers for a --backend name, an installation or a stored context.
 
-Adding an MPI family: its module in backends/ and one line in BACKENDS."""
+Adding an MPI family: a folder in backends/ (its backend.py, the Backend, and the
+modules it is built from) and a line in BACKENDS and in CHOICES (what --backend offers)."""
 
 from __future__ import annotations
 

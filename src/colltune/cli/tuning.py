@@ -272,7 +272,8 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
 
 def _make_tune_command(name: str) -> None:
     help_text = ("Tune every collective." if name == "all" else
-                 f"Measure {name} algorithms and write Open MPI rules.")
+                 f"Measure {name} algorithms and write the family's rules file "
+                 "(Open MPI rules by default; --format for the others).")
 
     def command(
         np: str | None = typer.Option(None, "--np",

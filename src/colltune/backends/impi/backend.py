@@ -91,7 +91,7 @@ class ImpiFiles(FileFormats):
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         layers, prof, text = read_files(path, "will not check")
         if text is None:  # a spliced table: by its content, against the installation
-            checked_table(mpi, table_of(path, prof), layers, "check")
+            checked_table(mpi, table_of(path, prof), layers, "check", self.backend.place)
         what = ("profile of I_MPI_ADJUST_* variables" if prof.adjusts() else
                 "tuning table (its own, with colltune's rules spliced in)" if text is None
                 else "tuning file")
@@ -103,7 +103,7 @@ class ImpiFiles(FileFormats):
                         "profile": prof.settings}, [])
 
     def installable(self, req: ExportRequest) -> Installable:
-        return installable(req)
+        return installable(req, self.backend.place)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from colltune import __version__
 from colltune.backends.base import write_file
@@ -21,6 +21,9 @@ from colltune.outfile import Planned, destination
 from colltune.rules import impi_env, impi_table, impi_tuning
 from colltune.rules.impi_tuning import ImpiFormatError, Layers, Tuning
 from colltune.rules.safe import check_env
+
+if TYPE_CHECKING:
+    from colltune.slots import Placement
 
 FORMATS = ("impi", "impi-env", "impi-bin")
 T = TypeVar("T")
@@ -226,22 +229,23 @@ def seen_summary(prints: dict[tuple[str, int], Prints]) -> dict[str, object]:
             for (c, np), got in prints.items() if got}
 
 
-def checked_table(prefix: str | None, table: Path, layers: Layers, what: str) -> bytes:
+def checked_table(prefix: str | None, table: Path, layers: Layers, what: str,
+                  place: Callable[[int], Placement]) -> bytes:
     """The table's bytes, read once, after they proved to be the installation's own table
-    with the record's rules spliced in (splice.differs): what is checked is what is
-    installed. Without the Intel MPI it is for, there is nothing to compare it with."""
+    with the record's rules spliced in (splice.differs), as a job of the record's largest
+    size placed by `place` loads it: what is checked is what is installed. Without the
+    Intel MPI it is for, there is nothing to compare it with."""
     if prefix is None:
         raise ColltuneError(f"will not {what} {table} without the Intel MPI it is for: a "
                             "table is checked by its content, against that installation's "
                             "own table", "pass --mpi PREFIX of that Intel MPI")
-    from colltune.backends import registry
     from colltune.backends.impi.install import find_impi
     from colltune.backends.impi.splice import differs
 
     data = read_bytes(table)
     nps = [np for t in layers.values() for per in t.values() for np in per if np]
     mpi = find_impi(prefix)
-    placement = registry.named("impi").place(max(nps or [2]))
+    placement = place(max(nps or [2]))
     try:
         why = differs(mpi, placement, data, layers)
     except ImpiFormatError as e:
@@ -254,7 +258,7 @@ def checked_table(prefix: str | None, table: Path, layers: Layers, what: str) ->
     return data
 
 
-def installable(req: ExportRequest) -> Installable:
+def installable(req: ExportRequest, place: Callable[[int], Placement]) -> Installable:
     """The tuning file and a profile that names it (Intel MPI reads no parameter file),
     or the profile of I_MPI_ADJUST_* variables alone."""
     _, source, text = read_files(req.source)
@@ -278,7 +282,7 @@ def installable(req: ExportRequest) -> Installable:
     env = check_env(dict(prof.settings), "the Intel MPI profile")
     at = table_of(req.source, source) if table else None
     layers = impi_table.parse_rules(read_text(record_of(at))) if at else None
-    data = checked_table(req.mpi, at, layers, "export") if at and layers else text
+    data = checked_table(req.mpi, at, layers, "export", place) if at and layers else text
     assert data is not None
     files = [Planned(record_of(installed), impi_table.render_rules(layers, str(installed)),
                      "colltune's record of the rules in it")] if at and layers else []

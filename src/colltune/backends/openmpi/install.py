@@ -361,7 +361,7 @@ def launch_command(mpi: OpenMPI, placement: Placement, mca: dict[str, str] | Non
                    node: bool = True) -> list[str]:
     """The launcher's command line for `placement` (mpirun, or srun in an allocation),
     up to the executable. A job on this machine alone names the point-to-point components
-    Open MPI selects here (`node`; backends.openmpi_node)."""
+    Open MPI selects here (`node`; backends/openmpi/node.py)."""
     from colltune.backends.openmpi.pmi import pmi_kinds
     from colltune.launchers import Layout, command, slurm_allocation
 
