@@ -24,7 +24,7 @@ from colltune.apploop.profile_schema import problem
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
-from colltune.core.toolchain import Installation
+from colltune.core.toolchain import Installation, library_problem
 from colltune.errors import ColltuneError, FormatError, MPIError, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
@@ -149,11 +149,15 @@ def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[ty
                             f"that does not see {where}); none written",
                             "run the application without tune profile to see why; across "
                             "nodes, COLLTUNE_JOB_DIR must be on a shared file system")
-    other = next((r["library"] for r in ranks if not mpi.runs_on(str(r["library"]))), None)
-    if other is not None:
-        raise MPIError(f"the application ran on '{other}', not on {mpi.describe()}",
-                            "pass the prefix of the MPI the application is linked to, "
-                            "with --mpi (and --backend)")
+    # every rank's own library, by its words and its file: an inherited LD_LIBRARY_PATH can
+    # give one node's ranks another MPI's libmpi than the prefix's
+    wrong = next((w for r in ranks if (w := library_problem(
+        mpi, str(r["library"]), str(r.get("library_file", "")))) is not None), None)
+    if wrong is not None:
+        raise MPIError(f"the application {wrong}",
+                       "pass the prefix of the MPI the application is linked to, with --mpi "
+                       "(and --backend); `module unload` another MPI whose libraries "
+                       "LD_LIBRARY_PATH holds")
     return ranks
 
 
@@ -215,6 +219,7 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         "host": socket.gethostname(), "command": cmd,
         "mpi": {"key": mpi.key, "name": mpi.name, "version": mpi.version,
                 "prefix": str(mpi.prefix), "library": str(ranks[0]["library"]),
+                "library_file": str(ranks[0].get("library_file", "")),
                 "backend": registry.of(mpi).name},
         "ranks": world,
         # where the ranks ran: nodes, the most ranks on one, each world rank's host

@@ -50,7 +50,7 @@ SCHEMA: dict[str, Any] = {
         "mpi": {
             "type": "object", "required": ["name", "version", "prefix"],
             "properties": {"key": _TEXT, "name": _TEXT, "version": _TEXT, "prefix": _TEXT,
-                           "library": _TEXT,
+                           "library": _TEXT, "library_file": _TEXT,
                            "backend": {"type": "string", "pattern": r"^[a-z0-9_]{1,20}$"}},
         },
         "ranks": _POSITIVE,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from colltune.backends import base
 from colltune.backends.base import Backend
+from colltune.backends.common import tools
 from colltune.backends.impi.backend import ImpiBackend
 from colltune.backends.mpich.backend import MPICHBackend
 from colltune.backends.mvapich2.backend import MVAPICH2Backend
@@ -106,13 +107,17 @@ def for_format(backend: str, out_format: str | None) -> str:
 def found_at(prefix: str) -> tuple[list[tuple[str, Installation]], list[str]]:
     """Every family whose installation `prefix` holds (in BACKENDS' order: Open MPI before
     MPICH, as Debian's /usr holds both; Intel MPI before MPICH, whose tools it carries), and
-    why each other family found none there."""
+    why each other family found none there. A family's tool that is there and crashed, or
+    that the environment makes load another MPI, stops the search (ToolFailed): falling
+    through would tune the prefix's other family and write a file the user does not run."""
     found, why = [], []
     for b in BACKENDS.values():
         if b.name not in CHOICES:
             continue
         try:
             found.append((b.name, b.find(prefix)))
+        except tools.ToolFailed:
+            raise
         except MPIError as e:  # looked, found none
             why.append(e.message)
         except ColltuneError:  # a family found by other means (SMPI: --platform)
@@ -154,6 +159,8 @@ def _holds(name: str, prefix: str) -> None:
     """MPIError, naming what `prefix` holds, where it holds no installation of `name`."""
     try:
         BACKENDS[name].find(prefix)
+    except tools.ToolFailed:
+        raise
     except MPIError as e:
         found, _ = found_at(prefix)
         if not found:

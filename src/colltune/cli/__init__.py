@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import copy
 import importlib
+import os
 import signal
 import sys
 
 import typer
 from typer.main import get_command_name
 
+from colltune.backends.common.tools import KEEP_ENV
 from colltune.cli.common import app, err
 
 # importing a command module registers its commands, in the order `tune --help` lists them
@@ -45,8 +47,19 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _keep_env(argv: list[str]) -> list[str]:
+    """argv without --keep-env, which may stand anywhere before a `--` (a root option that
+    users write after the command, as they do --mpi): set for this process and its jobs."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--keep-env" not in argv[:end]:
+        return argv
+    os.environ[KEEP_ENV] = "1"
+    return [a for a in argv[:end] if a != "--keep-env"] + argv[end:]
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
+    sys.argv[1:] = _keep_env(sys.argv[1:])
     try:
         _for(sys.argv[1:])()
     except KeyboardInterrupt:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from rich.progress import (
 )
 
 from colltune import __version__
+from colltune.backends.common.tools import KEEP_ENV
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, shown
 from colltune.launchers import Launch
@@ -48,8 +50,16 @@ def _root(ctx: typer.Context,
                                        help="Print colltune's version (with --mpi: the MPI "
                                             "it would tune there)."),
           mpi: str | None = typer.Option(None, "--mpi", help="With --version: an MPI "
-                                                             "installation prefix.")) -> None:
+                                                             "installation prefix."),
+          keep_env: bool = typer.Option(
+              False, "--keep-env", metavar="", help="Run an MPI's tools and jobs although "
+              "LD_LIBRARY_PATH or LD_PRELOAD offers them another MPI's library (refused "
+              "otherwise; each launch still proves which library its ranks loaded). "
+              "Anywhere on the line.")
+          ) -> None:
     """Measure MPI collective algorithms and write rules the library obeys."""
+    if keep_env:  # main() takes it from anywhere on the line; the variable reaches jobs
+        os.environ[KEEP_ENV] = "1"
     if version:
         out.print(f"colltune {__version__}", highlight=False)
         if mpi is not None:

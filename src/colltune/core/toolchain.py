@@ -68,3 +68,21 @@ def names_version(library: str, version: str) -> bool:
     """`version` appears in `library` as a whole version (4.1.4 is not 4.1.41)."""
     return re.search(rf"(?<![\w.]){re.escape(version)}(?![\w.])",
                      library.replace(f"v{version}", f" {version}")) is not None
+
+
+def library_problem(mpi: Toolchain, library: str, library_file: str = "") -> str | None:
+    """How ranks that report `library` (MPI_Get_library_version's words) and loaded the
+    libmpi file `library_file` ("": the loader could not say) did not run on `mpi`, as a
+    phrase ("runs on ..."); None when they did. The version string alone cannot tell two
+    builds of one version apart, nor see an inherited LD_LIBRARY_PATH win over the prefix's
+    own library: the file must lie inside the installation's prefix."""
+    if not mpi.runs_on(library):
+        at = f" ({library_file})" if library_file else ""
+        return f"runs on '{library}'{at}, not on {mpi.describe()}"
+    if library_file:
+        try:
+            Path(library_file).resolve().relative_to(Path(mpi.prefix).resolve())
+        except (OSError, ValueError):
+            return (f"loaded {library_file}, outside {mpi.prefix} ({mpi.describe()}): "
+                    "LD_LIBRARY_PATH or LD_PRELOAD gave it another library")
+    return None

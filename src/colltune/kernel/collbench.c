@@ -70,7 +70,8 @@
  * calls 2 ms longer each); KIND is hang, crash, wrong, slow or cold. coarse:timer_step_ns=N makes the kernel take MPI_Wtime's step to be N ns.
  * Unset in normal use.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* dladdr: which libmpi file the process loaded */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +132,14 @@ static void placed(int *nodes, int *ppn)
         }
     }
     free(names);
+}
+
+/* The file of the MPI library this process loaded (the one defining MPI_Init, "" where the
+ * loader cannot say): the tuner refuses a launch whose ranks loaded another MPI's. */
+static const char *library_file(void)
+{
+    Dl_info info;
+    return dladdr((void *)MPI_Init, &info) && info.dli_fname ? info.dli_fname : "";
 }
 
 int main(int argc, char **argv)
@@ -202,6 +211,8 @@ int main(int argc, char **argv)
                g_size, plan.collective, plan.nconfig, plan.npoint, MPI_Wtick(), g_step, nodes,
                ppn);
         put_json_string(lib);
+        printf(",\"library_file\":");
+        put_json_string(library_file());
         printf("}\n");
         fflush(stdout);
     }

@@ -334,9 +334,19 @@ static void write_settings(FILE *f)
     fputc('}', f);
 }
 
+/* the file of the MPI library this process loaded (the one defining PMPI_Init), cleaned
+ * for JSON as clean() does: tune profile refuses ranks that ran on another MPI's library */
+static void library_file(char *out, size_t n)
+{
+    Dl_info info;
+    snprintf(out, n, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
+                               ? info.dli_fname : "");
+    clean(out);
+}
+
 void write_profile(void)
 {
-    char path[4300], tmp[4400], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    char path[4300], tmp[4400], lib[MPI_MAX_LIBRARY_VERSION_STRING], libfile[1024];
     int rank = 0, world = 0, len = 0, first = 1, fd;
     double wall = now() - t_init;
     if (!*prof_dir || !started || written)
@@ -349,6 +359,7 @@ void write_profile(void)
     PMPI_Get_library_version(lib, &len);
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
     clean(lib);
+    library_file(libfile, sizeof libfile);
     switch (own_dir(prof_dir)) {
     case 1:
         break;
@@ -378,9 +389,10 @@ void write_profile(void)
             close(fd);
         return;
     }
-    fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", \"wall_s\": %.9g, "
-               "\"collective_s\": %.9g, \"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
-            rank, world, lib, wall, t_coll, t_p2p, dropped);
+    fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", "
+               "\"library_file\": \"%s\", \"wall_s\": %.9g, \"collective_s\": %.9g, "
+               "\"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
+            rank, world, lib, libfile, wall, t_coll, t_p2p, dropped);
     int out_index[SLOTS], nout = 0; /* each table entry's place in "entries" */
     for (int i = 0; i < SLOTS; i++) {
         const entry_t *e = &table[i];

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from colltune import jobdir
 from colltune.core.records import PointResult
+from colltune.core.toolchain import Toolchain, library_problem
 
 
 @dataclass
@@ -123,6 +124,7 @@ class LaunchOutcome:
     results: list[PointResult]
     status: str  # ok | timeout | crashed
     library: str | None = None
+    library_file: str = ""  # the libmpi file the ranks loaded ("" where the loader cannot say)
     stuck: tuple[int, int] | None = None  # (cid, size) in progress when the job died
     stuck_cid: int | None = None
     message: str = ""
@@ -235,12 +237,14 @@ def run_kernel(
     point_timeout: float = 60.0,
     starting: float = 120.0,
     on_event: Callable[[dict], None] | None = None,
-    library_ok: Callable[[str], bool] | None = None,
+    runs_on: Toolchain | None = None,
 ) -> LaunchOutcome:
     """Run one kernel launch. A job silent for `point_timeout` seconds is killed as hung,
     and one whose kernel has not started after `starting` seconds (COLLTUNE_START_TIMEOUT).
-    A kernel whose MPI library fails `library_ok` is killed before it measures anything
-    (status "mismatch"): it was built against another MPI than the one launching it.
+    A kernel whose ranks did not load the library of the installation `runs_on` (its
+    version string, its libmpi file: toolchain.library_problem) is killed before it
+    measures anything (status "mismatch"): built against another MPI than the one launching
+    it, or given another MPI's library by the environment.
 
     A job that dies before the kernel reports its start is the launcher's failure, not a
     configuration's (seen: Open MPI 5.0.11's "PMIx server's listener thread failed to
@@ -248,7 +252,7 @@ def run_kernel(
     retries = 0
     while True:
         out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout(starting),
-                        on_event, library_ok)
+                        on_event, runs_on)
         if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
             out.launcher_retries = retries
             return out
@@ -256,9 +260,7 @@ def run_kernel(
         time.sleep(retries)
 
 
-# over the limits (pyproject.toml): one launch's life (start, stream, watchdog, kill)
-# shares its state
-def _run_once(  # noqa: C901, PLR0915
+def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdog, kill) shares its state)
     cmd_prefix: list[str],
     exe: Path,
     plan: KernelPlan,
@@ -266,7 +268,7 @@ def _run_once(  # noqa: C901, PLR0915
     point_timeout: float,
     start_timeout: float,
     on_event: Callable[[dict], None] | None,
-    library_ok: Callable[[str], bool] | None,
+    runs_on: Toolchain | None,
 ) -> LaunchOutcome:
     with jobdir.temporary_file(".plan") as f:
         f.write(plan.render())
@@ -333,11 +335,14 @@ def _run_once(  # noqa: C901, PLR0915
                                          "of size 1 in each)")
                     break
                 out.library = str(ev.get("library", ""))
+                out.library_file = str(ev.get("library_file", ""))
                 if "timer_step" in ev:
                     out.timer = (float(ev.get("wtick", 0.0)), float(ev["timer_step"]))
-                if library_ok is not None and not library_ok(out.library):
+                problem = (library_problem(runs_on, out.library, out.library_file)
+                           if runs_on is not None else None)
+                if problem is not None:
                     out.status = "mismatch"
-                    out.message = f"the kernel runs on '{out.library}'"
+                    out.message = f"the kernel {problem}"
                     break
             elif kind == "config":
                 current_cid = int(ev["cid"])

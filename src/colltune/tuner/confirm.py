@@ -64,8 +64,7 @@ class ABSamples:
     modes: dict[str, dict[str, dict[int, list[list[float]]]]] = field(default_factory=dict)
 
 
-# over the limits (pyproject.toml): arms, batch and start modes by keyword
-def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,  # noqa: PLR0913
+def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,  # noqa: PLR0913 (arms, batch and start modes by keyword)
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
             arms: dict[str, dict[str, str]] | None = None, first_round: int = 0,
             start: int = 0) -> ABSamples:
@@ -89,7 +88,7 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                                                   start=start),
                               dup_always=not be.traits.on_world)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
-            res = run_kernel(cmd, exe, plan, env, point_timeout=timeout)
+            res = run_kernel(cmd, exe, plan, env, point_timeout=timeout, runs_on=mpi)
             if res.status != "ok":
                 raise MPIError(f"confirmation launch ({arm}) of {coll.name} failed: "
                                     f"{res.status} {res.message}",

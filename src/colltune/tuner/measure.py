@@ -222,12 +222,17 @@ def _pass(lab: Lab, job: _Job, runs: list[tuple[Group, int]],
 
 
 def _rebuild(lab: Lab, job: _Job, outcome: LaunchOutcome, told: _Told) -> None:
-    """The kernel ran on another MPI's libraries: rebuild it once, then give up."""
+    """The kernel ran on another MPI's libraries: rebuild it once, then give up. A kernel
+    that reports the right version from a file outside the prefix was given it by the
+    environment: no rebuild changes that."""
+    if lab.mpi.runs_on(str(outcome.library)):
+        raise MPIError(outcome.message, "`module unload` the other MPI, or remove its "
+                       "directory from LD_LIBRARY_PATH and LD_PRELOAD")
     if told.rebuilt:
         raise MPIError(
-            f"the kernel reports '{outcome.library}' but {lab.mpi.describe()} launched it",
-            "check LD_LIBRARY_PATH: it may load another MPI's libraries")
-    lab.rep.note(f"warning: {outcome.message} under {lab.mpi.describe()}; rebuilding it")
+            f"{outcome.message} (rebuilt once, it still does)",
+            "check LD_LIBRARY_PATH and LD_PRELOAD: `module unload` the other MPI")
+    lab.rep.note(f"warning: {outcome.message}; rebuilding it")
     job.exe = build_kernel(lab.mpi, force=True)
     told.rebuilt = True
 
@@ -350,7 +355,7 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
     with folder or contextlib.nullcontext():
         outcome = run_kernel(cmd, job.exe, plan, env, point_timeout=settings.timeout,
                              starting=max(120.0, settings.timeout), on_event=on_event,
-                             library_ok=mpi.runs_on)
+                             runs_on=mpi)
     if band is not None and outcome.stuck and outcome.stuck[1] in band:
         outcome = replace(outcome, stuck=(outcome.stuck[0], band[outcome.stuck[1]][1]))
     return outcome, count

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.common import tools as common_tools
 from colltune.core.catalog import Catalog
 from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError, MPIError
@@ -88,12 +88,7 @@ def job_env(mpi: IntelMPI, extra: dict[str, str] | None = None) -> dict[str, str
 
 
 def _run(cmd: list[str], prefix: Path) -> str:
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
-                             env=launch_env(prefix), check=False)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise MPIError(f"cannot run {cmd[0]}: {e}", INSTALL_HINT) from None
-    return res.stdout + res.stderr
+    return common_tools.ask(cmd, prefix, "Intel MPI", env=launch_env(prefix))
 
 
 def find_impi(prefix: str | Path | None) -> IntelMPI:
@@ -108,11 +103,10 @@ def find_impi(prefix: str | Path | None) -> IntelMPI:
     if missing:
         raise MPIError(f"no Intel MPI under {root} (missing {', '.join(missing)} in "
                        f"{bindir})", INSTALL_HINT)
-    m = re.search(r"Intel\(R\) MPI Library.*?Version (\d[\w.]*)",
-                  _run([str(tools["mpiexec.hydra"]), "--version"], root))
+    said = _run([str(tools["mpiexec.hydra"]), "--version"], root)
+    m = re.search(r"Intel\(R\) MPI Library.*?Version (\d[\w.]*)", said)
     if not m:
-        raise MPIError(f"{tools['mpiexec.hydra']} does not say it is Intel MPI's",
-                       INSTALL_HINT)
+        raise common_tools.not_answered(tools["mpiexec.hydra"], said, "Intel MPI", root)
     return IntelMPI(m.group(1), root, tools["mpicc"], tools["mpiexec.hydra"],
                     tools["impi_info"])
 

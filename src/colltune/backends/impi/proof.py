@@ -121,7 +121,7 @@ def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
                             "COLLTUNE_BREAK_OUT": str(out)})
         cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
         outcome = run_kernel(cmd, exe, plan, job, point_timeout=timeout,
-                             library_ok=mpi.runs_on)
+                             runs_on=mpi)
         if outcome.status != "ok" or not out.exists():
             raise MPIError(f"the proof launch (rank 0 under gdb) failed: {outcome.status} "
                            f"{outcome.message} {outcome.stderr[-400:]}".strip(),

@@ -50,7 +50,7 @@ def dump(mpi: IntelMPI, placement: Placement, coll: str, env: dict[str, str]) ->
         out = Path(tmp) / f"dump{SUFFIX}"
         outcome = run_kernel(launch_command(mpi, placement), build_kernel(mpi), plan,
                              job_env(mpi, {**env, DUMP_VAR: str(out)}),
-                             point_timeout=60, library_ok=mpi.runs_on)
+                             point_timeout=60, runs_on=mpi)
         if outcome.status != "ok" or not out.is_file() or out.stat().st_size == 0:
             raise MPIError(f"{mpi.describe()} dumped no tuning table with {DUMP_VAR} "
                            f"({outcome.status} {outcome.message})".strip(),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.common import tools
 from colltune.core.catalog import CHUNK, RADIX, SEGMENT_GRID, Catalog, Param
 from colltune.core.config import Config
 from colltune.core.toolchain import HydraToolchain
@@ -87,19 +88,19 @@ def _tool(bindir: Path, *names: str) -> Path | None:
 
 
 def _from_bindir(bindir: Path) -> MPICH | None:
+    """The MPICH whose tools bindir holds; None where one is missing; MPIError (naming what
+    it said) where mpichversion answers as another library."""
     ver = _tool(bindir, "mpichversion.mpich", "mpichversion")
     mpicc = _tool(bindir, "mpicc.mpich", "mpicc")
     mpiexec = _tool(bindir, "mpiexec.mpich", "mpiexec.hydra", "mpiexec")
     if not (ver and mpicc and mpiexec):
         return None
-    try:
-        out = subprocess.run([str(ver)], capture_output=True, text=True, timeout=30,
-                             check=False).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    out = tools.ask([str(ver)], bindir.parent, "MPICH", timeout=30)
     m = re.search(r"^(MPICH|MVAPICH) Version:\s*(\S+)", out, re.M)
     if not m:
-        return None  # MVAPICH2 says "MVAPICH2 Version": backends/mvapich2/install.py
+        if "MVAPICH2 Version" in out:
+            return None  # MVAPICH2's own: backends/mvapich2/install.py
+        raise tools.not_answered(ver, out, "MPICH", bindir.parent)
     found = MPICH(m.group(2), bindir.parent, mpicc, mpiexec, ver, name=m.group(1))
     if found.name == "MVAPICH" and found.version_tuple[:1] < (4,):
         # MVAPICH 3 selects through its own MVP_ variables, not MPICH's csel
@@ -122,8 +123,14 @@ def find_mpich(prefix: str | Path | None) -> MPICH:
             found = _from_bindir(bindir)
             if found:
                 return found
-    raise MPIError(f"no MPICH found under {root} (looked for mpichversion, mpicc and "
-                        f"mpiexec in {root / 'bin'})", INSTALL_HINT)
+    bindir = root / "bin"
+    missing = [n for n, names in (("mpichversion", ("mpichversion.mpich", "mpichversion")),
+                                  ("mpicc", ("mpicc.mpich", "mpicc")),
+                                  ("mpiexec", ("mpiexec.mpich", "mpiexec.hydra", "mpiexec")))
+               if not _tool(bindir, *names)]
+    why = (f"missing {', '.join(missing)} in {bindir}" if missing else
+           "its mpichversion names MVAPICH2: --backend mvapich2")
+    raise MPIError(f"no MPICH found under {root} ({why})", INSTALL_HINT)
 
 
 # ---------------------------------------------------------------------------

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.common import tools as common_tools
 from colltune.core.catalog import Catalog
 from colltune.core.toolchain import HydraToolchain
 from colltune.errors import ColltuneError, MPIError
@@ -112,18 +112,15 @@ def find_mvapich2(prefix: str | Path | None) -> MVAPICH2:
         raise ColltuneError("--backend mvapich2 needs --mpi PREFIX", INSTALL_HINT)
     bindir = Path(prefix).expanduser() / "bin"
     tools = {n: bindir / n for n in ("mpiname", "mpicc", "mpiexec")}
-    if not all(p.exists() and os.access(p, os.X_OK) for p in tools.values()):
-        raise MPIError(f"no MVAPICH2 under {prefix} (looked for mpiname, mpicc and "
-                            f"mpiexec in {bindir})", INSTALL_HINT)
-    try:
-        out = subprocess.run([str(tools["mpiname"]), "-a"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise MPIError(f"cannot run {tools['mpiname']}: {e}", INSTALL_HINT) from None
+    missing = [n for n, p in tools.items() if not (p.exists() and os.access(p, os.X_OK))]
+    if missing:
+        raise MPIError(f"no MVAPICH2 under {prefix} (missing {', '.join(missing)} in "
+                       f"{bindir})", INSTALL_HINT)
+    root = Path(prefix).expanduser()
+    out = common_tools.ask([str(tools["mpiname"]), "-a"], root, "MVAPICH2", timeout=30)
     found = parse_mpiname(out)
     if not found:
-        raise MPIError(f"{tools['mpiname']} -a does not name MVAPICH2: {out[:80]!r}",
-                            INSTALL_HINT)
+        raise common_tools.not_answered(tools["mpiname"], out, "MVAPICH2", root)
     version, device = found
     if device != "ch3:mrail":
         raise MPIError(f"MVAPICH2 {version} at {prefix} is built with {device}: only "

@@ -42,7 +42,7 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
                       Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False)
     with jobdir.temporary(prefix="colltune-mon-") as tmp:
         cmd = launch_command(mpi, placement, monitoring_mca(Path(tmp)))
-        out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120)
+        out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120, runs_on=mpi)
         if out.status != "ok" or not out.results or out.results[0].status != "ok":
             raise ColltuneError(f"traffic run of {coll.name} failed: {out.status} {out.message}",
                                 "run the kernel by hand with the same settings")

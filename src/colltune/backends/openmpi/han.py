@@ -75,7 +75,7 @@ def parse_algorithms(text: str) -> dict[str, dict[int, str]]:
 
 def read_algorithms(mpi: OpenMPI) -> dict[str, dict[int, str]]:
     return parse_algorithms(_run([str(mpi.ompi_info), "--param", "coll", "han", "--level",
-                                 "9", "--parsable"]))
+                                 "9", "--parsable"], mpi.prefix))
 
 
 def choices(coll: str, algorithms: dict[int, str]) -> dict[int, Choice]:

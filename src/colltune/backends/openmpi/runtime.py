@@ -94,7 +94,8 @@ def knobs(mpi: OpenMPI) -> list[Knob]:
 def _listed(mpi: OpenMPI) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Every MCA parameter ompi_info lists: name -> (current value, enumerator names and
     values, empty when free)."""
-    text = _run([str(mpi.ompi_info), "--all", "--level", "9", "--parsable"], timeout=120)
+    text = _run([str(mpi.ompi_info), "--all", "--level", "9", "--parsable"], mpi.prefix,
+                timeout=120)
     out: dict[str, tuple[str, list[str]]] = {}
     for m in re.finditer(r"^mca:[^:]+:[^:]+:param:(\w+):(value|enumerator:value):(.*)$",
                          text, re.M):
