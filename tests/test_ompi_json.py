@@ -59,9 +59,9 @@ def test_a_file_colltune_wrote_reads_back_with_its_layouts() -> None:
     back layer by layer."""
     one = _rules((1, [(0, 0)]), (4, [(0, 0), (1024, 3), (65536, 6)]))
     across = _rules((4, [(0, 5)]))
-    text = oj.render_layers({"any": across, "single-node": one}, {"written_by": "test"})
+    text = oj.render_layers({"any": across, "single-node": one})
     doc = json.loads(text)
-    assert doc["colltune"] == {"written_by": "test"}
+    assert list(doc) == ["rule_file_version", "module", "collectives"]
     first, second, placeholder, last = doc["collectives"]["bcast"]
     assert first == {"comm_size_min": 0, "comm_size_max": 3,
                      "comm_rank_distribution": "single-node",
@@ -85,7 +85,7 @@ def test_a_file_colltune_wrote_reads_back_with_its_layouts() -> None:
     assert _shape(back["any"]) == [(1, [(0, 5, 0)])]
     assert _shape(back["one-per-node"]) == [(1, [(0, 0, 0)])]
     # read back and written again, the file is the same
-    assert oj.render_layers(back, {"written_by": "test"}) == text
+    assert oj.render_layers(back) == text
     # measured on one node only: nothing for other layouts, so no placeholder either
     alone = json.loads(oj.render_layers({"single-node": one}))["collectives"]["bcast"]
     assert {c["comm_rank_distribution"] for c in alone} == {"single-node"}
@@ -185,3 +185,87 @@ def test_a_classic_file_says_its_layout_in_a_comment_and_check_reads_it() -> Non
     assert c.returncode == 0, c.stderr
     said = json.loads(c.stdout)["tuned_for"]
     assert "bcast at 4 ranks: 1 node(s) x 4" in said and len(said) == 12
+
+
+# Open MPI's schema for these files (docs/tuning-apps/tuned_dynamic_file_schema.json in its
+# repository), its rules stated here in our own words: the top holds `rule_file_version` (a
+# number), `module` (text) and `collectives`, and may hold `$schema`, nothing else; a
+# collective is one of the lowercase names the schema lists, holding a list of communicator
+# rules; a communicator rule has `rules` and may have the size bounds (an integer or inf) and
+# one of three rank distributions, nothing else; a message rule has `alg` (integer or name)
+# and may have the size bounds and the integer parameters (faninout, seg_size, reqs,
+# bine_imp), nothing else.
+_BOUND = {"anyOf": [{"type": "integer"}, {"enum": ["inf", "Inf", "INF"]}]}
+_SCHEMA_NAMES = ("allgather allreduce alltoall alltoallv alltoallw barrier bcast exscan gather "
+                 "gatherv reduce reducescatter reducescatterblock scan scatter scatterv "
+                 "neighbor_allgather neighbor_allgatherv neighbor_alltoall neighbor_alltoallv "
+                 "neighbor_alltoallw").split()
+OPEN_MPI_SCHEMA = {
+    "type": "object", "required": ["rule_file_version", "module", "collectives"],
+    "additionalProperties": False,
+    "properties": {
+        "rule_file_version": {"type": "number"}, "module": {"type": "string"},
+        "$schema": {"type": "string"},
+        "collectives": {
+            "type": "object", "additionalProperties": False,
+            "patternProperties": {"^(" + "|".join(_SCHEMA_NAMES) + ")$": {
+                "type": "array", "items": {
+                    "type": "object", "required": ["rules"], "additionalProperties": False,
+                    "properties": {
+                        "comm_size_min": _BOUND, "comm_size_max": _BOUND,
+                        "comm_rank_distribution": {
+                            "enum": ["any", "one-per-node", "single-node"]},
+                        "rules": {"type": "array", "items": {
+                            "type": "object", "required": ["alg"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "msg_size_min": _BOUND, "msg_size_max": _BOUND,
+                                "alg": {"type": ["string", "integer"]},
+                                "reqs": {"type": "integer"}, "faninout": {"type": "integer"},
+                                "seg_size": {"type": "integer"},
+                                "bine_imp": {"type": ["string", "integer"]}}}}}}}}}}}
+
+
+def test_every_json_file_colltune_writes_validates_against_open_mpis_schema(
+        tmp_path: Path) -> None:
+    """Issue 74: a site that validates with Open MPI's schema (or converts with its script)
+    took colltune's files for invalid: no `rule_file_version`, no `module`, and a `colltune`
+    object the schema does not allow. Every layer combination, written as tune writes it
+    and as export installs it, validates; the provenance lives beside the file."""
+    import jsonschema
+
+    jsonschema.Draft201909Validator.check_schema(OPEN_MPI_SCHEMA)
+    validator = jsonschema.Draft201909Validator(OPEN_MPI_SCHEMA)
+    one = _rules((1, [(0, 0)]), (4, [(0, 0), (1024, 3), (65536, 6)]))
+    across = _rules((4, [(0, 5)]))
+    for layers in ({"any": across}, {"single-node": one},
+                   {"any": across, "single-node": one, "one-per-node": one}):
+        doc = json.loads(oj.render_layers(layers))
+        errors = [e.message for e in validator.iter_errors(doc)]
+        assert errors == [], errors
+        assert oj.parse(json.dumps(doc)).warnings == []
+    # the validator is not one that passes everything: colltune's former top-level object
+    old = {"colltune": {"written_by": "test"}, **json.loads(oj.render_layers({"any": across}))}
+    assert any("colltune" in e.message for e in validator.iter_errors(old))
+    assert any("not in Open MPI's schema" in w for w in oj.parse(json.dumps(old)).warnings)
+    del old["colltune"], old["module"]
+    assert any("'module' is a required property" in e.message
+               for e in validator.iter_errors(old))
+
+    # as `tune --rules-version 3` writes it (rules, and what they cannot say beside them)
+    # and as `tune export` installs it
+    store_rules = tmp_path / "rules.json"
+    store_rules.write_text(oj.render_layers({"single-node": one}))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--site", str(site), "--from", str(store_rules))
+    assert r.returncode == 0, r.stdout + r.stderr
+    installed = json.loads((site / "colltune-rules.conf").read_text())
+    assert [e.message for e in validator.iter_errors(installed)] == []
+    # an older colltune's file, with its own object: installed without it
+    store_rules.write_text(json.dumps({"colltune": {"written_by": "an older colltune"},
+                                       "collectives": doc["collectives"]}))
+    r = tune_cli("export", "--site", str(site), "--from", str(store_rules), "--force")
+    assert r.returncode == 0, r.stdout + r.stderr
+    installed = json.loads((site / "colltune-rules.conf").read_text())
+    assert [e.message for e in validator.iter_errors(installed)] == []
+    assert installed["collectives"] == doc["collectives"]

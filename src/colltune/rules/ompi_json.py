@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from colltune.errors import FormatError, parse_json
 from colltune.rules import ompi_classic as classic
@@ -36,6 +37,10 @@ from colltune.rules.ompi_classic import COLLTYPE, OMPI_UNTUNED_IDS, RulesFile
 INF = 2**63 - 1  # COLL_RULES_MESSAGE_SIZE_INF: SSIZE_MAX
 INT_MAX = 2**31 - 1
 DISTRIBUTIONS = ("any", "one-per-node", "single-node")
+# the version Open MPI's own documentation gives JSON rules files (classic files are 1, 2)
+RULE_FILE_VERSION = 3
+# the keys Open MPI's schema allows at the top (it requires the first three)
+TOP_KEYS = ("rule_file_version", "module", "collectives", "$schema")
 NAMES = {**COLLTYPE, **{n: i for i, n in OMPI_UNTUNED_IDS.items()}}
 _MSG_KEYS = {"msg_size_min", "msg_size_max", "alg", "faninout", "seg_size", "reqs"}
 _COMM_KEYS = {"comm_size_min", "comm_size_max", "comm_rank_distribution", "rules"}
@@ -107,6 +112,8 @@ def parse(text: str, where: str = "<rules>",
         raise JsonRulesError(where, 0, f"not JSON ({str(e)[:80]}): Open MPI reads it as a "
                              "classic file") from None
     colls = doc.get("collectives") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and isinstance(colls, dict):  # what the schema says of the rest
+        out.warnings.extend(_schema_notes(doc))
     if not isinstance(colls, dict):
         raise JsonRulesError(where, 0, 'needs a "collectives" object of collective name -> '
                                        "list of communicator rules")
@@ -123,6 +130,16 @@ def parse(text: str, where: str = "<rules>",
         out.collectives[name] = [_comm_rule(c, f"{where}: {name}[{i}]", algs, out.warnings)
                                  for i, c in enumerate(comm_rules)]
     return out
+
+
+def _schema_notes(doc: dict[str, object]) -> list[str]:
+    """Where the top of a file departs from Open MPI's schema (its C reader does not care; a
+    site that validates with the schema, or converts with Open MPI's script, rejects it)."""
+    notes = [f"no {k!r}, which Open MPI's schema requires" for k in TOP_KEYS[:2]
+             if k not in doc]
+    notes += [f"key {str(k)[:40]!r} is not in Open MPI's schema (its reader ignores it)"
+              for k in list(doc)[:20] if k not in TOP_KEYS]
+    return notes
 
 
 def _integer(obj: dict[str, object], key: str, default: int, where: str) -> int:
@@ -258,8 +275,7 @@ def from_classic(rf: RulesFile, distribution: str = "any") -> dict[str, list[Com
 LAYER_ORDER = ("single-node", "one-per-node", "any")
 
 
-def render_layers(layers: dict[str, RulesFile], about: dict[str, object] | None = None
-                  ) -> str:
+def render_layers(layers: dict[str, RulesFile]) -> str:
     """The file for rules measured in several layouts: one layer of sections per rank
     distribution (`layers[distribution]`, each meaning what a classic file means), the
     specific ones first. Where a collective has an "any" layer, a specific distribution it
@@ -275,17 +291,27 @@ def render_layers(layers: dict[str, RulesFile], about: dict[str, object] | None 
             elif name in per["any"]:
                 collectives.setdefault(name, []).append(
                     CommRule(0, INT_MAX, d, [MsgRule(0, INF, 0)]))
-    return render(collectives, about)
+    return render(collectives)
 
 
-def measured_in(text: str) -> dict[str, list[str]]:
-    """What a file colltune wrote says of the layouts each layer was measured in ("2x2"),
-    from its `colltune` object (which Open MPI does not read); {} where it says nothing
-    readable."""
+def about_path(rules_path: Path) -> Path:
+    """Where colltune keeps what a JSON rules file cannot say (who wrote it, the layouts each
+    layer was measured in): beside it, as Open MPI's schema allows no key of colltune's in
+    the file itself."""
+    return rules_path.with_name(rules_path.name + ".colltune.json")
+
+
+def render_about(about: dict[str, object]) -> str:
+    return json.dumps({"schema": "colltune-rules-about", "version": 1, **about}, indent=1) + "\n"
+
+
+def measured_in(about_text: str) -> dict[str, list[str]]:
+    """What the file beside a JSON rules file (about_path) says of the layouts each layer was
+    measured in ("2x2"); {} where it says nothing readable (it is data: any user's)."""
     try:
-        about = parse_json(text).get("colltune")  # type: ignore[attr-defined]
-        got = about.get("measured_in") if isinstance(about, dict) else None
-    except (ValueError, AttributeError):
+        doc = parse_json(about_text)
+        got = doc.get("measured_in") if isinstance(doc, dict) else None
+    except ValueError:
         return {}
     if not isinstance(got, dict):
         return {}
@@ -305,11 +331,11 @@ def layers(rules: JsonRules) -> dict[str, RulesFile]:
     return out
 
 
-def render(collectives: dict[str, list[CommRule]], about: dict[str, object] | None = None
-           ) -> str:
-    """The file: a `colltune` object Open MPI does not read (who wrote it, for what layout),
-    then `collectives`. Defaults are left out; infinity is "inf" for message sizes and left
-    out for communicator sizes (a C int cannot hold it)."""
+def render(collectives: dict[str, list[CommRule]]) -> str:
+    """The file, as Open MPI's schema for it requires (docs/tuning-apps/
+    tuned_dynamic_file_schema.json: `rule_file_version`, `module`, `collectives` and no other
+    key; its C reader reads only `collectives`). Defaults are left out; infinity is "inf"
+    for message sizes and left out for communicator sizes (a C int cannot hold it)."""
     def msg(m: MsgRule) -> dict[str, object]:
         d: dict[str, object] = {"msg_size_min": m.size_min,
                                 "msg_size_max": "inf" if m.size_max >= INF else m.size_max,
@@ -327,7 +353,7 @@ def render(collectives: dict[str, list[CommRule]], about: dict[str, object] | No
         d["rules"] = [msg(m) for m in c.rules]
         return d
 
-    doc: dict[str, object] = {"colltune": about} if about else {}
+    doc: dict[str, object] = {"rule_file_version": RULE_FILE_VERSION, "module": "tuned"}
     doc["collectives"] = {n: [comm(c) for c in cs] for n, cs in collectives.items()}
     return json.dumps(doc, indent=1) + "\n"
 

@@ -230,7 +230,7 @@ def installed_rules(req: ExportRequest, rules_path: Path) -> tuple[str, dict[str
 def installed_json(req: ExportRequest, original: str, rules_path: Path
                    ) -> tuple[str, dict[str, str]]:
     """Open MPI 6's JSON file, checked as it reads it (as that Open MPI with --mpi: 4.1 and
-    5.0 would drop it), with the export's stamp in its `colltune` object."""
+    5.0 would drop it), installed in the form Open MPI's schema validates."""
     import json
 
     catalog = None
@@ -253,9 +253,12 @@ def installed_json(req: ExportRequest, original: str, rules_path: Path
                             "last would run another rule than the one checked",
                             "remove the duplicate key, then check and export again")
     doc = json.loads(original)  # no key twice: one meaning for every reader
-    about = doc.get("colltune") if isinstance(doc.get("colltune"), dict) else {}
-    doc = {"colltune": {**about, "installed": f"by colltune export, {req.stamp}"},
-           **{k: v for k, v in doc.items() if k != "colltune"}}
+    # installed as Open MPI's schema has it (a site may validate what it installs): its two
+    # required keys, and none of its own (an older colltune's `colltune` object goes; the
+    # modules say who installed the file and when)
+    doc = {"rule_file_version": doc.get("rule_file_version", ompi_json.RULE_FILE_VERSION),
+           "module": doc.get("module", "tuned"),
+           **{k: v for k, v in doc.items() if k in ompi_json.TOP_KEYS}}
     return json.dumps(doc, indent=1) + "\n", _switch(rules_path)
 
 

@@ -27,7 +27,7 @@ from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, read_text
-from colltune.outfile import write_atomic
+from colltune.outfile import is_stdout, write_atomic
 from colltune.rules import ompi_classic as rules
 from colltune.rules import ompi_json
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID, CommRule, MsgRule
@@ -152,17 +152,21 @@ class TunedSession(Session[T]):
         if self.rules_version != 3:
             (rf,) = layers.values()
             return rules.render(rf)
+        return ompi_json.render_layers(layers)
+
+    def about(self, layers: dict[str, rules.RulesFile]) -> dict[str, object]:
+        """What a JSON file cannot say of itself (ompi_json.about_path): who wrote it, and
+        each layer's layouts (those of the file it merges into, and this run's)."""
         built = next((rf for rf in layers.values() if rf.comments), rules.RulesFile())
         measured = {d: list(names) for d, names in self.measured.items()}
-        for p in self.placements:  # each layer's layouts: those of the file, and these
+        for p in self.placements:
             names = measured.setdefault(distribution(p), [])
             if layout_name(p) not in names:
                 names.append(layout_name(p))
-        return ompi_json.render_layers(layers, {
-            "written_by": built.comments[0] if built.comments else "colltune",
-            "tuned": built.comments[1:2],
-            "measured_in": {d: measured[d] for d in ompi_json.LAYER_ORDER
-                            if d in measured and d in layers}})
+        return {"written_by": built.comments[0] if built.comments else "colltune",
+                "tuned": built.comments[1:2],
+                "measured_in": {d: measured[d] for d in ompi_json.LAYER_ORDER
+                                if d in measured and d in layers}}
 
     def comments(self) -> list[str]:
         return []
@@ -198,6 +202,9 @@ class TunedSession(Session[T]):
                             "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
             write_file(self.opts.out, self.render(self.layers), "--out")
+            if self.rules_version == 3 and not is_stdout(self.opts.out):
+                write_file(ompi_json.about_path(self.opts.out),
+                           ompi_json.render_about(self.about(self.layers)), "--out")
 
 
 def distribution(p: Placement) -> str:
@@ -225,8 +232,9 @@ def load_merge_base(path: Path, catalog: Catalog
     try:
         text = read_text(path)
         if ompi_json.claims(text):  # Open MPI 6's JSON, as colltune writes it
+            about = ompi_json.about_path(path)
             return ompi_json.layers(ompi_json.parse(text, str(path))), \
-                ompi_json.measured_in(text)
+                ompi_json.measured_in(read_text(about) if about.exists() else "")
         return {"any": rules.read(path, valid_algs=valid_algorithms(catalog))}, {}
     except (rules.RulesError, ompi_json.JsonRulesError) as e:
         raise ColltuneError(f"will not merge into {e}",
@@ -234,8 +242,7 @@ def load_merge_base(path: Path, catalog: Catalog
                             "changed") from None
 
 
-# over the limits (pyproject.toml): a rules file's optional parts, each by keyword
-def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,  # noqa: PLR0913
+def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions,  # noqa: PLR0913 (a rules file's optional parts, each by keyword)
                 mpi: Installation, catalog: Catalog,
                 predicted: dict[tuple[str, int], str] | None = None,
                 comments: list[str] | None = None,
