@@ -156,9 +156,7 @@ def _env_prefix(env: Mapping[str, str]) -> list[str]:
     return ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
 
 
-# over the limits (pyproject.toml): a branch per launcher (mpirun, mpiexec, srun,
-# smpirun) and option
-def command(  # noqa: C901
+def command(  # noqa: C901 (a branch per launcher (mpirun, mpiexec, srun, smpirun) and option)
         launcher: str, program: str, layout: Layout, mca: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None, pmi: tuple[str, ...] = ()) -> list[str]:
     """The launcher's command line up to (not including) the executable. `program` is the

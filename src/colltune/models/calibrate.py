@@ -27,8 +27,7 @@ class Calibration:
     apart: dict[str, tuple[Hockney, LogGP]] = field(default_factory=dict)
 
 
-# over the limits (pyproject.toml): the API of `tune model fit`, its options by keyword
-def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,  # noqa: PLR0913
+def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,  # noqa: PLR0913 (the API of `tune model fit`, its options by keyword)
               max_bytes: int = 1 << 20, reps: int = 50, hostfile: str | None = None,
               launch: Launch | None = None, backend: str = "openmpi",
               note: Callable[[str], None] | None = None) -> Calibration:

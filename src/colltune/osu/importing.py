@@ -97,8 +97,7 @@ def _decide_size(size: int, lookup: int, runs: dict[Config, list[float]], alpha:
                     len(b), len(d), reason=why)
 
 
-# over the limits (pyproject.toml): the API of `tune import-osu/-imb`, options by keyword
-def import_runs(runs: list[Run], np: int, source: str, backend: str = "openmpi",  # noqa: PLR0913
+def import_runs(runs: list[Run], np: int, source: str, backend: str = "openmpi",  # noqa: PLR0913 (the API of `tune import-osu/-imb`, options by keyword)
                 mpi_prefix: str | None = None, db: Path | None = None, out: Path | None = None,
                 summary_json: Path | None = None, rules_version: int | None = None,
                 alpha: float = 0.05, min_gain: float = 0.03, host: str | None = None,

@@ -67,8 +67,7 @@ def _number(tok: str, path: str, line: int, what: str) -> float:
     return v
 
 
-# over the limits (pyproject.toml): a line reader: a branch per kind of line OSU prints
-def parse(text: str, path: str = "<osu>") -> OsuRun:  # noqa: C901, PLR0915
+def parse(text: str, path: str = "<osu>") -> OsuRun:  # noqa: C901, PLR0915 (a line reader: a branch per kind of line OSU prints)
     """One OSU run. Lines before the title (launcher chatter) are ignored; after the
     column header every non-comment line must be a complete data row."""
     collective: str | None = None

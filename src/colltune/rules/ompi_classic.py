@@ -234,8 +234,7 @@ def _tokens(text: str, path: str) -> tuple[_Tokens, bool]:
     return flat, has_header
 
 
-# over the limits (pyproject.toml): a token reader, in the order Open MPI's reads
-def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]] | None = None,  # noqa: C901, PLR0915
+def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]] | None = None,  # noqa: C901, PLR0915 (a token reader, in the order Open MPI's reads)
           allow_v2: bool | None = None) -> RulesFile:
     """Reads a rules file the way Open MPI does and rejects what it would drop or misread.
 

@@ -76,8 +76,7 @@ def bayes_search(candidates: dict[int, list[Config]], measure: Measure,
     return drive(bayesian(candidates, settings), measure)
 
 
-# over the limits (pyproject.toml): the ask/tell loop and its stopping rules in one place
-def bayesian(candidates: dict[int, list[Config]], settings: BayesSettings | None = None  # noqa: C901
+def bayesian(candidates: dict[int, list[Config]], settings: BayesSettings | None = None  # noqa: C901 (the ask/tell loop and its stopping rules in one place)
              ) -> Strategy[BayesOutcome]:
     """Search the points `candidates` names (valid configurations per size). The default is
     measured first at every size, then an initial design, then EI-chosen batches until the

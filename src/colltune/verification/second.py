@@ -87,8 +87,7 @@ def find_imb(mpi: Installation) -> Path | None:
     return Path(found) if found else None
 
 
-# over the limits (pyproject.toml): a batch like ab_runs, by keyword
-def imb_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms, coll: str,  # noqa: PLR0913
+def imb_ab_runs(mpi: Installation, exe: Path, placement: Placement, arms: Arms, coll: str,  # noqa: PLR0913 (a batch like ab_runs, by keyword)
                 sizes: list[int], rounds: int, first_round: int = 0,
                 iterations: int = 200) -> ABSamples:
     """IMB's t_avg (the mean over ranks, as OSU's) per size and launch, at exactly `sizes`
