@@ -152,54 +152,17 @@ def _nps(np: str | None, layouts: str | None, nodes: int | None, ppn: int | None
     return np or "4"
 
 
-def _run_tune(collectives: list[str], np: str, out_path: Path | None, mpi: str | None,
-              db: Path | None, sizes: str | None, segsizes: str | None,
-              strategy: str, sweep: str, rules_version: int | None, from_db: bool,
-              hostfile: str | None, summary_json: Path | None, quiet: bool,
-              timeout: float, point_time: float, rel_ci: float, min_reps: int, max_reps: int,
-              seed: int, confirm_rounds: int, budget: int | None = None,
-              ei_stop: float = 0.0005, top_k: int = 3, predict: bool = False,
-              fit_np: str = "2,3,4", launch: Launch | None = None,
-              backend: str = "openmpi", platform: Path | None = None,
-              tune_han: bool = False, for_np: int | None = None,
-              timing: str = "both", window: int = 64, objective: str = "completion",
-              oversubscribe: bool = False, boundaries: str = "measure",
-              comm_sizes: str | None = None, cutoff: float = 1.5,
-              confirm_max_rounds: int | None = None, trade_off: bool = False,
-              out_format: str | None = None, params: list[str] | None = None,
-              default_launches: int = 1, start_calls: int = 1000,
-              layouts: str | None = None) -> None:
-    quiet = json_to_stdout(summary_json) or quiet
+def _run_tune(opts: TuneOptions, quiet: bool) -> None:
+    """Tune as `opts` says (each layout in turn, where it names several), then print each
+    run's outcome."""
     try:
-        lays = parse_layouts(layouts) if layouts else None
-        opts = TuneOptions(
-            backend=backend, platform=platform, tune_han=tune_han, for_np=for_np,
-            collectives=collectives, layouts=lays,
-            nps=[n * p for n, p in lays] if lays else _ints(np, "--np"), out=out_path,
-            mpi=mpi, db=db,
-            sizes=parse_sizes(sizes) if sizes else None,
-            segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
-            params=parse_params(params or []), strategy=strategy, budget=budget,
-            ei_stop=ei_stop, top_k=top_k, sweep=sweep,
-            comm_sizes=parse_sizes(comm_sizes) if comm_sizes else None,
-            predict=predict, fit_nps=_ints(fit_np, "--fit-np"), launch=launch,
-            rules_version=rules_version, from_db=from_db,
-            hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
-            confirm_max_rounds=confirm_max_rounds, start_calls=start_calls,
-            oversubscribe=oversubscribe,
-            boundaries=boundaries, trade_off=trade_off, out_format=out_format,
-            settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
-                                     point_time=point_time, seed=seed, timeout=timeout,
-                                     timing=timing, window=window, objective=objective,
-                                     cutoff=cutoff, default_launches=default_launches),
-        )
-        results = (tune_layouts(opts, BarReporter(quiet)) if lays else
+        results = (tune_layouts(opts, BarReporter(quiet)) if opts.layouts else
                    [tune(opts, BarReporter(quiet))])
     except ColltuneError as e:
         _fail(e)
         return
     for res in results:
-        _print_outcome(res, out_path, quiet)
+        _print_outcome(res, opts.out, quiet)
 
 
 def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:
@@ -410,17 +373,37 @@ def _make_tune_command(name: str) -> None:
                                 slurm_script, _script_family(backend, out_format, mpi,
                                                              platform), tune_han)
             return
-        _run_tune([name], _nps(np, layouts, nodes, ppn), out_path, mpi, db, sizes, segsizes,
-                  strategy, sweep, rules_version, from_db, hostfile, summary_json, quiet,
-                  timeout, point_time, rel_ci, min_reps, max_reps, seed, confirm_rounds,
-                  budget, ei_stop, top_k,
-                  predict, fit_np, Launch(launcher, nodes, ppn,
-                                          tuple(shlex.split(launcher_args))),
-                  _family(backend, out_format, mpi, platform, quiet), platform, tune_han,
-                  for_np,
-                  timing, window, objective, oversubscribe, boundaries, comm_sizes, cutoff,
-                  confirm_max_rounds, trade_off, out_format, params, default_launches,
-                  start_calls, layouts)
+        nps = _nps(np, layouts, nodes, ppn)
+        family = _family(backend, out_format, mpi, platform, quiet)
+        quiet = json_to_stdout(summary_json) or quiet
+        try:
+            lays = parse_layouts(layouts) if layouts else None
+            opts = TuneOptions(
+                backend=family, platform=platform, tune_han=tune_han, for_np=for_np,
+                collectives=[name], layouts=lays,
+                nps=[n * p for n, p in lays] if lays else _ints(nps, "--np"), out=out_path,
+                mpi=mpi, db=db,
+                sizes=parse_sizes(sizes) if sizes else None,
+                segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
+                params=parse_params(params or []), strategy=strategy, budget=budget,
+                ei_stop=ei_stop, top_k=top_k, sweep=sweep,
+                comm_sizes=parse_sizes(comm_sizes) if comm_sizes else None,
+                predict=predict, fit_nps=_ints(fit_np, "--fit-np"),
+                launch=Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
+                rules_version=rules_version, from_db=from_db,
+                hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
+                confirm_max_rounds=confirm_max_rounds, start_calls=start_calls,
+                oversubscribe=oversubscribe,
+                boundaries=boundaries, trade_off=trade_off, out_format=out_format,
+                settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
+                                         point_time=point_time, seed=seed, timeout=timeout,
+                                         timing=timing, window=window, objective=objective,
+                                         cutoff=cutoff, default_launches=default_launches),
+            )
+        except ColltuneError as e:
+            _fail(e)
+            return
+        _run_tune(opts, quiet)
 
     command.__doc__ = help_text
     app.command(name=name, help=help_text)(command)
