@@ -60,7 +60,6 @@ class Traits:
     which family it drives."""
 
     exact: bool = False  # simulated: a time is deterministic, no test and no fresh launch
-    mpit_sweep: bool = True  # configurations are switched through MPI_T inside one launch
     pvar_prefix: str = ""  # MPI_T performance variables that say which algorithm ran
     # waiting ranks spin instead of yielding: oversubscribed, every call waits for the
     # scheduler (milliseconds) and timings rank scheduling as much as algorithms
@@ -203,6 +202,9 @@ class Session(ABC, Generic[M]):
     catalog: Catalog
     placements: list[Placement]
     rules_version = 0  # Open MPI's rules format version; 0 where the family has none
+    # how configurations are switched: "mpit" (through MPI_T inside one launch), "relaunch"
+    # (a launch each: a family whose library reads its choice once, or that has no MPI_T
+    # variables, sets it in its Session) or "bands" (a file naming one per message size)
     sweep = "mpit"
     fill_within = 0.5  # how much slower than the default a fill may be shown (fills())
     # whether the file written holds each layout's rules apart (the library choosing by

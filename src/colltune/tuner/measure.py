@@ -73,7 +73,7 @@ Group = tuple[str, list[tuple[Slot, int]], Band | None]  # a launch: how, its po
 def shares_default_launch(be: Backend[Any], sweep: str) -> bool:
     """Whether the default needs no launches of its own to pool: MPI_T switches every
     configuration inside its launch, or times repeat exactly (a simulation)."""
-    return be.traits.exact or (sweep == "mpit" and be.traits.mpit_sweep)
+    return be.traits.exact or sweep == "mpit"
 
 
 @dataclass(frozen=True)
@@ -128,11 +128,11 @@ def measure_lanes(lab: Lab, coll: Collective, lanes: list[Lane], extend: bool = 
         return failures
     slots = sorted({sl for sl, _ in todo})
     be = of(mpi)
-    # SMPI has no MPI_T variables and MVAPICH2 reads its own once, in MPI_Init: every
-    # configuration is its own launch there
+    # where the session does not sweep through MPI_T (SMPI has no MPI_T variables, MVAPICH2
+    # reads its own once, in MPI_Init), every configuration is its own launch
     job = _Job(coll, lanes, build_kernel(mpi, on_rebuild=rep.note),
                {sl: i for i, sl in enumerate(slots)},
-               set() if lab.sweep == "mpit" and be.traits.mpit_sweep else {c for _, c in slots})
+               set() if lab.sweep == "mpit" else {c for _, c in slots})
     todo_set = set(todo)
 
     def record(sl: Slot, r: PointResult, how: str = "", again: int = 0) -> None:

@@ -150,10 +150,10 @@ class ImpiBackend(Backend[IntelMPI]):
     output = "an Intel MPI tuning file"
     formats = FORMATS
     short = "impi"
-    # mpit_sweep: the choice is fixed per launch (MPI_T writes read back, change nothing)
-    # by_size: but a tuning file selects it per message size
+    # by_size: the choice is fixed per launch (MPI_T writes read back, change nothing), but
+    # a tuning file selects it per message size
     # on_world: bcast 16 KiB preset 7: 1.5x faster than the default on a dup, slower on WORLD
-    traits = Traits(mpit_sweep=False, by_size=True, on_world=True)
+    traits = Traits(by_size=True, on_world=True)
 
     def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:

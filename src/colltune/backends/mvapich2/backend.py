@@ -110,8 +110,7 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     runtime = MVAPICH2Runtime()
     name = "mvapich2"
     own_launcher = "mpiexec"
-    # mpit_sweep: MVAPICH2 reads its variables once, in MPI_Init
-    traits = Traits(busy_polls=True, mpit_sweep=False, pvar_prefix=mv2.PVAR_PREFIX)
+    traits = Traits(busy_polls=True, pvar_prefix=mv2.PVAR_PREFIX)
     output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
     short = "mv2"
@@ -182,7 +181,7 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
                  placements: list[Placement], opts: TuneOptions) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.mv2_catalog, self.opts = catalog, opts
-        self.sweep = "relaunch"
+        self.sweep = "relaunch"  # MVAPICH2 reads its variables once, in MPI_Init
         # what MVAPICH2 said it ran, for ranges where its default stays, and which
         # algorithms tied with the default where it cannot say
         self.counters: dict[str, dict[int, Counters]] = {}

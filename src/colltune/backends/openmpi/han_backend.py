@@ -22,7 +22,6 @@ from colltune.backends.base import (
     Backend,
     Decisions,
     Session,
-    Traits,
     decision_comments,
     provenance,
     write_file,
@@ -171,8 +170,6 @@ class HanBackend(OpenMPIBackend):
     Files = HanFiles
     name = "han"
     output = "an Open MPI coll/han rules file"
-    # mpit_sweep: han's variables are read at communicator creation: a launch each
-    traits = Traits(mpit_sweep=False)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[OpenMPI]:
@@ -224,7 +221,7 @@ class HanSession(Session[OpenMPI]):
                  placements: list[Placement], opts: TuneOptions) -> None:
         self.backend, self.mpi, self.catalog, self.placements = backend, mpi, catalog, placements
         self.han_catalog, self.opts = catalog, opts
-        self.sweep = "relaunch"
+        self.sweep = "relaunch"  # han reads its variables at communicator creation
         self.modules: dict[str, tuple[int, int]] = {}
         self.notes: dict[str, list[str]] = {}
 

@@ -42,8 +42,7 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     Files = SMPIFiles
     name = "smpi"
     output = "an Open MPI rules file, from a SimGrid simulation on --platform"
-    # mpit_sweep: SMPI has no MPI_T variables: the algorithm is on smpirun's line
-    traits = Traits(exact=True, mpit_sweep=False)
+    traits = Traits(exact=True)
     short = "smpi"
 
     def launch(self, mpi: smpi.SMPI, placement: Placement, coll: str, alg: int,
@@ -98,7 +97,7 @@ class SMPISession(TunedSession[smpi.SMPI]):
     def __init__(self, backend: SMPIBackend, mpi: smpi.SMPI, catalog: Catalog,
                  placements: list[Placement], version: int, opts: TuneOptions) -> None:
         super().__init__(backend, mpi, catalog, placements, version, opts)
-        self.sweep = "relaunch"
+        self.sweep = "relaunch"  # no MPI_T variables: the algorithm is on smpirun's line
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
         pass  # no MPI_T to prove, no coll/han
