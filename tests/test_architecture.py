@@ -252,7 +252,7 @@ def test_every_backend_is_registered_and_implements_the_interface() -> None:
 # the Backend's core, on purpose small: a method added here is one every family must think
 # about; what only some families do belongs in a capability (runtime, files) or in Traits
 CORE = {"find", "launch", "forcing_env", "open", "place", "rule_size", "waiting", "mpit_env",
-        "mpit_vars", "banded_env", "launcher_env", "read_back", "chooser", "plan_catalog",
+        "mpit_vars", "banded_env", "launcher_env", "readback", "chooser", "plan_catalog",
         "catalog_for", "owns", "with_files", "with_runtime"}
 
 

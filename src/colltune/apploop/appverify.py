@@ -159,10 +159,10 @@ class _Pairs:
 
     def __init__(self, req: AppRequest, arms: dict[str, dict[str, str]],
                  run: Callable[[dict[str, str]], dict[str, object]],
-                 read_back: Callable[[dict[str, str]], dict[str, str]],
+                 readback: Callable[[dict[str, str]], dict[str, str]],
                  say: Callable[[str], None]) -> None:
         self.req, self.arms, self.run, self.say = req, arms, run, say
-        self.read_back = read_back
+        self.readback = readback
         self.kept: list[dict[str, dict[str, object]]] = []  # pair -> arm -> profile
         self.loads: list[tuple[float, float]] = []
         self.reruns = max(1, req.design.max_pairs // 4)
@@ -186,7 +186,7 @@ class _Pairs:
             got, load = self._pair(i)
             if i == 0:
                 for arm in ARMS:
-                    wanted = {} if self.req.aa else self.read_back(self.arms[arm])
+                    wanted = {} if self.req.aa else self.readback(self.arms[arm])
                     self.say(f"{arm} run: " + applied(arm, wanted, got[arm]))
             self.kept.append(got)
             self.loads.append(load)
@@ -236,7 +236,7 @@ def verify_app(req: AppRequest, note: Callable[[str], None] | None = None) -> Ap
     say = note or (lambda _s: None)
     pairs = _Pairs(req, arms, lambda env: profiled_run(req.cmd, backend, mpi, env=env,
                                                        timeout=req.timeout, capture=True),
-                   backend.read_back, say)
+                   backend.readback, say)
     deadline = time.monotonic() + req.time_budget if req.time_budget else None
     res = sequential.run(pairs, [0], d, deadline=deadline, note=say)[0]
     out = AppVerdict(req.cmd, req.rules, res.pairs, d, req.aa, disturbed=pairs.disturbed,

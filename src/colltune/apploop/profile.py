@@ -89,7 +89,7 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
     # never makes one (docs/security.md)
     with jobdir.temporary(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
-        names = ",".join(dict.fromkeys([*backend.read_back(env or {}), *(cvars or [])]))
+        names = ",".join(dict.fromkeys([*backend.readback(env or {}), *(cvars or [])]))
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
                                      "COLLTUNE_PROFILE_DIR": tmp,
                                      **({"COLLTUNE_PROFILE_CVARS": names} if names else {})})

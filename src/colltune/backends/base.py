@@ -166,7 +166,7 @@ class Backend(ABC, Generic[M]):
         raise ColltuneError(f"colltune cannot pass settings through {self.name}'s launcher",
                             who_can("launcher_env"))
 
-    def read_back(self, env: dict[str, str]) -> dict[str, str]:
+    def readback(self, env: dict[str, str]) -> dict[str, str]:
         """The library's own names (MPI_T control variables) of the settings `env` makes,
         with the value a job launched with `env` must read back ({}: not provable for this
         family): how tune verify --app knows each arm ran as asked."""

@@ -79,7 +79,7 @@ class TunedRulesBackend(Backend[T]):
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return dynamic_env(self.mpit_vars(catalog, coll, cfg))
 
-    def read_back(self, env: dict[str, str]) -> dict[str, str]:
+    def readback(self, env: dict[str, str]) -> dict[str, str]:
         # an MCA parameter is an MPI_T control variable of the same name
         return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
 
