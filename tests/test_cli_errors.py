@@ -148,7 +148,14 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     # a request window the classic rules format cannot carry
     (["--rules-version", "1", "--param", "max_requests=0,8"], "--rules-version 2"),
     # Open MPI's rules select by size, but only once measured: no file drives the sweep
-    (["--sweep", "bands"], "--sweep bands"), (["--sweep", "both"], "--sweep mpit")])
+    (["--sweep", "bands"], "--sweep bands"), (["--sweep", "both"], "--sweep mpit"),
+    # another family's own option: refused by what each family says it takes, naming
+    # the families that take it (issue 74: not a list of Open MPI's flags in the base)
+    (["--for-np", "2"], "--for-np does not apply to --backend openmpi"),
+    (["--trade-off"], "it is mvapich2's"),
+    (["--backend", "mpich", "--mpi", "/usr", "--tune-han"], "it is openmpi's"),
+    (["--backend", "mpich", "--mpi", "/usr", "--rules-version", "2"],
+     "it is openmpi and smpi's")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

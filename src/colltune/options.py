@@ -22,6 +22,13 @@ class MeasureSettings(Repetitions):
     default_launches: int = 1
 
 
+# TuneOptions fields that only some families take, and the flag that sets each: a family
+# lists those it takes in its backend's `options`; the others are refused before a tune
+# opens anything (tuner/run.open_run), naming the families that take them
+FAMILY_OPTIONS = {"tune_han": "--tune-han", "rules_version": "--rules-version",
+                  "for_np": "--for-np", "trade_off": "--trade-off", "platform": "--platform"}
+
+
 @dataclass
 class TuneOptions:
     collectives: list[str]
@@ -48,8 +55,12 @@ class TuneOptions:
     layouts: list[tuple[int, int]] | None = None
     layout: str | None = None
     backend: str = "openmpi"  # openmpi | smpi | mpich | mvapich2
-    for_np: int | None = None  # mvapich2: the comm size whose decisions the profile holds
-    platform: Path | None = None  # smpi: the SimGrid platform file to simulate
+    # the options only some families take (FAMILY_OPTIONS; each family's `options` says
+    # which it takes, and a tune refuses the others): MVAPICH2's
+    for_np: int | None = None  # the comm size whose decisions the profile holds
+    # SMPI's
+    platform: Path | None = None  # the SimGrid platform file to simulate
+    # Open MPI's (and SMPI's, which writes Open MPI's rules: rules_version)
     tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
     rules_version: int | None = None
     out_format: str | None = None  # --format: which of its family's formats to write
@@ -74,8 +85,8 @@ class TuneOptions:
     # where neighbouring sizes decide differently: "measure" between them until the switch
     # is located within 1.25x (tuner.boundaries), or "midpoint" (the geometric midpoint)
     boundaries: str = "measure"
-    # where the output cannot name the library's default at a size (MVAPICH2's shared-memory
-    # reduce): write the fastest nameable algorithm measured there and note its cost,
-    # rather than leave the whole collective to the library
+    # MVAPICH2's: where the output cannot name the library's default at a size (its
+    # shared-memory reduce): write the fastest nameable algorithm measured there and note its
+    # cost, rather than leave the whole collective to the library
     trade_off: bool = False
     settings: MeasureSettings = field(default_factory=MeasureSettings)

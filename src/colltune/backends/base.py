@@ -91,6 +91,9 @@ class Backend(ABC, Generic[M]):
     waits: dict[str, str] = {}
     own_launcher: str | None = None  # its launcher; None: srun in an allocation, else mpirun
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
+    # the family's own tune options (options.FAMILY_OPTIONS' fields) it takes: any other one
+    # set is refused before the run opens, naming the families that take it
+    options: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.files = self.Files(self) if self.Files is not None else None
@@ -296,11 +299,3 @@ def write_file(path: Path, text: str | bytes, option: str) -> None:
                             f"free space or choose a writable {option}; measurements are in "
                             "the store, so rerun with --from-db to write without "
                             "measuring") from None
-
-
-def refuse(opts: TuneOptions, family: str) -> None:
-    """Refuse the options that name Open MPI's own rules formats and components."""
-    for bad, what in ((opts.tune_han, "--tune-han"), (opts.rules_version, "--rules-version")):
-        if bad:
-            raise ColltuneError(f"{what} does not apply to --backend {family}",
-                                "coll/han and the rules file versions are Open MPI's")

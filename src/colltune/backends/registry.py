@@ -50,6 +50,12 @@ def having(what: str) -> list[str]:
 base.FAMILIES_WITH = having  # the hints of the base's refusals name these
 
 
+def taking(option: str) -> list[str]:
+    """The --backend names whose family takes the tune option `option` (a TuneOptions field
+    of options.FAMILY_OPTIONS)."""
+    return [n for n in CHOICES if option in BACKENDS[n].options]
+
+
 def backend_help() -> str:
     """--backend's help, from the registered families (a new family is listed unedited)."""
     return ("The MPI family (default: the one installed at --mpi): "

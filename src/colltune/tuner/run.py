@@ -6,10 +6,11 @@ import json
 import socket
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from colltune import __version__
 from colltune.backends import registry
-from colltune.backends.base import Decisions, write_file
+from colltune.backends.base import Backend, Decisions, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
@@ -23,7 +24,7 @@ from colltune.host import cores
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.launchers import Launch
-from colltune.options import TuneOptions
+from colltune.options import FAMILY_OPTIONS, TuneOptions
 from colltune.outfile import beside, ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
@@ -187,10 +188,21 @@ def refuse_options(opts: TuneOptions) -> list[str]:
     return colls
 
 
+def _refuse_foreign(opts: TuneOptions, backend: Backend[Any]) -> None:
+    """Another family's own option, set: refused, naming the families that take it."""
+    for field, flag in FAMILY_OPTIONS.items():
+        if getattr(opts, field) not in (None, False) and field not in backend.options:
+            takers = registry.taking(field)
+            raise ColltuneError(f"{flag} does not apply to --backend {backend.name}",
+                                f"it is {' and '.join(takers)}'s" if takers else
+                                "no family takes it")
+
+
 def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
     """Stage 1: the family's session (installation, catalog, placements), the plan of what
     is measured, and the store."""
     backend = registry.named(opts.backend, han=opts.tune_han)
+    _refuse_foreign(opts, backend)
     if opts.sweep == "bands" and not backend.traits.by_size:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
                             "configuration per message size in a sweep",

@@ -25,7 +25,6 @@ from colltune.backends.base import (
     decision_comments,
     hydra_placements,
     provenance,
-    refuse,
 )
 from colltune.backends.files import (
     Arms,
@@ -168,7 +167,6 @@ class ImpiBackend(Backend[IntelMPI]):
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[IntelMPI]:
-        refuse(opts, self.name)
         placements = hydra_placements(opts)
         mpi = impi.find_impi(opts.mpi)
         if not opts.from_db:  # deciding from a store needs gdb only for what it lacks
@@ -398,7 +396,6 @@ class ImpiSession(Session[IntelMPI]):
                                      for c, per in t.items()},
                            "seen": seen_summary({k: si.prints for k, si in
                                                  self.standins.items()}), "notes": notes}
-        summary["coll_han_excluded"] = False
         summary["wrote"] = {"what": "Intel MPI tuning " + ("table (its own, colltune's rules "
                                                              "spliced in)" if table else "file"),
                             "path": str(out) if out else None,

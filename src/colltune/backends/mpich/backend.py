@@ -16,7 +16,6 @@ from colltune.backends.base import (
     decision_comments,
     hydra_placements,
     provenance,
-    refuse,
     write_file,
 )
 from colltune.backends.common import env_runtime
@@ -283,7 +282,6 @@ class MPICHBackend(Backend[MPICH]):
              ) -> Session[MPICH]:
         """The MPICH under --mpi, its catalog read through MPI_T and its compiled-in
         selection table (the tuning file starts from it)."""
-        refuse(opts, self.name)
         placements = hydra_placements(opts)
         mpi = mpich.find_mpich(opts.mpi)
         session = MPICHSession(self, mpi, self._catalog(mpi, colls), placements, opts.out)
@@ -362,7 +360,6 @@ class MPICHSession(Session[MPICH]):
         summary["mpich"] = {"tuning_file": str(out) if out else None,
                             "env_profile": str(env_path(out)) if out else None,
                             "not_selectable": cat.not_selectable or {}}
-        summary["coll_han_excluded"] = False
         summary["wrote"] = {"what": "MPICH tuning file",
                             "also": str(env_path(out)) if out else None,
                             "use": f"source {env_path(out) if out else 'PROFILE'} (or set its "

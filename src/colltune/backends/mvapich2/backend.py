@@ -24,7 +24,6 @@ from colltune.backends.base import (
     decision_comments,
     hydra_placements,
     provenance,
-    refuse,
     write_file,
 )
 from colltune.backends.common import env_runtime
@@ -111,6 +110,7 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     name = "mvapich2"
     own_launcher = "mpiexec"
     traits = Traits(busy_polls=True, pvar_prefix=mv2.PVAR_PREFIX)
+    options = frozenset({"for_np", "trade_off"})
     output = "an MVAPICH2 profile"
     formats = ("mvapich2",)
     short = "mv2"
@@ -130,7 +130,6 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[mv2.MVAPICH2]:
         """The MVAPICH2 under --mpi and its catalog."""
-        refuse(opts, self.name)
         if opts.for_np is not None and opts.for_np not in opts.nps:
             raise ColltuneError(f"--for-np {opts.for_np} is not among --np "
                                 f"{','.join(map(str, opts.nps))}",
@@ -264,7 +263,6 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
             if any(n.startswith(f"{c} left to MVAPICH2") for n in notes)}
         summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
                                "settings": dict(prof.settings), "notes": notes}
-        summary["coll_han_excluded"] = False
         summary["wrote"] = {"what": f"MVAPICH2 profile for {np} ranks", "also": None,
                             "use": f"MV2_USER_CONFIG={opts.out} mpiexec ..., or tune export "
                                    "--site", "notes": notes}

@@ -43,6 +43,7 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     name = "smpi"
     output = "an Open MPI rules file, from a SimGrid simulation on --platform"
     traits = Traits(exact=True)
+    options = frozenset({"platform", "rules_version"})  # it writes Open MPI's rules
     short = "smpi"
 
     def launch(self, mpi: smpi.SMPI, placement: Placement, coll: str, alg: int,
