@@ -41,3 +41,26 @@ def test_the_bench_readme_names_every_script() -> None:
     unnamed = [str(p.relative_to(BENCH)) for p in SCRIPTS
                if p.name != "clirun.py" and p.name not in readme]
     assert unnamed == []
+
+
+def test_every_benchmark_section_says_the_commit_its_numbers_are_from() -> None:
+    """Issue 74: a number without the commit that produced it cannot be reproduced or
+    retired. Every section of docs/benchmarks.md says it, as one line under its heading;
+    where this checkout has the history, the commit is in it and its date is that commit's."""
+    import re
+    import subprocess
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    sections = re.split(r"^## ", page, flags=re.M)[1:]
+    assert len(sections) > 15
+    said = [re.search(r"\A[^\n]*\n\n\*Numbers as of commit ([0-9a-f]{7,40}) "
+                      r"\((\d{4}-\d\d-\d\d)\)\.\*\n", s) for s in sections]
+    missing = [s.split("\n", 1)[0] for s, m in zip(sections, said) if m is None]
+    assert missing == [], "say under each heading: *Numbers as of commit X (YYYY-MM-DD).*"
+    repo = Path(__file__).resolve().parent.parent
+    for m in said:
+        assert m is not None
+        got = subprocess.run(["git", "-C", str(repo), "log", "-1", "--format=%cs", m.group(1)],
+                             capture_output=True, text=True, check=False)
+        if got.returncode == 0:  # a shallow clone may lack it: the format above still holds
+            assert got.stdout.strip() == m.group(2), m.group(0)
