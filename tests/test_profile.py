@@ -231,6 +231,18 @@ def test_profile_records_where_ranks_ran_and_a_known_arrival_pattern(
               f"{profiled * 1e3:.2f} ms")
         assert len(res.arrival_spread) == res.n
         assert 0.8 * profiled <= replayed <= 1.3 * profiled, (replayed, profiled)
+    # rows that differ by repetition: every rank takes the next row at each repetition.
+    # The replay once advanced rank 0's row only, the others replaying the first row
+    # throughout: with these, rank 0 alone late, then every rank but rank 0, every
+    # second repetition had all ranks entering together (a spread near 0)
+    turns = ((DELAY, 0.0, 0.0, 0.0), (0.0, DELAY, DELAY, DELAY))
+    plan = KernelPlan("allreduce", [KernelConfig(0, {})], [(0, 8)],
+                      Repetitions(min_reps=8, max_reps=8, point_time=0.01, arrival=turns))
+    got = run_kernel(mpirun_args(ompi41, 4, True), build_kernel(ompi41), plan,  # type: ignore[arg-type]
+                     ompi41.tool_env())
+    assert got.status == "ok", got.message
+    spreads = got.results[0].arrival_spread
+    assert len(spreads) == 8 and all(0.8 * DELAY <= x <= 3 * DELAY for x in spreads), spreads
     # a pattern out of bounds (a delay over 10 s) is a plan the kernel refuses
     bad = KernelPlan("allreduce", [KernelConfig(0, {})], [(0, 8)],
                      Repetitions(arrival=((0.0, 0.0, 0.0, 11.0),)))

@@ -335,8 +335,8 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
                 series[m][OBJ_ROOT][n] = local; /* every rooted collective roots at 0 */
             }
         }
+        n++; /* on every rank: each takes the next repetition's arrival row */
         if (g_rank == 0) {
-            n++;
             tick_if_due(cid, size, n, &t_tick); /* a slow point shows it is alive */
             double *const objective[2] = {series[0][plan->objective],
                                           series[1][plan->objective]};
