@@ -210,3 +210,62 @@ def test_verify_app_calls_nothing_slower_when_load_comes_halfway(ompi41: OpenMPI
     assert all(m["verdict"] in ("same", "inconclusive") for m in v["measures"].values()), v
     # the burner was seen: some run had more than a core of foreign load
     assert max(v["foreign_cores"]) > 1.0, v["foreign_cores"]
+
+
+def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Issue 71, part 3: tests/data/arrival.c's rank 3 enters every call 5 ms late. tune app
+    measures its groups with the kernel replaying the profiled pattern (the replayed spread
+    against the profiled one: the replay's accuracy), with `both` also with the ranks
+    entering together (a second file beside --out, the table naming both choices); the
+    store keeps replayed points under a key of their own. A profile whose clock sync failed
+    is tuned with the ranks entering together, said once."""
+    import sqlite3
+
+    from arrival_prog import DELAY, build_arrival
+
+    exe = build_arrival(ompi41, tmp_path)
+    prof = tmp_path / "p.json"
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "profile", "-o", str(prof),
+                        "--mpi", "/usr", "--", str(ompi41.mpirun), "-np", "4",
+                        "--oversubscribe", str(exe), str(int(DELAY * 1e6)), "3", "60"],
+                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    assert r.returncode == 0, r.stderr
+    quick = ["--mpi", "/usr", "--oversubscribe", "--point-time", "0.03", "--min-reps", "5",
+             "--max-reps", "12", "--confirm-rounds", "0", "--db", str(tmp_path / "db.sqlite")]
+    out = tmp_path / "r.conf"
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--arrival",
+                        "both", "--out", str(out), "--json", str(tmp_path / "a.json"), *quick],
+                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.exists() and (tmp_path / "r.together.conf").exists()
+    assert "entering together" in r.stdout  # the table's column of the other choice
+    doc = json.loads((tmp_path / "a.json").read_text())
+    world = next(g for g in doc["groups"] if (g["collective"], g["comm_size"]) ==
+                 ("allreduce", 4))
+    assert world["arrival"].startswith("replayed"), world
+    # the replay's accuracy: its mean spread against the rows' (5 ms, rank 3 late)
+    assert 0.8 * DELAY <= world["profiled_spread_s"] <= 1.3 * DELAY
+    assert 0.7 <= world["replayed_spread_s"] / world["profiled_spread_s"] <= 1.5, world
+    keys = {k for (k,) in sqlite3.connect(tmp_path / "db.sqlite").execute(
+        "SELECT DISTINCT mpi_key FROM measurements")}
+    plain = f"{ompi41.key}"
+    assert plain in keys and any(k.startswith(plain + "~arrival=") for k in keys), keys
+
+    # the clock failed: the pattern is not used, said once, and nothing is replayed
+    bad = json.loads(prof.read_text())
+    bad["clock"]["synced"] = False
+    prof.write_text(json.dumps(bad))
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--json",
+                        str(tmp_path / "b.json"), *quick], capture_output=True, text=True,
+                       env=ompi41.tool_env(), check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    said = r.stdout + r.stderr
+    assert said.count("arrival patterns are not used: its clock sync failed") == 1, said
+    groups = json.loads((tmp_path / "b.json").read_text())["groups"]
+    assert all(g["arrival"] == "together (clock)" for g in groups
+               if g["status"] == "measured"), groups
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--arrival",
+                        "sometimes", *quick], capture_output=True, text=True,
+                       env=ompi41.tool_env(), check=False)
+    assert r.returncode == 2 and "unknown --arrival 'sometimes'" in r.stderr

@@ -12,12 +12,22 @@ size).
 Where: each group is measured in the layout its calls ran in, as the profile says (the
 job's nodes x ranks per node for world-sized communicators, the layout most of a smaller
 communicator's instances had), through tune's own launch options; a job that would run it
-in another layout is refused before anything is launched, unless --any-layout."""
+in another layout is refused before anything is launched, unless --any-layout.
+
+How: a group whose ranks entered its calls far apart (the profile's median spread at least
+SPREAD_AGAINST_CALL of its median call time) is measured with the kernel replaying its
+profiled arrival pattern (--arrival auto; `on`: every group with arrival data; `off`:
+ranks entering together; `both`: each replayed group also measured with them together, the
+synchronised file written beside --out and the summary saying where the choices differ).
+A profile whose clock sync failed, or whose drift is as large as a group's spread, is
+tuned with the ranks entering together, said once."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import random
+import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,12 +42,18 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch, slurm_allocation
 from colltune.options import TuneOptions
+from colltune.outfile import beside
 from colltune.slots import hostfile_hosts_slots, place
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
 FULL_SHARE = 0.05  # a group this costly (of the wall time) gets the full --point-time
 LEAST_TIME = 0.2  # the smallest fraction of --point-time a measured group gets
+# --arrival auto: a group is replayed where its ranks' median entry spread is at least this
+# share of its median call time (the slowest member's, from its own entry)
+SPREAD_AGAINST_CALL = 0.5
+ARRIVAL_MODES = ("auto", "on", "off", "both")
+Rows = tuple[tuple[float, ...], ...]
 
 
 @dataclass
@@ -51,6 +67,12 @@ class Group:
     share: float  # of the mean rank's wall time
     status: str = "planned"  # measured | below --min-share | not run: why
     layout: tuple[int, int] | None = None  # (nodes, ranks per node) its calls ran in
+    # the arrival pattern its calls are replayed with (empty: ranks entering together),
+    # why, the mean spread of its rows, and the spreads the kernel replayed
+    rows: Rows = ()
+    arrival: str = "together"
+    profiled_spread_s: float = 0.0
+    replayed_spread_s: list[float] = field(default_factory=list)
 
     @property
     def sizes(self) -> list[int]:
@@ -69,6 +91,8 @@ class EntryResult:
     verdict: str
     speedup: float  # default / chosen, measured; 1.0 where the default is kept
     saving_s: float  # expected saving of the mean rank: time * (1 - 1 / speedup)
+    # --arrival both: what the file tuned with the ranks entering together runs there
+    together: str | None = None
 
 
 @dataclass
@@ -128,6 +152,55 @@ def group_layout(g: Group, profile: dict) -> Layout | None:  # type: ignore[type
         nodes, ppn = seen.most_common(1)[0][0].split("x")
         return int(nodes), int(ppn)
     return (1, g.comm_size) if int(job["nodes"]) == 1 else None
+
+
+def clock_problem(profile: dict, spread_s: float) -> str | None:  # type: ignore[type-arg]
+    """Why a profile's entry times cannot be trusted against a spread of `spread_s`: its
+    ranks' clocks were not put on rank 0's, or drifted as much as the spread."""
+    clock = profile.get("clock")
+    if not isinstance(clock, dict):
+        return "it records no clock sync"
+    if not clock.get("synced"):
+        return "its clock sync failed"
+    drift = float(clock.get("drift_s") or 0.0) + float(clock.get("error_s") or 0.0)
+    if drift >= spread_s:
+        return (f"its clocks drifted {drift * 1e6:.0f} us, as much as the spreads it "
+                f"recorded ({spread_s * 1e6:.0f} us)")
+    return None
+
+
+def choose_arrival(g: Group, profile: dict, mode: str) -> str | None:  # type: ignore[type-arg]
+    """Set the pattern `g` is replayed with under --arrival `mode` (its costliest size
+    bucket's recorded delays), and say why; return a note for the user where the profile's
+    clock rules the pattern out (said once by the caller)."""
+    recorded = [e for e in g.entries if (e.get("arrival") or {}).get("delays_s")]
+    if mode == "off" or not recorded:
+        g.arrival = "together" + ("" if recorded or mode == "off" else
+                                  " (the profile has no arrival data for it)")
+        return None
+    top = max(recorded, key=lambda e: float(e["time_s"]["mean"]))
+    arr = top["arrival"]
+    spread, call = float(arr["spread_s"]["median"]), float(arr.get("call_s") or 0.0)
+    problem = clock_problem(profile, spread)
+    if problem is not None:
+        g.arrival = "together (clock)"
+        return (f"note: the profile's arrival patterns are not used: {problem}; tuned with "
+                "the ranks entering together")
+    if mode == "auto" and spread < SPREAD_AGAINST_CALL * call:
+        g.arrival = (f"together (spread {spread * 1e6:.0f} us under "
+                     f"{SPREAD_AGAINST_CALL:.0%} of the call's {call * 1e6:.0f} us)")
+        return None
+    # the kernel takes row n % rows at repetition n, and a point may stop after a few: the
+    # recorded calls (in the order of the application's communicators) are shuffled, the
+    # same way every run, so that the first repetitions already see the group's mix
+    rows = [tuple(float(d) for d in row) for row in arr["delays_s"]]
+    random.Random(len(rows)).shuffle(rows)
+    g.rows = tuple(rows)
+    # the mean over the rows replayed, as the replay's is taken (a group of communicators
+    # with and without a late rank has a bimodal spread, whose median says little)
+    g.profiled_spread_s = statistics.fmean(max(r) - min(r) for r in rows)
+    g.arrival = f"replayed (spread {spread * 1e6:.0f} us, call {call * 1e6:.0f} us)"
+    return None
 
 
 def job_layout(np: int, want: Layout, template: TuneOptions,
@@ -255,58 +328,120 @@ def _decision_at(ds: list[Decision], size: int, granularity: int) -> Decision | 
     return next((d for d in ds if d.size == want), None)
 
 
+class _Replays(Reporter):
+    """The user's reporter, and the entry spreads the kernel replayed (the replay's
+    accuracy, shown against the profiled spread)."""
+
+    def __init__(self, rep: Reporter) -> None:
+        self.rep = rep
+        self.spreads: list[float] = []
+
+    def begin(self, total: int, what: str) -> None:
+        self.rep.begin(total, what)
+
+    def advance(self, desc: str) -> None:
+        self.rep.advance(desc)
+
+    def note(self, text: str) -> None:
+        self.rep.note(text)
+
+    def end(self) -> None:
+        self.rep.end()
+
+    def replayed(self, spreads: list[float]) -> None:
+        self.spreads.extend(spreads)
+
+
+def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
+                out: Path | None) -> tuple[list[Decision], Catalog]:
+    """One `tune` of group `g` (its layout, its sizes, its share of --point-time), with
+    the ranks entering as `rows` replays (empty: together), merged into `out`."""
+    coll = get_collective(g.collective)
+    scale = min(1.0, max(LEAST_TIME, g.share / FULL_SHARE))
+    launch = template.launch or Launch()
+    if g.layout is not None:  # asked exactly: the kernel checks where ranks ran
+        launch = dataclasses.replace(launch, nodes=g.layout[0], ppn=g.layout[1])
+    opts = dataclasses.replace(
+        template, collectives=[g.collective], nps=[g.comm_size], launch=launch,
+        sizes=g.sizes if coll.has_sizes else None, beyond="library", summary_json=None,
+        out=out, settings=dataclasses.replace(
+            template.settings, point_time=template.settings.point_time * scale, arrival=rows))
+    where = f" as {g.layout[0]}x{g.layout[1]}" if g.layout else ""
+    how = "replaying its arrival pattern" if rows else "ranks entering together"
+    rep.note(f"{g.collective} at {g.comm_size} ranks{where}, {how}: {100 * g.share:.2f}% of "
+             f"the run, sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of --point-time")
+    res = tune(opts, rep)
+    return res.decisions.get(g.collective, {}).get(g.comm_size, []), res.catalog
+
+
 def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001,
-             reporter: Reporter | None = None, any_layout: bool = False) -> AppResult:
+             reporter: Reporter | None = None, any_layout: bool = False,
+             arrival: str = "auto") -> AppResult:
     """Tune every group of the profile with `template`'s settings, one --out, each group
-    in the layout the profile says it ran in."""
-    rep = reporter or Reporter()
+    in the layout the profile says it ran in, replayed as --arrival `arrival` says."""
+    if arrival not in ARRIVAL_MODES:
+        raise ColltuneError(f"unknown --arrival '{arrival}'",
+                            "use --arrival " + ", ".join(ARRIVAL_MODES))
+    rep = _Replays(reporter or Reporter())
     profile = load(profile_path)
     groups, untuned, wall = plan(profile, min_share)
     check_mpi(profile, template)
     place_groups(groups, profile, template, any_layout, rep.note)
+    said: set[str] = set()
+    for g in groups:
+        if g.status == "planned" and (why := choose_arrival(g, profile, arrival)):
+            if why not in said:
+                rep.note(why)
+            said.add(why)
     res = AppResult(profile_path, groups, untuned=untuned, wall_s=wall,
                     timing=template.settings.timing, objective=template.settings.objective)
     catalog: Catalog | None = None
     for g in groups:
-        coll = get_collective(g.collective)
         ds: list[Decision] = []
+        together: list[Decision] | None = None
         if g.status == "planned":
-            scale = min(1.0, max(LEAST_TIME, g.share / FULL_SHARE))
-            launch = template.launch or Launch()
-            if g.layout is not None:  # asked exactly: the kernel checks where ranks ran
-                launch = dataclasses.replace(launch, nodes=g.layout[0], ppn=g.layout[1])
-            opts = dataclasses.replace(
-                template, collectives=[g.collective], nps=[g.comm_size], launch=launch,
-                sizes=g.sizes if coll.has_sizes else None, beyond="library",
-                summary_json=None,
-                settings=dataclasses.replace(template.settings,
-                                             point_time=template.settings.point_time * scale))
-            where = f" as {g.layout[0]}x{g.layout[1]}" if g.layout else ""
-            rep.note(f"{g.collective} at {g.comm_size} ranks{where}: {100 * g.share:.2f}% of "
-                     f"the run, sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of "
-                     "--point-time")
             try:
-                out = tune(opts, rep)
+                if arrival == "both" and g.rows:  # the same group, ranks entering together
+                    sync_out = beside(template.out, "together") if template.out else None
+                    together, catalog = _tune_group(g, template, rep, (), sync_out)
+                rep.spreads = []
+                ds, catalog = _tune_group(g, template, rep, g.rows, template.out)
             except ColltuneError as err:
                 g.status = f"not run: {err.message}"
                 rep.note(f"{g.collective} at {g.comm_size} ranks not tuned: {err.message}")
             else:
                 g.status = "measured"
-                ds = out.decisions.get(g.collective, {}).get(g.comm_size, [])
-                catalog = out.catalog
-        for e in sorted(g.entries, key=lambda e: int(e["size"])):
-            d = _decision_at(ds, int(e["size"]), coll.granularity)
-            # "tuned?": in the file, not confirmed in fresh launches (--confirm-rounds 0)
-            tuned = d is not None and d.verdict.startswith("tuned") and d.chosen != DEFAULT
-            speedup = (d.speedup or 1.0) if d is not None and tuned else 1.0
-            t = float(e["time_s"]["mean"])
-            res.entries.append(EntryResult(
-                g.collective, g.comm_size, int(e["size"]), int(e["calls"]), t,
-                float(e["share"]),
-                d.chosen.label(catalog, g.collective) if d is not None and catalog else "",
-                d.verdict if d is not None else g.status, speedup,
-                t * (1 - 1 / speedup) if speedup > 0 else 0.0))
+                g.replayed_spread_s = list(rep.spreads) if g.rows else []
+        res.entries += _entries(g, ds, together, catalog)
     return res
+
+
+def _entries(g: Group, ds: list[Decision], together: list[Decision] | None,
+             catalog: Catalog | None) -> list[EntryResult]:
+    """A group's entries: what the file runs at each size the application called, its
+    measured speed-up and expected saving (and what the file tuned together runs)."""
+    coll = get_collective(g.collective)
+    out = []
+    for e in sorted(g.entries, key=lambda e: int(e["size"])):
+        d = _decision_at(ds, int(e["size"]), coll.granularity)
+        # "tuned?": in the file, not confirmed in fresh launches (--confirm-rounds 0)
+        tuned = d is not None and d.verdict.startswith("tuned") and d.chosen != DEFAULT
+        speedup = (d.speedup or 1.0) if d is not None and tuned else 1.0
+        t = float(e["time_s"]["mean"])
+        other = (_decision_at(together, int(e["size"]), coll.granularity)
+                 if together is not None else None)
+        out.append(EntryResult(
+            g.collective, g.comm_size, int(e["size"]), int(e["calls"]), t, float(e["share"]),
+            d.chosen.label(catalog, g.collective) if d is not None and catalog else "",
+            d.verdict if d is not None else g.status, speedup,
+            t * (1 - 1 / speedup) if speedup > 0 else 0.0,
+            (other.chosen.label(catalog, g.collective) if other is not None and catalog
+             else "-") if together is not None else None))
+    return out
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
 
 
 def as_json(res: AppResult) -> dict[str, object]:
@@ -315,7 +450,9 @@ def as_json(res: AppResult) -> dict[str, object]:
         "timing": res.timing, "objective": res.objective,
         "groups": [{"collective": g.collective, "comm_size": g.comm_size, "sizes": g.sizes,
                     "time_s": g.time_s, "share": g.share, "status": g.status,
-                    "layout": f"{g.layout[0]}x{g.layout[1]}" if g.layout else None}
+                    "layout": f"{g.layout[0]}x{g.layout[1]}" if g.layout else None,
+                    "arrival": g.arrival, "profiled_spread_s": g.profiled_spread_s or None,
+                    "replayed_spread_s": _mean(g.replayed_spread_s)}
                    for g in res.groups],
         "entries": [dataclasses.asdict(e) for e in res.entries],
         "expected_saving_s": sum(e.saving_s for e in res.entries),

@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from colltune.backends import registry
 from colltune.backends.registry import CHOICES
@@ -25,6 +27,9 @@ from colltune.cli.common import (
 )
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
+
+if TYPE_CHECKING:  # the command imports it when it runs (the CLI starts lean)
+    from colltune.apploop.app import AppResult
 
 
 @app.command("profile", context_settings={"allow_interspersed_args": False})
@@ -120,6 +125,14 @@ def app_cmd(
         False, "--any-layout", metavar="",
         help="Tune in this job's layout even where the profile says its calls ran in "
              "another (refused otherwise: the best choice can differ by layout)."),
+    arrival: str = typer.Option(
+        "auto", "--arrival",
+        help="auto: measure a group with the kernel replaying its profiled arrival pattern "
+             "where its ranks entered far apart (median spread at least half its call "
+             "time); on: every group the profile has arrival data for; off: ranks "
+             "entering together; both: replayed groups measured both ways, the file "
+             "tuned together written beside --out (rules.together.conf), the table "
+             "saying where the choices differ."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
                                                           "before a launch is killed."),
     slurm_script: Path | None = typer.Option(
@@ -184,23 +197,11 @@ def app_cmd(
             err.print(f"wrote {slurm_script}: submit it with sbatch {slurm_script}",
                       highlight=False, markup=False)
             return
-        res = tune_app(profile, template, min_share, BarReporter(quiet), any_layout)
+        res = tune_app(profile, template, min_share, BarReporter(quiet), any_layout, arrival)
     except ColltuneError as e:
         _fail(e)
         return
-    t = Table(title=f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
-                    f"objective {res.objective})")
-    for col in ("collective", "comm size", "layout", "size/rank", "calls/rank", "time s",
-                "share", "chosen", "verdict", "speed-up", "saving s"):
-        t.add_column(col)
-    where = {(g.collective, g.comm_size): f"{g.layout[0]}x{g.layout[1]}" if g.layout else "-"
-             for g in res.groups}
-    for r in res.entries:
-        t.add_row(r.collective, str(r.comm_size), where.get((r.collective, r.comm_size), "-"),
-                  str(r.size), str(r.calls), f"{r.time_s:.6f}",
-                  f"{100 * r.share:.2f}%", r.chosen or "-", r.verdict, f"{r.speedup:.2f}x",
-                  f"{r.saving_s:.6f}")
-    out.print(t)
+    _print_app(profile, res)
     saving = sum(r.saving_s for r in res.entries)
     out.print(f"expected saving: {saving:.6f} s per rank of {res.wall_s:.3f} s "
               f"({100 * saving / res.wall_s if res.wall_s else 0:.2f}%); measure it with "
@@ -221,3 +222,35 @@ def app_cmd(
                   + (f" ({len(failed)} failed)" if failed else ""))
         if failed:
             raise typer.Exit(3)  # the MPI failed for every group (exit codes: README)
+
+
+def _print_app(profile: Path, res: AppResult) -> None:
+    """tune app's table (what the file runs per entry, and where --arrival both tuned
+    otherwise with the ranks entering together) and how each group's ranks entered."""
+    t = Table(title=f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
+                    f"objective {res.objective})")
+    both = any(r.together is not None for r in res.entries)
+    for col in ("collective", "comm size", "layout", "size/rank", "calls/rank", "time s",
+                "share", "chosen", *(("entering together",) if both else ()), "verdict",
+                "speed-up", "saving s"):
+        t.add_column(col)
+    where = {(g.collective, g.comm_size): f"{g.layout[0]}x{g.layout[1]}" if g.layout else "-"
+             for g in res.groups}
+    for r in res.entries:
+        differs = r.together is not None and r.together != r.chosen
+        t.add_row(Text(r.collective), str(r.comm_size),
+                  where.get((r.collective, r.comm_size), "-"), str(r.size), str(r.calls),
+                  f"{r.time_s:.6f}", f"{100 * r.share:.2f}%", Text(r.chosen or "-"),
+                  *((Text((r.together or "-") + (" (differs)" if differs else "")),)
+                    if both else ()),
+                  Text(r.verdict), f"{r.speedup:.2f}x", f"{r.saving_s:.6f}")
+    out.print(t)
+    for g in res.groups:  # how each group's ranks entered, and the replay's accuracy
+        if g.status != "measured":
+            continue
+        line = f"{g.collective} at {g.comm_size} ranks: {g.arrival}"
+        if g.replayed_spread_s:
+            got = sum(g.replayed_spread_s) / len(g.replayed_spread_s)
+            line += (f"; replayed spread {got * 1e6:.0f} us against "
+                     f"{g.profiled_spread_s * 1e6:.0f} us profiled (means)")
+        out.print(Text(line))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,9 @@ class Reporter:
     def advance(self, desc: str) -> None: ...
     def note(self, text: str) -> None: ...
     def end(self) -> None: ...
+    # each repetition's entry spread a point replayed (an arrival pattern: tune app shows
+    # the replay's accuracy against the profiled spread)
+    def replayed(self, spreads: list[float]) -> None: ...
 
 
 def check_placed(p: Placement, start: dict) -> None:
@@ -59,9 +63,22 @@ def check_placed(p: Placement, start: dict) -> None:
             "with --launcher-args")
 
 
-def context_for(mpi: Installation, coll: Collective, placement: Placement) -> Context:
-    return Context(mpi.key, mpi.name, mpi.version, str(mpi.prefix), socket.gethostname(),
-                   placement.np, placement.ppn, placement.nodes, coll.name, of(mpi).name)
+def arrival_key(rows: tuple[tuple[float, ...], ...]) -> str:
+    """What an installation key gains where the kernel replays an arrival pattern (`rows`,
+    Repetitions.arrival): a point timed with the ranks entering as an application's did is
+    another measurement than one timed with them entering together, kept apart in the
+    store as coll/han's choices are ("+han"), one key per pattern."""
+    if not rows:
+        return ""
+    text = ";".join(",".join(f"{d:.9g}" for d in row) for row in rows)
+    return "~arrival=" + hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def context_for(mpi: Installation, coll: Collective, placement: Placement,
+                arrival: tuple[tuple[float, ...], ...] = ()) -> Context:
+    return Context(mpi.key + arrival_key(arrival), mpi.name, mpi.version, str(mpi.prefix),
+                   socket.gethostname(), placement.np, placement.ppn, placement.nodes,
+                   coll.name, of(mpi).name)
 
 
 Lane = tuple[Placement, list[tuple[Config, int]]]  # a communicator size and its points
@@ -118,7 +135,7 @@ def measure_lanes(lab: Lab, coll: Collective, lanes: list[Lane], extend: bool = 
     mpi, store, rep = lab.mpi, lab.store, lab.rep
     launched = {id(p.launched) for p, _ in lanes}
     assert len(launched) == 1, "lanes of one launch only"
-    ctxs = [context_for(mpi, coll, p) for p, _ in lanes]
+    ctxs = [context_for(mpi, coll, p, lab.settings.arrival) for p, _ in lanes]
     todo: list[tuple[Slot, int]] = []
     for i, (_, points) in enumerate(lanes):
         done = set() if extend else store.done(ctxs[i])
@@ -333,6 +350,8 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
             check_placed(launched, ev)
         elif ev["event"] == "result":
             r = parse_result(ev)
+            if r.arrival_spread:
+                lab.rep.replayed(r.arrival_spread)
             if band is None:
                 record(slot_by_cid[r.cid], r, "")
             else:  # stored at the size it stands for, the size measured in its sweep tag

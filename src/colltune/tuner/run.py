@@ -180,6 +180,11 @@ def refuse_options(opts: TuneOptions) -> list[str]:
         raise ColltuneError("--layouts measures each layout in a launch of its own: without "
                             "--comm-sizes, --predict or --tune-han",
                             "tune those apart, e.g. --np 4 --comm-sizes 2,4")
+    if opts.settings.arrival and (opts.predict or opts.strategy == "model"):
+        raise ColltuneError("a replayed arrival pattern and the cost models: the models "
+                            "are fitted on ranks entering together",
+                            "tune with the pattern by measuring (--strategy grid, race or "
+                            "bayes), or without it (--arrival off)")
     if opts.comm_sizes and (len(opts.nps) != 1 or opts.predict or opts.tune_han):
         raise ColltuneError(
             "--comm-sizes measures inside one launch: give one --np (the launch), without "

@@ -209,7 +209,8 @@ class HanBackend(OpenMPIBackend):
     rules_what = "Open MPI coll/han rules file"
 
     def owns(self, mpi_key: str) -> bool:
-        return mpi_key.startswith("openmpi-") and mpi_key.endswith("+han")
+        # the key may carry a replayed arrival pattern after it (tuner/measure.arrival_key)
+        return mpi_key.startswith("openmpi-") and mpi_key.split("~", 1)[0].endswith("+han")
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
