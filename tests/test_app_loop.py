@@ -251,6 +251,19 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
         "SELECT DISTINCT mpi_key FROM measurements")}
     plain = f"{ompi41.key}"
     assert plain in keys and any(k.startswith(plain + "~arrival=") for k in keys), keys
+    # the two files judged against each other by the application's own runs, each arm's
+    # file read back in every rank, the verdict with its power
+    v = tmp_path / "v.json"
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "verify", "--app", "--rules",
+                        str(out), "--baseline", str(tmp_path / "r.together.conf"), "--pairs",
+                        "3", "--max-rounds", "3", "--json", str(v), "--", str(ompi41.mpirun),
+                        "-np", "4", "--oversubscribe", str(exe), str(int(DELAY * 1e6)), "3",
+                        "60"], capture_output=True, text=True, env=ompi41.tool_env(),
+                       check=False)
+    verdict = json.loads(v.read_text())
+    check_app_verdict(r, verdict)
+    assert verdict["baseline"] == str(tmp_path / "r.together.conf")
+    assert "baseline s (median)" in r.stdout
 
     # the clock failed: the pattern is not used, said once, and nothing is replayed
     bad = json.loads(prof.read_text())

@@ -56,6 +56,9 @@ class AppRequest:
     timeout: float | None = None  # seconds per run
     time_budget: float | None = None  # seconds; then undecided measures are inconclusive
     aa: bool = False  # both arms the library's default: what this node's noise lets it see
+    # the first arm runs this file instead of the library's default (--baseline): two files
+    # judged against each other (tune app --arrival both: replayed against together)
+    baseline: Path | None = None
 
 
 @dataclass
@@ -78,6 +81,7 @@ class AppVerdict:
     pairs: int
     design: Design
     aa: bool = False
+    baseline: Path | None = None
     measures: dict[str, MeasureVerdict] = field(default_factory=dict)
     disturbed: int = 0  # pairs run again, or kept and named, because the load changed
     foreign_cores: list[float] = field(default_factory=list)  # per run, in order
@@ -231,7 +235,17 @@ def verify_app(req: AppRequest, note: Callable[[str], None] | None = None) -> Ap
         registry.for_file(req.rules)
     mpi = backend.find(req.prefix)
     arms = backend.with_files().rules_arms(req.rules.resolve())
-    if req.aa:  # both arms the default: every difference is this node's noise
+    if req.baseline is not None:  # the first arm: the other file, as the library reads it
+        if not req.baseline.is_file():
+            raise ColltuneError(f"no rules file {req.baseline}", "pass --baseline the file "
+                                "to judge --rules against (tune app --arrival both wrote "
+                                "rules.together.conf beside rules.conf)")
+        if registry.for_file(req.baseline).name != backend.name:
+            raise ColltuneError(f"{req.baseline} is not a {backend.name} file, as "
+                                f"{req.rules} is", "judge two files of one family")
+        arms = {"default": backend.with_files().rules_arms(req.baseline.resolve())["tuned"],
+                "tuned": arms["tuned"]}
+    if req.aa:  # both arms the first one: every difference is this node's noise
         arms = {"default": arms["default"], "tuned": arms["default"]}
     say = note or (lambda _s: None)
     pairs = _Pairs(req, arms, lambda env: profiled_run(req.cmd, backend, mpi, env=env,
@@ -239,8 +253,8 @@ def verify_app(req: AppRequest, note: Callable[[str], None] | None = None) -> Ap
                    backend.readback, say)
     deadline = time.monotonic() + req.time_budget if req.time_budget else None
     res = sequential.run(pairs, [0], d, deadline=deadline, note=say)[0]
-    out = AppVerdict(req.cmd, req.rules, res.pairs, d, req.aa, disturbed=pairs.disturbed,
-                     foreign_cores=pairs.all_loads)
+    out = AppVerdict(req.cmd, req.rules, res.pairs, d, req.aa, req.baseline,
+                     disturbed=pairs.disturbed, foreign_cores=pairs.all_loads)
     bad = disturbed(pairs._logs(), pairs.loads)
     for m, cell in res.cells.items():
         out.measures[m] = _verdict(m, cell, pairs, any(bad))
@@ -268,6 +282,7 @@ def as_json(v: AppVerdict) -> dict[str, object]:
         return x if math.isfinite(x) else None
 
     return {"command": v.command, "rules": str(v.rules), "pairs": v.pairs,
+            "baseline": str(v.baseline) if v.baseline else None,
             "failed": v.failed, "inconclusive": v.inconclusive, "primary": PRIMARY,
             "aa": v.aa, "alpha": v.design.alpha, "beta": v.design.beta,
             "threshold": v.design.threshold, "max_pairs": v.design.max_pairs,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from colltune.cli.common import (
     HOSTFILE_OPTION,
@@ -43,6 +44,11 @@ def verify_cmd(
     app_mode: bool = typer.Option(False, "--app", metavar="", help="Run the application itself, "
                                                        "alternately without and with --rules."),
     rules_path: Path | None = typer.Option(None, "--rules", help="With --app: the rules file."),
+    baseline: Path | None = typer.Option(
+        None, "--baseline", help="With --app: the first arm runs this file instead of the "
+                                 "library's default (judge two files against each other: "
+                                 "tune app --arrival both's rules.together.conf against "
+                                 "rules.conf)."),
     pairs: int = typer.Option(5, "--pairs", help="With --app: default/rules run pairs "
                                                  "before the first look (then more while "
                                                  "undecided, up to --max-rounds)."),
@@ -109,7 +115,7 @@ def verify_cmd(
         _verify_app(args, rules_path, Design(alpha=alpha, threshold=threshold, first=pairs,
                                              max_pairs=max(max_rounds, pairs)),
                     _AppOptions(backend, mpi, app_timeout, time_budget, aa,
-                                allow_inconclusive, json_out, quiet))
+                                allow_inconclusive, json_out, quiet, baseline))
         return
     if len(args) != 1:
         _fail(ColltuneError(f"tune verify takes one rules file, got {len(args)} arguments",
@@ -214,6 +220,7 @@ class _AppOptions:
     allow_inconclusive: bool
     json_out: Path | None
     quiet: bool
+    baseline: Path | None = None
 
 
 def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptions) -> None:
@@ -232,15 +239,17 @@ def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptio
         if not 0 < design.alpha < 0.5:
             raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
         v = verify_app(AppRequest(cmd, rules, design, o.backend, o.mpi, o.timeout,
-                                  o.time_budget, o.aa),
+                                  o.time_budget, o.aa, o.baseline),
                        note=None if o.quiet else
                        (lambda s: err.print(s, highlight=False, markup=False)))
     except ColltuneError as e:
         _fail(e)
         return
-    what = "the default twice (--aa)" if o.aa else f"without and with {rules}"
-    t = Table(title=f"{' '.join(cmd)[:80]}: {v.pairs} pairs, {what}")
-    for col in ("measure", "default s (median)", "rules s (median)", "rules/default",
+    first = f"{o.baseline}" if o.baseline else "the default"
+    what = f"{first} twice (--aa)" if o.aa else f"{first} against {rules}"
+    t = Table(title=Text(f"{' '.join(cmd)[:80]}: {v.pairs} pairs, {what}"))
+    base = "baseline" if o.baseline else "default"
+    for col in ("measure", f"{base} s (median)", "rules s (median)", f"rules/{base}",
                 "95% interval", "could see", "verdict"):
         t.add_column(col)
     for m in v.measures.values():
