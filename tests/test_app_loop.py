@@ -282,3 +282,12 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
                         "sometimes", *quick], capture_output=True, text=True,
                        env=ompi41.tool_env(), check=False)
     assert r.returncode == 2 and "unknown --arrival 'sometimes'" in r.stderr
+    # --layouts: each named layout checked before anything is launched
+    for lays, words in (("1x4,2x2", "--layouts 2x2: allreduce at 4 ranks would run as 1x4"),
+                        ("1x2", "--layouts 1x2: the profile's job had 4 ranks")):
+        lay_db = tmp_path / "lay.sqlite"
+        r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof),
+                            "--layouts", lays, *quick[:-1], str(lay_db)], capture_output=True,
+                           text=True, env=ompi41.tool_env(), check=False)
+        assert r.returncode == 2 and words in r.stderr, r.stderr
+        assert not lay_db.exists()

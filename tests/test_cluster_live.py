@@ -217,6 +217,28 @@ def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:
     con.close()
     assert rows == {("allreduce", 4, 2, 2), ("bcast", 2, 1, 2)}, rows
 
+    # --layouts: the whole profile in each layout named, each group in its consecutive
+    # ranks' part of it (the halves: 1x2 in both), a file per layout where the format
+    # cannot say it; every launch checked where its ranks ran
+    r = cluster.on("node1", _tune(
+        "app", "p.json", "--mpi", "/usr", "--db", "lay.sqlite", "--out", "l.conf",
+        "--confirm-rounds", "0", "--json", "lay.json", "--layouts", "2x2,1x4", "--hostfile",
+        cluster.hostfile(4), "--launcher-args",
+        f"--mca plm_rsh_agent {cluster.agent} --bind-to none", *FAST), env=_env(cluster),
+        cwd=work)
+    assert r.returncode == 0, r.stderr[-3000:]
+    runs = json.loads((work / "lay.json").read_text())["layouts"]
+    assert {name: {(g["collective"], g["comm_size"]): g["layout"] for g in run["groups"]}
+            for name, run in runs.items()} == {
+        "2x2": {("allreduce", 4): "2x2", ("bcast", 2): "1x2"},
+        "1x4": {("allreduce", 4): "1x4", ("bcast", 2): "1x2"}}, runs
+    for name in ("2x2", "1x4"):
+        assert "# tuned for allreduce at 4 ranks on" in (work / f"l.{name}.conf").read_text()
+    con = sqlite3.connect(work / "lay.sqlite")
+    rows = set(con.execute("SELECT DISTINCT collective, np, nodes, ppn FROM measurements"))
+    con.close()
+    assert rows == {("allreduce", 4, 2, 2), ("allreduce", 4, 1, 4), ("bcast", 2, 1, 2)}, rows
+
 
 def test_model_fit_across_nodes_says_how_far_it_has_got(cluster: Cluster) -> None:
     work = _work(cluster, "model")

@@ -104,6 +104,7 @@ class AppResult:
     wall_s: float = 0.0
     timing: str = ""
     objective: str = ""
+    layout: str | None = None  # the layout the user named (--layouts), else the profile's
 
 
 def plan(profile: dict, min_share: float) -> tuple[list[Group], list[str], float]:  # type: ignore[type-arg]
@@ -245,12 +246,33 @@ def check_mpi(profile: dict, template: TuneOptions) -> None:  # type: ignore[typ
                             "(and --backend)")
 
 
+def within(comm_size: int, job: Layout) -> Layout:
+    """The layout of a communicator of `comm_size` consecutive ranks of a job laid out as
+    `job` (ranks filling a node before the next, as launchers place them by default)."""
+    return -(-comm_size // job[1]), min(comm_size, job[1])
+
+
 def place_groups(groups: list[Group], profile: dict, template: TuneOptions,  # type: ignore[type-arg]
                  any_layout: bool, note: Callable[[str], None],
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, named: Layout | None = None) -> None:
     """Each planned group's layout, checked against what this job can run before anything
-    is launched: another layout is refused (naming both), or with `any_layout` said once."""
+    is launched: another layout is refused (naming both), or with `any_layout` said once.
+    `named`: a layout the user named (--layouts) instead of the profile's, each group in
+    its consecutive ranks' part of it."""
     env = os.environ if env is None else env
+    if named is not None:
+        for g in groups:
+            if g.status != "planned":
+                continue
+            g.layout = within(g.comm_size, named)
+            got = job_layout(g.comm_size, g.layout, template, env)
+            if got != g.layout:
+                raise ColltuneError(
+                    f"--layouts {named[0]}x{named[1]}: {g.collective} at {g.comm_size} ranks "
+                    f"would run as {_named(got)}, not {_named(g.layout)}",
+                    "run tune app where that layout can run (a hostfile or Slurm allocation "
+                    "with those nodes)")
+        return
     missing = lacks(profile)
     if missing:
         note(f"note: the profile (version {profile['version']}) does not say "
@@ -374,11 +396,38 @@ def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
     return res.decisions.get(g.collective, {}).get(g.comm_size, []), res.catalog
 
 
+def tune_app_layouts(profile_path: Path, template: TuneOptions, layouts: list[Layout],
+                     min_share: float = 0.001, reporter: Reporter | None = None,
+                     arrival: str = "auto") -> list[AppResult]:
+    """--layouts: the whole profile tuned in each layout the user names (of the profile's
+    ranks), in turn; a format that says the layout gathers them in --out, another gets a
+    file per layout beside it (rules.2x2.conf), as tune --layouts writes them."""
+    ranks = int(load(profile_path)["ranks"])  # type: ignore[call-overload]
+    wrong = [f"{n}x{p}" for n, p in layouts if n * p != ranks]
+    if wrong:
+        raise ColltuneError(f"--layouts {', '.join(wrong)}: the profile's job had {ranks} "
+                            "ranks", f"name layouts of {ranks} ranks, e.g. 2x{ranks // 2}"
+                            if ranks % 2 == 0 else f"name layouts of {ranks} ranks")
+    rep = reporter or Reporter()
+    profile = load(profile_path)
+    for lay in layouts:  # every layout refused or accepted before the first is launched
+        groups, _, _ = plan(profile, min_share)
+        place_groups(groups, profile, template, False, rep.note, named=lay)
+    out = []
+    for lay in layouts:
+        rep.note(f"layout {lay[0]}x{lay[1]}: every group in its part of it")
+        out.append(tune_app(profile_path, dataclasses.replace(template, layout=f"{lay[0]}x"
+                                                              f"{lay[1]}"),
+                            min_share, rep, arrival=arrival, named=lay))
+    return out
+
+
 def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001,
              reporter: Reporter | None = None, any_layout: bool = False,
-             arrival: str = "auto") -> AppResult:
+             arrival: str = "auto", named: Layout | None = None) -> AppResult:
     """Tune every group of the profile with `template`'s settings, one --out, each group
-    in the layout the profile says it ran in, replayed as --arrival `arrival` says."""
+    in the layout the profile says it ran in (or its part of the layout `named`),
+    replayed as --arrival `arrival` says."""
     if arrival not in ARRIVAL_MODES:
         raise ColltuneError(f"unknown --arrival '{arrival}'",
                             "use --arrival " + ", ".join(ARRIVAL_MODES))
@@ -386,7 +435,7 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
     profile = load(profile_path)
     groups, untuned, wall = plan(profile, min_share)
     check_mpi(profile, template)
-    place_groups(groups, profile, template, any_layout, rep.note)
+    place_groups(groups, profile, template, any_layout, rep.note, named=named)
     said: set[str] = set()
     for g in groups:
         if g.status == "planned" and (why := choose_arrival(g, profile, arrival)):
@@ -394,7 +443,8 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
                 rep.note(why)
             said.add(why)
     res = AppResult(profile_path, groups, untuned=untuned, wall_s=wall,
-                    timing=template.settings.timing, objective=template.settings.objective)
+                    timing=template.settings.timing, objective=template.settings.objective,
+                    layout=f"{named[0]}x{named[1]}" if named else None)
     catalog: Catalog | None = None
     for g in groups:
         ds: list[Decision] = []
@@ -446,7 +496,7 @@ def _mean(xs: list[float]) -> float | None:
 
 def as_json(res: AppResult) -> dict[str, object]:
     return {
-        "profile": str(res.profile), "wall_s": res.wall_s,
+        "profile": str(res.profile), "wall_s": res.wall_s, "layout": res.layout,
         "timing": res.timing, "objective": res.objective,
         "groups": [{"collective": g.collective, "comm_size": g.comm_size, "sizes": g.sizes,
                     "time_s": g.time_s, "share": g.share, "status": g.status,

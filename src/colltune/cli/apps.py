@@ -125,6 +125,13 @@ def app_cmd(
         False, "--any-layout", metavar="",
         help="Tune in this job's layout even where the profile says its calls ran in "
              "another (refused otherwise: the best choice can differ by layout)."),
+    layouts: str | None = typer.Option(
+        None, "--layouts",
+        help="Tune the whole profile in each of these layouts in turn (NODESxPPN of the "
+             "profile's ranks, e.g. 2x2,1x4), each group in its consecutive ranks' part of "
+             "it, instead of the layout the profile ran in; a format that says the layout "
+             "holds them all, other formats get one file each beside --out "
+             "(rules.2x2.conf)."),
     arrival: str = typer.Option(
         "auto", "--arrival",
         help="auto: measure a group with the kernel replaying its profiled arrival pattern "
@@ -150,16 +157,23 @@ def app_cmd(
     expected to save in the application's run."""
     import json
     import shlex
+    import time
 
-    from colltune.apploop.app import as_json, tune_app
+    from colltune.apploop.app import as_json, tune_app, tune_app_layouts
     from colltune.apploop.profile import load
     from colltune.core.space import parse_size
     from colltune.launchers import Launch
     from colltune.options import MeasureSettings, TuneOptions
     from colltune.outfile import write_atomic
+    from colltune.slots import parse_layouts
 
     json_to_stdout(json_out)
+    started = time.time()
     try:
+        lays = parse_layouts(layouts) if layouts else None
+        if lays and (nodes or ppn or any_layout):
+            raise ColltuneError("--layouts names each layout's nodes and ranks per node",
+                                "leave out --nodes, --ppn and --any-layout")
         prof = load(profile)
         if json_out is not None:
             ensure_writable(json_out, "--json")
@@ -197,27 +211,32 @@ def app_cmd(
             err.print(f"wrote {slurm_script}: submit it with sbatch {slurm_script}",
                       highlight=False, markup=False)
             return
-        res = tune_app(profile, template, min_share, BarReporter(quiet), any_layout, arrival)
+        if lays:
+            results = tune_app_layouts(profile, template, lays, min_share, BarReporter(quiet),
+                                       arrival)
+        else:
+            results = [tune_app(profile, template, min_share, BarReporter(quiet), any_layout,
+                                arrival)]
     except ColltuneError as e:
         _fail(e)
         return
-    _print_app(profile, res)
-    saving = sum(r.saving_s for r in res.entries)
-    out.print(f"expected saving: {saving:.6f} s per rank of {res.wall_s:.3f} s "
-              f"({100 * saving / res.wall_s if res.wall_s else 0:.2f}%); measure it with "
-              "tune verify --app", highlight=False)
-    for g in res.groups:
-        if g.status != "measured":
-            out.print(f"{g.collective} at {g.comm_size} ranks: {g.status}", highlight=False)
-    if res.untuned:
-        out.print("not tuned by colltune: " + ", ".join(res.untuned), highlight=False)
+    for res in results:
+        _print_app(profile, res)
     if json_out is not None:
-        write_atomic(json_out, json.dumps(as_json(res), indent=1) + "\n")
-    measured = any(g.status == "measured" for g in res.groups)
+        doc = (as_json(results[0]) if not lays else
+               {"layouts": {r.layout: as_json(r) for r in results}})
+        write_atomic(json_out, json.dumps(doc, indent=1) + "\n")
+    groups = [g for r in results for g in r.groups]
+    measured = any(g.status == "measured" for g in groups)
     if out_path is not None and measured and not quiet:
-        err.print(f"wrote {out_path}")
+        from colltune.outfile import beside
+
+        named = [out_path, *(beside(out_path, f"{n}x{p}") for n, p in lays or [])]
+        for f in (f for f in dict.fromkeys(named) if f.exists()
+                  and f.stat().st_mtime >= started):
+            err.print(Text(f"wrote {f}"))
     elif out_path is not None and not measured:
-        failed = [g for g in res.groups if g.status.startswith("not run")]
+        failed = [g for g in groups if g.status.startswith("not run")]
         err.print(f"{out_path} not written: no group of the profile was measured"
                   + (f" ({len(failed)} failed)" if failed else ""))
         if failed:
@@ -227,8 +246,9 @@ def app_cmd(
 def _print_app(profile: Path, res: AppResult) -> None:
     """tune app's table (what the file runs per entry, and where --arrival both tuned
     otherwise with the ranks entering together) and how each group's ranks entered."""
-    t = Table(title=f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
-                    f"objective {res.objective})")
+    lay = f", layout {res.layout}" if res.layout else ""
+    t = Table(title=Text(f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
+                         f"objective {res.objective}{lay})"))
     both = any(r.together is not None for r in res.entries)
     for col in ("collective", "comm size", "layout", "size/rank", "calls/rank", "time s",
                 "share", "chosen", *(("entering together",) if both else ()), "verdict",
@@ -254,3 +274,12 @@ def _print_app(profile: Path, res: AppResult) -> None:
             line += (f"; replayed spread {got * 1e6:.0f} us against "
                      f"{g.profiled_spread_s * 1e6:.0f} us profiled (means)")
         out.print(Text(line))
+    saving = sum(r.saving_s for r in res.entries)
+    out.print(f"expected saving: {saving:.6f} s per rank of {res.wall_s:.3f} s "
+              f"({100 * saving / res.wall_s if res.wall_s else 0:.2f}%); measure it with "
+              "tune verify --app", highlight=False)
+    for g in res.groups:
+        if g.status != "measured":
+            out.print(Text(f"{g.collective} at {g.comm_size} ranks: {g.status}"))
+    if res.untuned:
+        out.print(Text("not tuned by colltune: " + ", ".join(res.untuned)))
