@@ -65,8 +65,11 @@ def test_launch_check_kills_a_foreign_kernel_before_it_measures(
     plan = KernelPlan("reduce", [KernelConfig(0)], [(0, 8), (0, 4096)],
                       Repetitions(warmup=1, min_reps=3, max_reps=5))
     out = run_kernel(mpirun_args(ompi41, 2, False), foreign, plan, launch_env(),
-                     point_timeout=60, library_ok=lambda lib: library_matches(ompi41, lib))
+                     point_timeout=60, runs_on=ompi41)
     assert out.status == "mismatch", (out.status, out.library, out.results)
     assert ompi50.version in (out.library or "")
+    # both are named: what the ranks loaded (the wheel's file) and what should have run
+    assert f"'{out.library}'" in out.message and ompi41.describe() in out.message
+    assert Path(out.library_file).resolve().is_relative_to(ompi50.prefix.resolve())
     assert out.results == []
     assert ranks_left(before) == set()
