@@ -351,7 +351,11 @@ def test_the_application_loop_across_nodes(cluster: Cluster) -> None:
     # 2-rank communicators pair a rank of each node: 2x1, the world 2x2)
     r = cluster.on("node1", _tune("app", "p.json", "--db", "db.sqlite", "--out", "r.conf",
                                   "--json", "app.json", "--min-share", "0.05",
-                                  "--confirm-rounds", "1", "--hostfile", cluster.hostfile(2),
+                                  # confirmation and the replay are proven elsewhere
+                                  # (test_app_loop.py, test_tune_app_runs_where...): here,
+                                  # where each group runs
+                                  "--confirm-rounds", "0", "--arrival", "off",
+                                  "--hostfile", cluster.hostfile(2),
                                   "--launcher-args", f"--mca plm_rsh_agent {cluster.agent}",
                                   "--mpi", "/usr", *FAST), env=_env(cluster), cwd=work)
     assert r.returncode == 0, r.stderr[-3000:]

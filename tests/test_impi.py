@@ -213,12 +213,12 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         c = tune_cli("check", str(env_path(dat)), "--json", "-", "--mpi", str(impi.prefix))
         assert c.returncode == 0, c.stderr
         assert json.loads(c.stdout)["profile"] == prof.settings
-        for size, want in ((8, 8), (1024, None)):
-            x = tune_cli("explain", str(env_path(dat)), "-c", "bcast", "--np", str(np),
-                         "--size", str(size), "--mpi", str(impi.prefix), "--json", "-")
-            assert x.returncode == 0, x.stderr
-            rule = json.loads(x.stdout)["rule"]
-            assert (rule or {}).get("algorithm") == want, rule
+        # (one size: each explain checks the table by its content again, two launches; the
+        # size the table leaves to the library is read by verify_target below)
+        x = tune_cli("explain", str(env_path(dat)), "-c", "bcast", "--np", str(np),
+                     "--size", "8", "--mpi", str(impi.prefix), "--json", "-")
+        assert x.returncode == 0, x.stderr
+        assert (json.loads(x.stdout)["rule"] or {}).get("algorithm") == 8, x.stdout
         # tune verify tests every size of a table, 1 KiB too, which it leaves to the library
         # (a win at one size has slowed the library's own entry at another: docs/impi.md)
         from colltune.verification.verify import plan

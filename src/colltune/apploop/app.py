@@ -17,7 +17,7 @@ in another layout is refused before anything is launched, unless --any-layout.
 How: a group whose ranks entered its calls far apart (the profile's median spread at least
 SPREAD_AGAINST_CALL of its median call time) is measured with the kernel replaying its
 profiled arrival pattern (--arrival auto; `on`: every group with arrival data; `off`:
-ranks entering together; `both`: each replayed group also measured with them together, the
+ranks entering together; `both`: as `on`, each group also measured with them together, the
 synchronised file written beside --out and the summary saying where the choices differ).
 A profile whose clock sync failed, or whose drift is as large as a group's spread, is
 tuned with the ranks entering together, said once."""

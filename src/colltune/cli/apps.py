@@ -137,9 +137,9 @@ def app_cmd(
         help="auto: measure a group with the kernel replaying its profiled arrival pattern "
              "where its ranks entered far apart (median spread at least half its call "
              "time); on: every group the profile has arrival data for; off: ranks "
-             "entering together; both: replayed groups measured both ways, the file "
-             "tuned together written beside --out (rules.together.conf), the table "
-             "saying where the choices differ."),
+             "entering together; both: every group with arrival data measured both ways, "
+             "the file tuned together written beside --out (rules.together.conf), the "
+             "table saying where the choices differ."),
     timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
                                                           "before a launch is killed."),
     slurm_script: Path | None = typer.Option(
