@@ -28,6 +28,7 @@ from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_ke
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.launchers import Launch
 from colltune.rules import impi_tuning, mpich_csel, mpich_env
+from colltune.rules import ompi_classic as rules
 from colltune.rules.mpich_csel import Ranges
 from colltune.slots import Placement, place
 from conftest import get_mpich, missing
@@ -232,8 +233,10 @@ def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:
             for name, run in runs.items()} == {
         "2x2": {("allreduce", 4): "2x2", ("bcast", 2): "1x2"},
         "1x4": {("allreduce", 4): "1x4", ("bcast", 2): "1x2"}}, runs
-    for name in ("2x2", "1x4"):
-        assert "# tuned for allreduce at 4 ranks on" in (work / f"l.{name}.conf").read_text()
+    for name in ("2x2", "1x4"):  # both groups in each layout's file (allreduce 2, bcast 7)
+        text = (work / f"l.{name}.conf").read_text()
+        assert "# tuned for bcast at 2 ranks on 1 node(s) x 2" in text, text
+        assert set(rules.read(work / f"l.{name}.conf").collectives) == {2, 7}, text
     con = sqlite3.connect(work / "lay.sqlite")
     rows = set(con.execute("SELECT DISTINCT collective, np, nodes, ppn FROM measurements"))
     con.close()
