@@ -220,6 +220,17 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
         "SELECT DISTINCT mpi_key FROM measurements")}
     plain = f"{ompi41.key}"
     assert plain in keys and any(k.startswith(plain + "~arrival=") for k in keys), keys
+    # any tune replays a profile's pattern for its one collective and --np (the same rows:
+    # the same key as tune app's points); a pattern the profile lacks is refused
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "allreduce", "--np", "4",
+                        "--sizes", "64", "--arrival", str(prof), "--backend", "openmpi",
+                        "--out", str(tmp_path / "one.conf"), *quick], capture_output=True,
+                       text=True, env=ompi41.tool_env(), check=False)
+    assert r.returncode == 0 and "replaying" in r.stderr, r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "reduce", "--np", "4",
+                        "--arrival", str(prof), "--backend", "openmpi", *quick],
+                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    assert r.returncode == 2 and "no arrival pattern of reduce on 4 ranks" in r.stderr
     # the two files judged against each other by the application's own runs, each arm's
     # file read back in every rank, the verdict with its power
     v = tmp_path / "v.json"

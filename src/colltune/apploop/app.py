@@ -204,6 +204,24 @@ def choose_arrival(g: Group, profile: dict, mode: str) -> str | None:  # type: i
     return None
 
 
+def arrival_rows(profile_path: Path, collective: str, np: int) -> tuple[Rows, str]:
+    """For `tune COLLECTIVE --np N --arrival PROFILE`: the arrival pattern the profile
+    recorded for that collective on N ranks (as `tune app --arrival on` replays it), and
+    a line saying what it is; refused where the profile has none or its clock failed."""
+    profile = load(profile_path)
+    entries = [e for e in profile["entries"]  # type: ignore[attr-defined]
+               if e["collective"] == collective and int(e["comm_size"]) == np]
+    g = Group(collective, np, entries, 0.0, 0.0)
+    why = choose_arrival(g, profile, "on")
+    if not g.rows:
+        raise ColltuneError(f"--arrival {profile_path}: no arrival pattern of {collective} on "
+                            f"{np} ranks to replay" + (f" ({why.split(': ', 1)[1]})"
+                                                       if why else ""),
+                            "profile the application with this colltune, or tune its "
+                            "groups with tune app")
+    return g.rows, f"replaying {profile_path}'s arrival pattern: {g.arrival}"
+
+
 def job_layout(np: int, want: Layout, template: TuneOptions,
                env: Mapping[str, str]) -> Layout:
     """The layout this job would run `np` ranks in when asked for `want`: `want` where the

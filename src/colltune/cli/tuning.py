@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from colltune.backends import registry
 from colltune.cli.common import (
@@ -142,6 +143,21 @@ def _script_family(backend: str | None, out_format: str | None, mpi: str | None,
                   "algorithms; the job finds the MPI at that prefix itself",
                   highlight=False, markup=False)
         return name
+
+
+def _arrival(profile: Path, name: str, nps: str, quiet: bool) -> tuple[tuple[float, ...], ...]:
+    """--arrival PROFILE: the rows the kernel replays for `name` on the one --np."""
+    from colltune.apploop.app import arrival_rows
+
+    sizes = _ints(nps, "--np")
+    if name == "all" or len(sizes) != 1:
+        raise ColltuneError("--arrival replays one collective's pattern on one communicator "
+                            "size", "tune one collective at one --np, or the whole profile "
+                            "with tune app")
+    rows, said = arrival_rows(profile, name, sizes[0])
+    if not quiet:
+        err.print(Text(said))
+    return rows
 
 
 def _nps(np: str | None, layouts: str | None, nodes: int | None, ppn: int | None) -> str:
@@ -361,6 +377,13 @@ def _make_tune_command(name: str) -> None:
             help="measure: where neighbouring sizes decide differently, measure between "
                  "them until the switch is located within 1.25x; midpoint: put the boundary "
                  "at the geometric midpoint unmeasured."),
+        arrival: Path | None = typer.Option(
+            None, "--arrival",
+            help="A profile (tune profile -o): every point is timed with the kernel "
+                 "replaying the arrival pattern it recorded for this collective on --np "
+                 "ranks (each rank waits its recorded delay before each call), stored apart "
+                 "from points timed with the ranks entering together. One collective, one "
+                 "--np."),
         trade_off: bool = typer.Option(
             False, "--trade-off", metavar="",
             help="mvapich2: where a range string cannot name MVAPICH2's default (its "
@@ -378,6 +401,7 @@ def _make_tune_command(name: str) -> None:
         quiet = json_to_stdout(summary_json) or quiet
         try:
             lays = parse_layouts(layouts) if layouts else None
+            rows = _arrival(arrival, name, nps, quiet) if arrival is not None else ()
             opts = TuneOptions(
                 backend=family, platform=platform, tune_han=tune_han, for_np=for_np,
                 collectives=[name], layouts=lays,
@@ -398,7 +422,8 @@ def _make_tune_command(name: str) -> None:
                 settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                          point_time=point_time, seed=seed, timeout=timeout,
                                          timing=timing, window=window, objective=objective,
-                                         cutoff=cutoff, default_launches=default_launches),
+                                         cutoff=cutoff, default_launches=default_launches,
+                                         arrival=rows),
             )
         except ColltuneError as e:
             _fail(e)
