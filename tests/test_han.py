@@ -108,9 +108,9 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
     cat, out = _cat(), tmp_path / "han.rules"
     mpi = OpenMPI("5.0.11", Path("/o"), Path("/o/mpicc"), Path("/o/mpirun"), Path("/o/oi"),
                   han=True)
-    write_han_outputs(mpi, cat, {"reduce": {4: [_d(8, 0), _d(4096, 5)]}}, {}, out,
+    write_han_outputs(mpi, cat, {"reduce": {4: [_d(8, 0), _d(4096, 5)]}}, out,
                       {"reduce": (1, 0)}, {})
-    write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, {}, out, {"bcast": (0, 1)}, {})
+    write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, out, {"bcast": (0, 1)}, {})
     rules = han.parse(out.read_text())
     assert rules == {"reduce": {4: [(0, han.BASELINE)]},
                      "bcast": {8: [(0, han.Choice("han", "simple"))]}}
@@ -118,7 +118,7 @@ def test_a_second_collective_merges_into_the_files(tmp_path: Path) -> None:
     assert han.fragment_modules(frag) == {"reduce": (1, 0), "bcast": (0, 1)}
     out.write_text("2\nreduce\n")
     with pytest.raises(Exception, match="will not merge"):
-        write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, {}, out, {}, {})
+        write_han_outputs(mpi, cat, {"bcast": {8: [_d(8, 3)]}}, out, {}, {})
 
 
 def test_site_export_of_a_han_file(tmp_path: Path) -> None:

@@ -106,7 +106,7 @@ def test_a_layouts_run_writes_its_ppn_layer(impi: IntelMPI, fmt: str | None, lay
     assert sess.says_layout == layered
     if fmt == "impi":  # the table's layers are written by write_table (test_impi_replay)
         sess.write({"bcast": {2: [Decision(65536, 65536, Config(1), Config(1), 1.0, 2.0,
-                                           None, True)]}}, {}, {})
+                                           None, True)]}}, {})
         assert list(impi_tuning.parse_layers(out.read_text())) == [2]
 
 
@@ -183,11 +183,10 @@ def test_a_written_file_is_obeyed_at_every_rule_range(impi: IntelMPI, tmp_path: 
         # (the default's own functions where the table leaves the size to the library)
         rb, _ = rules("bcast", ds, prints, fill=lambda s: LIBRARY)
         assert rb is not None and LIBRARY in [p for _, p in rb.limits]
-        dat, summary = tmp_path / "t.dat", {}
+        dat = tmp_path / "t.dat"
         splicer = Splicer(impi, at(np), {"bcast": sorted(catalog(impi, ["bcast"]).algorithms[
             "bcast"])})
-        write_table(dat, {at(np).ppn: {"bcast": {np: rb}}}, splicer, ["tuned here"], [],
-                    summary)
+        write_table(dat, {at(np).ppn: {"bcast": {np: rb}}}, splicer, ["tuned here"], [])
         prof = impi_env.parse(env_path(dat).read_text())
         assert prof.settings == {"I_MPI_TUNING_BIN": str(dat.resolve())}, prof.settings
         assert impi_table.parse_rules(record_of(dat).read_text()) == {
@@ -463,7 +462,7 @@ def test_explain_reads_intel_mpi_files_as_the_library_does(impi: IntelMPI,
     f = tmp_path / "b.json"
     f.write_text(impi_tuning.render(t))
     v = tmp_path / "b.env"
-    write_adjusts(v, t, ["test"], [], {})
+    write_adjusts(v, t, ["test"], [])
     for path in (f, v):
         got = {}
         for size in ("8", "1K", "2K", "1M"):

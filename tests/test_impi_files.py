@@ -66,7 +66,7 @@ def test_layers_per_ranks_a_node_round_trip_and_merge(tmp_path: Path) -> None:
     out = tmp_path / "t.json"
     two, four = Rules([(1024, 1), (None, 3)]), Rules([(None, 8)])
     for ppn, r in ((4, four), (2, two)):
-        write_tuning(out, {ppn: {"bcast": {4: r}}}, ["tuned here"], [], {})
+        write_tuning(out, {ppn: {"bcast": {4: r}}}, ["tuned here"], [])
     doc = json.loads(out.read_text())
     assert list(doc["coll=Bcast"]) == ["ppn=2", "ppn=4"]
     layers = impi_tuning.parse_layers(out.read_text())
@@ -162,15 +162,13 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
     from colltune.outputs.export import export
 
     out = tmp_path / "impi.env"
-    summary: dict[str, object] = {}
-    write_adjusts(out, {"reduce": {4: Rules([(None, 3)])}}, ["provenance"], [], summary)
-    write_adjusts(out, {"bcast": {4: Rules([(1024, 8), (None, 1)])}}, ["provenance"],
-                  ["a note"], summary)
+    write_adjusts(out, {"reduce": {4: Rules([(None, 3)])}}, ["provenance"], [])
+    written = write_adjusts(out, {"bcast": {4: Rules([(1024, 8), (None, 1)])}},
+                            ["provenance"], ["a note"])
     prof = impi_env.parse(out.read_text())
     assert prof.settings == {"I_MPI_ADJUST_REDUCE": f"3:0-{impi_env.TOP}",
                              "I_MPI_ADJUST_BCAST": f"8:0-1024;1:1025-{impi_env.TOP}"}
-    assert "note: a note" in prof.comments and summary["wrote"]["what"].endswith(  # type: ignore[index]
-        "I_MPI_ADJUST_* variables")
+    assert "note: a note" in prof.comments and written.what.endswith("I_MPI_ADJUST_* variables")
     layers, read, text = read_files(out)
     assert text is not None and impi_tuning.parse_layers(text) == layers
     assert list(layers) == [None]  # variables are for any ranks a node
@@ -196,11 +194,11 @@ def test_an_adjust_profile_is_written_merged_read_and_exported(tmp_path: Path) -
     named = tmp_path / "named.env"
     named.write_text("export I_MPI_TUNING=/x/t.json\n")
     with pytest.raises(ColltuneError, match="never holds both"):
-        write_adjusts(named, {"bcast": {4: Rules([(None, 1)])}}, ["p"], [], {})
+        write_adjusts(named, {"bcast": {4: Rules([(None, 1)])}}, ["p"], [])
     assert named.read_text() == "export I_MPI_TUNING=/x/t.json\n"
     with pytest.raises(ColltuneError, match="tune one --np"):
         write_adjusts(tmp_path / "two.env", {"bcast": {2: Rules([(None, 1)]),
-                                                       4: Rules([(None, 3)])}}, ["p"], [], {})
+                                                       4: Rules([(None, 3)])}}, ["p"], [])
     with pytest.raises(ImpiFormatError, match="every process count"):
         impi_env.to_tuning({"I_MPI_ADJUST_BCAST": "1:0-100@1-4"})
 

@@ -409,7 +409,7 @@ def test_a_layouts_run_writes_its_layer(which: str, layered: bool, tmp_path: Pat
     ids = {n: i for i, n in sess.catalog.algorithms["reduce"].items()}
     binomial = Config(ids["binomial"])
     sess.write({"reduce": {2: [Decision(65536, 65536, binomial, binomial, 1.0, 2.0, None,
-                                        True)]}}, {}, {})
+                                        True)]}}, {})
     got = mpich_csel.parse(out.read_text())["reduce"][2]
     want = Ranges([(None, "MPIR_Reduce_intra_binomial")])
     assert got == (Ranges([(None, None)], per_ppn={2: want}) if layered else want)

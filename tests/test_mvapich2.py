@@ -254,9 +254,7 @@ def test_a_fill_in_stands_only_where_fresh_launches_do_not_find_it_slower(tmp_pa
         store.add_confirmation(ctx, Config(5).key, Verdict(1024, 1.0, 1.0, 0.5, 0.5, 2, 4,
                                                            verdict, 0.8 if verdict ==
                                                            "slower" else 0.99))
-        summary: dict[str, object] = {}
-        sess.write({"reduce": {4: ds}}, summary, {})
-        mv2 = summary["mvapich2"]
+        mv2 = sess.write({"reduce": {4: ds}}, {}).record["mvapich2"]
         assert isinstance(mv2, dict)
         return mv.read(out).settings, mv2["notes"]
 

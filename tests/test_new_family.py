@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import registry
-from colltune.backends.base import Backend, Decisions, Session, write_file
+from colltune.backends.base import Backend, Decisions, Session, Written, write_file
 from colltune.backends.files import (
     Arms,
     Checked,
@@ -150,15 +150,13 @@ class DummySession(Session[Dummy]):
              ) -> Arms:
         return {"default": {}, "tuned": {"DUMMY_TUNING_FILE": str(path)}}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         np = max(self.opts.nps)
         choices = {d.size: d.chosen for d in decisions["reduce"][np] if d.chosen != DEFAULT}
-        summary["wrote"] = {"what": "dummy tuning file", "use": "DUMMY_TUNING_FILE=FILE",
-                            "notes": [f"{self.stored()} points stored"]}
         if self.opts.out:
             write_file(self.opts.out, _render(choices), "--out")
-        return None
+        return Written("dummy tuning file", use="DUMMY_TUNING_FILE=FILE",
+                       notes=[f"{self.stored()} points stored"])
 
 
 def _recorded(db: Path, mpi: Dummy) -> Context:
@@ -204,7 +202,7 @@ def test_a_family_defined_outside_colltune_goes_through_every_command(
     assert res.summary["collectives"]["reduce"]["2"][1]["chosen"][SPREAD] == 4  # type: ignore[index]
     # the store is still open while a session writes (it may read stored verdicts then)
     assert res.summary["wrote"] == {"what": "dummy tuning file", "notes": ["10 points stored"],
-                                    "use": "DUMMY_TUNING_FILE=FILE"}
+                                    "use": "DUMMY_TUNING_FILE=FILE", "also": None}
 
     # --param: the values asked for, by the name the family's catalog declares; any other
     # name refused before anything runs, naming the family's own

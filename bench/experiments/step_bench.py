@@ -66,7 +66,7 @@ def main() -> None:
     spl = Splicer(mpi, placement, {a.coll: sorted(impi.catalog(mpi, [a.coll]).algorithms[a.coll])})
     table = work / "t.dat"
     rules = Rules([(a.upto, a.preset), (None, LIBRARY)])
-    write_table(table, {a.np: {a.coll: {a.np: rules}}}, spl, ["step bench"], [], {})
+    write_table(table, {a.np: {a.coll: {a.np: rules}}}, spl, ["step bench"], [])
     exe = build_loop(mpi, work)
     arms = {"default": {}, "table": {"I_MPI_TUNING_BIN": str(table)}}
     print(f"{mpi.describe()}, {a.np} ranks, {a.coll}: preset {a.preset} at 0-{a.upto} B, "

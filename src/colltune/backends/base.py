@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -197,6 +197,33 @@ class Backend(ABC, Generic[M]):
         """Whether a stored installation key was made by this family."""
         return mpi_key.startswith(f"{self.name}-")
 
+@dataclass
+class Written:
+    """What a Session wrote, for the run's summary: what (and its path where that is not
+    --out), the file beside it, how it is used, its notes; the family's own record (its
+    keys of the summary JSON: "mpich", "sections", ...); and per collective the confirmed
+    wins the file could not carry (None: it carries every one)."""
+
+    what: str
+    also: str | None = None
+    use: str | None = None
+    notes: list[str] = field(default_factory=list)
+    path: str | None = None
+    record: dict[str, object] = field(default_factory=dict)
+    not_carried: dict[str, int] | None = None
+
+    def into(self, summary: dict[str, object]) -> None:
+        """The summary's keys, as the CLI prints them and --summary-json keeps them."""
+        summary.update(self.record)
+        if self.not_carried is not None:
+            summary["not_carried"] = self.not_carried
+        wrote: dict[str, object] = {"what": self.what, "also": self.also, "use": self.use,
+                                    "notes": self.notes}
+        if self.path is not None:
+            wrote["path"] = self.path
+        summary["wrote"] = wrote
+
+
 class Session(ABC, Generic[M]):
     """One tuning run on one installation: what was found, and the family's outputs."""
 
@@ -255,10 +282,8 @@ class Session(ABC, Generic[M]):
         arm reads is written at `path`."""
 
     @abstractmethod
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
-        """Write the family's files at --out (and beside it), adding what was written to
-        `summary` (its "wrote": what, the file beside, how to use it, notes)."""
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
+        """Write the family's files at --out (and beside it); say what was written."""
 
 
 def hydra_placements(opts: TuneOptions) -> list[Placement]:

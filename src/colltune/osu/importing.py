@@ -162,7 +162,7 @@ def import_runs(runs: list[Run], np: int, source: str, backend: str = "openmpi",
         decisions = sess.final(decisions)
         summary = make_summary(mpi, catalog, sess.rules_version, decisions, [], opts)
         summary["replaced_points"] = replaced  # of an earlier import: corrected data replaces
-        sess.write(decisions, summary, {})
+        sess.write(decisions, {}).into(summary)
     finally:
         store.close()
     if summary_json is not None:

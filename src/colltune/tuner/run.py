@@ -345,7 +345,7 @@ def write_outputs(run: Run, decisions: Decisions) -> dict[str, object]:
     summary = make_summary(run.mpi, run.catalog, sess.rules_version, decisions, run.failures,
                            run.opts, run.searches)
     summary["predicted"] = {f"{n} np={np}": text for (n, np), text in run.predicted.items()}
-    sess.write(decisions, summary, run.predicted)
+    sess.write(decisions, run.predicted).into(summary)
     wrote = summary.get("wrote")
     if run.opts.layout and isinstance(wrote, dict) and run.opts.out:
         wrote.setdefault("path", str(run.opts.out))  # --out, or this layout's file beside it

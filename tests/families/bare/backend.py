@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from colltune.backends.base import Backend, Decisions, Session, write_file
+from colltune.backends.base import Backend, Decisions, Session, Written, write_file
 from colltune.backends.files import Arms
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
@@ -50,10 +50,9 @@ class BareSession(Session[Bare]):
              ) -> Arms:
         return {"default": {}, "tuned": {"BARE_SIZES": str(path)}}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         lines = [f"{d.size} {d.chosen.algorithm}\n" for per_np in decisions.values()
                  for ds in per_np.values() for d in ds if d.chosen != DEFAULT]
-        summary["wrote"] = {"what": "bare size list", "use": "BARE_SIZES=FILE"}
         if self.opts.out:
             write_file(self.opts.out, "".join(lines), "--out")
+        return Written("bare size list", use="BARE_SIZES=FILE")

@@ -11,6 +11,7 @@ the library's own entry there instead, and needs none."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from colltune.backends.base import (
     Decisions,
     Session,
     Traits,
+    Written,
     decision_comments,
     hydra_placements,
     provenance,
@@ -357,8 +359,7 @@ class ImpiSession(Session[IntelMPI]):
         path.write_text(impi_tuning.render({coll.name: {placement.np: r}}))
         return {"default": {}, "tuned": {impi_env.TUNING_VAR: str(path.resolve())}}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         """The tuning file at --out (merged into what it holds) and the profile beside it, or
         (--format impi-env) one profile of I_MPI_ADJUST_* variables."""
         t: Tuning = {}
@@ -388,33 +389,36 @@ class ImpiSession(Session[IntelMPI]):
             t[name] = {np: r for np, (r, _) in got.items() if r is not None}
             notes += [n for np, ds in per_np.items() if self.splicer is None
                       and (n := self._si(name, np).note(ds))]
-        summary["not_carried"] = not_carried
         out, table = self.out, self.splicer is not None
         notes.append(comm_size_note(table, sorted({p.np for p in self.placements})))
-        summary["impi"] = {"tuning_file": str(out) if out else None,
-                           "rules": {c: {str(np): r.limits for np, r in per.items()}
-                                     for c, per in t.items()},
-                           "seen": seen_summary({k: si.prints for k, si in
-                                                 self.standins.items()}), "notes": notes}
-        summary["wrote"] = {"what": "Intel MPI tuning " + ("table (its own, colltune's rules "
-                                                             "spliced in)" if table else "file"),
-                            "path": str(out) if out else None,
-                            "also": str(env_path(out)) if out else None,
-                            "use": f"source {env_path(out) if out else 'PROFILE'} (sets "
-                                   f"{BIN_VAR if table else impi_env.TUNING_VAR}) before "
-                                   "mpirun", "notes": notes}
+        written = Written(
+            "Intel MPI tuning " + ("table (its own, colltune's rules spliced in)" if table
+                                   else "file"),
+            str(env_path(out)) if out else None,
+            f"source {env_path(out) if out else 'PROFILE'} (sets "
+            f"{BIN_VAR if table else impi_env.TUNING_VAR}) before mpirun", notes,
+            path=str(out) if out else None, not_carried=not_carried,
+            record={"impi": {"tuning_file": str(out) if out else None,
+                             "rules": {c: {str(np): r.limits for np, r in per.items()}
+                                       for c, per in t.items()},
+                             "seen": seen_summary({k: si.prints for k, si in
+                                                   self.standins.items()}), "notes": notes}})
         if not out:
-            return None
+            return written
         comments = [provenance(self.mpi)] + decision_comments(decisions, self.catalog)
+        other: Written | None
         if self.out_format == "impi-env":
-            write_adjusts(out, t, comments, notes, summary)
+            other = write_adjusts(out, t, comments, notes)
         elif self.splicer is not None:
             ppn: dict[int | None, int] = {p.np: p.ppn for p in self.placements}
             layers: Layers = {}
             for c, per in t.items():
                 for k, r in per.items():  # measured comm sizes: each its placement's ppn
                     layers.setdefault(ppn[k], {}).setdefault(c, {})[k] = r
-            write_table(out, layers, self.splicer, comments, notes, summary)
+            other = write_table(out, layers, self.splicer, comments, notes)
         else:
-            write_tuning(out, {self.layer: t}, comments, notes, summary)
-        return None
+            other = write_tuning(out, {self.layer: t}, comments, notes)
+        # another file than the tuning file (a profile only): said as it is, with the
+        # family's record and the wins not carried
+        return written if other is None else dataclasses.replace(
+            other, record=written.record, not_carried=not_carried)

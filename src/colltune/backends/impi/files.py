@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from colltune import __version__
-from colltune.backends.base import write_file
+from colltune.backends.base import Written, write_file
 from colltune.backends.files import ExportRequest, Installable
 from colltune.backends.impi.proof import describe
 from colltune.backends.impi.splice import BIN_VAR, SUFFIX, Splicer, read_back, record_of
@@ -109,32 +109,33 @@ def _header(kind: str, comments: list[str], use: str, notes: list[str]) -> list[
             *comments[1:], *(f"note: {n}" for n in notes)]
 
 
-def write_tuning(out: Path, layers: Layers, comments: list[str], notes: list[str],
-                 summary: dict[str, object]) -> None:
+def write_tuning(out: Path, layers: Layers, comments: list[str], notes: list[str]
+                 ) -> Written | None:
     """The tuning file at `out` (merged into what it holds, layer by layer: ranks a node,
-    None for any) and the profile beside it."""
+    None for any) and the profile beside it; what was written where it is not the tuning
+    file (None)."""
     old = impi_tuning.merged(_merge_base(out, impi_tuning.parse_layers) or {}, layers)
     comments = _header("tuning written", comments,
                        f"source this file; the tuning file is {out.resolve()}", notes)
     settings = {impi_env.TUNING_VAR: str(out.resolve())} if old else {}
+    written = None
     if old:
         write_file(out, impi_tuning.render_layers(old), "--out")
     else:  # an empty tuning file is no file Intel MPI documents: set nothing
-        _nothing(out, comments, notes, summary)
+        written = _nothing(out, comments, notes)
     write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
                "--out")
+    return written
 
 
-def _nothing(out: Path, comments: list[str], notes: list[str], summary: dict[str, object]
-             ) -> None:
+def _nothing(out: Path, comments: list[str], notes: list[str]) -> Written:
     comments.append(f"note: nothing tuned, so no tuning file was written at {out}")
-    summary["wrote"] = {"what": "Intel MPI profile that sets nothing", "also": None,
-                        "use": "nothing to install: Intel MPI's own choice was kept",
-                        "notes": notes}
+    return Written("Intel MPI profile that sets nothing", None,
+                   "nothing to install: Intel MPI's own choice was kept", notes)
 
 
 def write_table(out: Path, layers: Layers, splicer: Splicer, comments: list[str],
-                notes: list[str], summary: dict[str, object]) -> None:
+                notes: list[str]) -> Written | None:
     """Intel MPI's own table with `layers` (and the rules the record at `out` held, layer by
     layer: ranks a node) spliced in, at `out` once the library has read it back as written;
     the record and the profile beside it."""
@@ -152,14 +153,13 @@ def write_table(out: Path, layers: Layers, splicer: Splicer, comments: list[str]
         read_back(splicer.mpi, splicer.placement, impi_tuning.collectives(old)[0], data)
         write_file(out, data, "--out")
         write_file(record, impi_table.render_rules(old, str(out.resolve())), "--out")
-    else:
-        _nothing(out, comments, notes, summary)
+    written = None if old else _nothing(out, comments, notes)
     write_file(env_path(out), impi_env.render(impi_env.ImpiProfile(comments, settings)),
                "--out")
+    return written
 
 
-def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
-                  summary: dict[str, object]) -> None:
+def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str]) -> Written:
     """One profile of I_MPI_ADJUST_* variables at `out`; the variables it held for other
     collectives are kept (a profile naming a tuning file is not merged into)."""
     prof = _merge_base(out, impi_env.parse) or impi_env.ImpiProfile()
@@ -177,11 +177,11 @@ def write_adjusts(out: Path, t: Tuning, comments: list[str], notes: list[str],
                        "source this file before mpirun (no I_MPI_TUNING beside it)", notes)
     if not settings:
         comments.append("note: nothing tuned: this profile sets nothing")
-    summary["wrote"] = {"what": "Intel MPI profile of I_MPI_ADJUST_* variables" if settings
-                        else "Intel MPI profile that sets nothing", "also": None,
-                        "use": f"source {out} before mpirun" if settings else
-                        "nothing to install: Intel MPI's own choice was kept", "notes": notes}
     write_file(out, impi_env.render(impi_env.ImpiProfile(comments, settings)), "--out")
+    return Written("Intel MPI profile of I_MPI_ADJUST_* variables" if settings
+                   else "Intel MPI profile that sets nothing", None,
+                   f"source {out} before mpirun" if settings else
+                   "nothing to install: Intel MPI's own choice was kept", notes)
 
 
 def table_of(source: Path, prof: impi_env.ImpiProfile) -> Path:

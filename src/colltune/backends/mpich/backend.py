@@ -13,6 +13,7 @@ from colltune.backends.base import (
     Decisions,
     Session,
     Traits,
+    Written,
     decision_comments,
     hydra_placements,
     provenance,
@@ -347,8 +348,7 @@ class MPICHSession(Session[MPICH]):
             path, cat.builtin, coll.name, placement.np,
             ranges(coll.name, cat, placement.np, ds), cat.params)}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         """MPICH's tuning file at --out and, beside it, the environment profile that uses
         it."""
         cat, out = self.mpich_catalog, self.out
@@ -357,13 +357,12 @@ class MPICHSession(Session[MPICH]):
         if self.layer is not None:  # MPICH's own for every other layout
             new = {c: {n: Ranges([(None, None)], per_ppn={self.layer: r})
                        for n, r in per_np.items()} for c, per_np in new.items()}
-        summary["mpich"] = {"tuning_file": str(out) if out else None,
-                            "env_profile": str(env_path(out)) if out else None,
-                            "not_selectable": cat.not_selectable or {}}
-        summary["wrote"] = {"what": "MPICH tuning file",
-                            "also": str(env_path(out)) if out else None,
-                            "use": f"source {env_path(out) if out else 'PROFILE'} (or set its "
-                                   "variables) before mpiexec", "notes": []}
+        written = Written(
+            "MPICH tuning file", str(env_path(out)) if out else None,
+            f"source {env_path(out) if out else 'PROFILE'} (or set its variables) before "
+            "mpiexec", record={"mpich": {"tuning_file": str(out) if out else None,
+                                         "env_profile": str(env_path(out)) if out else None,
+                                         "not_selectable": cat.not_selectable or {}}})
         if out:
             try:
                 text, merged = merged_table(out, cat.builtin, new, cat.params)
@@ -378,7 +377,7 @@ class MPICHSession(Session[MPICH]):
             comments += decision_comments(decisions, cat)
             write_file(out, text, "--out")
             write_file(env_path(out), env_profile(merged, cat, out, comments), "--out")
-        return None
+        return written
 
 
 def starts(mpi: MPICH, tuning_file: Path, what: str) -> None:

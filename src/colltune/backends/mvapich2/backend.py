@@ -21,6 +21,7 @@ from colltune.backends.base import (
     Decisions,
     Session,
     Traits,
+    Written,
     decision_comments,
     hydra_placements,
     provenance,
@@ -238,8 +239,7 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
         table, _ = self._ranges(coll.name, placement.np, ds)
         return {"default": {}, "tuned": tentative(table, coll.name)}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         """The MVAPICH2 profile (`NAME = VALUE`, as /etc/mvapich2.conf or MV2_USER_CONFIG)
         for one communicator size: MVAPICH2's tables have no comm-size dimension."""
         opts, cat = self.opts, self.mv2_catalog
@@ -257,15 +257,16 @@ class MVAPICH2Session(Session[mv2.MVAPICH2]):
         trades = {c: per_np[np] for c, per_np in self.trades.items() if np in per_np}
         prof, notes = profile(decisions, cat, per_coll, np, comments, ties, trades)
         prof.comments += [f"note: {n}" for n in notes]
-        summary["not_carried"] = {  # confirmed wins of a collective left to MVAPICH2 whole
-            c: sum(d.chosen != DEFAULT and d.verdict == "tuned" for d in per_np.get(np, []))
-            for c, per_np in decisions.items()
-            if any(n.startswith(f"{c} left to MVAPICH2") for n in notes)}
-        summary["mvapich2"] = {"profile": str(opts.out) if opts.out else None, "for_np": np,
-                               "settings": dict(prof.settings), "notes": notes}
-        summary["wrote"] = {"what": f"MVAPICH2 profile for {np} ranks", "also": None,
-                            "use": f"MV2_USER_CONFIG={opts.out} mpiexec ..., or tune export "
-                                   "--site", "notes": notes}
         if opts.out:
             write_file(opts.out, mvapich2.render(prof), "--out")
+        return Written(
+            f"MVAPICH2 profile for {np} ranks", None,
+            f"MV2_USER_CONFIG={opts.out} mpiexec ..., or tune export --site", notes,
+            record={"mvapich2": {"profile": str(opts.out) if opts.out else None, "for_np": np,
+                                 "settings": dict(prof.settings), "notes": notes}},
+            # confirmed wins of a collective left to MVAPICH2 whole
+            not_carried={c: sum(d.chosen != DEFAULT and d.verdict == "tuned"
+                                for d in per_np.get(np, []))
+                         for c, per_np in decisions.items()
+                         if any(n.startswith(f"{c} left to MVAPICH2") for n in notes)})
         return None

@@ -22,6 +22,7 @@ from colltune.backends.base import (
     Backend,
     Decisions,
     Session,
+    Written,
     decision_comments,
     provenance,
     write_file,
@@ -254,15 +255,14 @@ class HanSession(Session[OpenMPI]):
         modules = {coll.name: next(iter(pairs), (0, 0))}
         return {"default": {}, "tuned": han.file_env(path, modules)}
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
-        write_han_outputs(self.mpi, self.han_catalog, decisions, summary, self.opts.out,
-                          self.modules, self.notes)
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
+        return write_han_outputs(self.mpi, self.han_catalog, decisions, self.opts.out,
+                                 self.modules, self.notes)
 
 
 def write_han_outputs(mpi: Installation, catalog: HanCatalog, decisions: Decisions,
-                      summary: dict[str, object], out: Path | None,
-                      modules: dict[str, tuple[int, int]], notes: dict[str, list[str]]) -> None:
+                      out: Path | None, modules: dict[str, tuple[int, int]],
+                      notes: dict[str, list[str]]) -> Written:
     """han's rules file at `out` and, beside it, the MCA parameter file that turns it on
     and sets the collectives' level modules; an existing pair is merged into."""
     frag = han.fragment_path(out) if out else None
@@ -291,15 +291,16 @@ def write_han_outputs(mpi: Installation, catalog: HanCatalog, decisions: Decisio
                 "size of a collective reads as 1 (han's format)"]
     comments += decision_comments(decisions, catalog)
     comments += [n for ns in notes.values() for n in ns]
-    summary["han"] = {"rules_file": str(out) if out else None,
-                      "mca_params": str(frag) if frag else None,
-                      "modules": {c: {"up": han.MODULES["up"][u], "low": han.MODULES["low"][low]}
-                                  for c, (u, low) in modules.items()},
-                      "notes": [n for ns in notes.values() for n in ns]}
-    summary["coll_han_excluded"] = False
-    summary["wrote"] = {"what": "coll/han's dynamic rules", "also": str(frag) if frag else None,
-                        "use": f"mpirun --mca mca_base_param_files {frag} ...",
-                        "notes": summary["han"]["notes"]}  # type: ignore[index]
+    said = [n for ns in notes.values() for n in ns]
     if out and frag:
         write_file(out, han.render(rules_map, comments), "--out")
         write_file(frag, han.mca_fragment(out, modules), "--out")
+    return Written("coll/han's dynamic rules", str(frag) if frag else None,
+                   f"mpirun --mca mca_base_param_files {frag} ...", said, record={
+                       "han": {"rules_file": str(out) if out else None,
+                               "mca_params": str(frag) if frag else None,
+                               "modules": {c: {"up": han.MODULES["up"][u],
+                                               "low": han.MODULES["low"][low]}
+                                           for c, (u, low) in modules.items()},
+                               "notes": said},
+                       "coll_han_excluded": False})

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from colltune import __version__
-from colltune.backends.base import Backend, Decisions, Session, provenance, stamp, write_file
+from colltune.backends.base import (
+    Backend,
+    Decisions,
+    Session,
+    Written,
+    provenance,
+    stamp,
+    write_file,
+)
 from colltune.backends.files import (
     Arms,
 )
@@ -174,8 +182,7 @@ class TunedSession(Session[T]):
     def note_of(self, name: str, d: Decision) -> str:
         return ""
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         rungs = {p.np: p.launched.np for p in self.placements if p.within}
         if self.rules_version == 3:  # each placement's sections in its distribution's layer
             for p in self.placements:
@@ -191,20 +198,19 @@ class TunedSession(Session[T]):
                     rf.notes.setdefault((COLLTYPE[name], p.np), []).insert(
                         1, tuned_for(name, p.np, p.nodes, p.ppn))
             self.layers = {"any": rf}
-        summary["coll_han_excluded"] = self.han_excluded()
-        summary["sections"] = {  # which communicator sizes each written section decides
-            name: [{"comsize": sec.comsize, "serves": [lo, hi], "distribution": d}
-                   for d, rf in self.layers.items() if COLLTYPE[name] in rf.collectives
-                   for sec, lo, hi in rules.served(rf.collectives[COLLTYPE[name]])]
-            for name in decisions}
-        fmt = {1: "classic", 2: "rule-file-version-2", 3: "JSON (Open MPI 6)"}
-        summary["wrote"] = {"what": "format: " + fmt[self.rules_version],
-                            "also": None, "use": None, "notes": []}
         if self.opts.out is not None:
             write_file(self.opts.out, self.render(self.layers), "--out")
             if self.rules_version == 3 and not is_stdout(self.opts.out):
                 write_file(ompi_json.about_path(self.opts.out),
                            ompi_json.render_about(self.about(self.layers)), "--out")
+        fmt = {1: "classic", 2: "rule-file-version-2", 3: "JSON (Open MPI 6)"}
+        return Written("format: " + fmt[self.rules_version], record={
+            "coll_han_excluded": self.han_excluded(),
+            "sections": {  # which communicator sizes each written section decides
+                name: [{"comsize": sec.comsize, "serves": [lo, hi], "distribution": d}
+                       for d, rf in self.layers.items() if COLLTYPE[name] in rf.collectives
+                       for sec, lo, hi in rules.served(rf.collectives[COLLTYPE[name]])]
+                for name in decisions}})
 
 
 def distribution(p: Placement) -> str:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.backends.base import Session, Traits
+from colltune.backends.base import Session, Traits, Written
 from colltune.backends.files import Arms
 from colltune.backends.openmpi.rules_files import TunedRulesFiles
 from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
@@ -129,7 +129,8 @@ class SMPISession(TunedSession[smpi.SMPI]):
                 out.setdefault(name, {})[np] = fixed
         return out
 
-    def write(self, decisions: Decisions, summary: dict[str, object],
-              predicted: dict[tuple[str, int], str]) -> None:
-        super().write(decisions, summary, predicted)
-        summary["simulated"] = {"platform": str(self.mpi.platform), "deterministic": True}
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
+        written = super().write(decisions, predicted)
+        written.record["simulated"] = {"platform": str(self.mpi.platform),
+                                       "deterministic": True}
+        return written
