@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
     # loop, OSU and IMB import, and the commands over them
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
      "colltune.osu.importing", "colltune.osu.osu_import", "colltune.osu.imb_import",
-     "colltune.apploop.profile", "colltune.apploop.arrival", "colltune.apploop.app",
+     "colltune.apploop.profile", "colltune.apploop.arrival", "colltune.apploop.replay",
+     "colltune.apploop.app",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
      "colltune.apploop.compare",
      "colltune.cli"),

@@ -14,19 +14,14 @@ job's nodes x ranks per node for world-sized communicators, the layout most of a
 communicator's instances had), through tune's own launch options; a job that would run it
 in another layout is refused before anything is launched, unless --any-layout.
 
-How: a group whose ranks entered its calls far apart (the profile's median spread at least
-SPREAD_AGAINST_CALL of its median call time) is measured with the kernel replaying its
-profiled arrival pattern (--arrival auto; `on`: every group with arrival data; `off`:
-ranks entering together; `both`: as `on`, each group also measured with them together, the
-synchronised file written beside --out and the summary saying where the choices differ).
-A profile whose clock sync failed, or whose drift is as large as a group's spread, is
-tuned with the ranks entering together, said once."""
+How: a group is measured with the kernel replaying its profiled arrival pattern as
+--arrival says (apploop/replay.py); `both` also measures it with the ranks entering
+together, writes that file beside --out, and the summary says where the choices differ."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -34,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.apploop.profile import lacks, load
+from colltune.apploop.replay import MODES, Replay, Rows, choose
 from colltune.backends import registry
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
@@ -49,11 +45,6 @@ from colltune.tuner.run import tune
 
 FULL_SHARE = 0.05  # a group this costly (of the wall time) gets the full --point-time
 LEAST_TIME = 0.2  # the smallest fraction of --point-time a measured group gets
-# --arrival auto: a group is replayed where its ranks' median entry spread is at least this
-# share of its median call time (the slowest member's, from its own entry)
-SPREAD_AGAINST_CALL = 0.5
-ARRIVAL_MODES = ("auto", "on", "off", "both")
-Rows = tuple[tuple[float, ...], ...]
 
 
 @dataclass
@@ -67,11 +58,9 @@ class Group:
     share: float  # of the mean rank's wall time
     status: str = "planned"  # measured | below --min-share | not run: why
     layout: tuple[int, int] | None = None  # (nodes, ranks per node) its calls ran in
-    # the arrival pattern its calls are replayed with (empty: ranks entering together),
-    # why, the mean spread of its rows, and the spreads the kernel replayed
-    rows: Rows = ()
-    arrival: str = "together"
-    profiled_spread_s: float = 0.0
+    # the arrival pattern its calls are replayed with (apploop/replay.py), and the entry
+    # spreads the kernel gave replaying it
+    replay: Replay = Replay()
     replayed_spread_s: list[float] = field(default_factory=list)
 
     @property
@@ -153,73 +142,6 @@ def group_layout(g: Group, profile: dict) -> Layout | None:  # type: ignore[type
         nodes, ppn = seen.most_common(1)[0][0].split("x")
         return int(nodes), int(ppn)
     return (1, g.comm_size) if int(job["nodes"]) == 1 else None
-
-
-def clock_problem(profile: dict, spread_s: float) -> str | None:  # type: ignore[type-arg]
-    """Why a profile's entry times cannot be trusted against a spread of `spread_s`: its
-    ranks' clocks were not put on rank 0's, or drifted as much as the spread."""
-    clock = profile.get("clock")
-    if not isinstance(clock, dict):
-        return "it records no clock sync"
-    if not clock.get("synced"):
-        return "its clock sync failed"
-    drift = float(clock.get("drift_s") or 0.0) + float(clock.get("error_s") or 0.0)
-    if drift >= spread_s:
-        return (f"its clocks drifted {drift * 1e6:.0f} us, as much as the spreads it "
-                f"recorded ({spread_s * 1e6:.0f} us)")
-    return None
-
-
-def choose_arrival(g: Group, profile: dict, mode: str) -> str | None:  # type: ignore[type-arg]
-    """Set the pattern `g` is replayed with under --arrival `mode` (its costliest size
-    bucket's recorded delays), and say why; return a note for the user where the profile's
-    clock rules the pattern out (said once by the caller)."""
-    recorded = [e for e in g.entries if (e.get("arrival") or {}).get("delays_s")]
-    if mode == "off" or not recorded:
-        g.arrival = "together" + ("" if recorded or mode == "off" else
-                                  " (the profile has no arrival data for it)")
-        return None
-    top = max(recorded, key=lambda e: float(e["time_s"]["mean"]))
-    arr = top["arrival"]
-    spread, call = float(arr["spread_s"]["median"]), float(arr.get("call_s") or 0.0)
-    problem = clock_problem(profile, spread)
-    if problem is not None:
-        g.arrival = "together (clock)"
-        return (f"note: the profile's arrival patterns are not used: {problem}; tuned with "
-                "the ranks entering together")
-    if mode == "auto" and spread < SPREAD_AGAINST_CALL * call:
-        g.arrival = (f"together (spread {spread * 1e6:.0f} us under "
-                     f"{SPREAD_AGAINST_CALL:.0%} of the call's {call * 1e6:.0f} us)")
-        return None
-    # the kernel takes row n % rows at repetition n, and a point may stop after a few: the
-    # recorded calls (in the order of the application's communicators) are shuffled, the
-    # same way every run, so that the first repetitions already see the group's mix
-    rows = [tuple(float(d) for d in row) for row in arr["delays_s"]]
-    random.Random(len(rows)).shuffle(rows)
-    g.rows = tuple(rows)
-    # the mean over the rows replayed, as the replay's is taken (a group of communicators
-    # with and without a late rank has a bimodal spread, whose median says little)
-    g.profiled_spread_s = statistics.fmean(max(r) - min(r) for r in rows)
-    g.arrival = f"replayed (spread {spread * 1e6:.0f} us, call {call * 1e6:.0f} us)"
-    return None
-
-
-def arrival_rows(profile_path: Path, collective: str, np: int) -> tuple[Rows, str]:
-    """For `tune COLLECTIVE --np N --arrival PROFILE`: the arrival pattern the profile
-    recorded for that collective on N ranks (as `tune app --arrival on` replays it), and
-    a line saying what it is; refused where the profile has none or its clock failed."""
-    profile = load(profile_path)
-    entries = [e for e in profile["entries"]  # type: ignore[attr-defined]
-               if e["collective"] == collective and int(e["comm_size"]) == np]
-    g = Group(collective, np, entries, 0.0, 0.0)
-    why = choose_arrival(g, profile, "on")
-    if not g.rows:
-        raise ColltuneError(f"--arrival {profile_path}: no arrival pattern of {collective} on "
-                            f"{np} ranks to replay" + (f" ({why.split(': ', 1)[1]})"
-                                                       if why else ""),
-                            "profile the application with this colltune, or tune its "
-                            "groups with tune app")
-    return g.rows, f"replaying {profile_path}'s arrival pattern: {g.arrival}"
 
 
 def job_layout(np: int, want: Layout, template: TuneOptions,
@@ -446,9 +368,8 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
     """Tune every group of the profile with `template`'s settings, one --out, each group
     in the layout the profile says it ran in (or its part of the layout `named`),
     replayed as --arrival `arrival` says."""
-    if arrival not in ARRIVAL_MODES:
-        raise ColltuneError(f"unknown --arrival '{arrival}'",
-                            "use --arrival " + ", ".join(ARRIVAL_MODES))
+    if arrival not in MODES:
+        raise ColltuneError(f"unknown --arrival '{arrival}'", "use --arrival " + ", ".join(MODES))
     rep = _Replays(reporter or Reporter())
     profile = load(profile_path)
     groups, untuned, wall = plan(profile, min_share)
@@ -456,7 +377,10 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
     place_groups(groups, profile, template, any_layout, rep.note, named=named)
     said: set[str] = set()
     for g in groups:
-        if g.status == "planned" and (why := choose_arrival(g, profile, arrival)):
+        if g.status != "planned":
+            continue
+        g.replay, why = choose(g.entries, profile, arrival)
+        if why:
             if why not in said:
                 rep.note(why)
             said.add(why)
@@ -469,17 +393,17 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
         together: list[Decision] | None = None
         if g.status == "planned":
             try:
-                if arrival == "both" and g.rows:  # the same group, ranks entering together
+                if arrival == "both" and g.replay.rows:  # the same group, ranks entering together
                     sync_out = beside(template.out, "together") if template.out else None
                     together, catalog = _tune_group(g, template, rep, (), sync_out)
                 rep.spreads = []
-                ds, catalog = _tune_group(g, template, rep, g.rows, template.out)
+                ds, catalog = _tune_group(g, template, rep, g.replay.rows, template.out)
             except ColltuneError as err:
                 g.status = f"not run: {err.message}"
                 rep.note(f"{g.collective} at {g.comm_size} ranks not tuned: {err.message}")
             else:
                 g.status = "measured"
-                g.replayed_spread_s = list(rep.spreads) if g.rows else []
+                g.replayed_spread_s = list(rep.spreads) if g.replay.rows else []
         res.entries += _entries(g, ds, together, catalog)
     return res
 
@@ -519,7 +443,8 @@ def as_json(res: AppResult) -> dict[str, object]:
         "groups": [{"collective": g.collective, "comm_size": g.comm_size, "sizes": g.sizes,
                     "time_s": g.time_s, "share": g.share, "status": g.status,
                     "layout": f"{g.layout[0]}x{g.layout[1]}" if g.layout else None,
-                    "arrival": g.arrival, "profiled_spread_s": g.profiled_spread_s or None,
+                    "arrival": g.replay.how,
+                    "profiled_spread_s": g.replay.profiled_spread_s or None,
                     "replayed_spread_s": _mean(g.replayed_spread_s)}
                    for g in res.groups],
         "entries": [dataclasses.asdict(e) for e in res.entries],

@@ -268,11 +268,11 @@ def _print_app(profile: Path, res: AppResult) -> None:
     for g in res.groups:  # how each group's ranks entered, and the replay's accuracy
         if g.status != "measured":
             continue
-        line = f"{g.collective} at {g.comm_size} ranks: {g.arrival}"
+        line = f"{g.collective} at {g.comm_size} ranks: {g.replay.how}"
         if g.replayed_spread_s:
             got = sum(g.replayed_spread_s) / len(g.replayed_spread_s)
             line += (f"; replayed spread {got * 1e6:.0f} us against "
-                     f"{g.profiled_spread_s * 1e6:.0f} us profiled (means)")
+                     f"{g.replay.profiled_spread_s * 1e6:.0f} us profiled (means)")
         out.print(Text(line))
     saving = sum(r.saving_s for r in res.entries)
     out.print(f"expected saving: {saving:.6f} s per rank of {res.wall_s:.3f} s "

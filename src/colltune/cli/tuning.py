@@ -147,14 +147,14 @@ def _script_family(backend: str | None, out_format: str | None, mpi: str | None,
 
 def _arrival(profile: Path, name: str, nps: str, quiet: bool) -> tuple[tuple[float, ...], ...]:
     """--arrival PROFILE: the rows the kernel replays for `name` on the one --np."""
-    from colltune.apploop.app import arrival_rows
+    from colltune.apploop.replay import rows_for
 
     sizes = _ints(nps, "--np")
     if name == "all" or len(sizes) != 1:
         raise ColltuneError("--arrival replays one collective's pattern on one communicator "
                             "size", "tune one collective at one --np, or the whole profile "
                             "with tune app")
-    rows, said = arrival_rows(profile, name, sizes[0])
+    rows, said = rows_for(profile, name, sizes[0])
     if not quiet:
         err.print(Text(said))
     return rows

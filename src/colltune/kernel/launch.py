@@ -74,6 +74,10 @@ class Repetitions:
     # the replay gave
     arrival: tuple[tuple[float, ...], ...] = ()
 
+    def arrival_lines(self) -> list[str]:
+        """The plan's `arrival` lines: what the kernel replays, as it reads it."""
+        return ["arrival " + " ".join(f"{d:.9g}" for d in row) for row in self.arrival]
+
 
 @dataclass
 class KernelPlan:
@@ -109,7 +113,7 @@ class KernelPlan:
         ]
         if self.pvars:
             lines.append(f"pvars {self.pvars}")
-        lines += ["arrival " + " ".join(f"{d:.9g}" for d in row) for row in r.arrival]
+        lines += r.arrival_lines()
         for c in self.configs:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
             group = f" group {c.group}" if c.group else ""

@@ -25,6 +25,7 @@ from colltune.kernel.launch import (
     KernelConfig,
     KernelPlan,
     LaunchOutcome,
+    Repetitions,
     parse_result,
     run_kernel,
 )
@@ -67,10 +68,10 @@ def arrival_key(rows: tuple[tuple[float, ...], ...]) -> str:
     """What an installation key gains where the kernel replays an arrival pattern (`rows`,
     Repetitions.arrival): a point timed with the ranks entering as an application's did is
     another measurement than one timed with them entering together, kept apart in the
-    store as coll/han's choices are ("+han"), one key per pattern."""
+    store as coll/han's choices are ("+han"), one key per pattern as the kernel reads it."""
     if not rows:
         return ""
-    text = ";".join(",".join(f"{d:.9g}" for d in row) for row in rows)
+    text = "\n".join(Repetitions(arrival=rows).arrival_lines())
     return "~arrival=" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
