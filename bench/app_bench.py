@@ -51,7 +51,7 @@ def main() -> None:
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     tmp = Path(tempfile.mkdtemp(prefix="app-bench-"))
     work = a.workdir or tmp
-    mpi = registry.named(a.backend).find(a.mpi)
+    mpi = registry.named(a.backend).with_apps().find(a.mpi)
     if a.standin:
         exe = tmp / "standin_app"
         subprocess.run([str(mpi.mpicc), "-std=c99", "-O2", "-o", str(exe),

@@ -29,7 +29,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=1000000)
     args = ap.parse_args()
     backend = registry.named(args.backend)
-    mpi = backend.find(args.mpi)
+    mpi = backend.with_apps().find(args.mpi)
     lib = build_kernel(mpi, name="collprof")
     env = {**os.environ, **mpi.tool_env()}
     with tempfile.TemporaryDirectory() as tmp:
@@ -39,7 +39,7 @@ def main() -> None:
         times: dict[str, list[tuple[float, float]]] = {"plain": [], "profiled": []}
         for _ in range(args.rounds):
             for arm in ("plain", "profiled"):
-                extra = backend.launcher_env({"LD_PRELOAD": str(lib),
+                extra = backend.with_apps().launcher_env({"LD_PRELOAD": str(lib),
                                               "COLLTUNE_PROFILE_DIR": tmp}
                                              ) if arm == "profiled" else []
                 out = subprocess.run([str(mpi.mpirun), *extra, "-np", "1", str(exe),

@@ -251,15 +251,18 @@ def test_every_backend_is_registered_and_implements_the_interface() -> None:
 
 
 # the Backend's core, on purpose small: a method added here is one every family must think
-# about; what only some families do belongs in a capability (runtime, files) or in Traits
-CORE = {"find", "launch", "forcing_env", "open", "place", "rule_size", "waiting", "mpit_env",
-        "mpit_vars", "banded_env", "launcher_env", "readback", "chooser", "plan_catalog",
-        "catalog_for", "owns", "with_files", "with_runtime"}
+# about; what only some families do belongs in a capability (files, runtime, apps, bands),
+# how its measurements behave in Traits
+CORE = {"launch", "forcing_env", "open", "place", "rule_size", "waiting", "mpit_env",
+        "mpit_vars", "plan_catalog", "catalog_for", "owns", "with_files", "with_runtime",
+        "with_apps"}
 
 
 def test_the_backend_core_stays_small() -> None:
     import inspect
 
+    from colltune.backends.apps import AppSupport
+    from colltune.backends.banded import BandSupport
     from colltune.backends.base import Backend
     from colltune.backends.files import FileFormats
     from colltune.backends.runtime import RuntimeSupport
@@ -273,6 +276,8 @@ def test_the_backend_core_stays_small() -> None:
     assert {"claims", "check", "explain", "verify_target", "installable", "decided_rules",
             "section_text", "rules_arms"} <= set(vars(FileFormats))
     assert {"knobs", "environ", "readback", "write", "read"} <= set(vars(RuntimeSupport))
+    assert {"find", "launcher_env", "readback", "chooser"} <= set(vars(AppSupport))
+    assert {"env"} <= set(vars(BandSupport))
     assert not [n for n in methods if n.startswith("runtime_")]
 
 

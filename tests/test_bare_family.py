@@ -56,7 +56,8 @@ def _cli(*args: str) -> tuple[int, str]:
 
 def test_a_bare_family_tunes_and_says_what_it_lacks(bare: BareBackend, tmp_path: Path
                                                     ) -> None:
-    assert bare.runtime is None and bare.files is None
+    assert bare.runtime is None and bare.files is None and bare.apps is None \
+        and bare.bands is None
     mpi = Bare(tmp_path / "bare")
     db, out = tmp_path / "s.sqlite", tmp_path / "tuned.bare"
     _recorded(db, mpi)
@@ -78,9 +79,13 @@ def test_a_bare_family_tunes_and_says_what_it_lacks(bare: BareBackend, tmp_path:
     code, said = _cli("export", "--from", str(db), "--site", str(tmp_path / "site"))
     assert code == 2 and "colltune reads no bare files" in said, said
     assert "use --backend " + ", ".join(with_files[:-1]) in said, said
+    # what runs the user's program: refused, naming the families that can
+    with_apps = registry.having("apps")
+    assert "bare" not in with_apps and "smpi" not in with_apps and "mpich" in with_apps
     code, said = _cli("compare", "--lib", f"bare:{mpi.prefix}={out}",
                       "--lib", f"bare:{mpi.prefix}", "--collective", "reduce")
-    assert code == 2 and "colltune reads no bare files" in said, said
+    assert code == 2 and "colltune runs no program of its users on bare" in said, said
+    assert "use --backend " + ", ".join(with_apps[:-1]) in said, said
     assert not (tmp_path / "site").exists()
 
     # what needs runtime parameters: refused before anything runs

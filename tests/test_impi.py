@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.backends.impi.backend import ImpiBackend
+from colltune.backends.impi.backend import ImpiBackend, ImpiBands
 from colltune.backends.impi.files import env_path, write_table
 from colltune.backends.impi.install import IntelMPI, catalog, forcing_env
 from colltune.backends.impi.proof import Probes, describe, obeyed
@@ -132,8 +132,8 @@ def test_one_launch_runs_each_preset_at_the_sizes_of_its_band(impi: IntelMPI,
     launches = pack(points, 1)
     assert len(launches) == 1
     band = launches[0]
-    env = ImpiBackend().banded_env(get_collective("bcast"), 2,
-                                   {m: Config(p) for m, (p, _) in band.items()}, tmp_path)
+    env = ImpiBands().env(get_collective("bcast"), 2,
+                          {m: Config(p) for m, (p, _) in band.items()}, tmp_path)
     probes = Probes(impi, at(2), "bcast")
     with clocked() as spent:  # the probes run in threads: their time is still the proof's
         probes.prefetch([(env, sorted(band)), *((forcing_env("bcast", p), sorted(

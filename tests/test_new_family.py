@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends import registry
+from colltune.backends.apps import AppSupport
 from colltune.backends.base import Backend, Decisions, Session, Written, write_file
 from colltune.backends.files import (
     Arms,
@@ -90,8 +91,8 @@ class DummyFiles(FileFormats):
         def applied(coll: Collective, n: int, sizes: list[int]) -> tuple[str, str]:
             raise ColltuneError("DummyMPI shows nothing of what it runs")
 
-        return VerifyTarget(self.backend.find(mpi_prefix), DummyCatalog(algorithms=ALGS),
-                            ["reduce"],
+        return VerifyTarget(self.backend.with_apps().find(mpi_prefix),
+                            DummyCatalog(algorithms=ALGS), ["reduce"],
                             {"default": {}, "tuned": {"DUMMY_TUNING_FILE": str(path)}},
                             place(np, hostfile), rule_at, applied)
 
@@ -106,12 +107,21 @@ class DummyFiles(FileFormats):
                            {"DUMMY_TUNING_FILE": str(site / "dummy.conf")}, "dummy tuning")
 
 
+class DummyApps(AppSupport[Dummy]):
+    def find(self, prefix: str | None) -> Dummy:
+        return Dummy(Path(prefix or "/opt/dummy"))
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return [f"--env={k}={v}" for k, v in env.items()]
+
+
 class DummyBackend(Backend[Dummy]):
     name = "dummy"
     formats = ("dummy",)
     short = "dm"
     output = "a dummy tuning file"
     Files = DummyFiles
+    apps = DummyApps()
 
     def launch(self, mpi: Dummy, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -122,11 +132,9 @@ class DummyBackend(Backend[Dummy]):
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[Dummy]:
-        return DummySession(self, self.find(opts.mpi), DummyCatalog(algorithms=ALGS),
-                            [place(n, None) for n in opts.nps], opts)
-
-    def find(self, prefix: str | None) -> Dummy:
-        return Dummy(Path(prefix or "/opt/dummy"))
+        return DummySession(self, self.with_apps().find(opts.mpi),
+                            DummyCatalog(algorithms=ALGS), [place(n, None) for n in opts.nps],
+                            opts)
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:
@@ -261,9 +269,10 @@ def test_a_refusal_names_the_families_that_can_from_the_registry() -> None:
     from colltune.backends.registry import BACKENDS, CHOICES
 
     finders = [n for n in CHOICES if n != "smpi"]
-    assert who_can("find") == "use --backend " + ", ".join(finders[:-1]) + " or " + \
+    assert who_can("apps") == "use --backend " + ", ".join(finders[:-1]) + " or " + \
         finders[-1]
     assert "mvapich2" in who_can("runtime") and "impi" not in who_can("runtime")
+    assert who_can("bands") == "use --backend impi"
     with pytest.raises(ColltuneError) as e:
-        BACKENDS["smpi"].find("/usr")
-    assert e.value.hint == who_can("find")
+        BACKENDS["smpi"].with_apps()
+    assert e.value.hint == who_can("apps")

@@ -104,8 +104,8 @@ def test_the_profiler_reaches_ranks_through_each_launchers_own_option() -> None:
         "--export=ALL,LD_PRELOAD=/c/libcollprof.so,COLLTUNE_PROFILE_DIR=/t"
     with pytest.raises(ColltuneError, match="srun --export"):
         inject(["srun", "./a"], registry.named("openmpi"), {"LD_PRELOAD": "/a,b"})
-    with pytest.raises(ColltuneError, match="does not run smpi"):
-        registry.named("smpi").find(None)
+    with pytest.raises(ColltuneError, match="runs no program of its users on smpi"):
+        registry.named("smpi").with_apps()
 
 
 MELT = Path("/usr/share/lammps/examples/melt/in.melt")

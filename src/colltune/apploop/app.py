@@ -175,7 +175,7 @@ def check_mpi(profile: dict, template: TuneOptions) -> None:  # type: ignore[typ
     data: compared, never run."""
     fam: dict[str, str] = profile["mpi"]
     backend = registry.named(template.backend)
-    inst = backend.find(template.mpi)
+    inst = backend.with_apps().find(template.mpi)
     lib = fam.get("library") or ""
     same = (fam.get("backend", backend.name) == backend.name
             and (inst.runs_on(lib) if lib else inst.version == fam["version"]))

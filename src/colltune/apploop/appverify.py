@@ -233,7 +233,8 @@ def verify_app(req: AppRequest, note: Callable[[str], None] | None = None) -> Ap
                             "pass the file tune app (or tune) wrote")
     backend = registry.named(req.backend_name) if req.backend_name else \
         registry.for_file(req.rules)
-    mpi = backend.find(req.prefix)
+    apps = backend.with_apps()
+    mpi = apps.find(req.prefix)
     arms = backend.with_files().rules_arms(req.rules.resolve())
     if req.baseline is not None:  # the first arm: the other file, as the library reads it
         if not req.baseline.is_file():
@@ -250,7 +251,7 @@ def verify_app(req: AppRequest, note: Callable[[str], None] | None = None) -> Ap
     say = note or (lambda _s: None)
     pairs = _Pairs(req, arms, lambda env: profiled_run(req.cmd, backend, mpi, env=env,
                                                        timeout=req.timeout, capture=True),
-                   backend.readback, say)
+                   apps.readback, say)
     deadline = time.monotonic() + req.time_budget if req.time_budget else None
     res = sequential.run(pairs, [0], d, deadline=deadline, note=say)[0]
     out = AppVerdict(req.cmd, req.rules, res.pairs, d, req.aa, req.baseline,

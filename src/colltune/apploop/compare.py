@@ -68,7 +68,7 @@ def arm(spec: str, backends: Callable[[str], Backend]) -> Arm:  # type: ignore[t
         raise ColltuneError(f"--lib {spec[:80]!r}: not BACKEND[:PREFIX][=FILE]",
                             "e.g. --lib openmpi:/usr --lib mpich:/opt/mpich=params.sh")
     be = backends(fam)
-    a = Arm(spec, be, be.find(prefix or None))
+    a = Arm(spec, be, be.with_apps().find(prefix or None))
     if not file:
         return a
     a.file = Path(file)

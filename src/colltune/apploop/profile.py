@@ -54,7 +54,7 @@ def inject(cmd: list[str], backend: Backend, env: dict[str, str]) -> list[str]:
         return [*(["env", *listed] if listed else []), cmd[0],
                 "--export=ALL," + ",".join(f"{k}={v}" for k, v in plain.items()), *cmd[1:]]
     if name.startswith(_MPI_LAUNCHERS):
-        return [cmd[0], *backend.launcher_env(env), *cmd[1:]]
+        return [cmd[0], *backend.with_apps().launcher_env(env), *cmd[1:]]
     raise ColltuneError(f"'{cmd[0]}' is not an MPI launcher colltune can pass the profiler "
                         "through", "give the launcher's command: tune profile -o app.json -- "
                         "mpirun -np 4 ./app ARGS (or mpiexec, or srun)")
@@ -64,7 +64,7 @@ def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | 
         timeout: float | None = None) -> dict[str, object]:
     """Run `cmd` once, profiled, and write its profile to `out` (returned too)."""
     backend = registry.named(backend_name)
-    mpi = backend.find(prefix)
+    mpi = backend.with_apps().find(prefix)
     profile = profiled_run(cmd, backend, mpi, timeout=timeout)
     why = problem(profile)  # what every reader will check: never write what they refuse
     if why is not None:
@@ -89,7 +89,7 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
     # never makes one (docs/security.md)
     with jobdir.temporary(prefix="colltune-profile-") as tmp:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
-        names = ",".join(dict.fromkeys([*backend.readback(env or {}), *(cvars or [])]))
+        names = ",".join(dict.fromkeys([*backend.with_apps().readback(env or {}), *(cvars or [])]))
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
                                      "COLLTUNE_PROFILE_DIR": tmp,
                                      **({"COLLTUNE_PROFILE_CVARS": names} if names else {})})
@@ -116,7 +116,7 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
     profile["run_s"] = elapsed
     if capture:  # for an objective the program prints, and the library's own log (kept
         profile["stdout"], profile["stderr"] = res.stdout, res.stderr  # out of profiles)
-    chose = backend.chooser(mpi, cmd, {**os.environ, **(env or {})})
+    chose = backend.with_apps().chooser(mpi, cmd, {**os.environ, **(env or {})})
     for e in profile["entries"]:  # type: ignore[attr-defined]
         # what the library ran there, as far as its settings say (null: not known)
         e["algorithm"] = chose(e["collective"], e["comm_size"], e["size"]) \

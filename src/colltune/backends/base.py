@@ -1,11 +1,12 @@
 """The Backend interface's core: what the tuner asks of every MPI family, so generic code
 never asks which family it drives.
 
-A Backend answers for an installation (how it is found, how a configuration is forced, how
-a job is launched) and says how its measurements behave (`Traits`); `open` starts a run and
-returns a Session: what the run found (installation, catalog, placements), turning
+A Backend answers for an installation (how a configuration is forced, how a job is
+launched) and says how its measurements behave (`Traits`); `open` finds the installation,
+starts a run and returns a Session: what the run found (installation, catalog, placements), turning
 decisions into the family's files. What only some families do is a capability a Backend
-has or lacks: `runtime` (runtime.py) and `files` (files.py)."""
+has or lacks (None): `files` (files.py), `runtime` (runtime.py), `apps` (apps.py) and
+`bands` (banded.py); `Traits` never says what a family can do."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from colltune.backends.apps import AppSupport
+from colltune.backends.banded import BandSupport
 from colltune.backends.files import Arms, FileFormats
 from colltune.backends.runtime import RuntimeSupport
 from colltune.collectives import Collective
@@ -38,16 +41,16 @@ Decisions = dict[str, dict[int, list[Decision]]]  # collective -> comm size -> p
 M = TypeVar("M", bound=Installation)  # a family's own installation class
 
 
-def who_can(method: str) -> str:
-    """A hint naming the families whose backend has `method`: the registry, which knows
-    them all, answers (it sets FAMILIES_WITH; a family module cannot import it), so the
-    names cannot go stale as families come."""
-    names = FAMILIES_WITH(method)
+def who_can(capability: str) -> str:
+    """A hint naming the families that have `capability`: the registry, which knows them
+    all, answers (it sets FAMILIES_WITH; a family module cannot import it), so the names
+    cannot go stale as families come."""
+    names = FAMILIES_WITH(capability)
     return ("use --backend " + ", ".join(names[:-1]) + (" or " if len(names) > 1 else "")
             + names[-1]) if names else "no family here does this yet"
 
 
-def _nobody(method: str) -> list[str]:
+def _nobody(capability: str) -> list[str]:
     return []
 
 
@@ -67,22 +70,23 @@ class Traits:
     # measure on MPI_COMM_WORLD where no MPI_T write needs a duplicate (Intel MPI: bcast
     # 16 KiB preset 7 1.5x faster on a duplicate, 1.2x slower on WORLD, where apps call)
     on_world: bool = False
-    # a file the library reads names a configuration per message size: a launch runs
-    # several, each at sizes of its own (`banded_env`, tuner/bands.py)
-    by_size: bool = False
 
 
 class Backend(ABC, Generic[M]):
-    """One MPI family driving its installations (`M`): the core every family has (find,
-    catalog, launch, force, open a session), its `traits`, and the optional capabilities
-    it has or lacks: `runtime` (tune runtime) and `files` (check, explain, verify, export,
-    report its files)."""
+    """One MPI family driving its installations (`M`): the core every family has (catalog,
+    launch, force, open a session), its `traits`, and the optional capabilities it has or
+    lacks (None): `files` (check, explain, verify, export, report its files), `runtime`
+    (tune runtime), `apps` (run a program colltune did not build: tune profile, tune app,
+    verify --app, compare, model fit) and `bands` (a configuration per message size in one
+    launch: --sweep bands)."""
 
     name: str = ""  # what --backend (or --tune-han for coll/han) selects
     traits = Traits()
     runtime: RuntimeSupport[M] | None = None  # job-wide parameters (tune runtime)
     files: FileFormats | None = None  # files given to colltune: set by __init__ from Files
     Files: type[FileFormats] | None = None  # the family's FileFormats class
+    apps: AppSupport[M] | None = None  # programs colltune did not build (tune profile)
+    bands: BandSupport | None = None  # a configuration per message size (--sweep bands)
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
     output = "a tuning file"  # what its output is called, for messages
@@ -111,6 +115,14 @@ class Backend(ABC, Generic[M]):
         if self.runtime is None:
             raise ColltuneError(f"tune runtime does not tune {self.name}", who_can("runtime"))
         return self.runtime
+
+    def with_apps(self) -> AppSupport[M]:
+        """Its apps capability, or a refusal naming the families that have one."""
+        if self.apps is None:
+            raise ColltuneError(f"colltune runs no program of its users on {self.name}: "
+                                "tune profile, tune app, verify --app, compare and model fit "
+                                "need a real MPI", who_can("apps"))
+        return self.apps
 
     def place(self, np: int, hostfile: str | None = None, launch: Launch | None = None
               ) -> Placement:
@@ -145,41 +157,11 @@ class Backend(ABC, Generic[M]):
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         """Launch environment that runs `cfg` for the whole job."""
 
-    def banded_env(self, coll: Collective, np: int, at: dict[int, Config], folder: Path
-                   ) -> dict[str, str]:
-        """(`by_size`) Launch environment that runs `at[size]` at each of its sizes, from
-        a file written in `folder`."""
-        raise NotImplementedError
-
     @abstractmethod
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[M]:
         """Find the installation and its catalog, place the ranks, refuse what does not
         apply to this family."""
-
-    def find(self, prefix: str | None) -> M:
-        """The installation at `prefix` (None: the family's own search rules), for commands
-        that run the user's program rather than tune (tune profile)."""
-        raise ColltuneError(f"tune profile does not run {self.name} applications",
-                            who_can("find"))
-
-    def launcher_env(self, env: dict[str, str]) -> list[str]:
-        """Options of this family's own launcher (mpirun, mpiexec) that give every rank
-        `env`, placed right after the launcher's name."""
-        raise ColltuneError(f"colltune cannot pass settings through {self.name}'s launcher",
-                            who_can("launcher_env"))
-
-    def readback(self, env: dict[str, str]) -> dict[str, str]:
-        """The library's own names (MPI_T control variables) of the settings `env` makes,
-        with the value a job launched with `env` must read back ({}: not provable for this
-        family): how tune verify --app knows each arm ran as asked."""
-        return {}
-
-    def chooser(self, mpi: M, cmd: list[str], env: dict[str, str]
-                ) -> Callable[[str, int, int], str] | None:
-        """What the library runs for (collective, communicator size, per-rank size) in a
-        job launched as `cmd` with `env`, as far as its settings say (None: not known)."""
-        return None
 
     def plan_catalog(self, colls: list[str]) -> Catalog | None:
         """The catalog a plan is counted with before any installation is read (a batch

@@ -38,13 +38,10 @@ RENAMES.extend(Rename(b.owns, b.stored_names) for b in BACKENDS.values() if b.st
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 
-def having(what: str) -> list[str]:
-    """The --backend names whose family has the capability `what` ("files", "runtime"), or
-    a core method of its own (not the base's refusal)."""
-    if what in ("files", "runtime"):
-        return [n for n in CHOICES if getattr(BACKENDS[n], what) is not None]
-    return [n for n in CHOICES
-            if getattr(type(BACKENDS[n]), what, None) is not getattr(Backend, what, None)]
+def having(capability: str) -> list[str]:
+    """The --backend names whose family has `capability` ("files", "runtime", "apps",
+    "bands": an attribute of the Backend that is None where a family lacks it)."""
+    return [n for n in CHOICES if getattr(BACKENDS[n], capability) is not None]
 
 
 base.FAMILIES_WITH = having  # the hints of the base's refusals name these
@@ -118,16 +115,14 @@ def found_at(prefix: str) -> tuple[list[tuple[str, Installation]], list[str]]:
     through would tune the prefix's other family and write a file the user does not run."""
     found, why = [], []
     for b in BACKENDS.values():
-        if b.name not in CHOICES:
+        if b.name not in CHOICES or b.apps is None:  # found by other means (SMPI: --platform)
             continue
         try:
-            found.append((b.name, b.find(prefix)))
+            found.append((b.name, b.apps.find(prefix)))
         except tools.ToolFailed:
             raise
         except MPIError as e:  # looked, found none
             why.append(e.message)
-        except ColltuneError:  # a family found by other means (SMPI: --platform)
-            continue
     return found, why
 
 
@@ -163,8 +158,11 @@ def resolve(backend: str | None, out_format: str | None, prefix: str | None,
 
 def _holds(name: str, prefix: str) -> None:
     """MPIError, naming what `prefix` holds, where it holds no installation of `name`."""
+    apps = BACKENDS[name].apps
+    if apps is None:  # a family found by other means (SMPI): its own open says
+        return
     try:
-        BACKENDS[name].find(prefix)
+        apps.find(prefix)
     except tools.ToolFailed:
         raise
     except MPIError as e:
@@ -175,8 +173,6 @@ def _holds(name: str, prefix: str) -> None:
         raise MPIError(f"{e.message}; {prefix} holds {there}",
                        "leave --backend and --format out to tune what is there, or give "
                        "the prefix of the MPI they name") from None
-    except ColltuneError:  # a family found by other means (SMPI): its own open says
-        return
 
 
 def for_file(path: Path) -> Backend[Any]:

@@ -102,8 +102,9 @@ def runtime_cmd(
     where = launch_of(launcher, nodes, ppn, launcher_args)
     try:
         be = registry.named(registry.resolve(backend, None, mpi)[0])
-        inst = be.find(mpi)
-        catalog = be.with_runtime().knobs(inst)
+        runtime = be.with_runtime()  # the refusal that names what is missing first
+        inst = be.with_apps().find(mpi)
+        catalog = runtime.knobs(inst)
         if listing:
             _list(catalog)
             return

@@ -32,7 +32,7 @@ def calibrate(store: Store, mpi_prefix: str | None = None, np: int = 2,  # noqa:
               launch: Launch | None = None, backend: str = "openmpi",
               note: Callable[[str], None] | None = None) -> Calibration:
     family = registry.named(backend)
-    mpi = family.find(mpi_prefix)
+    mpi = family.with_apps().find(mpi_prefix)
     placement = family.place(np, hostfile, launch)
     data = run_probe(mpi, placement, max_bytes, reps, note=note)
     h, lg = fit_hockney(data), fit_loggp(data)

@@ -167,7 +167,7 @@ def measure_lanes(lab: Lab, coll: Collective, lanes: list[Lane], extend: bool = 
 
     # the library's own choice keeps a launch of its own: no file may touch the reference
     banded = {c for c in job.via_env if c != DEFAULT} if (
-        lab.sweep == "bands" and be.traits.by_size and len(lanes) == 1 and coll.has_sizes
+        lab.sweep == "bands" and be.bands is not None and len(lanes) == 1 and coll.has_sizes
     ) else set()
     # the reference's further launches: only in a first measurement of its points
     repeats = 1 if extend or shares_default_launch(be, lab.sweep) else \
@@ -331,9 +331,9 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
                  for sl in slots]
     else:
         assert band is not None or len({c for _, c in slots}) == 1
-        env_extra = (be.banded_env(coll, lanes[0][0].np,
+        env_extra = (be.bands.env(coll, lanes[0][0].np,
                                    {m: p[0][1] for m, p in band.items()}, Path(folder.name))
-                     if band is not None and folder is not None
+                     if band is not None and folder is not None and be.bands is not None
                      else be.forcing_env(catalog, coll, slots[0][1]))
         kcfgs = [KernelConfig(cid_of[sl], {}, lanes[sl[0]][0].group) for sl in slots]
     points = ([(cid_of[sl], m) for m, (sl, _) in sorted(band.items())] if band is not None

@@ -208,7 +208,7 @@ def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
     is measured, and the store."""
     backend = registry.named(opts.backend, han=opts.tune_han)
     _refuse_foreign(opts, backend)
-    if opts.sweep == "bands" and not backend.traits.by_size:
+    if opts.sweep == "bands" and backend.bands is None:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
                             "configuration per message size in a sweep",
                             "use --sweep mpit or relaunch")

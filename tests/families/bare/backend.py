@@ -1,5 +1,5 @@
-"""The bare family's Backend: find, launch, force, open a session that writes `SIZE ALG`
-lines. It has no runtime capability and no files capability: the commands that need them
+"""The bare family's Backend: launch, force, open a session that writes `SIZE ALG` lines.
+It has none of the capabilities (files, runtime, apps, bands): the commands that need them
 must say so, naming the families that have them."""
 
 from __future__ import annotations
@@ -32,12 +32,9 @@ class BareBackend(Backend[Bare]):
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return {"BARE_ALG": str(cfg.algorithm)}
 
-    def find(self, prefix: str | None) -> Bare:
-        return Bare(Path(prefix or "/opt/bare"))
-
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[Bare]:
-        return BareSession(self, self.find(opts.mpi), opts)
+        return BareSession(self, Bare(Path(opts.mpi or "/opt/bare")), opts)
 
 
 class BareSession(Session[Bare]):

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.apps import AppSupport, hydra_env
+from colltune.backends.banded import BandSupport
 from colltune.backends.base import (
     Backend,
     Decisions,
@@ -141,20 +143,40 @@ class ImpiFiles(FileFormats):
                             placement, rule_at, applied, whole=text is None, notes=notes)
 
 
+class ImpiApps(AppSupport[IntelMPI]):
+    """A program under Intel MPI's mpiexec (Hydra): settings as `-genv`."""
+
+    def find(self, prefix: str | None) -> IntelMPI:
+        return impi.find_impi(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return hydra_env(env)
+
+
+class ImpiBands(BandSupport):
+    """Presets per size band, from a tuning file written for the launch."""
+
+    def env(self, coll: Collective, np: int, at: dict[int, Config], folder: Path
+            ) -> dict[str, str]:
+        return impi.banded_env(coll.name, np, {s: c.algorithm for s, c in at.items()}, folder)
+
+
 class ImpiBackend(Backend[IntelMPI]):
     """Intel MPI: presets forced per launch (I_MPI_ADJUST_<OP>) or per size band (a tuning
     file), its symbols as proof, its JSON tuning file as output."""
 
     Files = ImpiFiles
     name = "impi"
+    apps = ImpiApps()
     own_launcher = "mpiexec"
     output = "an Intel MPI tuning file"
     formats = FORMATS
     short = "impi"
-    # by_size: the choice is fixed per launch (MPI_T writes read back, change nothing), but
-    # a tuning file selects it per message size
+    # bands: the choice is fixed per launch (MPI_T writes read back, change nothing), but a
+    # tuning file selects it per message size
+    bands = ImpiBands()
     # on_world: bcast 16 KiB preset 7: 1.5x faster than the default on a dup, slower on WORLD
-    traits = Traits(by_size=True, on_world=True)
+    traits = Traits(on_world=True)
 
     def launch(self, mpi: IntelMPI, placement: Placement, coll: str, alg: int,
                env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
@@ -162,10 +184,6 @@ class ImpiBackend(Backend[IntelMPI]):
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return impi.forcing_env(coll.name, cfg.algorithm)
-
-    def banded_env(self, coll: Collective, np: int, at: dict[int, Config], folder: Path
-                   ) -> dict[str, str]:
-        return impi.banded_env(coll.name, np, {s: c.algorithm for s, c in at.items()}, folder)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[IntelMPI]:
@@ -200,12 +218,6 @@ class ImpiBackend(Backend[IntelMPI]):
         session.says_layout = fmt in ("impi", "impi-bin") and not auto
         session.layer = placements[0].ppn if opts.layout and session.says_layout else None
         return session
-
-    def find(self, prefix: str | None) -> IntelMPI:
-        return impi.find_impi(prefix)
-
-    def launcher_env(self, env: dict[str, str]) -> list[str]:
-        return [a for k, v in env.items() for a in ("-genv", k, v)]
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
+from colltune.backends.apps import AppSupport, hydra_env
 from colltune.backends.base import (
     Backend,
     Decisions,
@@ -244,6 +245,16 @@ class MPICHFiles(FileFormats):
                             placement, rule_at, applied)
 
 
+class MPICHApps(AppSupport[MPICH]):
+    """A program under MPICH's mpiexec (Hydra): settings as `-genv`."""
+
+    def find(self, prefix: str | None) -> MPICH:
+        return mpich.find_mpich(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return hydra_env(env)
+
+
 class MPICHBackend(Backend[MPICH]):
     """MPICH (and MVAPICH 4, which is MPICH): algorithms switched through MPI_T in one
     launch; its tuning file (csel JSON) and an environment profile as output."""
@@ -251,6 +262,7 @@ class MPICHBackend(Backend[MPICH]):
     Files = MPICHFiles
     runtime = MPICHRuntime()
     name = "mpich"
+    apps = MPICHApps()
     own_launcher = "mpiexec"
     traits = Traits(busy_polls=True)
     output = "an MPICH tuning file or profile"
@@ -310,12 +322,6 @@ class MPICHBackend(Backend[MPICH]):
             raise ColltuneError(f"{mpi.describe()} has no algorithm variable for "
                                 + ", ".join(missing), "tune other collectives")
         return catalog
-
-    def find(self, prefix: str | None) -> MPICH:
-        return mpich.find_mpich(prefix)
-
-    def launcher_env(self, env: dict[str, str]) -> list[str]:
-        return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
 
     def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
                     ) -> Catalog | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from colltune import __version__
+from colltune.backends.apps import AppSupport, hydra_env
 from colltune.backends.base import (
     Backend,
     Decisions,
@@ -102,6 +103,16 @@ class MVAPICH2Files(FileFormats):
             env, "MVAPICH2 collectives tuned by colltune")
 
 
+class MVAPICH2Apps(AppSupport[mv2.MVAPICH2]):
+    """A program under MVAPICH2's mpiexec (Hydra): settings as `-genv`."""
+
+    def find(self, prefix: str | None) -> mv2.MVAPICH2:
+        return mv2.find_mvapich2(prefix)
+
+    def launcher_env(self, env: dict[str, str]) -> list[str]:
+        return hydra_env(env)
+
+
 class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     """MVAPICH2 2.3 (and the MVAPICH 3 carry-over of its profile): one launch per
     configuration, its counters say what ran, its profile (`NAME = VALUE`) as output."""
@@ -109,6 +120,7 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
     Files = MVAPICH2Files
     runtime = MVAPICH2Runtime()
     name = "mvapich2"
+    apps = MVAPICH2Apps()
     own_launcher = "mpiexec"
     traits = Traits(busy_polls=True, pvar_prefix=mv2.PVAR_PREFIX)
     options = frozenset({"for_np", "trade_off"})
@@ -144,12 +156,6 @@ class MVAPICH2Backend(Backend[mv2.MVAPICH2]):
                                 "tune " + ", ".join(sorted(mv2.ALGORITHMS)))
         return MVAPICH2Session(self, mpi, catalog, placements, opts)
 
-
-    def find(self, prefix: str | None) -> mv2.MVAPICH2:
-        return mv2.find_mvapich2(prefix)
-
-    def launcher_env(self, env: dict[str, str]) -> list[str]:
-        return [a for k, v in env.items() for a in ("-genv", k, v)]  # Hydra's mpiexec
 
     def _mvapich3(self, req: ExportRequest) -> Installable:
         try:

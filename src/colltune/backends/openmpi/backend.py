@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from colltune.backends.apps import AppSupport
 from colltune.backends.base import Session
 from colltune.backends.files import Checked, ExportRequest, Installable, VerifyTarget
 from colltune.backends.openmpi import runtime
@@ -131,35 +132,19 @@ class OpenMPIFiles(TunedRulesFiles):
                         "rules": str(rules_path) if rules_path else None}, [])
 
 
-class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
-    Files = OpenMPIFiles
-    runtime = OpenMPIRuntime()
-    name = "openmpi"
-    options = frozenset({"tune_han", "rules_version"})
-    short = "ompi"
-    waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
-                           "can wait for a scheduler time slice of the rank whose core it "
-                           "shares"}
-
-    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
-               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
-        return launch_command(mpi, placement), launch_env(env_extra)
-
-    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
-             ) -> Session[OpenMPI]:
-        # with --predict, what is measured is fit_nps; nps are only predicted
-        placements = [place(np, opts.hostfile, launch=opts.launch)
-                      for np in (opts.fit_nps if opts.predict else opts.nps)]
-        mpi = find_openmpi(opts.mpi)
-        return OpenMPISession(self, mpi, read_catalog(mpi), placements,
-                            choose_rules_version(mpi, opts.rules_version), opts)
+class OpenMPIApps(AppSupport[OpenMPI]):
+    """An application under Open MPI's mpirun: settings as `-x`, proven as MCA control
+    variables, the rules file's choice read from the command and environment."""
 
     def find(self, prefix: str | None) -> OpenMPI:
         return find_openmpi(prefix)
 
-    # a parameter file tune runtime wrote is this family's too: exported and checked as one
     def launcher_env(self, env: dict[str, str]) -> list[str]:
         return [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
+
+    def readback(self, env: dict[str, str]) -> dict[str, str]:
+        # an MCA parameter is an MPI_T control variable of the same name
+        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
 
     def chooser(self, mpi: OpenMPI, cmd: list[str], env: dict[str, str]
                 ) -> Callable[[str, int, int], str] | None:
@@ -188,6 +173,32 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
             return f"{cfg.label(catalog, coll)} ({path})"
 
         return rule
+
+
+class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
+    Files = OpenMPIFiles
+    runtime = OpenMPIRuntime()
+    apps = OpenMPIApps()
+    name = "openmpi"
+    options = frozenset({"tune_han", "rules_version"})
+    short = "ompi"
+    waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
+                           "can wait for a scheduler time slice of the rank whose core it "
+                           "shares"}
+
+    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        return launch_command(mpi, placement), launch_env(env_extra)
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session[OpenMPI]:
+        # with --predict, what is measured is fit_nps; nps are only predicted
+        placements = [place(np, opts.hostfile, launch=opts.launch)
+                      for np in (opts.fit_nps if opts.predict else opts.nps)]
+        mpi = find_openmpi(opts.mpi)
+        return OpenMPISession(self, mpi, read_catalog(mpi), placements,
+                            choose_rules_version(mpi, opts.rules_version), opts)
+
 
 class OpenMPISession(TunedSession[OpenMPI]):
     """A run on a real Open MPI: MPI_T proven to switch algorithms, coll/han noted."""

@@ -87,10 +87,6 @@ class TunedRulesBackend(Backend[T]):
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return dynamic_env(self.mpit_vars(catalog, coll, cfg))
 
-    def readback(self, env: dict[str, str]) -> dict[str, str]:
-        # an MCA parameter is an MPI_T control variable of the same name
-        return {k[len("OMPI_MCA_"):]: v for k, v in env.items() if k.startswith("OMPI_MCA_")}
-
     def plan_catalog(self, colls: list[str]) -> Catalog | None:
         return builtin_catalog()  # the batch job reads the installation's own
 

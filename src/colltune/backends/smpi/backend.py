@@ -36,8 +36,8 @@ class SMPIFiles(TunedRulesFiles):
 
 
 class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
-    """Open MPI's algorithms simulated; a simulation runs no real application (Backend's
-    refusals for find and launcher_env)."""
+    """Open MPI's algorithms simulated; a simulation runs no real program (no apps
+    capability: tune profile, tune app, verify --app say so)."""
 
     Files = SMPIFiles
     name = "smpi"
