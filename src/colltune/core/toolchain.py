@@ -64,6 +64,16 @@ class HydraToolchain:
         return names_version(library, self.version)
 
 
+# an MPI library by its file name or soname: libmpi.so.40 (Open MPI), libmpi.so.12 and
+# libmpich.so.12 (MPICH, Intel MPI, MVAPICH), MPICH 5's libmpi_abi.so (the standard ABI)
+_MPI_LIBRARY = re.compile(r"^lib(mpi|mpich|mpi_abi)\.so(\.\d+)*$")
+
+
+def is_mpi_library(name: str) -> bool:
+    """Whether a library file's name (or soname) is an MPI library's, whichever family's."""
+    return _MPI_LIBRARY.match(name) is not None
+
+
 def names_version(library: str, version: str) -> bool:
     """`version` appears in `library` as a whole version (4.1.4 is not 4.1.41)."""
     return re.search(rf"(?<![\w.]){re.escape(version)}(?![\w.])",

@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from colltune import private
-from colltune.core.toolchain import Toolchain
+from colltune.core.toolchain import Toolchain, is_mpi_library
 from colltune.errors import MPIError
 from colltune.host import cache_root
 
@@ -111,8 +111,9 @@ def loaded_libraries(exe: Path, env: dict[str, str]) -> dict[str, Path]:
 
 def mpi_sonames(libs: dict[str, Path]) -> dict[str, Path]:
     """The MPI libraries among `libs`, by soname (the ABI: libmpi.so.40 Open MPI's,
-    libmpi.so.12 and libmpich.so.12 MPICH's, which Intel MPI shares)."""
-    return {n: p for n, p in libs.items() if n.startswith(("libmpi.so", "libmpich.so"))}
+    libmpi.so.12 and libmpich.so.12 MPICH's, which Intel MPI shares, libmpi_abi.so the
+    standard ABI's)."""
+    return {n: p for n, p in libs.items() if is_mpi_library(n)}
 
 
 def library_matches(mpi: Toolchain, library: str) -> bool:

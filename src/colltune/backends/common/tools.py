@@ -10,19 +10,16 @@ and each launch still proves which library its ranks loaded)."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 from pathlib import Path
 
+from colltune.core.toolchain import is_mpi_library
 from colltune.errors import MPIError
 from colltune.sinks import printable
 
 # set by `tune --keep-env` (an environment variable, so jobs colltune submits inherit it)
 KEEP_ENV = "COLLTUNE_KEEP_ENV"
-# an MPI library by its file name: libmpi.so.40 (Open MPI), libmpi.so.12 / libmpich.so.12
-# (MPICH, Intel MPI, MVAPICH), MPICH 5's libmpi_abi.so
-_MPI_LIBRARY = re.compile(r"^lib(mpi|mpich|mpi_abi)\.so(\.\d+)*$")
 # the variables through which an inherited environment changes what the loader gives
 LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 
@@ -48,7 +45,7 @@ def foreign_libraries(prefix: Path, env: dict[str, str] | None = None
     env = dict(os.environ) if env is None else env
     found: list[tuple[str, Path]] = []
     for entry in (e for e in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if e):
-        if _MPI_LIBRARY.match(Path(entry).name) and not _inside(Path(entry), prefix):
+        if is_mpi_library(Path(entry).name) and not _inside(Path(entry), prefix):
             found.append(("LD_PRELOAD", Path(entry)))
     for entry in (e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e):
         d = Path(entry)
@@ -56,7 +53,7 @@ def foreign_libraries(prefix: Path, env: dict[str, str] | None = None
             continue
         try:
             # the soname the loader asks for (libmpi.so.40) before the link and the file
-            libs = sorted((p for p in d.iterdir() if _MPI_LIBRARY.match(p.name)),
+            libs = sorted((p for p in d.iterdir() if is_mpi_library(p.name)),
                           key=lambda p: (p.name.count(".") != 2, p.name))
         except OSError:
             continue
