@@ -18,6 +18,12 @@ class AppSupport(ABC, Generic[M]):
     """How a family finds its installation outside a tune, passes settings to a program's
     ranks through its own launcher, and says what a job so launched ran."""
 
+    # how tune online runs a candidate inside the application's own run: "dup" (a duplicate
+    # communicator made right after writing its MPI_T control variables: the library reads
+    # them when a communicator is created); "": it cannot, and `not_online` says why
+    online = ""
+    not_online = "tune online does not drive this family yet"
+
     @abstractmethod
     def find(self, prefix: str | None) -> M:
         """The installation at `prefix` (None: the family's own search rules); also how the

@@ -283,3 +283,67 @@ def _print_app(profile: Path, res: AppResult) -> None:
             out.print(Text(f"{g.collective} at {g.comm_size} ranks: {g.status}"))
     if res.untuned:
         out.print(Text("not tuned by colltune: " + ", ".join(res.untuned)))
+
+
+@app.command("online", context_settings={"allow_interspersed_args": False})
+def online_cmd(
+    command: list[str] = typer.Argument(..., metavar="-- LAUNCHER ARGS... PROGRAM ARGS...",
+                                        help="The application's launch: mpirun/mpiexec/srun "
+                                             "... (after --)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Rules file to write (merged "
+                                                            "into, run after run)."),
+    mpi: str | None = typer.Option(None, "--mpi", help="Prefix of the MPI the application "
+                                                       "is linked to."),
+    backend: str | None = typer.Option(None, "--backend", help="The MPI family (default: "
+                                       "the one at --mpi)."),
+    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    share: float = typer.Option(0.1, "--explore-share", help="At most this share of a "
+                                "group's calls try candidates."),
+    min_calls: int = typer.Option(64, "--min-calls", help="A group with fewer calls is "
+                                  "never explored."),
+    samples: int = typer.Option(12, "--samples", help="Calls per candidate at most."),
+    timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
+                                                                 "abandoned."),
+    summary_json: Path | None = typer.Option(None, "--summary-json",
+                                             help="Write the evidence per group as JSON."),
+    evidence: Path | None = typer.Option(None, "--evidence", help="Directory to copy the "
+                                         "layer's own files into (each rank's schedule)."),
+) -> None:
+    """Tune inside the application's own run: each call group (collective, communicator,
+    size) with enough calls tries the family's candidates on a share of its own calls,
+    every rank the same configuration for the same call; the times decide the file, with
+    tune's statistics, written as the family's rules. Open MPI. Example:
+    tune online -o rules.conf -- mpirun -np 4 ./app"""
+    from colltune.apploop.online import OnlineRequest, run, write_summary
+    from colltune.store import default_db_path
+
+    try:
+        ensure_writable(out_path, "--out")
+        family = registry.resolve(backend, None, mpi)[0]
+        res = run(OnlineRequest(command, out_path, db or default_db_path(), family, mpi,
+                                share, min_calls, samples=samples, timeout=timeout,
+                                evidence=evidence),
+                  BarReporter(quiet=False))
+    except ColltuneError as e:
+        _fail(e)
+        return
+    if res.stdout:  # the application's own output, as it printed it
+        out.print(Text(res.stdout.rstrip("\n")))
+    t = Table(title=f"{' '.join(command)[:80]}: {res.wall_s:.2f} s with the online layer")
+    for col in ("collective", "comm size", "size/rank", "calls", "explored",
+                "median s per configuration", "file"):
+        t.add_column(col)
+    for g in res.groups:
+        medians = ", ".join(f"{k}: {sorted(v)[len(v) // 2]:.2e}" for k, v in
+                            sorted(g.times.items()))
+        chosen = "" if g.decision is None else (
+            "library's choice" if g.decision.chosen.algorithm == 0 else
+            f"algorithm {g.decision.chosen.algorithm}")
+        t.add_row(g.collective, str(g.comm_size), str(g.size), str(g.calls),
+                  "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
+                  else "no", Text(medians), chosen)
+    out.print(t)
+    out.print(f"every rank ran the same configuration for the same call; wrote {out_path}",
+              highlight=False)
+    if summary_json is not None:
+        write_summary(res, summary_json)

@@ -26,9 +26,10 @@ def cache_dir() -> Path:
 
 
 KERNELS = ("collbench", "modelbench", "collstep")
-# built as lib<name>.so, preloaded, never run alone: PMPI wrappers (collprof); Intel MPI's
+# built as lib<name>.so, preloaded, never run alone: PMPI wrappers (collprof; collonline,
+# tune online's layer); Intel MPI's
 # start-up clock calibration shortened in colltune's own jobs (quickcal)
-SHARED = ("collprof", "quickcal")
+SHARED = ("collprof", "quickcal", "collonline")
 # quickcal calls nothing of MPI's: not linked to it, so preloading it into the launcher (and
 # gdb, in Intel MPI's proofs) loads no MPI there
 LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"]}

@@ -73,6 +73,10 @@ class Repetitions:
     # order, and is timed from each rank's own entry. The result's arrival_spread says what
     # the replay gave
     arrival: tuple[tuple[float, ...], ...] = ()
+    # points taken elsewhere than this kernel, kept under a store key of their own: tune
+    # online's, from an application's own calls ("online=<digest of its command>"); "": the
+    # kernel's. Never in the plan the kernel reads
+    origin: str = ""
 
     def arrival_lines(self) -> list[str]:
         """The plan's `arrival` lines: what the kernel replays, as it reads it."""

@@ -79,7 +79,7 @@ class Run:
                    self.rep)
 
     def context(self, t: Target) -> Context:
-        return context_for(self.mpi, t.coll, t.placement, self.opts.settings.arrival)
+        return context_for(self.mpi, t.coll, t.placement, self.opts.settings)
 
     def failed(self, t: Target) -> Callable[[Config, PointResult], None]:
         """What records a failed point of `t` in `failures`, one line each."""

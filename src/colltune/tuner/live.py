@@ -28,7 +28,7 @@ from colltune.tuner.measure import Lab, context_for, measure
 def store_measure(lab: Lab, coll: Collective, placement: Placement,
                   on_failure: Callable[[Config, PointResult], None]) -> Measure:
     store = lab.store
-    ctx = context_for(lab.mpi, coll, placement, lab.settings.arrival)
+    ctx = context_for(lab.mpi, coll, placement, lab.settings)
     exact = of(lab.mpi).traits.exact
     given: dict[Point, int] = {}  # samples already handed to the strategy, per point
 

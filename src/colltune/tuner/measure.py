@@ -75,9 +75,17 @@ def arrival_key(rows: tuple[tuple[float, ...], ...]) -> str:
     return "~arrival=" + hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+def point_key(reps: Repetitions | None) -> str:
+    """What an installation key gains for points taken as `reps` says: under a replayed
+    arrival pattern, or from an application's own calls (`origin`, tune online)."""
+    if reps is None:
+        return ""
+    return arrival_key(reps.arrival) + (f"~{reps.origin}" if reps.origin else "")
+
+
 def context_for(mpi: Installation, coll: Collective, placement: Placement,
-                arrival: tuple[tuple[float, ...], ...] = ()) -> Context:
-    return Context(mpi.key + arrival_key(arrival), mpi.name, mpi.version, str(mpi.prefix),
+                reps: Repetitions | None = None) -> Context:
+    return Context(mpi.key + point_key(reps), mpi.name, mpi.version, str(mpi.prefix),
                    socket.gethostname(), placement.np, placement.ppn, placement.nodes,
                    coll.name, of(mpi).name)
 
@@ -136,7 +144,7 @@ def measure_lanes(lab: Lab, coll: Collective, lanes: list[Lane], extend: bool = 
     mpi, store, rep = lab.mpi, lab.store, lab.rep
     launched = {id(p.launched) for p, _ in lanes}
     assert len(launched) == 1, "lanes of one launch only"
-    ctxs = [context_for(mpi, coll, p, lab.settings.arrival) for p, _ in lanes]
+    ctxs = [context_for(mpi, coll, p, lab.settings) for p, _ in lanes]
     todo: list[tuple[Slot, int]] = []
     for i, (_, points) in enumerate(lanes):
         done = set() if extend else store.done(ctxs[i])

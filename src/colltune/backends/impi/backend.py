@@ -146,6 +146,10 @@ class ImpiFiles(FileFormats):
 class ImpiApps(AppSupport[IntelMPI]):
     """A program under Intel MPI's mpiexec (Hydra): settings as `-genv`."""
 
+    not_online = ("Intel MPI reads its I_MPI_ADJUST_ choices only at MPI_Init: no "
+                  "configuration can change inside a run")
+
+
     def find(self, prefix: str | None) -> IntelMPI:
         return impi.find_impi(prefix)
 

@@ -248,6 +248,10 @@ class MPICHFiles(FileFormats):
 class MPICHApps(AppSupport[MPICH]):
     """A program under MPICH's mpiexec (Hydra): settings as `-genv`."""
 
+    not_online = ("MPICH reads its algorithm control variables at each call, which tune "
+                  "online does not switch yet (its per-call layer is not written)")
+
+
     def find(self, prefix: str | None) -> MPICH:
         return mpich.find_mpich(prefix)
 

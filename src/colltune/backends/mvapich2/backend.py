@@ -106,6 +106,10 @@ class MVAPICH2Files(FileFormats):
 class MVAPICH2Apps(AppSupport[mv2.MVAPICH2]):
     """A program under MVAPICH2's mpiexec (Hydra): settings as `-genv`."""
 
+    not_online = ("MVAPICH2 reads its MV2_ variables only at MPI_Init: no configuration "
+                  "can change inside a run")
+
+
     def find(self, prefix: str | None) -> mv2.MVAPICH2:
         return mv2.find_mvapich2(prefix)
 

@@ -136,6 +136,8 @@ class OpenMPIApps(AppSupport[OpenMPI]):
     """An application under Open MPI's mpirun: settings as `-x`, proven as MCA control
     variables, the rules file's choice read from the command and environment."""
 
+    online = "dup"  # coll/tuned reads its forced algorithm when a communicator is made
+
     def find(self, prefix: str | None) -> OpenMPI:
         return find_openmpi(prefix)
 

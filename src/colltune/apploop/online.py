@@ -1,0 +1,282 @@
+"""`tune online`: tune inside the application's own run. The application runs once with
+kernel/collonline.c preloaded, which tries the family's candidate configurations on a share
+of each call group's calls and times them as the application made them; its evidence is
+stored (a store key of its own: `~online=<digest of the command>`) and the file is decided
+from it with tune's own statistics and written by the family's writer (tune --from-db)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from colltune import jobdir
+from colltune.apploop.profile import inject
+from colltune.backends import registry
+from colltune.backends.base import Backend
+from colltune.collectives import get_collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision, PointResult
+from colltune.core.toolchain import Installation
+from colltune.errors import ColltuneError, MPIError, parse_json, read_text
+from colltune.kernel.build import build_kernel
+from colltune.options import TuneOptions
+from colltune.slots import place
+from colltune.store import Context, Store
+from colltune.tuner.measure import Reporter
+from colltune.tuner.run import tune
+
+LAYER = "collonline"
+# what the layer wraps (kernel/collonline.c's NAMES): every other call passes untouched
+COLLECTIVES = ("allreduce", "bcast", "reduce", "allgather", "alltoall", "barrier")
+
+
+@dataclass
+class OnlineRequest:
+    """One `tune online` run: the application's command, the output and the store, the
+    family and installation, and the layer's exploration rules."""
+
+    cmd: list[str]
+    out: Path
+    db: Path
+    backend: str = "openmpi"
+    prefix: str | None = None
+    share: float = 0.1  # at most this fraction of a group's calls explore
+    min_calls: int = 64  # a group with fewer calls is never explored
+    batch: int = 32  # calls between two reductions of the times
+    samples: int = 12  # exploration calls per candidate at most
+    timeout: float | None = None
+    evidence: Path | None = None  # a directory the layer's own files are copied into
+
+
+@dataclass
+class OnlineGroup:
+    """One call group of the run, as the layer reported it."""
+
+    collective: str
+    comm_size: int
+    size: int  # the per-rank block of its first call
+    calls: int
+    explored: bool
+    kept: int  # the configuration the run kept for its last calls (0: the library's)
+    times: dict[int, list[float]]  # configuration id -> the slowest rank's time per call
+    dropped: list[int]
+    decision: Decision | None = None
+
+
+@dataclass
+class OnlineResult:
+    cmd: list[str]
+    out: Path
+    wall_s: float
+    groups: list[OnlineGroup] = field(default_factory=list)
+    agreed: bool = True  # every rank ran the same configuration for the same call
+    stdout: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _candidates(backend: Backend[Any], catalog: Catalog) -> list[str]:
+    """The plan's candidate lines: every algorithm the catalog lists for a wrapped
+    collective, with the control variables that force it."""
+    lines = []
+    for name in COLLECTIVES:
+        coll = get_collective(name)
+        for alg in sorted(a for a in catalog.algorithms.get(name, {}) if a > 0):
+            writes = backend.mpit_vars(catalog, coll, Config(alg))
+            if not writes or len(writes) > 6:
+                continue
+            for var in writes:
+                if not var.replace("_", "").isalnum():
+                    raise ColltuneError(f"a control variable named {var!r} cannot go into "
+                                        "the layer's plan", "report this")
+            lines.append(f"cand {name} {alg} {len(writes)} "
+                         + " ".join(f"{k} {int(v)}" for k, v in writes.items()))
+    return lines
+
+
+def plan_text(req: OnlineRequest, candidates: list[str]) -> str:
+    return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
+                      f"batch {req.batch}", f"samples {req.samples}", "drop 1.5",
+                      *candidates]) + "\n"
+
+
+def origin_of(cmd: list[str]) -> str:
+    """The store key's tag of an application's run: its command, digested (the launcher's
+    own options included: another layout is another run)."""
+    return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
+
+
+def _schedules(folder: Path) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """Each rank's schedule lines (schedule.RANK) and its host."""
+    lines: dict[int, list[str]] = {}
+    hosts: dict[int, str] = {}
+    for f in folder.glob("schedule.*"):
+        rank = int(f.name.split(".", 1)[1])
+        body = read_text(f).splitlines()
+        if body and body[0].startswith("host "):
+            hosts[rank] = body[0][5:]
+            body = body[1:]
+        lines[rank] = body
+    return lines, hosts
+
+
+def agreed(lines: dict[int, list[str]]) -> bool:
+    """Whether every rank of the job ran the same configurations in the same order for
+    each world-sized group (the digest of the sequence and the counts per configuration)."""
+    size = len(lines)
+    world = {r: sorted(ln for ln in ls if ln.split()[1] == str(size)) for r, ls in lines.items()}
+    return len({tuple(v) for v in world.values()}) <= 1
+
+
+def _evidence(folder: Path) -> list[OnlineGroup]:
+    groups = []
+    for f in sorted(folder.glob("evidence.*")):
+        for line in read_text(f).splitlines():
+            try:
+                e: Any = parse_json(line)
+            except ValueError as err:  # a rank killed while writing: the run failed anyway
+                raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
+            groups.append(OnlineGroup(
+                e["collective"], int(e["comm_size"]), int(e["bytes"]), int(e["calls"]),
+                bool(e["explored"]), int(e["kept"]),
+                {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
+                 if c["times_s"]},
+                [int(c["id"]) for c in e["configs"] if c["dropped"]]))
+    return groups
+
+
+def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
+           origin: str, layout: tuple[int, int]) -> None:
+    """The explored groups' calls as measurements: one point per configuration and size,
+    under the run's own key, in the layout the ranks ran in."""
+    store = Store(db)
+    try:
+        for g in groups:
+            if not g.explored:
+                continue
+            nodes, ppn = layout if g.comm_size == layout[0] * layout[1] else (1, g.comm_size)
+            ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
+                          socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
+                          backend.name)
+            for alg, xs in g.times.items():
+                ordered = sorted(xs)
+                store.add(ctx, Config(alg) if alg else DEFAULT, PointResult(
+                    0, g.size, "ok", len(xs), ordered[len(xs) // 2], min=ordered[0],
+                    max=ordered[-1], mean=sum(xs) / len(xs), samples=list(xs)), "online")
+    finally:
+        store.close()
+
+
+def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
+    """Run the application once with the layer, store what its calls said, and write the
+    file the confirmed groups decide."""
+    rep = reporter or Reporter()
+    backend = registry.named(req.backend)
+    apps = backend.with_apps()
+    if not apps.online:
+        raise ColltuneError(f"tune online cannot run {backend.name}: {apps.not_online}",
+                            "profile the application (tune profile) and use tune app")
+    if not 0 < req.share <= 0.5:
+        raise ColltuneError(f"--explore-share {req.share}: a share of calls between 0 and "
+                            "0.5", "the default explores at most one call in ten (0.1)")
+    mpi = apps.find(req.prefix)
+    template = TuneOptions(collectives=list(COLLECTIVES), nps=[2], backend=backend.name,
+                           mpi=req.prefix, out=None, db=req.db)
+    session = backend.open(template, list(COLLECTIVES), rep.note)
+    lib = build_kernel(mpi, name=LAYER)
+    origin = origin_of(req.cmd)
+    with jobdir.temporary(prefix="colltune-online-") as tmp:
+        plan = Path(tmp) / "plan"
+        plan.write_text(plan_text(req, _candidates(backend, session.catalog)))
+        preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
+        env = {**backend.mpit_env(), "LD_PRELOAD": preload,
+               "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
+        start = time.monotonic()
+        try:
+            res = subprocess.run(inject(req.cmd, backend, env), timeout=req.timeout,
+                                 check=False, text=True, capture_output=True)
+        except FileNotFoundError:
+            raise ColltuneError(f"cannot run {req.cmd[0]}: not found",
+                                "give the launcher's path, or put it on PATH") from None
+        except subprocess.TimeoutExpired:
+            raise MPIError(f"the application ran longer than --timeout {req.timeout} s; "
+                           "nothing learned is written", "raise --timeout") from None
+        wall = time.monotonic() - start
+        if res.returncode != 0:  # the layer's own words first, else the output's end
+            said = [ln for ln in (res.stderr or "").splitlines()
+                    if ln.startswith("colltune online:")]
+            tail = said[:2] or (res.stderr or "").strip().splitlines()[-3:]
+            raise MPIError(f"the application failed (exit {res.returncode}) under the "
+                           "online layer; nothing written" + (": " + " | ".join(tail)
+                                                             if tail else ""),
+                           "run it without tune online first")
+        lines, hosts = _schedules(Path(tmp))
+        groups = _evidence(Path(tmp))
+        if req.evidence is not None:  # each rank's schedule, rank 0's times, as written
+            req.evidence.mkdir(parents=True, exist_ok=True)
+            for f in Path(tmp).glob("*.*"):
+                if f.name.startswith(("schedule.", "evidence.")) and f.is_file() \
+                        and not f.is_symlink():
+                    (req.evidence / f.name).write_bytes(f.read_bytes())
+    if not lines or not groups:
+        raise MPIError("the layer wrote nothing: the application's ranks did not load it "
+                       "(a static program, or a launcher that drops LD_PRELOAD)",
+                       "check that the application links the MPI shared library")
+    out = OnlineResult(req.cmd, req.out, wall, groups, agreed(lines), res.stdout)
+    if not out.agreed:
+        raise MPIError("the ranks ran different configurations for the same calls: the "
+                       "layer's schedule disagreed; nothing written", "report this")
+    per_host: dict[str, int] = defaultdict(int)
+    for h in hosts.values():
+        per_host[h] += 1
+    layout = (len(per_host), max(per_host.values())) if per_host else (1, len(lines))
+    _store(groups, mpi, backend, req.db, origin, layout)
+    _decide_and_write(req, out, origin, layout, rep)
+    return out
+
+
+def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
+                      layout: tuple[int, int], rep: Reporter) -> None:
+    """Each explored group decided from the store by tune's statistics (no launch: the
+    application's calls are the measurements), merged into --out by the family's writer."""
+    for g in out.groups:
+        if not g.explored or len(g.times) < 2:
+            continue
+        coll = get_collective(g.collective)
+        nodes, ppn = layout if g.comm_size == layout[0] * layout[1] else (1, g.comm_size)
+        launch = dataclasses.replace(place(g.comm_size, None).launch, nodes=nodes, ppn=ppn) \
+            if nodes > 1 else None
+        opts = TuneOptions(
+            collectives=[g.collective], nps=[g.comm_size], out=req.out, mpi=req.prefix,
+            db=req.db, backend=req.backend, from_db=True, beyond="library",
+            sizes=[g.size] if coll.has_sizes else None, launch=launch, confirm_rounds=0)
+        opts.settings.origin = origin
+        res = tune(opts, rep)
+        ds = res.decisions.get(g.collective, {}).get(g.comm_size, [])
+        g.decision = next((d for d in ds if d.size == g.size), ds[0] if ds else None)
+
+
+def as_json(res: OnlineResult) -> dict[str, object]:
+    return {"command": res.cmd, "out": str(res.out), "wall_s": res.wall_s,
+            "agreed": res.agreed, "groups": [
+                {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
+                 "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
+                 "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
+                 "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
+                 "dropped": g.dropped,
+                 "decision": None if g.decision is None else {
+                     "algorithm": g.decision.chosen.algorithm, "reason": g.decision.reason}}
+                for g in res.groups]}
+
+
+def write_summary(res: OnlineResult, path: Path) -> None:
+    path.write_text(json.dumps(as_json(res), indent=1) + "\n")

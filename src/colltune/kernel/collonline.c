@@ -1,0 +1,590 @@
+/* collonline: tune online, inside the application's own run (tune online). Preloaded like
+ * collprof, it routes a share of each call group's calls (collective, communicator, size
+ * bucket) to candidate configurations and times every call, so the application's own
+ * calls, with their arrival pattern, cache and network state, judge the candidates.
+ *
+ * Every rank must run the same configuration for the same call, or a collective mixes
+ * algorithms and hangs. So nothing here depends on a rank's own clock: the schedule is a
+ * function of the group's call count, and what the times decide (a candidate dropped, the
+ * configuration kept) changes only at a batch's end, after the batch's times were reduced
+ * (MPI_MAX) on a private duplicate of the communicator, which gives every rank the same
+ * numbers. The application's communicator never sees an extra call: the duplicates are
+ * made inside the group's first call of each configuration, a call every rank makes.
+ *
+ * How a configuration is run: Open MPI's coll/tuned reads its forced algorithm when a
+ * communicator is created, so each candidate is a duplicate made right after writing its
+ * control variables through MPI_T (then restored: the application's own communicators keep
+ * the library's choice). A family that reads them at each call (MPICH) is not here yet.
+ *
+ * A call's time is the slowest rank's time from its own entry: a late rank is not charged
+ * to the algorithm, a rank kept waiting by it is. Passed through untouched: nonblocking and
+ * persistent collectives (not wrapped), intercommunicators, communicators of one rank,
+ * user-defined reduction operations, and everything under MPI_THREAD_MULTIPLE (refused:
+ * the job stops at MPI_Init_thread with a message; calls from several threads at once
+ * could reach the schedule in different orders on different ranks).
+ *
+ * The plan (COLLTUNE_ONLINE_PLAN, written by tune online):
+ *   share S          at most this fraction of a group's calls explore (one call in 1/S)
+ *   min_calls N      a group's first N calls run the library's choice, never explored
+ *   batch B          calls between two reductions of the times
+ *   samples K        exploration calls per candidate at most
+ *   drop F           a candidate whose median is F times the default's is dropped
+ *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
+ * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
+ * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
+ * every group's times per configuration, as JSON lines). */
+#define _GNU_SOURCE /* gethostname under -std=c99 */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#pragma GCC visibility push(hidden)
+
+enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCOLL };
+static const char *NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
+                                     "allgather", "alltoall", "barrier"};
+
+#define MAXC 24      /* configurations of a collective, the default (0) included */
+#define MAXV 6       /* control variables a candidate writes */
+#define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
+#define MAXB 256     /* calls in a batch at most */
+#define KEEP 512     /* times kept per configuration and group */
+
+typedef struct {
+    int id; /* the catalog's algorithm id */
+    int nvar;
+    char name[MAXV][96];
+    long long value[MAXV];
+} cand_t;
+
+typedef struct {
+    double share, drop;
+    long long min_calls;
+    int batch, samples;
+    cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
+    int ncand[N_OCOLL];
+    char dir[4096];
+} plan_t;
+
+typedef struct {
+    long long calls, bytes;
+    int current;                  /* what runs outside exploration */
+    int done;                     /* exploration over: `current` for the rest of the run */
+    long long slot;               /* exploration calls scheduled */
+    int sched[MAXC], dropped[MAXC];
+    int n[MAXC];                  /* times kept per configuration */
+    double *t[MAXC];
+    double bt[MAXB];              /* the batch: this rank's time per call ... */
+    int bc[MAXB];                 /* ... and the configuration it ran */
+    int nb;
+    long long used[MAXC];         /* calls per configuration */
+    unsigned long long digest;    /* of the sequence of configurations */
+} group_t;
+
+typedef struct comm_st {
+    MPI_Comm comm, priv;
+    int size, rank, seq, world_rank;
+    MPI_Comm cand[N_OCOLL][MAXC];
+    int made[N_OCOLL][MAXC];
+    group_t *g[N_OCOLL][NBUCKET];
+    struct comm_st *next;
+} comm_st;
+
+static plan_t P;
+static int g_on, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
+static comm_st *g_comms;
+
+static void fail(const char *why)
+{
+    fprintf(stderr, "colltune online: %s\n", why);
+    PMPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+static void read_plan(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    P.share = 0.1;
+    P.drop = 1.5;
+    P.min_calls = 64;
+    P.batch = 32;
+    P.samples = 12;
+    for (int c = 0; c < N_OCOLL; c++)
+        P.ncand[c] = 1; /* the default */
+    if (!f)
+        fail("cannot read the plan (COLLTUNE_ONLINE_PLAN)");
+    while (fgets(line, sizeof line, f)) {
+        char coll[64];
+        int id, nvar, off = 0;
+        if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
+            || sscanf(line, "min_calls %lld", &P.min_calls) == 1
+            || sscanf(line, "batch %d", &P.batch) == 1
+            || sscanf(line, "samples %d", &P.samples) == 1)
+            continue;
+        if (sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
+            continue;
+        int c = 0;
+        while (c < N_OCOLL && strcmp(NAMES[c], coll))
+            c++;
+        if (c == N_OCOLL || P.ncand[c] >= MAXC || nvar > MAXV || nvar < 0)
+            fail("a plan line names an unknown collective or too many candidates");
+        cand_t *k = &P.cand[c][P.ncand[c]++];
+        k->id = id;
+        k->nvar = nvar;
+        char *p = line + off;
+        for (int v = 0; v < nvar; v++) {
+            int used = 0;
+            if (sscanf(p, " %95s %lld%n", k->name[v], &k->value[v], &used) != 2)
+                fail("a candidate's control variables are malformed in the plan");
+            p += used;
+        }
+    }
+    fclose(f);
+    if (P.batch < 1 || P.batch > MAXB)
+        P.batch = 32;
+    if (!(P.share > 0 && P.share <= 1))
+        P.share = 0.1;
+}
+
+/* ---- MPI_T: a candidate's control variables written, then restored ---- */
+
+static int cvar_handle(const char *name, MPI_T_cvar_handle *h, MPI_Datatype *type)
+{
+    int idx, count, verb, bind, scope, nl = 0;
+    MPI_T_enum en;
+    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS)
+        return -1;
+    if (MPI_T_cvar_get_info(idx, NULL, &nl, &verb, type, &en, NULL, NULL, &bind, &scope)
+        != MPI_SUCCESS)
+        return -1;
+    return MPI_T_cvar_handle_alloc(idx, NULL, h, &count) == MPI_SUCCESS ? 0 : -1;
+}
+
+/* write `value` (kept in `old` first); -1 where the library refuses */
+static int cvar_set(MPI_T_cvar_handle h, MPI_Datatype type, long long value, long long *old)
+{
+    if (type == MPI_INT || type == MPI_UNSIGNED) {
+        int o = 0, v = (int)value;
+        if (MPI_T_cvar_read(h, &o) != MPI_SUCCESS)
+            return -1;
+        *old = o;
+        return MPI_T_cvar_write(h, &v) == MPI_SUCCESS ? 0 : -1;
+    }
+    long long o = 0;
+    if (MPI_T_cvar_read(h, &o) != MPI_SUCCESS)
+        return -1;
+    *old = o;
+    return MPI_T_cvar_write(h, &value) == MPI_SUCCESS ? 0 : -1;
+}
+
+/* the duplicate of `comm` that runs candidate `k` of collective `c`: made with its control
+ * variables written, every value restored after. A variable the library refuses makes the
+ * duplicate run the library's choice, and the candidate is dropped (at the batch's end,
+ * agreed with the others: dropped[] only changes there) */
+static MPI_Comm make_candidate(comm_st *s, int c, int k, int *refused)
+{
+    const cand_t *cd = &P.cand[c][k];
+    MPI_T_cvar_handle h[MAXV];
+    MPI_Datatype type[MAXV];
+    long long old[MAXV];
+    int have[MAXV] = {0}, set[MAXV] = {0};
+    MPI_Comm dup;
+    *refused = 0;
+    for (int v = 0; v < cd->nvar; v++) {
+        have[v] = cvar_handle(cd->name[v], &h[v], &type[v]) == 0;
+        set[v] = have[v] && cvar_set(h[v], type[v], cd->value[v], &old[v]) == 0;
+        *refused |= !set[v];
+    }
+    PMPI_Comm_dup(s->comm, &dup);
+    for (int v = 0; v < cd->nvar; v++) {
+        long long ignored;
+        if (set[v])
+            cvar_set(h[v], type[v], old[v], &ignored);
+        if (have[v])
+            MPI_T_cvar_handle_free(&h[v]);
+    }
+    return dup;
+}
+
+/* ---- the state of each communicator the application calls a collective on ---- */
+
+static int st_delete(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm;
+    (void)key;
+    (void)val;
+    (void)extra;
+    return MPI_SUCCESS; /* kept until MPI_Finalize, which writes what it learned */
+}
+
+static comm_st *state_of(MPI_Comm comm)
+{
+    void *v;
+    int found = 0, inter = 0;
+    if (comm == MPI_COMM_NULL)
+        return NULL;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter)
+        return NULL;
+    PMPI_Comm_get_attr(comm, g_keyval, &v, &found);
+    if (found)
+        return v;
+    comm_st *s = calloc(1, sizeof *s);
+    if (!s)
+        fail("out of memory");
+    s->comm = comm;
+    PMPI_Comm_size(comm, &s->size);
+    PMPI_Comm_rank(comm, &s->rank);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &s->world_rank);
+    s->seq = g_seq++;
+    s->priv = MPI_COMM_NULL;
+    if (s->size > 1)
+        PMPI_Comm_dup(comm, &s->priv); /* inside a call every rank of `comm` makes */
+    PMPI_Comm_set_attr(comm, g_keyval, s);
+    s->next = g_comms;
+    g_comms = s;
+    return s;
+}
+
+static int bucket_of(long long bytes)
+{
+    int b = 0;
+    while (bytes > 0 && b < NBUCKET - 1) {
+        bytes >>= 1;
+        b++;
+    }
+    return b;
+}
+
+static double median(const double *x, int n)
+{
+    double *y = malloc((size_t)n * sizeof *y);
+    if (!y || n == 0) {
+        free(y);
+        return NAN;
+    }
+    memcpy(y, x, (size_t)n * sizeof *y);
+    for (int i = 1; i < n; i++) /* insertion sort: a few hundred values at most */
+        for (int j = i; j > 0 && y[j - 1] > y[j]; j--) {
+            double t = y[j];
+            y[j] = y[j - 1];
+            y[j - 1] = t;
+        }
+    double m = n % 2 ? y[n / 2] : 0.5 * (y[n / 2 - 1] + y[n / 2]);
+    free(y);
+    return m;
+}
+
+/* the batch's times, the same on every rank: the slowest rank's per call */
+static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req)
+{
+    if (req)
+        PMPI_Iallreduce(MPI_IN_PLACE, g->bt, g->nb, MPI_DOUBLE, MPI_MAX, s->priv, req);
+    else
+        PMPI_Allreduce(MPI_IN_PLACE, g->bt, g->nb, MPI_DOUBLE, MPI_MAX, s->priv);
+}
+
+static void keep_batch(group_t *g, int ncand)
+{
+    for (int i = 0; i < g->nb; i++) {
+        int k = g->bc[i];
+        if (!g->t[k])
+            g->t[k] = calloc(KEEP, sizeof(double));
+        if (g->t[k])
+            g->t[k][g->n[k]++ % KEEP] = g->bt[i];
+    }
+    g->nb = 0;
+    if (g->done)
+        return;
+    /* a candidate clearly slower than the default is dropped; exploration ends when every
+     * candidate is dropped or has its samples */
+    int base = g->n[0] < KEEP ? g->n[0] : KEEP;
+    double m0 = median(g->t[0] ? g->t[0] : g->bt, g->t[0] ? base : 0);
+    int open = 0;
+    for (int k = 1; k < ncand; k++) {
+        if (g->dropped[k])
+            continue;
+        if (g->n[k] >= 5 && m0 > 0 && median(g->t[k], g->n[k]) > P.drop * m0)
+            g->dropped[k] = 1;
+        else if (g->n[k] < P.samples)
+            open = 1;
+    }
+    if (open)
+        return;
+    g->done = 1;
+    int best = 0;
+    double mb = m0;
+    for (int k = 1; k < ncand; k++) {
+        if (g->dropped[k] || g->n[k] < P.samples)
+            continue;
+        double m = median(g->t[k], g->n[k]);
+        if (m < 0.95 * mb) { /* the run keeps it; the file is decided with the statistics */
+            best = k;
+            mb = m;
+        }
+    }
+    g->current = best;
+}
+
+/* ---- one call: where it runs, and its time ---- */
+
+typedef struct {
+    comm_st *s;
+    group_t *g;
+    int c, k;
+} call_t;
+
+/* the communicator this call runs on: the application's, or a candidate's duplicate */
+static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
+{
+    call->g = NULL;
+    if (!g_on || in_layer || !ok)
+        return comm;
+    in_layer++;
+    comm_st *s = state_of(comm);
+    in_layer--;
+    if (!s || s->size < 2)
+        return comm;
+    int b = bucket_of(bytes);
+    group_t *g = s->g[c][b];
+    if (!g) {
+        g = s->g[c][b] = calloc(1, sizeof *g);
+        if (!g)
+            return comm;
+        g->bytes = bytes;
+    }
+    int ncand = P.ncand[c], k = g->current;
+    long long i = g->calls++;
+    long long period = (long long)ceil(1.0 / P.share);
+    if (!g->done && ncand > 1 && i >= P.min_calls && (i - P.min_calls) % period == period - 1) {
+        /* the next candidate, in turn, still open (as far as the last batch's end says) */
+        for (int tries = 0; tries < ncand - 1; tries++) {
+            int cand = 1 + (int)(g->slot++ % (ncand - 1));
+            if (!g->dropped[cand] && g->sched[cand] < P.samples) {
+                k = cand;
+                g->sched[cand]++;
+                break;
+            }
+        }
+    }
+    g->used[k]++;
+    g->digest = g->digest * 1099511628211ULL + (unsigned long long)(k + 1);
+    call->s = s;
+    call->g = g;
+    call->c = c;
+    call->k = k;
+    if (k == 0 || (!P.cand[c][k].nvar))
+        return comm;
+    if (!s->made[c][k]) {
+        int refused;
+        in_layer++;
+        s->cand[c][k] = make_candidate(s, c, k, &refused);
+        s->made[c][k] = 1;
+        in_layer--;
+        if (refused) /* said once, per rank: the library would not take it */
+            fprintf(stderr, "colltune online: %s candidate %d: a control variable was "
+                            "refused; it runs the library's choice and is dropped\n",
+                    NAMES[c], P.cand[c][k].id);
+        if (refused)
+            g->sched[k] = P.samples; /* no more calls scheduled to it, on any rank alike */
+    }
+    return s->cand[c][k];
+}
+
+static void timed(call_t *call, double t0, double t1)
+{
+    group_t *g = call->g;
+    if (!g)
+        return;
+    g->bt[g->nb] = t1 - t0;
+    g->bc[g->nb++] = call->k;
+    if (g->nb >= P.batch) {
+        in_layer++;
+        reduce_batch(call->s, g, NULL);
+        in_layer--;
+        keep_batch(g, P.ncand[call->c]);
+    }
+}
+
+static int builtin_op(MPI_Op op)
+{
+    return op == MPI_SUM || op == MPI_MAX || op == MPI_MIN || op == MPI_PROD
+           || op == MPI_LAND || op == MPI_BAND || op == MPI_LOR || op == MPI_BOR
+           || op == MPI_LXOR || op == MPI_BXOR || op == MPI_MAXLOC || op == MPI_MINLOC;
+}
+
+static long long tbytes(int count, MPI_Datatype t)
+{
+    int sz = 0;
+    PMPI_Type_size(t, &sz);
+    return (long long)count * sz;
+}
+
+#define ROUTED(c, comm, bytes, ok, call_on)                                               \
+    do {                                                                                  \
+        call_t call_;                                                                     \
+        MPI_Comm on_ = route(c, comm, bytes, ok, &call_);                                 \
+        double t0_ = PMPI_Wtime();                                                        \
+        int rc_ = call_on;                                                                \
+        timed(&call_, t0_, PMPI_Wtime());                                                 \
+        return rc_;                                                                       \
+    } while (0)
+
+#pragma GCC visibility pop
+
+int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    ROUTED(O_ALLREDUCE, comm, tbytes(count, t), builtin_op(op),
+           PMPI_Allreduce(s, r, count, t, op, on_));
+}
+
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
+{
+    ROUTED(O_BCAST, comm, tbytes(count, t), 1, PMPI_Bcast(buf, count, t, root, on_));
+}
+
+int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
+               MPI_Comm comm)
+{
+    ROUTED(O_REDUCE, comm, tbytes(count, t), builtin_op(op),
+           PMPI_Reduce(s, r, count, t, op, root, on_));
+}
+
+int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                  MPI_Comm comm)
+{
+    ROUTED(O_ALLGATHER, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
+           PMPI_Allgather(s, sc, st, r, rc, rt, on_));
+}
+
+int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm)
+{
+    ROUTED(O_ALLTOALL, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
+           PMPI_Alltoall(s, sc, st, r, rc, rt, on_));
+}
+
+int MPI_Barrier(MPI_Comm comm)
+{
+    ROUTED(O_BARRIER, comm, 0, 1, PMPI_Barrier(on_));
+}
+
+/* ---- start and end ---- */
+
+static void start(void)
+{
+    const char *plan = getenv("COLLTUNE_ONLINE_PLAN");
+    const char *dir = getenv("COLLTUNE_ONLINE_DIR");
+    if (!plan || !dir)
+        return; /* loaded without a plan: the layer does nothing */
+    read_plan(plan);
+    snprintf(P.dir, sizeof P.dir, "%s", dir);
+    int prov;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS)
+        fail("MPI_T_init_thread failed: the layer cannot write control variables");
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, st_delete, &g_keyval, NULL);
+    g_on = 1;
+}
+
+int MPI_Init(int *argc, char ***argv)
+{
+    int rc = PMPI_Init(argc, argv);
+    start();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    if (required == MPI_THREAD_MULTIPLE && getenv("COLLTUNE_ONLINE_PLAN"))
+        fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
+             "under it yet (calls from several threads could reach the schedule in "
+             "different orders on different ranks); use tune profile and tune app");
+    start();
+    return rc;
+}
+
+static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
+{
+    int ncand = P.ncand[c];
+    fprintf(sc, "%d %d %s %d %lld %llx", s->seq, s->size, NAMES[c], b, g->calls, g->digest);
+    for (int k = 0; k < ncand; k++)
+        fprintf(sc, " %lld", g->used[k]);
+    fprintf(sc, "\n");
+    if (!ev)
+        return;
+    fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"comm\": %d, \"bytes\": %lld, "
+                "\"calls\": %lld, \"explored\": %s, \"kept\": %d, \"configs\": [",
+            NAMES[c], s->size, s->seq, g->bytes, g->calls, g->slot ? "true" : "false",
+            P.cand[c][g->current].id);
+    for (int k = 0; k < ncand; k++) {
+        int n = g->n[k] < KEEP ? g->n[k] : KEEP;
+        fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"dropped\": %s, \"times_s\": [",
+                k ? ", " : "", P.cand[c][k].id, g->used[k], g->dropped[k] ? "true" : "false");
+        for (int i = 0; i < n; i++)
+            fprintf(ev, "%s%.9g", i ? ", " : "", g->t[k][i]);
+        fprintf(ev, "]}");
+    }
+    fprintf(ev, "]}\n");
+}
+
+int MPI_Finalize(void)
+{
+    if (g_on) {
+        /* the partial batches: reduced all at once (nonblocking), so communicators that
+         * ranks list in different orders cannot wait on each other */
+        int nreq = 0, cap = 0;
+        MPI_Request *req = NULL;
+        for (comm_st *s = g_comms; s; s = s->next)
+            for (int c = 0; c < N_OCOLL; c++)
+                for (int b = 0; b < NBUCKET; b++)
+                    if (s->g[c][b] && s->g[c][b]->nb && s->size > 1) {
+                        if (nreq == cap) {
+                            cap = cap ? 2 * cap : 16;
+                            req = realloc(req, (size_t)cap * sizeof *req);
+                            if (!req)
+                                fail("out of memory");
+                        }
+                        reduce_batch(s, s->g[c][b], &req[nreq++]);
+                    }
+        if (nreq)
+            PMPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        free(req);
+        int wr;
+        char path[4200];
+        PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
+        snprintf(path, sizeof path, "%s/schedule.%d", P.dir, wr);
+        FILE *sc = fopen(path, "w");
+        FILE *ev = NULL;
+        for (comm_st *s = g_comms; s; s = s->next)
+            if (s->rank == 0 && !ev) {
+                snprintf(path, sizeof path, "%s/evidence.%d", P.dir, wr);
+                ev = fopen(path, "w");
+            }
+        char host[256] = "";
+        gethostname(host, sizeof host - 1);
+        if (sc)
+            fprintf(sc, "host %s\n", host);
+        for (comm_st *s = g_comms; s; s = s->next)
+            for (int c = 0; c < N_OCOLL; c++)
+                for (int b = 0; b < NBUCKET; b++) {
+                    group_t *g = s->g[c][b];
+                    if (!g)
+                        continue;
+                    if (g->nb)
+                        keep_batch(g, P.ncand[c]);
+                    if (sc)
+                        write_group(s->rank == 0 ? ev : NULL, sc, s, c, b, g);
+                }
+        if (sc)
+            fclose(sc);
+        if (ev)
+            fclose(ev);
+        g_on = 0;
+        MPI_T_finalize();
+    }
+    return PMPI_Finalize();
+}

@@ -1,0 +1,111 @@
+"""`tune online` (issue 72, first part): the layer tunes inside a real application's run
+(tests/data/online.c, a known rank imbalance) on Open MPI 4.1: every rank runs the same
+configuration for the same call (each rank's own schedule file), the results are unchanged
+(the program's checksum), a group with too few calls is never explored, a user-defined operation
+passes through, and the file written passes tune check. Families that cannot switch inside
+a run, and MPI_THREAD_MULTIPLE, are refused with why."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi.install import OpenMPI
+from colltune.store import Store
+from helpers import tune_cli
+
+PROGRAM = Path(__file__).parent / "data" / "online.c"
+def _build(mpi: OpenMPI, where: Path) -> Path:
+    exe = where / "online"
+    res = subprocess.run([str(mpi.mpicc), "-std=c99", "-Wall", "-Wextra", "-Werror", "-o",
+                          str(exe), str(PROGRAM)], capture_output=True, text=True,
+                         env=mpi.tool_env(), check=False)
+    assert res.returncode == 0, res.stderr
+    return exe
+
+
+def _schedules(folder: Path) -> dict[int, dict[tuple[str, ...], list[str]]]:
+    """rank -> (comm, size, collective, bucket) -> [calls, digest, calls per config...]."""
+    out: dict[int, dict[tuple[str, ...], list[str]]] = {}
+    for f in folder.glob("schedule.*"):
+        rows = [ln.split() for ln in f.read_text().splitlines()[1:]]
+        out[int(f.name.split(".")[1])] = {tuple(r[:4]): r[4:] for r in rows}
+    return out
+
+
+@pytest.mark.mpi
+def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Path) -> None:
+    exe = _build(ompi41, tmp_path)
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "300", "50"]
+    plain = subprocess.run(launch, capture_output=True, text=True, env=ompi41.tool_env(),
+                           timeout=120, check=False)
+    assert plain.returncode == 0, plain.stderr
+    checksum = next(ln for ln in plain.stdout.splitlines() if ln.startswith("checksum"))
+
+    out, db, ev, summary = (tmp_path / "rules.conf", tmp_path / "s.sqlite", tmp_path / "ev",
+                            tmp_path / "online.json")
+    r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--evidence", str(ev), "--summary-json", str(summary), "--timeout", "300",
+                 "--", *launch, env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the results are the application's own: the same checksum with and without the layer
+    assert checksum in r.stdout, r.stdout
+
+    # every rank ran the same configuration for the same call: each rank's own record of
+    # its sequence (digest and counts per configuration), group by group
+    sched = _schedules(ev)
+    assert sorted(sched) == [0, 1, 2, 3]
+    assert all(s == sched[0] for s in sched.values()), sched
+    groups = {(k[2], k[3]): v for k, v in sched[0].items()}
+    # the groups the program makes: allreduce of 64 B and 64 KiB, bcast of 4 KiB, reduce
+    # of 512 B; the user-defined operation's allreduce is not among them (passed through)
+    assert set(groups) == {("allreduce", "7"), ("allreduce", "17"), ("bcast", "13"),
+                           ("reduce", "10")}, groups
+    assert int(groups[("allreduce", "7")][0]) == 300  # 300 calls: the 30 of `mine` not seen
+
+    doc = json.loads(summary.read_text())
+    assert doc["agreed"] is True
+    by = {(g["collective"], g["size"]): g for g in doc["groups"]}
+    small = by[("reduce", 512)]
+    assert small["calls"] == 20 and not small["explored"]  # under --min-calls: untouched
+    assert set(small["calls_per_config"]) == {"0"}
+    for key in (("allreduce", 64), ("allreduce", 65536), ("bcast", 4096)):
+        g = by[key]
+        assert g["explored"] and len(g["calls_per_config"]) > 3, g
+        if g["kept_in_run"] == 0:  # exploration took at most its share of the calls
+            tried = sum(n for k, n in g["calls_per_config"].items() if k != "0")
+            assert tried <= (g["calls"] - 64) // 10 + 1, g
+        assert g["decision"] is not None, g
+    # the learned file is one Open MPI reads
+    r = tune_cli("check", str(out), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    # the calls are in the store under the run's own key (tune show reads them), apart
+    # from the kernel's points: sampled by the application's own calls
+    store = Store(db, readonly=True)
+    keys = {(c.mpi_key, c.collective) for c in store.contexts()}
+    assert {k.split("~")[1][:7] for k, _ in keys} == {"online="}, keys
+    assert {c for _, c in keys} == {"allreduce", "bcast"}, keys
+    ms = [m for c in store.contexts() for m in store.measurements(c)]
+    assert len(ms) > 10 and all(m.n == len(m.samples) for m in ms)
+    store.close()
+    r = tune_cli("show", "--db", str(db), env=ompi41.tool_env())
+    assert r.returncode == 0 and "bcast, 4 ranks" in r.stdout, r.stdout
+
+
+@pytest.mark.mpi
+def test_what_cannot_be_tuned_online_is_refused(ompi41: OpenMPI, tmp_path: Path) -> None:
+    exe = _build(ompi41, tmp_path)
+    r = tune_cli("online", "-o", str(tmp_path / "r.json"), "--backend", "impi", "--",
+                 "mpiexec", "-n", "2", str(exe))
+    assert r.returncode != 0 and "only at MPI_Init" in r.stdout + r.stderr
+    # MPI_THREAD_MULTIPLE: stopped with the reason, nothing written
+    out = tmp_path / "rules.conf"
+    r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db",
+                 str(tmp_path / "s.sqlite"), "--timeout", "120", "--", str(ompi41.mpirun),
+                 "-np", "2", "--oversubscribe", str(exe), "50", "0", "multiple",
+                 env=ompi41.tool_env())
+    assert r.returncode != 0 and "MPI_THREAD_MULTIPLE" in r.stdout + r.stderr, r.stdout
+    assert not out.exists()
