@@ -1,9 +1,10 @@
 """`tune online` (issue 72, first part): the layer tunes inside a real application's run
 (tests/data/online.c, a known rank imbalance) on Open MPI 4.1: every rank runs the same
-configuration for the same call (each rank's own schedule file), the results are unchanged
-(the program's checksum), a group with too few calls is never explored, a user-defined operation
-passes through, and the file written passes tune check. Families that cannot switch inside
-a run, and MPI_THREAD_MULTIPLE, are refused with why."""
+configuration for the same call (each rank's own schedule file), Open MPI ran what the layer
+chose (its traffic counters), the results are unchanged (the program's checksum), a group
+with too few calls is never explored, a user-defined operation passes through, and the file
+written passes tune check. Families that cannot switch inside a run, and
+MPI_THREAD_MULTIPLE, are refused with why."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi.install import OpenMPI
+from colltune.kernel.build import build_kernel
+from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.store import Store
 from helpers import tune_cli
 
@@ -109,3 +112,37 @@ def test_what_cannot_be_tuned_online_is_refused(ompi41: OpenMPI, tmp_path: Path)
                  env=ompi41.tool_env())
     assert r.returncode != 0 and "MPI_THREAD_MULTIPLE" in r.stdout + r.stderr, r.stdout
     assert not out.exists()
+
+
+@pytest.mark.mpi
+def test_open_mpi_ran_what_the_layer_chose(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Open MPI's own traffic counters (pml monitoring): with the layer's one candidate for
+    bcast, linear (id 1: the root sends the 4 KiB block to every rank itself), rank 0 sends
+    to rank 3 exactly as many 4 KiB messages as its schedule ran that candidate; without a
+    candidate, never (the library's own choice, a tree, reaches rank 3 through rank 2)."""
+    exe = _build(ompi41, tmp_path)
+    lib = build_kernel(ompi41, name="collonline")
+    sent: dict[str, tuple[int, int]] = {}
+    used: dict[str, list[int]] = {}
+    linear = "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n"
+    for run, cand in (("library", ""), ("linear", linear)):
+        folder, mon = tmp_path / run, tmp_path / f"{run}-mon"
+        folder.mkdir()
+        mon.mkdir()
+        plan = tmp_path / f"{run}.plan"
+        plan.write_text(f"share 1\nmin_calls 0\nsamples 10\n{cand}")
+        mca = [a for k, v in monitoring_mca(mon).items() for a in ("--mca", k, v)]
+        r = subprocess.run([str(ompi41.mpirun), "-np", "4", "--oversubscribe", *mca,
+                            "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
+                            "-x", f"LD_PRELOAD={lib}", "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
+                            "-x", f"COLLTUNE_ONLINE_DIR={folder}", str(exe), "100", "0"],
+                           capture_output=True, text=True, env=ompi41.tool_env(),
+                           timeout=120, check=False)
+        assert r.returncode == 0, r.stderr
+        sched = _schedules(folder)
+        assert all(s == sched[0] for s in sched.values()), sched
+        used[run] = [int(n) for k, v in sched[0].items() if k[2] == "bcast" for n in v[2:]]
+        sent[run] = internal_traffic(read_monitoring(mon, 4)).get((0, 3), (0, 0))
+    assert used["library"] == [100] and sent["library"] == (0, 0), (used, sent)
+    assert len(used["linear"]) == 2 and used["linear"][1] >= 10, used  # its samples at least
+    assert sent["linear"] == (4096 * used["linear"][1], used["linear"][1]), (used, sent)
