@@ -103,10 +103,10 @@ def _candidates(backend: Backend[Any], catalog: Catalog) -> list[str]:
     return lines
 
 
-def plan_text(req: OnlineRequest, candidates: list[str]) -> str:
+def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
     return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
                       f"batch {req.batch}", f"samples {req.samples}", "drop 1.5",
-                      *candidates]) + "\n"
+                      f"switch {switch}", *candidates]) + "\n"
 
 
 def origin_of(cmd: list[str]) -> str:
@@ -196,7 +196,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     origin = origin_of(req.cmd)
     with jobdir.temporary(prefix="colltune-online-") as tmp:
         plan = Path(tmp) / "plan"
-        plan.write_text(plan_text(req, _candidates(backend, session.catalog)))
+        plan.write_text(plan_text(req, apps.online, _candidates(backend, session.catalog)))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}

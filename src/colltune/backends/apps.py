@@ -20,7 +20,8 @@ class AppSupport(ABC, Generic[M]):
 
     # how tune online runs a candidate inside the application's own run: "dup" (a duplicate
     # communicator made right after writing its MPI_T control variables: the library reads
-    # them when a communicator is created); "": it cannot, and `not_online` says why
+    # them when a communicator is created), "call" (written before the call, restored after:
+    # the library reads them at each call); "": it cannot, and `not_online` says why
     online = ""
     not_online = "tune online does not drive this family yet"
 

@@ -11,10 +11,12 @@
  * numbers. The application's communicator never sees an extra call: the duplicates are
  * made inside the group's first call of each configuration, a call every rank makes.
  *
- * How a configuration is run: Open MPI's coll/tuned reads its forced algorithm when a
- * communicator is created, so each candidate is a duplicate made right after writing its
- * control variables through MPI_T (then restored: the application's own communicators keep
- * the library's choice). A family that reads them at each call (MPICH) is not here yet.
+ * How a configuration is run (`switch` in the plan): Open MPI's coll/tuned reads its forced
+ * algorithm when a communicator is created, so each candidate is a duplicate made right
+ * after writing its control variables through MPI_T, then restored, so the application's
+ * own communicators keep the library's choice ("dup"). MPICH reads its algorithm variables
+ * at each call: they are written before the candidate's call and restored right after it,
+ * outside its timing ("call").
  *
  * A call's time is the slowest rank's time from its own entry: a late rank is not charged
  * to the algorithm, a rank kept waiting by it is. Passed through untouched: nonblocking and
@@ -29,6 +31,7 @@
  *   batch B          calls between two reductions of the times
  *   samples K        exploration calls per candidate at most
  *   drop F           a candidate whose median is F times the default's is dropped
+ *   switch dup|call  how a candidate is run (above)
  *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
@@ -58,12 +61,17 @@ typedef struct {
     int nvar;
     char name[MAXV][96];
     long long value[MAXV];
+    /* "call": the handles, made at the first call (0: not yet, 1: made, -1: refused) */
+    int ready;
+    MPI_T_cvar_handle h[MAXV];
+    MPI_Datatype type[MAXV];
+    long long old[MAXV];
 } cand_t;
 
 typedef struct {
     double share, drop;
     long long min_calls;
-    int batch, samples;
+    int batch, samples, per_call;
     cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
     int ncand[N_OCOLL];
     char dir[4096];
@@ -117,8 +125,12 @@ static void read_plan(const char *path)
     if (!f)
         fail("cannot read the plan (COLLTUNE_ONLINE_PLAN)");
     while (fgets(line, sizeof line, f)) {
-        char coll[64];
+        char coll[64], how[16];
         int id, nvar, off = 0;
+        if (sscanf(line, "switch %15s", how) == 1) {
+            P.per_call = !strcmp(how, "call");
+            continue;
+        }
         if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
             || sscanf(line, "min_calls %lld", &P.min_calls) == 1
             || sscanf(line, "batch %d", &P.batch) == 1
@@ -207,6 +219,44 @@ static MPI_Comm make_candidate(comm_st *s, int c, int k, int *refused)
             MPI_T_cvar_handle_free(&h[v]);
     }
     return dup;
+}
+
+/* "call": candidate `k` of collective `c` written for the next call (0: refused, the
+ * library's choice runs); `unset` restores what it replaced */
+static int set_candidate(int c, int k)
+{
+    cand_t *cd = &P.cand[c][k];
+    if (cd->ready == 0) {
+        cd->ready = 1;
+        for (int v = 0; v < cd->nvar; v++)
+            if (cvar_handle(cd->name[v], &cd->h[v], &cd->type[v]) != 0)
+                cd->ready = -1;
+    }
+    if (cd->ready < 0)
+        return 0;
+    for (int v = 0; v < cd->nvar; v++)
+        if (cvar_set(cd->h[v], cd->type[v], cd->value[v], &cd->old[v]) != 0) {
+            long long ignored;
+            while (v-- > 0)
+                cvar_set(cd->h[v], cd->type[v], cd->old[v], &ignored);
+            cd->ready = -1;
+            return 0;
+        }
+    return 1;
+}
+
+static void unset_candidate(int c, int k)
+{
+    cand_t *cd = &P.cand[c][k];
+    long long ignored;
+    for (int v = cd->nvar - 1; v >= 0; v--)
+        cvar_set(cd->h[v], cd->type[v], cd->old[v], &ignored);
+}
+
+static void refused_once(int c, int k)
+{
+    fprintf(stderr, "colltune online: %s candidate %d: a control variable was refused; it "
+                    "runs the library's choice and is dropped\n", NAMES[c], P.cand[c][k].id);
 }
 
 /* ---- the state of each communicator the application calls a collective on ---- */
@@ -335,12 +385,14 @@ typedef struct {
     comm_st *s;
     group_t *g;
     int c, k;
+    int written; /* "call": the candidate's variables are written, restore after */
 } call_t;
 
 /* the communicator this call runs on: the application's, or a candidate's duplicate */
 static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
 {
     call->g = NULL;
+    call->written = 0;
     if (!g_on || in_layer || !ok)
         return comm;
     in_layer++;
@@ -378,18 +430,25 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
     call->k = k;
     if (k == 0 || (!P.cand[c][k].nvar))
         return comm;
+    if (P.per_call) {
+        call->written = set_candidate(c, k);
+        if (!call->written) { /* the same on every rank: one library, one answer */
+            if (g->sched[k] < P.samples)
+                refused_once(c, k);
+            g->sched[k] = P.samples;
+        }
+        return comm;
+    }
     if (!s->made[c][k]) {
         int refused;
         in_layer++;
         s->cand[c][k] = make_candidate(s, c, k, &refused);
         s->made[c][k] = 1;
         in_layer--;
-        if (refused) /* said once, per rank: the library would not take it */
-            fprintf(stderr, "colltune online: %s candidate %d: a control variable was "
-                            "refused; it runs the library's choice and is dropped\n",
-                    NAMES[c], P.cand[c][k].id);
-        if (refused)
+        if (refused) { /* said once, per rank: the library would not take it */
+            refused_once(c, k);
             g->sched[k] = P.samples; /* no more calls scheduled to it, on any rank alike */
+        }
     }
     return s->cand[c][k];
 }
@@ -397,6 +456,8 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
 static void timed(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
+    if (call->written) /* before anything else runs: only this call was the candidate's */
+        unset_candidate(call->c, call->k);
     if (!g)
         return;
     g->bt[g->nb] = t1 - t0;
@@ -550,8 +611,8 @@ int MPI_Finalize(void)
                         }
                         reduce_batch(s, s->g[c][b], &req[nreq++]);
                     }
-        if (nreq)
-            PMPI_Waitall(nreq, req, MPI_STATUSES_IGNORE);
+        for (int i = 0; i < nreq; i++) /* all started: waiting in turn progresses them all */
+            PMPI_Wait(&req[i], MPI_STATUS_IGNORE);
         free(req);
         int wr;
         char path[4200];

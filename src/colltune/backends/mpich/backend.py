@@ -248,8 +248,7 @@ class MPICHFiles(FileFormats):
 class MPICHApps(AppSupport[MPICH]):
     """A program under MPICH's mpiexec (Hydra): settings as `-genv`."""
 
-    not_online = ("MPICH reads its algorithm control variables at each call, which tune "
-                  "online does not switch yet (its per-call layer is not written)")
+    online = "call"  # MPICH reads its algorithm control variables at each call
 
 
     def find(self, prefix: str | None) -> MPICH:
