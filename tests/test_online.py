@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monit
 from colltune.store import Store
 from conftest import get_mpich
 from helpers import traced_command, tune_cli
+from qe_app import prepare, pw_x
 from test_mpich import strace_ok  # noqa: F401  (a fixture)
 
 PROGRAM = Path(__file__).parent / "data" / "online.c"
@@ -234,4 +236,37 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     sched = _schedules(ev)
     assert sorted(sched) == [0, 1, 2, 3] and all(s == sched[0] for s in sched.values())
     r = tune_cli("check", str(out), "--mpi", str(mpich.prefix), env=mpich.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.mpi
+def test_online_in_a_fortran_application_that_lives_in_its_collectives(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """pw.x (Fortran: its calls reach the library's Fortran entries, which call PMPI_
+    directly): the layer routes them too. The same total energy, digit for digit, with and
+    without it; the same schedule on every rank for the world's groups; a candidate the
+    library refuses for a call (barrier's two-process algorithm at 4 ranks) dropped, said,
+    and the call made again; a file Open MPI reads."""
+    pw = pw_x()
+    inp = prepare(tmp_path / "qe")
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", pw, "-in", str(inp)]
+    plain = subprocess.run(launch, capture_output=True, text=True, env=ompi41.tool_env(),
+                           timeout=300, check=False, cwd=inp.parent)
+    energy = [ln for ln in plain.stdout.splitlines() if ln.startswith("!")]
+    assert plain.returncode == 0 and len(energy) == 1, plain.stdout[-2000:]
+    out, ev = tmp_path / "rules.conf", tmp_path / "ev"
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "online", "-o", str(out),
+                        "--mpi", str(ompi41.prefix), "--db", str(tmp_path / "s.sqlite"),
+                        "--evidence", str(ev), "--timeout", "300", "--", *launch],
+                       capture_output=True, text=True, env=ompi41.tool_env(), timeout=400,
+                       check=False, cwd=inp.parent)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert energy[0] in r.stdout, r.stdout[-3000:]
+    assert "barrier candidate 5 refused" in r.stderr, r.stderr[-2000:]
+    sched = _schedules(ev)
+    world = {rank: {k: v for k, v in rows.items() if k[1] == "4"} for rank, rows in sched.items()}
+    assert sorted(world) == [0, 1, 2, 3] and all(w == world[0] for w in world.values())
+    explored = [v for k, v in world[0].items() if any(int(n) for n in v[3:])]
+    assert explored, world[0]  # some of pw.x's own calls ran candidates
+    r = tune_cli("check", str(out), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr

@@ -176,10 +176,32 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
         store.close()
 
 
+class _Once(Reporter):
+    """The reporter a run hands on, each note said once (every group's tune says which
+    installation it tunes)."""
+
+    def __init__(self, rep: Reporter) -> None:
+        self.rep, self.said = rep, set[str]()
+
+    def begin(self, total: int, what: str) -> None:
+        self.rep.begin(total, what)
+
+    def advance(self, desc: str) -> None:
+        self.rep.advance(desc)
+
+    def note(self, text: str) -> None:
+        if text not in self.said:
+            self.said.add(text)
+            self.rep.note(text)
+
+    def end(self) -> None:
+        self.rep.end()
+
+
 def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     """Run the application once with the layer, store what its calls said, and write the
     file the confirmed groups decide."""
-    rep = reporter or Reporter()
+    rep = _Once(reporter or Reporter())
     backend = registry.named(req.backend)
     apps = backend.with_apps()
     if not apps.online:
@@ -232,6 +254,10 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                        "(a static program, or a launcher that drops LD_PRELOAD)",
                        "check that the application links the MPI shared library")
     out = OnlineResult(req.cmd, req.out, wall, groups, agreed(lines), res.stdout)
+    for line in dict.fromkeys(ln for ln in (res.stderr or "").splitlines()
+                              if ln.startswith("colltune online: ")):
+        out.notes.append(line[len("colltune online: "):])  # what the layer said, once
+        rep.note(line)
     if not out.agreed:
         raise MPIError("the ranks ran different configurations for the same calls: the "
                        "layer's schedule disagreed; nothing written", "report this")
@@ -267,7 +293,7 @@ def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
 
 def as_json(res: OnlineResult) -> dict[str, object]:
     return {"command": res.cmd, "out": str(res.out), "wall_s": res.wall_s,
-            "agreed": res.agreed, "groups": [
+            "agreed": res.agreed, "notes": res.notes, "groups": [
                 {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},

@@ -33,10 +33,16 @@
  *   drop F           a candidate whose median is F times the default's is dropped
  *   switch dup|call  how a candidate is run (above)
  *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
+ * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
+ * library entries call PMPI_ directly, so each is wrapped too and handed the candidate's
+ * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE
+ * and the other Fortran sentinels stay its business).
+ *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
  * every group's times per configuration, as JSON lines). */
-#define _GNU_SOURCE /* gethostname under -std=c99 */
+#define _GNU_SOURCE /* gethostname under -std=c99; RTLD_NEXT */
+#include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -102,7 +108,8 @@ typedef struct comm_st {
 } comm_st;
 
 static plan_t P;
-static int g_on, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
+static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
+static int in_fortran; /* a Fortran entry routed this call: the C wrappers pass through */
 static comm_st *g_comms;
 
 static void fail(const char *why)
@@ -211,6 +218,8 @@ static MPI_Comm make_candidate(comm_st *s, int c, int k, int *refused)
         *refused |= !set[v];
     }
     PMPI_Comm_dup(s->comm, &dup);
+    /* a candidate the library refuses for a call's arguments returns, and is named */
+    PMPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
     for (int v = 0; v < cd->nvar; v++) {
         long long ignored;
         if (set[v])
@@ -393,7 +402,7 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
 {
     call->g = NULL;
     call->written = 0;
-    if (!g_on || in_layer || !ok)
+    if (!g_on || in_layer || in_fortran || !ok)
         return comm;
     in_layer++;
     comm_st *s = state_of(comm);
@@ -453,6 +462,31 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
     return s->cand[c][k];
 }
 
+/* a candidate the library refused for this call's arguments (Open MPI: an early
+ * MPI_ERR_UNSUPPORTED_OPERATION, the same on every rank, such as barrier's two-process
+ * algorithm on more ranks): dropped for the group, said once; the call is made again with
+ * the library's choice. 1: make it again */
+static int refused_call(call_t *call, int rc)
+{
+    if (rc == MPI_SUCCESS || !call->g || !call->k)
+        return 0;
+    if (call->written)
+        unset_candidate(call->c, call->k);
+    call->written = 0;
+    group_t *g = call->g;
+    if (!g->dropped[call->k])
+        fprintf(stderr, "colltune online: %s candidate %d refused a call of %lld bytes "
+                        "(error %d); dropped, the call made again with the library's "
+                        "choice\n", NAMES[call->c], P.cand[call->c][call->k].id, g->bytes,
+                rc);
+    g->dropped[call->k] = 1;
+    g->sched[call->k] = P.samples;
+    g->used[call->k]--;
+    g->used[0]++;
+    call->k = 0;
+    return 1;
+}
+
 static void timed(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
@@ -490,6 +524,11 @@ static long long tbytes(int count, MPI_Datatype t)
         MPI_Comm on_ = route(c, comm, bytes, ok, &call_);                                 \
         double t0_ = PMPI_Wtime();                                                        \
         int rc_ = call_on;                                                                \
+        if (refused_call(&call_, rc_)) {                                                  \
+            on_ = comm;                                                                   \
+            t0_ = PMPI_Wtime();                                                           \
+            rc_ = call_on;                                                                \
+        }                                                                                 \
         timed(&call_, t0_, PMPI_Wtime());                                                 \
         return rc_;                                                                       \
     } while (0)
@@ -537,6 +576,8 @@ int MPI_Barrier(MPI_Comm comm)
 
 static void start(void)
 {
+    if (g_started++) /* a Fortran MPI_Init that calls the C one: once */
+        return;
     const char *plan = getenv("COLLTUNE_ONLINE_PLAN");
     const char *dir = getenv("COLLTUNE_ONLINE_DIR");
     if (!plan || !dir)
@@ -557,13 +598,18 @@ int MPI_Init(int *argc, char ***argv)
     return rc;
 }
 
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+static void refuse_threads(int required)
 {
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (required == MPI_THREAD_MULTIPLE && getenv("COLLTUNE_ONLINE_PLAN"))
         fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
              "under it yet (calls from several threads could reach the schedule in "
              "different orders on different ranks); use tune profile and tune app");
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    refuse_threads(required);
     start();
     return rc;
 }
@@ -592,7 +638,7 @@ static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g
     fprintf(ev, "]}\n");
 }
 
-int MPI_Finalize(void)
+static void finish(void)
 {
     if (g_on) {
         /* the partial batches: reduced all at once (nonblocking), so communicators that
@@ -647,5 +693,105 @@ int MPI_Finalize(void)
         g_on = 0;
         MPI_T_finalize();
     }
+}
+
+int MPI_Finalize(void)
+{
+    finish();
     return PMPI_Finalize();
 }
+
+/* ---- Fortran entries: the library's own, on the communicator the routing chose ---- */
+
+typedef void (*fvoid_t)(void);
+
+static fvoid_t next_of(fvoid_t *cache, const char *name)
+{
+    if (!*cache) {
+        void *p = dlsym(RTLD_NEXT, name);
+        memcpy(cache, &p, sizeof *cache); /* object to function pointer, portably */
+    }
+    return *cache;
+}
+
+static long long ftbytes(const MPI_Fint *count, const MPI_Fint *type)
+{
+    return tbytes((int)*count, MPI_Type_f2c(*type));
+}
+
+/* one Fortran entry of collective `c`: routed as the C call, `fcomm` the handle passed on */
+#define F_ROUTED(sym, c, params, args, bytes, ok)                                         \
+    void sym params                                                                       \
+    {                                                                                     \
+        static fvoid_t cache;                                                             \
+        fvoid_t next = next_of(&cache, #sym);                                             \
+        if (!next) {                                                                      \
+            *ierr = MPI_ERR_OTHER;                                                        \
+            return;                                                                       \
+        }                                                                                 \
+        call_t call_;                                                                     \
+        MPI_Fint fcomm_ = MPI_Comm_c2f(route(c, MPI_Comm_f2c(*comm), bytes, ok, &call_)); \
+        MPI_Fint *fcomm = &fcomm_;                                                        \
+        double t0_ = PMPI_Wtime();                                                        \
+        in_fortran++;                                                                     \
+        ((void(*) params)next) args;                                                      \
+        if (refused_call(&call_, (int)*ierr)) {                                           \
+            fcomm_ = *comm;                                                               \
+            t0_ = PMPI_Wtime();                                                           \
+            ((void(*) params)next) args;                                                  \
+        }                                                                                 \
+        in_fortran--;                                                                     \
+        timed(&call_, t0_, PMPI_Wtime());                                                 \
+    }
+
+#define F_BOTH(name, c, params, args, bytes, ok)                                          \
+    F_ROUTED(mpi_##name##_, c, params, args, bytes, ok)                                   \
+    F_ROUTED(mpi_##name##_f08_, c, params, args, bytes, ok)
+
+F_BOTH(allreduce, O_ALLREDUCE,
+       (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
+        MPI_Fint *ierr),
+       (s, r, count, type, op, fcomm, ierr), ftbytes(count, type),
+       builtin_op(MPI_Op_f2c(*op)))
+F_BOTH(bcast, O_BCAST,
+       (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+        MPI_Fint *ierr),
+       (buf, count, type, root, fcomm, ierr), ftbytes(count, type), 1)
+F_BOTH(reduce, O_REDUCE,
+       (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
+        MPI_Fint *comm, MPI_Fint *ierr),
+       (s, r, count, type, op, root, fcomm, ierr), ftbytes(count, type),
+       builtin_op(MPI_Op_f2c(*op)))
+F_BOTH(allgather, O_ALLGATHER,
+       (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+       (s, scount, stype, r, rcount, rtype, fcomm, ierr), ftbytes(rcount, rtype), 1)
+F_BOTH(alltoall, O_ALLTOALL,
+       (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
+        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
+       (s, scount, stype, r, rcount, rtype, fcomm, ierr), ftbytes(rcount, rtype), 1)
+F_BOTH(barrier, O_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr), (fcomm, ierr), 0, 1)
+
+/* start and end through Fortran: the library's own entry, and the layer's around it */
+#define F_EDGE(sym, params, args, before, after)                                          \
+    void sym params                                                                       \
+    {                                                                                     \
+        static fvoid_t cache;                                                             \
+        fvoid_t next = next_of(&cache, #sym);                                             \
+        if (!next) {                                                                      \
+            *ierr = MPI_ERR_OTHER;                                                        \
+            return;                                                                       \
+        }                                                                                 \
+        before;                                                                           \
+        ((void(*) params)next) args;                                                      \
+        after;                                                                            \
+    }
+
+F_EDGE(mpi_init_, (MPI_Fint *ierr), (ierr), (void)0, start())
+F_EDGE(mpi_init_f08_, (MPI_Fint *ierr), (ierr), (void)0, start())
+F_EDGE(mpi_init_thread_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
+       (required, provided, ierr), (void)0, (refuse_threads((int)*required), start()))
+F_EDGE(mpi_init_thread_f08_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
+       (required, provided, ierr), (void)0, (refuse_threads((int)*required), start()))
+F_EDGE(mpi_finalize_, (MPI_Fint *ierr), (ierr), finish(), (void)0)
+F_EDGE(mpi_finalize_f08_, (MPI_Fint *ierr), (ierr), finish(), (void)0)
