@@ -77,6 +77,9 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
 
     doc = json.loads(summary.read_text())
     assert doc["agreed"] is True
+    # what exploring cost and what the file saves, by the calls' own medians
+    assert isinstance(doc["exploration_cost_s"], float) and doc["expected_saving_s"] >= 0
+    assert "exploring cost this run" in r.stdout
     by = {(g["collective"], g["size"]): g for g in doc["groups"]}
     small = by[("reduce", 512)]
     assert small["calls"] == 20 and not small["explored"]  # under --min-calls: untouched

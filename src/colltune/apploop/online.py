@@ -154,6 +154,25 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
     return groups
 
 
+def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
+    """One group per (collective, communicator size, size): the calls of several
+    communicators of one size (pw.x's halves) are one point each in the store."""
+    out: dict[tuple[str, int, int], OnlineGroup] = {}
+    for g in groups:
+        key = (g.collective, g.comm_size, g.size)
+        if key not in out:
+            out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
+                                           dropped=list(g.dropped))
+            continue
+        m = out[key]
+        m.calls += g.calls
+        m.explored = m.explored or g.explored
+        m.dropped = sorted(set(m.dropped) | set(g.dropped))
+        for k, xs in g.times.items():
+            m.times.setdefault(k, []).extend(xs)
+    return list(out.values())
+
+
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
            origin: str, layout: tuple[int, int]) -> None:
     """The explored groups' calls as measurements: one point per configuration and size,
@@ -242,7 +261,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                                                              if tail else ""),
                            "run it without tune online first")
         lines, hosts = _schedules(Path(tmp))
-        groups = _evidence(Path(tmp))
+        groups = merged(_evidence(Path(tmp)))
         if req.evidence is not None:  # each rank's schedule, rank 0's times, as written
             req.evidence.mkdir(parents=True, exist_ok=True)
             for f in Path(tmp).glob("*.*"):
@@ -272,28 +291,57 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
 
 def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
                       layout: tuple[int, int], rep: Reporter) -> None:
-    """Each explored group decided from the store by tune's statistics (no launch: the
-    application's calls are the measurements), merged into --out by the family's writer."""
+    """The explored groups decided from the store by tune's statistics (no launch: the
+    application's calls are the measurements), one tune per collective and communicator
+    size at all its sizes, merged into --out by the family's writer."""
+    todo: dict[tuple[str, int], list[OnlineGroup]] = defaultdict(list)
     for g in out.groups:
-        if not g.explored or len(g.times) < 2:
-            continue
-        coll = get_collective(g.collective)
-        nodes, ppn = layout if g.comm_size == layout[0] * layout[1] else (1, g.comm_size)
-        launch = dataclasses.replace(place(g.comm_size, None).launch, nodes=nodes, ppn=ppn) \
+        if g.explored and len(g.times) >= 2:
+            todo[(g.collective, g.comm_size)].append(g)
+    for (name, np), gs in todo.items():
+        coll = get_collective(name)
+        nodes, ppn = layout if np == layout[0] * layout[1] else (1, np)
+        launch = dataclasses.replace(place(np, None).launch, nodes=nodes, ppn=ppn) \
             if nodes > 1 else None
         opts = TuneOptions(
-            collectives=[g.collective], nps=[g.comm_size], out=req.out, mpi=req.prefix,
-            db=req.db, backend=req.backend, from_db=True, beyond="library",
-            sizes=[g.size] if coll.has_sizes else None, launch=launch, confirm_rounds=0)
+            collectives=[name], nps=[np], out=req.out, mpi=req.prefix, db=req.db,
+            backend=req.backend, from_db=True, beyond="library",
+            sizes=sorted({g.size for g in gs}) if coll.has_sizes else None, launch=launch,
+            confirm_rounds=0)
         opts.settings.origin = origin
-        res = tune(opts, rep)
-        ds = res.decisions.get(g.collective, {}).get(g.comm_size, [])
-        g.decision = next((d for d in ds if d.size == g.size), ds[0] if ds else None)
+        ds = tune(opts, rep).decisions.get(name, {}).get(np, [])
+        for g in gs:
+            g.decision = next((d for d in ds if d.size == g.size), ds[0] if ds else None)
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def exploration_cost(g: OnlineGroup) -> float:
+    """What the candidates' calls cost the run against the library's choice, by the calls'
+    own medians (s; negative: exploring saved time): an estimate from the calls, the
+    measured cost is the runs' wall time (bench/online_bench.py)."""
+    if 0 not in g.times:
+        return 0.0
+    base = _median(g.times[0])
+    return sum(len(xs) * (_median(xs) - base) for k, xs in g.times.items() if k)
+
+
+def expected_saving(g: OnlineGroup) -> float:
+    """What the file's choice saves a run with as many calls, by the medians (s)."""
+    d = g.decision
+    if d is None or d.chosen.algorithm == 0 or 0 not in g.times \
+            or d.chosen.algorithm not in g.times:
+        return 0.0
+    return g.calls * (_median(g.times[0]) - _median(g.times[d.chosen.algorithm]))
 
 
 def as_json(res: OnlineResult) -> dict[str, object]:
     return {"command": res.cmd, "out": str(res.out), "wall_s": res.wall_s,
-            "agreed": res.agreed, "notes": res.notes, "groups": [
+            "agreed": res.agreed, "notes": res.notes,
+            "exploration_cost_s": sum(exploration_cost(g) for g in res.groups),
+            "expected_saving_s": sum(expected_saving(g) for g in res.groups), "groups": [
                 {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},

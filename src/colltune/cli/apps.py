@@ -343,7 +343,14 @@ def online_cmd(
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)
     out.print(t)
-    out.print(f"every rank ran the same configuration for the same call; wrote {out_path}",
+    from colltune.apploop.online import expected_saving, exploration_cost
+
+    cost = sum(exploration_cost(g) for g in res.groups)
+    save = sum(expected_saving(g) for g in res.groups)
+    out.print(f"every rank ran the same configuration for the same call; wrote {out_path}\n"
+              f"by the calls' own medians: exploring cost this run {cost * 1e3:.2f} ms of "
+              f"{res.wall_s:.2f} s; the file saves a run like it {save * 1e3:.2f} ms "
+              "(estimates: bench/online_bench.py measures both by the wall time)",
               highlight=False)
     if summary_json is not None:
         write_summary(res, summary_json)

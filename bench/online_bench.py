@@ -1,0 +1,161 @@
+"""`tune online` on an application's own runs: what the online run costs the application
+(its wall time against a default run's, alternating pairs, the ratio of medians and a 95%
+interval of the paired ratios) and what the file it learned brings (`tune verify --app`,
+the file against the library's own choice; with --against-app also against `tune app`'s
+file, --baseline). Applications: pw.x (tests/qe_app.py) and tests/data/online.c (a known
+rank imbalance: rank r works r x 50 us a step). Layouts: 1x4 on this node, 2x2 across the
+test cluster's nodes (tests/testcluster.py, as root). Prints markdown rows.
+
+    python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
+                                 [--max-rounds 16] [--against-app]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scipy import stats
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from clirun import TUNE  # noqa: E402
+
+import testcluster  # noqa: E402
+from qe_app import prepare  # noqa: E402
+
+PROGRAM = REPO / "tests" / "data" / "online.c"
+
+
+def interval(ratios: list[float]) -> tuple[float, float]:
+    """95% t interval of the paired ratios' geometric mean."""
+    logs = [math.log(r) for r in ratios]
+    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=statistics.mean(logs),
+                              scale=stats.sem(logs))
+    return math.exp(lo), math.exp(hi)
+
+
+def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage after another)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", default="pw,imbalance")
+    ap.add_argument("--layouts", default="1x4,2x2")
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--max-rounds", type=int, default=16)
+    ap.add_argument("--against-app", action="store_true")
+    a = ap.parse_args()
+    c = testcluster.make(2, slurm=False) if "2x2" in a.layouts else None
+    cost_rows, file_rows = [], []
+    try:
+        for lay in a.layouts.split(","):
+            for app in a.apps.split(","):
+                if lay == "2x2":
+                    assert c is not None
+                    env = c.env(PYTHONPATH=str(REPO / "src"))
+                    launch = ["--hostfile", c.hostfile(2), "--map-by", "ppr:2:node", "--mca",
+                              "plm_rsh_agent", c.agent]
+                    where = ["--hostfile", c.hostfile(2), "--launcher-args",
+                             f"--mca plm_rsh_agent {c.agent}"]
+                    work = c.home / f"online-{app}-{lay}"
+
+                    def on(cmd: list[str], work: Path = work, env: dict = env
+                           ) -> subprocess.CompletedProcess[str]:
+                        return c.on("node1", cmd, env=env, cwd=work, timeout=5000)
+                else:
+                    launch, where = ["--oversubscribe"], []
+                    work = Path("/tmp") / f"online-bench-{app}-{lay}"
+
+                    def on(cmd: list[str], work: Path = work, env: dict | None = None
+                           ) -> subprocess.CompletedProcess[str]:
+                        return subprocess.run(cmd, capture_output=True, text=True, cwd=work,
+                                              timeout=5000, check=False,
+                                              env={**__import__("os").environ,
+                                                   "OMPI_ALLOW_RUN_AS_ROOT": "1",
+                                                   "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+                work.mkdir(parents=True, exist_ok=True)
+                if app == "pw":
+                    inp = prepare(work)
+                    cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
+                else:
+                    subprocess.run(["mpicc.openmpi", "-std=c99", "-O2", "-o",
+                                    str(work / "online"), str(PROGRAM)], check=True)
+                    cmd = ["mpirun", "-np", "4", *launch, str(work / "online"), "600", "50"]
+
+                def tune(*argv: str, on=on) -> float:  # type: ignore[no-untyped-def]
+                    t = time.monotonic()
+                    r = on([*TUNE, *argv])
+                    if r.returncode not in (0, 1, 5):
+                        raise SystemExit(f"tune {argv[0]} failed: {r.stdout[-1500:]} "
+                                         f"{r.stderr[-1500:]}")
+                    return time.monotonic() - t
+
+                t_online = tune("online", "-o", "online.conf", "--mpi", "/usr", "--db",
+                                "db.sqlite", "--summary-json", "first.json", "--", *cmd)
+                first = json.loads((work / "first.json").read_text())
+                print(f"\n{app} {lay}: tune online {t_online:.1f} s (the run "
+                      f"{first['wall_s']:.2f} s); groups explored: "
+                      + ", ".join(f"{g['collective']}@{g['comm_size']}:{g['size']}"
+                                  f"->{(g['decision'] or {}).get('algorithm')}"
+                                  for g in first["groups"] if g["explored"]))
+                for n in first["notes"]:
+                    print("  layer:", n)
+                ratios, plain_s, online_s = [], [], []
+                for i in range(a.pairs):
+                    t = time.monotonic()
+                    r = on(cmd)
+                    assert r.returncode == 0, r.stderr[-1000:]
+                    plain = time.monotonic() - t
+                    tune("online", "-o", f"pair{i}.conf", "--mpi", "/usr", "--db",
+                         f"pair{i}.sqlite", "--summary-json", f"pair{i}.json", "--", *cmd)
+                    online = json.loads((work / f"pair{i}.json").read_text())["wall_s"]
+                    plain_s.append(plain)
+                    online_s.append(online)
+                    ratios.append(online / plain)
+                lo, hi = interval(ratios)
+                cost_rows.append(
+                    f"| {app} | {lay} | {a.pairs} | {statistics.median(plain_s):.3f} s | "
+                    f"{statistics.median(online_s):.3f} s | "
+                    f"{statistics.median(online_s) / statistics.median(plain_s):.3f} | "
+                    f"{lo:.3f}-{hi:.3f} |")
+                judge = ["--mpi", "/usr", "--pairs", str(a.pairs), "--max-rounds",
+                         str(a.max_rounds), "--quiet", "--allow-inconclusive"]
+                checks = [("online vs default", ["--rules", "online.conf"], "v.json")]
+                if a.against_app:
+                    tune("profile", "-o", "p.json", "--mpi", "/usr", "--", *cmd)
+                    tune("app", "p.json", "--mpi", "/usr", "--db", "app.sqlite", "--out",
+                         "app.conf", "--quiet", *where)
+                    checks += [("tune app vs default", ["--rules", "app.conf"], "va.json"),
+                               ("online vs tune app", ["--rules", "online.conf",
+                                                       "--baseline", "app.conf"], "vb.json")]
+                for what, extra, out in checks:
+                    t_v = tune("verify", "--app", *extra, *judge, "--json", out, "--", *cmd)
+                    v = json.loads((work / out).read_text())
+                    x = v["measures"]["wall"]
+                    vlo, vhi = x["interval"]
+                    file_rows.append(
+                        f"| {app} | {lay} | {what} | {v['pairs']} | "
+                        f"{statistics.median(x['default_s']):.3f} s | "
+                        f"{statistics.median(x['tuned_s']):.3f} s | {x['ratio']:.3f} | "
+                        f"{vlo:.3f}-{vhi:.3f} | {x['could_see'] or float('inf'):.2f}x | "
+                        f"{x['verdict']} | {t_v:.0f} s |")
+    finally:
+        if c is not None:
+            c.down()
+    print("\n| application | layout | pairs | default run (median) | online run (median) | "
+          "online/default | interval |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(cost_rows))
+    print("\n| application | layout | files | pairs | first arm (median) | second arm (median) "
+          "| second/first | interval | could see | verdict | took |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(file_rows))
+
+
+if __name__ == "__main__":
+    main()
