@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -170,6 +171,34 @@ def test_profile_across_nodes(cluster: Cluster) -> None:
     # no profile" before), ranks 2 and 3 on node 2 (ppr:2:node)
     assert prof["ranks"] == 4 and prof["host"] == "node1"
     assert not list(work.glob("rank.*.json")) and _tmp_files(cluster)["node2"] == []
+
+
+def test_tune_online_across_nodes(cluster: Cluster) -> None:
+    """`tune online` of a program with a known imbalance as 2 nodes x 2 ranks: the layer's
+    files reach the shared job directory from both nodes (none left in a node's /tmp),
+    every rank ran the same configuration for the same call, the points are stored in the
+    layout the ranks ran in (2x2), and the file is written."""
+    work = _work(cluster, "online")
+    exe = work / "online"
+    subprocess.run(["mpicc.openmpi", "-std=c99", "-O2", "-o", str(exe),
+                    str(REPO / "tests" / "data" / "online.c")], check=True)
+    r = cluster.on("node1", _tune(
+        "online", "-o", "r.conf", "--mpi", "/usr", "--db", "db.sqlite", "--evidence", "ev",
+        "--timeout", "300", "--", "mpirun", "-np", "4", "--hostfile", cluster.hostfile(2),
+        "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent, str(exe), "300",
+        "50"), env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "checksum" in r.stdout and (work / "r.conf").exists()
+    hosts = {f.name: f.read_text().splitlines()[0] for f in (work / "ev").glob("schedule.*")}
+    assert sorted(hosts.values()) == ["host node1"] * 2 + ["host node2"] * 2, hosts
+    rows = [f.read_text().splitlines()[1:] for f in (work / "ev").glob("schedule.*")]
+    assert all(sorted(x) == sorted(rows[0]) for x in rows), rows
+    con = sqlite3.connect(work / "db.sqlite")
+    got = set(con.execute("SELECT DISTINCT np, nodes, ppn FROM measurements"))
+    con.close()
+    assert got == {(4, 2, 2)}, got
+    assert all(not f.startswith("colltune-online") for fs in _tmp_files(cluster).values()
+               for f in fs)
 
 
 def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:
