@@ -273,3 +273,20 @@ def test_online_in_a_fortran_application_that_lives_in_its_collectives(
     assert explored, world[0]  # some of pw.x's own calls ran candidates
     r = tune_cli("check", str(out), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.mpi
+def test_evidence_is_never_written_through_a_link(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """--evidence DIR holding a link named as a rank's schedule (another user's file as its
+    target): refused, the target untouched."""
+    exe = _build(ompi41, tmp_path)
+    ev, target = tmp_path / "ev", tmp_path / "theirs"
+    ev.mkdir()
+    target.write_text("kept\n")
+    (ev / "schedule.0").symlink_to(target)
+    r = tune_cli("online", "-o", str(tmp_path / "r.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "s.sqlite"), "--evidence", str(ev), "--",
+                 str(ompi41.mpirun), "-np", "2", "--oversubscribe", str(exe), "80", "0",
+                 env=ompi41.tool_env())
+    assert r.returncode == 2 and "symbolic link" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert target.read_text() == "kept\n"

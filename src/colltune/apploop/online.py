@@ -30,6 +30,7 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, MPIError, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.options import TuneOptions
+from colltune.outfile import check_destination, write_atomic
 from colltune.slots import place
 from colltune.store import Context, Store
 from colltune.tuner.measure import Reporter
@@ -235,6 +236,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     session = backend.open(template, list(COLLECTIVES), rep.note)
     lib = build_kernel(mpi, name=LAYER)
     origin = origin_of(req.cmd)
+    # made 0700 in the job directory, which every node sees (docs/cluster.md): the layer
+    # writes only there, and no one else can put a file in it
     with jobdir.temporary(prefix="colltune-online-") as tmp:
         plan = Path(tmp) / "plan"
         plan.write_text(plan_text(req, apps.online, _candidates(backend, session.catalog)))
@@ -267,7 +270,9 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
             for f in Path(tmp).glob("*.*"):
                 if f.name.startswith(("schedule.", "evidence.")) and f.is_file() \
                         and not f.is_symlink():
-                    (req.evidence / f.name).write_bytes(f.read_bytes())
+                    # never through a link or onto a device someone left in DIR
+                    check_destination(req.evidence / f.name, "--evidence file")
+                    write_atomic(req.evidence / f.name, f.read_bytes())
     if not lines or not groups:
         raise MPIError("the layer wrote nothing: the application's ranks did not load it "
                        "(a static program, or a launcher that drops LD_PRELOAD)",

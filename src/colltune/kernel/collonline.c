@@ -38,11 +38,13 @@
  * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE
  * and the other Fortran sentinels stay its business).
  *
+ * Here: the plan, MPI_T, each communicator's state, the schedule and the times, the start
+ * and end; online_c.c and online_fortran.c are the wrappers (online.h between them).
+ *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
  * every group's times per configuration, as JSON lines). */
-#define _GNU_SOURCE /* gethostname under -std=c99; RTLD_NEXT */
-#include <dlfcn.h>
+#define _GNU_SOURCE /* gethostname under -std=c99 */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -50,29 +52,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "online.h"
 #pragma GCC visibility push(hidden)
 
-enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCOLL };
 static const char *NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
                                      "allgather", "alltoall", "barrier"};
 
 #define MAXC 24      /* configurations of a collective, the default (0) included */
-#define MAXV 6       /* control variables a candidate writes */
 #define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
 #define MAXB 256     /* calls in a batch at most */
 #define KEEP 512     /* times kept per configuration and group */
-
-typedef struct {
-    int id; /* the catalog's algorithm id */
-    int nvar;
-    char name[MAXV][96];
-    long long value[MAXV];
-    /* "call": the handles, made at the first call (0: not yet, 1: made, -1: refused) */
-    int ready;
-    MPI_T_cvar_handle h[MAXV];
-    MPI_Datatype type[MAXV];
-    long long old[MAXV];
-} cand_t;
 
 typedef struct {
     double share, drop;
@@ -83,7 +72,7 @@ typedef struct {
     char dir[4096];
 } plan_t;
 
-typedef struct {
+struct group_s {
     long long calls, bytes;
     int current;                  /* what runs outside exploration */
     int done;                     /* exploration over: `current` for the rest of the run */
@@ -96,23 +85,23 @@ typedef struct {
     int nb;
     long long used[MAXC];         /* calls per configuration */
     unsigned long long digest;    /* of the sequence of configurations */
-} group_t;
+};
 
-typedef struct comm_st {
+struct comm_st {
     MPI_Comm comm, priv;
     int size, rank, seq, world_rank;
     MPI_Comm cand[N_OCOLL][MAXC];
     int made[N_OCOLL][MAXC];
     group_t *g[N_OCOLL][NBUCKET];
     struct comm_st *next;
-} comm_st;
+};
 
 static plan_t P;
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
-static int in_fortran; /* a Fortran entry routed this call: the C wrappers pass through */
+int in_fortran;
 static comm_st *g_comms;
 
-static void fail(const char *why)
+void fail(const char *why)
 {
     fprintf(stderr, "colltune online: %s\n", why);
     PMPI_Abort(MPI_COMM_WORLD, 3);
@@ -166,115 +155,6 @@ static void read_plan(const char *path)
         P.batch = 32;
     if (!(P.share > 0 && P.share <= 1))
         P.share = 0.1;
-}
-
-/* ---- MPI_T: a candidate's control variables written, then restored ---- */
-
-static int g_mpit; /* MPI_T opened: at the first candidate, not at MPI_Init (Open MPI 4.1
-                    * takes 0.2 s to open it, 4 ranks on 2 cores: a run that explores
-                    * nothing should not pay it) */
-
-static void open_mpit(void)
-{
-    int prov;
-    if (g_mpit)
-        return;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &prov) != MPI_SUCCESS)
-        fail("MPI_T_init_thread failed: the layer cannot write control variables");
-    g_mpit = 1;
-}
-
-static int cvar_handle(const char *name, MPI_T_cvar_handle *h, MPI_Datatype *type)
-{
-    open_mpit();
-    int idx, count, verb, bind, scope, nl = 0;
-    MPI_T_enum en;
-    if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS)
-        return -1;
-    if (MPI_T_cvar_get_info(idx, NULL, &nl, &verb, type, &en, NULL, NULL, &bind, &scope)
-        != MPI_SUCCESS)
-        return -1;
-    return MPI_T_cvar_handle_alloc(idx, NULL, h, &count) == MPI_SUCCESS ? 0 : -1;
-}
-
-/* write `value` (kept in `old` first); -1 where the library refuses */
-static int cvar_set(MPI_T_cvar_handle h, MPI_Datatype type, long long value, long long *old)
-{
-    if (type == MPI_INT || type == MPI_UNSIGNED) {
-        int o = 0, v = (int)value;
-        if (MPI_T_cvar_read(h, &o) != MPI_SUCCESS)
-            return -1;
-        *old = o;
-        return MPI_T_cvar_write(h, &v) == MPI_SUCCESS ? 0 : -1;
-    }
-    long long o = 0;
-    if (MPI_T_cvar_read(h, &o) != MPI_SUCCESS)
-        return -1;
-    *old = o;
-    return MPI_T_cvar_write(h, &value) == MPI_SUCCESS ? 0 : -1;
-}
-
-/* the duplicate of `comm` that runs candidate `k` of collective `c`: made with its control
- * variables written, every value restored after. A variable the library refuses makes the
- * duplicate run the library's choice, and the candidate is dropped (at the batch's end,
- * agreed with the others: dropped[] only changes there) */
-static MPI_Comm make_candidate(comm_st *s, int c, int k, int *refused)
-{
-    const cand_t *cd = &P.cand[c][k];
-    MPI_T_cvar_handle h[MAXV];
-    MPI_Datatype type[MAXV];
-    long long old[MAXV];
-    int have[MAXV] = {0}, set[MAXV] = {0};
-    MPI_Comm dup;
-    *refused = 0;
-    for (int v = 0; v < cd->nvar; v++) {
-        have[v] = cvar_handle(cd->name[v], &h[v], &type[v]) == 0;
-        set[v] = have[v] && cvar_set(h[v], type[v], cd->value[v], &old[v]) == 0;
-        *refused |= !set[v];
-    }
-    PMPI_Comm_dup(s->comm, &dup);
-    /* a candidate the library refuses for a call's arguments returns, and is named */
-    PMPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-    for (int v = 0; v < cd->nvar; v++) {
-        long long ignored;
-        if (set[v])
-            cvar_set(h[v], type[v], old[v], &ignored);
-        if (have[v])
-            MPI_T_cvar_handle_free(&h[v]);
-    }
-    return dup;
-}
-
-/* "call": candidate `k` of collective `c` written for the next call (0: refused, the
- * library's choice runs); `unset` restores what it replaced */
-static int set_candidate(int c, int k)
-{
-    cand_t *cd = &P.cand[c][k];
-    if (cd->ready == 0) {
-        cd->ready = 1;
-        for (int v = 0; v < cd->nvar; v++)
-            if (cvar_handle(cd->name[v], &cd->h[v], &cd->type[v]) != 0)
-                cd->ready = -1;
-    }
-    if (cd->ready < 0)
-        return 0;
-    for (int v = 0; v < cd->nvar; v++)
-        if (cvar_set(cd->h[v], cd->type[v], cd->value[v], &cd->old[v]) != 0) {
-            long long ignored;
-            while (v-- > 0)
-                cvar_set(cd->h[v], cd->type[v], cd->old[v], &ignored);
-            cd->ready = -1;
-            return 0;
-        }
-    return 1;
-}
-
-static void unset_candidate(int c, int k)
-{
-    cand_t *cd = &P.cand[c][k];
-    long long ignored;
-    for (int v = cd->nvar - 1; v >= 0; v--)
-        cvar_set(cd->h[v], cd->type[v], cd->old[v], &ignored);
 }
 
 static void refused_once(int c, int k)
@@ -405,15 +285,8 @@ static void keep_batch(group_t *g, int ncand)
 
 /* ---- one call: where it runs, and its time ---- */
 
-typedef struct {
-    comm_st *s;
-    group_t *g;
-    int c, k;
-    int written; /* "call": the candidate's variables are written, restore after */
-} call_t;
 
-/* the communicator this call runs on: the application's, or a candidate's duplicate */
-static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
+MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
 {
     call->g = NULL;
     call->written = 0;
@@ -455,7 +328,7 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
     if (k == 0 || (!P.cand[c][k].nvar))
         return comm;
     if (P.per_call) {
-        call->written = set_candidate(c, k);
+        call->written = set_candidate(&P.cand[c][k]);
         if (!call->written) { /* the same on every rank: one library, one answer */
             if (g->sched[k] < P.samples)
                 refused_once(c, k);
@@ -466,7 +339,7 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
     if (!s->made[c][k]) {
         int refused;
         in_layer++;
-        s->cand[c][k] = make_candidate(s, c, k, &refused);
+        s->cand[c][k] = make_candidate(&P.cand[c][k], s->comm, &refused);
         s->made[c][k] = 1;
         in_layer--;
         if (refused) { /* said once, per rank: the library would not take it */
@@ -481,12 +354,12 @@ static MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *cal
  * MPI_ERR_UNSUPPORTED_OPERATION, the same on every rank, such as barrier's two-process
  * algorithm on more ranks): dropped for the group, said once; the call is made again with
  * the library's choice. 1: make it again */
-static int refused_call(call_t *call, int rc)
+int refused_call(call_t *call, int rc)
 {
     if (rc == MPI_SUCCESS || !call->g || !call->k)
         return 0;
     if (call->written)
-        unset_candidate(call->c, call->k);
+        unset_candidate(&P.cand[call->c][call->k]);
     call->written = 0;
     group_t *g = call->g;
     if (!g->dropped[call->k])
@@ -502,11 +375,11 @@ static int refused_call(call_t *call, int rc)
     return 1;
 }
 
-static void timed(call_t *call, double t0, double t1)
+void timed(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
     if (call->written) /* before anything else runs: only this call was the candidate's */
-        unset_candidate(call->c, call->k);
+        unset_candidate(&P.cand[call->c][call->k]);
     if (!g)
         return;
     g->bt[g->nb] = t1 - t0;
@@ -519,77 +392,25 @@ static void timed(call_t *call, double t0, double t1)
     }
 }
 
-static int builtin_op(MPI_Op op)
+int builtin_op(MPI_Op op)
 {
     return op == MPI_SUM || op == MPI_MAX || op == MPI_MIN || op == MPI_PROD
            || op == MPI_LAND || op == MPI_BAND || op == MPI_LOR || op == MPI_BOR
            || op == MPI_LXOR || op == MPI_BXOR || op == MPI_MAXLOC || op == MPI_MINLOC;
 }
 
-static long long tbytes(int count, MPI_Datatype t)
+long long tbytes(int count, MPI_Datatype t)
 {
     int sz = 0;
     PMPI_Type_size(t, &sz);
     return (long long)count * sz;
 }
 
-#define ROUTED(c, comm, bytes, ok, call_on)                                               \
-    do {                                                                                  \
-        call_t call_;                                                                     \
-        MPI_Comm on_ = route(c, comm, bytes, ok, &call_);                                 \
-        double t0_ = PMPI_Wtime();                                                        \
-        int rc_ = call_on;                                                                \
-        if (refused_call(&call_, rc_)) {                                                  \
-            on_ = comm;                                                                   \
-            t0_ = PMPI_Wtime();                                                           \
-            rc_ = call_on;                                                                \
-        }                                                                                 \
-        timed(&call_, t0_, PMPI_Wtime());                                                 \
-        return rc_;                                                                       \
-    } while (0)
-
 #pragma GCC visibility pop
-
-int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
-{
-    ROUTED(O_ALLREDUCE, comm, tbytes(count, t), builtin_op(op),
-           PMPI_Allreduce(s, r, count, t, op, on_));
-}
-
-int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
-{
-    ROUTED(O_BCAST, comm, tbytes(count, t), 1, PMPI_Bcast(buf, count, t, root, on_));
-}
-
-int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
-               MPI_Comm comm)
-{
-    ROUTED(O_REDUCE, comm, tbytes(count, t), builtin_op(op),
-           PMPI_Reduce(s, r, count, t, op, root, on_));
-}
-
-int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                  MPI_Comm comm)
-{
-    ROUTED(O_ALLGATHER, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
-           PMPI_Allgather(s, sc, st, r, rc, rt, on_));
-}
-
-int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
-                 MPI_Comm comm)
-{
-    ROUTED(O_ALLTOALL, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
-           PMPI_Alltoall(s, sc, st, r, rc, rt, on_));
-}
-
-int MPI_Barrier(MPI_Comm comm)
-{
-    ROUTED(O_BARRIER, comm, 0, 1, PMPI_Barrier(on_));
-}
 
 /* ---- start and end ---- */
 
-static void start(void)
+void start(void)
 {
     if (g_started++) /* a Fortran MPI_Init that calls the C one: once */
         return;
@@ -603,27 +424,12 @@ static void start(void)
     g_on = 1;
 }
 
-int MPI_Init(int *argc, char ***argv)
-{
-    int rc = PMPI_Init(argc, argv);
-    start();
-    return rc;
-}
-
-static void refuse_threads(int required)
+void refuse_threads(int required)
 {
     if (required == MPI_THREAD_MULTIPLE && getenv("COLLTUNE_ONLINE_PLAN"))
         fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
              "under it yet (calls from several threads could reach the schedule in "
              "different orders on different ranks); use tune profile and tune app");
-}
-
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
-{
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    refuse_threads(required);
-    start();
-    return rc;
 }
 
 static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
@@ -650,7 +456,7 @@ static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g
     fprintf(ev, "]}\n");
 }
 
-static void finish(void)
+void finish(void)
 {
     if (g_on) {
         /* the partial batches: reduced all at once (nonblocking), so communicators that
@@ -703,108 +509,6 @@ static void finish(void)
         if (ev)
             fclose(ev);
         g_on = 0;
-        if (g_mpit)
-            MPI_T_finalize();
+        close_mpit();
     }
 }
-
-int MPI_Finalize(void)
-{
-    finish();
-    return PMPI_Finalize();
-}
-
-/* ---- Fortran entries: the library's own, on the communicator the routing chose ---- */
-
-typedef void (*fvoid_t)(void);
-
-static fvoid_t next_of(fvoid_t *cache, const char *name)
-{
-    if (!*cache) {
-        void *p = dlsym(RTLD_NEXT, name);
-        memcpy(cache, &p, sizeof *cache); /* object to function pointer, portably */
-    }
-    return *cache;
-}
-
-static long long ftbytes(const MPI_Fint *count, const MPI_Fint *type)
-{
-    return tbytes((int)*count, MPI_Type_f2c(*type));
-}
-
-/* one Fortran entry of collective `c`: routed as the C call, `fcomm` the handle passed on */
-#define F_ROUTED(sym, c, params, args, bytes, ok)                                         \
-    void sym params                                                                       \
-    {                                                                                     \
-        static fvoid_t cache;                                                             \
-        fvoid_t next = next_of(&cache, #sym);                                             \
-        if (!next) {                                                                      \
-            *ierr = MPI_ERR_OTHER;                                                        \
-            return;                                                                       \
-        }                                                                                 \
-        call_t call_;                                                                     \
-        MPI_Fint fcomm_ = MPI_Comm_c2f(route(c, MPI_Comm_f2c(*comm), bytes, ok, &call_)); \
-        MPI_Fint *fcomm = &fcomm_;                                                        \
-        double t0_ = PMPI_Wtime();                                                        \
-        in_fortran++;                                                                     \
-        ((void(*) params)next) args;                                                      \
-        if (refused_call(&call_, (int)*ierr)) {                                           \
-            fcomm_ = *comm;                                                               \
-            t0_ = PMPI_Wtime();                                                           \
-            ((void(*) params)next) args;                                                  \
-        }                                                                                 \
-        in_fortran--;                                                                     \
-        timed(&call_, t0_, PMPI_Wtime());                                                 \
-    }
-
-#define F_BOTH(name, c, params, args, bytes, ok)                                          \
-    F_ROUTED(mpi_##name##_, c, params, args, bytes, ok)                                   \
-    F_ROUTED(mpi_##name##_f08_, c, params, args, bytes, ok)
-
-F_BOTH(allreduce, O_ALLREDUCE,
-       (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
-        MPI_Fint *ierr),
-       (s, r, count, type, op, fcomm, ierr), ftbytes(count, type),
-       builtin_op(MPI_Op_f2c(*op)))
-F_BOTH(bcast, O_BCAST,
-       (void *buf, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
-        MPI_Fint *ierr),
-       (buf, count, type, root, fcomm, ierr), ftbytes(count, type), 1)
-F_BOTH(reduce, O_REDUCE,
-       (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
-        MPI_Fint *comm, MPI_Fint *ierr),
-       (s, r, count, type, op, root, fcomm, ierr), ftbytes(count, type),
-       builtin_op(MPI_Op_f2c(*op)))
-F_BOTH(allgather, O_ALLGATHER,
-       (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
-       (s, scount, stype, r, rcount, rtype, fcomm, ierr), ftbytes(rcount, rtype), 1)
-F_BOTH(alltoall, O_ALLTOALL,
-       (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
-        MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
-       (s, scount, stype, r, rcount, rtype, fcomm, ierr), ftbytes(rcount, rtype), 1)
-F_BOTH(barrier, O_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr), (fcomm, ierr), 0, 1)
-
-/* start and end through Fortran: the library's own entry, and the layer's around it */
-#define F_EDGE(sym, params, args, before, after)                                          \
-    void sym params                                                                       \
-    {                                                                                     \
-        static fvoid_t cache;                                                             \
-        fvoid_t next = next_of(&cache, #sym);                                             \
-        if (!next) {                                                                      \
-            *ierr = MPI_ERR_OTHER;                                                        \
-            return;                                                                       \
-        }                                                                                 \
-        before;                                                                           \
-        ((void(*) params)next) args;                                                      \
-        after;                                                                            \
-    }
-
-F_EDGE(mpi_init_, (MPI_Fint *ierr), (ierr), (void)0, start())
-F_EDGE(mpi_init_f08_, (MPI_Fint *ierr), (ierr), (void)0, start())
-F_EDGE(mpi_init_thread_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
-       (required, provided, ierr), (void)0, (refuse_threads((int)*required), start()))
-F_EDGE(mpi_init_thread_f08_, (MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr),
-       (required, provided, ierr), (void)0, (refuse_threads((int)*required), start()))
-F_EDGE(mpi_finalize_, (MPI_Fint *ierr), (ierr), finish(), (void)0)
-F_EDGE(mpi_finalize_f08_, (MPI_Fint *ierr), (ierr), finish(), (void)0)

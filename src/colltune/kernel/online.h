@@ -1,0 +1,65 @@
+/* collonline's shared declarations (collonline.c says what the layer does): the wrapped
+ * collectives, one call's routing and timing, the start and end. Hidden, as collprof's:
+ * a preloaded library's internal names must never bind to an application's own. */
+#ifndef COLLTUNE_ONLINE_H
+#define COLLTUNE_ONLINE_H
+
+#include <mpi.h>
+
+#pragma GCC visibility push(hidden)
+
+enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCOLL };
+
+#define MAXV 6 /* control variables a candidate writes */
+
+/* one candidate of the plan */
+typedef struct {
+    int id; /* the catalog's algorithm id */
+    int nvar;
+    char name[MAXV][96];
+    long long value[MAXV];
+    /* "call": the handles, made at the first call (0: not yet, 1: made, -1: refused) */
+    int ready;
+    MPI_T_cvar_handle h[MAXV];
+    MPI_Datatype type[MAXV];
+    long long old[MAXV];
+} cand_t;
+
+typedef struct group_s group_t;
+typedef struct comm_st comm_st;
+
+/* one call: its communicator's state, its group, collective and configuration */
+typedef struct {
+    comm_st *s;
+    group_t *g;
+    int c, k;
+    int written; /* "call": the candidate's variables are written, restore after */
+} call_t;
+
+extern int in_fortran; /* a Fortran entry routed this call: the C wrappers pass through */
+
+/* the communicator this call runs on: the application's, or a candidate's duplicate */
+MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call);
+/* a candidate refused this call (error `rc`): dropped; 1: make the call again */
+int refused_call(call_t *call, int rc);
+void timed(call_t *call, double t0, double t1); /* its time, into the group's batch */
+int builtin_op(MPI_Op op);
+long long tbytes(int count, MPI_Datatype t);
+void start(void);                 /* after the library's MPI_Init */
+void refuse_threads(int required); /* MPI_THREAD_MULTIPLE stops the job */
+void finish(void);                /* before the library's MPI_Finalize; once */
+void fail(const char *why);       /* said, and the job aborted */
+
+/* online_mpit.c. Open MPI: the duplicate of `comm` that runs candidate `cd`, made with its
+ * control variables written, every value restored after; `refused`: a variable the library
+ * would not take (the duplicate runs its choice; the caller drops the candidate) */
+MPI_Comm make_candidate(const cand_t *cd, MPI_Comm comm, int *refused);
+/* MPICH: `cd` written for the next call (0: refused, the library's choice runs);
+ * `unset_candidate` restores what it replaced */
+int set_candidate(cand_t *cd);
+void unset_candidate(cand_t *cd);
+void close_mpit(void); /* at the end, if opened */
+
+#pragma GCC visibility pop
+
+#endif
