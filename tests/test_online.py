@@ -121,6 +121,18 @@ def test_what_cannot_be_tuned_online_is_refused(ompi41: OpenMPI, tmp_path: Path)
                  env=ompi41.tool_env())
     assert r.returncode != 0 and "MPI_THREAD_MULTIPLE" in r.stdout + r.stderr, r.stdout
     assert not out.exists()
+    # an application that aborts halfway: said, nothing written, nothing stored (the store
+    # keeps what it held: here, nothing)
+    db = tmp_path / "abort.sqlite"
+    r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
+                 "--timeout", "120", "--", str(ompi41.mpirun), "-np", "4", "--oversubscribe",
+                 str(exe), "300", "0", "abort", env=ompi41.tool_env())
+    assert r.returncode == 3 and "the application failed" in r.stdout + r.stderr, r.stdout
+    assert not out.exists()
+    if db.exists():
+        store = Store(db, readonly=True)
+        assert store.contexts() == []
+        store.close()
 
 
 @pytest.mark.mpi

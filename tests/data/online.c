@@ -5,7 +5,8 @@
  * user-defined operation (which the layer must pass through). Rare: an MPI_Reduce of 64
  * doubles, 20 calls in all (a group too small to explore). Rank 0 prints a checksum of
  * every result: integer-valued doubles, so any algorithm's order of additions gives the
- * same bits, and any wrong result changes it. argv[3] "multiple": MPI_THREAD_MULTIPLE. */
+ * same bits, and any wrong result changes it. argv[3] "multiple": MPI_THREAD_MULTIPLE;
+ * "abort": rank 1 calls MPI_Abort halfway (an application that fails mid-run). */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
 #include <stdio.h>
@@ -46,6 +47,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Op_create(add_ints, 1, &mine);
     for (int i = 0; i < calls; i++) {
+        if (argc > 3 && !strcmp(argv[3], "abort") && i == calls / 2 && rank == 1)
+            MPI_Abort(MPI_COMM_WORLD, 7);
         work_us(imb * rank);
         for (int j = 0; j < 8; j++)
             small[j] = (double)((rank + 1) * (j + i % 7));
