@@ -190,7 +190,8 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "checksum" in r.stdout and (work / "r.conf").exists()
     hosts = {f.name: f.read_text().splitlines()[0] for f in (work / "ev").glob("schedule.*")}
-    assert sorted(hosts.values()) == ["host node1"] * 2 + ["host node2"] * 2, hosts
+    assert sorted(hosts.values()) == ["host node1 world 4"] * 2 + ["host node2 world 4"] * 2, \
+        hosts
     rows = [f.read_text().splitlines()[1:] for f in (work / "ev").glob("schedule.*")]
     assert all(sorted(x) == sorted(rows[0]) for x in rows), rows
     con = sqlite3.connect(work / "db.sqlite")

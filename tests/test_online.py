@@ -302,3 +302,30 @@ def test_evidence_is_never_written_through_a_link(ompi41: OpenMPI, tmp_path: Pat
                  env=ompi41.tool_env())
     assert r.returncode == 2 and "symbolic link" in r.stdout + r.stderr, r.stdout + r.stderr
     assert target.read_text() == "kept\n"
+
+
+def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
+    """The layer's files are parsed, never trusted: a collective it does not wrap, a NaN, a
+    missing field, or a rank's missing schedule is an error naming the file, not a crash."""
+    from colltune.apploop.online import _evidence, _schedules
+    from colltune.errors import MPIError
+
+    good = {"collective": "bcast", "comm_size": 4, "comm": 0, "bytes": 8, "calls": 70,
+            "explored": True, "kept": 0, "configs": [
+                {"id": 0, "calls": 64, "dropped": False, "times_s": [1e-5, 2e-5]},
+                {"id": 1, "calls": 6, "dropped": True, "times_s": [9e-5]}]}
+    (tmp_path / "evidence.0").write_text(json.dumps(good) + "\n")
+    [g] = _evidence(tmp_path)
+    assert g.times == {0: [1e-5, 2e-5], 1: [9e-5]} and g.dropped == [1]
+    for bad in ({**good, "collective": "rm -rf"}, {**good, "bytes": "NaN"},
+                {k: v for k, v in good.items() if k != "calls"}):
+        (tmp_path / "evidence.0").write_text(json.dumps(bad) + "\n")
+        with pytest.raises(MPIError, match="evidence.0: unreadable evidence"):
+            _evidence(tmp_path)
+    (tmp_path / "evidence.0").write_text('{"collective": NaN}\n')
+    with pytest.raises(MPIError, match="unreadable"):
+        _evidence(tmp_path)
+    for r in (0, 2):
+        (tmp_path / f"schedule.{r}").write_text(f"host node{r} world 3\n")
+    with pytest.raises(MPIError, match=r"rank\(s\) 1 of 3 wrote no schedule"):
+        _schedules(tmp_path)

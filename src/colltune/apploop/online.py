@@ -117,16 +117,24 @@ def origin_of(cmd: list[str]) -> str:
 
 
 def _schedules(folder: Path) -> tuple[dict[int, list[str]], dict[int, str]]:
-    """Each rank's schedule lines (schedule.RANK) and its host."""
+    """Each rank's schedule lines (schedule.RANK) and its host; every rank of the job's
+    must have written one (a missing one: the layer said why on its stderr)."""
     lines: dict[int, list[str]] = {}
     hosts: dict[int, str] = {}
+    world = 0
     for f in folder.glob("schedule.*"):
         rank = int(f.name.split(".", 1)[1])
         body = read_text(f).splitlines()
-        if body and body[0].startswith("host "):
-            hosts[rank] = body[0][5:]
+        head = body[0].split() if body else []
+        if len(head) == 4 and head[0] == "host" and head[2] == "world":
+            hosts[rank], world = head[1], max(world, int(head[3]))
             body = body[1:]
         lines[rank] = body
+    missing = sorted(set(range(world)) - set(lines))
+    if missing:
+        raise MPIError(f"rank(s) {', '.join(map(str, missing[:8]))} of {world} wrote no "
+                       "schedule: nothing written", "see the application's stderr for the "
+                       "layer's reason (a job directory other nodes do not see?)")
     return lines, hosts
 
 
@@ -146,12 +154,17 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                 e: Any = parse_json(line)
             except ValueError as err:  # a rank killed while writing: the run failed anyway
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
-            groups.append(OnlineGroup(
-                e["collective"], int(e["comm_size"]), int(e["bytes"]), int(e["calls"]),
-                bool(e["explored"]), int(e["kept"]),
-                {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
-                 if c["times_s"]},
-                [int(c["id"]) for c in e["configs"] if c["dropped"]]))
+            try:
+                if e["collective"] not in COLLECTIVES:
+                    raise ValueError(f"collective {str(e['collective'])[:40]!r}")
+                groups.append(OnlineGroup(
+                    e["collective"], int(e["comm_size"]), int(e["bytes"]), int(e["calls"]),
+                    bool(e["explored"]), int(e["kept"]),
+                    {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
+                     if c["times_s"]},
+                    [int(c["id"]) for c in e["configs"] if c["dropped"]]))
+            except (KeyError, TypeError, ValueError) as err:
+                raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
     return groups
 
 

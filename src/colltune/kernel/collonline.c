@@ -50,6 +50,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "online.h"
@@ -432,6 +434,26 @@ void refuse_threads(int required)
              "different orders on different ranks); use tune profile and tune app");
 }
 
+/* a file of this rank's in the plan's directory, as the profiler writes its records
+ * (docs/security.md): only into a real directory of this user that no one else may write,
+ * created anew (never a link followed, never a file replaced); NULL, said, otherwise */
+static FILE *create(const char *path)
+{
+    struct stat st;
+    if (lstat(P.dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()
+        || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+        fprintf(stderr, "colltune online: %s is not a private directory of this user; "
+                        "nothing written\n", P.dir);
+        return NULL;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "colltune online: cannot create %s; nothing written there\n", path);
+        return NULL;
+    }
+    return fdopen(fd, "w");
+}
+
 static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
 {
     int ncand = P.ncand[c];
@@ -482,17 +504,19 @@ void finish(void)
         char path[4200];
         PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
         snprintf(path, sizeof path, "%s/schedule.%d", P.dir, wr);
-        FILE *sc = fopen(path, "w");
+        FILE *sc = create(path);
         FILE *ev = NULL;
         for (comm_st *s = g_comms; s; s = s->next)
             if (s->rank == 0 && !ev) {
                 snprintf(path, sizeof path, "%s/evidence.%d", P.dir, wr);
-                ev = fopen(path, "w");
+                ev = create(path);
             }
         char host[256] = "";
         gethostname(host, sizeof host - 1);
+        int ws;
+        PMPI_Comm_size(MPI_COMM_WORLD, &ws);
         if (sc)
-            fprintf(sc, "host %s\n", host);
+            fprintf(sc, "host %s world %d\n", host, ws);
         for (comm_st *s = g_comms; s; s = s->next)
             for (int c = 0; c < N_OCOLL; c++)
                 for (int b = 0; b < NBUCKET; b++) {
