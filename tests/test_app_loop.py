@@ -203,12 +203,15 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
     quick = ["--mpi", "/usr", "--oversubscribe", "--point-time", "0.03", "--min-reps", "5",
              "--max-reps", "12", "--confirm-rounds", "0", "--db", str(tmp_path / "db.sqlite")]
     out = tmp_path / "r.conf"
+    # a terminal wide enough that the table's headers never wrap (how wide the table is
+    # depends on the algorithms' names chosen: at 80 columns "entering together" once did)
     r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--arrival",
                         "both", "--out", str(out), "--json", str(tmp_path / "a.json"), *quick],
-                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+                       capture_output=True, text=True, env={**ompi41.tool_env(),
+                                                            "COLUMNS": "250"}, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert out.exists() and (tmp_path / "r.together.conf").exists()
-    assert "entering together" in r.stdout  # the table's column of the other choice
+    assert "entering together" in r.stdout, r.stdout  # the table's column of the other choice
     doc = json.loads((tmp_path / "a.json").read_text())
     world = next(g for g in doc["groups"] if (g["collective"], g["comm_size"]) ==
                  ("allreduce", 4))
