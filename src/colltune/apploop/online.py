@@ -11,15 +11,13 @@ import hashlib
 import json
 import os
 import socket
-import subprocess
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from colltune import jobdir
-from colltune.apploop.profile import inject
+from colltune.apploop.profile import inject, launch_timed
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import get_collective
@@ -257,17 +255,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
-        start = time.monotonic()
-        try:
-            res = subprocess.run(inject(req.cmd, backend, env), timeout=req.timeout,
-                                 check=False, text=True, capture_output=True)
-        except FileNotFoundError:
-            raise ColltuneError(f"cannot run {req.cmd[0]}: not found",
-                                "give the launcher's path, or put it on PATH") from None
-        except subprocess.TimeoutExpired:
-            raise MPIError(f"the application ran longer than --timeout {req.timeout} s; "
-                           "nothing learned is written", "raise --timeout") from None
-        wall = time.monotonic() - start
+        res, wall = launch_timed(inject(req.cmd, backend, env), req.timeout, True, None,
+                                 "nothing learned is written")
         if res.returncode != 0:  # the layer's own words first, else the output's end
             said = [ln for ln in (res.stderr or "").splitlines()
                     if ln.startswith("colltune online:")]

@@ -74,6 +74,24 @@ def run(cmd: list[str], out: Path, backend_name: str = "openmpi", prefix: str | 
     return profile
 
 
+def launch_timed(full: list[str], timeout: float | None, capture: bool,
+                 environ: dict[str, str] | None, lost: str
+                 ) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The application's launch `full` and its elapsed time; a launcher that is not there,
+    or a run past `timeout`, is an error that says what is therefore `lost`."""
+    start = time.monotonic()
+    try:
+        res = subprocess.run(full, timeout=timeout, check=False, text=True,
+                             capture_output=capture, env=environ)
+    except FileNotFoundError:
+        raise ColltuneError(f"cannot run {full[0]}: not found",
+                            "give the launcher's path, or put it on PATH") from None
+    except subprocess.TimeoutExpired:
+        raise MPIError(f"the application ran longer than --timeout {timeout} s; {lost}",
+                       "raise --timeout") from None
+    return res, time.monotonic() - start
+
+
 def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
                  env: dict[str, str] | None = None, timeout: float | None = None,
                  capture: bool = False, launcher_environ: dict[str, str] | None = None,
@@ -93,18 +111,8 @@ def profiled_run(cmd: list[str], backend: Backend, mpi: Installation,
         full = inject(cmd, backend, {**(env or {}), "LD_PRELOAD": preload,
                                      "COLLTUNE_PROFILE_DIR": tmp,
                                      **({"COLLTUNE_PROFILE_CVARS": names} if names else {})})
-        start = time.monotonic()
-        try:
-            res = subprocess.run(full, timeout=timeout, check=False, text=True,
-                                 capture_output=capture,
-                                 env=launcher_environ)
-        except FileNotFoundError:
-            raise ColltuneError(f"cannot run {cmd[0]}: not found",
-                                "give the launcher's path, or put it on PATH") from None
-        except subprocess.TimeoutExpired:
-            raise MPIError(f"the application ran longer than --timeout {timeout} s; "
-                                "no profile written", "raise --timeout") from None
-        elapsed = time.monotonic() - start
+        res, elapsed = launch_timed(full, timeout, capture, launcher_environ,
+                                    "no profile written")
         if res.returncode != 0:
             tail = (res.stderr or "").strip().splitlines()[-3:] if capture else []
             raise MPIError(f"the application failed (exit {res.returncode}); no profile "

@@ -40,10 +40,10 @@ SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c
                          "bench_mpit.c", "bench_colls.c", "bench_measure.c",
                          "bench_loop.c"),
            "collstep": ("collstep.c", "bench.h", "bench_sync.c", "bench_colls.c"),
-           "collprof": ("collprof.c", "prof.h", "prof_c.c", "prof_fortran.c",
+           "collprof": ("collprof.c", "prof.h", "fnext.h", "prof_c.c", "prof_fortran.c",
                         "prof_arrival.c"),
-           "collonline": ("collonline.c", "online.h", "online_c.c", "online_fortran.c",
-                          "online_mpit.c")}
+           "collonline": ("collonline.c", "online.h", "fnext.h", "online_c.c",
+                          "online_fortran.c", "online_mpit.c")}
 
 
 def source_files(name: str) -> tuple[str, ...]:

@@ -3,22 +3,10 @@
  * as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE and the other
  * Fortran sentinels stay its business). */
 #define _GNU_SOURCE /* RTLD_NEXT */
-#include <dlfcn.h>
 #include <mpi.h>
-#include <string.h>
 
+#include "fnext.h"
 #include "online.h"
-
-typedef void (*fvoid_t)(void);
-
-static fvoid_t next_of(fvoid_t *cache, const char *name)
-{
-    if (!*cache) {
-        void *p = dlsym(RTLD_NEXT, name);
-        memcpy(cache, &p, sizeof *cache); /* object to function pointer, portably */
-    }
-    return *cache;
-}
 
 static long long ftbytes(const MPI_Fint *count, const MPI_Fint *type)
 {

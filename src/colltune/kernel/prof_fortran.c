@@ -1,27 +1,15 @@
 /* collprof's Fortran wrappers (collprof.c says why they exist): each times the library's
  * own entry of the same name, found with dlsym(RTLD_NEXT). */
 #define _GNU_SOURCE /* RTLD_NEXT */
-#include <dlfcn.h>
 #include <mpi.h>
 #include <string.h>
 
+#include "fnext.h"
 #include "prof.h"
 
 /* ---- Fortran bindings: mpif.h and `use mpi` (gfortran's mpi_x_), Open MPI's mpi_f08
  * (mpi_x_f08_: the same arguments, handles by reference). Each entry times the call and
  * hands it to the library's own entry of the same name. ---- */
-
-typedef void (*fvoid_t)(void);
-
-/* the library's own definition of `name` (NULL: it has none) */
-static fvoid_t next_of(fvoid_t *cache, const char *name)
-{
-    if (!*cache) {
-        void *p = dlsym(RTLD_NEXT, name);
-        memcpy(cache, &p, sizeof *cache); /* object to function pointer, portably */
-    }
-    return *cache;
-}
 
 static long long ftype(const MPI_Fint *t)
 {
