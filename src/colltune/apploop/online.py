@@ -185,6 +185,12 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
     return list(out.values())
 
 
+def _layout_of(np: int, job: tuple[int, int]) -> tuple[int, int]:
+    """(nodes, ranks per node) of a communicator of `np` ranks: the job's layout for the
+    world's size, else one node (a smaller communicator's own layout is not recorded)."""
+    return job if np == job[0] * job[1] else (1, np)
+
+
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
            origin: str, layout: tuple[int, int]) -> None:
     """The explored groups' calls as measurements: one point per configuration and size,
@@ -194,7 +200,7 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
         for g in groups:
             if not g.explored:
                 continue
-            nodes, ppn = layout if g.comm_size == layout[0] * layout[1] else (1, g.comm_size)
+            nodes, ppn = _layout_of(g.comm_size, layout)
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
                           backend.name)
@@ -307,7 +313,7 @@ def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
             todo[(g.collective, g.comm_size)].append(g)
     for (name, np), gs in todo.items():
         coll = get_collective(name)
-        nodes, ppn = layout if np == layout[0] * layout[1] else (1, np)
+        nodes, ppn = _layout_of(np, layout)
         launch = dataclasses.replace(place(np, None).launch, nodes=nodes, ppn=ppn) \
             if nodes > 1 else None
         opts = TuneOptions(

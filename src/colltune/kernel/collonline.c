@@ -215,6 +215,12 @@ static int bucket_of(long long bytes)
     return b;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double median(const double *x, int n)
 {
     double *y = malloc((size_t)n * sizeof *y);
@@ -223,12 +229,7 @@ static double median(const double *x, int n)
         return NAN;
     }
     memcpy(y, x, (size_t)n * sizeof *y);
-    for (int i = 1; i < n; i++) /* insertion sort: a few hundred values at most */
-        for (int j = i; j > 0 && y[j - 1] > y[j]; j--) {
-            double t = y[j];
-            y[j] = y[j - 1];
-            y[j - 1] = t;
-        }
+    qsort(y, (size_t)n, sizeof *y, cmp_double); /* at a batch's end, up to KEEP values */
     double m = n % 2 ? y[n / 2] : 0.5 * (y[n / 2 - 1] + y[n / 2]);
     free(y);
     return m;

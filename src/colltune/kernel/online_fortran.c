@@ -13,16 +13,20 @@ static long long ftbytes(const MPI_Fint *count, const MPI_Fint *type)
     return tbytes((int)*count, MPI_Type_f2c(*type));
 }
 
+/* the library's own entry `sym`, as `next`; none: the call fails (every entry has `ierr`) */
+#define F_NEXT(sym)                                                                       \
+    static fvoid_t cache;                                                                 \
+    fvoid_t next = next_of(&cache, #sym);                                                 \
+    if (!next) {                                                                          \
+        *ierr = MPI_ERR_OTHER;                                                            \
+        return;                                                                           \
+    }
+
 /* one Fortran entry of collective `c`: routed as the C call, `fcomm` the handle passed on */
 #define F_ROUTED(sym, c, params, args, bytes, ok)                                         \
     void sym params                                                                       \
     {                                                                                     \
-        static fvoid_t cache;                                                             \
-        fvoid_t next = next_of(&cache, #sym);                                             \
-        if (!next) {                                                                      \
-            *ierr = MPI_ERR_OTHER;                                                        \
-            return;                                                                       \
-        }                                                                                 \
+        F_NEXT(sym);                                                                      \
         call_t call_;                                                                     \
         MPI_Fint fcomm_ = MPI_Comm_c2f(route(c, MPI_Comm_f2c(*comm), bytes, ok, &call_)); \
         MPI_Fint *fcomm = &fcomm_;                                                        \
@@ -70,12 +74,7 @@ F_BOTH(barrier, O_BARRIER, (MPI_Fint *comm, MPI_Fint *ierr), (fcomm, ierr), 0, 1
 #define F_EDGE(sym, params, args, before, after)                                          \
     void sym params                                                                       \
     {                                                                                     \
-        static fvoid_t cache;                                                             \
-        fvoid_t next = next_of(&cache, #sym);                                             \
-        if (!next) {                                                                      \
-            *ierr = MPI_ERR_OTHER;                                                        \
-            return;                                                                       \
-        }                                                                                 \
+        F_NEXT(sym);                                                                      \
         before;                                                                           \
         ((void(*) params)next) args;                                                      \
         after;                                                                            \
