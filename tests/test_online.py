@@ -9,9 +9,12 @@ MPI_THREAD_MULTIPLE, are refused with why."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,12 +59,18 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
 
     out, db, ev, summary = (tmp_path / "rules.conf", tmp_path / "s.sqlite", tmp_path / "ev",
                             tmp_path / "online.json")
+    # the test-only fault switch spoils recursive doubling's answer on rank 1, as a wrong
+    # algorithm would: the layer's check of each candidate's first call sees it
+    spoiled = [launch[0], "-x", "COLLTUNE_TEST_FAULT=wrong:allreduce=3", *launch[1:]]
     r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
                  "--evidence", str(ev), "--summary-json", str(summary), "--timeout", "300",
-                 "--", *launch, env=ompi41.tool_env())
+                 "--", *spoiled, env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
-    # the results are the application's own: the same checksum with and without the layer
+    # the results are the application's own: the same checksum with and without the layer,
+    # the spoiled call's answer replaced by the library's own
     assert checksum in r.stdout, r.stdout
+    said = " ".join((r.stdout + r.stderr).split())
+    assert "allreduce candidate 3 answered differently from the library's choice" in said
 
     # every rank ran the same configuration for the same call: each rank's own record of
     # its sequence (digest and counts per configuration), group by group
@@ -87,6 +96,9 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     for key in (("allreduce", 64), ("allreduce", 65536), ("bcast", 4096)):
         g = by[key]
         assert g["explored"] and len(g["calls_per_config"]) > 3, g
+        if key[0] == "allreduce":  # the wrong one: one call, dropped, never chosen
+            assert 3 in g["dropped"] and g["calls_per_config"]["3"] == 1, g
+            assert g["decision"]["algorithm"] != 3, g
         if g["kept_in_run"] == 0:  # exploration took at most its share of the calls
             tried = sum(n for k, n in g["calls_per_config"].items() if k != "0")
             assert tried <= (g["calls"] - 64) // 10 + 1, g
@@ -121,18 +133,29 @@ def test_what_cannot_be_tuned_online_is_refused(ompi41: OpenMPI, tmp_path: Path)
                  env=ompi41.tool_env())
     assert r.returncode != 0 and "MPI_THREAD_MULTIPLE" in r.stdout + r.stderr, r.stdout
     assert not out.exists()
-    # an application that aborts halfway: said, nothing written, nothing stored (the store
-    # keeps what it held: here, nothing)
+    # an application that aborts halfway (rank 1, at step 500 of 1000, about 1.5 s in: the
+    # layer writes what is agreed every second): said, no file written, and the calls the
+    # ranks had agreed on before it stopped are in the store, whole points under the run's
+    # own key, as a later run or tune show reads them
     db = tmp_path / "abort.sqlite"
     r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
                  "--timeout", "120", "--", str(ompi41.mpirun), "-np", "4", "--oversubscribe",
-                 str(exe), "300", "0", "abort", env=ompi41.tool_env())
-    assert r.returncode == 3 and "the application failed" in r.stdout + r.stderr, r.stdout
+                 str(exe), "1000", "1000", "abort", env=ompi41.tool_env())
+    said = r.stdout + r.stderr
+    assert r.returncode == 3 and "the application failed" in said, said
+    assert "agreed before it stopped, are stored" in " ".join(said.split()), said
     assert not out.exists()
-    if db.exists():
-        store = Store(db, readonly=True)
-        assert store.contexts() == []
-        store.close()
+    store = Store(db, readonly=True)
+    ctxs = store.contexts()
+    assert ctxs and all("~online=" in c.mpi_key for c in ctxs), ctxs
+    ms = [m for c in ctxs for m in store.measurements(c)]
+    # only reduced batches were written: every point is whole, and fewer calls than the 500
+    # steps each rank made before rank 1 stopped them (the default's, at least min-calls)
+    assert ms and all(m.n == len(m.samples) and 0 < m.n <= 500 for m in ms), ms
+    assert any(m.config.algorithm == 0 and m.n >= 64 for m in ms), ms
+    store.close()
+    r = tune_cli("show", "--db", str(db), env=ompi41.tool_env())
+    assert r.returncode == 0 and "allreduce, 4 ranks" in r.stdout, r.stdout
 
 
 @pytest.mark.mpi
@@ -169,29 +192,49 @@ def test_open_mpi_ran_what_the_layer_chose(ompi41: OpenMPI, tmp_path: Path) -> N
     assert sent["linear"] == (4096 * used["linear"][1], used["linear"][1]), (used, sent)
 
 
+def _through_finalize(cmd: list[str], env: dict[str, str], out: Path, sched: Path | None
+                      ) -> None:
+    """Run `cmd` until it exits, or until it is past its work and hangs in MPI_Finalize:
+    MPICH 4.0.2 over UCX's TCP hangs there now and then by itself, more often on a loaded
+    machine (4 launches in 6 of this program, with or without the layer, while another
+    suite ran), waiting on an endpoint flush (UCX issue 2656's shape). Past its work: rank 0
+    printed its checksum and, with the layer (`sched`), every rank wrote its final schedule
+    (the layer writes it before the library's MPI_Finalize). Then it is given 5 s, and
+    stopped: what the ranks sent before is the measurement."""
+    with out.open("w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    deadline, done_at = time.monotonic() + 90, None
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.25)
+        finals = [p for p in (sched.glob("schedule.?") if sched else [])
+                  if "partial" not in p.read_text().split("\n", 1)[0]]
+        if done_at is None and "checksum" in out.read_text() and (not sched or len(finals) == 4):
+            done_at = time.monotonic()
+        if done_at is not None and time.monotonic() - done_at > 5:
+            break
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert done_at is not None, "the run did not finish its work in 90 s: " \
+            + out.read_text()[-800:]
+    else:
+        assert proc.returncode == 0, out.read_text()[-800:]
+
+
 def _mpich_sends(mpich: MPICH, exe: Path, where: Path, env: dict[str, str]
                  ) -> tuple[int, int, list[int]]:
     """Rank 0's sends of a 100-step run over TCP: payloads of 4 KiB and more, pieces of
     1000-1100 bytes; and the layer's calls per bcast configuration on rank 0 ([] without
     the layer)."""
-    for attempt in (1, 2):
-        trace, sched = where / f"trace{attempt}", where / f"sched{attempt}"
-        trace.mkdir(parents=True)
-        sched.mkdir()
-        cmd = traced_command(trace, [str(mpich.mpirun), "-n", "4", "-genv",
-                                     "COLLTUNE_ONLINE_DIR", str(sched)],
-                             [str(exe), "100", "0"])
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=90, check=False,
-                               env={**mpich.tool_env(), "MPIR_CVAR_NOLOCAL": "1",
-                                    "UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "lo", **env})
-        except subprocess.TimeoutExpired:
-            # MPICH 4.0.2 over UCX's TCP on the loopback hangs now and then by itself (1 run
-            # in 15 of this program without the layer, here): one more launch, not more
-            assert attempt == 1, "two launches hung over UCX's TCP"
-            continue
-        break
-    assert r.returncode == 0, r.stderr[-800:]
+    trace, sched = where / "trace", where / "sched"
+    trace.mkdir(parents=True)
+    sched.mkdir(mode=0o700)
+    cmd = traced_command(trace, [str(mpich.mpirun), "-n", "4", "-genv",
+                                 "COLLTUNE_ONLINE_DIR", str(sched)], [str(exe), "100", "0"])
+    _through_finalize(cmd, {**mpich.tool_env(), "MPIR_CVAR_NOLOCAL": "1", "UCX_TLS": "tcp,self",
+                            "UCX_NET_DEVICES": "lo", **env}, where / "out",
+                      sched if "LD_PRELOAD" in env else None)
     sizes = [int(m.group(1)) for m in map(re.compile(r".* = (\d+)$").match,
                                           (trace / "rank0").read_text().splitlines()) if m]
     rows = _schedules(sched).get(0, {})
@@ -232,7 +275,9 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     per_small, per_big = small_all - small_lib, big_lib - big_all
     assert per_small % 100 == 0 and per_big % 100 == 0 and per_small > 0, (per_small, per_big)
     assert small - small_lib == per_small // 100 * used[1], (small, small_lib, used)
-    assert big_lib - big == per_big // 100 * used[1], (big, big_lib, used)
+    # and the candidate's first call checked: made again with the library's own choice
+    # (its variables restored first), one library bcast's sends more
+    assert big_lib - big == per_big // 100 * (used[1] - 1), (big, big_lib, used)
 
     # end to end, with MPICH's own fallback (silent), as an application runs: a candidate
     # that does not apply to a call (bcast's smp calls itself on the node's communicator)

@@ -39,6 +39,10 @@ class MPIError(ColltuneError):
     exit_code = 3
 
 
+class TimedOut(MPIError):
+    """A launch ran past the timeout it was given, and was stopped (exit 3)."""
+
+
 class StoreError(ColltuneError):
     """The measurement store is locked, unreadable, damaged or cannot be written (exit 4)."""
 

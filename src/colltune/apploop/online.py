@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import socket
+import subprocess
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision, PointResult
 from colltune.core.toolchain import Installation
-from colltune.errors import ColltuneError, MPIError, parse_json, read_text
+from colltune.errors import ColltuneError, MPIError, TimedOut, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.options import TuneOptions
 from colltune.outfile import check_destination, write_atomic
@@ -55,6 +56,7 @@ class OnlineRequest:
     samples: int = 12  # exploration calls per candidate at most
     timeout: float | None = None
     evidence: Path | None = None  # a directory the layer's own files are copied into
+    flush: float = 1.0  # the layer writes what it learned so far every this many seconds
 
 
 @dataclass
@@ -105,7 +107,7 @@ def _candidates(backend: Backend[Any], catalog: Catalog) -> list[str]:
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
     return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
                       f"batch {req.batch}", f"samples {req.samples}", "drop 1.5",
-                      f"switch {switch}", *candidates]) + "\n"
+                      f"flush {req.flush}", f"switch {switch}", *candidates]) + "\n"
 
 
 def origin_of(cmd: list[str]) -> str:
@@ -114,25 +116,35 @@ def origin_of(cmd: list[str]) -> str:
     return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
 
 
-def _schedules(folder: Path) -> tuple[dict[int, list[str]], dict[int, str]]:
-    """Each rank's schedule lines (schedule.RANK) and its host; every rank of the job's
-    must have written one (a missing one: the layer said why on its stderr)."""
+def _schedules(folder: Path, ended: bool = True
+               ) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """Each rank's schedule lines (schedule.RANK) and its host. `ended`: the run reached
+    MPI_Finalize, so every rank of the job must have written its final one (a missing or
+    partial one: the layer said why on its stderr, or a rank never finalized)."""
     lines: dict[int, list[str]] = {}
     hosts: dict[int, str] = {}
-    world = 0
+    world, partial = 0, []
     for f in folder.glob("schedule.*"):
+        if not f.name.split(".", 1)[1].isdigit():  # a .tmp a killed rank left
+            continue
         rank = int(f.name.split(".", 1)[1])
         body = read_text(f).splitlines()
         head = body[0].split() if body else []
-        if len(head) == 4 and head[0] == "host" and head[2] == "world":
+        if len(head) in (4, 5) and head[0] == "host" and head[2] == "world":
             hosts[rank], world = head[1], max(world, int(head[3]))
             body = body[1:]
+            if head[4:] == ["partial"]:
+                partial.append(rank)
         lines[rank] = body
     missing = sorted(set(range(world)) - set(lines))
-    if missing:
+    if ended and missing:
         raise MPIError(f"rank(s) {', '.join(map(str, missing[:8]))} of {world} wrote no "
                        "schedule: nothing written", "see the application's stderr for the "
                        "layer's reason (a job directory other nodes do not see?)")
+    if ended and partial:
+        raise MPIError(f"rank(s) {', '.join(map(str, partial[:8]))} ended without "
+                       "MPI_Finalize: their schedules are partial; nothing written",
+                       "tune online needs an application that finalizes MPI")
     return lines, hosts
 
 
@@ -147,6 +159,8 @@ def agreed(lines: dict[int, list[str]]) -> bool:
 def _evidence(folder: Path) -> list[OnlineGroup]:
     groups = []
     for f in sorted(folder.glob("evidence.*")):
+        if not f.name.split(".", 1)[1].isdigit():  # a .tmp a killed rank left
+            continue
         for line in read_text(f).splitlines():
             try:
                 e: Any = parse_json(line)
@@ -192,14 +206,15 @@ def _layout_of(np: int, job: tuple[int, int]) -> tuple[int, int]:
 
 
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
-           origin: str, layout: tuple[int, int]) -> None:
+           origin: str, layout: tuple[int, int]) -> int:
     """The explored groups' calls as measurements: one point per configuration and size,
-    under the run's own key, in the layout the ranks ran in."""
+    under the run's own key, in the layout the ranks ran in; how many groups."""
+    explored = [g for g in groups if g.explored and g.times]
+    if not explored:
+        return 0
     store = Store(db)
     try:
-        for g in groups:
-            if not g.explored:
-                continue
+        for g in explored:
             nodes, ppn = _layout_of(g.comm_size, layout)
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
@@ -211,6 +226,7 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
                     max=ordered[-1], mean=sum(xs) / len(xs), samples=list(xs)), "online")
     finally:
         store.close()
+    return len(explored)
 
 
 class _Once(Reporter):
@@ -261,26 +277,17 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
-        res, wall = launch_timed(inject(req.cmd, backend, env), req.timeout, True, None,
-                                 "nothing learned is written")
-        if res.returncode != 0:  # the layer's own words first, else the output's end
-            said = [ln for ln in (res.stderr or "").splitlines()
-                    if ln.startswith("colltune online:")]
-            tail = said[:2] or (res.stderr or "").strip().splitlines()[-3:]
-            raise MPIError(f"the application failed (exit {res.returncode}) under the "
-                           "online layer; nothing written" + (": " + " | ".join(tail)
-                                                             if tail else ""),
-                           "run it without tune online first")
-        lines, hosts = _schedules(Path(tmp))
+        res, wall, failed = _launch(inject(req.cmd, backend, env), req.timeout)
+        _copy_evidence(Path(tmp), req.evidence)
+        lines, hosts = _schedules(Path(tmp), ended=not failed)
         groups = merged(_evidence(Path(tmp)))
-        if req.evidence is not None:  # each rank's schedule, rank 0's times, as written
-            req.evidence.mkdir(parents=True, exist_ok=True)
-            for f in Path(tmp).glob("*.*"):
-                if f.name.startswith(("schedule.", "evidence.")) and f.is_file() \
-                        and not f.is_symlink():
-                    # never through a link or onto a device someone left in DIR
-                    check_destination(req.evidence / f.name, "--evidence file")
-                    write_atomic(req.evidence / f.name, f.read_bytes())
+    layout = _layout(hosts, len(lines))
+    if failed:  # what the ranks had agreed on before it stopped is kept; no file
+        kept = _store(groups, mpi, backend, req.db, origin, layout)
+        raise MPIError(failed + (f"; the calls of {kept} explored group(s), agreed before "
+                                 f"it stopped, are stored in {req.db}" if kept else "")
+                       + "; no file written", "run it without tune online first")
+    assert res is not None
     if not lines or not groups:
         raise MPIError("the layer wrote nothing: the application's ranks did not load it "
                        "(a static program, or a launcher that drops LD_PRELOAD)",
@@ -293,13 +300,46 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not out.agreed:
         raise MPIError("the ranks ran different configurations for the same calls: the "
                        "layer's schedule disagreed; nothing written", "report this")
-    per_host: dict[str, int] = defaultdict(int)
-    for h in hosts.values():
-        per_host[h] += 1
-    layout = (len(per_host), max(per_host.values())) if per_host else (1, len(lines))
     _store(groups, mpi, backend, req.db, origin, layout)
     _decide_and_write(req, out, origin, layout, rep)
     return out
+
+
+def _launch(full: list[str], timeout: float | None
+            ) -> tuple[subprocess.CompletedProcess[str] | None, float, str]:
+    """The application's run under the layer: its result, elapsed time, and why it failed
+    ("" if it did not): an exit other than 0, or a run past `timeout`."""
+    try:
+        res, wall = launch_timed(full, timeout, True, None, "what it learned so far is kept")
+    except TimedOut as err:
+        return None, float(timeout or 0), err.message
+    if res.returncode == 0:
+        return res, wall, ""
+    said = [ln for ln in (res.stderr or "").splitlines() if ln.startswith("colltune online:")]
+    tail = said[:2] or (res.stderr or "").strip().splitlines()[-3:]  # the layer's own first
+    return res, wall, (f"the application failed (exit {res.returncode}) under the online "
+                       "layer" + (": " + " | ".join(tail) if tail else ""))
+
+
+def _copy_evidence(folder: Path, dest: Path | None) -> None:
+    """Each rank's schedule and rank 0's times, as written, into --evidence DIR."""
+    if dest is None:
+        return
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in folder.glob("*.*"):
+        if f.name.startswith(("schedule.", "evidence.")) and f.is_file() \
+                and not f.is_symlink() and f.name.split(".", 1)[1].isdigit():
+            # never through a link or onto a device someone left in DIR
+            check_destination(dest / f.name, "--evidence file")
+            write_atomic(dest / f.name, f.read_bytes())
+
+
+def _layout(hosts: dict[int, str], ranks: int) -> tuple[int, int]:
+    """(nodes, ranks per node) the job ran in, by the hosts its ranks reported."""
+    per_host: dict[str, int] = defaultdict(int)
+    for h in hosts.values():
+        per_host[h] += 1
+    return (len(per_host), max(per_host.values())) if per_host else (1, ranks)
 
 
 def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,

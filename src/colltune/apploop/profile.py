@@ -25,7 +25,7 @@ from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES
 from colltune.core.toolchain import Installation, library_problem
-from colltune.errors import ColltuneError, FormatError, MPIError, parse_json, read_text
+from colltune.errors import ColltuneError, FormatError, MPIError, TimedOut, parse_json, read_text
 from colltune.kernel.build import build_kernel
 from colltune.outfile import write_atomic
 
@@ -87,7 +87,7 @@ def launch_timed(full: list[str], timeout: float | None, capture: bool,
         raise ColltuneError(f"cannot run {full[0]}: not found",
                             "give the launcher's path, or put it on PATH") from None
     except subprocess.TimeoutExpired:
-        raise MPIError(f"the application ran longer than --timeout {timeout} s; {lost}",
+        raise TimedOut(f"the application ran longer than --timeout {timeout} s; {lost}",
                        "raise --timeout") from None
     return res, time.monotonic() - start
 

@@ -43,7 +43,8 @@ SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c
            "collprof": ("collprof.c", "prof.h", "fnext.h", "prof_c.c", "prof_fortran.c",
                         "prof_arrival.c"),
            "collonline": ("collonline.c", "online.h", "fnext.h", "online_c.c",
-                          "online_fortran.c", "online_mpit.c")}
+                          "online_fortran.c", "online_mpit.c", "online_check.c",
+                          "online_files.c")}
 
 
 def source_files(name: str) -> tuple[str, ...]:

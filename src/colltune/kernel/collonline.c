@@ -31,6 +31,8 @@
  *   batch B          calls between two reductions of the times
  *   samples K        exploration calls per candidate at most
  *   drop F           a candidate whose median is F times the default's is dropped
+ *   flush S          what is learned so far is written every S seconds at most (0: only
+ *                    at the end), so a run killed before MPI_Finalize leaves its evidence
  *   switch dup|call  how a candidate is run (above)
  *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
@@ -43,15 +45,18 @@
  *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
- * every group's times per configuration, as JSON lines). */
+ * every group's times per configuration, as JSON lines). Written at MPI_Finalize, and
+ * while the run goes on (flush) with the head line saying "partial": only the batches
+ * already reduced, the same on every rank, so a killed run's evidence is still agreed.
+ *
+ * A group whose exploration is over is no longer timed: its configuration is fixed for the
+ * rest of the run, and its batches' reductions would only cost the application. */
 #define _GNU_SOURCE /* gethostname under -std=c99 */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "online.h"
@@ -66,7 +71,7 @@ static const char *NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
 #define KEEP 512     /* times kept per configuration and group */
 
 typedef struct {
-    double share, drop;
+    double share, drop, flush;
     long long min_calls;
     int batch, samples, per_call;
     cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
@@ -100,6 +105,7 @@ struct comm_st {
 
 static plan_t P;
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
+static double g_flushed; /* when the files were last written */
 int in_fortran;
 static comm_st *g_comms;
 
@@ -118,6 +124,7 @@ static void read_plan(const char *path)
     P.min_calls = 64;
     P.batch = 32;
     P.samples = 12;
+    P.flush = 1.0;
     for (int c = 0; c < N_OCOLL; c++)
         P.ncand[c] = 1; /* the default */
     if (!f)
@@ -132,7 +139,8 @@ static void read_plan(const char *path)
         if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
             || sscanf(line, "min_calls %lld", &P.min_calls) == 1
             || sscanf(line, "batch %d", &P.batch) == 1
-            || sscanf(line, "samples %d", &P.samples) == 1)
+            || sscanf(line, "samples %d", &P.samples) == 1
+            || sscanf(line, "flush %lf", &P.flush) == 1)
             continue;
         if (sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
             continue;
@@ -293,6 +301,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
 {
     call->g = NULL;
     call->written = 0;
+    call->check = 0;
     if (!g_on || in_layer || in_fortran || !ok)
         return comm;
     in_layer++;
@@ -307,6 +316,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
         if (!g)
             return comm;
         g->bytes = bytes;
+        g->done = P.ncand[c] < 2; /* nothing to try: never timed */
     }
     int ncand = P.ncand[c], k = g->current;
     long long i = g->calls++;
@@ -317,7 +327,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
             int cand = 1 + (int)(g->slot++ % (ncand - 1));
             if (!g->dropped[cand] && g->sched[cand] < P.samples) {
                 k = cand;
-                g->sched[cand]++;
+                call->check = !g->sched[cand]++; /* its first: checked, from C */
                 break;
             }
         }
@@ -378,12 +388,54 @@ int refused_call(call_t *call, int rc)
     return 1;
 }
 
+static void write_files(int partial);
+
+MPI_Comm call_private(const call_t *call)
+{
+    return call->s->priv;
+}
+
+int call_rank(const call_t *call)
+{
+    return call->s->rank;
+}
+
+const char *call_name(const call_t *call)
+{
+    return NAMES[call->c];
+}
+
+int call_candidate(const call_t *call)
+{
+    return P.cand[call->c][call->k].id;
+}
+
+void wrong_answer(call_t *call)
+{
+    group_t *g = call->g;
+    if (!call->k || !g)
+        return;
+    if (call->s->rank == 0)
+        fprintf(stderr, "colltune online: %s candidate %d answered differently from the "
+                        "library's choice (a call of %lld bytes, on %d ranks); dropped, the "
+                        "library's answer kept\n", NAMES[call->c], P.cand[call->c][call->k].id,
+                g->bytes, call->s->size);
+    g->dropped[call->k] = 1;
+    g->sched[call->k] = P.samples;
+}
+
+void restore(call_t *call)
+{
+    if (call->written) /* before anything else runs: only this call was the candidate's */
+        unset_candidate(&P.cand[call->c][call->k]);
+    call->written = 0;
+}
+
 void timed(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
-    if (call->written) /* before anything else runs: only this call was the candidate's */
-        unset_candidate(&P.cand[call->c][call->k]);
-    if (!g)
+    restore(call);
+    if (!g || g->done) /* `done` changes at a batch's end only: alike on every rank */
         return;
     g->bt[g->nb] = t1 - t0;
     g->bc[g->nb++] = call->k;
@@ -392,6 +444,11 @@ void timed(call_t *call, double t0, double t1)
         reduce_batch(call->s, g, NULL);
         in_layer--;
         keep_batch(g, P.ncand[call->c]);
+        /* each rank by its own clock: writing files changes nothing any rank runs */
+        if (P.flush > 0 && t1 - g_flushed >= P.flush) {
+            write_files(1);
+            g_flushed = PMPI_Wtime();
+        }
     }
 }
 
@@ -424,6 +481,7 @@ void start(void)
     read_plan(plan);
     snprintf(P.dir, sizeof P.dir, "%s", dir);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, st_delete, &g_keyval, NULL);
+    g_flushed = PMPI_Wtime();
     g_on = 1;
 }
 
@@ -433,26 +491,6 @@ void refuse_threads(int required)
         fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
              "under it yet (calls from several threads could reach the schedule in "
              "different orders on different ranks); use tune profile and tune app");
-}
-
-/* a file of this rank's in the plan's directory, as the profiler writes its records
- * (docs/security.md): only into a real directory of this user that no one else may write,
- * created anew (never a link followed, never a file replaced); NULL, said, otherwise */
-static FILE *create(const char *path)
-{
-    struct stat st;
-    if (lstat(P.dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid()
-        || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-        fprintf(stderr, "colltune online: %s is not a private directory of this user; "
-                        "nothing written\n", P.dir);
-        return NULL;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "colltune online: cannot create %s; nothing written there\n", path);
-        return NULL;
-    }
-    return fdopen(fd, "w");
 }
 
 static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
@@ -479,61 +517,70 @@ static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g
     fprintf(ev, "]}\n");
 }
 
+/* this rank's schedule, and its communicators' evidence where it is their rank 0; the
+ * times are the batches already reduced (at the end: all of them) */
+static void write_files(int partial)
+{
+    static int broken; /* said once: a directory that will not take them */
+    char name[64], tsc[4200], tev[4200], host[256] = "";
+    int wr, ws;
+    if (broken)
+        return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    PMPI_Comm_size(MPI_COMM_WORLD, &ws);
+    snprintf(name, sizeof name, "schedule.%d", wr);
+    FILE *sc = create_private(P.dir, name, tsc, sizeof tsc), *ev = NULL;
+    for (comm_st *s = g_comms; s && sc; s = s->next)
+        if (s->rank == 0) {
+            snprintf(name, sizeof name, "evidence.%d", wr);
+            ev = create_private(P.dir, name, tev, sizeof tev);
+            break;
+        }
+    if (!sc) {
+        broken = 1;
+        return;
+    }
+    gethostname(host, sizeof host - 1);
+    fprintf(sc, "host %s world %d%s\n", host, ws, partial ? " partial" : "");
+    for (comm_st *s = g_comms; s; s = s->next)
+        for (int c = 0; c < N_OCOLL; c++)
+            for (int b = 0; b < NBUCKET; b++)
+                if (s->g[c][b])
+                    write_group(s->rank == 0 ? ev : NULL, sc, s, c, b, s->g[c][b]);
+    if (ev)
+        publish(ev, tev);
+    publish(sc, tsc);
+}
+
 void finish(void)
 {
-    if (g_on) {
-        /* the partial batches: reduced all at once (nonblocking), so communicators that
-         * ranks list in different orders cannot wait on each other */
-        int nreq = 0, cap = 0;
-        MPI_Request *req = NULL;
-        for (comm_st *s = g_comms; s; s = s->next)
-            for (int c = 0; c < N_OCOLL; c++)
-                for (int b = 0; b < NBUCKET; b++)
-                    if (s->g[c][b] && s->g[c][b]->nb && s->size > 1) {
-                        if (nreq == cap) {
-                            cap = cap ? 2 * cap : 16;
-                            req = realloc(req, (size_t)cap * sizeof *req);
-                            if (!req)
-                                fail("out of memory");
-                        }
-                        reduce_batch(s, s->g[c][b], &req[nreq++]);
+    if (!g_on)
+        return;
+    /* the partial batches: reduced all at once (nonblocking), so communicators that ranks
+     * list in different orders cannot wait on each other */
+    int nreq = 0, cap = 0;
+    MPI_Request *req = NULL;
+    for (comm_st *s = g_comms; s; s = s->next)
+        for (int c = 0; c < N_OCOLL; c++)
+            for (int b = 0; b < NBUCKET; b++)
+                if (s->g[c][b] && s->g[c][b]->nb && s->size > 1) {
+                    if (nreq == cap) {
+                        cap = cap ? 2 * cap : 16;
+                        req = realloc(req, (size_t)cap * sizeof *req);
+                        if (!req)
+                            fail("out of memory");
                     }
-        for (int i = 0; i < nreq; i++) /* all started: waiting in turn progresses them all */
-            PMPI_Wait(&req[i], MPI_STATUS_IGNORE);
-        free(req);
-        int wr;
-        char path[4200];
-        PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
-        snprintf(path, sizeof path, "%s/schedule.%d", P.dir, wr);
-        FILE *sc = create(path);
-        FILE *ev = NULL;
-        for (comm_st *s = g_comms; s; s = s->next)
-            if (s->rank == 0 && !ev) {
-                snprintf(path, sizeof path, "%s/evidence.%d", P.dir, wr);
-                ev = create(path);
-            }
-        char host[256] = "";
-        gethostname(host, sizeof host - 1);
-        int ws;
-        PMPI_Comm_size(MPI_COMM_WORLD, &ws);
-        if (sc)
-            fprintf(sc, "host %s world %d\n", host, ws);
-        for (comm_st *s = g_comms; s; s = s->next)
-            for (int c = 0; c < N_OCOLL; c++)
-                for (int b = 0; b < NBUCKET; b++) {
-                    group_t *g = s->g[c][b];
-                    if (!g)
-                        continue;
-                    if (g->nb)
-                        keep_batch(g, P.ncand[c]);
-                    if (sc)
-                        write_group(s->rank == 0 ? ev : NULL, sc, s, c, b, g);
+                    reduce_batch(s, s->g[c][b], &req[nreq++]);
                 }
-        if (sc)
-            fclose(sc);
-        if (ev)
-            fclose(ev);
-        g_on = 0;
-        close_mpit();
-    }
+    for (int i = 0; i < nreq; i++) /* all started: waiting in turn progresses them all */
+        PMPI_Wait(&req[i], MPI_STATUS_IGNORE);
+    free(req);
+    for (comm_st *s = g_comms; s; s = s->next)
+        for (int c = 0; c < N_OCOLL; c++)
+            for (int b = 0; b < NBUCKET; b++)
+                if (s->g[c][b] && s->g[c][b]->nb)
+                    keep_batch(s->g[c][b], P.ncand[c]);
+    write_files(0);
+    g_on = 0;
+    close_mpit();
 }

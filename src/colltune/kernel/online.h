@@ -5,6 +5,8 @@
 #define COLLTUNE_ONLINE_H
 
 #include <mpi.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #pragma GCC visibility push(hidden)
 
@@ -34,7 +36,13 @@ typedef struct {
     group_t *g;
     int c, k;
     int written; /* "call": the candidate's variables are written, restore after */
+    int check;   /* a candidate's first call in its group: checked (online_check.c) */
 } call_t;
+
+/* a checked call's copy of its input, and the library's own answer to compare with */
+typedef struct {
+    void *in, *ref;
+} check_t;
 
 extern int in_fortran; /* a Fortran entry routed this call: the C wrappers pass through */
 
@@ -42,6 +50,9 @@ extern int in_fortran; /* a Fortran entry routed this call: the C wrappers pass 
 MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call);
 /* a candidate refused this call (error `rc`): dropped; 1: make the call again */
 int refused_call(call_t *call, int rc);
+/* "call": the library's own variables back, right after the candidate's call (before a
+ * check's reference call, which must run the library's choice) */
+void restore(call_t *call);
 void timed(call_t *call, double t0, double t1); /* its time, into the group's batch */
 int builtin_op(MPI_Op op);
 long long tbytes(int count, MPI_Datatype t);
@@ -49,6 +60,24 @@ void start(void);                 /* after the library's MPI_Init */
 void refuse_threads(int required); /* MPI_THREAD_MULTIPLE stops the job */
 void finish(void);                /* before the library's MPI_Finalize; once */
 void fail(const char *why);       /* said, and the job aborted */
+
+/* what online_check.c knows of a call */
+MPI_Comm call_private(const call_t *call); /* its communicator's private duplicate */
+int call_rank(const call_t *call);         /* this rank's, in its communicator */
+const char *call_name(const call_t *call); /* its collective */
+int call_candidate(const call_t *call);    /* the catalog's id of what it ran */
+void wrong_answer(call_t *call);           /* dropped for the group, said once */
+
+/* online_check.c: a candidate's first call checked against the library's choice. Whether
+ * a type is plain bytes (predefined, no gaps), and a reduction checkable; `check_prepare`:
+ * every rank agrees (`can`: this one can) and keeps a copy of its `in_n` input bytes, 1 if
+ * checked; after the reference call into ck->ref, `check_verdict` compares `n` bytes of
+ * `out` (NULL: nothing here), agreed on every rank */
+int plain_type(MPI_Datatype t);
+int checkable_op(MPI_Datatype t, MPI_Op op);
+int check_prepare(call_t *call, int can, const void *in, size_t in_n, size_t out_n,
+                  check_t *ck);
+void check_verdict(call_t *call, check_t *ck, void *out, size_t n, MPI_Datatype t, MPI_Op op);
 
 /* online_mpit.c. Open MPI: the duplicate of `comm` that runs candidate `cd`, made with its
  * control variables written, every value restored after; `refused`: a variable the library
@@ -59,6 +88,11 @@ MPI_Comm make_candidate(const cand_t *cd, MPI_Comm comm, int *refused);
 int set_candidate(cand_t *cd);
 void unset_candidate(cand_t *cd);
 void close_mpit(void); /* at the end, if opened */
+
+/* online_files.c: a file of this rank's in `dir` (a private directory of this user, or
+ * NULL, said), written as `tmp` and made whole by `publish` */
+FILE *create_private(const char *dir, const char *name, char *tmp, size_t n);
+void publish(FILE *f, const char *tmp);
 
 #pragma GCC visibility pop
 

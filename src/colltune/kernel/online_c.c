@@ -1,61 +1,155 @@
 /* collonline's C wrappers: each blocking collective the layer tunes, routed (online.h),
  * timed from this rank's entry, made again with the library's choice where a candidate
- * refused it; and the start and end of the run. */
+ * refused it, checked where it is a candidate's first call; and the start and end of the
+ * run. */
 #include <mpi.h>
+#include <string.h>
 
 #include "online.h"
 
-#define ROUTED(c, comm, bytes, ok, call_on)                                               \
-    do {                                                                                  \
-        call_t call_;                                                                     \
-        MPI_Comm on_ = route(c, comm, bytes, ok, &call_);                                 \
-        double t0_ = PMPI_Wtime();                                                        \
-        int rc_ = call_on;                                                                \
-        if (refused_call(&call_, rc_)) {                                                  \
-            on_ = comm;                                                                   \
-            t0_ = PMPI_Wtime();                                                           \
-            rc_ = call_on;                                                                \
-        }                                                                                 \
-        timed(&call_, t0_, PMPI_Wtime());                                                 \
-        return rc_;                                                                       \
-    } while (0)
+/* the call `call_on`, on `on_` (routed), timed from this rank's entry into `t0_`..`t1_`
+ * and made again with the library's choice where a candidate refused it; `rc_` its code */
+#define CALLED(comm, call_on)                                                             \
+    double t0_ = PMPI_Wtime();                                                            \
+    int rc_ = call_on;                                                                    \
+    if (refused_call(&call_, rc_)) {                                                      \
+        on_ = comm;                                                                       \
+        t0_ = PMPI_Wtime();                                                               \
+        rc_ = call_on;                                                                    \
+    }                                                                                     \
+    double t1_ = PMPI_Wtime();                                                            \
+    restore(&call_)
 
+/* bytes of `count` elements of a plain type (plain_type) */
+static size_t span(int count, MPI_Datatype t)
+{
+    return count > 0 ? (size_t)tbytes(count, t) : 0;
+}
+
+/* A wrapper: routed, called, checked where it is a candidate's first call (online_check.c:
+ * the input copied before, the library's own answer made on the private duplicate after,
+ * outside the call's time), then timed. */
 
 int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    ROUTED(O_ALLREDUCE, comm, tbytes(count, t), builtin_op(op),
-           PMPI_Allreduce(s, r, count, t, op, on_));
+    call_t call_;
+    check_t ck;
+    MPI_Comm on_ = route(O_ALLREDUCE, comm, tbytes(count, t), builtin_op(op), &call_);
+    int checked = call_.check
+                  && check_prepare(&call_, plain_type(t) && checkable_op(t, op),
+                                   s == MPI_IN_PLACE ? r : s, span(count, t), span(count, t),
+                                   &ck);
+    CALLED(comm, PMPI_Allreduce(s, r, count, t, op, on_));
+    if (checked) {
+        PMPI_Allreduce(ck.in, ck.ref, count, t, op, call_private(&call_));
+        check_verdict(&call_, &ck, r, span(count, t), t, op);
+    }
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
 {
-    ROUTED(O_BCAST, comm, tbytes(count, t), 1, PMPI_Bcast(buf, count, t, root, on_));
+    call_t call_;
+    check_t ck;
+    MPI_Comm on_ = route(O_BCAST, comm, tbytes(count, t), 1, &call_);
+    int me = call_.check ? call_rank(&call_) : -1;
+    int checked = call_.check && check_prepare(&call_, plain_type(t), me == root ? buf : NULL,
+                                               span(count, t), span(count, t), &ck);
+    CALLED(comm, PMPI_Bcast(buf, count, t, root, on_));
+    if (checked) {
+        if (me == root)
+            memcpy(ck.ref, ck.in, span(count, t));
+        PMPI_Bcast(ck.ref, count, t, root, call_private(&call_));
+        check_verdict(&call_, &ck, buf, span(count, t), t, MPI_OP_NULL);
+    }
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
 int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
                MPI_Comm comm)
 {
-    ROUTED(O_REDUCE, comm, tbytes(count, t), builtin_op(op),
-           PMPI_Reduce(s, r, count, t, op, root, on_));
+    call_t call_;
+    check_t ck;
+    MPI_Comm on_ = route(O_REDUCE, comm, tbytes(count, t), builtin_op(op), &call_);
+    int me = call_.check ? call_rank(&call_) : -1;
+    int checked = call_.check
+                  && check_prepare(&call_, plain_type(t) && checkable_op(t, op),
+                                   s == MPI_IN_PLACE ? r : s, span(count, t), span(count, t),
+                                   &ck);
+    CALLED(comm, PMPI_Reduce(s, r, count, t, op, root, on_));
+    if (checked) {
+        PMPI_Reduce(ck.in, ck.ref, count, t, op, root, call_private(&call_));
+        check_verdict(&call_, &ck, me == root ? r : NULL, span(count, t), t, op);
+    }
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
+/* allgather and alltoall: the reference made in place in a copy of the receive buffer
+ * where the call was in place, else from the unchanged send buffer */
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                   MPI_Comm comm)
 {
-    ROUTED(O_ALLGATHER, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
-           PMPI_Allgather(s, sc, st, r, rc, rt, on_));
+    call_t call_;
+    check_t ck;
+    int n = 0;
+    MPI_Comm on_ = route(O_ALLGATHER, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st),
+                         1, &call_);
+    if (call_.check)
+        PMPI_Comm_size(comm, &n);
+    size_t all = span(rc, rt) * (size_t)n;
+    int checked = call_.check
+                  && check_prepare(&call_, plain_type(rt) && (s == MPI_IN_PLACE
+                                                              || plain_type(st)),
+                                   s == MPI_IN_PLACE ? r : NULL, s == MPI_IN_PLACE ? all : 0,
+                                   all, &ck);
+    CALLED(comm, PMPI_Allgather(s, sc, st, r, rc, rt, on_));
+    if (checked) {
+        if (s == MPI_IN_PLACE)
+            memcpy(ck.ref, ck.in, all);
+        PMPI_Allgather(s, sc, st, ck.ref, rc, rt, call_private(&call_));
+        check_verdict(&call_, &ck, r, all, rt, MPI_OP_NULL);
+    }
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
 int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                  MPI_Comm comm)
 {
-    ROUTED(O_ALLTOALL, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st), 1,
-           PMPI_Alltoall(s, sc, st, r, rc, rt, on_));
+    call_t call_;
+    check_t ck;
+    int n = 0;
+    MPI_Comm on_ = route(O_ALLTOALL, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st),
+                         1, &call_);
+    if (call_.check)
+        PMPI_Comm_size(comm, &n);
+    size_t all = span(rc, rt) * (size_t)n;
+    int checked = call_.check
+                  && check_prepare(&call_, plain_type(rt) && (s == MPI_IN_PLACE
+                                                              || plain_type(st)),
+                                   s == MPI_IN_PLACE ? r : NULL, s == MPI_IN_PLACE ? all : 0,
+                                   all, &ck);
+    CALLED(comm, PMPI_Alltoall(s, sc, st, r, rc, rt, on_));
+    if (checked) {
+        if (s == MPI_IN_PLACE)
+            memcpy(ck.ref, ck.in, all);
+        PMPI_Alltoall(s, sc, st, ck.ref, rc, rt, call_private(&call_));
+        check_verdict(&call_, &ck, r, all, rt, MPI_OP_NULL);
+    }
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
 int MPI_Barrier(MPI_Comm comm)
 {
-    ROUTED(O_BARRIER, comm, 0, 1, PMPI_Barrier(on_));
+    call_t call_;
+    MPI_Comm on_ = route(O_BARRIER, comm, 0, 1, &call_);
+    CALLED(comm, PMPI_Barrier(on_)); /* nothing to check */
+    timed(&call_, t0_, t1_);
+    return rc_;
 }
 
 int MPI_Init(int *argc, char ***argv)
