@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
      "colltune.apploop.profile", "colltune.apploop.arrival", "colltune.apploop.replay",
      "colltune.apploop.app",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
-     "colltune.apploop.compare", "colltune.apploop.online",
+     "colltune.apploop.compare", "colltune.apploop.online", "colltune.apploop.online_known",
      "colltune.cli"),
 ]
 

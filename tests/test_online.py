@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from colltune.apploop.online_known import bucket_of, skip_lines
 from colltune.backends.mpich.install import MPICH
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.kernel.build import build_kernel
@@ -51,7 +52,7 @@ def _schedules(folder: Path) -> dict[int, dict[tuple[str, ...], list[str]]]:
 @pytest.mark.mpi
 def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Path) -> None:
     exe = _build(ompi41, tmp_path)
-    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "300", "50"]
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "500", "50"]
     plain = subprocess.run(launch, capture_output=True, text=True, env=ompi41.tool_env(),
                            timeout=120, check=False)
     assert plain.returncode == 0, plain.stderr
@@ -82,7 +83,7 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # of 512 B; the user-defined operation's allreduce is not among them (passed through)
     assert set(groups) == {("allreduce", "7"), ("allreduce", "17"), ("bcast", "13"),
                            ("reduce", "10")}, groups
-    assert int(groups[("allreduce", "7")][0]) == 300  # 300 calls: the 30 of `mine` not seen
+    assert int(groups[("allreduce", "7")][0]) == 500  # 500 calls: the 50 of `mine` not seen
 
     doc = json.loads(summary.read_text())
     assert doc["agreed"] is True
@@ -117,6 +118,27 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     store.close()
     r = tune_cli("show", "--db", str(db), env=ompi41.tool_env())
     assert r.returncode == 0 and "bcast, 4 ranks" in r.stdout, r.stdout
+
+    # a second run with that store explores only what it does not already know: a
+    # candidate measured over 1.5x slower than the fastest at a group's communicator size
+    # and size bucket is never run there (no call of it), every rank alike
+    known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
+                       {g["collective"]: [int(k) for k in g["medians_s"] if k != "0"]
+                        for g in doc["groups"]})
+    assert known, "the first run measured no candidate clearly slower"
+    again = tmp_path / "again.json"
+    r = tune_cli("online", "-o", str(tmp_path / "again.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--summary-json", str(again), "--timeout", "300", "--",
+                 *launch, env=ompi41.tool_env())
+    assert r.returncode == 0 and checksum in r.stdout, r.stdout + r.stderr
+    assert "not explored where the store already measured" in " ".join(
+        (r.stdout + r.stderr).split())
+    pruned = {(g["collective"], g["comm_size"], bucket_of(g["size"]), k)
+              for g in json.loads(again.read_text())["groups"] for k in g["pruned"]}
+    assert pruned and pruned <= {(ln.split()[1], int(ln.split()[3]), int(ln.split()[4]),
+                                  int(ln.split()[2])) for ln in known}, (pruned, known)
+    for g in json.loads(again.read_text())["groups"]:
+        assert not set(map(str, g["pruned"])) & set(g["calls_per_config"]), g
 
 
 @pytest.mark.mpi

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from colltune import jobdir
+from colltune.apploop.online_known import SLOWER, skip_lines
 from colltune.apploop.profile import inject, launch_timed
 from colltune.backends import registry
 from colltune.backends.base import Backend
@@ -72,6 +73,7 @@ class OnlineGroup:
     times: dict[int, list[float]]  # configuration id -> the slowest rank's time per call
     dropped: list[int]
     decision: Decision | None = None
+    pruned: list[int] = field(default_factory=list)  # not explored: the store knew them slower
 
 
 @dataclass
@@ -102,6 +104,20 @@ def _candidates(backend: Backend[Any], catalog: Catalog) -> list[str]:
             lines.append(f"cand {name} {alg} {len(writes)} "
                          + " ".join(f"{k} {int(v)}" for k, v in writes.items()))
     return lines
+
+
+def _known(req: OnlineRequest, mpi_key: str, candidates: list[str], rep: Reporter
+           ) -> list[str]:
+    """The candidate lines, and a `skip` line for each candidate the store (--db) already
+    measured clearly slower at a communicator size and size bucket (apploop/online_known)."""
+    ids: dict[str, list[int]] = defaultdict(list)
+    for line in candidates:
+        ids[line.split()[1]].append(int(line.split()[2]))
+    skips = skip_lines(req.db, mpi_key, ids)
+    if skips:
+        rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
+                 f"them over {SLOWER}x slower than the fastest ({req.db})")
+    return candidates + skips
 
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
@@ -174,7 +190,8 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                     bool(e["explored"]), int(e["kept"]),
                     {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
                      if c["times_s"]},
-                    [int(c["id"]) for c in e["configs"] if c["dropped"]]))
+                    [int(c["id"]) for c in e["configs"] if c["dropped"]], None,
+                    [int(c["id"]) for c in e["configs"] if c.get("pruned") is True]))
             except (KeyError, TypeError, ValueError) as err:
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
     return groups
@@ -188,12 +205,13 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         key = (g.collective, g.comm_size, g.size)
         if key not in out:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
-                                           dropped=list(g.dropped))
+                                           dropped=list(g.dropped), pruned=list(g.pruned))
             continue
         m = out[key]
         m.calls += g.calls
         m.explored = m.explored or g.explored
         m.dropped = sorted(set(m.dropped) | set(g.dropped))
+        m.pruned = sorted(set(m.pruned) & set(g.pruned))
         for k, xs in g.times.items():
             m.times.setdefault(k, []).extend(xs)
     return list(out.values())
@@ -273,7 +291,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     # writes only there, and no one else can put a file in it
     with jobdir.temporary(prefix="colltune-online-") as tmp:
         plan = Path(tmp) / "plan"
-        plan.write_text(plan_text(req, apps.online, _candidates(backend, session.catalog)))
+        plan.write_text(plan_text(req, apps.online, _known(req, mpi.key, _candidates(
+            backend, session.catalog), rep)))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
@@ -399,7 +418,7 @@ def as_json(res: OnlineResult) -> dict[str, object]:
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
                  "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
-                 "dropped": g.dropped,
+                 "dropped": g.dropped, "pruned": g.pruned,
                  "decision": None if g.decision is None else {
                      "algorithm": g.decision.chosen.algorithm, "reason": g.decision.reason}}
                 for g in res.groups]}

@@ -44,7 +44,7 @@ SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c
                         "prof_arrival.c"),
            "collonline": ("collonline.c", "online.h", "fnext.h", "online_c.c",
                           "online_fortran.c", "online_mpit.c", "online_check.c",
-                          "online_files.c")}
+                          "online_files.c", "online_plan.c")}
 
 
 def source_files(name: str) -> tuple[str, ...]:

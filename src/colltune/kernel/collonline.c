@@ -35,13 +35,17 @@
  *                    at the end), so a run killed before MPI_Finalize leaves its evidence
  *   switch dup|call  how a candidate is run (above)
  *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
+ *   skip COLL ID NP BUCKET           not explored in groups of that communicator size and
+ *                                    bucket (the store already knows it clearly slower)
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
  * library entries call PMPI_ directly, so each is wrapped too and handed the candidate's
  * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE
  * and the other Fortran sentinels stay its business).
  *
- * Here: the plan, MPI_T, each communicator's state, the schedule and the times, the start
- * and end; online_c.c and online_fortran.c are the wrappers (online.h between them).
+ * Here: each communicator's state, the schedule and the times, the start and end. Beside
+ * it (online.h between them): online_c.c and online_fortran.c, the wrappers; online_plan.c,
+ * the plan; online_mpit.c, a candidate's MPI_T writes; online_check.c, the check of a
+ * candidate's first call; online_files.c, what each rank writes.
  *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
@@ -51,120 +55,27 @@
  *
  * A group whose exploration is over is no longer timed: its configuration is fixed for the
  * rest of the run, and its batches' reductions would only cost the application. */
-#define _GNU_SOURCE /* gethostname under -std=c99 */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "online.h"
 #pragma GCC visibility push(hidden)
 
-static const char *NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
+plan_t P;
+const char *const NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
                                      "allgather", "alltoall", "barrier"};
-
-#define MAXC 24      /* configurations of a collective, the default (0) included */
-#define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
-#define MAXB 256     /* calls in a batch at most */
-#define KEEP 512     /* times kept per configuration and group */
-
-typedef struct {
-    double share, drop, flush;
-    long long min_calls;
-    int batch, samples, per_call;
-    cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
-    int ncand[N_OCOLL];
-    char dir[4096];
-} plan_t;
-
-struct group_s {
-    long long calls, bytes;
-    int current;                  /* what runs outside exploration */
-    int done;                     /* exploration over: `current` for the rest of the run */
-    long long slot;               /* exploration calls scheduled */
-    int sched[MAXC], dropped[MAXC];
-    int n[MAXC];                  /* times kept per configuration */
-    double *t[MAXC];
-    double bt[MAXB];              /* the batch: this rank's time per call ... */
-    int bc[MAXB];                 /* ... and the configuration it ran */
-    int nb;
-    long long used[MAXC];         /* calls per configuration */
-    unsigned long long digest;    /* of the sequence of configurations */
-};
-
-struct comm_st {
-    MPI_Comm comm, priv;
-    int size, rank, seq, world_rank;
-    MPI_Comm cand[N_OCOLL][MAXC];
-    int made[N_OCOLL][MAXC];
-    group_t *g[N_OCOLL][NBUCKET];
-    struct comm_st *next;
-};
-
-static plan_t P;
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
 static double g_flushed; /* when the files were last written */
 int in_fortran;
-static comm_st *g_comms;
+comm_st *g_comms;
 
 void fail(const char *why)
 {
     fprintf(stderr, "colltune online: %s\n", why);
     PMPI_Abort(MPI_COMM_WORLD, 3);
-}
-
-static void read_plan(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char line[4096];
-    P.share = 0.1;
-    P.drop = 1.5;
-    P.min_calls = 64;
-    P.batch = 32;
-    P.samples = 12;
-    P.flush = 1.0;
-    for (int c = 0; c < N_OCOLL; c++)
-        P.ncand[c] = 1; /* the default */
-    if (!f)
-        fail("cannot read the plan (COLLTUNE_ONLINE_PLAN)");
-    while (fgets(line, sizeof line, f)) {
-        char coll[64], how[16];
-        int id, nvar, off = 0;
-        if (sscanf(line, "switch %15s", how) == 1) {
-            P.per_call = !strcmp(how, "call");
-            continue;
-        }
-        if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
-            || sscanf(line, "min_calls %lld", &P.min_calls) == 1
-            || sscanf(line, "batch %d", &P.batch) == 1
-            || sscanf(line, "samples %d", &P.samples) == 1
-            || sscanf(line, "flush %lf", &P.flush) == 1)
-            continue;
-        if (sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
-            continue;
-        int c = 0;
-        while (c < N_OCOLL && strcmp(NAMES[c], coll))
-            c++;
-        if (c == N_OCOLL || P.ncand[c] >= MAXC || nvar > MAXV || nvar < 0)
-            fail("a plan line names an unknown collective or too many candidates");
-        cand_t *k = &P.cand[c][P.ncand[c]++];
-        k->id = id;
-        k->nvar = nvar;
-        char *p = line + off;
-        for (int v = 0; v < nvar; v++) {
-            int used = 0;
-            if (sscanf(p, " %95s %lld%n", k->name[v], &k->value[v], &used) != 2)
-                fail("a candidate's control variables are malformed in the plan");
-            p += used;
-        }
-    }
-    fclose(f);
-    if (P.batch < 1 || P.batch > MAXB)
-        P.batch = 32;
-    if (!(P.share > 0 && P.share <= 1))
-        P.share = 0.1;
 }
 
 static void refused_once(int c, int k)
@@ -316,7 +227,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
         if (!g)
             return comm;
         g->bytes = bytes;
-        g->done = P.ncand[c] < 2; /* nothing to try: never timed */
+        prune(g, c, s->size, b);
     }
     int ncand = P.ncand[c], k = g->current;
     long long i = g->calls++;
@@ -386,28 +297,6 @@ int refused_call(call_t *call, int rc)
     g->used[0]++;
     call->k = 0;
     return 1;
-}
-
-static void write_files(int partial);
-
-MPI_Comm call_private(const call_t *call)
-{
-    return call->s->priv;
-}
-
-int call_rank(const call_t *call)
-{
-    return call->s->rank;
-}
-
-const char *call_name(const call_t *call)
-{
-    return NAMES[call->c];
-}
-
-int call_candidate(const call_t *call)
-{
-    return P.cand[call->c][call->k].id;
 }
 
 void wrong_answer(call_t *call)
@@ -491,65 +380,6 @@ void refuse_threads(int required)
         fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
              "under it yet (calls from several threads could reach the schedule in "
              "different orders on different ranks); use tune profile and tune app");
-}
-
-static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
-{
-    int ncand = P.ncand[c];
-    fprintf(sc, "%d %d %s %d %lld %llx", s->seq, s->size, NAMES[c], b, g->calls, g->digest);
-    for (int k = 0; k < ncand; k++)
-        fprintf(sc, " %lld", g->used[k]);
-    fprintf(sc, "\n");
-    if (!ev)
-        return;
-    fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"comm\": %d, \"bytes\": %lld, "
-                "\"calls\": %lld, \"explored\": %s, \"kept\": %d, \"configs\": [",
-            NAMES[c], s->size, s->seq, g->bytes, g->calls, g->slot ? "true" : "false",
-            P.cand[c][g->current].id);
-    for (int k = 0; k < ncand; k++) {
-        int n = g->n[k] < KEEP ? g->n[k] : KEEP;
-        fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"dropped\": %s, \"times_s\": [",
-                k ? ", " : "", P.cand[c][k].id, g->used[k], g->dropped[k] ? "true" : "false");
-        for (int i = 0; i < n; i++)
-            fprintf(ev, "%s%.9g", i ? ", " : "", g->t[k][i]);
-        fprintf(ev, "]}");
-    }
-    fprintf(ev, "]}\n");
-}
-
-/* this rank's schedule, and its communicators' evidence where it is their rank 0; the
- * times are the batches already reduced (at the end: all of them) */
-static void write_files(int partial)
-{
-    static int broken; /* said once: a directory that will not take them */
-    char name[64], tsc[4200], tev[4200], host[256] = "";
-    int wr, ws;
-    if (broken)
-        return;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    PMPI_Comm_size(MPI_COMM_WORLD, &ws);
-    snprintf(name, sizeof name, "schedule.%d", wr);
-    FILE *sc = create_private(P.dir, name, tsc, sizeof tsc), *ev = NULL;
-    for (comm_st *s = g_comms; s && sc; s = s->next)
-        if (s->rank == 0) {
-            snprintf(name, sizeof name, "evidence.%d", wr);
-            ev = create_private(P.dir, name, tev, sizeof tev);
-            break;
-        }
-    if (!sc) {
-        broken = 1;
-        return;
-    }
-    gethostname(host, sizeof host - 1);
-    fprintf(sc, "host %s world %d%s\n", host, ws, partial ? " partial" : "");
-    for (comm_st *s = g_comms; s; s = s->next)
-        for (int c = 0; c < N_OCOLL; c++)
-            for (int b = 0; b < NBUCKET; b++)
-                if (s->g[c][b])
-                    write_group(s->rank == 0 ? ev : NULL, sc, s, c, b, s->g[c][b]);
-    if (ev)
-        publish(ev, tev);
-    publish(sc, tsc);
 }
 
 void finish(void)

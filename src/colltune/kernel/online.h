@@ -13,6 +13,11 @@
 enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCOLL };
 
 #define MAXV 6 /* control variables a candidate writes */
+#define MAXC 24      /* configurations of a collective, the default (0) included */
+#define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
+#define MAXB 256     /* calls in a batch at most */
+#define KEEP 512     /* times kept per configuration and group */
+#define MAXSKIP 4096 /* skip lines */
 
 /* one candidate of the plan */
 typedef struct {
@@ -29,6 +34,56 @@ typedef struct {
 
 typedef struct group_s group_t;
 typedef struct comm_st comm_st;
+
+#define MAXC 24      /* configurations of a collective, the default (0) included */
+#define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
+#define MAXB 256     /* calls in a batch at most */
+#define KEEP 512     /* times kept per configuration and group */
+
+#define MAXSKIP 4096 /* skip lines */
+
+typedef struct {
+    int c, id, np, bucket;
+} skip_t;
+
+typedef struct {
+    double share, drop, flush;
+    long long min_calls;
+    int batch, samples, per_call;
+    cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
+    int ncand[N_OCOLL];
+    skip_t skip[MAXSKIP];
+    int nskip;
+    char dir[4096];
+} plan_t;
+
+struct group_s {
+    long long calls, bytes;
+    int current;                  /* what runs outside exploration */
+    int done;                     /* exploration over: `current` for the rest of the run */
+    long long slot;               /* exploration calls scheduled */
+    int sched[MAXC], dropped[MAXC], pruned[MAXC];
+    int n[MAXC];                  /* times kept per configuration */
+    double *t[MAXC];
+    double bt[MAXB];              /* the batch: this rank's time per call ... */
+    int bc[MAXB];                 /* ... and the configuration it ran */
+    int nb;
+    long long used[MAXC];         /* calls per configuration */
+    unsigned long long digest;    /* of the sequence of configurations */
+};
+
+struct comm_st {
+    MPI_Comm comm, priv;
+    int size, rank, seq, world_rank;
+    MPI_Comm cand[N_OCOLL][MAXC];
+    int made[N_OCOLL][MAXC];
+    group_t *g[N_OCOLL][NBUCKET];
+    struct comm_st *next;
+};
+
+extern plan_t P;
+extern const char *const NAMES[N_OCOLL];
+extern comm_st *g_comms; /* every communicator the application called a collective on */
 
 /* one call: its communicator's state, its group, collective and configuration */
 typedef struct {
@@ -61,12 +116,12 @@ void refuse_threads(int required); /* MPI_THREAD_MULTIPLE stops the job */
 void finish(void);                /* before the library's MPI_Finalize; once */
 void fail(const char *why);       /* said, and the job aborted */
 
-/* what online_check.c knows of a call */
-MPI_Comm call_private(const call_t *call); /* its communicator's private duplicate */
-int call_rank(const call_t *call);         /* this rank's, in its communicator */
-const char *call_name(const call_t *call); /* its collective */
-int call_candidate(const call_t *call);    /* the catalog's id of what it ran */
-void wrong_answer(call_t *call);           /* dropped for the group, said once */
+void wrong_answer(call_t *call); /* a check found it wrong: dropped for the group, said */
+
+/* online_plan.c: the plan read (COLLTUNE_ONLINE_PLAN), and a new group's candidates the
+ * plan skips for its communicator size and bucket */
+void read_plan(const char *path);
+void prune(group_t *g, int c, int np, int bucket);
 
 /* online_check.c: a candidate's first call checked against the library's choice. Whether
  * a type is plain bytes (predefined, no gaps), and a reduction checkable; `check_prepare`:
@@ -93,6 +148,9 @@ void close_mpit(void); /* at the end, if opened */
  * NULL, said), written as `tmp` and made whole by `publish` */
 FILE *create_private(const char *dir, const char *name, char *tmp, size_t n);
 void publish(FILE *f, const char *tmp);
+/* this rank's schedule and, where it is a communicator's rank 0, its evidence; `partial`:
+ * while the run goes on (only the batches already reduced) */
+void write_files(int partial);
 
 #pragma GCC visibility pop
 

@@ -41,7 +41,7 @@ int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, 
                                    &ck);
     CALLED(comm, PMPI_Allreduce(s, r, count, t, op, on_));
     if (checked) {
-        PMPI_Allreduce(ck.in, ck.ref, count, t, op, call_private(&call_));
+        PMPI_Allreduce(ck.in, ck.ref, count, t, op, call_.s->priv);
         check_verdict(&call_, &ck, r, span(count, t), t, op);
     }
     timed(&call_, t0_, t1_);
@@ -53,14 +53,14 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
     call_t call_;
     check_t ck;
     MPI_Comm on_ = route(O_BCAST, comm, tbytes(count, t), 1, &call_);
-    int me = call_.check ? call_rank(&call_) : -1;
+    int me = call_.check ? call_.s->rank : -1;
     int checked = call_.check && check_prepare(&call_, plain_type(t), me == root ? buf : NULL,
                                                span(count, t), span(count, t), &ck);
     CALLED(comm, PMPI_Bcast(buf, count, t, root, on_));
     if (checked) {
         if (me == root)
             memcpy(ck.ref, ck.in, span(count, t));
-        PMPI_Bcast(ck.ref, count, t, root, call_private(&call_));
+        PMPI_Bcast(ck.ref, count, t, root, call_.s->priv);
         check_verdict(&call_, &ck, buf, span(count, t), t, MPI_OP_NULL);
     }
     timed(&call_, t0_, t1_);
@@ -73,14 +73,14 @@ int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int
     call_t call_;
     check_t ck;
     MPI_Comm on_ = route(O_REDUCE, comm, tbytes(count, t), builtin_op(op), &call_);
-    int me = call_.check ? call_rank(&call_) : -1;
+    int me = call_.check ? call_.s->rank : -1;
     int checked = call_.check
                   && check_prepare(&call_, plain_type(t) && checkable_op(t, op),
                                    s == MPI_IN_PLACE ? r : s, span(count, t), span(count, t),
                                    &ck);
     CALLED(comm, PMPI_Reduce(s, r, count, t, op, root, on_));
     if (checked) {
-        PMPI_Reduce(ck.in, ck.ref, count, t, op, root, call_private(&call_));
+        PMPI_Reduce(ck.in, ck.ref, count, t, op, root, call_.s->priv);
         check_verdict(&call_, &ck, me == root ? r : NULL, span(count, t), t, op);
     }
     timed(&call_, t0_, t1_);
@@ -109,7 +109,7 @@ int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_D
     if (checked) {
         if (s == MPI_IN_PLACE)
             memcpy(ck.ref, ck.in, all);
-        PMPI_Allgather(s, sc, st, ck.ref, rc, rt, call_private(&call_));
+        PMPI_Allgather(s, sc, st, ck.ref, rc, rt, call_.s->priv);
         check_verdict(&call_, &ck, r, all, rt, MPI_OP_NULL);
     }
     timed(&call_, t0_, t1_);
@@ -136,7 +136,7 @@ int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Da
     if (checked) {
         if (s == MPI_IN_PLACE)
             memcpy(ck.ref, ck.in, all);
-        PMPI_Alltoall(s, sc, st, ck.ref, rc, rt, call_private(&call_));
+        PMPI_Alltoall(s, sc, st, ck.ref, rc, rt, call_.s->priv);
         check_verdict(&call_, &ck, r, all, rt, MPI_OP_NULL);
     }
     timed(&call_, t0_, t1_);

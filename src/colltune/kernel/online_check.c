@@ -57,7 +57,7 @@ int check_prepare(call_t *call, int can, const void *in, size_t in_n, size_t out
         can = 0;
     else if (in && in_n)
         memcpy(ck->in, in, in_n);
-    PMPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, call_private(call));
+    PMPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, call->s->priv);
     if (!all) {
         free(ck->in);
         free(ck->ref);
@@ -97,8 +97,8 @@ static void spoil(const call_t *call, void *out, size_t n)
 {
     const char *f = getenv("COLLTUNE_TEST_FAULT");
     char want[64];
-    snprintf(want, sizeof want, "wrong:%s=%d", call_name(call), call_candidate(call));
-    if (f && !strcmp(f, want) && call_rank(call) == 1 && out && n) /* a double's exponent */
+    snprintf(want, sizeof want, "wrong:%s=%d", NAMES[call->c], P.cand[call->c][call->k].id);
+    if (f && !strcmp(f, want) && call->s->rank == 1 && out && n) /* a double's exponent */
         ((unsigned char *)out)[(n < 8 ? n : 8) - 1] ^= 0x40;
 }
 
@@ -106,7 +106,7 @@ void check_verdict(call_t *call, check_t *ck, void *out, size_t n, MPI_Datatype 
 {
     spoil(call, out, n);
     int bad = out && n && differs(out, ck->ref, n, t, op), any = 0;
-    PMPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, call_private(call));
+    PMPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, call->s->priv);
     if (bad) /* the application gets the library's answer */
         memcpy(out, ck->ref, n);
     if (any)

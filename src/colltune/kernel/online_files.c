@@ -1,7 +1,9 @@
-/* collonline's files: each rank writes only into a private directory of its user, each
- * file created anew and renamed into place once whole (docs/security.md). */
+/* collonline's files: each rank's schedule and rank 0's evidence (what collonline.c says
+ * of them), written only into a private directory of its user, each file created anew and
+ * renamed into place once whole (docs/security.md). */
 #define _GNU_SOURCE /* O_NOFOLLOW under -std=c99 */
 #include <fcntl.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -42,4 +44,64 @@ void publish(FILE *f, const char *tmp)
     snprintf(path, sizeof path, "%.*s", (int)n, tmp);
     if (bad || rename(tmp, path) != 0)
         fprintf(stderr, "colltune online: cannot write %s\n", path);
+}
+
+static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
+{
+    int ncand = P.ncand[c];
+    fprintf(sc, "%d %d %s %d %lld %llx", s->seq, s->size, NAMES[c], b, g->calls, g->digest);
+    for (int k = 0; k < ncand; k++)
+        fprintf(sc, " %lld", g->used[k]);
+    fprintf(sc, "\n");
+    if (!ev)
+        return;
+    fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"comm\": %d, \"bytes\": %lld, "
+                "\"calls\": %lld, \"explored\": %s, \"kept\": %d, \"configs\": [",
+            NAMES[c], s->size, s->seq, g->bytes, g->calls, g->slot ? "true" : "false",
+            P.cand[c][g->current].id);
+    for (int k = 0; k < ncand; k++) {
+        int n = g->n[k] < KEEP ? g->n[k] : KEEP;
+        fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"dropped\": %s, \"pruned\": %s, "
+                    "\"times_s\": [", k ? ", " : "", P.cand[c][k].id, g->used[k],
+                g->dropped[k] ? "true" : "false", g->pruned[k] ? "true" : "false");
+        for (int i = 0; i < n; i++)
+            fprintf(ev, "%s%.9g", i ? ", " : "", g->t[k][i]);
+        fprintf(ev, "]}");
+    }
+    fprintf(ev, "]}\n");
+}
+
+/* this rank's schedule, and its communicators' evidence where it is their rank 0; the
+ * times are the batches already reduced (at the end: all of them) */
+void write_files(int partial)
+{
+    static int broken; /* said once: a directory that will not take them */
+    char name[64], tsc[4200], tev[4200], host[256] = "";
+    int wr, ws;
+    if (broken)
+        return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    PMPI_Comm_size(MPI_COMM_WORLD, &ws);
+    snprintf(name, sizeof name, "schedule.%d", wr);
+    FILE *sc = create_private(P.dir, name, tsc, sizeof tsc), *ev = NULL;
+    for (comm_st *s = g_comms; s && sc; s = s->next)
+        if (s->rank == 0) {
+            snprintf(name, sizeof name, "evidence.%d", wr);
+            ev = create_private(P.dir, name, tev, sizeof tev);
+            break;
+        }
+    if (!sc) {
+        broken = 1;
+        return;
+    }
+    gethostname(host, sizeof host - 1);
+    fprintf(sc, "host %s world %d%s\n", host, ws, partial ? " partial" : "");
+    for (comm_st *s = g_comms; s; s = s->next)
+        for (int c = 0; c < N_OCOLL; c++)
+            for (int b = 0; b < NBUCKET; b++)
+                if (s->g[c][b])
+                    write_group(s->rank == 0 ? ev : NULL, sc, s, c, b, s->g[c][b]);
+    if (ev)
+        publish(ev, tev);
+    publish(sc, tsc);
 }

@@ -1,0 +1,81 @@
+/* collonline's plan: what tune online wrote for the layer (COLLTUNE_ONLINE_PLAN; its
+ * lines are said in collonline.c), read once at the start, and what a new group may try. */
+#include <stdio.h>
+#include <string.h>
+
+#include "online.h"
+
+void read_plan(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    P.share = 0.1;
+    P.drop = 1.5;
+    P.min_calls = 64;
+    P.batch = 32;
+    P.samples = 12;
+    P.flush = 1.0;
+    for (int c = 0; c < N_OCOLL; c++)
+        P.ncand[c] = 1; /* the default */
+    if (!f)
+        fail("cannot read the plan (COLLTUNE_ONLINE_PLAN)");
+    while (fgets(line, sizeof line, f)) {
+        char coll[64], how[16];
+        int id, nvar, off = 0;
+        if (sscanf(line, "switch %15s", how) == 1) {
+            P.per_call = !strcmp(how, "call");
+            continue;
+        }
+        if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
+            || sscanf(line, "min_calls %lld", &P.min_calls) == 1
+            || sscanf(line, "batch %d", &P.batch) == 1
+            || sscanf(line, "samples %d", &P.samples) == 1
+            || sscanf(line, "flush %lf", &P.flush) == 1)
+            continue;
+        int np, bucket, skip = sscanf(line, "skip %63s %d %d %d", coll, &id, &np, &bucket) == 4;
+        if (!skip && sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
+            continue;
+        int c = 0;
+        while (c < N_OCOLL && strcmp(NAMES[c], coll))
+            c++;
+        if (skip) {
+            if (c < N_OCOLL && P.nskip < MAXSKIP)
+                P.skip[P.nskip++] = (skip_t){c, id, np, bucket};
+            continue;
+        }
+        if (c == N_OCOLL || P.ncand[c] >= MAXC || nvar > MAXV || nvar < 0)
+            fail("a plan line names an unknown collective or too many candidates");
+        cand_t *k = &P.cand[c][P.ncand[c]++];
+        k->id = id;
+        k->nvar = nvar;
+        char *p = line + off;
+        for (int v = 0; v < nvar; v++) {
+            int used = 0;
+            if (sscanf(p, " %95s %lld%n", k->name[v], &k->value[v], &used) != 2)
+                fail("a candidate's control variables are malformed in the plan");
+            p += used;
+        }
+    }
+    fclose(f);
+    if (P.batch < 1 || P.batch > MAXB)
+        P.batch = 32;
+    if (!(P.share > 0 && P.share <= 1))
+        P.share = 0.1;
+}
+
+/* a new group's candidates the plan skips for its communicator size and bucket: never
+ * explored (the plan is the same on every rank, so is this); nothing left to try, the
+ * group is never timed */
+void prune(group_t *g, int c, int np, int bucket)
+{
+    int open = 0;
+    for (int k = 1; k < P.ncand[c]; k++) {
+        for (int i = 0; i < P.nskip; i++) {
+            const skip_t *x = &P.skip[i];
+            if (x->c == c && x->id == P.cand[c][k].id && x->np == np && x->bucket == bucket)
+                g->pruned[k] = g->dropped[k] = 1;
+        }
+        open |= !g->dropped[k];
+    }
+    g->done = !open;
+}
