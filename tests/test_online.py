@@ -52,7 +52,8 @@ def _schedules(folder: Path) -> dict[int, dict[tuple[str, ...], list[str]]]:
 @pytest.mark.mpi
 def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Path) -> None:
     exe = _build(ompi41, tmp_path)
-    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "500", "50"]
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "500", "50",
+              "blocks"]
     plain = subprocess.run(launch, capture_output=True, text=True, env=ompi41.tool_env(),
                            timeout=120, check=False)
     assert plain.returncode == 0, plain.stderr
@@ -80,9 +81,10 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     assert all(s == sched[0] for s in sched.values()), sched
     groups = {(k[2], k[3]): v for k, v in sched[0].items()}
     # the groups the program makes: allreduce of 64 B and 64 KiB, bcast of 4 KiB, reduce
-    # of 512 B; the user-defined operation's allreduce is not among them (passed through)
+    # of 512 B, allgather (in place) of 64 B, alltoall of 32 B; the user-defined
+    # operation's allreduce is not among them (passed through)
     assert set(groups) == {("allreduce", "7"), ("allreduce", "17"), ("bcast", "13"),
-                           ("reduce", "10")}, groups
+                           ("reduce", "10"), ("allgather", "7"), ("alltoall", "6")}, groups
     assert int(groups[("allreduce", "7")][0]) == 500  # 500 calls: the 50 of `mine` not seen
 
     doc = json.loads(summary.read_text())
@@ -94,11 +96,12 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     small = by[("reduce", 512)]
     assert small["calls"] == 20 and not small["explored"]  # under --min-calls: untouched
     assert set(small["calls_per_config"]) == {"0"}
-    for key in (("allreduce", 64), ("allreduce", 65536), ("bcast", 4096)):
+    for key in (("allreduce", 64), ("allreduce", 65536), ("bcast", 4096), ("allgather", 64),
+                ("alltoall", 32)):
         g = by[key]
         assert g["explored"] and len(g["calls_per_config"]) > 3, g
         if key[0] == "allreduce":  # the wrong one: one call, dropped, never chosen
-            assert 3 in g["dropped"] and g["calls_per_config"]["3"] == 1, g
+            assert 3 in g["dropped"] and g["wrong"] == [3], g
             assert g["decision"]["algorithm"] != 3, g
         if g["kept_in_run"] == 0:  # exploration took at most its share of the calls
             tried = sum(n for k, n in g["calls_per_config"].items() if k != "0")
@@ -112,7 +115,7 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     store = Store(db, readonly=True)
     keys = {(c.mpi_key, c.collective) for c in store.contexts()}
     assert {k.split("~")[1][:7] for k, _ in keys} == {"online="}, keys
-    assert {c for _, c in keys} == {"allreduce", "bcast"}, keys
+    assert {c for _, c in keys} == {"allreduce", "bcast", "allgather", "alltoall"}, keys
     ms = [m for c in store.contexts() for m in store.measurements(c)]
     assert len(ms) > 10 and all(m.n == len(m.samples) for m in ms)
     store.close()
@@ -139,6 +142,8 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
                                   int(ln.split()[2])) for ln in known}, (pruned, known)
     for g in json.loads(again.read_text())["groups"]:
         assert not set(map(str, g["pruned"])) & set(g["calls_per_config"]), g
+        if g["collective"] == "allreduce":  # the first run found it wrong: never run again
+            assert 3 in g["pruned"], g
 
 
 @pytest.mark.mpi

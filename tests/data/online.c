@@ -6,7 +6,9 @@
  * doubles, 20 calls in all (a group too small to explore). Rank 0 prints a checksum of
  * every result: integer-valued doubles, so any algorithm's order of additions gives the
  * same bits, and any wrong result changes it. argv[3] "multiple": MPI_THREAD_MULTIPLE;
- * "abort": rank 1 calls MPI_Abort halfway (an application that fails mid-run). */
+ * "abort": rank 1 calls MPI_Abort halfway (an application that fails mid-run); "blocks":
+ * each step also an MPI_Allgather in place of 16 ints a rank and an MPI_Alltoall of 8
+ * ints to each rank. */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
 #include <stdio.h>
@@ -34,6 +36,8 @@ int main(int argc, char **argv)
     long imb = argc > 2 ? atol(argv[2]) : 50;
     static double small[8], rsmall[8], big[8192], rbig[8192], r64[64], rr64[64];
     static char block[4096];
+    int *gath, *sendv, *recvv;
+    int blocks = argc > 3 && !strcmp(argv[3], "blocks");
     double sum = 0;
     MPI_Op mine;
 
@@ -46,6 +50,11 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Op_create(add_ints, 1, &mine);
+    gath = malloc((size_t)size * 16 * sizeof *gath);
+    sendv = malloc((size_t)size * 8 * sizeof *sendv);
+    recvv = malloc((size_t)size * 8 * sizeof *recvv);
+    if (!gath || !sendv || !recvv)
+        MPI_Abort(MPI_COMM_WORLD, 1);
     for (int i = 0; i < calls; i++) {
         if (argc > 3 && !strcmp(argv[3], "abort") && i == calls / 2 && rank == 1)
             MPI_Abort(MPI_COMM_WORLD, 7);
@@ -64,6 +73,15 @@ int main(int argc, char **argv)
             MPI_Allreduce(small, rsmall, 8, MPI_DOUBLE, mine, MPI_COMM_WORLD);
             sum += rsmall[3];
         }
+        if (blocks) {
+            for (int j = 0; j < 16; j++)
+                gath[rank * 16 + j] = rank * 100 + j + i;
+            MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gath, 16, MPI_INT, MPI_COMM_WORLD);
+            for (int j = 0; j < size * 8; j++)
+                sendv[j] = rank * 1000 + j + i;
+            MPI_Alltoall(sendv, 8, MPI_INT, recvv, 8, MPI_INT, MPI_COMM_WORLD);
+            sum += gath[(i * 7) % (size * 16)] + recvv[(i * 3) % (size * 8)];
+        }
         if (i < 20) {
             for (int j = 0; j < 64; j++)
                 r64[j] = (double)(rank * j);
@@ -75,6 +93,9 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("checksum %.17g\n", sum);
     MPI_Op_free(&mine);
+    free(gath);
+    free(sendv);
+    free(recvv);
     MPI_Finalize();
     return 0;
 }

@@ -74,6 +74,7 @@ class OnlineGroup:
     dropped: list[int]
     decision: Decision | None = None
     pruned: list[int] = field(default_factory=list)  # not explored: the store knew them slower
+    wrong: list[int] = field(default_factory=list)  # answered unlike the library's choice
 
 
 @dataclass
@@ -191,7 +192,8 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                     {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
                      if c["times_s"]},
                     [int(c["id"]) for c in e["configs"] if c["dropped"]], None,
-                    [int(c["id"]) for c in e["configs"] if c.get("pruned") is True]))
+                    [int(c["id"]) for c in e["configs"] if c.get("pruned") is True],
+                    [int(c["id"]) for c in e["configs"] if c.get("wrong") is True]))
             except (KeyError, TypeError, ValueError) as err:
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
     return groups
@@ -205,13 +207,15 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         key = (g.collective, g.comm_size, g.size)
         if key not in out:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
-                                           dropped=list(g.dropped), pruned=list(g.pruned))
+                                           dropped=list(g.dropped), pruned=list(g.pruned),
+                                           wrong=list(g.wrong))
             continue
         m = out[key]
         m.calls += g.calls
         m.explored = m.explored or g.explored
         m.dropped = sorted(set(m.dropped) | set(g.dropped))
         m.pruned = sorted(set(m.pruned) & set(g.pruned))
+        m.wrong = sorted(set(m.wrong) | set(g.wrong))
         for k, xs in g.times.items():
             m.times.setdefault(k, []).extend(xs)
     return list(out.values())
@@ -237,7 +241,13 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
                           backend.name)
+            for alg in g.wrong:  # stored as the kernel stores a wrong answer: never chosen
+                store.add(ctx, Config(alg), PointResult(
+                    0, g.size, "invalid", message="answered differently from the library's "
+                    "choice (tune online's check)"), "online")
             for alg, xs in g.times.items():
+                if alg in g.wrong:
+                    continue
                 ordered = sorted(xs)
                 store.add(ctx, Config(alg) if alg else DEFAULT, PointResult(
                     0, g.size, "ok", len(xs), ordered[len(xs) // 2], min=ordered[0],
@@ -418,7 +428,7 @@ def as_json(res: OnlineResult) -> dict[str, object]:
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
                  "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
-                 "dropped": g.dropped, "pruned": g.pruned,
+                 "dropped": g.dropped, "pruned": g.pruned, "wrong": g.wrong,
                  "decision": None if g.decision is None else {
                      "algorithm": g.decision.chosen.algorithm, "reason": g.decision.reason}}
                 for g in res.groups]}

@@ -5,6 +5,7 @@ run spends its share of calls on the candidates still in question."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,7 +29,8 @@ def known_medians(db: Path, mpi_key: str, collectives: set[str]
     from every point the store holds for this installation: the kernel's, the
     application's replayed arrival's, earlier online runs' (whatever follows `~` in the
     key). The algorithm's best variant counts: the layer tries the library's own
-    parameters, so a skip is never for a variant it would not run."""
+    parameters, so a skip is never for a variant it would not run. A point stored invalid
+    (a wrong answer, the kernel's or the layer's check) counts as infinitely slow."""
     out: dict[tuple[str, int, int], dict[int, float]] = defaultdict(dict)
     if not db.is_file():
         return out
@@ -39,10 +41,13 @@ def known_medians(db: Path, mpi_key: str, collectives: set[str]
             if ctx.mpi_key.split("~", 1)[0] != base or ctx.collective not in collectives:
                 continue
             for m in store.measurements(ctx):
-                if m.status != "ok" or m.median is None or m.n < MIN_SAMPLES:
-                    continue
                 at = out[(ctx.collective, ctx.np, bucket_of(m.size))]
                 alg = m.config.algorithm
+                if m.status == "invalid":  # a wrong answer: as slow as can be, unless it
+                    at.setdefault(alg, math.inf)  # answered right at another size there
+                    continue
+                if m.status != "ok" or m.median is None or m.n < MIN_SAMPLES:
+                    continue
                 at[alg] = min(at.get(alg, m.median), m.median)
     finally:
         store.close()
@@ -57,6 +62,8 @@ def skip_lines(db: Path, mpi_key: str, candidates: dict[str, list[int]]) -> list
     known = known_medians(db, mpi_key, set(candidates))
     for (coll, np, bucket), medians in sorted(known.items()):
         fastest = min(medians.values())
+        if math.isinf(fastest):  # nothing there answered right: nothing to compare with
+            continue
         lines += [f"skip {coll} {alg} {np} {bucket}" for alg in candidates.get(coll, [])
                   if alg in medians and medians[alg] > SLOWER * fastest]
     return lines

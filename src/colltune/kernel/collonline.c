@@ -309,7 +309,7 @@ void wrong_answer(call_t *call)
                         "library's choice (a call of %lld bytes, on %d ranks); dropped, the "
                         "library's answer kept\n", NAMES[call->c], P.cand[call->c][call->k].id,
                 g->bytes, call->s->size);
-    g->dropped[call->k] = 1;
+    g->dropped[call->k] = g->wrong[call->k] = 1;
     g->sched[call->k] = P.samples;
 }
 

@@ -35,13 +35,6 @@ typedef struct {
 typedef struct group_s group_t;
 typedef struct comm_st comm_st;
 
-#define MAXC 24      /* configurations of a collective, the default (0) included */
-#define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
-#define MAXB 256     /* calls in a batch at most */
-#define KEEP 512     /* times kept per configuration and group */
-
-#define MAXSKIP 4096 /* skip lines */
-
 typedef struct {
     int c, id, np, bucket;
 } skip_t;
@@ -62,7 +55,7 @@ struct group_s {
     int current;                  /* what runs outside exploration */
     int done;                     /* exploration over: `current` for the rest of the run */
     long long slot;               /* exploration calls scheduled */
-    int sched[MAXC], dropped[MAXC], pruned[MAXC];
+    int sched[MAXC], dropped[MAXC], pruned[MAXC], wrong[MAXC];
     int n[MAXC];                  /* times kept per configuration */
     double *t[MAXC];
     double bt[MAXB];              /* the batch: this rank's time per call ... */

@@ -87,24 +87,30 @@ int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int
     return rc_;
 }
 
-/* allgather and alltoall: the reference made in place in a copy of the receive buffer
- * where the call was in place, else from the unchanged send buffer */
+/* allgather and alltoall: checked where their types are plain, the whole receive buffer
+ * (`*all` bytes) compared; its copy kept where the call is in place (the reference is then
+ * made in place in it), else the reference is made from the unchanged send buffer */
+static int blocks_prepare(call_t *call, const void *s, MPI_Datatype st, void *r, int rc,
+                          MPI_Datatype rt, check_t *ck, size_t *all)
+{
+    int n = 0, inplace = s == MPI_IN_PLACE;
+    if (!call->check)
+        return 0;
+    PMPI_Comm_size(call->s->comm, &n);
+    *all = span(rc, rt) * (size_t)n;
+    return check_prepare(call, plain_type(rt) && (inplace || plain_type(st)),
+                         inplace ? r : NULL, inplace ? *all : 0, *all, ck);
+}
+
 int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Datatype rt,
                   MPI_Comm comm)
 {
     call_t call_;
     check_t ck;
-    int n = 0;
+    size_t all = 0;
     MPI_Comm on_ = route(O_ALLGATHER, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st),
                          1, &call_);
-    if (call_.check)
-        PMPI_Comm_size(comm, &n);
-    size_t all = span(rc, rt) * (size_t)n;
-    int checked = call_.check
-                  && check_prepare(&call_, plain_type(rt) && (s == MPI_IN_PLACE
-                                                              || plain_type(st)),
-                                   s == MPI_IN_PLACE ? r : NULL, s == MPI_IN_PLACE ? all : 0,
-                                   all, &ck);
+    int checked = blocks_prepare(&call_, s, st, r, rc, rt, &ck, &all);
     CALLED(comm, PMPI_Allgather(s, sc, st, r, rc, rt, on_));
     if (checked) {
         if (s == MPI_IN_PLACE)
@@ -121,17 +127,10 @@ int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc, MPI_Da
 {
     call_t call_;
     check_t ck;
-    int n = 0;
+    size_t all = 0;
     MPI_Comm on_ = route(O_ALLTOALL, comm, s == MPI_IN_PLACE ? tbytes(rc, rt) : tbytes(sc, st),
                          1, &call_);
-    if (call_.check)
-        PMPI_Comm_size(comm, &n);
-    size_t all = span(rc, rt) * (size_t)n;
-    int checked = call_.check
-                  && check_prepare(&call_, plain_type(rt) && (s == MPI_IN_PLACE
-                                                              || plain_type(st)),
-                                   s == MPI_IN_PLACE ? r : NULL, s == MPI_IN_PLACE ? all : 0,
-                                   all, &ck);
+    int checked = blocks_prepare(&call_, s, st, r, rc, rt, &ck, &all);
     CALLED(comm, PMPI_Alltoall(s, sc, st, r, rc, rt, on_));
     if (checked) {
         if (s == MPI_IN_PLACE)
