@@ -7,7 +7,10 @@ rank imbalance: rank r works r x 50 us a step). Layouts: 1x4 on this node, 2x2 a
 test cluster's nodes (tests/testcluster.py, as root). Prints markdown rows.
 
     python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
-                                 [--max-rounds 16] [--against-app]
+                                 [--max-rounds 16] [--against-app] [--steps 600]
+
+--steps: the imbalance program's steps (600: about 0.7 s a run here; the layer's cost is
+mostly fixed, so a longer run shows what it costs a run of that length).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +53,7 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--max-rounds", type=int, default=16)
     ap.add_argument("--against-app", action="store_true")
+    ap.add_argument("--steps", type=int, default=600)
     a = ap.parse_args()
     c = testcluster.make(2, slurm=False) if "2x2" in a.layouts else None
     cost_rows, file_rows = [], []
@@ -78,14 +83,16 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                                               env={**__import__("os").environ,
                                                    "OMPI_ALLOW_RUN_AS_ROOT": "1",
                                                    "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
-                work.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(work, ignore_errors=True)  # no store of an earlier bench
+                work.mkdir(parents=True)
                 if app == "pw":
                     inp = prepare(work)
                     cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
                 else:
                     subprocess.run(["mpicc.openmpi", "-std=c99", "-O2", "-o",
                                     str(work / "online"), str(PROGRAM)], check=True)
-                    cmd = ["mpirun", "-np", "4", *launch, str(work / "online"), "600", "50"]
+                    cmd = ["mpirun", "-np", "4", *launch, str(work / "online"), str(a.steps),
+                           "50"]
 
                 def tune(*argv: str, on=on) -> float:  # type: ignore[no-untyped-def]
                     t = time.monotonic()

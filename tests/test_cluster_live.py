@@ -177,7 +177,8 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     """`tune online` of a program with a known imbalance as 2 nodes x 2 ranks: the layer's
     files reach the shared job directory from both nodes (none left in a node's /tmp),
     every rank ran the same configuration for the same call, the points are stored in the
-    layout the ranks ran in (2x2), and the file is written."""
+    layout each communicator's ranks ran in (2x2, and 2x1 for each half), and the file is
+    written."""
     work = _work(cluster, "online")
     exe = work / "online"
     subprocess.run(["mpicc.openmpi", "-std=c99", "-O2", "-o", str(exe),
@@ -186,7 +187,7 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
         "online", "-o", "r.conf", "--mpi", "/usr", "--db", "db.sqlite", "--evidence", "ev",
         "--timeout", "300", "--", "mpirun", "-np", "4", "--hostfile", cluster.hostfile(2),
         "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent, str(exe), "300",
-        "50"), env=_env(cluster), cwd=work)
+        "50", "blocks"), env=_env(cluster), cwd=work)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     assert "checksum" in r.stdout and (work / "r.conf").exists()
     hosts = {f.name: f.read_text().splitlines()[0] for f in (work / "ev").glob("schedule.*")}
@@ -197,7 +198,9 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     con = sqlite3.connect(work / "db.sqlite")
     got = set(con.execute("SELECT DISTINCT np, nodes, ppn FROM measurements"))
     con.close()
-    assert got == {(4, 2, 2)}, got
+    # the world's calls as 2 nodes x 2, each half's (ranks 0 and 2, 1 and 3) as 2 nodes x 1:
+    # each communicator's own layout, counted by the layer from its ranks' hosts
+    assert got == {(4, 2, 2), (2, 2, 1)}, got
     assert all(not f.startswith("colltune-online") for fs in _tmp_files(cluster).values()
                for f in fs)
 

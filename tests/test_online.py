@@ -75,16 +75,23 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     assert "allreduce candidate 3 answered differently from the library's choice" in said
 
     # every rank ran the same configuration for the same call: each rank's own record of
-    # its sequence (digest and counts per configuration), group by group
+    # its sequence (digest and counts per configuration), group by group; the world's
+    # alike on all four, each half's alike on its two (ranks 0 and 2, 1 and 3: each half
+    # decides on its own calls)
     sched = _schedules(ev)
     assert sorted(sched) == [0, 1, 2, 3]
-    assert all(s == sched[0] for s in sched.values()), sched
+    world = {r: {k: v for k, v in s.items() if k[1] == "4"} for r, s in sched.items()}
+    assert all(w == world[0] for w in world.values()), world
+    halves = {r: {k[1:]: v for k, v in s.items() if k[1] == "2"} for r, s in sched.items()}
+    assert halves[0] == halves[2] and halves[1] == halves[3] and halves[0], halves
     groups = {(k[2], k[3]): v for k, v in sched[0].items()}
     # the groups the program makes: allreduce of 64 B and 64 KiB, bcast of 4 KiB, reduce
-    # of 512 B, allgather (in place) of 64 B, alltoall of 32 B; the user-defined
-    # operation's allreduce is not among them (passed through)
+    # of 512 B, allgather (in place) of 64 B, alltoall of 32 B, allreduce of 128 B on each
+    # half of the ranks; the user-defined operation's allreduce is not among them (passed
+    # through)
     assert set(groups) == {("allreduce", "7"), ("allreduce", "17"), ("bcast", "13"),
-                           ("reduce", "10"), ("allgather", "7"), ("alltoall", "6")}, groups
+                           ("reduce", "10"), ("allgather", "7"), ("alltoall", "6"),
+                           ("allreduce", "8")}, groups
     assert int(groups[("allreduce", "7")][0]) == 500  # 500 calls: the 50 of `mine` not seen
 
     doc = json.loads(summary.read_text())
@@ -379,17 +386,31 @@ def test_evidence_is_never_written_through_a_link(ompi41: OpenMPI, tmp_path: Pat
 def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
     """The layer's files are parsed, never trusted: a collective it does not wrap, a NaN, a
     missing field, or a rank's missing schedule is an error naming the file, not a crash."""
-    from colltune.apploop.online import _evidence, _schedules
+    from colltune.apploop.online import _evidence, _schedules, agreed
     from colltune.errors import MPIError
 
-    good = {"collective": "bcast", "comm_size": 4, "comm": 0, "bytes": 8, "calls": 70,
+    # each communicator's schedule is compared across its own members: the world's on all
+    # four ranks, a half's on its two; a member that ran otherwise, or one missing, is a
+    # disagreement
+    world = "0.0 4 bcast 13 500 abc 450 50"
+    lines = {0: [world, "0.1 2 allreduce 8 300 d1 300"], 2: [world, "0.1 2 allreduce 8 300 d1 300"],
+             1: [world, "1.1 2 allreduce 8 300 e2 290 10"],
+             3: [world, "1.1 2 allreduce 8 300 e2 290 10"]}
+    assert agreed(lines)
+    assert not agreed({**lines, 3: [world, "1.1 2 allreduce 8 300 e3 290 10"]})
+    assert not agreed({**lines, 3: [world]})
+    assert not agreed({**lines, 2: ["0.0 4 bcast 13 500 abd 450 50", lines[2][1]]})
+
+    good = {"collective": "bcast", "comm_size": 4, "nodes": 2, "ppn": 2, "comm": 0, "bytes": 8,
+            "calls": 70,
             "explored": True, "kept": 0, "configs": [
                 {"id": 0, "calls": 64, "dropped": False, "times_s": [1e-5, 2e-5]},
                 {"id": 1, "calls": 6, "dropped": True, "times_s": [9e-5]}]}
     (tmp_path / "evidence.0").write_text(json.dumps(good) + "\n")
     [g] = _evidence(tmp_path)
-    assert g.times == {0: [1e-5, 2e-5], 1: [9e-5]} and g.dropped == [1]
+    assert g.times == {0: [1e-5, 2e-5], 1: [9e-5]} and g.dropped == [1] and g.layout == (2, 2)
     for bad in ({**good, "collective": "rm -rf"}, {**good, "bytes": "NaN"},
+                {**good, "nodes": 3, "ppn": 1}, {**good, "ppn": -2},
                 {k: v for k, v in good.items() if k != "calls"}):
         (tmp_path / "evidence.0").write_text(json.dumps(bad) + "\n")
         with pytest.raises(MPIError, match="evidence.0: unreadable evidence"):

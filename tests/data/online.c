@@ -7,8 +7,9 @@
  * every result: integer-valued doubles, so any algorithm's order of additions gives the
  * same bits, and any wrong result changes it. argv[3] "multiple": MPI_THREAD_MULTIPLE;
  * "abort": rank 1 calls MPI_Abort halfway (an application that fails mid-run); "blocks":
- * each step also an MPI_Allgather in place of 16 ints a rank and an MPI_Alltoall of 8
- * ints to each rank. */
+ * each step also an MPI_Allgather in place of 16 ints a rank, an MPI_Alltoall of 8 ints to
+ * each rank, and an MPI_Allreduce of 16 doubles on its half of the ranks (even and odd
+ * ranks: a sub-communicator with a layout of its own). */
 #define _POSIX_C_SOURCE 199309L
 #include <mpi.h>
 #include <stdio.h>
@@ -38,6 +39,8 @@ int main(int argc, char **argv)
     static char block[4096];
     int *gath, *sendv, *recvv;
     int blocks = argc > 3 && !strcmp(argv[3], "blocks");
+    double half[16], rhalf[16];
+    MPI_Comm halves;
     double sum = 0;
     MPI_Op mine;
 
@@ -55,6 +58,7 @@ int main(int argc, char **argv)
     recvv = malloc((size_t)size * 8 * sizeof *recvv);
     if (!gath || !sendv || !recvv)
         MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &halves);
     for (int i = 0; i < calls; i++) {
         if (argc > 3 && !strcmp(argv[3], "abort") && i == calls / 2 && rank == 1)
             MPI_Abort(MPI_COMM_WORLD, 7);
@@ -80,7 +84,10 @@ int main(int argc, char **argv)
             for (int j = 0; j < size * 8; j++)
                 sendv[j] = rank * 1000 + j + i;
             MPI_Alltoall(sendv, 8, MPI_INT, recvv, 8, MPI_INT, MPI_COMM_WORLD);
-            sum += gath[(i * 7) % (size * 16)] + recvv[(i * 3) % (size * 8)];
+            for (int j = 0; j < 16; j++)
+                half[j] = (double)(rank + j + i % 5);
+            MPI_Allreduce(half, rhalf, 16, MPI_DOUBLE, MPI_SUM, halves);
+            sum += gath[(i * 7) % (size * 16)] + recvv[(i * 3) % (size * 8)] + rhalf[i % 16];
         }
         if (i < 20) {
             for (int j = 0; j < 64; j++)
@@ -96,6 +103,7 @@ int main(int argc, char **argv)
     free(gath);
     free(sendv);
     free(recvv);
+    MPI_Comm_free(&halves);
     MPI_Finalize();
     return 0;
 }

@@ -75,6 +75,8 @@ class OnlineGroup:
     decision: Decision | None = None
     pruned: list[int] = field(default_factory=list)  # not explored: the store knew them slower
     wrong: list[int] = field(default_factory=list)  # answered unlike the library's choice
+    # (nodes, ranks on the fullest node) of its communicator, as the layer counted hosts
+    layout: tuple[int, int] = (1, 1)
 
 
 @dataclass
@@ -133,13 +135,12 @@ def origin_of(cmd: list[str]) -> str:
     return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
 
 
-def _schedules(folder: Path, ended: bool = True
-               ) -> tuple[dict[int, list[str]], dict[int, str]]:
-    """Each rank's schedule lines (schedule.RANK) and its host. `ended`: the run reached
+def _schedules(folder: Path, ended: bool = True) -> dict[int, list[str]]:
+    """Each rank's schedule lines (schedule.RANK; its head line names the rank's host and
+    the world's size, which says how many there must be). `ended`: the run reached
     MPI_Finalize, so every rank of the job must have written its final one (a missing or
     partial one: the layer said why on its stderr, or a rank never finalized)."""
     lines: dict[int, list[str]] = {}
-    hosts: dict[int, str] = {}
     world, partial = 0, []
     for f in folder.glob("schedule.*"):
         if not f.name.split(".", 1)[1].isdigit():  # a .tmp a killed rank left
@@ -148,7 +149,7 @@ def _schedules(folder: Path, ended: bool = True
         body = read_text(f).splitlines()
         head = body[0].split() if body else []
         if len(head) in (4, 5) and head[0] == "host" and head[2] == "world":
-            hosts[rank], world = head[1], max(world, int(head[3]))
+            world = max(world, int(head[3]))
             body = body[1:]
             if head[4:] == ["partial"]:
                 partial.append(rank)
@@ -162,15 +163,23 @@ def _schedules(folder: Path, ended: bool = True
         raise MPIError(f"rank(s) {', '.join(map(str, partial[:8]))} ended without "
                        "MPI_Finalize: their schedules are partial; nothing written",
                        "tune online needs an application that finalizes MPI")
-    return lines, hosts
+    return lines
 
 
 def agreed(lines: dict[int, list[str]]) -> bool:
-    """Whether every rank of the job ran the same configurations in the same order for
-    each world-sized group (the digest of the sequence and the counts per configuration)."""
-    size = len(lines)
-    world = {r: sorted(ln for ln in ls if ln.split()[1] == str(size)) for r, ls in lines.items()}
-    return len({tuple(v) for v in world.values()}) <= 1
+    """Whether every member of each communicator ran the same configurations in the same
+    order for each of its groups (the digest of the sequence and the counts per
+    configuration): each line names its communicator (its rank 0's world rank and count),
+    and a communicator of N ranks must be reported by N ranks, all alike."""
+    by_comm: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for rank, ls in lines.items():
+        for ln in ls:
+            by_comm[ln.split()[0]][rank].append(ln)
+    for ranks in by_comm.values():
+        size = int(next(iter(ranks.values()))[0].split()[1])
+        if len(ranks) != size or len({tuple(sorted(v)) for v in ranks.values()}) > 1:
+            return False
+    return True
 
 
 def _evidence(folder: Path) -> list[OnlineGroup]:
@@ -186,6 +195,9 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
             try:
                 if e["collective"] not in COLLECTIVES:
                     raise ValueError(f"collective {str(e['collective'])[:40]!r}")
+                np, nodes, ppn = int(e["comm_size"]), int(e["nodes"]), int(e["ppn"])
+                if not (1 <= nodes <= np and 1 <= ppn <= np and nodes * ppn >= np):
+                    raise ValueError(f"{nodes} node(s) x {ppn} for {np} ranks")
                 groups.append(OnlineGroup(
                     e["collective"], int(e["comm_size"]), int(e["bytes"]), int(e["calls"]),
                     bool(e["explored"]), int(e["kept"]),
@@ -193,18 +205,20 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                      if c["times_s"]},
                     [int(c["id"]) for c in e["configs"] if c["dropped"]], None,
                     [int(c["id"]) for c in e["configs"] if c.get("pruned") is True],
-                    [int(c["id"]) for c in e["configs"] if c.get("wrong") is True]))
+                    [int(c["id"]) for c in e["configs"] if c.get("wrong") is True],
+                    (nodes, ppn)))
             except (KeyError, TypeError, ValueError) as err:
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
     return groups
 
 
 def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
-    """One group per (collective, communicator size, size): the calls of several
-    communicators of one size (pw.x's halves) are one point each in the store."""
-    out: dict[tuple[str, int, int], OnlineGroup] = {}
+    """One group per (collective, communicator size and layout, size): the calls of
+    several communicators of one size and layout (pw.x's halves) are one point each in the
+    store."""
+    out: dict[tuple[str, int, tuple[int, int], int], OnlineGroup] = {}
     for g in groups:
-        key = (g.collective, g.comm_size, g.size)
+        key = (g.collective, g.comm_size, g.layout, g.size)
         if key not in out:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
                                            dropped=list(g.dropped), pruned=list(g.pruned),
@@ -221,23 +235,18 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
     return list(out.values())
 
 
-def _layout_of(np: int, job: tuple[int, int]) -> tuple[int, int]:
-    """(nodes, ranks per node) of a communicator of `np` ranks: the job's layout for the
-    world's size, else one node (a smaller communicator's own layout is not recorded)."""
-    return job if np == job[0] * job[1] else (1, np)
-
-
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
-           origin: str, layout: tuple[int, int]) -> int:
+           origin: str) -> int:
     """The explored groups' calls as measurements: one point per configuration and size,
-    under the run's own key, in the layout the ranks ran in; how many groups."""
+    under the run's own key, in the layout its communicator's ranks ran in; how many
+    groups."""
     explored = [g for g in groups if g.explored and g.times]
     if not explored:
         return 0
     store = Store(db)
     try:
         for g in explored:
-            nodes, ppn = _layout_of(g.comm_size, layout)
+            nodes, ppn = g.layout
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
                           backend.name)
@@ -308,11 +317,10 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
         res, wall, failed = _launch(inject(req.cmd, backend, env), req.timeout)
         _copy_evidence(Path(tmp), req.evidence)
-        lines, hosts = _schedules(Path(tmp), ended=not failed)
+        lines = _schedules(Path(tmp), ended=not failed)
         groups = merged(_evidence(Path(tmp)))
-    layout = _layout(hosts, len(lines))
     if failed:  # what the ranks had agreed on before it stopped is kept; no file
-        kept = _store(groups, mpi, backend, req.db, origin, layout)
+        kept = _store(groups, mpi, backend, req.db, origin)
         raise MPIError(failed + (f"; the calls of {kept} explored group(s), agreed before "
                                  f"it stopped, are stored in {req.db}" if kept else "")
                        + "; no file written", "run it without tune online first")
@@ -329,8 +337,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not out.agreed:
         raise MPIError("the ranks ran different configurations for the same calls: the "
                        "layer's schedule disagreed; nothing written", "report this")
-    _store(groups, mpi, backend, req.db, origin, layout)
-    _decide_and_write(req, out, origin, layout, rep)
+    _store(groups, mpi, backend, req.db, origin)
+    _decide_and_write(req, out, origin, rep)
     return out
 
 
@@ -363,26 +371,17 @@ def _copy_evidence(folder: Path, dest: Path | None) -> None:
             write_atomic(dest / f.name, f.read_bytes())
 
 
-def _layout(hosts: dict[int, str], ranks: int) -> tuple[int, int]:
-    """(nodes, ranks per node) the job ran in, by the hosts its ranks reported."""
-    per_host: dict[str, int] = defaultdict(int)
-    for h in hosts.values():
-        per_host[h] += 1
-    return (len(per_host), max(per_host.values())) if per_host else (1, ranks)
-
-
 def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
-                      layout: tuple[int, int], rep: Reporter) -> None:
+                      rep: Reporter) -> None:
     """The explored groups decided from the store by tune's statistics (no launch: the
-    application's calls are the measurements), one tune per collective and communicator
-    size at all its sizes, merged into --out by the family's writer."""
-    todo: dict[tuple[str, int], list[OnlineGroup]] = defaultdict(list)
+    application's calls are the measurements), one tune per collective, communicator size
+    and layout at all its sizes, merged into --out by the family's writer."""
+    todo: dict[tuple[str, int, tuple[int, int]], list[OnlineGroup]] = defaultdict(list)
     for g in out.groups:
         if g.explored and len(g.times) >= 2:
-            todo[(g.collective, g.comm_size)].append(g)
-    for (name, np), gs in todo.items():
+            todo[(g.collective, g.comm_size, g.layout)].append(g)
+    for (name, np, (nodes, ppn)), gs in todo.items():
         coll = get_collective(name)
-        nodes, ppn = _layout_of(np, layout)
         launch = dataclasses.replace(place(np, None).launch, nodes=nodes, ppn=ppn) \
             if nodes > 1 else None
         opts = TuneOptions(

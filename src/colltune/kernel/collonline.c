@@ -48,18 +48,20 @@
  * candidate's first call; online_files.c, what each rank writes.
  *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
- * as counts and a digest of the sequence) and evidence.RANK (rank 0 of each communicator:
+ * as counts and a digest of the sequence, under its communicator's name) and evidence.RANK (rank 0 of each communicator:
  * every group's times per configuration, as JSON lines). Written at MPI_Finalize, and
  * while the run goes on (flush) with the head line saying "partial": only the batches
  * already reduced, the same on every rank, so a killed run's evidence is still agreed.
  *
  * A group whose exploration is over is no longer timed: its configuration is fixed for the
  * rest of the run, and its batches' reductions would only cost the application. */
+#define _GNU_SOURCE /* gethostname under -std=c99 */
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "online.h"
 #pragma GCC visibility push(hidden)
@@ -95,6 +97,40 @@ static int st_delete(MPI_Comm comm, int key, void *val, void *extra)
     return MPI_SUCCESS; /* kept until MPI_Finalize, which writes what it learned */
 }
 
+/* the communicator's name in every member's schedule (its rank 0's world rank and count
+ * of communicators), so tune online compares each communicator's schedule across its own
+ * ranks; and its layout, for the store (a sub-communicator's is its own, not the job's):
+ * each rank's host, by a digest of its name, gathered on the private duplicate to its rank
+ * 0, which counts the hosts and the ranks on the fullest */
+static void identify(comm_st *s)
+{
+    int id[2] = {s->world_rank, s->seq};
+    char host[256] = "";
+    unsigned long long me = 1469598103934665603ULL, *all = NULL;
+    gethostname(host, sizeof host - 1);
+    for (const char *p = host; *p; p++)
+        me = (me ^ (unsigned char)*p) * 1099511628211ULL;
+    if (s->rank == 0 && !(all = malloc((size_t)s->size * sizeof *all)))
+        fail("out of memory");
+    PMPI_Bcast(id, 2, MPI_INT, 0, s->priv);
+    s->lead = id[0];
+    s->lead_seq = id[1];
+    PMPI_Gather(&me, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, 0, s->priv);
+    if (s->rank != 0)
+        return;
+    s->nodes = s->ppn = 0;
+    for (int i = 0; i < s->size; i++) {
+        int seen = 0, here = 0;
+        for (int j = 0; j < s->size; j++) {
+            seen += j < i && all[j] == all[i];
+            here += all[j] == all[i];
+        }
+        s->nodes += !seen;
+        s->ppn = here > s->ppn ? here : s->ppn;
+    }
+    free(all);
+}
+
 static comm_st *state_of(MPI_Comm comm)
 {
     void *v;
@@ -116,8 +152,14 @@ static comm_st *state_of(MPI_Comm comm)
     PMPI_Comm_rank(MPI_COMM_WORLD, &s->world_rank);
     s->seq = g_seq++;
     s->priv = MPI_COMM_NULL;
-    if (s->size > 1)
+    s->nodes = 1;
+    s->ppn = s->size;
+    s->lead = s->world_rank;
+    s->lead_seq = s->seq;
+    if (s->size > 1) {
         PMPI_Comm_dup(comm, &s->priv); /* inside a call every rank of `comm` makes */
+        identify(s);
+    }
     PMPI_Comm_set_attr(comm, g_keyval, s);
     s->next = g_comms;
     g_comms = s;

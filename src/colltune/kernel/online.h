@@ -68,6 +68,8 @@ struct group_s {
 struct comm_st {
     MPI_Comm comm, priv;
     int size, rank, seq, world_rank;
+    int nodes, ppn; /* its layout (rank 0's): hosts, and its ranks on the fullest one */
+    int lead, lead_seq; /* its name: its rank 0's world rank, and that rank's `seq` of it */
     MPI_Comm cand[N_OCOLL][MAXC];
     int made[N_OCOLL][MAXC];
     group_t *g[N_OCOLL][NBUCKET];

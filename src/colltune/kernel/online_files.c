@@ -49,15 +49,18 @@ void publish(FILE *f, const char *tmp)
 static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g)
 {
     int ncand = P.ncand[c];
-    fprintf(sc, "%d %d %s %d %lld %llx", s->seq, s->size, NAMES[c], b, g->calls, g->digest);
+    fprintf(sc, "%d.%d %d %s %d %lld %llx", s->lead, s->lead_seq, s->size, NAMES[c], b,
+            g->calls, g->digest);
     for (int k = 0; k < ncand; k++)
         fprintf(sc, " %lld", g->used[k]);
     fprintf(sc, "\n");
     if (!ev)
         return;
-    fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"comm\": %d, \"bytes\": %lld, "
+    fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"nodes\": %d, \"ppn\": %d, "
+                "\"comm\": %d, \"bytes\": %lld, "
                 "\"calls\": %lld, \"explored\": %s, \"kept\": %d, \"configs\": [",
-            NAMES[c], s->size, s->seq, g->bytes, g->calls, g->slot ? "true" : "false",
+            NAMES[c], s->size, s->nodes, s->ppn, s->seq, g->bytes, g->calls,
+            g->slot ? "true" : "false",
             P.cand[c][g->current].id);
     for (int k = 0; k < ncand; k++) {
         int n = g->n[k] < KEEP ? g->n[k] : KEEP;
