@@ -8,6 +8,7 @@ test cluster's nodes (tests/testcluster.py, as root). Prints markdown rows.
 
     python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
                                  [--max-rounds 16] [--against-app] [--steps 600]
+                                 [--online-args "--samples 40"]
 
 --steps: the imbalance program's steps (600: about 0.7 s a run here; the layer's cost is
 mostly fixed, so a longer run shows what it costs a run of that length).
@@ -54,6 +55,7 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
     ap.add_argument("--max-rounds", type=int, default=16)
     ap.add_argument("--against-app", action="store_true")
     ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--online-args", default="", help="more options for every tune online")
     a = ap.parse_args()
     c = testcluster.make(2, slurm=False) if "2x2" in a.layouts else None
     cost_rows, file_rows = [], []
@@ -102,8 +104,10 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                                          f"{r.stderr[-1500:]}")
                     return time.monotonic() - t
 
+                more = a.online_args.split()
                 t_online = tune("online", "-o", "online.conf", "--mpi", "/usr", "--db",
-                                "db.sqlite", "--summary-json", "first.json", "--", *cmd)
+                                "db.sqlite", "--summary-json", "first.json", *more, "--",
+                                *cmd)
                 first = json.loads((work / "first.json").read_text())
                 print(f"\n{app} {lay}: tune online {t_online:.1f} s (the run "
                       f"{first['wall_s']:.2f} s); groups explored: "
@@ -119,7 +123,8 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                     assert r.returncode == 0, r.stderr[-1000:]
                     plain = time.monotonic() - t
                     tune("online", "-o", f"pair{i}.conf", "--mpi", "/usr", "--db",
-                         f"pair{i}.sqlite", "--summary-json", f"pair{i}.json", "--", *cmd)
+                         f"pair{i}.sqlite", "--summary-json", f"pair{i}.json", *more, "--",
+                         *cmd)
                     online = json.loads((work / f"pair{i}.json").read_text())["wall_s"]
                     plain_s.append(plain)
                     online_s.append(online)

@@ -31,7 +31,7 @@ from qe_app import prepare, pw_x
 from test_mpich import strace_ok  # noqa: F401  (a fixture)
 
 PROGRAM = Path(__file__).parent / "data" / "online.c"
-def _build(mpi: OpenMPI, where: Path) -> Path:
+def _build(mpi: OpenMPI | MPICH, where: Path) -> Path:
     exe = where / "online"
     res = subprocess.run([str(mpi.mpicc), "-std=c99", "-Wall", "-Wextra", "-Werror", "-o",
                           str(exe), str(PROGRAM)], capture_output=True, text=True,
@@ -193,13 +193,13 @@ def test_what_cannot_be_tuned_online_is_refused(ompi41: OpenMPI, tmp_path: Path)
 
 
 @pytest.mark.mpi
-def test_open_mpi_ran_what_the_layer_chose(ompi41: OpenMPI, tmp_path: Path) -> None:
+def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> None:
     """Open MPI's own traffic counters (pml monitoring): with the layer's one candidate for
     bcast, linear (id 1: the root sends the 4 KiB block to every rank itself), rank 0 sends
     to rank 3 exactly as many 4 KiB messages as its schedule ran that candidate; without a
     candidate, never (the library's own choice, a tree, reaches rank 3 through rank 2)."""
-    exe = _build(ompi41, tmp_path)
-    lib = build_kernel(ompi41, name="collonline")
+    exe = _build(ompi, tmp_path)
+    lib = build_kernel(ompi, name="collonline")
     sent: dict[str, tuple[int, int]] = {}
     used: dict[str, list[int]] = {}
     linear = "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n"
@@ -210,11 +210,11 @@ def test_open_mpi_ran_what_the_layer_chose(ompi41: OpenMPI, tmp_path: Path) -> N
         plan = tmp_path / f"{run}.plan"
         plan.write_text(f"share 1\nmin_calls 0\nsamples 10\n{cand}")
         mca = [a for k, v in monitoring_mca(mon).items() for a in ("--mca", k, v)]
-        r = subprocess.run([str(ompi41.mpirun), "-np", "4", "--oversubscribe", *mca,
+        r = subprocess.run([str(ompi.mpirun), "-np", "4", "--oversubscribe", *mca,
                             "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
                             "-x", f"LD_PRELOAD={lib}", "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
                             "-x", f"COLLTUNE_ONLINE_DIR={folder}", str(exe), "100", "0"],
-                           capture_output=True, text=True, env=ompi41.tool_env(),
+                           capture_output=True, text=True, env=ompi.tool_env(),
                            timeout=120, check=False)
         assert r.returncode == 0, r.stderr
         sched = _schedules(folder)
@@ -286,11 +286,7 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     the library's own calls. Then tune online runs end to end on MPICH: same checksum,
     same schedule on every rank, a file MPICH's reader takes."""
     mpich = get_mpich("mpich40")
-    exe = tmp_path / "online"
-    res = subprocess.run([str(mpich.mpicc), "-std=c99", "-Wall", "-Werror", "-o", str(exe),
-                          str(PROGRAM)], capture_output=True, text=True,
-                         env=mpich.tool_env(), check=False)
-    assert res.returncode == 0, res.stderr
+    exe = _build(mpich, tmp_path)
     lib = build_kernel(mpich, name="collonline")
     plans = {name: tmp_path / f"{name}.plan" for name in ("library", "ring")}
     plans["library"].write_text("share 1\nmin_calls 0\nsamples 10\nswitch call\n")
@@ -313,12 +309,25 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     # (its variables restored first), one library bcast's sends more
     assert big_lib - big == per_big // 100 * (used[1] - 1), (big, big_lib, used)
 
-    # end to end, with MPICH's own fallback (silent), as an application runs: a candidate
-    # that does not apply to a call (bcast's smp calls itself on the node's communicator)
-    # runs what the library falls back to, as the file choosing it would; the tests' own
-    # "error" would abort the application instead
+    _mpich_end_to_end(mpich, exe, tmp_path)
+
+
+@pytest.mark.mpi
+def test_online_on_mpich_5(tmp_path: Path) -> None:
+    """MPICH 5.0 (PyPI) reads its algorithm variables at each call too: tune online end to
+    end on it, as on 4.0."""
+    mpich = get_mpich("mpich50")
+    _mpich_end_to_end(mpich, _build(mpich, tmp_path), tmp_path)
+
+
+def _mpich_end_to_end(mpich: MPICH, exe: Path, tmp_path: Path) -> None:
+    """tune online on MPICH with its own fallback (silent), as an application runs: a
+    candidate that does not apply to a call (bcast's smp calls itself on the node's
+    communicator) runs what the library falls back to, as the file choosing it would (the
+    tests' own "error" would abort the application instead). The same checksum, the same
+    schedule on every rank, a file MPICH's reader takes."""
     env = {**mpich.tool_env(), "MPIR_CVAR_COLLECTIVE_FALLBACK": "silent"}
-    launch = [str(mpich.mpirun), "-n", "4", str(exe), "150", "50"]
+    launch = [str(mpich.mpirun), "-n", "4", str(exe), "100", "50", "blocks"]
     plain = subprocess.run(launch, capture_output=True, text=True, env=env, timeout=120,
                            check=False)
     checksum = next(ln for ln in plain.stdout.splitlines() if ln.startswith("checksum"))
@@ -328,7 +337,8 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
                  "300", "--", *launch, env=env)
     assert r.returncode == 0 and checksum in r.stdout, r.stdout + r.stderr
     sched = _schedules(ev)
-    assert sorted(sched) == [0, 1, 2, 3] and all(s == sched[0] for s in sched.values())
+    world = [{k: v for k, v in s.items() if k[1] == "4"} for s in sched.values()]
+    assert len(world) == 4 and world[0] and all(w == world[0] for w in world), sched
     r = tune_cli("check", str(out), "--mpi", str(mpich.prefix), env=mpich.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
 

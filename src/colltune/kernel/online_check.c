@@ -57,7 +57,13 @@ int check_prepare(call_t *call, int can, const void *in, size_t in_n, size_t out
         can = 0;
     else if (in && in_n)
         memcpy(ck->in, in, in_n);
+    /* MPICH: the candidate's variables are written for the call; the agreement runs the
+     * library's own choice (a candidate that does not apply to it could abort the job) */
+    if (call->written)
+        unset_candidate(&P.cand[call->c][call->k]);
     PMPI_Allreduce(&can, &all, 1, MPI_INT, MPI_MIN, call->s->priv);
+    if (call->written)
+        call->written = set_candidate(&P.cand[call->c][call->k]);
     if (!all) {
         free(ck->in);
         free(ck->ref);
