@@ -114,8 +114,8 @@ def _known(req: OnlineRequest, mpi_key: str, candidates: list[str], rep: Reporte
     """The candidate lines, and a `skip` line for each candidate the store (--db) already
     measured clearly slower at a communicator size and size bucket (apploop/online_known)."""
     ids: dict[str, list[int]] = defaultdict(list)
-    for line in candidates:
-        ids[line.split()[1]].append(int(line.split()[2]))
+    for _, name, alg, *_ in map(str.split, candidates):
+        ids[name].append(int(alg))
     skips = skip_lines(req.db, mpi_key, ids)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
@@ -125,7 +125,7 @@ def _known(req: OnlineRequest, mpi_key: str, candidates: list[str], rep: Reporte
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
     return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
-                      f"batch {req.batch}", f"samples {req.samples}", "drop 1.5",
+                      f"batch {req.batch}", f"samples {req.samples}", f"drop {SLOWER}",
                       f"flush {req.flush}", f"switch {switch}", *candidates]) + "\n"
 
 
@@ -199,7 +199,7 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                 if not (1 <= nodes <= np and 1 <= ppn <= np and nodes * ppn >= np):
                     raise ValueError(f"{nodes} node(s) x {ppn} for {np} ranks")
                 groups.append(OnlineGroup(
-                    e["collective"], int(e["comm_size"]), int(e["bytes"]), int(e["calls"]),
+                    e["collective"], np, int(e["bytes"]), int(e["calls"]),
                     bool(e["explored"]), int(e["kept"]),
                     {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
                      if c["times_s"]},

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from colltune.store import Store
 
-# the layer's own ratio for dropping a candidate while it explores (plan_text's `drop`)
+# a candidate this many times slower is clearly slower: skipped here, and dropped by the
+# layer while it explores (apploop/online.plan_text's `drop`)
 SLOWER = 1.5
 # a point with fewer samples says too little to skip a candidate on
 MIN_SAMPLES = 5

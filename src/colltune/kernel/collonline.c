@@ -48,8 +48,9 @@
  * candidate's first call; online_files.c, what each rank writes.
  *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
- * as counts and a digest of the sequence, under its communicator's name) and evidence.RANK (rank 0 of each communicator:
- * every group's times per configuration, as JSON lines). Written at MPI_Finalize, and
+ * as counts and a digest of the sequence, under its communicator's name) and
+ * evidence.RANK (rank 0 of each communicator: every group's times per configuration, as
+ * JSON lines). Written at MPI_Finalize, and
  * while the run goes on (flush) with the head line saying "partial": only the batches
  * already reduced, the same on every rank, so a killed run's evidence is still agreed.
  *

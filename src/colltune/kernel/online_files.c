@@ -57,11 +57,10 @@ static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g
     if (!ev)
         return;
     fprintf(ev, "{\"collective\": \"%s\", \"comm_size\": %d, \"nodes\": %d, \"ppn\": %d, "
-                "\"comm\": %d, \"bytes\": %lld, "
-                "\"calls\": %lld, \"explored\": %s, \"kept\": %d, \"configs\": [",
+                "\"comm\": %d, \"bytes\": %lld, \"calls\": %lld, \"explored\": %s, "
+                "\"kept\": %d, \"configs\": [",
             NAMES[c], s->size, s->nodes, s->ppn, s->seq, g->bytes, g->calls,
-            g->slot ? "true" : "false",
-            P.cand[c][g->current].id);
+            g->slot ? "true" : "false", P.cand[c][g->current].id);
     for (int k = 0; k < ncand; k++) {
         int n = g->n[k] < KEEP ? g->n[k] : KEEP;
         fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"dropped\": %s, \"pruned\": %s, "
