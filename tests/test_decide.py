@@ -190,3 +190,24 @@ def test_the_tests_are_scipys() -> None:
     assert paired_t_less([-0.1, -0.1, -0.1]) == 0.0
     assert mann_whitney_less([1.0, 1.0], [1.0, 1.0]) == 1.0
     assert bootstrap_median_ci([2.0]) == (2.0, 2.0)
+
+
+def test_a_few_lucky_calls_are_not_a_win_where_more_are_required() -> None:
+    """Four calls, each faster than every one of the default's 300, pass the rank test
+    (p = 1/C(304, 4)); tune online requires its last round's calls (`min_samples`): the
+    candidates halving left behind with four are not chosen, and the decision says so."""
+    from colltune.tuner.decide import decide_size
+
+    rng = random.Random(11)
+    base = _samples(rng, 1.0, 300)
+    pts = {DEFAULT: Measurement(DEFAULT, 64, "ok", 300, None, None, None, base, ""),
+           Config(4): Measurement(Config(4), 64, "ok", 4, None, None, None,
+                                  [min(base) * f for f in (0.5, 0.6, 0.7, 0.8)], ""),
+           Config(5): Measurement(Config(5), 64, "ok", 32, None, None, None,
+                                  _samples(rng, 0.8, 32), "")}
+    assert decide_size(64, 64, pts, 0.01, 0.03).chosen == Config(4)
+    d = decide_size(64, 64, pts, 0.01, 0.03, min_samples=32)
+    assert d.chosen == Config(5) and "1 configuration(s) with fewer than 32" in d.reason
+    (d,) = decide(get_collective("reduce"), 4, [pts[DEFAULT], pts[Config(4)]], 0.01, 0.03,
+                  min_samples=32)
+    assert d.chosen == DEFAULT and "fewer than 32 samples not chosen" in d.reason, d.reason

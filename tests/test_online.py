@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +47,27 @@ def _schedules(folder: Path) -> dict[int, dict[tuple[str, ...], list[str]]]:
     for f in folder.glob("schedule.*"):
         rows = [ln.split() for ln in f.read_text().splitlines()[1:]]
         out[int(f.name.split(".")[1])] = {tuple(r[:4]): r[4:] for r in rows}
+    return out
+
+
+def _halvings(folder: Path) -> int:
+    """Replays successive halving from each communicator's evidence (every configuration's
+    reduced times, in call order) and checks it: at a round's end every candidate still in
+    question had exactly that round's calls, so a candidate left behind with T calls was no
+    faster over them, by the median, than any that went on was over its first T. How many
+    were left behind."""
+    out = 0
+    for f in folder.glob("evidence.*"):
+        for line in f.read_text().splitlines():
+            g = json.loads(line)
+            cs = [c for c in g["configs"][1:] if not c["wrong"] and not c["pruned"]]
+            for c in (c for c in cs if c["halved"]):
+                t = len(c["times_s"])
+                assert c["calls"] == t > 0 and not c["dropped"], g
+                for o in (o for o in cs if len(o["times_s"]) > t):
+                    assert statistics.median(o["times_s"][:t]) <= \
+                        statistics.median(c["times_s"]) * (1 + 1e-6), (c, o)
+                out += 1
     return out
 
 
@@ -114,6 +136,13 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
             tried = sum(n for k, n in g["calls_per_config"].items() if k != "0")
             assert tried <= (g["calls"] - 64) // 10 + 1, g
         assert g["decision"] is not None, g
+        # only a candidate with --samples calls may be chosen: none of them had that many
+        # in 43 exploration calls, so the file keeps the library's choice
+        assert max(n for k, n in g["calls_per_config"].items() if k != "0") < 32, g
+        assert g["decision"]["algorithm"] == 0, g
+    # successive halving: the calls go to the faster half, round after round, by the
+    # application's own times
+    assert _halvings(ev) > 0
     # the learned file is one Open MPI reads
     r = tune_cli("check", str(out), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
@@ -208,7 +237,7 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
         folder.mkdir()
         mon.mkdir()
         plan = tmp_path / f"{run}.plan"
-        plan.write_text(f"share 1\nmin_calls 0\nsamples 10\n{cand}")
+        plan.write_text(f"share 1\nmin_calls 0\nsamples 10\nfirst 10\n{cand}")
         mca = [a for k, v in monitoring_mca(mon).items() for a in ("--mca", k, v)]
         r = subprocess.run([str(ompi.mpirun), "-np", "4", "--oversubscribe", *mca,
                             "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
@@ -289,9 +318,9 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     exe = _build(mpich, tmp_path)
     lib = build_kernel(mpich, name="collonline")
     plans = {name: tmp_path / f"{name}.plan" for name in ("library", "ring")}
-    plans["library"].write_text("share 1\nmin_calls 0\nsamples 10\nswitch call\n")
-    plans["ring"].write_text("share 1\nmin_calls 0\nsamples 10\nswitch call\ncand bcast 5 2 "
-                             "MPIR_CVAR_BCAST_DEVICE_COLLECTIVE 0 "
+    head = "share 1\nmin_calls 0\nsamples 10\nfirst 10\nswitch call\n"
+    plans["library"].write_text(head)
+    plans["ring"].write_text(head + "cand bcast 5 2 MPIR_CVAR_BCAST_DEVICE_COLLECTIVE 0 "
                              "MPIR_CVAR_BCAST_INTRA_ALGORITHM 5\n")
     big_lib, small_lib, used_lib = _mpich_sends(mpich, exe, tmp_path / "a", {
         "LD_PRELOAD": str(lib), "COLLTUNE_ONLINE_PLAN": str(plans["library"])})

@@ -70,6 +70,9 @@ class TuneOptions:
     summary_json: Path | None = None
     alpha: float = 0.01
     min_gain: float = 0.03
+    # a configuration with fewer samples at a size is never chosen there (tune online: the
+    # candidates successive halving left with a few calls; the kernel's points have more)
+    min_samples: int = 1
     oversubscribe: bool = False  # run above MAX_OVERSUBSCRIPTION ranks per core anyway
     confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs

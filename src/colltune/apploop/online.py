@@ -54,7 +54,10 @@ class OnlineRequest:
     share: float = 0.1  # at most this fraction of a group's calls explore
     min_calls: int = 64  # a group with fewer calls is never explored
     batch: int = 32  # calls between two reductions of the times
-    samples: int = 12  # exploration calls per candidate at most
+    # successive halving: every candidate gets `first` calls, the faster half twice as
+    # many, and so on until one is left with `samples` (kernel/collonline.c, next_round)
+    samples: int = 32
+    first: int = 4
     timeout: float | None = None
     evidence: Path | None = None  # a directory the layer's own files are copied into
     flush: float = 1.0  # the layer writes what it learned so far every this many seconds
@@ -75,6 +78,7 @@ class OnlineGroup:
     decision: Decision | None = None
     pruned: list[int] = field(default_factory=list)  # not explored: the store knew them slower
     wrong: list[int] = field(default_factory=list)  # answered unlike the library's choice
+    halved: list[int] = field(default_factory=list)  # out at a round's end: the slower half
     # (nodes, ranks on the fullest node) of its communicator, as the layer counted hosts
     layout: tuple[int, int] = (1, 1)
 
@@ -125,7 +129,8 @@ def _known(req: OnlineRequest, mpi_key: str, candidates: list[str], rep: Reporte
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
     return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
-                      f"batch {req.batch}", f"samples {req.samples}", f"drop {SLOWER}",
+                      f"batch {req.batch}", f"samples {req.samples}", f"first {req.first}",
+                      f"drop {SLOWER}",
                       f"flush {req.flush}", f"switch {switch}", *candidates]) + "\n"
 
 
@@ -206,6 +211,7 @@ def _evidence(folder: Path) -> list[OnlineGroup]:
                     [int(c["id"]) for c in e["configs"] if c["dropped"]], None,
                     [int(c["id"]) for c in e["configs"] if c.get("pruned") is True],
                     [int(c["id"]) for c in e["configs"] if c.get("wrong") is True],
+                    [int(c["id"]) for c in e["configs"] if c.get("halved") is True],
                     (nodes, ppn)))
             except (KeyError, TypeError, ValueError) as err:
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
@@ -222,7 +228,7 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         if key not in out:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
                                            dropped=list(g.dropped), pruned=list(g.pruned),
-                                           wrong=list(g.wrong))
+                                           wrong=list(g.wrong), halved=list(g.halved))
             continue
         m = out[key]
         m.calls += g.calls
@@ -230,6 +236,7 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         m.dropped = sorted(set(m.dropped) | set(g.dropped))
         m.pruned = sorted(set(m.pruned) & set(g.pruned))
         m.wrong = sorted(set(m.wrong) | set(g.wrong))
+        m.halved = sorted(set(m.halved) | set(g.halved))
         for k, xs in g.times.items():
             m.times.setdefault(k, []).extend(xs)
     return list(out.values())
@@ -300,6 +307,9 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not 0 < req.share <= 0.5:
         raise ColltuneError(f"--explore-share {req.share}: a share of calls between 0 and "
                             "0.5", "the default explores at most one call in ten (0.1)")
+    if not 1 <= req.first <= req.samples <= 512:
+        raise ColltuneError(f"--first-calls {req.first}, --samples {req.samples}: need 1 <= "
+                            "first <= samples <= 512", "the defaults are 4 and 32")
     mpi = apps.find(req.prefix)
     template = TuneOptions(collectives=list(COLLECTIVES), nps=[2], backend=backend.name,
                            mpi=req.prefix, out=None, db=req.db)
@@ -390,6 +400,9 @@ def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
             sizes=sorted({g.size for g in gs}) if coll.has_sizes else None, launch=launch,
             confirm_rounds=0)
         opts.settings.origin = origin
+        # only what halving kept to its last round may be chosen: the candidates it left
+        # behind had a few calls each, and among many the fastest few are the luckiest
+        opts.min_samples = req.samples
         ds = tune(opts, rep).decisions.get(name, {}).get(np, [])
         for g in gs:
             g.decision = next((d for d in ds if d.size == g.size), ds[0] if ds else None)
@@ -428,6 +441,7 @@ def as_json(res: OnlineResult) -> dict[str, object]:
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
                  "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
                  "dropped": g.dropped, "pruned": g.pruned, "wrong": g.wrong,
+                 "halved": g.halved,
                  "decision": None if g.decision is None else {
                      "algorithm": g.decision.chosen.algorithm, "reason": g.decision.reason}}
                 for g in res.groups]}

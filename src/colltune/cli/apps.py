@@ -301,7 +301,10 @@ def online_cmd(
                                 "group's calls try candidates."),
     min_calls: int = typer.Option(64, "--min-calls", help="A group with fewer calls is "
                                   "never explored."),
-    samples: int = typer.Option(12, "--samples", help="Calls per candidate at most."),
+    samples: int = typer.Option(32, "--samples", help="Calls the last candidate in question "
+                                "gets (successive halving)."),
+    first: int = typer.Option(4, "--first-calls", help="Calls each candidate gets in the "
+                              "first round; the faster half goes on with twice as many."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
                                                                  "abandoned."),
     summary_json: Path | None = typer.Option(None, "--summary-json",
@@ -321,7 +324,8 @@ def online_cmd(
         ensure_writable(out_path, "--out")
         family = registry.resolve(backend, None, mpi)[0]
         res = run(OnlineRequest(command, out_path, db or default_db_path(), family, mpi,
-                                share, min_calls, samples=samples, timeout=timeout,
+                                share, min_calls, samples=samples, first=first,
+                                timeout=timeout,
                                 evidence=evidence),
                   BarReporter(quiet=False))
     except ColltuneError as e:

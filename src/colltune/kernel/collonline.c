@@ -29,7 +29,8 @@
  *   share S          at most this fraction of a group's calls explore (one call in 1/S)
  *   min_calls N      a group's first N calls run the library's choice, never explored
  *   batch B          calls between two reductions of the times
- *   samples K        exploration calls per candidate at most
+ *   first F          calls each candidate gets in the first round of successive halving
+ *   samples K        calls the last candidate(s) in question get (at most, per candidate)
  *   drop F           a candidate whose median is F times the default's is dropped
  *   flush S          what is learned so far is written every S seconds at most (0: only
  *                    at the end), so a run killed before MPI_Finalize leaves its evidence
@@ -206,6 +207,65 @@ static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req)
         PMPI_Allreduce(MPI_IN_PLACE, g->bt, g->nb, MPI_DOUBLE, MPI_MAX, s->priv);
 }
 
+/* a configuration's median so far (its kept times: the last KEEP) */
+static double med(const group_t *g, int k)
+{
+    return median(g->t[k], g->n[k] < KEEP ? g->n[k] : KEEP);
+}
+
+/* the candidates still in question, fastest first (ties by their place in the plan) */
+static int in_question(const group_t *g, int ncand, int *order)
+{
+    int n = 0;
+    for (int k = 1; k < ncand; k++) {
+        if (g->dropped[k] || g->halved[k])
+            continue;
+        int i = n++;
+        for (; i > 0 && med(g, order[i - 1]) > med(g, k); i--)
+            order[i] = order[i - 1];
+        order[i] = k;
+    }
+    return n;
+}
+
+/* Successive halving, at a batch's end (the times every rank reduced alike): each round
+ * gives every candidate still in question `target` calls; when all have them, the slower
+ * half is out and the others' target doubles, until one is left with `samples` calls (or
+ * several, once the target reaches `samples`). A short run's few exploration calls thus go
+ * to the candidates that may win, not evenly to all. A candidate clearly slower than the
+ * default (its median `drop` times the default's) is dropped as soon as it has its first
+ * round's calls. */
+static void next_round(group_t *g, int ncand)
+{
+    int order[MAXC], behind = 0;
+    double m0 = g->t[0] ? med(g, 0) : NAN;
+    for (int k = 1; k < ncand; k++) {
+        if (g->dropped[k] || g->halved[k])
+            continue;
+        if (g->n[k] >= P.first && m0 > 0 && med(g, k) > P.drop * m0)
+            g->dropped[k] = 1;
+        else if (g->n[k] < g->target)
+            behind = 1;
+    }
+    if (behind)
+        return;
+    int alive = in_question(g, ncand, order);
+    if (alive > 1 && g->target < P.samples) {
+        for (int i = (alive + 1) / 2; i < alive; i++)
+            g->halved[order[i]] = 1;
+        g->target = 2 * g->target < P.samples ? 2 * g->target : P.samples;
+        return;
+    }
+    if (alive == 1 && g->target < P.samples) {
+        g->target = P.samples;
+        return;
+    }
+    /* exploration over: the run keeps the fastest if it is 5% better than the library's
+     * choice by the medians; the file is decided afterwards, by the statistics */
+    g->done = 1;
+    g->current = alive && med(g, order[0]) < 0.95 * m0 ? order[0] : 0;
+}
+
 static void keep_batch(group_t *g, int ncand)
 {
     for (int i = 0; i < g->nb; i++) {
@@ -216,36 +276,8 @@ static void keep_batch(group_t *g, int ncand)
             g->t[k][g->n[k]++ % KEEP] = g->bt[i];
     }
     g->nb = 0;
-    if (g->done)
-        return;
-    /* a candidate clearly slower than the default is dropped; exploration ends when every
-     * candidate is dropped or has its samples */
-    int base = g->n[0] < KEEP ? g->n[0] : KEEP;
-    double m0 = median(g->t[0] ? g->t[0] : g->bt, g->t[0] ? base : 0);
-    int open = 0;
-    for (int k = 1; k < ncand; k++) {
-        if (g->dropped[k])
-            continue;
-        if (g->n[k] >= 5 && m0 > 0 && median(g->t[k], g->n[k]) > P.drop * m0)
-            g->dropped[k] = 1;
-        else if (g->n[k] < P.samples)
-            open = 1;
-    }
-    if (open)
-        return;
-    g->done = 1;
-    int best = 0;
-    double mb = m0;
-    for (int k = 1; k < ncand; k++) {
-        if (g->dropped[k] || g->n[k] < P.samples)
-            continue;
-        double m = median(g->t[k], g->n[k]);
-        if (m < 0.95 * mb) { /* the run keeps it; the file is decided with the statistics */
-            best = k;
-            mb = m;
-        }
-    }
-    g->current = best;
+    if (!g->done)
+        next_round(g, ncand);
 }
 
 /* ---- one call: where it runs, and its time ---- */
@@ -270,16 +302,19 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
         if (!g)
             return comm;
         g->bytes = bytes;
+        g->target = P.first;
         prune(g, c, s->size, b);
     }
     int ncand = P.ncand[c], k = g->current;
     long long i = g->calls++;
     long long period = (long long)ceil(1.0 / P.share);
     if (!g->done && ncand > 1 && i >= P.min_calls && (i - P.min_calls) % period == period - 1) {
-        /* the next candidate, in turn, still open (as far as the last batch's end says) */
+        /* the next candidate, in turn, still short of this round's calls (as far as the
+         * last batch's end says); none: the slot runs what runs outside exploration */
         for (int tries = 0; tries < ncand - 1; tries++) {
             int cand = 1 + (int)(g->slot++ % (ncand - 1));
-            if (!g->dropped[cand] && g->sched[cand] < P.samples) {
+            if (!g->dropped[cand] && !g->halved[cand] && g->sched[cand] < g->target
+                && s->made[c][cand] >= 0) {
                 k = cand;
                 call->check = !g->sched[cand]++; /* its first: checked, from C */
                 break;
@@ -297,9 +332,9 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
     if (P.per_call) {
         call->written = set_candidate(&P.cand[c][k]);
         if (!call->written) { /* the same on every rank: one library, one answer */
-            if (g->sched[k] < P.samples)
+            if (!g->dropped[k])
                 refused_once(c, k);
-            g->sched[k] = P.samples;
+            g->dropped[k] = 1; /* this call runs the library's choice */
         }
         return comm;
     }
@@ -307,11 +342,11 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
         int refused;
         in_layer++;
         s->cand[c][k] = make_candidate(&P.cand[c][k], s->comm, &refused);
-        s->made[c][k] = 1;
+        s->made[c][k] = refused ? -1 : 1; /* -1: no group of `comm` schedules it again */
         in_layer--;
         if (refused) { /* said once, per rank: the library would not take it */
             refused_once(c, k);
-            g->sched[k] = P.samples; /* no more calls scheduled to it, on any rank alike */
+            g->dropped[k] = 1; /* no more calls scheduled to it, on any rank alike */
         }
     }
     return s->cand[c][k];
@@ -335,7 +370,6 @@ int refused_call(call_t *call, int rc)
                         "choice\n", NAMES[call->c], P.cand[call->c][call->k].id, g->bytes,
                 rc);
     g->dropped[call->k] = 1;
-    g->sched[call->k] = P.samples;
     g->used[call->k]--;
     g->used[0]++;
     call->k = 0;
@@ -353,7 +387,6 @@ void wrong_answer(call_t *call)
                         "library's answer kept\n", NAMES[call->c], P.cand[call->c][call->k].id,
                 g->bytes, call->s->size);
     g->dropped[call->k] = g->wrong[call->k] = 1;
-    g->sched[call->k] = P.samples;
 }
 
 void restore(call_t *call)

@@ -42,7 +42,7 @@ typedef struct {
 typedef struct {
     double share, drop, flush;
     long long min_calls;
-    int batch, samples, per_call;
+    int batch, samples, first, per_call;
     cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
     int ncand[N_OCOLL];
     skip_t skip[MAXSKIP];
@@ -55,7 +55,9 @@ struct group_s {
     int current;                  /* what runs outside exploration */
     int done;                     /* exploration over: `current` for the rest of the run */
     long long slot;               /* exploration calls scheduled */
+    int target;                   /* this round's calls per candidate still in question */
     int sched[MAXC], dropped[MAXC], pruned[MAXC], wrong[MAXC];
+    int halved[MAXC];             /* out at a round's end: not among the faster half */
     int n[MAXC];                  /* times kept per configuration */
     double *t[MAXC];
     double bt[MAXB];              /* the batch: this rank's time per call ... */

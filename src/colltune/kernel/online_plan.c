@@ -13,7 +13,8 @@ void read_plan(const char *path)
     P.drop = 1.5;
     P.min_calls = 64;
     P.batch = 32;
-    P.samples = 12;
+    P.samples = 32;
+    P.first = 4;
     P.flush = 1.0;
     for (int c = 0; c < N_OCOLL; c++)
         P.ncand[c] = 1; /* the default */
@@ -30,6 +31,7 @@ void read_plan(const char *path)
             || sscanf(line, "min_calls %lld", &P.min_calls) == 1
             || sscanf(line, "batch %d", &P.batch) == 1
             || sscanf(line, "samples %d", &P.samples) == 1
+            || sscanf(line, "first %d", &P.first) == 1
             || sscanf(line, "flush %lf", &P.flush) == 1)
             continue;
         int np, bucket, skip = sscanf(line, "skip %63s %d %d %d", coll, &id, &np, &bucket) == 4;
@@ -61,6 +63,10 @@ void read_plan(const char *path)
         P.batch = 32;
     if (!(P.share > 0 && P.share <= 1))
         P.share = 0.1;
+    if (P.samples < 1 || P.samples > KEEP)
+        P.samples = 32;
+    if (P.first < 1 || P.first > P.samples)
+        P.first = P.samples < 4 ? P.samples : 4;
 }
 
 /* a new group's candidates the plan skips for its communicator size and bucket: never

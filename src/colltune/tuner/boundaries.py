@@ -45,7 +45,7 @@ def refine(run: Run, t: Target, view: Callable[[], list[Decision]] | None = None
     for _ in range(MAX_ROUNDS):
         now = view() if view else decide(coll, placement.np, run.store.measurements(ctx),
                                          opts.alpha, opts.min_gain, backend.traits.exact,
-                                         backend.rule_size)
+                                         backend.rule_size, opts.min_samples)
         ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
         todo: set[tuple[Config, int]] = set()
         for a, b in zip(ds, ds[1:], strict=False):

@@ -34,9 +34,26 @@ def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
     return out
 
 
+def _enough(points: dict[Config, Measurement], min_samples: int
+            ) -> dict[Config, Measurement]:
+    """The points a decision may choose from: the default, and every configuration with
+    at least `min_samples` samples (a handful of fast calls is not a win, whatever the rank
+    test's p says: chosen among many, the fastest few are the luckiest)."""
+    return {c: m for c, m in points.items() if c == DEFAULT or len(m.samples) >= min_samples
+            or m.status != "ok"}
+
+
+def _short(points: dict[Config, Measurement], min_samples: int) -> str:
+    """What a decision says of the configurations `_enough` left out ("": none)."""
+    n = len(points) - len(_enough(points, min_samples))
+    return f" ({n} configuration(s) with fewer than {min_samples} samples not chosen)" \
+        if n else ""
+
+
 def decide_size(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,
-                min_gain: float, exact: bool = False) -> Decision:
-    d = _decide_size(size, lookup, points, alpha, min_gain, exact)
+                min_gain: float, exact: bool = False, min_samples: int = 1) -> Decision:
+    d = _decide_size(size, lookup, _enough(points, min_samples), alpha, min_gain, exact)
+    d.reason += _short(points, min_samples)
     d.simulated = exact
     for cfg, attr in ((d.best, "best_ci"), (DEFAULT, "default_ci")):
         m = points.get(cfg) if cfg is not None else None
@@ -155,15 +172,19 @@ def decide_overall(points_by_size: dict[int, dict[Config, Measurement]], alpha: 
 
 
 def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01,
-           min_gain: float = 0.03, exact: bool = False, rule_size: RuleSize | None = None
-           ) -> list[Decision]:
+           min_gain: float = 0.03, exact: bool = False, rule_size: RuleSize | None = None,
+           min_samples: int = 1) -> list[Decision]:
     """Per-size decisions; `exact` for deterministic (simulated) times; `rule_size`: what
-    the family's rules compare (its Backend.rule_size; None: the per-rank size)."""
+    the family's rules compare (its Backend.rule_size; None: the per-rank size);
+    `min_samples`: what a configuration needs at a size to be chosen."""
     by_size = _by_size(ms)
     if not by_size:
         return []
     size_of = rule_size or (lambda c, size, n: size)
     if not coll.size_dependent:
-        return [decide_overall(by_size, alpha, min_gain, size_of(coll, 0, np), exact)]
-    return [decide_size(s, size_of(coll, s, np), by_size[s], alpha, min_gain, exact)
-            for s in sorted(by_size)]
+        d = decide_overall({s: _enough(pts, min_samples) for s, pts in by_size.items()},
+                           alpha, min_gain, size_of(coll, 0, np), exact)
+        d.reason += next(filter(None, (_short(p, min_samples) for p in by_size.values())), "")
+        return [d]
+    return [decide_size(s, size_of(coll, s, np), by_size[s], alpha, min_gain, exact,
+                        min_samples) for s in sorted(by_size)]

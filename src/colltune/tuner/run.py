@@ -360,7 +360,7 @@ def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool =
     with `fills`, the file's stand-ins are judged to the end of their ladder too."""
     sess, placement = run.sess, t.placement
     ds = decide(t.coll, placement.np, ms, run.opts.alpha, run.opts.min_gain, run.exact,
-                sess.backend.rule_size)
+                sess.backend.rule_size, run.opts.min_samples)
     artifacts.flag(ds, placement.ppn, None if placement.hostfile or placement.nodes > 1
                    else cores(), sess.backend.waiting(run.mpi.name))
     ds = sess.decided(t.coll.name, placement, ds, ms, run.store, run.context(t))
@@ -382,7 +382,8 @@ def locate_confirmed(run: Run, t: Target, ds: list[Decision]) -> list[Decision]:
 
     def confirmed_view() -> list[Decision]:
         now = decide(t.coll, ctx.np, run.store.measurements(ctx), run.opts.alpha,
-                     run.opts.min_gain, run.exact, run.backend.rule_size)
+                     run.opts.min_gain, run.exact, run.backend.rule_size,
+                     run.opts.min_samples)
         apply_confirmations(now, run.store, ctx)
         return now
 
