@@ -102,7 +102,7 @@ def test_merge_keeps_other_collectives_and_sizes(ompi41: OpenMPI, tmp_path: Path
     out.write_text("2\n7\n1\n16\n1\n0 6 0 0\n11\n1\n64\n1\n0 5 0 0\n")  # bcast@16, reduce@64
     r = tune_cli("reduce", "--np", "2", "--mpi", str(ompi41.prefix), "--out", str(out),
                  "--db", str(tmp_path / "d.sqlite"), "--sizes", "8", "--point-time", "0.02",
-                 "--quiet")
+                 "--confirm-rounds", "0", "--quiet")  # the merge, not the decision: no pairs
     assert r.returncode == 0, r.stderr
     from colltune.rules import ompi_classic as rules
 

@@ -178,7 +178,7 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     files reach the shared job directory from both nodes (none left in a node's /tmp),
     every rank ran the same configuration for the same call, the points are stored in the
     layout each communicator's ranks ran in (2x2, and 2x1 for each half), and the file is
-    written."""
+    written; over mpirun's rsh agent, then through srun inside salloc."""
     work = _work(cluster, "online")
     exe = work / "online"
     subprocess.run(["mpicc.openmpi", "-std=c99", "-O2", "-o", str(exe),
@@ -205,6 +205,23 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     assert got == {(4, 2, 2), (2, 2, 1)}, got
     assert all(not f.startswith("colltune-online") for fs in _tmp_files(cluster).values()
                for f in fs)
+
+    # inside a Slurm allocation, the application started by srun (the layer's files given
+    # through srun's --export): the ranks ran on both nodes, alike, and the layout is the
+    # allocation's
+    r = cluster.on("node1", ["salloc", "-N", "2", "--ntasks-per-node", "2", "--overcommit",
+                             *_tune("online", "-o", "s.conf", "--mpi", "/usr", "--db",
+                                    "slurm.sqlite", "--evidence", "sev", "--timeout", "300",
+                                    "--", "srun", "--mpi=pmix", str(exe), "200", "50",
+                                    "blocks")], env=_env(cluster), cwd=work)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "checksum" in r.stdout and (work / "s.conf").exists()
+    hosts = sorted(f.read_text().splitlines()[0] for f in (work / "sev").glob("schedule.*"))
+    assert hosts == ["host node1 world 4"] * 2 + ["host node2 world 4"] * 2, hosts
+    con = sqlite3.connect(work / "slurm.sqlite")
+    got = set(con.execute("SELECT DISTINCT np, nodes, ppn FROM measurements"))
+    con.close()
+    assert got == {(4, 2, 2), (2, 2, 1)}, got
 
 
 def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:

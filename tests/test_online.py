@@ -20,9 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from colltune.apploop.online import _candidates, ids_of
 from colltune.apploop.online_known import bucket_of, skip_lines
+from colltune.backends import registry
 from colltune.backends.mpich.install import MPICH
-from colltune.backends.openmpi.install import OpenMPI
+from colltune.backends.openmpi.install import OpenMPI, builtin_catalog
+from colltune.core.config import DEFAULT, Config
 from colltune.kernel.build import build_kernel
 from colltune.kernel.traffic import internal_traffic, monitoring_mca, read_monitoring
 from colltune.store import Store
@@ -146,6 +149,14 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # the learned file is one Open MPI reads
     r = tune_cli("check", str(out), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
+    # ... and tune verify judges it as any file: every section Open MPI reads (the library's
+    # choice everywhere here: no candidate had --samples calls in this short run)
+    r = tune_cli("verify", str(out), "--np", "4", "--mpi", str(ompi41.prefix), "--sizes",
+                 "64,4K,64K", "--rounds", "2", "--max-rounds", "2", "--json",
+                 str(tmp_path / "v.json"), env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    verdicts = json.loads((tmp_path / "v.json").read_text())["collectives"]
+    assert {v["applied"] for v in verdicts} == {"default everywhere"}, verdicts
     # the calls are in the store under the run's own key (tune show reads them), apart
     # from the kernel's points: sampled by the application's own calls
     store = Store(db, readonly=True)
@@ -161,9 +172,9 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # a second run with that store explores only what it does not already know: a
     # candidate measured over 1.5x slower than the fastest at a group's communicator size
     # and size bucket is never run there (no call of it), every rank alike
+    plan_ids = ids_of(_candidates(registry.named("openmpi"), builtin_catalog()))
     known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
-                       {g["collective"]: [int(k) for k in g["medians_s"] if k != "0"]
-                        for g in doc["groups"]})
+                       plan_ids)
     assert known, "the first run measured no candidate clearly slower"
     again = tmp_path / "again.json"
     r = tune_cli("online", "-o", str(tmp_path / "again.conf"), "--mpi", str(ompi41.prefix),
@@ -226,13 +237,22 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
     """Open MPI's own traffic counters (pml monitoring): with the layer's one candidate for
     bcast, linear (id 1: the root sends the 4 KiB block to every rank itself), rank 0 sends
     to rank 3 exactly as many 4 KiB messages as its schedule ran that candidate; without a
-    candidate, never (the library's own choice, a tree, reaches rank 3 through rank 2)."""
+    candidate, never (the library's own choice, a tree, reaches rank 3 through rank 2).
+    A segment size beside its algorithm, as tune online plans it (pipeline with 1 KiB
+    segments): rank 1 passes each call on to rank 2 in four 1 KiB messages, which the
+    library's own choice never sends."""
     exe = _build(ompi, tmp_path)
     lib = build_kernel(ompi, name="collonline")
-    sent: dict[str, tuple[int, int]] = {}
+    sent: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     used: dict[str, list[int]] = {}
-    linear = "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n"
-    for run, cand in (("library", ""), ("linear", linear)):
+    plan_ids = ids_of(_candidates(registry.named("openmpi"), builtin_catalog()))
+    pipe_1k = next(k for k, c in plan_ids["bcast"].items()
+                   if c == Config.of(3, {"segsize": 1024}))
+    pipe = next(c.line() for c in _candidates(registry.named("openmpi"), builtin_catalog())
+                if c.collective == "bcast" and c.ident == pipe_1k)
+    plans = {"library": "", "linear": "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n",
+             "pipeline": pipe + "\n"}
+    for run, cand in plans.items():
         folder, mon = tmp_path / run, tmp_path / f"{run}-mon"
         folder.mkdir()
         mon.mkdir()
@@ -249,10 +269,15 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
         sched = _schedules(folder)
         assert all(s == sched[0] for s in sched.values()), sched
         used[run] = [int(n) for k, v in sched[0].items() if k[2] == "bcast" for n in v[2:]]
-        sent[run] = internal_traffic(read_monitoring(mon, 4)).get((0, 3), (0, 0))
-    assert used["library"] == [100] and sent["library"] == (0, 0), (used, sent)
-    assert len(used["linear"]) == 2 and used["linear"][1] >= 10, used  # its samples at least
-    assert sent["linear"] == (4096 * used["linear"][1], used["linear"][1]), (used, sent)
+        sent[run] = internal_traffic(read_monitoring(mon, 4))
+    assert used["library"] == [100] and (0, 3) not in sent["library"], (used, sent)
+    assert (1, 2) not in sent["library"], sent["library"]
+    n = used["linear"][1]
+    assert len(used["linear"]) == 2 and n >= 10, used  # its samples at least
+    assert sent["linear"].get((0, 3)) == (4096 * n, n), (used, sent)
+    n = used["pipeline"][1]
+    assert len(used["pipeline"]) == 2 and n >= 10, used
+    assert sent["pipeline"].get((1, 2)) == (4096 * n, 4 * n), (used, sent)
 
 
 def _through_finalize(cmd: list[str], env: dict[str, str], out: Path, sched: Path | None
@@ -448,6 +473,19 @@ def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
     (tmp_path / "evidence.0").write_text(json.dumps(good) + "\n")
     [g] = _evidence(tmp_path)
     assert g.times == {0: [1e-5, 2e-5], 1: [9e-5]} and g.dropped == [1] and g.layout == (2, 2)
+    # the plan's ids name what ran (a segment size beside its algorithm); one the plan
+    # never had is an error, and a candidate never tried there (its segment holds the whole
+    # call) is left out
+    seg = Config.of(3, {"segsize": 1024})
+    variant = {**good, "configs": [*good["configs"], {"id": 1001, "calls": 4, "dropped": False,
+                                                      "times_s": [3e-5]},
+                                   {"id": 1002, "unfit": True, "dropped": True, "times_s": []}]}
+    (tmp_path / "evidence.0").write_text(json.dumps(variant) + "\n")
+    [g] = _evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1), 1001: seg,
+                                         1002: Config.of(3, {"segsize": 65536})}})
+    assert g.config(1001) == seg and g.ident(seg) == 1001 and set(g.configs) == {0, 1, 1001}
+    with pytest.raises(MPIError, match="configuration 1001 is not in the plan"):
+        _evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1)}})
     for bad in ({**good, "collective": "rm -rf"}, {**good, "bytes": "NaN"},
                 {**good, "nodes": 3, "ppn": 1}, {**good, "ppn": -2},
                 {k: v for k, v in good.items() if k != "calls"}):

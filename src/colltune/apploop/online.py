@@ -37,6 +37,7 @@ from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
 LAYER = "collonline"
+MAX_CANDIDATES = 39  # kernel/online.h's MAXC, less the library's own choice
 # what the layer wraps (kernel/collonline.c's NAMES): every other call passes untouched
 COLLECTIVES = ("allreduce", "bcast", "reduce", "allgather", "alltoall", "barrier")
 
@@ -81,6 +82,16 @@ class OnlineGroup:
     halved: list[int] = field(default_factory=list)  # out at a round's end: the slower half
     # (nodes, ranks on the fullest node) of its communicator, as the layer counted hosts
     layout: tuple[int, int] = (1, 1)
+    # the plan's id of each configuration -> what it runs (0: the library's own choice)
+    configs: dict[int, Config] = field(default_factory=dict)
+
+    def config(self, ident: int) -> Config:
+        """What the plan's `ident` runs."""
+        return self.configs.get(ident) or (Config(ident) if ident else DEFAULT)
+
+    def ident(self, cfg: Config) -> int | None:
+        """The plan's id of `cfg` in this group (None: not one of its configurations)."""
+        return next((k for k in self.times if self.config(k) == cfg), None)
 
 
 @dataclass
@@ -94,37 +105,88 @@ class OnlineResult:
     notes: list[str] = field(default_factory=list)
 
 
-def _candidates(backend: Backend[Any], catalog: Catalog) -> list[str]:
-    """The plan's candidate lines: every algorithm the catalog lists for a wrapped
-    collective, with the control variables that force it."""
-    lines = []
+# segment sizes tried beside each segmenting algorithm's run without segments (what it
+# runs with the library's own parameters when forced): small, middle and large; each only
+# on calls larger than itself (one segment would be the unsegmented run again)
+SEGMENTS = (1024, 8192, 65536)
+VARIANT_IDS = 1000  # a variant's plan id: this plus its place among its collective's
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One line of the layer's plan: what it sets and the id the layer reports it by."""
+
+    collective: str
+    ident: int  # the algorithm's number for its library-parameter run; VARIANT_IDS + n
+    config: Config
+    writes: dict[str, int]
+    below: int = 0  # its segment size: never tried on calls of this many bytes or fewer
+
+    def line(self) -> str:
+        return (f"cand {self.collective} {self.ident} {len(self.writes)} "
+                + " ".join(f"{k} {int(v)}" for k, v in self.writes.items())
+                + (f" below {self.below}" if self.below else ""))
+
+
+def _variants(catalog: Catalog, name: str, alg: int) -> list[tuple[Config, int]]:
+    """Algorithm `alg` with the library's own parameters, then with each of SEGMENTS for a
+    segment-like parameter it takes (its segment size beside it)."""
+    takes = catalog.param_values(name, alg, 4, {})
+    segs = [p.name for p in catalog.declared() if p.below_message and p.name in takes]
+    return [(Config(alg), 0)] + [(Config.of(alg, {p: v}), v) for p in segs for v in SEGMENTS]
+
+
+def _candidates(backend: Backend[Any], catalog: Catalog) -> list[Candidate]:
+    """Every algorithm the catalog lists for a wrapped collective, with the control
+    variables that force it, and its segment-size variants."""
+    out = []
     for name in COLLECTIVES:
         coll = get_collective(name)
+        n = 0
         for alg in sorted(a for a in catalog.algorithms.get(name, {}) if a > 0):
-            writes = backend.mpit_vars(catalog, coll, Config(alg))
-            if not writes or len(writes) > 6:
-                continue
-            for var in writes:
-                if not var.replace("_", "").isalnum():
-                    raise ColltuneError(f"a control variable named {var!r} cannot go into "
-                                        "the layer's plan", "report this")
-            lines.append(f"cand {name} {alg} {len(writes)} "
-                         + " ".join(f"{k} {int(v)}" for k, v in writes.items()))
-    return lines
+            for cfg, below in _variants(catalog, name, alg):
+                writes = backend.mpit_vars(catalog, coll, cfg)
+                if not writes or len(writes) > 6:
+                    continue
+                for var in writes:
+                    if not var.replace("_", "").isalnum():
+                        raise ColltuneError(f"a control variable named {var!r} cannot go "
+                                            "into the layer's plan", "report this")
+                ident = alg if not cfg.params else VARIANT_IDS + n
+                n += bool(cfg.params)
+                out.append(Candidate(name, ident, cfg, writes, below))
+    return _fit(out)
 
 
-def _known(req: OnlineRequest, mpi_key: str, candidates: list[str], rep: Reporter
+def _fit(cands: list[Candidate]) -> list[Candidate]:
+    """At most the layer's MAXC - 1 candidates per collective (kernel/online.h): the
+    library-parameter runs first, then the variants in order."""
+    kept: dict[str, int] = defaultdict(int)
+    out = []
+    for c in sorted(cands, key=lambda c: (c.collective, bool(c.config.params))):
+        if kept[c.collective] < MAX_CANDIDATES:
+            kept[c.collective] += 1
+            out.append(c)
+    return out
+
+
+def ids_of(cands: list[Candidate]) -> dict[str, dict[int, Config]]:
+    """Per collective, the plan's id -> the configuration it runs (0: the library's)."""
+    out: dict[str, dict[int, Config]] = defaultdict(lambda: {0: DEFAULT})
+    for c in cands:
+        out[c.collective][c.ident] = c.config
+    return dict(out)
+
+
+def _known(req: OnlineRequest, mpi_key: str, cands: list[Candidate], rep: Reporter
            ) -> list[str]:
     """The candidate lines, and a `skip` line for each candidate the store (--db) already
     measured clearly slower at a communicator size and size bucket (apploop/online_known)."""
-    ids: dict[str, list[int]] = defaultdict(list)
-    for _, name, alg, *_ in map(str.split, candidates):
-        ids[name].append(int(alg))
-    skips = skip_lines(req.db, mpi_key, ids)
+    skips = skip_lines(req.db, mpi_key, ids_of(cands))
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
                  f"them over {SLOWER}x slower than the fastest ({req.db})")
-    return candidates + skips
+    return [c.line() for c in cands] + skips
 
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
@@ -187,35 +249,48 @@ def agreed(lines: dict[int, list[str]]) -> bool:
     return True
 
 
-def _evidence(folder: Path) -> list[OnlineGroup]:
+def _evidence(folder: Path, ids: dict[str, dict[int, Config]] | None = None
+              ) -> list[OnlineGroup]:
+    """Every communicator's groups, from its rank 0's evidence; `ids`: the plan's ids per
+    collective (None: each id is an algorithm's number with the library's parameters)."""
     groups = []
     for f in sorted(folder.glob("evidence.*")):
         if not f.name.split(".", 1)[1].isdigit():  # a .tmp a killed rank left
             continue
         for line in read_text(f).splitlines():
             try:
-                e: Any = parse_json(line)
-            except ValueError as err:  # a rank killed while writing: the run failed anyway
-                raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
-            try:
-                if e["collective"] not in COLLECTIVES:
-                    raise ValueError(f"collective {str(e['collective'])[:40]!r}")
-                np, nodes, ppn = int(e["comm_size"]), int(e["nodes"]), int(e["ppn"])
-                if not (1 <= nodes <= np and 1 <= ppn <= np and nodes * ppn >= np):
-                    raise ValueError(f"{nodes} node(s) x {ppn} for {np} ranks")
-                groups.append(OnlineGroup(
-                    e["collective"], np, int(e["bytes"]), int(e["calls"]),
-                    bool(e["explored"]), int(e["kept"]),
-                    {int(c["id"]): [float(t) for t in c["times_s"]] for c in e["configs"]
-                     if c["times_s"]},
-                    [int(c["id"]) for c in e["configs"] if c["dropped"]], None,
-                    [int(c["id"]) for c in e["configs"] if c.get("pruned") is True],
-                    [int(c["id"]) for c in e["configs"] if c.get("wrong") is True],
-                    [int(c["id"]) for c in e["configs"] if c.get("halved") is True],
-                    (nodes, ppn)))
-            except (KeyError, TypeError, ValueError) as err:
+                groups.append(_group(parse_json(line), ids))
+            except (KeyError, TypeError, ValueError) as err:  # ValueError: JSON cut short
                 raise MPIError(f"{f.name}: unreadable evidence ({err})", "run again") from None
     return groups
+
+
+def _group(e: Any, ids: dict[str, dict[int, Config]] | None) -> OnlineGroup:
+    """One line of evidence, checked as data; a configuration never tried there (its
+    segment holds the whole call) is left out."""
+    if e["collective"] not in COLLECTIVES:
+        raise ValueError(f"collective {str(e['collective'])[:40]!r}")
+    np, nodes, ppn = int(e["comm_size"]), int(e["nodes"]), int(e["ppn"])
+    if not (1 <= nodes <= np and 1 <= ppn <= np and nodes * ppn >= np):
+        raise ValueError(f"{nodes} node(s) x {ppn} for {np} ranks")
+    known = (ids or {}).get(e["collective"], {0: DEFAULT})
+    cs = [c for c in e["configs"] if c.get("unfit") is not True]
+    configs = {}
+    for c in cs:
+        k = int(c["id"])
+        if ids is not None and k not in known:
+            raise ValueError(f"configuration {k} is not in the plan")
+        configs[k] = known.get(k, Config(k) if k else DEFAULT)
+
+    def having(flag: str) -> list[int]:
+        return [int(c["id"]) for c in cs if c.get(flag) is True]
+
+    return OnlineGroup(
+        e["collective"], np, int(e["bytes"]), int(e["calls"]), bool(e["explored"]),
+        int(e["kept"]), {int(c["id"]): [float(t) for t in c["times_s"]] for c in cs
+                         if c["times_s"]},
+        having("dropped"), None, having("pruned"), having("wrong"), having("halved"),
+        (nodes, ppn), configs)
 
 
 def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
@@ -228,7 +303,8 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         if key not in out:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
                                            dropped=list(g.dropped), pruned=list(g.pruned),
-                                           wrong=list(g.wrong), halved=list(g.halved))
+                                           wrong=list(g.wrong), halved=list(g.halved),
+                                           configs=dict(g.configs))
             continue
         m = out[key]
         m.calls += g.calls
@@ -237,6 +313,7 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         m.pruned = sorted(set(m.pruned) & set(g.pruned))
         m.wrong = sorted(set(m.wrong) | set(g.wrong))
         m.halved = sorted(set(m.halved) | set(g.halved))
+        m.configs.update(g.configs)
         for k, xs in g.times.items():
             m.times.setdefault(k, []).extend(xs)
     return list(out.values())
@@ -257,15 +334,15 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
                           backend.name)
-            for alg in g.wrong:  # stored as the kernel stores a wrong answer: never chosen
-                store.add(ctx, Config(alg), PointResult(
+            for k in g.wrong:  # stored as the kernel stores a wrong answer: never chosen
+                store.add(ctx, g.config(k), PointResult(
                     0, g.size, "invalid", message="answered differently from the library's "
                     "choice (tune online's check)"), "online")
-            for alg, xs in g.times.items():
-                if alg in g.wrong:
+            for k, xs in g.times.items():
+                if k in g.wrong:
                     continue
                 ordered = sorted(xs)
-                store.add(ctx, Config(alg) if alg else DEFAULT, PointResult(
+                store.add(ctx, g.config(k), PointResult(
                     0, g.size, "ok", len(xs), ordered[len(xs) // 2], min=ordered[0],
                     max=ordered[-1], mean=sum(xs) / len(xs), samples=list(xs)), "online")
     finally:
@@ -320,15 +397,15 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     # writes only there, and no one else can put a file in it
     with jobdir.temporary(prefix="colltune-online-") as tmp:
         plan = Path(tmp) / "plan"
-        plan.write_text(plan_text(req, apps.online, _known(req, mpi.key, _candidates(
-            backend, session.catalog), rep)))
+        cands = _candidates(backend, session.catalog)
+        plan.write_text(plan_text(req, apps.online, _known(req, mpi.key, cands, rep)))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
         res, wall, failed = _launch(inject(req.cmd, backend, env), req.timeout)
         _copy_evidence(Path(tmp), req.evidence)
         lines = _schedules(Path(tmp), ended=not failed)
-        groups = merged(_evidence(Path(tmp)))
+        groups = merged(_evidence(Path(tmp), ids_of(cands)))
     if failed:  # what the ranks had agreed on before it stopped is kept; no file
         kept = _store(groups, mpi, backend, req.db, origin)
         raise MPIError(failed + (f"; the calls of {kept} explored group(s), agreed before "
@@ -425,10 +502,10 @@ def exploration_cost(g: OnlineGroup) -> float:
 def expected_saving(g: OnlineGroup) -> float:
     """What the file's choice saves a run with as many calls, by the medians (s)."""
     d = g.decision
-    if d is None or d.chosen.algorithm == 0 or 0 not in g.times \
-            or d.chosen.algorithm not in g.times:
+    k = None if d is None or d.chosen == DEFAULT else g.ident(d.chosen)
+    if k is None or 0 not in g.times:
         return 0.0
-    return g.calls * (_median(g.times[0]) - _median(g.times[d.chosen.algorithm]))
+    return g.calls * (_median(g.times[0]) - _median(g.times[k]))
 
 
 def as_json(res: OnlineResult) -> dict[str, object]:
@@ -440,10 +517,13 @@ def as_json(res: OnlineResult) -> dict[str, object]:
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
                  "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
+                 # the plan's ids above -> what each ran (a segment size beside its algorithm)
+                 "configs": {str(k): g.config(k).key for k in g.times},
                  "dropped": g.dropped, "pruned": g.pruned, "wrong": g.wrong,
                  "halved": g.halved,
                  "decision": None if g.decision is None else {
-                     "algorithm": g.decision.chosen.algorithm, "reason": g.decision.reason}}
+                     "algorithm": g.decision.chosen.algorithm,
+                     "config": g.decision.chosen.key, "reason": g.decision.reason}}
                 for g in res.groups]}
 
 

@@ -338,11 +338,11 @@ def online_cmd(
                 "median s per configuration", "file"):
         t.add_column(col)
     for g in res.groups:
-        medians = ", ".join(f"{k}: {sorted(v)[len(v) // 2]:.2e}" for k, v in
-                            sorted(g.times.items()))
+        medians = ", ".join(f"{g.config(k).key if k else 0}: {sorted(v)[len(v) // 2]:.2e}"
+                            for k, v in sorted(g.times.items()))
         chosen = "" if g.decision is None else (
             "library's choice" if g.decision.chosen.algorithm == 0 else
-            f"algorithm {g.decision.chosen.algorithm}")
+            g.decision.chosen.key)
         t.add_row(g.collective, str(g.comm_size), str(g.size), str(g.calls),
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)

@@ -35,7 +35,10 @@
  *   flush S          what is learned so far is written every S seconds at most (0: only
  *                    at the end), so a run killed before MPI_Finalize leaves its evidence
  *   switch dup|call  how a candidate is run (above)
- *   cand COLL ID N NAME VALUE ...   a candidate: N control variables to write
+ *   cand COLL ID N NAME VALUE ... [below B]   a candidate: N control variables to
+ *                    write; ID, the algorithm's number where it runs with the library's
+ *                    own parameters (tune online maps the others' ids to what they set);
+ *                    `below`: its segment size, so never tried on calls of B bytes or less
  *   skip COLL ID NP BUCKET           not explored in groups of that communicator size and
  *                                    bucket (the store already knows it clearly slower)
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their

@@ -13,7 +13,7 @@
 enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCOLL };
 
 #define MAXV 6 /* control variables a candidate writes */
-#define MAXC 24      /* configurations of a collective, the default (0) included */
+#define MAXC 40      /* configurations of a collective, the default (0) included */
 #define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
 #define MAXB 256     /* calls in a batch at most */
 #define KEEP 512     /* times kept per configuration and group */
@@ -21,7 +21,8 @@ enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCO
 
 /* one candidate of the plan */
 typedef struct {
-    int id; /* the catalog's algorithm id */
+    int id; /* the plan's: the algorithm's number with the library's own parameters */
+    long long below; /* a segment size: only tried on calls of more bytes (0: always) */
     int nvar;
     char name[MAXV][96];
     long long value[MAXV];
@@ -58,6 +59,7 @@ struct group_s {
     int target;                   /* this round's calls per candidate still in question */
     int sched[MAXC], dropped[MAXC], pruned[MAXC], wrong[MAXC];
     int halved[MAXC];             /* out at a round's end: not among the faster half */
+    int unfit[MAXC];              /* never tried here: its segment holds the whole call */
     int n[MAXC];                  /* times kept per configuration */
     double *t[MAXC];
     double bt[MAXB];              /* the batch: this rank's time per call ... */

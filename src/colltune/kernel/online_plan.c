@@ -57,6 +57,8 @@ void read_plan(const char *path)
                 fail("a candidate's control variables are malformed in the plan");
             p += used;
         }
+        if (sscanf(p, " below %lld", &k->below) != 1)
+            k->below = 0;
     }
     fclose(f);
     if (P.batch < 1 || P.batch > MAXB)
@@ -69,13 +71,16 @@ void read_plan(const char *path)
         P.first = P.samples < 4 ? P.samples : 4;
 }
 
-/* a new group's candidates the plan skips for its communicator size and bucket: never
- * explored (the plan is the same on every rank, so is this); nothing left to try, the
- * group is never timed */
+/* a new group's candidates the plan skips for its communicator size and bucket, and
+ * those whose segment would hold its whole first call (one segment: what the algorithm
+ * runs unsegmented, another candidate): never explored (the plan and the call's size are
+ * the same on every rank, so is this); nothing left to try, the group is never timed */
 void prune(group_t *g, int c, int np, int bucket)
 {
     int open = 0;
     for (int k = 1; k < P.ncand[c]; k++) {
+        if (P.cand[c][k].below && g->bytes <= P.cand[c][k].below)
+            g->unfit[k] = g->dropped[k] = 1;
         for (int i = 0; i < P.nskip; i++) {
             const skip_t *x = &P.skip[i];
             if (x->c == c && x->id == P.cand[c][k].id && x->np == np && x->bucket == bucket)
