@@ -123,7 +123,12 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     assert doc["agreed"] is True
     # what exploring cost and what the file saves, by the calls' own medians
     assert isinstance(doc["exploration_cost_s"], float) and doc["expected_saving_s"] >= 0
-    assert "exploring cost this run" in r.stdout
+    lo, hi = doc["exploration_cost_interval_s"]
+    assert lo <= hi, doc
+    # the layer's own work (MPI_T opened, duplicates made, batches reduced, the checks), as
+    # its busiest rank timed it around the application's calls
+    assert 0 < doc["layer_s"] < doc["wall_s"], doc
+    assert "what exploring cost this run" in r.stdout and "on its busiest rank" in r.stdout
     by = {(g["collective"], g["size"]): g for g in doc["groups"]}
     small = by[("reduce", 512)]
     assert small["calls"] == 20 and not small["explored"]  # under --min-calls: untouched
@@ -496,6 +501,6 @@ def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
     with pytest.raises(MPIError, match="unreadable"):
         _evidence(tmp_path)
     for r in (0, 2):
-        (tmp_path / f"schedule.{r}").write_text(f"host node{r} world 3\n")
+        (tmp_path / f"schedule.{r}").write_text(f"host node{r} world 3 overhead 0.01\n")
     with pytest.raises(MPIError, match=r"rank\(s\) 1 of 3 wrote no schedule"):
         _schedules(tmp_path)

@@ -17,6 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy
+from scipy import stats
+
 from colltune import jobdir
 from colltune.apploop.online_known import SLOWER, skip_lines
 from colltune.apploop.profile import inject, launch_timed
@@ -103,6 +106,7 @@ class OnlineResult:
     agreed: bool = True  # every rank ran the same configuration for the same call
     stdout: str = ""
     notes: list[str] = field(default_factory=list)
+    layer_s: float = 0.0  # the most a rank spent in the layer's own work (layer_seconds)
 
 
 # segment sizes tried beside each segmenting algorithm's run without segments (what it
@@ -214,11 +218,11 @@ def _schedules(folder: Path, ended: bool = True) -> dict[int, list[str]]:
             continue
         rank = int(f.name.split(".", 1)[1])
         body = read_text(f).splitlines()
-        head = body[0].split() if body else []
-        if len(head) in (4, 5) and head[0] == "host" and head[2] == "world":
-            world = max(world, int(head[3]))
+        head = _head(body[0] if body else "")
+        if head is not None:
+            world = max(world, head[0])
             body = body[1:]
-            if head[4:] == ["partial"]:
+            if head[2]:
                 partial.append(rank)
         lines[rank] = body
     missing = sorted(set(range(world)) - set(lines))
@@ -231,6 +235,30 @@ def _schedules(folder: Path, ended: bool = True) -> dict[int, list[str]]:
                        "MPI_Finalize: their schedules are partial; nothing written",
                        "tune online needs an application that finalizes MPI")
     return lines
+
+
+def _head(line: str) -> tuple[int, float, bool] | None:
+    """A schedule's head line, `host H world N overhead S [partial]`: the world's size, the
+    seconds the rank spent in the layer's own work, and whether the run was still going
+    (None: not a head line)."""
+    w = line.split()
+    if len(w) not in (6, 7) or w[0] != "host" or w[2] != "world" or w[4] != "overhead" \
+            or w[6:] not in ([], ["partial"]):
+        return None
+    try:
+        world, spent = int(w[3]), float(w[5])
+    except ValueError:
+        return None
+    return (world, spent, bool(w[6:])) if world > 0 and 0 <= spent < 1e7 else None
+
+
+def layer_seconds(folder: Path) -> float:
+    """The most any rank spent in the layer's own work (its schedule's head line): what
+    the layer cost the run beyond its candidates' calls, the slowest rank holding the
+    others up at the next collective."""
+    spent = [h[1] for f in folder.glob("schedule.*") if f.name.split(".", 1)[1].isdigit()
+             for h in [_head(read_text(f).split("\n", 1)[0])] if h is not None]
+    return max(spent, default=0.0)
 
 
 def agreed(lines: dict[int, list[str]]) -> bool:
@@ -405,6 +433,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         res, wall, failed = _launch(inject(req.cmd, backend, env), req.timeout)
         _copy_evidence(Path(tmp), req.evidence)
         lines = _schedules(Path(tmp), ended=not failed)
+        spent = layer_seconds(Path(tmp))
         groups = merged(_evidence(Path(tmp), ids_of(cands)))
     if failed:  # what the ranks had agreed on before it stopped is kept; no file
         kept = _store(groups, mpi, backend, req.db, origin)
@@ -416,7 +445,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         raise MPIError("the layer wrote nothing: the application's ranks did not load it "
                        "(a static program, or a launcher that drops LD_PRELOAD)",
                        "check that the application links the MPI shared library")
-    out = OnlineResult(req.cmd, req.out, wall, groups, agreed(lines), res.stdout)
+    out = OnlineResult(req.cmd, req.out, wall, groups, agreed(lines), res.stdout,
+                       layer_s=spent)
     for line in dict.fromkeys(ln for ln in (res.stderr or "").splitlines()
                               if ln.startswith("colltune online: ")):
         out.notes.append(line[len("colltune online: "):])  # what the layer said, once
@@ -499,6 +529,28 @@ def exploration_cost(g: OnlineGroup) -> float:
     return sum(len(xs) * (_median(xs) - base) for k, xs in g.times.items() if k)
 
 
+def exploration_interval(groups: list[OnlineGroup], seed: int = 0) -> tuple[float, float]:
+    """A 95% interval of the candidates' cost over all groups (exploration_cost summed),
+    by resampling each configuration's calls (scipy's bootstrap, percentile); a candidate
+    with one call is that call (there is nothing to resample)."""
+    gs = [g for g in groups if len(g.times.get(0, ())) >= 2 and len(g.times) > 1]
+    parts = [(g, k) for g in gs for k in g.times if k == 0 or len(g.times[k]) >= 2]
+    if not gs:
+        return (0.0, 0.0)
+
+    def cost(*xs: Any) -> float:
+        med = {(id(g), k): float(numpy.median(x))
+               for (g, k), x in zip(parts, xs, strict=True)}
+        return sum(len(ys) * (med.get((id(g), k), float(numpy.median(ys)))
+                              - med[(id(g), 0)])
+                   for g in gs for k, ys in g.times.items() if k)
+
+    res = stats.bootstrap(tuple(numpy.asarray(g.times[k]) for g, k in parts), cost,
+                          vectorized=False, paired=False, n_resamples=999,
+                          method="percentile", random_state=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def expected_saving(g: OnlineGroup) -> float:
     """What the file's choice saves a run with as many calls, by the medians (s)."""
     d = g.decision
@@ -510,8 +562,9 @@ def expected_saving(g: OnlineGroup) -> float:
 
 def as_json(res: OnlineResult) -> dict[str, object]:
     return {"command": res.cmd, "out": str(res.out), "wall_s": res.wall_s,
-            "agreed": res.agreed, "notes": res.notes,
+            "agreed": res.agreed, "notes": res.notes, "layer_s": res.layer_s,
             "exploration_cost_s": sum(exploration_cost(g) for g in res.groups),
+            "exploration_cost_interval_s": list(exploration_interval(res.groups)),
             "expected_saving_s": sum(expected_saving(g) for g in res.groups), "groups": [
                 {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,

@@ -347,14 +347,17 @@ def online_cmd(
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)
     out.print(t)
-    from colltune.apploop.online import expected_saving, exploration_cost
+    from colltune.apploop import online as o
 
-    cost = sum(exploration_cost(g) for g in res.groups)
-    save = sum(expected_saving(g) for g in res.groups)
+    cost = sum(o.exploration_cost(g) for g in res.groups)
+    lo, hi = o.exploration_interval(res.groups)
+    save = sum(o.expected_saving(g) for g in res.groups)
     out.print(f"every rank ran the same configuration for the same call; wrote {out_path}\n"
-              f"by the calls' own medians: exploring cost this run {cost * 1e3:.2f} ms of "
-              f"{res.wall_s:.2f} s; the file saves a run like it {save * 1e3:.2f} ms "
-              "(estimates: bench/online_bench.py measures both by the wall time)",
-              highlight=False)
+              f"what exploring cost this run of {res.wall_s:.2f} s: the candidates' calls "
+              f"{cost * 1e3:.2f} ms by the calls' own medians (95% interval {lo * 1e3:.2f} "
+              f"to {hi * 1e3:.2f} ms), the layer's own work (MPI_T, duplicates, reductions, "
+              f"checks, files) {res.layer_s * 1e3:.2f} ms on its busiest rank; the file "
+              f"saves a run like it {save * 1e3:.2f} ms by the medians (bench/online_bench.py "
+              "measures both by the wall time)", highlight=False)
     if summary_json is not None:
         write_summary(res, summary_json)

@@ -77,6 +77,7 @@ const char *const NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
 static double g_flushed; /* when the files were last written */
 int in_fortran;
+double g_overhead;
 comm_st *g_comms;
 
 void fail(const char *why)
@@ -291,6 +292,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
     call->g = NULL;
     call->written = 0;
     call->check = 0;
+    call->entry = g_on && !in_layer ? PMPI_Wtime() : 0;
     if (!g_on || in_layer || in_fortran || !ok)
         return comm;
     in_layer++;
@@ -399,10 +401,9 @@ void restore(call_t *call)
     call->written = 0;
 }
 
-void timed(call_t *call, double t0, double t1)
+static void time_batch(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
-    restore(call);
     if (!g || g->done) /* `done` changes at a batch's end only: alike on every rank */
         return;
     g->bt[g->nb] = t1 - t0;
@@ -418,6 +419,14 @@ void timed(call_t *call, double t0, double t1)
             g_flushed = PMPI_Wtime();
         }
     }
+}
+
+void timed(call_t *call, double t0, double t1)
+{
+    restore(call);
+    time_batch(call, t0, t1);
+    if (call->entry > 0) /* all the wrapper did, the application's call excluded */
+        g_overhead += PMPI_Wtime() - call->entry - (t1 - t0);
 }
 
 int builtin_op(MPI_Op op)
@@ -465,6 +474,7 @@ void finish(void)
 {
     if (!g_on)
         return;
+    double t0 = PMPI_Wtime();
     /* the partial batches: reduced all at once (nonblocking), so communicators that ranks
      * list in different orders cannot wait on each other */
     int nreq = 0, cap = 0;
@@ -489,6 +499,7 @@ void finish(void)
             for (int b = 0; b < NBUCKET; b++)
                 if (s->g[c][b] && s->g[c][b]->nb)
                     keep_batch(s->g[c][b], P.ncand[c]);
+    g_overhead += PMPI_Wtime() - t0;
     write_files(0);
     g_on = 0;
     close_mpit();

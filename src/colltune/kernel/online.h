@@ -91,6 +91,7 @@ typedef struct {
     int c, k;
     int written; /* "call": the candidate's variables are written, restore after */
     int check;   /* a candidate's first call in its group: checked (online_check.c) */
+    double entry; /* when the wrapper was entered (0: the layer is off) */
 } call_t;
 
 /* a checked call's copy of its input, and the library's own answer to compare with */
@@ -99,6 +100,9 @@ typedef struct {
 } check_t;
 
 extern int in_fortran; /* a Fortran entry routed this call: the C wrappers pass through */
+/* seconds this rank spent in the layer's own work (everything its wrappers did but the
+ * application's calls: MPI_T, duplicates, reductions, checks, files), in its schedule */
+extern double g_overhead;
 
 /* the communicator this call runs on: the application's, or a candidate's duplicate */
 MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call);

@@ -99,7 +99,8 @@ void write_files(int partial)
         return;
     }
     gethostname(host, sizeof host - 1);
-    fprintf(sc, "host %s world %d%s\n", host, ws, partial ? " partial" : "");
+    fprintf(sc, "host %s world %d overhead %.6f%s\n", host, ws, g_overhead,
+            partial ? " partial" : "");
     for (comm_st *s = g_comms; s; s = s->next)
         for (int c = 0; c < N_OCOLL; c++)
             for (int b = 0; b < NBUCKET; b++)
