@@ -89,9 +89,11 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # the test-only fault switch spoils recursive doubling's answer on rank 1, as a wrong
     # algorithm would: the layer's check of each candidate's first call sees it
     spoiled = [launch[0], "-x", "COLLTUNE_TEST_FAULT=wrong:allreduce=3", *launch[1:]]
+    # 4 first calls (not 8): 500 steps give a group 43 exploration calls, enough for a
+    # first round of 6 candidates and the halving after it
     r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
                  "--evidence", str(ev), "--summary-json", str(summary), "--timeout", "300",
-                 "--", *spoiled, env=ompi41.tool_env())
+                 "--first-calls", "4", "--", *spoiled, env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
     # the results are the application's own: the same checksum with and without the layer,
     # the spoiled call's answer replaced by the library's own

@@ -61,7 +61,9 @@ class OnlineRequest:
     # successive halving: every candidate gets `first` calls, the faster half twice as
     # many, and so on until one is left with `samples` (kernel/collonline.c, next_round)
     samples: int = 32
-    first: int = 4
+    # 8, not 4: on the imbalance program the true winner's first 4 calls were 1.5x the
+    # library's median in 1 run of 7, and it was dropped (docs/benchmarks.md, tune online)
+    first: int = 8
     timeout: float | None = None
     evidence: Path | None = None  # a directory the layer's own files are copied into
     flush: float = 1.0  # the layer writes what it learned so far every this many seconds
@@ -414,7 +416,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                             "0.5", "the default explores at most one call in ten (0.1)")
     if not 1 <= req.first <= req.samples <= 512:
         raise ColltuneError(f"--first-calls {req.first}, --samples {req.samples}: need 1 <= "
-                            "first <= samples <= 512", "the defaults are 4 and 32")
+                            "first <= samples <= 512", "the defaults are 8 and 32")
     mpi = apps.find(req.prefix)
     template = TuneOptions(collectives=list(COLLECTIVES), nps=[2], backend=backend.name,
                            mpi=req.prefix, out=None, db=req.db)
@@ -538,15 +540,15 @@ def exploration_interval(groups: list[OnlineGroup], seed: int = 0) -> tuple[floa
     if not gs:
         return (0.0, 0.0)
 
-    def cost(*xs: Any) -> float:
-        med = {(id(g), k): float(numpy.median(x))
+    def cost(*xs: Any, axis: int = -1) -> Any:  # every resample at once, along `axis`
+        med = {(id(g), k): numpy.median(x, axis=axis)
                for (g, k), x in zip(parts, xs, strict=True)}
         return sum(len(ys) * (med.get((id(g), k), float(numpy.median(ys)))
                               - med[(id(g), 0)])
                    for g in gs for k, ys in g.times.items() if k)
 
     res = stats.bootstrap(tuple(numpy.asarray(g.times[k]) for g, k in parts), cost,
-                          vectorized=False, paired=False, n_resamples=999,
+                          vectorized=True, paired=False, n_resamples=999,
                           method="percentile", random_state=seed)
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 

@@ -303,7 +303,7 @@ def online_cmd(
                                   "never explored."),
     samples: int = typer.Option(32, "--samples", help="Calls the last candidate in question "
                                 "gets (successive halving)."),
-    first: int = typer.Option(4, "--first-calls", help="Calls each candidate gets in the "
+    first: int = typer.Option(8, "--first-calls", help="Calls each candidate gets in the "
                               "first round; the faster half goes on with twice as many."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
                                                                  "abandoned."),

@@ -14,7 +14,7 @@ void read_plan(const char *path)
     P.min_calls = 64;
     P.batch = 32;
     P.samples = 32;
-    P.first = 4;
+    P.first = 8;
     P.flush = 1.0;
     for (int c = 0; c < N_OCOLL; c++)
         P.ncand[c] = 1; /* the default */
@@ -68,7 +68,7 @@ void read_plan(const char *path)
     if (P.samples < 1 || P.samples > KEEP)
         P.samples = 32;
     if (P.first < 1 || P.first > P.samples)
-        P.first = P.samples < 4 ? P.samples : 4;
+        P.first = P.samples < 8 ? P.samples : 8;
 }
 
 /* a new group's candidates the plan skips for its communicator size and bucket, and
