@@ -4,7 +4,8 @@ interval of the paired ratios) and what the file it learned brings (`tune verify
 the file against the library's own choice; with --against-app also against `tune app`'s
 file, --baseline). Applications: pw.x (tests/qe_app.py) and tests/data/online.c (a known
 rank imbalance: rank r works r x 50 us a step). Layouts: 1x4 on this node, 2x2 across the
-test cluster's nodes (tests/testcluster.py, as root). Prints markdown rows.
+test cluster's nodes (tests/testcluster.py, as root). Prints markdown rows, and what each
+online run (the first and every pair's) learned per group: how often a run learns it.
 
     python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
                                  [--max-rounds 16] [--against-app] [--steps 600]
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from scipy import stats
@@ -58,7 +60,7 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
     ap.add_argument("--online-args", default="", help="more options for every tune online")
     a = ap.parse_args()
     c = testcluster.make(2, slurm=False) if "2x2" in a.layouts else None
-    cost_rows, file_rows = [], []
+    cost_rows, file_rows, learned_rows = [], [], []
     try:
         for lay in a.layouts.split(","):
             for app in a.apps.split(","):
@@ -129,6 +131,8 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                     plain_s.append(plain)
                     online_s.append(online)
                     ratios.append(online / plain)
+                learned_rows += learned(app, lay, [work / "first.json", *(
+                    work / f"pair{i}.json" for i in range(a.pairs))])
                 lo, hi = interval(ratios)
                 cost_rows.append(
                     f"| {app} | {lay} | {a.pairs} | {statistics.median(plain_s):.3f} s | "
@@ -163,10 +167,29 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
           "online/default | interval |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(cost_rows))
+    print("\nWhat each online run learned (its file's choice per explored group, counted over "
+          "the first run and every pair's):\n")
+    print("| application | layout | group | runs | chose |")
+    print("|---|---|---|---|---|")
+    print("\n".join(learned_rows))
     print("\n| application | layout | files | pairs | first arm (median) | second arm (median) "
           "| second/first | interval | could see | verdict | took |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(file_rows))
+
+
+def learned(app: str, lay: str, summaries: list[Path]) -> list[str]:
+    """A row per explored group: how many of the online runs' files chose what there."""
+    chose: dict[str, Counter[str]] = defaultdict(Counter)
+    for f in summaries:
+        for g in json.loads(f.read_text())["groups"]:
+            if g["explored"] and g["decision"]:
+                key = f"{g['collective']} of {g['size']} B at {g['comm_size']} ranks"
+                cfg = g["decision"].get("config", "a0")
+                chose[key][cfg if cfg != "a0" else "library's"] += 1
+    return [f"| {app} | {lay} | {k} | {sum(c.values())} | "
+            + ", ".join(f"{n}: {m}" for n, m in c.most_common()) + " |"
+            for k, c in sorted(chose.items())]
 
 
 if __name__ == "__main__":
