@@ -183,10 +183,11 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
                        plan_ids)
     assert known, "the first run measured no candidate clearly slower"
+    # (the same command: its calls pool into the first run's points, below)
     again = tmp_path / "again.json"
     r = tune_cli("online", "-o", str(tmp_path / "again.conf"), "--mpi", str(ompi41.prefix),
-                 "--db", str(db), "--summary-json", str(again), "--timeout", "300", "--",
-                 *launch, env=ompi41.tool_env())
+                 "--db", str(db), "--summary-json", str(again), "--timeout", "300",
+                 "--first-calls", "4", "--", *spoiled, env=ompi41.tool_env())
     assert r.returncode == 0 and checksum in r.stdout, r.stdout + r.stderr
     assert "not explored where the store already measured" in " ".join(
         (r.stdout + r.stderr).split())
@@ -194,6 +195,15 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
               for g in json.loads(again.read_text())["groups"] for k in g["pruned"]}
     assert pruned and pruned <= {(ln.split()[1], int(ln.split()[3]), int(ln.split()[4]),
                                   int(ln.split()[2])) for ln in known}, (pruned, known)
+    # runs of one command add up: the library's calls of both runs in one point each
+    second = {(g["collective"], g["size"]): g for g in json.loads(again.read_text())["groups"]}
+    store = Store(db, readonly=True)
+    for ctx in store.contexts():
+        for m in store.measurements(ctx):
+            if m.config == DEFAULT and ctx.np == 4:
+                runs = [by[(ctx.collective, m.size)], second[(ctx.collective, m.size)]]
+                assert m.n == len(m.samples) == sum(x["calls_per_config"]["0"] for x in runs)
+    store.close()
     for g in json.loads(again.read_text())["groups"]:
         assert not set(map(str, g["pruned"])) & set(g["calls_per_config"]), g
         if g["collective"] == "allreduce":  # the first run found it wrong: never run again

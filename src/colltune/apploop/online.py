@@ -353,7 +353,9 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
            origin: str) -> int:
     """The explored groups' calls as measurements: one point per configuration and size,
     under the run's own key, in the layout its communicator's ranks ran in; how many
-    groups."""
+    groups. A later run of the same command pools its calls into the same points, so runs
+    too short to decide alone add up (a point an earlier run found wrong stays invalid;
+    one found wrong now becomes so)."""
     explored = [g for g in groups if g.explored and g.times]
     if not explored:
         return 0
@@ -364,17 +366,22 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
             ctx = Context(f"{mpi.key}~{origin}", mpi.name, mpi.version, str(mpi.prefix),
                           socket.gethostname(), g.comm_size, ppn, nodes, g.collective,
                           backend.name)
-            for k in g.wrong:  # stored as the kernel stores a wrong answer: never chosen
-                store.add(ctx, g.config(k), PointResult(
-                    0, g.size, "invalid", message="answered differently from the library's "
-                    "choice (tune online's check)"), "online")
+            earlier = {(m.config, m.size): m for m in store.measurements(ctx)}
+            points = [(ctx, g.config(k), PointResult(  # as the kernel stores a wrong answer
+                0, g.size, "invalid", message="answered differently from the library's "
+                "choice (tune online's check)")) for k in g.wrong]
             for k, xs in g.times.items():
-                if k in g.wrong:
+                before = earlier.get((g.config(k), g.size))
+                if k in g.wrong or (before is not None and before.status != "ok"):
                     continue
-                ordered = sorted(xs)
-                store.add(ctx, g.config(k), PointResult(
-                    0, g.size, "ok", len(xs), ordered[len(xs) // 2], min=ordered[0],
-                    max=ordered[-1], mean=sum(xs) / len(xs), samples=list(xs)), "online")
+                pooled = [*(before.samples if before else []), *xs]
+                ordered = sorted(pooled)
+                points.append((ctx, g.config(k), PointResult(
+                    0, g.size, "ok", len(pooled), ordered[len(pooled) // 2], min=ordered[0],
+                    max=ordered[-1], mean=sum(pooled) / len(pooled), samples=pooled)))
+            # only online runs of this command store under its key: replacing their
+            # points with the pooled ones loses nothing
+            store.replace_imported(points, "online")
     finally:
         store.close()
     return len(explored)
