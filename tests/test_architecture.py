@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, ...]] = [
      "colltune.apploop.app",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
      "colltune.apploop.compare", "colltune.apploop.online", "colltune.apploop.online_known",
-     "colltune.cli"),
+     "colltune.apploop.online_candidates", "colltune.apploop.online_evidence",
+     "colltune.apploop.online_summary", "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

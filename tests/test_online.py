@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.apploop.online import _candidates, ids_of
+from colltune.apploop.online_candidates import candidates, ids_of
 from colltune.apploop.online_known import bucket_of, skip_lines
 from colltune.backends import registry
 from colltune.backends.mpich.install import MPICH
@@ -179,7 +179,7 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # a second run with that store explores only what it does not already know: a
     # candidate measured over 1.5x slower than the fastest at a group's communicator size
     # and size bucket is never run there (no call of it), every rank alike
-    plan_ids = ids_of(_candidates(registry.named("openmpi"), builtin_catalog()))
+    plan_ids = ids_of(candidates(registry.named("openmpi"), builtin_catalog()))
     known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
                        plan_ids)
     assert known, "the first run measured no candidate clearly slower"
@@ -262,10 +262,10 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
     lib = build_kernel(ompi, name="collonline")
     sent: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     used: dict[str, list[int]] = {}
-    plan_ids = ids_of(_candidates(registry.named("openmpi"), builtin_catalog()))
+    plan_ids = ids_of(candidates(registry.named("openmpi"), builtin_catalog()))
     pipe_1k = next(k for k, c in plan_ids["bcast"].items()
                    if c == Config.of(3, {"segsize": 1024}))
-    pipe = next(c.line() for c in _candidates(registry.named("openmpi"), builtin_catalog())
+    pipe = next(c.line() for c in candidates(registry.named("openmpi"), builtin_catalog())
                 if c.collective == "bcast" and c.ident == pipe_1k)
     plans = {"library": "", "linear": "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n",
              "pipeline": pipe + "\n"}
@@ -467,7 +467,7 @@ def test_evidence_is_never_written_through_a_link(ompi41: OpenMPI, tmp_path: Pat
 def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
     """The layer's files are parsed, never trusted: a collective it does not wrap, a NaN, a
     missing field, or a rank's missing schedule is an error naming the file, not a crash."""
-    from colltune.apploop.online import _evidence, _schedules, agreed
+    from colltune.apploop.online_evidence import agreed, evidence, schedules
     from colltune.errors import MPIError
 
     # each communicator's schedule is compared across its own members: the world's on all
@@ -488,7 +488,7 @@ def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
                 {"id": 0, "calls": 64, "dropped": False, "times_s": [1e-5, 2e-5]},
                 {"id": 1, "calls": 6, "dropped": True, "times_s": [9e-5]}]}
     (tmp_path / "evidence.0").write_text(json.dumps(good) + "\n")
-    [g] = _evidence(tmp_path)
+    [g] = evidence(tmp_path)
     assert g.times == {0: [1e-5, 2e-5], 1: [9e-5]} and g.dropped == [1] and g.layout == (2, 2)
     # the plan's ids name what ran (a segment size beside its algorithm); one the plan
     # never had is an error, and a candidate never tried there (its segment holds the whole
@@ -498,21 +498,21 @@ def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
                                                       "times_s": [3e-5]},
                                    {"id": 1002, "unfit": True, "dropped": True, "times_s": []}]}
     (tmp_path / "evidence.0").write_text(json.dumps(variant) + "\n")
-    [g] = _evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1), 1001: seg,
+    [g] = evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1), 1001: seg,
                                          1002: Config.of(3, {"segsize": 65536})}})
     assert g.config(1001) == seg and g.ident(seg) == 1001 and set(g.configs) == {0, 1, 1001}
     with pytest.raises(MPIError, match="configuration 1001 is not in the plan"):
-        _evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1)}})
+        evidence(tmp_path, {"bcast": {0: DEFAULT, 1: Config(1)}})
     for bad in ({**good, "collective": "rm -rf"}, {**good, "bytes": "NaN"},
                 {**good, "nodes": 3, "ppn": 1}, {**good, "ppn": -2},
                 {k: v for k, v in good.items() if k != "calls"}):
         (tmp_path / "evidence.0").write_text(json.dumps(bad) + "\n")
         with pytest.raises(MPIError, match="evidence.0: unreadable evidence"):
-            _evidence(tmp_path)
+            evidence(tmp_path)
     (tmp_path / "evidence.0").write_text('{"collective": NaN}\n')
     with pytest.raises(MPIError, match="unreadable"):
-        _evidence(tmp_path)
+        evidence(tmp_path)
     for r in (0, 2):
         (tmp_path / f"schedule.{r}").write_text(f"host node{r} world 3 overhead 0.01\n")
     with pytest.raises(MPIError, match=r"rank\(s\) 1 of 3 wrote no schedule"):
-        _schedules(tmp_path)
+        schedules(tmp_path)

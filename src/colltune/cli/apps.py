@@ -317,7 +317,8 @@ def online_cmd(
     every rank the same configuration for the same call; the times decide the file, with
     tune's statistics, written as the family's rules. Open MPI and MPICH. Example:
     tune online -o rules.conf -- mpirun -np 4 ./app"""
-    from colltune.apploop.online import OnlineRequest, run, write_summary
+    from colltune.apploop.online import OnlineRequest, run
+    from colltune.apploop.online_summary import write_summary
     from colltune.store import default_db_path
 
     try:
@@ -347,7 +348,7 @@ def online_cmd(
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)
     out.print(t)
-    from colltune.apploop import online as o
+    from colltune.apploop import online_summary as o
 
     cost = sum(o.exploration_cost(g) for g in res.groups)
     lo, hi = o.exploration_interval(res.groups)

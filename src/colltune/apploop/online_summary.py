@@ -1,0 +1,96 @@
+"""tune online's summary: the run's result, what exploring cost it (the candidates' calls
+by their medians, with an interval; the layer's own work), what the file saves, as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy
+from scipy import stats
+
+from colltune.apploop.online_evidence import OnlineGroup
+from colltune.core.config import DEFAULT
+
+
+@dataclass
+class OnlineResult:
+    cmd: list[str]
+    out: Path
+    wall_s: float
+    groups: list[OnlineGroup] = field(default_factory=list)
+    agreed: bool = True  # every rank ran the same configuration for the same call
+    stdout: str = ""
+    notes: list[str] = field(default_factory=list)
+    layer_s: float = 0.0  # the most a rank spent in the layer's own work (layer_seconds)
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def exploration_cost(g: OnlineGroup) -> float:
+    """What the candidates' calls cost the run against the library's choice, by the calls'
+    own medians (s; negative: exploring saved time): an estimate from the calls, the
+    measured cost is the runs' wall time (bench/online_bench.py)."""
+    if 0 not in g.times:
+        return 0.0
+    base = _median(g.times[0])
+    return sum(len(xs) * (_median(xs) - base) for k, xs in g.times.items() if k)
+
+
+def exploration_interval(groups: list[OnlineGroup], seed: int = 0) -> tuple[float, float]:
+    """A 95% interval of the candidates' cost over all groups (exploration_cost summed),
+    by resampling each configuration's calls (scipy's bootstrap, percentile); a candidate
+    with one call is that call (there is nothing to resample)."""
+    gs = [g for g in groups if len(g.times.get(0, ())) >= 2 and len(g.times) > 1]
+    parts = [(g, k) for g in gs for k in g.times if k == 0 or len(g.times[k]) >= 2]
+    if not gs:
+        return (0.0, 0.0)
+
+    def cost(*xs: Any, axis: int = -1) -> Any:  # every resample at once, along `axis`
+        med = {(id(g), k): numpy.median(x, axis=axis)
+               for (g, k), x in zip(parts, xs, strict=True)}
+        return sum(len(ys) * (med.get((id(g), k), float(numpy.median(ys)))
+                              - med[(id(g), 0)])
+                   for g in gs for k, ys in g.times.items() if k)
+
+    res = stats.bootstrap(tuple(numpy.asarray(g.times[k]) for g, k in parts), cost,
+                          vectorized=True, paired=False, n_resamples=999,
+                          method="percentile", random_state=seed)
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def expected_saving(g: OnlineGroup) -> float:
+    """What the file's choice saves a run with as many calls, by the medians (s)."""
+    d = g.decision
+    k = None if d is None or d.chosen == DEFAULT else g.ident(d.chosen)
+    if k is None or 0 not in g.times:
+        return 0.0
+    return g.calls * (_median(g.times[0]) - _median(g.times[k]))
+
+
+def as_json(res: OnlineResult) -> dict[str, object]:
+    return {"command": res.cmd, "out": str(res.out), "wall_s": res.wall_s,
+            "agreed": res.agreed, "notes": res.notes, "layer_s": res.layer_s,
+            "exploration_cost_s": sum(exploration_cost(g) for g in res.groups),
+            "exploration_cost_interval_s": list(exploration_interval(res.groups)),
+            "expected_saving_s": sum(expected_saving(g) for g in res.groups), "groups": [
+                {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
+                 "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
+                 "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},
+                 "calls_per_config": {str(k): len(v) for k, v in g.times.items()},
+                 # the plan's ids above -> what each ran (a segment size beside its algorithm)
+                 "configs": {str(k): g.config(k).key for k in g.times},
+                 "dropped": g.dropped, "pruned": g.pruned, "wrong": g.wrong,
+                 "halved": g.halved,
+                 "decision": None if g.decision is None else {
+                     "algorithm": g.decision.chosen.algorithm,
+                     "config": g.decision.chosen.key, "reason": g.decision.reason}}
+                for g in res.groups]}
+
+
+def write_summary(res: OnlineResult, path: Path) -> None:
+    path.write_text(json.dumps(as_json(res), indent=1) + "\n")
