@@ -22,6 +22,7 @@ import pytest
 
 from colltune.apploop.online_candidates import candidates, ids_of
 from colltune.apploop.online_known import bucket_of, skip_lines
+from colltune.apploop.online_model import model_lines
 from colltune.backends import registry
 from colltune.backends.mpich.install import MPICH
 from colltune.backends.openmpi.install import OpenMPI, builtin_catalog
@@ -89,6 +90,17 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # the test-only fault switch spoils recursive doubling's answer on rank 1, as a wrong
     # algorithm would: the layer's check of each candidate's first call sees it
     spoiled = [launch[0], "-x", "COLLTUNE_TEST_FAULT=wrong:allreduce=3", *launch[1:]]
+    # a cost model fitted on this machine, in the store: the segment sizes it ranks below
+    # their algorithm's best are not explored (apploop/online_model)
+    r = tune_cli("model", "fit", "--mpi", str(ompi41.prefix), "--db", str(db), "--max-size",
+                 "256K", "--reps", "10", env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan_ids = ids_of(candidates(registry.named("openmpi"), builtin_catalog()))
+    by_model: dict[tuple[str, int, int], set[int]] = {}
+    for ln in model_lines(db, ompi41, builtin_catalog(), plan_ids, 4, lambda _: None):
+        _, coll, ident, np, bucket = ln.split()
+        by_model.setdefault((coll, int(np), int(bucket)), set()).add(int(ident))
+    assert by_model[("bcast", 4, bucket_of(4096))], by_model
     # 4 first calls (not 8): 500 steps give a group 43 exploration calls, enough for a
     # first round of 6 candidates and the halving after it
     r = tune_cli("online", "-o", str(out), "--mpi", str(ompi41.prefix), "--db", str(db),
@@ -123,6 +135,18 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
 
     doc = json.loads(summary.read_text())
     assert doc["agreed"] is True
+    # what the model left out is what the layer never ran: nothing else was pruned (the
+    # store knew no point yet), and no call of a pruned candidate, every rank alike (above)
+    assert "the cost model (fit on 2 ranks" in said, said
+    for g in doc["groups"]:
+        if g["explored"]:
+            model = by_model.get((g["collective"], g["comm_size"], bucket_of(g["size"])), set())
+            # (a segment as large as the call is never tried anyway: not said pruned)
+            fits = {k for k in model
+                    if g["size"] > max(dict(plan_ids[g["collective"]][k].params).values(),
+                                      default=0)}
+            assert fits <= set(g["pruned"]) <= model, (g, model)
+            assert not set(map(str, g["pruned"])) & set(g["calls_per_config"]), g
     # what exploring cost and what the file saves, by the calls' own medians
     assert isinstance(doc["exploration_cost_s"], float) and doc["expected_saving_s"] >= 0
     lo, hi = doc["exploration_cost_interval_s"]
@@ -179,7 +203,6 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # a second run with that store explores only what it does not already know: a
     # candidate measured over 1.5x slower than the fastest at a group's communicator size
     # and size bucket is never run there (no call of it), every rank alike
-    plan_ids = ids_of(candidates(registry.named("openmpi"), builtin_catalog()))
     known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
                        plan_ids)
     assert known, "the first run measured no candidate clearly slower"
@@ -193,8 +216,10 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
         (r.stdout + r.stderr).split())
     pruned = {(g["collective"], g["comm_size"], bucket_of(g["size"]), k)
               for g in json.loads(again.read_text())["groups"] for k in g["pruned"]}
-    assert pruned and pruned <= {(ln.split()[1], int(ln.split()[3]), int(ln.split()[4]),
-                                  int(ln.split()[2])) for ln in known}, (pruned, known)
+    from_store = {(ln.split()[1], int(ln.split()[3]), int(ln.split()[4]), int(ln.split()[2]))
+                  for ln in known}
+    assert pruned & from_store, (pruned, known)
+    assert pruned <= from_store | {(*k, i) for k, ids in by_model.items() for i in ids}
     # runs of one command add up: the library's calls of both runs in one point each
     second = {(g["collective"], g["size"]): g for g in json.loads(again.read_text())["groups"]}
     store = Store(db, readonly=True)

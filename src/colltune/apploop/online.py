@@ -27,11 +27,13 @@ from colltune.apploop.online_evidence import (
     schedules,
 )
 from colltune.apploop.online_known import SLOWER, skip_lines
+from colltune.apploop.online_model import model_lines, world_size
 from colltune.apploop.online_summary import OnlineResult
 from colltune.apploop.profile import inject, launch_timed
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import get_collective
+from colltune.core.catalog import Catalog
 from colltune.core.records import PointResult
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError, MPIError, TimedOut
@@ -68,16 +70,28 @@ class OnlineRequest:
     timeout: float | None = None
     evidence: Path | None = None  # a directory the layer's own files are copied into
     flush: float = 1.0  # the layer writes what it learned so far every this many seconds
+    # leave out the segment sizes the store's cost model (tune model fit) ranks below
+    # their algorithm's best at a communicator size and size bucket
+    model: bool = True
 
 
-def _known(req: OnlineRequest, mpi_key: str, cands: list[Candidate], rep: Reporter
-           ) -> list[str]:
-    """The candidate lines, and a `skip` line for each candidate the store (--db) already
-    measured clearly slower at a communicator size and size bucket (apploop/online_known)."""
-    skips = skip_lines(req.db, mpi_key, ids_of(cands))
+def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[Candidate],
+           rep: Reporter) -> list[str]:
+    """The candidate lines, a `skip` line for each candidate the store (--db) already
+    measured clearly slower at a communicator size and size bucket (apploop/online_known),
+    and one for each segment size the store's cost model ranks below its algorithm's best
+    there (apploop/online_model)."""
+    skips = skip_lines(req.db, mpi.key, ids_of(cands))
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
                  f"them over {SLOWER}x slower than the fastest ({req.db})")
+    if req.model:
+        world = world_size(req.cmd)
+        if world is None:
+            rep.note("the launch does not say how many ranks it starts (-np N, srun -n N): "
+                     "the cost model prunes nothing")
+        else:
+            skips += model_lines(req.db, mpi, catalog, ids_of(cands), world, rep.note)
     return [c.line() for c in cands] + skips
 
 
@@ -180,7 +194,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     with jobdir.temporary(prefix="colltune-online-") as tmp:
         plan = Path(tmp) / "plan"
         cands = candidates(backend, session.catalog)
-        plan.write_text(plan_text(req, apps.online, _known(req, mpi.key, cands, rep)))
+        plan.write_text(plan_text(req, apps.online,
+                                  _known(req, mpi, session.catalog, cands, rep)))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}

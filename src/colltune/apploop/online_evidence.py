@@ -29,7 +29,9 @@ class OnlineGroup:
     times: dict[int, list[float]]  # configuration id -> the slowest rank's time per call
     dropped: list[int]
     decision: Decision | None = None
-    pruned: list[int] = field(default_factory=list)  # not explored: the store knew them slower
+    # not explored: the store knew them slower, or the cost model ranked them below their
+    # algorithm's best segment size (online_model)
+    pruned: list[int] = field(default_factory=list)
     wrong: list[int] = field(default_factory=list)  # answered unlike the library's choice
     halved: list[int] = field(default_factory=list)  # out at a round's end: the slower half
     # (nodes, ranks on the fullest node) of its communicator, as the layer counted hosts

@@ -305,6 +305,9 @@ def online_cmd(
                                 "gets (successive halving)."),
     first: int = typer.Option(8, "--first-calls", help="Calls each candidate gets in the "
                               "first round; the faster half goes on with twice as many."),
+    model: bool = typer.Option(True, "--model/--no-model", help="Leave out the segment "
+                               "sizes the store's cost model (tune model fit) ranks below "
+                               "their algorithm's best, where it has a fit."),
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
                                                                  "abandoned."),
     summary_json: Path | None = typer.Option(None, "--summary-json",
@@ -326,7 +329,7 @@ def online_cmd(
         family = registry.resolve(backend, None, mpi)[0]
         res = run(OnlineRequest(command, out_path, db or default_db_path(), family, mpi,
                                 share, min_calls, samples=samples, first=first,
-                                timeout=timeout,
+                                timeout=timeout, model=model,
                                 evidence=evidence),
                   BarReporter(quiet=False))
     except ColltuneError as e:

@@ -40,7 +40,9 @@
  *                    own parameters (tune online maps the others' ids to what they set);
  *                    `below`: its segment size, so never tried on calls of B bytes or less
  *   skip COLL ID NP BUCKET           not explored in groups of that communicator size and
- *                                    bucket (the store already knows it clearly slower)
+ *                                    bucket (the store already knows it clearly slower, or
+ *                                    the cost model ranks it below its algorithm's best
+ *                                    segment size there)
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
  * library entries call PMPI_ directly, so each is wrapped too and handed the candidate's
  * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE

@@ -17,7 +17,7 @@ enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCO
 #define NBUCKET 48   /* size buckets: floor(log2(bytes)) + 1 */
 #define MAXB 256     /* calls in a batch at most */
 #define KEEP 512     /* times kept per configuration and group */
-#define MAXSKIP 4096 /* skip lines */
+#define MAXSKIP 16384 /* skip lines: the store's, and the cost model's per size and bucket */
 
 /* one candidate of the plan */
 typedef struct {

@@ -1,0 +1,76 @@
+"""tune online's cost-model pruning (issue 72: "pruned by the cost model, so a run explores
+few"): which communicator sizes a launch makes, and which segment sizes the model keeps in
+the two regimes whose answer is known without the model: where every message pays a large
+start-up, segmenting only adds start-ups; where only bytes cost, a pipeline of small
+segments keeps every hop busy. The real run (the layer never runs what the model left out)
+is in tests/test_online.py."""
+
+from __future__ import annotations
+
+from colltune.apploop.online_candidates import candidates, ids_of
+from colltune.apploop.online_known import bucket_of
+from colltune.apploop.online_model import comm_sizes, variant_skips, world_size
+from colltune.backends import registry
+from colltune.backends.openmpi.install import builtin_catalog
+from colltune.core.config import Config
+from colltune.models.hockney import Hockney
+from colltune.models.linfit import Line, Quality
+from colltune.models.loggp import LogGP, LogGPPiece
+from colltune.models.predict import Models
+
+
+def test_the_launch_says_how_many_ranks() -> None:
+    assert world_size(["mpirun", "-np", "4", "./app", "-n", "9"]) == 4
+    assert world_size(["/opt/bin/mpiexec", "-n", "8", "./app"]) == 8
+    assert world_size(["mpirun", "--np=6", "./app"]) == 6
+    assert world_size(["srun", "-n4", "--mpi=pmix", "./app"]) == 4
+    assert world_size(["srun", "--ntasks=3", "./app"]) == 3
+    assert world_size(["srun", "--ntasks", "5", "./app"]) == 5
+    # srun inside an allocation that gives the count: the allocation's
+    assert world_size(["srun", "./app"], {"SLURM_NTASKS": "12"}) == 12
+    # none given: the model is not used (said), never a guess
+    assert world_size(["mpirun", "--hostfile", "h", "./app"], {}) is None
+    assert world_size(["mpirun", "-np", "four", "./app"], {}) is None
+    # the world, its divisors and the small sizes, the world's lines first
+    assert comm_sizes(12) == [12, 8, 7, 6, 5, 4, 3, 2]
+    assert comm_sizes(512)[:3] == [512, 256, 128] and 7 in comm_sizes(512)
+    assert comm_sizes(2) == [2]
+
+
+def _models(alpha: float, beta: float) -> Models:
+    """A network where a message of m bytes costs alpha + beta*m, by both models."""
+    q = Quality(1.0, 0.0, 0.0, 10)
+    hockney = Hockney([Line(alpha, beta, 1, 1 << 30)], 1e-10, q, q)
+    loggp = LogGP([LogGPPiece(1, 1 << 30, alpha, 0.0, 0.0, beta)], q)
+    return Models(hockney, loggp, "a known network")
+
+
+def _kept(models: Models, np: int, size: int, algorithm: str) -> set[Config]:
+    """The configurations of bcast's `algorithm` the model leaves in question at `np`
+    ranks and calls of `size` bytes."""
+    catalog = builtin_catalog()
+    ids = ids_of(candidates(registry.named("openmpi"), catalog))
+    alg = next(a for a, n in catalog.algorithms["bcast"].items() if n == algorithm)
+    skipped = {int(ln.split()[2]) for ln in variant_skips(models, catalog, ids, np)
+               if ln.split()[1] == "bcast" and int(ln.split()[3]) == np
+               and int(ln.split()[4]) == bucket_of(size)}
+    return {c for k, c in ids["bcast"].items()
+            if c.algorithm == alg and k not in skipped and size > max(dict(c.params).values(),
+                                                                       default=0)}
+
+
+def test_the_model_keeps_the_segment_size_the_network_favours() -> None:
+    big = 65536  # bucket 17, at its lower end: the 1 and 8 KiB segments are smaller
+    # a start-up of 1 ms and bytes for free: one message, not ninety
+    latency = _kept(_models(1e-3, 1e-15), 8, big, "pipeline")
+    assert latency == {Config(3)}, latency
+    # bytes at 1 GB/s and no start-up: the smallest segments keep all seven hops busy
+    bandwidth = _kept(_models(0.0, 1e-9), 8, big, "pipeline")
+    # (a pipeline's other small segments may stay too: among the k fastest overall)
+    assert Config.of(3, {"segsize": 1024}) in bandwidth and Config(3) not in bandwidth, \
+        bandwidth
+    # every algorithm keeps one variant at least: the model never drops an algorithm
+    catalog = builtin_catalog()
+    for name in catalog.algorithms["bcast"].values():
+        if name != "ignore":
+            assert _kept(_models(1e-3, 1e-15), 8, big, name), name
