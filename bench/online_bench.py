@@ -9,7 +9,7 @@ online run (the first and every pair's) learned per group: how often a run learn
 
     python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
                                  [--max-rounds 16] [--against-app] [--steps 600]
-                                 [--online-args "--samples 40"]
+                                 [--online-args "--samples 40"] [--model]
 
 --steps: the imbalance program's steps (600: about 0.7 s a run here; the layer's cost is
 mostly fixed, so a longer run shows what it costs a run of that length).
@@ -58,6 +58,9 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
     ap.add_argument("--against-app", action="store_true")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--online-args", default="", help="more options for every tune online")
+    ap.add_argument("--model", action="store_true", help="fit the cost model first (tune "
+                    "model fit, in the layout's ranks) into every online run's store, so "
+                    "the runs leave out the segment sizes it ranks below their best")
     a = ap.parse_args()
     c = testcluster.make(2, slurm=False) if "2x2" in a.layouts else None
     cost_rows, file_rows, learned_rows = [], [], []
@@ -107,6 +110,13 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                     return time.monotonic() - t
 
                 more = a.online_args.split()
+                stores = [work / "db.sqlite", *(work / f"pair{i}.sqlite"
+                                                for i in range(a.pairs))]
+                if a.model:  # one fit, copied into each run's own store
+                    tune("model", "fit", "--mpi", "/usr", "--np", "4", "--db", "model.sqlite",
+                         *where)
+                    for db in stores:
+                        shutil.copy(work / "model.sqlite", db)
                 t_online = tune("online", "-o", "online.conf", "--mpi", "/usr", "--db",
                                 "db.sqlite", "--summary-json", "first.json", *more, "--",
                                 *cmd)

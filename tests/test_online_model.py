@@ -7,16 +7,22 @@ is in tests/test_online.py."""
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
+from colltune.apploop.online import OnlineRequest, _known
 from colltune.apploop.online_candidates import candidates, ids_of
 from colltune.apploop.online_known import bucket_of
 from colltune.apploop.online_model import comm_sizes, variant_skips, world_size
 from colltune.backends import registry
-from colltune.backends.openmpi.install import builtin_catalog
+from colltune.backends.openmpi.install import OpenMPI, builtin_catalog
 from colltune.core.config import Config
 from colltune.models.hockney import Hockney
 from colltune.models.linfit import Line, Quality
 from colltune.models.loggp import LogGP, LogGPPiece
 from colltune.models.predict import Models
+from colltune.store import Store
+from colltune.tuner.measure import Reporter
 
 
 def test_the_launch_says_how_many_ranks() -> None:
@@ -74,3 +80,41 @@ def test_the_model_keeps_the_segment_size_the_network_favours() -> None:
     for name in catalog.algorithms["bcast"].values():
         if name != "ignore":
             assert _kept(_models(1e-3, 1e-15), 8, big, name), name
+
+
+def test_the_run_asks_the_store_for_its_model_unless_told_not_to(ompi41: OpenMPI,
+                                                                 tmp_path: Path) -> None:
+    """The plan tune online writes: the model's lines where the store holds a fit of this
+    installation on this host and the launch gives its count; none with --no-model, none
+    (said) where the launch gives no count or the store holds no fit."""
+    backend = registry.named("openmpi")
+    mpi = ompi41
+    catalog = builtin_catalog()
+    cands = candidates(backend, catalog)
+    db = tmp_path / "s.sqlite"
+    cmd = ["mpirun", "-np", "4", "./app"]
+
+    def plan(model: bool, launch: list[str]) -> tuple[list[str], list[str]]:
+        said: list[str] = []
+
+        class Notes(Reporter):
+            def note(self, text: str) -> None:
+                said.append(text)
+
+        req = OnlineRequest(launch, tmp_path / "r.conf", db, model=model)
+        return [ln for ln in _known(req, mpi, catalog, cands, Notes()) if
+                ln.startswith("skip")], said
+
+    assert plan(True, cmd) == ([], ["no cost model in the store: every segment size "
+                                    "explored (tune model fit)"])
+    m = _models(0.0, 1e-9)
+    store = Store(db)
+    store.add_models(mpi.key, mpi.version, socket.gethostname(), 2, 2,
+                     [("hockney", m.hockney.as_json()), ("loggp", m.loggp.as_json())], {})
+    store.close()
+    skips, said = plan(True, cmd)
+    assert skips and {int(ln.split()[3]) for ln in skips} == {2, 3, 4}, skips
+    assert any("the cost model (fit on 2 ranks" in s for s in said), said
+    assert plan(False, cmd) == ([], [])
+    skips, said = plan(True, ["mpirun", "./app"])
+    assert not skips and any("does not say how many ranks" in s for s in said), said

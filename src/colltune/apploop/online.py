@@ -140,7 +140,7 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
                     max=ordered[-1], mean=sum(pooled) / len(pooled), samples=pooled)))
             # only online runs of this command store under its key: replacing their
             # points with the pooled ones loses nothing
-            store.replace_imported(points, "online")
+            store.replace_source(points, "online")
     finally:
         store.close()
     return len(explored)

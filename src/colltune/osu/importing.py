@@ -149,7 +149,7 @@ def import_runs(runs: list[Run], np: int, source: str, backend: str = "openmpi",
     store = Store(db or default_db_path())
     decisions: dict[str, dict[int, list[Decision]]] = {}
     try:
-        replaced = store.replace_imported(points, source)  # one transaction, all or nothing
+        replaced = store.replace_source(points, source)  # one transaction, all or nothing
         store.add_catalog(mpi.key, sess.backend.name, catalog.algorithms)
         for name, per_size in by_coll.items():
             coll = get_collective(name)

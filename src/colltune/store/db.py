@@ -98,12 +98,13 @@ class Store:
         with self._write() as db:
             self._insert(db, ctx, cfg, r, sweep)
 
-    def replace_imported(self, points: list[tuple[Context, Config, PointResult]],
-                         sweep: str) -> int:
-        """Stores imported points in one transaction, replacing what an earlier import of
-        the same source (`sweep`) stored at the same points (corrected data replaces, it is
-        not ignored); a point colltune measured itself is never replaced: the whole import
-        is refused and nothing is written. Returns how many points were replaced."""
+    def replace_source(self, points: list[tuple[Context, Config, PointResult]],
+                       sweep: str) -> int:
+        """Stores one source's points (`sweep`: an OSU or IMB import, tune online's runs of
+        one command) in one transaction, replacing what the same source stored earlier at
+        the same points (corrected or pooled data replaces, it is not ignored); a point
+        another source measured (colltune's kernel) is never replaced: the whole write is
+        refused and nothing is written. Returns how many points were replaced."""
         where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "
                  "AND size=?")
         replaced = 0
