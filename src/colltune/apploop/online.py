@@ -65,7 +65,8 @@ class OnlineRequest:
     # many, and so on until one is left with `samples` (kernel/collonline.c, next_round)
     samples: int = 32
     # 8, not 4: on the imbalance program the true winner's first 4 calls were 1.5x the
-    # library's median in 1 run of 7, and it was dropped (docs/benchmarks.md, tune online)
+    # library's median in 1 run of 7, and it was dropped (docs/notes/
+    # benchmarks-history.md, tune online with successive halving)
     first: int = 8
     timeout: float | None = None
     evidence: Path | None = None  # a directory the layer's own files are copied into
