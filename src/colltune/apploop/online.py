@@ -82,7 +82,8 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     measured clearly slower at a communicator size and size bucket (apploop/online_known),
     and one for each segment size the store's cost model ranks below its algorithm's best
     there (apploop/online_model)."""
-    skips = skip_lines(req.db, mpi.key, ids_of(cands))
+    ids = ids_of(cands)
+    skips = skip_lines(req.db, mpi.key, ids)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
                  f"them over {SLOWER}x slower than the fastest ({req.db})")
@@ -92,7 +93,7 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
             rep.note("the launch does not say how many ranks it starts (-np N, srun -n N): "
                      "the cost model prunes nothing")
         else:
-            skips += model_lines(req.db, mpi, catalog, ids_of(cands), world, rep.note)
+            skips += model_lines(req.db, mpi, catalog, ids, world, rep.note)
     return [c.line() for c in cands] + skips
 
 

@@ -59,7 +59,9 @@ def world_size(cmd: list[str], environ: dict[str, str] | None = None) -> int | N
 def comm_sizes(world: int) -> list[int]:
     """The world first, then every divisor of it (an application splits its ranks evenly:
     pools, rows, nodes) and the small sizes, largest first."""
-    divisors = {d for d in range(2, world + 1) if world % d == 0}
+    # by pairs up to the square root: a launch's count is the user's, however large
+    low = [d for d in range(1, int(world ** 0.5) + 1) if world % d == 0]
+    divisors = {x for d in low for x in (d, world // d)} - {1}
     return [world, *sorted((divisors | {p for p in SMALL if p <= world}) - {world},
                            reverse=True)]
 
