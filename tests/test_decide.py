@@ -211,3 +211,99 @@ def test_a_few_lucky_calls_are_not_a_win_where_more_are_required() -> None:
     (d,) = decide(get_collective("reduce"), 4, [pts[DEFAULT], pts[Config(4)]], 0.01, 0.03,
                   min_samples=32)
     assert d.chosen == DEFAULT and "fewer than 32 samples not chosen" in d.reason, d.reason
+
+
+def _launches(rng: random.Random, arms: list[tuple[float, float, int, int]]
+              ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Candidate and baseline samples by launch: each (the launch's speed, the candidate's
+    true ratio, its calls, the baseline's calls)."""
+    cand, base = {}, {}
+    for i, (speed, ratio, nc, nb) in enumerate(arms):
+        cand[f"l{i}"] = _samples(rng, speed * ratio, nc)
+        base[f"l{i}"] = _samples(rng, speed, nb)
+    return cand, base
+
+
+def test_launches_that_ran_at_different_speeds_are_not_a_difference() -> None:
+    """tune online pools runs of one command; launches here differ by up to 2.5x. A
+    candidate as fast as the library's choice, most of whose calls fell in a fast launch
+    and most of the choice's in a slow one, passes the pooled rank test nearly always; the
+    stratified test (each launch ranked on its own, van Elteren's weights) at its stated
+    rate. And a candidate truly 20% faster, measured mostly in the slow launch, is found
+    by the stratified test, where pooling hides it."""
+    from colltune.core.stats import stratified_compare, stratified_ratio
+
+    rng = random.Random(11)
+    same = [(1.0, 1.0, 30, 10), (2.5, 1.0, 4, 300)]  # candidate's calls in the fast launch
+    pooled = strat = 0
+    for _ in range(300):
+        c, b = _launches(rng, same)
+        pooled += compare([x for v in c.values() for x in v],
+                          [x for v in b.values() for x in v], 0.05).significant
+        strat += stratified_compare(c, b, 0.05).significant
+    assert pooled >= 290 and strat <= 0.05 * 1.5 * 300, (pooled, strat)
+    faster = [(1.0, 0.8, 4, 300), (2.5, 0.8, 30, 10)]
+    found = hidden = 0
+    for _ in range(100):
+        c, b = _launches(rng, faster)
+        found += stratified_compare(c, b, 0.05).significant
+        hidden += compare([x for v in c.values() for x in v],
+                          [x for v in b.values() for x in v], 0.05).significant
+        assert 0.7 < (stratified_ratio(c, b) or 0) < 0.9
+    assert found >= 95 and hidden <= 5, (found, hidden)
+
+
+def test_the_stratified_test_is_van_elterens_from_scipys_parts() -> None:
+    """One launch: scipy's Mann-Whitney p itself. Several: Stouffer's combination of each
+    launch's one-sided p (scipy) with van Elteren's weights sqrt(m n / (m + n + 1)); a
+    launch's speed (both arms scaled alike) changes nothing; a launch that measured one arm
+    only says nothing; a launch whose samples are all one value is no evidence."""
+    from scipy import stats
+
+    from colltune.core.stats import stratified_compare
+
+    rng = random.Random(12)
+    a, b = _samples(rng, 0.9, 20), _samples(rng, 1.0, 50)
+    assert stratified_compare({"x": a}, {"x": b}).p_value == \
+        stats.mannwhitneyu(a, b, alternative="less").pvalue
+    c, d = _samples(rng, 0.95, 8), _samples(rng, 1.0, 200)
+    ps = [stats.mannwhitneyu(a, b, alternative="less").pvalue,
+          stats.mannwhitneyu(c, d, alternative="less").pvalue]
+    w = [(20 * 50 / 71) ** 0.5, (8 * 200 / 209) ** 0.5]
+    want = stats.combine_pvalues(ps, method="stouffer", weights=w).pvalue
+    got = stratified_compare({"x": a, "y": c}, {"x": b, "y": d})
+    assert abs(got.p_value - want) < 1e-12
+    slow = stratified_compare({"x": a, "y": [3 * v for v in c]}, {"x": b, "y": [3 * v for v in d]})
+    assert abs(slow.p_value - got.p_value) < 1e-12
+    assert abs(slow.candidate_median / slow.baseline_median
+               - got.candidate_median / got.baseline_median) < 1e-12
+    only_one = stratified_compare({"x": a, "z": [0.1] * 9}, {"x": b, "q": [5.0] * 9})
+    assert only_one.p_value == stats.mannwhitneyu(a, b, alternative="less").pvalue
+    flat = stratified_compare({"x": a, "y": [1.0] * 5}, {"x": b, "y": [1.0] * 5})
+    wf = [(20 * 50 / 71) ** 0.5, (25 / 11) ** 0.5]
+    assert abs(flat.p_value - stats.combine_pvalues([ps[0], 0.5], method="stouffer",
+                                                    weights=wf).pvalue) < 1e-12
+    assert not stratified_compare({"x": a}, {"y": b}).significant  # no launch in common
+
+
+def test_a_decision_on_pooled_launches_ranks_each_on_its_own() -> None:
+    """A stored point pooled from launches (tune online's) is decided launch by launch:
+    the candidate that only looks faster because its calls fell in the fast launch is not
+    chosen; one truly faster is, and the decision says over how many launches."""
+    from colltune.tuner.decide import decide_size
+
+    rng = random.Random(13)
+
+    def point(cfg: Config, runs: dict[str, list[float]]) -> Measurement:
+        xs = [x for v in runs.values() for x in v]
+        return Measurement(cfg, 64, "ok", len(xs), median(xs), None, None, xs, "",
+                           strata=[(k, len(v)) for k, v in runs.items()])
+
+    c, b = _launches(rng, [(1.0, 1.0, 30, 10), (2.5, 1.0, 4, 300)])
+    lucky = decide_size(64, 64, {DEFAULT: point(DEFAULT, b), Config(2): point(Config(2), c)},
+                        0.01, 0.03)
+    assert lucky.chosen == DEFAULT, lucky
+    c, b = _launches(rng, [(1.0, 0.8, 20, 300), (2.5, 0.8, 20, 300)])
+    real = decide_size(64, 64, {DEFAULT: point(DEFAULT, b), Config(2): point(Config(2), c)},
+                       0.01, 0.03)
+    assert real.chosen == Config(2) and "over 2 launches" in real.reason, real

@@ -401,6 +401,7 @@ def test_profile_loader_on_mutated_profiles(tmp_path: Path, data: st.DataObject)
 STORE_ROWS = {
     "measurement samples": ("UPDATE measurements SET samples=?", "json"),
     "measurement series": ("UPDATE measurements SET series=?", "json"),
+    "measurement strata": ("UPDATE measurements SET strata=?", "json"),
     "model params": ("UPDATE models SET params=?", "json"),
     "catalog names": ("UPDATE catalogs SET algorithms=?", "json"),
     "host": ("UPDATE measurements SET host=?", "text"),

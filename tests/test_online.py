@@ -212,23 +212,49 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
                  "--db", str(db), "--summary-json", str(again), "--timeout", "300",
                  "--first-calls", "4", "--", *spoiled, env=ompi41.tool_env())
     assert r.returncode == 0 and checksum in r.stdout, r.stdout + r.stderr
-    assert "not explored where the store already measured" in " ".join(
-        (r.stdout + r.stderr).split())
+    said2 = " ".join((r.stdout + r.stderr).split())
+    assert "not explored where the store already measured" in said2
     pruned = {(g["collective"], g["comm_size"], bucket_of(g["size"]), k)
               for g in json.loads(again.read_text())["groups"] for k in g["pruned"]}
     from_store = {(ln.split()[1], int(ln.split()[3]), int(ln.split()[4]), int(ln.split()[2]))
                   for ln in known}
     assert pruned & from_store, (pruned, known)
     assert pruned <= from_store | {(*k, i) for k, ids in by_model.items() for i in ids}
-    # runs of one command add up: the library's calls of both runs in one point each
+    # runs of one command add up: the library's calls of both runs in one point each, each
+    # run's calls told apart (the decision ranks each launch on its own)
     second = {(g["collective"], g["size"]): g for g in json.loads(again.read_text())["groups"]}
     store = Store(db, readonly=True)
     for ctx in store.contexts():
         for m in store.measurements(ctx):
             if m.config == DEFAULT and ctx.np == 4:
-                runs = [by[(ctx.collective, m.size)], second[(ctx.collective, m.size)]]
+                # (a run explores a group, and stores its calls, only while a candidate is
+                # still in question: after the first, all may be known clearly slower)
+                runs = [x for x in (by[(ctx.collective, m.size)],
+                                    second[(ctx.collective, m.size)]) if x["explored"]]
                 assert m.n == len(m.samples) == sum(x["calls_per_config"]["0"] for x in runs)
+                assert [n for _, n in m.strata] == [x["calls_per_config"]["0"] for x in runs]
     store.close()
+    # ... and the second run took up the halving where the first left it: each candidate
+    # started with the calls the first run gave it (the plan's `prior`), so the two runs
+    # together end a halving neither ends alone (43 exploration calls each, 68 needed for
+    # 5 candidates): a candidate of the second run has --samples calls in all
+    assert "the halving taken up where 1 earlier run(s)" in said2, said2
+    ended = []
+    for key, g in second.items():
+        if not g["explored"]:
+            continue
+        first_calls = by[key]["calls_per_config"]
+        assert g["prior_calls"] == {k: n for k, n in first_calls.items()
+                                    if k != "0" and k in g["prior_calls"]}, (g, first_calls)
+        assert g["prior_calls"], g
+        for k, n in g["calls_per_config"].items():
+            total = n + g["prior_calls"].get(k, 0)
+            # never past --samples on the world's communicator: the first run's calls
+            # counted toward each round (each half takes up the pooled halving of both
+            # halves' calls, and explores on its own)
+            assert k == "0" or total <= 32 or n == 0 or g["comm_size"] == 2, (k, g)
+            ended += [key] if k != "0" and total >= 32 else []
+    assert ended, second
     for g in json.loads(again.read_text())["groups"]:
         assert not set(map(str, g["pruned"])) & set(g["calls_per_config"]), g
         if g["collective"] == "allreduce":  # the first run found it wrong: never run again

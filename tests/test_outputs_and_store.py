@@ -212,3 +212,31 @@ def test_tuners_starting_together_all_open_a_new_store(tmp_path: Path) -> None:
         for p in procs:
             p.join(60)
         assert sorted(results.get(timeout=5) for _ in procs) == ["ok"] * 8
+
+
+def test_a_point_pooled_from_launches_keeps_each_launchs_samples(tmp_path: Path) -> None:
+    """tune online's points pool runs of one command: the store keeps which launch each run
+    of samples came from (a decision ranks each launch on its own), through a search that
+    extends the point too; launches that do not add up to the samples are refused as an
+    edited store, not believed."""
+    from colltune.errors import StoreError
+
+    db = tmp_path / "s.sqlite"
+    store = Store(db)
+    r = _result(8)
+    r.samples, r.n, r.strata = [1.0, 2.0, 3.0, 4.0, 5.0], 5, [("a", 2), ("b", 3)]
+    store.replace_source([(CTX, Config(1), r)], "online")
+    plain = _result(8)
+    store.extend(CTX, Config(1), plain, "online")
+    store.add(CTX, Config(2), _result(8), "mpit")
+    store.close()
+    ms = {m.config: m for m in Store(db, readonly=True).measurements(CTX)}
+    assert ms[Config(1)].by_launch() == {"a": [1.0, 2.0], "b": [3.0, 4.0, 5.0],
+                                         "extended": [1e-6] * 3}
+    assert ms[Config(2)].strata == [] and ms[Config(2)].by_launch() == {"": [1e-6] * 3}
+    con = sqlite3.connect(db)
+    con.execute("UPDATE measurements SET strata='[[\"a\", 2]]' WHERE config_key='a1'")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="strata do not add up"):
+        Store(db, readonly=True).measurements(CTX)

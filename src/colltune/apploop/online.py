@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import secrets
 import socket
 import subprocess
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from colltune.apploop.online_evidence import (
     merged,
     schedules,
 )
-from colltune.apploop.online_known import SLOWER, skip_lines
+from colltune.apploop.online_known import SLOWER, prior_lines, skip_lines
 from colltune.apploop.online_model import model_lines, world_size
 from colltune.apploop.online_summary import OnlineResult
 from colltune.apploop.profile import inject, launch_timed
@@ -41,7 +43,7 @@ from colltune.kernel.build import build_kernel
 from colltune.options import TuneOptions
 from colltune.outfile import check_destination, write_atomic
 from colltune.slots import place
-from colltune.store import Context, Store
+from colltune.store import Context, Measurement, Store
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
@@ -87,6 +89,11 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
                  f"them over {SLOWER}x slower than the fastest ({req.db})")
+    before = prior_lines(req.db, f"{mpi.key}~{origin_of(req.cmd)}", ids)
+    if before:
+        runs = max(n for n in before.values())
+        rep.note(f"the halving taken up where {runs} earlier run(s) of this command left it: "
+                 f"{len(before)} candidate group(s) start with their calls ({req.db})")
     if req.model:
         world = world_size(req.cmd)
         if world is None:
@@ -94,7 +101,7 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
                      "the cost model prunes nothing")
         else:
             skips += model_lines(req.db, mpi, catalog, ids, world, rep.note)
-    return [c.line() for c in cands] + skips
+    return [c.line() for c in cands] + skips + list(before)
 
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
@@ -111,12 +118,12 @@ def origin_of(cmd: list[str]) -> str:
 
 
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,
-           origin: str) -> int:
+           origin: str, launch: str) -> int:
     """The explored groups' calls as measurements: one point per configuration and size,
     under the run's own key, in the layout its communicator's ranks ran in; how many
     groups. A later run of the same command pools its calls into the same points, so runs
     too short to decide alone add up (a point an earlier run found wrong stays invalid;
-    one found wrong now becomes so)."""
+    one found wrong now becomes so); `launch` labels this run's calls in them."""
     explored = [g for g in groups if g.explored and g.times]
     if not explored:
         return 0
@@ -137,15 +144,28 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
                     continue
                 pooled = [*(before.samples if before else []), *xs]
                 ordered = sorted(pooled)
+                # which launch each run of calls came from: the decision ranks each
+                # launch on its own (core/stats.stratified_compare), and the next run
+                # takes up the halving from each launch's own ratios (online_known.priors)
+                strata = [*_launches(before), (launch, len(xs))]
                 points.append((ctx, g.config(k), PointResult(
                     0, g.size, "ok", len(pooled), ordered[len(pooled) // 2], min=ordered[0],
-                    max=ordered[-1], mean=sum(pooled) / len(pooled), samples=pooled)))
+                    max=ordered[-1], mean=sum(pooled) / len(pooled), samples=pooled,
+                    strata=strata)))
             # only online runs of this command store under its key: replacing their
             # points with the pooled ones loses nothing
             store.replace_source(points, "online")
     finally:
         store.close()
     return len(explored)
+
+
+def _launches(before: Measurement | None) -> list[tuple[str, int]]:
+    """The launches a stored point's samples came from: its strata, or one launch (a point
+    stored before launches were told apart)."""
+    if before is None or not before.samples:
+        return []
+    return before.strata or [("", len(before.samples))]
 
 
 class _Once(Reporter):
@@ -191,6 +211,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     session = backend.open(template, list(COLLECTIVES), rep.note)
     lib = build_kernel(mpi, name=LAYER)
     origin = origin_of(req.cmd)
+    # this run's label in the points its calls pool into (their strata)
+    launch = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S-") + secrets.token_hex(3)
     # made 0700 in the job directory, which every node sees (docs/cluster.md): the layer
     # writes only there, and no one else can put a file in it
     with jobdir.temporary(prefix="colltune-online-") as tmp:
@@ -207,7 +229,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         spent = layer_seconds(Path(tmp))
         groups = merged(evidence(Path(tmp), ids_of(cands)))
     if failed:  # what the ranks had agreed on before it stopped is kept; no file
-        kept = _store(groups, mpi, backend, req.db, origin)
+        kept = _store(groups, mpi, backend, req.db, origin, launch)
         raise MPIError(failed + (f"; the calls of {kept} explored group(s), agreed before "
                                  f"it stopped, are stored in {req.db}" if kept else "")
                        + "; no file written", "run it without tune online first")
@@ -225,7 +247,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not out.agreed:
         raise MPIError("the ranks ran different configurations for the same calls: the "
                        "layer's schedule disagreed; nothing written", "report this")
-    _store(groups, mpi, backend, req.db, origin)
+    _store(groups, mpi, backend, req.db, origin, launch)
     _decide_and_write(req, out, origin, rep)
     return out
 

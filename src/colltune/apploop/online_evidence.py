@@ -38,6 +38,9 @@ class OnlineGroup:
     layout: tuple[int, int] = (1, 1)
     # the plan's id of each configuration -> what it runs (0: the library's own choice)
     configs: dict[int, Config] = field(default_factory=dict)
+    # configuration id -> the calls earlier runs of the command gave it (the plan's
+    # `prior`: the halving took up from there)
+    prior: dict[int, int] = field(default_factory=dict)
 
     def config(self, ident: int) -> Config:
         """What the plan's `ident` runs."""
@@ -160,7 +163,8 @@ def _group(e: Any, ids: dict[str, dict[int, Config]] | None) -> OnlineGroup:
         int(e["kept"]), {int(c["id"]): [float(t) for t in c["times_s"]] for c in cs
                          if c["times_s"]},
         having("dropped"), None, having("pruned"), having("wrong"), having("halved"),
-        (nodes, ppn), configs)
+        (nodes, ppn), configs,
+        {int(c["id"]): int(c["prior"]) for c in cs if int(c.get("prior", 0)) > 0})
 
 
 def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
@@ -174,7 +178,7 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
             out[key] = dataclasses.replace(g, times={k: list(v) for k, v in g.times.items()},
                                            dropped=list(g.dropped), pruned=list(g.pruned),
                                            wrong=list(g.wrong), halved=list(g.halved),
-                                           configs=dict(g.configs))
+                                           configs=dict(g.configs), prior=dict(g.prior))
             continue
         m = out[key]
         m.calls += g.calls
@@ -184,6 +188,8 @@ def merged(groups: list[OnlineGroup]) -> list[OnlineGroup]:
         m.wrong = sorted(set(m.wrong) | set(g.wrong))
         m.halved = sorted(set(m.halved) | set(g.halved))
         m.configs.update(g.configs)
+        for k, n in g.prior.items():  # the same plan line for both: not added up
+            m.prior[k] = max(m.prior.get(k, 0), n)
         for k, xs in g.times.items():
             m.times.setdefault(k, []).extend(xs)
     return list(out.values())

@@ -1,7 +1,9 @@
 """What the store already knows of an installation's candidates, as tune online's plan
 lines: a candidate measured clearly slower than the fastest configuration at a
 communicator size and size bucket is not explored there (`skip COLL ID NP BUCKET`), so a
-run spends its share of calls on the candidates still in question."""
+run spends its share of calls on the candidates still in question; and what earlier runs
+of the same command gave each candidate (`prior COLL ID NP BUCKET CALLS RATIO`), so the
+run takes up their successive halving instead of starting it again."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
+from colltune.core.stats import stratified_ratio
 from colltune.store import Store
 
 # a candidate this many times slower is clearly slower: skipped here, and dropped by the
@@ -83,3 +86,48 @@ def skip_lines(db: Path, mpi_key: str, candidates: dict[str, dict[int, Config]]
             if ident and m is not None and m > SLOWER * fastest:
                 lines.append(f"skip {coll} {ident} {np} {bucket}")
     return lines
+
+
+def prior_lines(db: Path, key: str, candidates: dict[str, dict[int, Config]]
+                ) -> dict[str, int]:
+    """The plan's `prior` lines (-> how many earlier launches each rests on): for each
+    candidate the earlier runs stored under this command's own key (`key`, with its
+    `~online=`), how many calls it had in launches that timed the library's choice too,
+    and its median over the library's, launch by launch (stats.stratified_ratio: two
+    launches' times are never compared with each other, so a launch that ran slower does
+    not pass for a slower candidate). Where a communicator size has calls in several
+    layouts, the one with the most calls of the library's choice."""
+    if not db.is_file():
+        return {}
+    best: dict[tuple[str, int, int], tuple[int, list[str], int]] = {}
+    store = Store(db, readonly=True)
+    try:
+        for ctx in store.contexts():
+            if ctx.mpi_key != key or ctx.collective not in candidates:
+                continue
+            ids = {cfg: ident for ident, cfg in candidates[ctx.collective].items() if ident}
+            by_size: dict[int, dict[Config, dict[str, list[float]]]] = defaultdict(dict)
+            for m in store.measurements(ctx):
+                if m.status == "ok" and m.samples and (m.config == DEFAULT or m.config in ids):
+                    by_size[m.size][m.config] = m.by_launch()
+            for size, points in by_size.items():
+                base = points.get(DEFAULT)
+                if not base:
+                    continue
+                lines, launches = [], set()
+                for cfg, runs in points.items():
+                    shared = [k for k in runs if runs[k] and base.get(k)]
+                    ratio = stratified_ratio(runs, base)
+                    if cfg == DEFAULT or ratio is None or not shared:
+                        continue
+                    calls = sum(len(runs[k]) for k in shared)
+                    launches |= set(shared)
+                    lines.append(f"prior {ctx.collective} {ids[cfg]} {ctx.np} "
+                                 f"{bucket_of(size)} {calls} {ratio:.6g}")
+                at = (ctx.collective, ctx.np, bucket_of(size))
+                calls = sum(len(v) for v in base.values())
+                if lines and (at not in best or calls > best[at][0]):
+                    best[at] = (calls, sorted(lines), len(launches))
+    finally:
+        store.close()
+    return {ln: n for _, lines, n in best.values() for ln in lines}

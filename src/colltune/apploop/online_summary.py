@@ -86,6 +86,8 @@ def as_json(res: OnlineResult) -> dict[str, object]:
                  "configs": {str(k): g.config(k).key for k in g.times},
                  "dropped": g.dropped, "pruned": g.pruned, "wrong": g.wrong,
                  "halved": g.halved,
+                 # calls earlier runs of the command gave a candidate: halving took up there
+                 "prior_calls": {str(k): n for k, n in sorted(g.prior.items())},
                  "decision": None if g.decision is None else {
                      "algorithm": g.decision.chosen.algorithm,
                      "config": g.decision.chosen.key, "reason": g.decision.reason}}

@@ -35,6 +35,9 @@ class PointResult:
     # under an arrival pattern (Repetitions.arrival): each repetition's replayed spread,
     # the latest entry after the barrier minus the earliest (s)
     arrival_spread: list[float] = field(default_factory=list)
+    # samples pooled from several launches (tune online's runs of one command): each
+    # launch's label and how many of `samples`, in order ([]: one launch)
+    strata: list[tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

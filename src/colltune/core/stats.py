@@ -5,7 +5,7 @@ the same way, is written here)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -68,6 +68,61 @@ def compare(candidate: Sequence[float], baseline: Sequence[float], alpha: float 
     cm, bm = median(candidate), median(baseline)
     p = mann_whitney_less(candidate, baseline)
     return Comparison(cm, bm, p, p < alpha and cm <= bm * (1 - min_gain))
+
+
+def _weight(a: Sequence[float], b: Sequence[float]) -> float:
+    """A launch's weight in the stratified test: sqrt(m n / (m + n + 1)) (van Elteren's)."""
+    return math.sqrt(len(a) * len(b) / (len(a) + len(b) + 1))
+
+
+def stratified_ratio(candidate: Mapping[str, Sequence[float]],
+                     baseline: Mapping[str, Sequence[float]]) -> float | None:
+    """The candidate's median over the baseline's, launch by launch (each stratum: its
+    label -> its samples), combined as a geometric mean weighted as the stratified test
+    weighs each launch (squared); None: no launch measured both."""
+    num = den = 0.0
+    for k, a in candidate.items():
+        b = baseline.get(k)
+        if not a or not b or median(a) <= 0 or median(b) <= 0:
+            continue
+        w2 = _weight(a, b) ** 2
+        num += w2 * math.log(median(a) / median(b))
+        den += w2
+    return math.exp(num / den) if den else None
+
+
+def stratified_compare(candidate: Mapping[str, Sequence[float]],
+                       baseline: Mapping[str, Sequence[float]], alpha: float = 0.01,
+                       min_gain: float = 0.03) -> Comparison:
+    """`compare` for samples pooled from several launches (each a stratum: its label ->
+    its samples): a launch that ran slower or faster than another must not pass for a
+    difference between the arms, so each launch is ranked on its own and the launches'
+    one-sided Mann-Whitney tests are combined by Stouffer's method with weights
+    sqrt(m n / (m + n + 1)), which makes it van Elteren's stratified rank test (scipy for
+    both). The effect is `stratified_ratio`; the medians given are the baseline's over the
+    launches that measured both arms, and that times the ratio. A launch that measured
+    only one arm says nothing and is left out."""
+    shared = [k for k in candidate if candidate[k] and baseline.get(k)]
+    ratio = stratified_ratio(candidate, baseline)
+    if not shared or ratio is None:
+        return Comparison(median([x for v in candidate.values() for x in v] or [0.0]),
+                          median([x for v in baseline.values() for x in v] or [0.0]),
+                          1.0, False)
+    ps, ws = [], []
+    for k in shared:
+        a, b = candidate[k], baseline[k]
+        # a launch whose samples are all one value: no evidence either way (0.5, not 1.0,
+        # which would count as evidence the candidate is slower)
+        ps.append(0.5 if len(set(a) | set(b)) == 1 else mann_whitney_less(a, b))
+        ws.append(_weight(a, b))
+    if len(shared) == 1:
+        p = ps[0]
+    else:
+        eps = 1e-15  # a p of exactly 0 or 1 is an infinite z: kept finite
+        p = float(_scipy().combine_pvalues([min(max(x, eps), 1 - eps) for x in ps],
+                                           method="stouffer", weights=ws).pvalue)
+    bm = median([x for k in shared for x in baseline[k]])
+    return Comparison(bm * ratio, bm, p, p < alpha and ratio <= 1 - min_gain)
 
 
 def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:

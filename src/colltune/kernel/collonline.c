@@ -43,6 +43,9 @@
  *                                    bucket (the store already knows it clearly slower, or
  *                                    the cost model ranks it below its algorithm's best
  *                                    segment size there)
+ *   prior COLL ID NP BUCKET N R      earlier runs of the same command gave it N calls in
+ *                                    such groups, its median R times the library's choice's
+ *                                    (each launch's own ratio): the halving starts there
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
  * library entries call PMPI_ directly, so each is wrapped too and handed the candidate's
  * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE
@@ -219,15 +222,35 @@ static double med(const group_t *g, int k)
     return median(g->t[k], g->n[k] < KEEP ? g->n[k] : KEEP);
 }
 
+/* a candidate's calls so far: this run's and the earlier runs' of the command (`prior`) */
+static int calls_of(const group_t *g, int k)
+{
+    return g->n[k] + g->pn[k];
+}
+
+/* a candidate's median over the library's choice: this run's (its median over this run's
+ * library median `m0`) and the earlier runs' (each launch's own ratio), weighted by their
+ * calls: a run is compared with the library's choice in its own launch only, since
+ * launches differ by more than the candidates do (NAN: nothing to say yet) */
+static double score(const group_t *g, int k, double m0)
+{
+    double own = g->n[k] && m0 > 0 ? med(g, k) / m0 : NAN;
+    if (!g->pn[k])
+        return own;
+    if (!(own > 0))
+        return g->pr[k];
+    return exp((g->n[k] * log(own) + g->pn[k] * log(g->pr[k])) / (g->n[k] + g->pn[k]));
+}
+
 /* the candidates still in question, fastest first (ties by their place in the plan) */
-static int in_question(const group_t *g, int ncand, int *order)
+static int in_question(const group_t *g, int ncand, double m0, int *order)
 {
     int n = 0;
     for (int k = 1; k < ncand; k++) {
         if (g->dropped[k] || g->halved[k])
             continue;
         int i = n++;
-        for (; i > 0 && med(g, order[i - 1]) > med(g, k); i--)
+        for (; i > 0 && score(g, order[i - 1], m0) > score(g, k, m0); i--)
             order[i] = order[i - 1];
         order[i] = k;
     }
@@ -240,7 +263,9 @@ static int in_question(const group_t *g, int ncand, int *order)
  * several, once the target reaches `samples`). A short run's few exploration calls thus go
  * to the candidates that may win, not evenly to all. A candidate clearly slower than the
  * default (its median `drop` times the default's) is dropped as soon as it has its first
- * round's calls. */
+ * round's calls. The calls and medians are the earlier runs' too (`score`): a run takes
+ * up the halving where they left it, one round per batch while they already cover it, so
+ * runs too short to end it alone end it together. */
 static void next_round(group_t *g, int ncand)
 {
     int order[MAXC], behind = 0;
@@ -248,14 +273,14 @@ static void next_round(group_t *g, int ncand)
     for (int k = 1; k < ncand; k++) {
         if (g->dropped[k] || g->halved[k])
             continue;
-        if (g->n[k] >= P.first && m0 > 0 && med(g, k) > P.drop * m0)
+        if (calls_of(g, k) >= P.first && score(g, k, m0) > P.drop)
             g->dropped[k] = 1;
-        else if (g->n[k] < g->target)
+        else if (calls_of(g, k) < g->target)
             behind = 1;
     }
     if (behind)
         return;
-    int alive = in_question(g, ncand, order);
+    int alive = in_question(g, ncand, m0, order);
     if (alive > 1 && g->target < P.samples) {
         for (int i = (alive + 1) / 2; i < alive; i++)
             g->halved[order[i]] = 1;
@@ -269,7 +294,7 @@ static void next_round(group_t *g, int ncand)
     /* exploration over: the run keeps the fastest if it is 5% better than the library's
      * choice by the medians; the file is decided afterwards, by the statistics */
     g->done = 1;
-    g->current = alive && med(g, order[0]) < 0.95 * m0 ? order[0] : 0;
+    g->current = alive && score(g, order[0], m0) < 0.95 ? order[0] : 0;
 }
 
 static void keep_batch(group_t *g, int ncand)
@@ -320,8 +345,8 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
          * last batch's end says); none: the slot runs what runs outside exploration */
         for (int tries = 0; tries < ncand - 1; tries++) {
             int cand = 1 + (int)(g->slot++ % (ncand - 1));
-            if (!g->dropped[cand] && !g->halved[cand] && g->sched[cand] < g->target
-                && s->made[c][cand] >= 0) {
+            if (!g->dropped[cand] && !g->halved[cand]
+                && g->sched[cand] + g->pn[cand] < g->target && s->made[c][cand] >= 0) {
                 k = cand;
                 call->check = !g->sched[cand]++; /* its first: checked, from C */
                 break;

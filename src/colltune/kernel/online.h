@@ -18,6 +18,7 @@ enum { O_ALLREDUCE, O_BCAST, O_REDUCE, O_ALLGATHER, O_ALLTOALL, O_BARRIER, N_OCO
 #define MAXB 256     /* calls in a batch at most */
 #define KEEP 512     /* times kept per configuration and group */
 #define MAXSKIP 16384 /* skip lines: the store's, and the cost model's per size and bucket */
+#define MAXPRIOR 8192 /* prior lines: what earlier runs of the command gave a candidate */
 
 /* one candidate of the plan */
 typedef struct {
@@ -40,6 +41,14 @@ typedef struct {
     int c, id, np, bucket;
 } skip_t;
 
+/* what earlier runs of the same command gave a candidate in a group of that communicator
+ * size and bucket: its calls, and its median over the library's choice (each launch's
+ * own ratio, combined: two launches' times are never compared) */
+typedef struct {
+    int c, id, np, bucket, calls;
+    double ratio;
+} prior_t;
+
 typedef struct {
     double share, drop, flush;
     long long min_calls;
@@ -48,6 +57,8 @@ typedef struct {
     int ncand[N_OCOLL];
     skip_t skip[MAXSKIP];
     int nskip;
+    prior_t prior[MAXPRIOR];
+    int nprior;
     char dir[4096];
 } plan_t;
 
@@ -61,6 +72,8 @@ struct group_s {
     int halved[MAXC];             /* out at a round's end: not among the faster half */
     int unfit[MAXC];              /* never tried here: its segment holds the whole call */
     int n[MAXC];                  /* times kept per configuration */
+    int pn[MAXC];                 /* calls earlier runs gave it (the plan's `prior`) ... */
+    double pr[MAXC];              /* ... and its median over the library's choice there */
     double *t[MAXC];
     double bt[MAXB];              /* the batch: this rank's time per call ... */
     int bc[MAXB];                 /* ... and the configuration it ran */
@@ -121,8 +134,9 @@ void fail(const char *why);       /* said, and the job aborted */
 
 void wrong_answer(call_t *call); /* a check found it wrong: dropped for the group, said */
 
-/* online_plan.c: the plan read (COLLTUNE_ONLINE_PLAN), and a new group's candidates the
- * plan skips for its communicator size and bucket */
+/* online_plan.c: the plan read (COLLTUNE_ONLINE_PLAN), and a new group's candidates: those
+ * the plan skips for its communicator size and bucket, and what earlier runs gave the
+ * others */
 void read_plan(const char *path);
 void prune(group_t *g, int c, int np, int bucket);
 

@@ -63,9 +63,11 @@ static void write_group(FILE *ev, FILE *sc, comm_st *s, int c, int b, group_t *g
             g->slot ? "true" : "false", P.cand[c][g->current].id);
     for (int k = 0; k < ncand; k++) {
         int n = g->n[k] < KEEP ? g->n[k] : KEEP;
-        fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"dropped\": %s, \"pruned\": %s, "
-                    "\"wrong\": %s, \"halved\": %s, \"unfit\": %s, \"times_s\": [",
-                k ? ", " : "", P.cand[c][k].id, g->used[k], g->dropped[k] ? "true" : "false",
+        fprintf(ev, "%s{\"id\": %d, \"calls\": %lld, \"prior\": %d, \"dropped\": %s, "
+                    "\"pruned\": %s, \"wrong\": %s, \"halved\": %s, \"unfit\": %s, "
+                    "\"times_s\": [",
+                k ? ", " : "", P.cand[c][k].id, g->used[k], g->pn[k],
+                g->dropped[k] ? "true" : "false",
                 g->pruned[k] ? "true" : "false", g->wrong[k] ? "true" : "false",
                 g->halved[k] ? "true" : "false", g->unfit[k] ? "true" : "false");
         for (int i = 0; i < n; i++)

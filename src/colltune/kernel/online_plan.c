@@ -34,7 +34,20 @@ void read_plan(const char *path)
             || sscanf(line, "first %d", &P.first) == 1
             || sscanf(line, "flush %lf", &P.flush) == 1)
             continue;
-        int np, bucket, skip = sscanf(line, "skip %63s %d %d %d", coll, &id, &np, &bucket) == 4;
+        int np, bucket, calls, skip;
+        double ratio;
+        if (sscanf(line, "prior %63s %d %d %d %d %lf", coll, &id, &np, &bucket, &calls, &ratio)
+            == 6) {
+            int c = 0;
+            while (c < N_OCOLL && strcmp(NAMES[c], coll))
+                c++;
+            /* data from the store: a count or ratio out of range says nothing, left out */
+            if (c < N_OCOLL && P.nprior < MAXPRIOR && calls > 0 && calls <= 1000000
+                && ratio > 0 && ratio < 1e6)
+                P.prior[P.nprior++] = (prior_t){c, id, np, bucket, calls, ratio};
+            continue;
+        }
+        skip = sscanf(line, "skip %63s %d %d %d", coll, &id, &np, &bucket) == 4;
         if (!skip && sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
             continue;
         int c = 0;
@@ -74,7 +87,9 @@ void read_plan(const char *path)
 /* a new group's candidates the plan skips for its communicator size and bucket, and
  * those whose segment would hold its whole first call (one segment: what the algorithm
  * runs unsegmented, another candidate): never explored (the plan and the call's size are
- * the same on every rank, so is this); nothing left to try, the group is never timed */
+ * the same on every rank, so is this); nothing left to try, the group is never timed.
+ * The others start with what earlier runs gave them (`prior`), so the halving goes on
+ * where they left it */
 void prune(group_t *g, int c, int np, int bucket)
 {
     int open = 0;
@@ -85,6 +100,13 @@ void prune(group_t *g, int c, int np, int bucket)
             const skip_t *x = &P.skip[i];
             if (x->c == c && x->id == P.cand[c][k].id && x->np == np && x->bucket == bucket)
                 g->pruned[k] = g->dropped[k] = 1;
+        }
+        for (int i = 0; i < P.nprior; i++) {
+            const prior_t *x = &P.prior[i];
+            if (x->c == c && x->id == P.cand[c][k].id && x->np == np && x->bucket == bucket) {
+                g->pn[k] = x->calls;
+                g->pr[k] = x->ratio;
+            }
         }
         open |= !g->dropped[k];
     }

@@ -23,9 +23,23 @@ from colltune.store.records import (
     json_object,
     number_list,
     opt_number,
+    strata_list,
     timing_of,
 )
 from colltune.store.schema import open_readonly, open_writable
+
+
+def _pooled_strata(before: list[list[object]], n_before: int, r: PointResult
+                   ) -> list[list[object]]:
+    """The launches of a point extended by `r`: a point pooled from launches stays so, the
+    new samples one launch more ([]: neither was pooled)."""
+    if not before and not r.strata:
+        return []
+    # samples pooled before launches were told apart: one launch, labelled as a point that
+    # never was pooled is ("")
+    old = before or ([["", n_before]] if n_before else [])
+    new = [list(x) for x in r.strata] or ([["extended", len(r.samples)]] if r.samples else [])
+    return old + new
 
 
 class Store:
@@ -136,14 +150,15 @@ class Store:
             r.mean, r.min, r.max, json.dumps(r.samples), r.message, sweep,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
             timing_of(r), r.objective, json.dumps(r.series), ctx.backend,
+            json.dumps(r.strata),
         )
         db.execute(
             "INSERT OR IGNORE INTO measurements (mpi_key, mpi_name, mpi_version, "
             "mpi_path, host, np, ppn, nodes, collective, config_key, algorithm, "
             "size, status, n, median, ci_lo, ci_hi, "
             "mean, min, max, samples, message, sweep, created, timing, objective, "
-            "series, backend) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-            "?)",
+            "series, backend, strata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+            "?,?,?,?)",
             row,
         )
         if r.pvars:
@@ -188,8 +203,8 @@ class Store:
         where = ("mpi_key=? AND host=? AND np=? AND ppn=? AND collective=? AND config_key=? "
                  "AND size=?")
         with self._write() as db:
-            row = db.execute(f"SELECT status, samples, series FROM measurements WHERE {where}",
-                             key).fetchone()
+            row = db.execute(f"SELECT status, samples, series, strata FROM measurements WHERE "
+                             f"{where}", key).fetchone()
             if row is None:
                 pass  # a new point: inserted below, in add()'s own transaction
             elif row[0] == "ok" and r.status == "ok":
@@ -198,11 +213,13 @@ class Store:
                 series = {m: {o: old.get(m, {}).get(o, []) + v for o, v in objs.items()}
                           for m, objs in r.series.items() if m in old}
                 lo, hi = median_ci(xs)
+                # a point pooled from launches stays so: the new samples are one more
+                strata = _pooled_strata(json.loads(row[3]), len(xs) - len(r.samples), r)
                 db.execute(
                     f"UPDATE measurements SET n=?, median=?, ci_lo=?, ci_hi=?, mean=?, min=?, "
-                    f"max=?, samples=?, series=? WHERE {where}",
+                    f"max=?, samples=?, series=?, strata=? WHERE {where}",
                     (len(xs), median(xs), lo, hi, sum(xs) / len(xs), min(xs), max(xs),
-                     json.dumps(xs), json.dumps(series), *key))
+                     json.dumps(xs), json.dumps(series), json.dumps(strata), *key))
                 if retag:
                     db.execute(f"UPDATE measurements SET sweep=? WHERE {where}", (sweep, *key))
                 return
@@ -226,7 +243,7 @@ class Store:
         cur = self._read(
             "SELECT config_key, size, status, n, median, ci_lo, ci_hi, samples, message, "
             "timing, objective, "
-            "series FROM measurements WHERE mpi_key=? AND "
+            "series, strata FROM measurements WHERE mpi_key=? AND "
             "host=? AND np=? AND ppn=? AND collective=? ORDER BY size, config_key",
             (ctx.mpi_key, ctx.host, ctx.np, ctx.ppn, ctx.collective),
         )
@@ -235,7 +252,7 @@ class Store:
     def _measurement(self, ctx: Context, row: tuple) -> Measurement:  # type: ignore[type-arg]
         """One stored row, checked: an edited or damaged store is an error that names the
         row, not a traceback in show, report, export or --from-db."""
-        k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser = row
+        k, s, st, n, med, lo, hi, sm, msg, timing, obj, ser, strata = row
         try:
             samples = number_list(json.loads(sm))
             modes = {str(m): json_object(objs) for m, objs in json_object(json.loads(ser)).items()}
@@ -245,7 +262,8 @@ class Store:
                 raise ValueError("size and repetition count must be integers, not negative")
             return Measurement(Config.from_key(k), s, str(st), n, opt_number(med),
                                opt_number(lo), opt_number(hi), samples, str(msg), series,
-                               str(timing), str(obj))
+                               str(timing), str(obj),
+                               strata_list(json.loads(strata), len(samples)))
         except (ValueError, TypeError, KeyError) as e:
             raise StoreError(
                 f"{self.path}: a stored measurement of {ctx.collective} at np={ctx.np} "

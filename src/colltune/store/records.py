@@ -29,6 +29,18 @@ def number_list(x: object) -> list[float]:
     return [float(v) for v in x]
 
 
+def strata_list(x: object, samples: int) -> list[tuple[str, int]]:
+    """A stored point's launches, checked: (label, count) pairs whose counts add up to its
+    samples (none: one launch)."""
+    if not isinstance(x, list) or not all(
+            isinstance(v, list) and len(v) == 2 and isinstance(v[0], str)
+            and len(v[0]) <= 64 and type(v[1]) is int and v[1] > 0 for v in x):
+        raise ValueError("strata must be a list of [label, count] pairs")
+    if x and sum(v[1] for v in x) != samples:
+        raise ValueError("strata do not add up to the samples")
+    return [(str(v[0]), int(v[1])) for v in x]
+
+
 def json_object(x: object) -> dict:  # type: ignore[type-arg]
     if not isinstance(x, dict):
         raise ValueError("series must be an object")
@@ -96,6 +108,19 @@ class Measurement:
     series: dict[str, list[float]] = field(default_factory=dict)
     timing: str = "isolated"
     objective: str = "completion"
+    # the launches `samples` were pooled from, each (label, count), in order ([]: one)
+    strata: list[tuple[str, int]] = field(default_factory=list)
+
+    def by_launch(self) -> dict[str, list[float]]:
+        """`samples` split by the launch that measured them (one launch: under "")."""
+        if not self.strata:
+            return {"": list(self.samples)}
+        out: dict[str, list[float]] = {}
+        at = 0
+        for label, n in self.strata:
+            out.setdefault(label, []).extend(self.samples[at:at + n])
+            at += n
+        return out
 
 
 def fit_params(model: str, text: str) -> dict:  # type: ignore[type-arg]

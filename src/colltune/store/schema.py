@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS measurements (
     objective TEXT NOT NULL DEFAULT 'completion',
     series TEXT NOT NULL DEFAULT '{}',
     backend TEXT NOT NULL DEFAULT '',
+    strata TEXT NOT NULL DEFAULT '[]',
     UNIQUE (mpi_key, host, np, ppn, collective, config_key, size)
 );
 CREATE TABLE IF NOT EXISTS counters (
@@ -127,6 +128,8 @@ MIGRATIONS = [
     ("measurements", "series", "TEXT NOT NULL DEFAULT '{}'"),
     ("confirmations", "modes", "TEXT NOT NULL DEFAULT '{}'"),
     ("measurements", "backend", "TEXT NOT NULL DEFAULT ''"),
+    # which launch each run of samples came from (tune online pools several runs' calls)
+    ("measurements", "strata", "TEXT NOT NULL DEFAULT '[]'"),
 ]
 # columns of Open MPI's parameters that stores had before catalogs declared parameters:
 # their values live in the configuration key since (a3/segsize=1024, was a3/s1024/f0/r0)
@@ -257,13 +260,23 @@ def outdated(db: sqlite3.Connection) -> bool:
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    for table, column, decl in MIGRATIONS:
-        if not has(db, table, column):
-            db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
-    if has(db, "measurements", OLD_PARAM_COLUMNS[0]):
-        _rekey(db)
-    if _stale_names(db):
-        _rename(db)
+    """An older store in today's form, in one transaction: a store someone else wrote that
+    cannot be read (a key no release wrote) is left exactly as it was, new columns too."""
+    if not outdated(db):
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, decl in MIGRATIONS:  # checked again: not done by a racing tuner
+            if not has(db, table, column):
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {decl}")
+        if has(db, "measurements", OLD_PARAM_COLUMNS[0]):
+            _rekey(db)
+        if _stale_names(db):
+            _rename(db)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _today(key: str) -> str:
@@ -298,33 +311,20 @@ def _stale_names(db: sqlite3.Connection) -> list[tuple[str, str, str, str, str]]
 def _rename(db: sqlite3.Connection) -> None:
     """Every stale key in today's names, in one transaction. A point stored under both
     names (an older release wrote to the store after a newer one renamed it) keeps the
-    row under today's name: a store holds one row per point."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        for table, column, mpi_key, old, new in _stale_names(db):  # not done by a racing tuner
-            db.execute(f"UPDATE OR IGNORE {table} SET {column}=? WHERE mpi_key=? AND {column}=?",
-                       (new, mpi_key, old))
-            db.execute(f"DELETE FROM {table} WHERE mpi_key=? AND {column}=?", (mpi_key, old))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    row under today's name: a store holds one row per point. Inside migrate's transaction."""
+    for table, column, mpi_key, old, new in _stale_names(db):
+        db.execute(f"UPDATE OR IGNORE {table} SET {column}=? WHERE mpi_key=? AND {column}=?",
+                   (new, mpi_key, old))
+        db.execute(f"DELETE FROM {table} WHERE mpi_key=? AND {column}=?", (mpi_key, old))
 
 
 def _rekey(db: sqlite3.Connection) -> None:
     """Configuration keys of the parameter columns' time in today's form, and the columns
-    dropped, in one transaction: a store is either old or migrated."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        if has(db, "measurements", OLD_PARAM_COLUMNS[0]):  # not done by a racing tuner
-            for table, column in KEY_COLUMNS:
-                olds = [r[0] for r in db.execute(f"SELECT DISTINCT {column} FROM {table}")]
-                new = {k: _today(k) for k in olds}
-                db.executemany(f"UPDATE {table} SET {column}=? WHERE {column}=?",
-                               [(n, k) for k, n in new.items() if n != k])
-            for column in OLD_PARAM_COLUMNS:
-                db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    dropped, inside migrate's transaction: a store is either old or migrated."""
+    for table, column in KEY_COLUMNS:
+        olds = [r[0] for r in db.execute(f"SELECT DISTINCT {column} FROM {table}")]
+        new = {k: _today(k) for k in olds}
+        db.executemany(f"UPDATE {table} SET {column}=? WHERE {column}=?",
+                       [(n, k) for k, n in new.items() if n != k])
+    for column in OLD_PARAM_COLUMNS:
+        db.execute(f"ALTER TABLE measurements DROP COLUMN {column}")

@@ -9,7 +9,14 @@ from collections.abc import Callable
 from colltune.collectives import Collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
-from colltune.core.stats import Comparison, bootstrap_median_ci, compare, median
+from colltune.core.stats import (
+    Comparison,
+    bootstrap_median_ci,
+    compare,
+    median,
+    stratified_compare,
+    stratified_ratio,
+)
 from colltune.store import Measurement
 
 # (collective, per-rank size, comm size) -> the size a family's rules compare
@@ -69,7 +76,11 @@ def _modes(m: Measurement) -> dict[str, list[float]]:
 
 
 def _worst_ratio(m: Measurement, default: Measurement) -> float:
-    """The candidate's median over the default's, in the mode where it does worst."""
+    """The candidate's median over the default's, in the mode where it does worst; pooled
+    from several launches, launch by launch (stats.stratified_ratio)."""
+    if m.strata or default.strata:
+        r = stratified_ratio(m.by_launch(), default.by_launch())
+        return math.inf if r is None else r
     mine, base = _modes(m), _modes(default)
     shared = [k for k in mine if k in base and median(base[k]) > 0]
     if not shared:
@@ -106,8 +117,15 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
                         median(default.samples), None, False, ok[first].n, default.n,
                         reason=f"no configuration wins in every timing mode (the fastest "
                                f"isolated, of the default: {ratios}): default kept")
-    cmp = _compare(best.samples, default.samples, alpha, min_gain, exact)
+    launches = len(set(best.by_launch()) & set(default.by_launch()))
+    if (best.strata or default.strata) and not exact:
+        # pooled from several launches (tune online's runs): each launch ranked on its own
+        cmp = stratified_compare(best.by_launch(), default.by_launch(), alpha, min_gain)
+    else:
+        cmp = _compare(best.samples, default.samples, alpha, min_gain, exact)
     significant, reason = cmp.significant, "significantly faster"
+    if launches > 1:
+        reason += f" (over {launches} launches, each ranked on its own)"
     if not significant:
         reason = "no significant win: default kept"
     bm, dm = _modes(best), _modes(default)
