@@ -10,6 +10,7 @@ online run (the first and every pair's) learned per group: how often a run learn
     python bench/online_bench.py [--apps pw,imbalance] [--layouts 1x4,2x2] [--pairs 8]
                                  [--max-rounds 16] [--against-app] [--steps 600]
                                  [--online-args "--samples 40"] [--model]
+                                 [--shared-store]
 
 --steps: the imbalance program's steps (600: about 0.7 s a run here; the layer's cost is
 mostly fixed, so a longer run shows what it costs a run of that length).
@@ -58,6 +59,10 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
     ap.add_argument("--against-app", action="store_true")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--online-args", default="", help="more options for every tune online")
+    ap.add_argument("--shared-store", action="store_true", help="every pair's online run "
+                    "pools into the first run's store and file, as a user running the "
+                    "application under tune online each time would: the halving is taken up "
+                    "run after run, and the file judged is the last run's")
     ap.add_argument("--model", action="store_true", help="fit the cost model first (tune "
                     "model fit, in the layout's ranks) into every online run's store, so "
                     "the runs leave out the segment sizes it ranks below their best")
@@ -134,15 +139,25 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                     r = on(cmd)
                     assert r.returncode == 0, r.stderr[-1000:]
                     plain = time.monotonic() - t
-                    tune("online", "-o", f"pair{i}.conf", "--mpi", "/usr", "--db",
-                         f"pair{i}.sqlite", "--summary-json", f"pair{i}.json", *more, "--",
-                         *cmd)
+                    into = ["online.conf", "db.sqlite"] if a.shared_store else \
+                        [f"pair{i}.conf", f"pair{i}.sqlite"]
+                    tune("online", "-o", into[0], "--mpi", "/usr", "--db", into[1],
+                         "--summary-json", f"pair{i}.json", *more, "--", *cmd)
                     online = json.loads((work / f"pair{i}.json").read_text())["wall_s"]
                     plain_s.append(plain)
                     online_s.append(online)
                     ratios.append(online / plain)
-                learned_rows += learned(app, lay, [work / "first.json", *(
-                    work / f"pair{i}.json" for i in range(a.pairs))])
+                runs = [work / "first.json", *(work / f"pair{i}.json"
+                                               for i in range(a.pairs))]
+                learned_rows += learned(app, lay, runs)
+                if a.shared_store:
+                    print(f"{app} {lay}, run by run:", "; ".join(
+                        progress(i, json.loads(f.read_text())) for i, f in enumerate(runs)))
+                    for g in json.loads(runs[-1].read_text())["groups"]:
+                        if g["explored"] and g["decision"]:
+                            print(f"  last run: {g['collective']} {g['size']} B at "
+                                  f"{g['comm_size']}: {g['decision']['config']}, "
+                                  f"{g['decision']['reason']}")
                 lo, hi = interval(ratios)
                 cost_rows.append(
                     f"| {app} | {lay} | {a.pairs} | {statistics.median(plain_s):.3f} s | "
@@ -186,6 +201,18 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
           "| second/first | interval | could see | verdict | took |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(file_rows))
+
+
+def progress(i: int, doc: dict) -> str:  # type: ignore[type-arg]
+    """One shared-store run: the groups it explored, those whose halving has ended (a
+    candidate with 32 calls over the runs), and those its file chose a candidate for."""
+    explored = [g for g in doc["groups"] if g["explored"]]
+    ended = [g for g in explored if any(
+        g["calls_per_config"].get(k, 0) + g.get("prior_calls", {}).get(k, 0) >= 32
+        for k in {*g["calls_per_config"], *g.get("prior_calls", {})} - {"0"})]
+    chose = [g for g in explored if g["decision"] and g["decision"]["config"] != "a0"]
+    return (f"run {i + 1}: {len(explored)} explored, {len(ended)} ended, "
+            f"{len(chose)} non-default ({doc['wall_s']:.2f} s)")
 
 
 def learned(app: str, lay: str, summaries: list[Path]) -> list[str]:

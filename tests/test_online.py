@@ -567,3 +567,82 @@ def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
         (tmp_path / f"schedule.{r}").write_text(f"host node{r} world 3 overhead 0.01\n")
     with pytest.raises(MPIError, match=r"rank\(s\) 1 of 3 wrote no schedule"):
         schedules(tmp_path)
+
+
+def _earlier_run(db: Path, key: str, base: list[float], cand: list[float], ident: int,
+                 launch: str = "earlier") -> None:
+    """What an earlier run of a command left in the store, as tune online stores it: the
+    library's calls and a candidate's at allreduce of 64 B on 4 ranks, one launch."""
+    import socket
+
+    from colltune.core.records import PointResult
+    from colltune.store import Context
+
+    ctx = Context(key, "Open MPI", "4.1.4", "/usr", socket.gethostname(), 4, 4, 1,
+                  "allreduce", "openmpi")
+    store = Store(db)
+    try:
+        store.replace_source([(ctx, cfg, PointResult(
+            0, 64, "ok", len(xs), statistics.median(xs), samples=xs,
+            strata=[(launch, len(xs))])) for cfg, xs in ((DEFAULT, base),
+                                                          (Config(ident), cand))], "online")
+    finally:
+        store.close()
+
+
+def test_a_finalist_gets_more_calls_only_while_its_gain_is_unconfirmed(tmp_path: Path
+                                                                       ) -> None:
+    """The plan's `final` line: a candidate whose halving ended (32 calls) and which looks
+    over 3% faster than the library's choice without the stratified test confirming it;
+    none where the test confirms it, where it does not look worth a rule, or once it has
+    had 8 rounds of calls."""
+    from colltune.apploop.online_known import final_lines
+
+    ids = {"allreduce": {0: DEFAULT, 1: Config(1), 2: Config(2)}}
+    base = [1e-6 * (1 + i % 100) for i in range(400)]  # wide: a 10% gain is not sure
+
+    def spread(ratio: float, n: int = 32) -> list[float]:
+        return [ratio * 1e-6 * (1 + 3 * i % 100) for i in range(n)]
+
+    cases = {"unconfirmed": (spread(0.9), 32, True),
+             "confirmed": ([0.5e-6] * 32, 32, False),
+             "not worth a rule": (spread(1.1), 32, False),
+             "had its rounds": (spread(0.9), 4, False),  # 8 rounds of 4 calls
+             "halving not ended": (spread(0.9, 31), 32, False)}
+    for what, (cand, samples, final) in cases.items():
+        db = tmp_path / f"{what}.sqlite"
+        _earlier_run(db, "k~online=x", base, cand, 1)
+        want = ["final allreduce 1 4 7"] if final else []
+        assert final_lines(db, "k~online=x", ids, samples) == want, what
+
+
+@pytest.mark.mpi
+def test_a_finalist_not_yet_confirmed_is_given_more_calls(ompi41: OpenMPI, tmp_path: Path
+                                                          ) -> None:
+    """A run after the halving ended with an unconfirmed finalist gives it alone `--samples`
+    more calls (every other candidate out), and the store pools them as one launch more,
+    which the decision ranks on its own."""
+    from colltune.apploop.online import origin_of
+
+    exe = _build(ompi41, tmp_path)
+    launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "500", "50"]
+    db, summary = tmp_path / "s.sqlite", tmp_path / "online.json"
+    base = [1e-6 * (1 + i % 100) for i in range(400)]
+    _earlier_run(db, f"{ompi41.key}~{origin_of(launch)}", base,
+                 [0.9e-6 * (1 + 3 * i % 100) for i in range(32)], 1)
+    r = tune_cli("online", "-o", str(tmp_path / "r.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--summary-json", str(summary), "--no-model", "--timeout",
+                 "300", "--", *launch, env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 group(s) give their finalist 32 more calls" in " ".join(
+        (r.stdout + r.stderr).split())
+    g = next(g for g in json.loads(summary.read_text())["groups"]
+             if (g["collective"], g["size"]) == ("allreduce", 64))
+    assert g["prior_calls"] == {"1": 32} and g["calls_per_config"]["1"] == 32, g
+    assert set(g["calls_per_config"]) == {"0", "1"}, g  # no other candidate ran
+    assert g["decision"] is not None and g["decision"]["reason"], g
+    store = Store(db, readonly=True)
+    m = next(m for c in store.contexts() if c.collective == "allreduce"
+             for m in store.measurements(c) if m.config == Config(1) and m.size == 64)
+    store.close()
+    assert m.n == 64 and [lb for lb, _ in m.strata][0] == "earlier" and len(m.strata) == 2

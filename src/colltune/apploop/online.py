@@ -28,7 +28,7 @@ from colltune.apploop.online_evidence import (
     merged,
     schedules,
 )
-from colltune.apploop.online_known import SLOWER, prior_lines, skip_lines
+from colltune.apploop.online_known import SLOWER, final_lines, prior_lines, skip_lines
 from colltune.apploop.online_model import model_lines, world_size
 from colltune.apploop.online_summary import OnlineResult
 from colltune.apploop.profile import inject, launch_timed
@@ -89,11 +89,16 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
                  f"them over {SLOWER}x slower than the fastest ({req.db})")
-    before = prior_lines(req.db, f"{mpi.key}~{origin_of(req.cmd)}", ids)
+    key = f"{mpi.key}~{origin_of(req.cmd)}"
+    before = prior_lines(req.db, key, ids)
     if before:
         runs = max(n for n in before.values())
         rep.note(f"the halving taken up where {runs} earlier run(s) of this command left it: "
                  f"{len(before)} candidate group(s) start with their calls ({req.db})")
+    finals = final_lines(req.db, key, ids, req.samples)
+    if finals:
+        rep.note(f"{len(finals)} group(s) give their finalist {req.samples} more calls: it "
+                 "looks faster than the library's choice, not yet confirmed")
     if req.model:
         world = world_size(req.cmd)
         if world is None:
@@ -101,7 +106,7 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
                      "the cost model prunes nothing")
         else:
             skips += model_lines(req.db, mpi, catalog, ids, world, rep.note)
-    return [c.line() for c in cands] + skips + list(before)
+    return [c.line() for c in cands] + skips + list(before) + finals
 
 
 def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
@@ -288,7 +293,9 @@ def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
     and layout at all its sizes, merged into --out by the family's writer."""
     todo: dict[tuple[str, int, tuple[int, int]], list[OnlineGroup]] = defaultdict(list)
     for g in out.groups:
-        if g.explored and len(g.times) >= 2:
+        # (a group whose halving earlier runs ended may run no candidate now: decided
+        # from the store's calls all the same)
+        if g.explored and (len(g.times) >= 2 or g.prior):
             todo[(g.collective, g.comm_size, g.layout)].append(g)
     for (name, np, (nodes, ppn)), gs in todo.items():
         coll = get_collective(name)

@@ -1,9 +1,10 @@
 """What the store already knows of an installation's candidates, as tune online's plan
 lines: a candidate measured clearly slower than the fastest configuration at a
 communicator size and size bucket is not explored there (`skip COLL ID NP BUCKET`), so a
-run spends its share of calls on the candidates still in question; and what earlier runs
-of the same command gave each candidate (`prior COLL ID NP BUCKET CALLS RATIO`), so the
-run takes up their successive halving instead of starting it again."""
+run spends its share of calls on the candidates still in question; what earlier runs of
+the same command gave each candidate (`prior COLL ID NP BUCKET CALLS RATIO`), so the run
+takes up their successive halving instead of starting it again; and the finalist whose
+gain they could not yet confirm (`final COLL ID NP BUCKET`), which gets more calls."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from colltune.core.config import DEFAULT, Config
-from colltune.core.stats import stratified_ratio
+from colltune.core.stats import stratified_compare, stratified_ratio
 from colltune.store import Store
 
 # a candidate this many times slower is clearly slower: skipped here, and dropped by the
@@ -88,6 +89,66 @@ def skip_lines(db: Path, mpi_key: str, candidates: dict[str, dict[int, Config]]
     return lines
 
 
+# a finalist gets more calls, run after run, until this many in all (then its gain is
+# not confirmed, and it is left at that)
+FINAL_ROUNDS = 8
+
+
+def _by_group(store: Store, key: str, candidates: dict[str, dict[int, Config]]
+              ) -> dict[tuple[str, int, int], tuple[int, dict[int, dict[str, list[float]]]]]:
+    """This command's points (store key `key`), per (collective, communicator size,
+    bucket): the library's calls there, and each configuration's samples by launch (the
+    plan's id; 0: the library's). Where a communicator size has calls in several layouts,
+    the one with the most calls of the library's choice."""
+    best: dict[tuple[str, int, int], tuple[int, dict[int, dict[str, list[float]]]]] = {}
+    for ctx in store.contexts():
+        if ctx.mpi_key != key or ctx.collective not in candidates:
+            continue
+        ids = {cfg: ident for ident, cfg in candidates[ctx.collective].items()}
+        by_size: dict[int, dict[int, dict[str, list[float]]]] = defaultdict(dict)
+        for m in store.measurements(ctx):
+            if m.status == "ok" and m.samples and (m.config == DEFAULT or m.config in ids):
+                by_size[m.size][0 if m.config == DEFAULT else ids[m.config]] = m.by_launch()
+        for size, points in by_size.items():
+            if 0 not in points or len(points) < 2:
+                continue
+            at = (ctx.collective, ctx.np, bucket_of(size))
+            calls = sum(len(v) for v in points[0].values())
+            if at not in best or calls > best[at][0]:
+                best[at] = (calls, points)
+    return best
+
+
+def final_lines(db: Path, key: str, candidates: dict[str, dict[int, Config]],
+                samples: int, alpha: float = 0.01, min_gain: float = 0.03) -> list[str]:
+    """The plan's `final` lines: in each group whose halving the earlier runs of this
+    command ended (a candidate with `samples` calls), the fastest such candidate by its
+    launches' ratios, where it looks `min_gain` faster than the library's choice but the
+    stratified rank test does not confirm it at `alpha` (the decision's own test): the run
+    gives it `samples` more calls, up to FINAL_ROUNDS times `samples` in all. A gain
+    confirmed, or one that does not look worth a rule, needs no more calls."""
+    if not db.is_file():
+        return []
+    out = []
+    store = Store(db, readonly=True)
+    try:
+        for (coll, np, bucket), (_, points) in sorted(_by_group(store, key, candidates).items()):
+            base = points[0]
+            ratios = {k: stratified_ratio(runs, base) for k, runs in points.items()
+                      if k and sum(len(v) for v in runs.values()) >= samples}
+            ranked = sorted((r, k) for k, r in ratios.items() if r is not None)
+            if not ranked:
+                continue
+            ratio, k = ranked[0]
+            calls = sum(len(v) for v in points[k].values())
+            if ratio <= 1 - min_gain and calls < FINAL_ROUNDS * samples and not \
+                    stratified_compare(points[k], base, alpha, min_gain).significant:
+                out.append(f"final {coll} {k} {np} {bucket}")
+    finally:
+        store.close()
+    return out
+
+
 def prior_lines(db: Path, key: str, candidates: dict[str, dict[int, Config]]
                 ) -> dict[str, int]:
     """The plan's `prior` lines (-> how many earlier launches each rests on): for each
@@ -95,39 +156,22 @@ def prior_lines(db: Path, key: str, candidates: dict[str, dict[int, Config]]
     `~online=`), how many calls it had in launches that timed the library's choice too,
     and its median over the library's, launch by launch (stats.stratified_ratio: two
     launches' times are never compared with each other, so a launch that ran slower does
-    not pass for a slower candidate). Where a communicator size has calls in several
-    layouts, the one with the most calls of the library's choice."""
+    not pass for a slower candidate)."""
     if not db.is_file():
         return {}
-    best: dict[tuple[str, int, int], tuple[int, list[str], int]] = {}
+    out: dict[str, int] = {}
     store = Store(db, readonly=True)
     try:
-        for ctx in store.contexts():
-            if ctx.mpi_key != key or ctx.collective not in candidates:
-                continue
-            ids = {cfg: ident for ident, cfg in candidates[ctx.collective].items() if ident}
-            by_size: dict[int, dict[Config, dict[str, list[float]]]] = defaultdict(dict)
-            for m in store.measurements(ctx):
-                if m.status == "ok" and m.samples and (m.config == DEFAULT or m.config in ids):
-                    by_size[m.size][m.config] = m.by_launch()
-            for size, points in by_size.items():
-                base = points.get(DEFAULT)
-                if not base:
+        for (coll, np, bucket), (_, points) in sorted(_by_group(store, key, candidates).items()):
+            base = points[0]
+            launches = {lb for k, runs in points.items() if k
+                        for lb in runs if runs[lb] and base.get(lb)}
+            for k, runs in sorted(points.items()):
+                ratio = stratified_ratio(runs, base)
+                if not k or ratio is None:
                     continue
-                lines, launches = [], set()
-                for cfg, runs in points.items():
-                    shared = [k for k in runs if runs[k] and base.get(k)]
-                    ratio = stratified_ratio(runs, base)
-                    if cfg == DEFAULT or ratio is None or not shared:
-                        continue
-                    calls = sum(len(runs[k]) for k in shared)
-                    launches |= set(shared)
-                    lines.append(f"prior {ctx.collective} {ids[cfg]} {ctx.np} "
-                                 f"{bucket_of(size)} {calls} {ratio:.6g}")
-                at = (ctx.collective, ctx.np, bucket_of(size))
-                calls = sum(len(v) for v in base.values())
-                if lines and (at not in best or calls > best[at][0]):
-                    best[at] = (calls, sorted(lines), len(launches))
+                calls = sum(len(v) for lb, v in runs.items() if base.get(lb))
+                out[f"prior {coll} {k} {np} {bucket} {calls} {ratio:.6g}"] = len(launches)
     finally:
         store.close()
-    return {ln: n for _, lines, n in best.values() for ln in lines}
+    return out

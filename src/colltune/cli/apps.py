@@ -318,7 +318,8 @@ def online_cmd(
     """Tune inside the application's own run: each call group (collective, communicator,
     size) with enough calls tries the family's candidates on a share of its own calls,
     every rank the same configuration for the same call; the times decide the file, with
-    tune's statistics, written as the family's rules. Open MPI and MPICH. Example:
+    tune's statistics, written as the family's rules. Runs of the same command with the
+    same --db add up, each taking up where the last left off. Open MPI and MPICH. Example:
     tune online -o rules.conf -- mpirun -np 4 ./app"""
     from colltune.apploop.online import OnlineRequest, run
     from colltune.apploop.online_summary import write_summary

@@ -46,6 +46,8 @@
  *   prior COLL ID NP BUCKET N R      earlier runs of the same command gave it N calls in
  *                                    such groups, its median R times the library's choice's
  *                                    (each launch's own ratio): the halving starts there
+ *   final COLL ID NP BUCKET          the earlier runs' halving ended with it, its gain not
+ *                                    yet confirmed: it alone gets `samples` more calls
  * Fortran callers (mpif.h, `use mpi`, Open MPI's mpi_f08) reach the same routing: their
  * library entries call PMPI_ directly, so each is wrapped too and handed the candidate's
  * communicator as a Fortran handle; the library's own entry does the rest (MPI_IN_PLACE

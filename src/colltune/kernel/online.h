@@ -49,6 +49,9 @@ typedef struct {
     double ratio;
 } prior_t;
 
+/* the finalist of an ended halving whose gain the earlier runs could not yet confirm */
+typedef skip_t final_t;
+
 typedef struct {
     double share, drop, flush;
     long long min_calls;
@@ -59,6 +62,8 @@ typedef struct {
     int nskip;
     prior_t prior[MAXPRIOR];
     int nprior;
+    final_t final[NBUCKET * N_OCOLL * 4];
+    int nfinal;
     char dir[4096];
 } plan_t;
 

@@ -47,6 +47,14 @@ void read_plan(const char *path)
                 P.prior[P.nprior++] = (prior_t){c, id, np, bucket, calls, ratio};
             continue;
         }
+        if (sscanf(line, "final %63s %d %d %d", coll, &id, &np, &bucket) == 4) {
+            int c = 0;
+            while (c < N_OCOLL && strcmp(NAMES[c], coll))
+                c++;
+            if (c < N_OCOLL && P.nfinal < (int)(sizeof P.final / sizeof P.final[0]))
+                P.final[P.nfinal++] = (final_t){c, id, np, bucket};
+            continue;
+        }
         skip = sscanf(line, "skip %63s %d %d %d", coll, &id, &np, &bucket) == 4;
         if (!skip && sscanf(line, "cand %63s %d %d%n", coll, &id, &nvar, &off) != 3)
             continue;
@@ -89,7 +97,7 @@ void read_plan(const char *path)
  * runs unsegmented, another candidate): never explored (the plan and the call's size are
  * the same on every rank, so is this); nothing left to try, the group is never timed.
  * The others start with what earlier runs gave them (`prior`), so the halving goes on
- * where they left it */
+ * where they left it, or, past its end, with the finalist alone (`final`) */
 void prune(group_t *g, int c, int np, int bucket)
 {
     int open = 0;
@@ -109,6 +117,20 @@ void prune(group_t *g, int c, int np, int bucket)
             }
         }
         open |= !g->dropped[k];
+    }
+    /* a finalist whose gain is not yet confirmed: the others are out, and it gets
+     * `samples` calls more (its round's target past `samples`: the halving ends when it
+     * has them) */
+    for (int i = 0; i < P.nfinal; i++) {
+        const final_t *x = &P.final[i];
+        if (x->c != c || x->np != np || x->bucket != bucket)
+            continue;
+        for (int k = 1; k < P.ncand[c]; k++) {
+            if (P.cand[c][k].id == x->id && !g->dropped[k])
+                g->target = g->pn[k] + P.samples;
+            else
+                g->halved[k] = !g->dropped[k];
+        }
     }
     g->done = !open;
 }
