@@ -303,6 +303,11 @@ def test_a_decision_on_pooled_launches_ranks_each_on_its_own() -> None:
     lucky = decide_size(64, 64, {DEFAULT: point(DEFAULT, b), Config(2): point(Config(2), c)},
                         0.01, 0.03)
     assert lucky.chosen == DEFAULT, lucky
+    c, b = _launches(rng, [(1.0, 1.1, 30, 10), (2.5, 1.1, 4, 300)])  # slower in each
+    slower = decide_size(64, 64, {DEFAULT: point(DEFAULT, b), Config(2): point(Config(2), c)},
+                         0.01, 0.03)
+    assert slower.chosen == DEFAULT and "no configuration is faster launch by launch" in \
+        slower.reason, slower
     c, b = _launches(rng, [(1.0, 0.8, 20, 300), (2.5, 0.8, 20, 300)])
     real = decide_size(64, 64, {DEFAULT: point(DEFAULT, b), Config(2): point(Config(2), c)},
                        0.01, 0.03)

@@ -113,6 +113,13 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
         fm, dm_ = _modes(ok[first]), _modes(default)
         ratios = ", ".join(f"{k} {median(fm[k]) / median(dm_[k]):.2f}" for k in sorted(fm)
                            if k in dm_)
+        if ok[first].strata or default.strata:  # pooled launches: ranked launch by launch
+            return Decision(size, lookup, DEFAULT, first, median(ok[first].samples),
+                            median(default.samples), None, False, ok[first].n, default.n,
+                            reason=f"no configuration is faster launch by launch (the "
+                                   f"fastest by the pooled medians, {ratios} of the "
+                                   f"default, is {_worst_ratio(ok[first], default):.2f} by "
+                                   "its launches' ratios): default kept")
         return Decision(size, lookup, DEFAULT, first, median(ok[first].samples),
                         median(default.samples), None, False, ok[first].n, default.n,
                         reason=f"no configuration wins in every timing mode (the fastest "
