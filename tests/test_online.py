@@ -201,11 +201,13 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     assert r.returncode == 0 and "bcast, 4 ranks" in r.stdout, r.stdout
 
     # a second run with that store explores only what it does not already know: a
-    # candidate measured over 1.5x slower than the fastest at a group's communicator size
-    # and size bucket is never run there (no call of it), every rank alike
-    known = skip_lines(db, next(c.mpi_key for c in Store(db, readonly=True).contexts()),
-                       plan_ids)
-    assert known, "the first run measured no candidate clearly slower"
+    # candidate the first run found wrong is never run again there (no call of it), every
+    # rank alike (what the first run found slower is its own launch's to say: the halving
+    # takes it up, below; the store's other sources' points are the skip lines' too:
+    # test_what_the_store_knows_from_elsewhere_is_not_explored)
+    key = next(c.mpi_key for c in Store(db, readonly=True).contexts())
+    known = skip_lines(db, key, plan_ids, own=key)
+    assert known, "the first run found no candidate wrong"
     # (the same command: its calls pool into the first run's points, below)
     again = tmp_path / "again.json"
     r = tune_cli("online", "-o", str(tmp_path / "again.conf"), "--mpi", str(ompi41.prefix),
@@ -646,3 +648,29 @@ def test_a_finalist_not_yet_confirmed_is_given_more_calls(ompi41: OpenMPI, tmp_p
              for m in store.measurements(c) if m.config == Config(1) and m.size == 64)
     store.close()
     assert m.n == 64 and [lb for lb, _ in m.strata][0] == "earlier" and len(m.strata) == 2
+
+
+def test_what_the_store_knows_from_elsewhere_is_not_explored(tmp_path: Path) -> None:
+    """The plan's `skip` lines: a candidate another source (the kernel's tune) measured over
+    1.5x slower than the fastest is skipped; one this command's own earlier runs measured
+    slower is not (their pooled launches are compared launch by launch, by the halving),
+    unless it answered wrong."""
+    import socket
+
+    from colltune.core.records import PointResult
+    from colltune.store import Context
+
+    db, own = tmp_path / "s.sqlite", "openmpi-4.1.4@/usr~online=abc"
+    ids = {"allreduce": {0: DEFAULT, **{k: Config(k) for k in range(1, 6)}}}
+    _earlier_run(db, own, [1e-6] * 40, [3e-6] * 40, 4)  # own runs: 4 three times slower
+    store = Store(db)
+    kernel = Context("openmpi-4.1.4@/usr", "Open MPI", "4.1.4", "/usr", socket.gethostname(),
+                     4, 4, 1, "allreduce", "openmpi")
+    store.add(kernel, Config(1), PointResult(0, 64, "ok", 9, 1e-6, samples=[1e-6] * 9), "mpit")
+    store.add(kernel, Config(2), PointResult(0, 64, "ok", 9, 2e-6, samples=[2e-6] * 9), "mpit")
+    wrong = Context(own, "Open MPI", "4.1.4", "/usr", socket.gethostname(), 4, 4, 1,
+                    "allreduce", "openmpi")
+    store.replace_source([(wrong, Config(5), PointResult(0, 64, "invalid"))], "online")
+    store.close()
+    assert skip_lines(db, own, ids, own=own) == ["skip allreduce 2 4 7", "skip allreduce 5 4 7"]
+    assert "skip allreduce 4 4 7" in skip_lines(db, own, ids)  # judged as any source

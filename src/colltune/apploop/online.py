@@ -85,11 +85,11 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     and one for each segment size the store's cost model ranks below its algorithm's best
     there (apploop/online_model)."""
     ids = ids_of(cands)
-    skips = skip_lines(req.db, mpi.key, ids)
+    key = f"{mpi.key}~{origin_of(req.cmd)}"
+    skips = skip_lines(req.db, mpi.key, ids, own=key)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
-                 f"them over {SLOWER}x slower than the fastest ({req.db})")
-    key = f"{mpi.key}~{origin_of(req.cmd)}"
+                 f"them over {SLOWER}x slower than the fastest, or wrong ({req.db})")
     before = prior_lines(req.db, key, ids)
     if before:
         runs = max(n for n in before.values())

@@ -29,13 +29,15 @@ def bucket_of(nbytes: int) -> int:
     return min(max(nbytes, 0).bit_length(), NBUCKET - 1)
 
 
-def known_medians(db: Path, mpi_key: str, collectives: set[str]
+def known_medians(db: Path, mpi_key: str, collectives: set[str], own: str | None = None
                   ) -> dict[tuple[str, int, int], dict[Config, float]]:
     """(collective, communicator size, bucket) -> configuration -> its fastest median
     there, from every point the store holds for this installation: the kernel's, the
     application's replayed arrival's, earlier online runs' (whatever follows `~` in the
     key). A point stored invalid (a wrong answer, the kernel's or the layer's check) counts
-    as infinitely slow."""
+    as infinitely slow. The points of `own` (this command's key) count only where invalid:
+    they pool several launches, which only their launch-by-launch ratios may compare
+    (`prior_lines`; the layer drops what those say is clearly slower)."""
     out: dict[tuple[str, int, int], dict[Config, float]] = defaultdict(dict)
     if not db.is_file():
         return out
@@ -46,6 +48,8 @@ def known_medians(db: Path, mpi_key: str, collectives: set[str]
             if ctx.mpi_key.split("~", 1)[0] != base or ctx.collective not in collectives:
                 continue
             for m in store.measurements(ctx):
+                if ctx.mpi_key == own and m.status != "invalid":
+                    continue
                 at = out[(ctx.collective, ctx.np, bucket_of(m.size))]
                 if m.status == "invalid":  # a wrong answer: as slow as can be, unless it
                     at.setdefault(m.config, math.inf)  # answered right at another size
@@ -70,21 +74,22 @@ def _median_of(cfg: Config, medians: dict[Config, float]) -> float | None:
     return min(same) if same else None
 
 
-def skip_lines(db: Path, mpi_key: str, candidates: dict[str, dict[int, Config]]
-               ) -> list[str]:
+def skip_lines(db: Path, mpi_key: str, candidates: dict[str, dict[int, Config]],
+               own: str | None = None) -> list[str]:
     """The plan's `skip` lines: each candidate (the plan's id -> what it runs, per
     collective) the store measured over SLOWER times the fastest configuration of its
-    (collective, communicator size, bucket). A candidate never measured there stays: what
+    (collective, communicator size, bucket), by other sources than `own` (this command's
+    key: only its wrong answers count here). A candidate never measured there stays: what
     the store does not know, the run explores."""
     lines = []
-    known = known_medians(db, mpi_key, set(candidates))
+    known = known_medians(db, mpi_key, set(candidates), own)
     for (coll, np, bucket), medians in sorted(known.items(), key=lambda kv: kv[0]):
         fastest = min(medians.values())
-        if math.isinf(fastest):  # nothing there answered right: nothing to compare with
-            continue
         for ident, cfg in sorted(candidates.get(coll, {}).items()):
             m = _median_of(cfg, medians)
-            if ident and m is not None and m > SLOWER * fastest:
+            # a wrong answer is skipped whatever answered right there (perhaps nothing the
+            # store holds: this command's own times are not compared here)
+            if ident and m is not None and (math.isinf(m) or m > SLOWER * fastest):
                 lines.append(f"skip {coll} {ident} {np} {bucket}")
     return lines
 
