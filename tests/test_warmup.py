@@ -81,11 +81,11 @@ def test_a_program_whose_17th_call_is_slower_is_reported(ompi41: OpenMPI, tmp_pa
 @pytest.mark.parametrize("threshold", [8, 16])
 def test_open_mpi_changes_after_its_fast_boxes_and_the_point_follows_its_threshold(
         ompi41: OpenMPI, tmp_path: Path, threshold: int) -> None:
-    """Three launches, two must agree: one launch's scheduling noise can hide a 0.6 -> 0.3
-    us change, the library's own behaviour shows in most launches."""
+    """Up to five launches, two must agree: one launch's scheduling noise can hide a 0.6 ->
+    0.3 us change, the library's own behaviour shows in most launches."""
     exe = _build(ompi41, tmp_path)
     found = []
-    for _ in range(3):
+    for _ in range(5):
         doc = _profile(ompi41, tmp_path, exe,
                        {"OMPI_MCA_btl_vader_fbox_threshold": str(threshold)})
         w = _allreduce(doc)["warmup"]
@@ -96,6 +96,7 @@ def test_open_mpi_changes_after_its_fast_boxes_and_the_point_follows_its_thresho
         agree = [n for n in found if n is not None and threshold <= n <= threshold + 5]
         if len(agree) == 2:
             break
-    # two of three agree (a CI run's first two read 15 and 10 at threshold 8: the first
-    # two alone failed on one launch's noise, which three launches were meant to outvote)
+    # two agree (a CI run's first two read 15 and 10 at threshold 8: the first two alone
+    # failed on one launch's noise, which three launches were meant to outvote; another's
+    # three read 9, none and 27, the suite running beside nothing else: five now)
     assert len(agree) == 2, found
