@@ -43,7 +43,7 @@ from colltune.kernel.build import build_kernel
 from colltune.options import TuneOptions
 from colltune.outfile import check_destination, write_atomic
 from colltune.slots import place
-from colltune.store import Context, Measurement, Store
+from colltune.store import Context, Store
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
@@ -151,8 +151,9 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
                 ordered = sorted(pooled)
                 # which launch each run of calls came from: the decision ranks each
                 # launch on its own (core/stats.stratified_compare), and the next run
-                # takes up the halving from each launch's own ratios (online_known.priors)
-                strata = [*_launches(before), (launch, len(xs))]
+                # takes up the halving from each launch's own ratios
+                # (online_known.prior_lines)
+                strata = [*(before.launches() if before else []), (launch, len(xs))]
                 points.append((ctx, g.config(k), PointResult(
                     0, g.size, "ok", len(pooled), ordered[len(pooled) // 2], min=ordered[0],
                     max=ordered[-1], mean=sum(pooled) / len(pooled), samples=pooled,
@@ -163,14 +164,6 @@ def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], 
     finally:
         store.close()
     return len(explored)
-
-
-def _launches(before: Measurement | None) -> list[tuple[str, int]]:
-    """The launches a stored point's samples came from: its strata, or one launch (a point
-    stored before launches were told apart)."""
-    if before is None or not before.samples:
-        return []
-    return before.strata or [("", len(before.samples))]
 
 
 class _Once(Reporter):

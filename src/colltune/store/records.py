@@ -111,13 +111,16 @@ class Measurement:
     # the launches `samples` were pooled from, each (label, count), in order ([]: one)
     strata: list[tuple[str, int]] = field(default_factory=list)
 
+    def launches(self) -> list[tuple[str, int]]:
+        """The launches `samples` came from: its strata, or one launch labelled "" (a
+        point never pooled, or stored before launches were told apart)."""
+        return self.strata or ([("", len(self.samples))] if self.samples else [])
+
     def by_launch(self) -> dict[str, list[float]]:
         """`samples` split by the launch that measured them (one launch: under "")."""
-        if not self.strata:
-            return {"": list(self.samples)}
         out: dict[str, list[float]] = {}
         at = 0
-        for label, n in self.strata:
+        for label, n in self.launches():
             out.setdefault(label, []).extend(self.samples[at:at + n])
             at += n
         return out
