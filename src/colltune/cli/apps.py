@@ -299,8 +299,9 @@ def online_cmd(
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
     share: float = typer.Option(0.1, "--explore-share", help="At most this share of a "
                                 "group's calls try candidates."),
-    min_calls: int = typer.Option(64, "--min-calls", help="A group with fewer calls is "
-                                  "never explored."),
+    min_calls: int = typer.Option(64, "--min-calls", help="A group's first calls, "
+                                  "its warm-up: the library's choice, untimed; a group with "
+                                  "no more calls is never explored."),
     samples: int = typer.Option(32, "--samples", help="Calls the last candidate in question "
                                 "gets (successive halving)."),
     first: int = typer.Option(8, "--first-calls", help="Calls each candidate gets in the "

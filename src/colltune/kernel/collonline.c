@@ -1,6 +1,7 @@
 /* collonline: tune online, inside the application's own run (tune online). Preloaded like
  * collprof, it routes a share of each call group's calls (collective, communicator, size
- * bucket) to candidate configurations and times every call, so the application's own
+ * bucket) to candidate configurations and times every call past the group's warm-up
+ * (its first min_calls, the library's choice alone), so the application's own
  * calls, with their arrival pattern, cache and network state, judge the candidates.
  *
  * Every rank must run the same configuration for the same call, or a collective mixes
@@ -27,7 +28,8 @@
  *
  * The plan (COLLTUNE_ONLINE_PLAN, written by tune online):
  *   share S          at most this fraction of a group's calls explore (one call in 1/S)
- *   min_calls N      a group's first N calls run the library's choice, never explored
+ *   min_calls N      a group's first N calls run the library's choice, untimed (its
+ *                    warm-up); a group with no more calls is never explored
  *   batch B          calls between two reductions of the times
  *   first F          calls each candidate gets in the first round of successive halving
  *   samples K        calls the last candidate(s) in question get (at most, per candidate)
@@ -321,6 +323,7 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
     call->g = NULL;
     call->written = 0;
     call->check = 0;
+    call->warm = 0;
     call->entry = g_on && !in_layer ? PMPI_Wtime() : 0;
     if (!g_on || in_layer || in_fortran || !ok)
         return comm;
@@ -356,6 +359,11 @@ MPI_Comm route(int c, MPI_Comm comm, long long bytes, int ok, call_t *call)
         }
     }
     g->used[k]++;
+    /* a group's first calls are its warm-up (connections made, caches cold), and no
+     * candidate runs among them: timed, they would count for the library's choice alone
+     * and make every candidate look faster than it is, in the halving and in the decision
+     * alike; untimed, they cost no reduction either */
+    call->warm = i < P.min_calls;
     g->digest = g->digest * 1099511628211ULL + (unsigned long long)(k + 1);
     call->s = s;
     call->g = g;
@@ -433,7 +441,9 @@ void restore(call_t *call)
 static void time_batch(call_t *call, double t0, double t1)
 {
     group_t *g = call->g;
-    if (!g || g->done) /* `done` changes at a batch's end only: alike on every rank */
+    /* `done` changes at a batch's end only, `warm` with the group's count: alike on every
+     * rank */
+    if (!g || g->done || call->warm)
         return;
     g->bt[g->nb] = t1 - t0;
     g->bc[g->nb++] = call->k;

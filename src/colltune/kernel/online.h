@@ -109,6 +109,7 @@ typedef struct {
     int c, k;
     int written; /* "call": the candidate's variables are written, restore after */
     int check;   /* a candidate's first call in its group: checked (online_check.c) */
+    int warm;    /* one of its group's first min_calls: the library's choice, not timed */
     double entry; /* when the wrapper was entered (0: the layer is off) */
 } call_t;
 
