@@ -31,7 +31,8 @@ LAYERS: list[tuple[str, ...]] = [
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
      "colltune.apploop.compare", "colltune.apploop.online", "colltune.apploop.online_known",
      "colltune.apploop.online_candidates", "colltune.apploop.online_evidence",
-     "colltune.apploop.online_summary", "colltune.apploop.online_model", "colltune.cli"),
+     "colltune.apploop.online_summary", "colltune.apploop.online_model",
+     "colltune.apploop.online_cost", "colltune.cli"),
 ]
 
 # where a family may be named: its own modules

@@ -9,6 +9,7 @@ MPI_THREAD_MULTIPLE, are refused with why."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -652,6 +653,48 @@ def test_a_finalist_not_yet_confirmed_is_given_more_calls(ompi41: OpenMPI, tmp_p
              for m in store.measurements(c) if m.config == Config(1) and m.size == 64)
     store.close()
     assert m.n == 64 and [lb for lb, _ in m.strata][0] == "earlier" and len(m.strata) == 2
+
+
+@pytest.mark.mpi
+def test_pairs_measure_the_layers_cost_against_the_applications_own_runs(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """--pairs: the application as the user launches it (its launcher given nothing of
+    tune online's) right before each run under the layer, in turn, as the launcher itself
+    logs; the runs under the layer add up in the store (a launch each); the summary's ratio
+    is the pairs' geometric mean, its interval Student's t over their log ratios."""
+    from scipy import stats
+
+    exe = _build(ompi41, tmp_path)
+    log, wrapper = tmp_path / "launches", tmp_path / "bin" / "mpirun"
+    wrapper.parent.mkdir()
+    wrapper.write_text("#!/bin/sh\n"  # an mpirun that says whether the layer came with it
+                       f'case "$*" in *COLLTUNE_ONLINE_PLAN=*) echo layer >> {log} ;;\n'
+                       f"  *) echo plain >> {log} ;; esac\n"
+                       f'exec {ompi41.mpirun} "$@"\n')
+    wrapper.chmod(0o755)
+    launch = [str(wrapper), "-np", "4", "--oversubscribe", str(exe), "500", "50"]
+    db, summary = tmp_path / "s.sqlite", tmp_path / "online.json"
+    r = tune_cli("online", "-o", str(tmp_path / "r.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--summary-json", str(summary), "--no-model", "--pairs",
+                 "2", "--timeout", "300", "--", *launch, env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert log.read_text().split() == ["plain", "layer", "plain", "layer"]
+    m = json.loads(summary.read_text())["measured_cost"]
+    assert m["pairs"] == 2 and len(m["default_s"]) == len(m["online_s"]) == 2, m
+    logs = [math.log(o / d) for d, o in zip(m["default_s"], m["online_s"], strict=True)]
+    assert m["ratio"] == pytest.approx(math.exp(statistics.fmean(logs)))
+    half = stats.t.ppf(0.975, 1) * statistics.stdev(logs) / math.sqrt(2)
+    assert m["interval"] == pytest.approx([math.exp(statistics.fmean(logs) - half),
+                                           math.exp(statistics.fmean(logs) + half)])
+    said = " ".join(r.stdout.split())
+    assert f"took {m['ratio']:.3f} times its runs without it" in said, said
+    assert "2 pair(s) of runs" in said, said
+    # the two runs under the layer pooled into one store, each its own launch
+    store = Store(db, readonly=True)
+    launches = [len(p.strata) for c in store.contexts() for p in store.measurements(c)
+                if p.config == DEFAULT]
+    store.close()
+    assert launches and max(launches) == 2, launches
 
 
 def test_what_the_store_knows_from_elsewhere_is_not_explored(tmp_path: Path) -> None:

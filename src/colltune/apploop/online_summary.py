@@ -1,9 +1,12 @@
 """tune online's summary: the run's result, what exploring cost it (the candidates' calls
-by their medians, with an interval; the layer's own work), what the file saves, as JSON."""
+by their medians, with an interval; the layer's own work; with --pairs, the wall time
+against the application's own runs), what the file saves, as JSON."""
 
 from __future__ import annotations
 
 import json
+import math
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,44 @@ from colltune.core.config import DEFAULT
 
 
 @dataclass
+class MeasuredCost:
+    """The wall times of the application's runs without the layer and under it, in
+    pairs (each default run right before its online run: a drift of the machine between
+    launches moves both)."""
+
+    default_s: list[float] = field(default_factory=list)
+    online_s: list[float] = field(default_factory=list)
+
+    def ratio(self) -> float:
+        """Online over default, the geometric mean of the pairs' ratios."""
+        logs = self._logs()
+        return math.exp(statistics.fmean(logs)) if logs else math.nan
+
+    def interval(self) -> tuple[float, float] | None:
+        """The ratio's 95% interval (Student's t over the pairs' log ratios; scipy); None
+        with fewer than two pairs, where nothing bounds it."""
+        logs = self._logs()
+        if len(logs) < 2:
+            return None
+        spread = statistics.stdev(logs) / math.sqrt(len(logs))
+        if spread == 0:
+            return (self.ratio(), self.ratio())
+        lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=statistics.fmean(logs),
+                                  scale=spread)
+        return (math.exp(lo), math.exp(hi))
+
+    def as_json(self) -> dict[str, object]:
+        iv = self.interval()
+        return {"pairs": len(self.online_s), "default_s": self.default_s,
+                "online_s": self.online_s, "ratio": self.ratio(),
+                "interval": None if iv is None else list(iv)}
+
+    def _logs(self) -> list[float]:
+        return [math.log(o / d) for d, o in zip(self.default_s, self.online_s, strict=True)
+                if d > 0 and o > 0]
+
+
+@dataclass
 class OnlineResult:
     cmd: list[str]
     out: Path
@@ -25,6 +66,7 @@ class OnlineResult:
     stdout: str = ""
     notes: list[str] = field(default_factory=list)
     layer_s: float = 0.0  # the most a rank spent in the layer's own work (layer_seconds)
+    measured: MeasuredCost | None = None  # --pairs: the wall time against default runs
 
 
 def _median(xs: list[float]) -> float:
@@ -77,7 +119,9 @@ def as_json(res: OnlineResult) -> dict[str, object]:
             "agreed": res.agreed, "notes": res.notes, "layer_s": res.layer_s,
             "exploration_cost_s": sum(exploration_cost(g) for g in res.groups),
             "exploration_cost_interval_s": list(exploration_interval(res.groups)),
-            "expected_saving_s": sum(expected_saving(g) for g in res.groups), "groups": [
+            "expected_saving_s": sum(expected_saving(g) for g in res.groups),
+            "measured_cost": None if res.measured is None else res.measured.as_json(),
+            "groups": [
                 {"collective": g.collective, "comm_size": g.comm_size, "size": g.size,
                  "calls": g.calls, "explored": g.explored, "kept_in_run": g.kept,
                  "medians_s": {str(k): sorted(v)[len(v) // 2] for k, v in g.times.items()},

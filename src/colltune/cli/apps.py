@@ -315,6 +315,10 @@ def online_cmd(
                                              help="Write the evidence per group as JSON."),
     evidence: Path | None = typer.Option(None, "--evidence", help="Directory to copy the "
                                          "layer's own files into (each rank's schedule)."),
+    pairs: int = typer.Option(0, "--pairs", help="Measure what the layer costs: run the "
+                              "application this many times without it, each before a run "
+                              "under it (the runs add up), and state their wall times' "
+                              "ratio with its 95% interval."),
 ) -> None:
     """Tune inside the application's own run: each call group (collective, communicator,
     size) with enough calls tries the family's candidates on a share of its own calls,
@@ -323,17 +327,18 @@ def online_cmd(
     same --db add up, each taking up where the last left off. Open MPI and MPICH. Example:
     tune online -o rules.conf -- mpirun -np 4 ./app"""
     from colltune.apploop.online import OnlineRequest, run
+    from colltune.apploop.online_cost import run_pairs
     from colltune.apploop.online_summary import write_summary
     from colltune.store import default_db_path
 
     try:
         ensure_writable(out_path, "--out")
         family = registry.resolve(backend, None, mpi)[0]
-        res = run(OnlineRequest(command, out_path, db or default_db_path(), family, mpi,
-                                share, min_calls, samples=samples, first=first,
-                                timeout=timeout, model=model,
-                                evidence=evidence),
-                  BarReporter(quiet=False))
+        req = OnlineRequest(command, out_path, db or default_db_path(), family, mpi, share,
+                            min_calls, samples=samples, first=first, timeout=timeout,
+                            model=model, evidence=evidence)
+        res = run_pairs(req, pairs, BarReporter(quiet=False)) if pairs else \
+            run(req, BarReporter(quiet=False))
     except ColltuneError as e:
         _fail(e)
         return
@@ -363,7 +368,16 @@ def online_cmd(
               f"{cost * 1e3:.2f} ms by the calls' own medians (95% interval {lo * 1e3:.2f} "
               f"to {hi * 1e3:.2f} ms), the layer's own work (MPI_T, duplicates, reductions, "
               f"checks, files) {res.layer_s * 1e3:.2f} ms on its busiest rank; the file "
-              f"saves a run like it {save * 1e3:.2f} ms by the medians (bench/online_bench.py "
-              "measures both by the wall time)", highlight=False)
+              f"saves a run like it {save * 1e3:.2f} ms by the medians (--pairs measures the "
+              "cost by the wall time)", highlight=False)
+    if res.measured is not None:
+        m = res.measured
+        iv = m.interval()
+        out.print(f"what the layer cost the application, measured: its runs under the layer "
+                  f"took {m.ratio():.3f} times its runs without it ("
+                  + (f"95% interval {iv[0]:.3f} to {iv[1]:.3f}, " if iv else
+                     "one pair: no interval, ")
+                  + f"{len(m.online_s)} pair(s) of runs, each default run right before its "
+                  "online run)", highlight=False)
     if summary_json is not None:
         write_summary(res, summary_json)
