@@ -168,9 +168,9 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
             assert 3 in g["dropped"] and g["wrong"] == [3], g
             assert g["decision"]["algorithm"] != 3, g
         # a group's first --min-calls calls are its warm-up, the library's choice alone:
-        # never timed, so never compared with a candidate's (none of these groups ends its
-        # exploration, so every later call is timed)
-        assert sum(g["calls_per_config"].values()) == g["calls"] - 64, g
+        # never timed, so never compared with a candidate's (a group whose exploration
+        # ended is no longer timed either)
+        assert sum(g["calls_per_config"].values()) <= g["calls"] - 64, g
         if g["kept_in_run"] == 0:  # exploration took at most its share of the calls
             tried = sum(n for k, n in g["calls_per_config"].items() if k != "0")
             assert tried <= (g["calls"] - 64) // 10 + 1, g
@@ -315,9 +315,23 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
     candidate, never (the library's own choice, a tree, reaches rank 3 through rank 2).
     A segment size beside its algorithm, as tune online plans it (pipeline with 1 KiB
     segments): rank 1 passes each call on to rank 2 in four 1 KiB messages, which the
-    library's own choice never sends."""
+    library's own choice never sends. The candidates are written through Open MPI's own
+    variable API, as tune online plans them (`vars mca_base_var`): MPI_T is never opened
+    (a library preloaded after the layer marks every MPI_T_init_thread call); without the
+    plan's line, through MPI_T (marked), with the same traffic."""
     exe = _build(ompi, tmp_path)
     lib = build_kernel(ompi, name="collonline")
+    shim = tmp_path / "mark_mpit.so"  # MPI_T_init_thread, marked, then the library's
+    (tmp_path / "mark_mpit.c").write_text(
+        "#include <mpi.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "int MPI_T_init_thread(int required, int *provided) {\n"
+        "    FILE *f = fopen(getenv(\"MARK_MPIT\"), \"a\");\n"
+        "    if (f) { fputs(\"opened\\n\", f); fclose(f); }\n"
+        "    return PMPI_T_init_thread(required, provided);\n}\n")
+    res = subprocess.run([str(ompi.mpicc), "-shared", "-fPIC", "-o", str(shim),
+                          str(tmp_path / "mark_mpit.c")], capture_output=True, text=True,
+                         env=ompi.tool_env(), check=False)
+    assert res.returncode == 0, res.stderr
     sent: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
     used: dict[str, list[int]] = {}
     plan_ids = ids_of(candidates(registry.named("openmpi"), builtin_catalog()))
@@ -325,8 +339,9 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
                    if c == Config.of(3, {"segsize": 1024}))
     pipe = next(c.line() for c in candidates(registry.named("openmpi"), builtin_catalog())
                 if c.collective == "bcast" and c.ident == pipe_1k)
-    plans = {"library": "", "linear": "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n",
-             "pipeline": pipe + "\n"}
+    linear = "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n"
+    plans = {"library": "", "linear": "vars mca_base_var\n" + linear,
+             "pipeline": f"vars mca_base_var\n{pipe}\n", "linear-mpit": linear}
     for run, cand in plans.items():
         folder, mon = tmp_path / run, tmp_path / f"{run}-mon"
         folder.mkdir()
@@ -336,7 +351,9 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
         mca = [a for k, v in monitoring_mca(mon).items() for a in ("--mca", k, v)]
         r = subprocess.run([str(ompi.mpirun), "-np", "4", "--oversubscribe", *mca,
                             "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
-                            "-x", f"LD_PRELOAD={lib}", "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
+                            "-x", f"LD_PRELOAD={lib}:{shim}",
+                            "-x", f"MARK_MPIT={tmp_path / (run + '.mpit')}",
+                            "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
                             "-x", f"COLLTUNE_ONLINE_DIR={folder}", str(exe), "100", "0"],
                            capture_output=True, text=True, env=ompi.tool_env(),
                            timeout=120, check=False)
@@ -353,6 +370,41 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
     n = used["pipeline"][1]
     assert len(used["pipeline"]) == 2 and n >= 10, used
     assert sent["pipeline"].get((1, 2)) == (4096 * n, 4 * n), (used, sent)
+    n = used["linear-mpit"][1]
+    assert sent["linear-mpit"].get((0, 3)) == (4096 * n, n), (used, sent)
+    # MPI_T opened by every rank where the plan says nothing of the library's own API,
+    # by none where it does (nor where nothing runs a candidate)
+    opened = {run: len((tmp_path / f"{run}.mpit").read_text().split())
+              if (tmp_path / f"{run}.mpit").exists() else 0 for run in plans}
+    assert opened == {"library": 0, "linear": 0, "pipeline": 0, "linear-mpit": 4}, opened
+
+
+@pytest.mark.mpi
+def test_a_groups_warm_up_is_not_timed(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """A group's first min_calls calls run the library's choice untimed: with 50 of them,
+    then every call to the one candidate until it has its 10, the first batch of 32 times
+    is calls 50 to 81, the candidate's 10 and the library's 22 after them, and the halving
+    ends there (timed from the first call, the library's choice would have 54, 50 of them
+    before any candidate ran)."""
+    exe = _build(ompi41, tmp_path)
+    lib = build_kernel(ompi41, name="collonline")
+    folder, plan = tmp_path / "ev", tmp_path / "plan"
+    folder.mkdir()
+    plan.write_text("share 1\nmin_calls 50\nsamples 10\nfirst 10\nbatch 32\n"
+                    "vars mca_base_var\ncand bcast 1 1 coll_tuned_bcast_algorithm 1\n")
+    r = subprocess.run([str(ompi41.mpirun), "-np", "4", "--oversubscribe",
+                        "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
+                        "-x", f"LD_PRELOAD={lib}", "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
+                        "-x", f"COLLTUNE_ONLINE_DIR={folder}", str(exe), "100", "0"],
+                       capture_output=True, text=True, env=ompi41.tool_env(), timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    groups = [json.loads(ln) for ln in (folder / "evidence.0").read_text().splitlines()]
+    bcast = next(g for g in groups if g["collective"] == "bcast")
+    assert bcast["calls"] == 100, bcast
+    assert [(c["calls"], len(c["times_s"])) for c in bcast["configs"]] == [(90, 22), (10, 10)]
+    # the groups with no candidate are never timed at all
+    assert all(not c["times_s"] for g in groups if g is not bcast for c in g["configs"]), groups
 
 
 def _through_finalize(cmd: list[str], env: dict[str, str], out: Path, sched: Path | None

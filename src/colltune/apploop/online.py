@@ -109,11 +109,12 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     return [c.line() for c in cands] + skips + list(before) + finals
 
 
-def plan_text(req: OnlineRequest, switch: str, candidates: list[str]) -> str:
+def plan_text(req: OnlineRequest, switch: str, candidates: list[str], vars_api: str = ""
+              ) -> str:
     return "\n".join([f"share {req.share}", f"min_calls {req.min_calls}",
                       f"batch {req.batch}", f"samples {req.samples}", f"first {req.first}",
-                      f"drop {SLOWER}",
-                      f"flush {req.flush}", f"switch {switch}", *candidates]) + "\n"
+                      f"drop {SLOWER}", f"flush {req.flush}", f"switch {switch}",
+                      *([f"vars {vars_api}"] if vars_api else []), *candidates]) + "\n"
 
 
 def origin_of(cmd: list[str]) -> str:
@@ -217,7 +218,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         plan = Path(tmp) / "plan"
         cands = candidates(backend, session.catalog)
         plan.write_text(plan_text(req, apps.online,
-                                  _known(req, mpi, session.catalog, cands, rep)))
+                                  _known(req, mpi, session.catalog, cands, rep),
+                                  apps.online_vars))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}

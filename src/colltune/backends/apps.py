@@ -24,6 +24,10 @@ class AppSupport(ABC, Generic[M]):
     # the library reads them at each call); "": it cannot, and `not_online` says why
     online = ""
     not_online = "tune online does not drive this family yet"
+    # where the library's own variable API reaches the same variables as MPI_T without
+    # opening it: its name for kernel/online_mpit.c ("mca_base_var": Open MPI's, whose
+    # MPI_T opening loads every plugin installed); "": MPI_T
+    online_vars = ""
 
     @abstractmethod
     def find(self, prefix: str | None) -> M:

@@ -32,7 +32,8 @@ KERNELS = ("collbench", "modelbench", "collstep")
 SHARED = ("collprof", "quickcal", "collonline")
 # quickcal calls nothing of MPI's: not linked to it, so preloading it into the launcher (and
 # gdb, in Intel MPI's proofs) loads no MPI there
-LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"]}
+# collonline finds Open MPI's own variable API by dlsym (libdl before glibc 2.34)
+LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"], "collonline": ["-ldl"]}
 
 
 # a program split by concern: its main file first, then the files it is built from

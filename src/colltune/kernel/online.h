@@ -31,6 +31,7 @@ typedef struct {
     int ready;
     MPI_T_cvar_handle h[MAXV];
     MPI_Datatype type[MAXV];
+    int idx[MAXV]; /* the library's own index of each variable (the plan's `vars`) */
     long long old[MAXV];
 } cand_t;
 
@@ -56,6 +57,7 @@ typedef struct {
     double share, drop, flush;
     long long min_calls;
     int batch, samples, first, per_call;
+    char vars[32]; /* the library's own variable API, instead of MPI_T ("": MPI_T) */
     cand_t cand[N_OCOLL][MAXC]; /* [0]: the library's own choice */
     int ncand[N_OCOLL];
     skip_t skip[MAXSKIP];

@@ -27,6 +27,8 @@ void read_plan(const char *path)
             P.per_call = !strcmp(how, "call");
             continue;
         }
+        if (sscanf(line, "vars %31s", P.vars) == 1)
+            continue;
         if (sscanf(line, "share %lf", &P.share) == 1 || sscanf(line, "drop %lf", &P.drop) == 1
             || sscanf(line, "min_calls %lld", &P.min_calls) == 1
             || sscanf(line, "batch %d", &P.batch) == 1

@@ -137,6 +137,10 @@ class OpenMPIApps(AppSupport[OpenMPI]):
     variables, the rules file's choice read from the command and environment."""
 
     online = "dup"  # coll/tuned reads its forced algorithm when a communicator is made
+    # MPI_T_init_thread registers every framework's components, loading every plugin
+    # installed (0.2 s a process here: docs/online.md); mca_base_var, which MPI_T's
+    # writes go through, is there from MPI_Init on
+    online_vars = "mca_base_var"
 
     def find(self, prefix: str | None) -> OpenMPI:
         return find_openmpi(prefix)
