@@ -747,6 +747,16 @@ def test_pairs_measure_the_layers_cost_against_the_applications_own_runs(
                 if p.config == DEFAULT]
     store.close()
     assert launches and max(launches) == 2, launches
+    # a count that says nothing, and an application that fails on its own: said, no file
+    r = tune_cli("online", "-o", str(tmp_path / "x.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--pairs", "-1", "--", *launch, env=ompi41.tool_env())
+    assert r.returncode != 0 and "--pairs -1: between 1 and 100" in r.stdout + r.stderr
+    r = tune_cli("online", "-o", str(tmp_path / "x.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--pairs", "1", "--timeout", "120", "--", *launch[:-2],
+                 "1000", "1000", "abort", env=ompi41.tool_env())
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 3 and "failed (exit" in said and "without the online layer" in said
+    assert not (tmp_path / "x.conf").exists() and log.read_text().split()[-1] == "plain"
 
 
 def test_what_the_store_knows_from_elsewhere_is_not_explored(tmp_path: Path) -> None:
