@@ -385,7 +385,8 @@ def test_a_groups_warm_up_is_not_timed(ompi41: OpenMPI, tmp_path: Path) -> None:
     then every call to the one candidate until it has its 10, the first batch of 32 times
     is calls 50 to 81, the candidate's 10 and the library's 22 after them, and the halving
     ends there (timed from the first call, the library's choice would have 54, 50 of them
-    before any candidate ran)."""
+    before any candidate ran). A CI run kept the candidate for its last 18 calls (faster
+    there by the medians), a local one the library's choice."""
     exe = _build(ompi41, tmp_path)
     lib = build_kernel(ompi41, name="collonline")
     folder, plan = tmp_path / "ev", tmp_path / "plan"
@@ -402,7 +403,11 @@ def test_a_groups_warm_up_is_not_timed(ompi41: OpenMPI, tmp_path: Path) -> None:
     groups = [json.loads(ln) for ln in (folder / "evidence.0").read_text().splitlines()]
     bcast = next(g for g in groups if g["collective"] == "bcast")
     assert bcast["calls"] == 100, bcast
-    assert [(c["calls"], len(c["times_s"])) for c in bcast["configs"]] == [(90, 22), (10, 10)]
+    assert [len(c["times_s"]) for c in bcast["configs"]] == [22, 10], bcast
+    # (the rest of the run, untimed, runs the candidate where it was 5% faster by the
+    # medians, the library's choice otherwise)
+    kept = 18 if bcast["kept"] == 1 else 0
+    assert [c["calls"] for c in bcast["configs"]] == [90 - kept, 10 + kept], bcast
     # the groups with no candidate are never timed at all
     assert all(not c["times_s"] for g in groups if g is not bcast for c in g["configs"]), groups
 
