@@ -29,7 +29,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from scipy import stats
+from colltune.apploop.online_summary import MeasuredCost
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -40,14 +40,6 @@ import testcluster  # noqa: E402
 from qe_app import prepare  # noqa: E402
 
 PROGRAM = REPO / "tests" / "data" / "online.c"
-
-
-def interval(ratios: list[float]) -> tuple[float, float]:
-    """95% t interval of the paired ratios' geometric mean."""
-    logs = [math.log(r) for r in ratios]
-    lo, hi = stats.t.interval(0.95, len(logs) - 1, loc=statistics.mean(logs),
-                              scale=stats.sem(logs))
-    return math.exp(lo), math.exp(hi)
 
 
 def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage after another)
@@ -133,7 +125,7 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                                   for g in first["groups"] if g["explored"]))
                 for n in first["notes"]:
                     print("  layer:", n)
-                ratios, plain_s, online_s = [], [], []
+                plain_s, online_s = [], []
                 for i in range(a.pairs):
                     t = time.monotonic()
                     r = on(cmd)
@@ -146,7 +138,6 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                     online = json.loads((work / f"pair{i}.json").read_text())["wall_s"]
                     plain_s.append(plain)
                     online_s.append(online)
-                    ratios.append(online / plain)
                 runs = [work / "first.json", *(work / f"pair{i}.json"
                                                for i in range(a.pairs))]
                 learned_rows += learned(app, lay, runs)
@@ -158,7 +149,9 @@ def main() -> None:  # noqa: C901, PLR0915 (a benchmark's script: one stage afte
                             print(f"  last run: {g['collective']} {g['size']} B at "
                                   f"{g['comm_size']}: {g['decision']['config']}, "
                                   f"{g['decision']['reason']}")
-                lo, hi = interval(ratios)
+                # the 95% t interval of the pairs' geometric mean, as tune online --pairs
+                # states it
+                lo, hi = MeasuredCost(plain_s, online_s).interval() or (math.nan, math.nan)
                 cost_rows.append(
                     f"| {app} | {lay} | {a.pairs} | {statistics.median(plain_s):.3f} s | "
                     f"{statistics.median(online_s):.3f} s | "

@@ -37,6 +37,8 @@
  *   flush S          what is learned so far is written every S seconds at most (0: only
  *                    at the end), so a run killed before MPI_Finalize leaves its evidence
  *   switch dup|call  how a candidate is run (above)
+ *   vars API         the library's own variable API the candidates are written through
+ *                    instead of MPI_T (mca_base_var: Open MPI's; online_mpit.c)
  *   cand COLL ID N NAME VALUE ... [below B]   a candidate: N control variables to
  *                    write; ID, the algorithm's number where it runs with the library's
  *                    own parameters (tune online maps the others' ids to what they set);
