@@ -18,8 +18,11 @@ from colltune.apploop.appverify import disturbed
 from colltune.backends.openmpi.applied import rule_at
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import PointResult
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import COLLTYPE
+from colltune.store import Context
 from helpers import check_app_verdict
 from qe_app import prepare, pw_x
 
@@ -274,3 +277,102 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
                            text=True, env=ompi41.tool_env(), check=False)
         assert r.returncode == 2 and words in r.stderr, r.stderr
         assert not lay_db.exists()
+
+
+def _online_points(key: str, ompi_name: str, version: str, prefix: str
+                   ) -> list[tuple[Context, Config, PointResult]]:
+    """What tune online's runs of a command would have stored of its 4-rank allreduce at
+    64 KiB (1 node x 4), two launches, the second twice as slow as the first for every
+    configuration: linear (a1) 3x the library's choice in both, nonoverlapping (a2) a wrong
+    answer, recursive doubling (a3) run only in the slow launch, 0.95x the library's there
+    (1.6x the median of the library's samples of both launches pooled)."""
+    import socket
+
+    ctx = Context(key, ompi_name, version, prefix, socket.gethostname(), 4, 4, 1,
+                  "allreduce", "openmpi")
+
+    def point(runs: list[tuple[str, float]]) -> PointResult:
+        xs = [t * (1 + k / 100) for _, t in runs for k in range(16)]
+        s = sorted(xs)
+        return PointResult(0, 65536, "ok", len(xs), s[len(s) // 2], min=s[0], max=s[-1],
+                           mean=sum(xs) / len(xs), samples=xs,
+                           strata=[(label, 16) for label, _ in runs])
+
+    return [(ctx, DEFAULT, point([("r1", 1e-4), ("r2", 4e-4)])),
+            (ctx, Config(1), point([("r1", 3e-4), ("r2", 1.2e-3)])),
+            (ctx, Config(2), PointResult(0, 65536, "invalid", message="wrong")),
+            (ctx, Config(3), point([("r2", 3.8e-4)]))]
+
+
+def test_what_the_applications_own_calls_found_slower_is_known(tmp_path: Path) -> None:
+    """apploop/app_known.py on a store of tune online's points: wrong, or over 1.5x the
+    library's choice launch by launch, at a size the application calls (its bucket); a
+    configuration slower only by pooled medians (its calls in the slower launch) is not;
+    another layout's, another command's or another size's points say nothing here."""
+    from colltune.apploop.app_known import excluded_for, online_key
+    from colltune.store import Store
+
+    db = tmp_path / "db.sqlite"
+    key = online_key("openmpi-4.1.4@/usr", ["mpirun", "-np", "4", "./app"])
+    store = Store(db)
+    store.replace_source(_online_points(key, "Open MPI", "4.1.4", "/usr"), "online")
+    store.close()
+    known = excluded_for(db, key, "allreduce", 4, (1, 4), [64, 65536, 70000])
+    assert known == {("allreduce", 4, "a1", 65536), ("allreduce", 4, "a2", 65536),
+                     ("allreduce", 4, "a1", 70000), ("allreduce", 4, "a2", 70000)}, known
+    assert excluded_for(db, key, "allreduce", 4, None, [65536]) == {
+        ("allreduce", 4, "a1", 65536), ("allreduce", 4, "a2", 65536)}
+    assert not excluded_for(db, key, "allreduce", 4, (2, 2), [65536])  # another layout
+    assert not excluded_for(db, key + "0", "allreduce", 4, (1, 4), [65536])
+    assert not excluded_for(db, key, "bcast", 4, (1, 4), [65536])
+    assert not excluded_for(tmp_path / "none.sqlite", key, "allreduce", 4, (1, 4), [65536])
+
+
+def test_tune_app_leaves_out_what_the_applications_own_calls_found_slower(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Issue 72, scope 5 (the online runs' calls used by later tune app runs): the profile
+    of tests/data/online.c, and a store holding tune online's points of the same command at
+    64 KiB (_online_points). tune app measures neither the wrong nor the clearly slower
+    configuration at 64 KiB (said, and counted in its JSON), and measures both at 64 B,
+    where the application's calls said nothing; the one slower only pooled is measured."""
+    from colltune.apploop.app_known import online_key
+    from colltune.store import Store
+    from helpers import tune_cli
+    from test_online import _build
+
+    exe = _build(ompi41, tmp_path)
+    prof = tmp_path / "p.json"
+    r = tune_cli("profile", "-o", str(prof), "--mpi", str(ompi41.prefix), "--",
+                 str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "200", "50",
+                 env=ompi41.tool_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(prof.read_text())
+    # the world's allreduce at 64 B and 64 KiB alone: the rest of the profile is not what
+    # this test is about (tune app would only spend longer)
+    doc["entries"] = [e for e in doc["entries"] if (e["collective"], e["comm_size"]) ==
+                      ("allreduce", 4) and e["size"] in (64, 65536)]
+    assert sorted(e["size"] for e in doc["entries"]) == [64, 65536], doc["entries"]
+    prof.write_text(json.dumps(doc))
+    db = tmp_path / "db.sqlite"
+    store = Store(db)
+    key = online_key(ompi41.key, doc["command"])
+    store.replace_source(_online_points(key, ompi41.name, ompi41.version, str(ompi41.prefix)),
+                         "online")
+    store.close()
+    r = tune_cli("app", str(prof), "--mpi", str(ompi41.prefix), "--db", str(db), "--json",
+                 str(tmp_path / "a.json"), "--min-share", "0", "--arrival", "off",
+                 "--point-time", "0.02", "--min-reps", "5", "--max-reps", "12",
+                 "--confirm-rounds", "0", "--oversubscribe",
+                 env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "2 (configuration, size) point(s) not measured: this application's own calls" \
+        in r.stdout + r.stderr, r.stdout + r.stderr
+    group = json.loads((tmp_path / "a.json").read_text())["groups"][0]
+    assert group["known_from_online"] == 2 and group["status"] == "measured", group
+    store = Store(db, readonly=True)
+    measured = {(m.size, m.config.key) for c in store.contexts() if c.mpi_key == ompi41.key
+                and c.collective == "allreduce" for m in store.measurements(c)}
+    store.close()
+    at = {s: {k for sz, k in measured if sz == s} for s in (64, 65536)}
+    assert {"a0", "a1", "a2", "a3"} <= at[64], at
+    assert {"a0", "a3"} <= at[65536] and not {"a1", "a2"} & at[65536], at

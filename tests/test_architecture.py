@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
      "colltune.osu.importing", "colltune.osu.osu_import", "colltune.osu.imb_import",
      "colltune.apploop.profile", "colltune.apploop.arrival", "colltune.apploop.replay",
-     "colltune.apploop.app",
+     "colltune.apploop.app", "colltune.apploop.app_known",
      "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
      "colltune.apploop.compare", "colltune.apploop.online", "colltune.apploop.online_known",
      "colltune.apploop.online_candidates", "colltune.apploop.online_evidence",

@@ -92,4 +92,7 @@ class TuneOptions:
     # shared-memory reduce): write the fastest nameable algorithm measured there and note its
     # cost, rather than leave the whole collective to the library
     trade_off: bool = False
+    # (collective, communicator size, configuration key, size) not to measure: what tune
+    # app already knows from the application's own calls (apploop/app_known.py)
+    excluded: frozenset[tuple[str, int, str, int]] = frozenset()
     settings: MeasureSettings = field(default_factory=MeasureSettings)

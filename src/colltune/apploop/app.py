@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.apploop.app_known import Excluded, excluded_for, online_key
+from colltune.apploop.online_known import SLOWER
 from colltune.apploop.profile import lacks, load
 from colltune.apploop.replay import MODES, Replay, Rows, choose
 from colltune.backends import registry
@@ -35,11 +37,14 @@ from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT
 from colltune.core.records import Decision
+from colltune.core.space import sizes_for
+from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch, slurm_allocation
 from colltune.options import TuneOptions
 from colltune.outfile import beside
 from colltune.slots import hostfile_hosts_slots, place
+from colltune.store import default_db_path
 from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
@@ -62,6 +67,9 @@ class Group:
     # spreads the kernel gave replaying it
     replay: Replay = Replay()
     replayed_spread_s: list[float] = field(default_factory=list)
+    # (configuration, size) pairs not measured: the application's own calls under tune
+    # online found them wrong or clearly slower (apploop/app_known.py)
+    known_online: int = 0
 
     @property
     def sizes(self) -> list[int]:
@@ -169,10 +177,10 @@ def job_layout(np: int, want: Layout, template: TuneOptions,
     return p.nodes, p.ppn
 
 
-def check_mpi(profile: dict, template: TuneOptions) -> None:  # type: ignore[type-arg]
+def check_mpi(profile: dict, template: TuneOptions) -> Installation:  # type: ignore[type-arg]
     """Refuse to tune another MPI than the one the application ran on (its ranks' own
-    library version string, recorded in the profile), naming both. The profile's prefix is
-    data: compared, never run."""
+    library version string, recorded in the profile), naming both; the installation
+    tuned. The profile's prefix is data: compared, never run."""
     fam: dict[str, str] = profile["mpi"]
     backend = registry.named(template.backend)
     inst = backend.with_apps().find(template.mpi)
@@ -184,6 +192,7 @@ def check_mpi(profile: dict, template: TuneOptions) -> None:  # type: ignore[typ
                             f"this job would tune {inst.describe()}",
                             "pass --mpi with the prefix of the MPI the application ran on "
                             "(and --backend)")
+    return inst
 
 
 def within(comm_size: int, job: Layout) -> Layout:
@@ -315,9 +324,11 @@ class _Replays(Reporter):
 
 
 def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
-                out: Path | None) -> tuple[list[Decision], Catalog]:
+                out: Path | None, known: Excluded = frozenset()
+                ) -> tuple[list[Decision], Catalog]:
     """One `tune` of group `g` (its layout, its sizes, its share of --point-time), with
-    the ranks entering as `rows` replays (empty: together), merged into `out`."""
+    the ranks entering as `rows` replays (empty: together), leaving out the `known`
+    points, merged into `out`."""
     coll = get_collective(g.collective)
     scale = min(1.0, max(LEAST_TIME, g.share / FULL_SHARE))
     launch = template.launch or Launch()
@@ -326,7 +337,7 @@ def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
     opts = dataclasses.replace(
         template, collectives=[g.collective], nps=[g.comm_size], launch=launch,
         sizes=g.sizes if coll.has_sizes else None, beyond="library", summary_json=None,
-        out=out, settings=dataclasses.replace(
+        out=out, excluded=known, settings=dataclasses.replace(
             template.settings, point_time=template.settings.point_time * scale, arrival=rows))
     where = f" as {g.layout[0]}x{g.layout[1]}" if g.layout else ""
     how = "replaying its arrival pattern" if rows else "ranks entering together"
@@ -373,8 +384,10 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
     rep = _Replays(reporter or Reporter())
     profile = load(profile_path)
     groups, untuned, wall = plan(profile, min_share)
-    check_mpi(profile, template)
+    inst = check_mpi(profile, template)
     place_groups(groups, profile, template, any_layout, rep.note, named=named)
+    cmd = profile.get("command")  # checked by the profile's schema: a list of text
+    key = online_key(inst.key, [str(x) for x in cmd] if isinstance(cmd, list) else [])
     said: set[str] = set()
     for g in groups:
         if g.status != "planned":
@@ -392,12 +405,14 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
         ds: list[Decision] = []
         together: list[Decision] | None = None
         if g.status == "planned":
+            known = _known_online(g, key, template, rep)
             try:
                 if arrival == "both" and g.replay.rows:  # the same group, ranks entering together
                     sync_out = beside(template.out, "together") if template.out else None
-                    together, catalog = _tune_group(g, template, rep, (), sync_out)
+                    together, catalog = _tune_group(g, template, rep, (), sync_out, known)
                 rep.spreads = []
-                ds, catalog = _tune_group(g, template, rep, g.replay.rows, template.out)
+                ds, catalog = _tune_group(g, template, rep, g.replay.rows, template.out,
+                                          known)
             except ColltuneError as err:
                 g.status = f"not run: {err.message}"
                 rep.note(f"{g.collective} at {g.comm_size} ranks not tuned: {err.message}")
@@ -406,6 +421,21 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
                 g.replayed_spread_s = list(rep.spreads) if g.replay.rows else []
         res.entries += _entries(g, ds, together, catalog)
     return res
+
+
+def _known_online(g: Group, key: str, template: TuneOptions, rep: Reporter) -> Excluded:
+    """What the application's own calls under tune online (store key `key`) already
+    found wrong or clearly slower at group `g`'s sizes: left out of its measuring, said."""
+    coll = get_collective(g.collective)
+    sizes = sizes_for(coll, g.comm_size, g.sizes if coll.has_sizes else None)
+    known = excluded_for(template.db or default_db_path(), key, g.collective, g.comm_size,
+                         g.layout, sizes)
+    g.known_online = len(known)
+    if known:
+        rep.note(f"{g.collective} at {g.comm_size} ranks: {len(known)} (configuration, size) "
+                 "point(s) not measured: this application's own calls under tune online "
+                 f"found them wrong or over {SLOWER}x slower than the library's choice")
+    return known
 
 
 def _entries(g: Group, ds: list[Decision], together: list[Decision] | None,
@@ -445,7 +475,8 @@ def as_json(res: AppResult) -> dict[str, object]:
                     "layout": f"{g.layout[0]}x{g.layout[1]}" if g.layout else None,
                     "arrival": g.replay.how,
                     "profiled_spread_s": g.replay.profiled_spread_s or None,
-                    "replayed_spread_s": _mean(g.replayed_spread_s)}
+                    "replayed_spread_s": _mean(g.replayed_spread_s),
+                    "known_from_online": g.known_online}
                    for g in res.groups],
         "entries": [dataclasses.asdict(e) for e in res.entries],
         "expected_saving_s": sum(e.saving_s for e in res.entries),

@@ -1,7 +1,8 @@
 """What a tuning run measures, built once and handed down: per collective and communicator
 size, the configurations (the catalog's, within the values the user and the output allow)
 and the message sizes worth measuring. The searches, the ladder, model predictions and a
-Slurm script's time limit all read the same plan."""
+Slurm script's time limit all read the same plan; what is already known (tune app: the
+application's own calls under tune online) is left out of it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
-from colltune.core.config import Config
+from colltune.core.config import DEFAULT, Config
 from colltune.core.space import configurations, sizes_for, useful_at
 
 
@@ -20,6 +21,9 @@ class Plan:
     # output can say); a parameter absent here takes the catalog's own values
     grid: dict[str, list[int]] = field(default_factory=dict)
     sizes: list[int] | None = None  # per-rank sizes asked for (None: the default range)
+    # (collective, communicator size, configuration key, size) known already, not measured
+    # (TuneOptions.excluded); the library default is always measured
+    excluded: frozenset[tuple[str, int, str, int]] = frozenset()
 
     def configs(self, coll: Collective, np: int) -> list[Config]:
         """Every configuration of the grid at `np` ranks, the library default first."""
@@ -33,11 +37,15 @@ class Plan:
         as the message repeats the unsegmented point, so it is left out."""
         sizes = self.sizes_at(coll, np)
         return [(c, s) for c in self.configs(coll, np) for s in sizes
-                if useful_at(c, s, self.catalog)]
+                if self._wanted(coll, np, c, s)]
 
     def candidates(self, coll: Collective, np: int, size: int) -> list[Config]:
         """The configurations worth measuring (or predicting) at one size."""
-        return [c for c in self.configs(coll, np) if useful_at(c, size, self.catalog)]
+        return [c for c in self.configs(coll, np) if self._wanted(coll, np, c, size)]
+
+    def _wanted(self, coll: Collective, np: int, c: Config, size: int) -> bool:
+        return useful_at(c, size, self.catalog) and (
+            c == DEFAULT or (coll.name, np, c.key, size) not in self.excluded)
 
     def count(self, colls: list[Collective], nps: list[int]) -> int:
         return sum(len(self.points(c, n)) for c in colls for n in nps)

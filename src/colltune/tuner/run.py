@@ -222,7 +222,7 @@ def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
                  "here: " + ("simulated times repeat exactly" if backend.traits.exact else
                              "the default is measured in the same launch as the others"))
     # what is measured, built once (a parameter this library does not declare: refused)
-    plan = Plan(sess.catalog, sess.grid(opts), opts.sizes)
+    plan = Plan(sess.catalog, sess.grid(opts), opts.sizes, opts.excluded)
     if (opts.predict or opts.strategy == "model") and not _has_formulas(sess.catalog):
         raise ColltuneError(
             f"--predict and --strategy model need cost formulas for {sess.mpi.name}'s "
