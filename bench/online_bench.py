@@ -1,6 +1,6 @@
 """`tune online` on an application's own runs: what the online run costs the application
-(its wall time against a default run's, alternating pairs: the medians, the pairs' geometric mean and its 95%
-interval of the paired ratios) and what the file it learned brings (`tune verify --app`,
+(its wall time against a default run's, alternating pairs: the medians, and the pairs'
+geometric mean with its 95% interval) and what the file it learned brings (`tune verify --app`,
 the file against the library's own choice; with --against-app also against `tune app`'s
 file, --baseline). Applications: pw.x (tests/qe_app.py) and tests/data/online.c (a known
 rank imbalance: rank r works r x 50 us a step). Layouts: 1x4 on this node, 2x2 across the

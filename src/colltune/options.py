@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.core.plan import Excluded
 from colltune.kernel.launch import Repetitions
 from colltune.launchers import Launch
 
@@ -92,7 +93,7 @@ class TuneOptions:
     # shared-memory reduce): write the fastest nameable algorithm measured there and note its
     # cost, rather than leave the whole collective to the library
     trade_off: bool = False
-    # (collective, communicator size, configuration key, size) not to measure: what tune
-    # app already knows from the application's own calls (apploop/app_known.py)
-    excluded: frozenset[tuple[str, int, str, int]] = frozenset()
+    # points not to measure (core/plan.Excluded): what tune app already knows from the
+    # application's own calls (apploop/app_known.py)
+    excluded: Excluded = frozenset()
     settings: MeasureSettings = field(default_factory=MeasureSettings)

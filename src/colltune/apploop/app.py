@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.app_known import Excluded, excluded_for, online_key
+from colltune.apploop.app_known import excluded_for, online_key
 from colltune.apploop.online_known import SLOWER
 from colltune.apploop.profile import lacks, load
 from colltune.apploop.replay import MODES, Replay, Rows, choose
@@ -36,6 +36,7 @@ from colltune.backends import registry
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT
+from colltune.core.plan import Excluded
 from colltune.core.records import Decision
 from colltune.core.space import sizes_for
 from colltune.core.toolchain import Installation

@@ -9,10 +9,9 @@ from pathlib import Path
 from colltune.apploop.online import origin_of
 from colltune.apploop.online_known import MIN_SAMPLES, SLOWER, bucket_of
 from colltune.core.config import DEFAULT
+from colltune.core.plan import Excluded
 from colltune.core.stats import stratified_ratio
 from colltune.store import Context, Measurement, Store
-
-Excluded = frozenset[tuple[str, int, str, int]]
 
 
 def online_key(mpi_key: str, command: list[str]) -> str:

@@ -13,6 +13,10 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.space import configurations, sizes_for, useful_at
 
+# (collective, communicator size, configuration key, size): points known already, not
+# measured (tune app: what the application's own calls under tune online found)
+Excluded = frozenset[tuple[str, int, str, int]]
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -21,9 +25,7 @@ class Plan:
     # output can say); a parameter absent here takes the catalog's own values
     grid: dict[str, list[int]] = field(default_factory=dict)
     sizes: list[int] | None = None  # per-rank sizes asked for (None: the default range)
-    # (collective, communicator size, configuration key, size) known already, not measured
-    # (TuneOptions.excluded); the library default is always measured
-    excluded: frozenset[tuple[str, int, str, int]] = frozenset()
+    excluded: Excluded = frozenset()  # TuneOptions.excluded; the default is always measured
 
     def configs(self, coll: Collective, np: int) -> list[Config]:
         """Every configuration of the grid at `np` ranks, the library default first."""
