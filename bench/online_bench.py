@@ -29,7 +29,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from colltune.apploop.online_summary import MeasuredCost
+from colltune.apploop.online.summary import MeasuredCost
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))

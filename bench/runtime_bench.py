@@ -34,8 +34,8 @@ from pathlib import Path
 from clirun import TUNE
 from scipy import stats
 
-from colltune.apploop.profile import profiled_run
-from colltune.apploop.runtime import applied
+from colltune.apploop.jobwide.runtime_search import applied
+from colltune.apploop.profiling.profile import profiled_run
 from colltune.backends.openmpi import runtime as rt
 from colltune.backends.openmpi.install import OpenMPI, find_openmpi, launch_env
 from colltune.backends.registry import named

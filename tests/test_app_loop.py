@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from colltune.apploop.app import plan
-from colltune.apploop.appverify import disturbed
+from colltune.apploop.app.tune_app import plan
+from colltune.apploop.app.verify_app import disturbed
 from colltune.backends.openmpi.applied import rule_at
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
@@ -305,11 +305,11 @@ def _online_points(key: str, ompi_name: str, version: str, prefix: str
 
 
 def test_what_the_applications_own_calls_found_slower_is_known(tmp_path: Path) -> None:
-    """apploop/app_known.py on a store of tune online's points: wrong, or over 1.5x the
+    """apploop/online/for_app.py on a store of tune online's points: wrong, or over 1.5x the
     library's choice launch by launch, at a size the application calls (its bucket); a
     configuration slower only by pooled medians (its calls in the slower launch) is not;
     another layout's, another command's or another size's points say nothing here."""
-    from colltune.apploop.app_known import excluded_for, online_key
+    from colltune.apploop.online.for_app import excluded_for, online_key
     from colltune.store import Store
 
     db = tmp_path / "db.sqlite"
@@ -335,7 +335,7 @@ def test_tune_app_leaves_out_what_the_applications_own_calls_found_slower(
     64 KiB (_online_points). tune app measures neither the wrong nor the clearly slower
     configuration at 64 KiB (said, and counted in its JSON), and measures both at 64 B,
     where the application's calls said nothing; the one slower only pooled is measured."""
-    from colltune.apploop.app_known import online_key
+    from colltune.apploop.online.for_app import online_key
     from colltune.store import Store
     from helpers import tune_cli
     from test_online import _build

@@ -26,13 +26,16 @@ LAYERS: list[tuple[str, ...]] = [
     # loop, OSU and IMB import, and the commands over them
     ("colltune.reporting", "colltune.verification", "colltune.outputs.export",
      "colltune.osu.importing", "colltune.osu.osu_import", "colltune.osu.imb_import",
-     "colltune.apploop.profile", "colltune.apploop.arrival", "colltune.apploop.replay",
-     "colltune.apploop.app", "colltune.apploop.app_known",
-     "colltune.apploop.appverify", "colltune.apploop.runtime", "colltune.apploop.objective",
-     "colltune.apploop.compare", "colltune.apploop.online", "colltune.apploop.online_known",
-     "colltune.apploop.online_candidates", "colltune.apploop.online_evidence",
-     "colltune.apploop.online_summary", "colltune.apploop.online_model",
-     "colltune.apploop.online_cost", "colltune.cli"),
+     "colltune.apploop", "colltune.cli"),
+]
+
+# the application loop's folders, in the order their imports run: a profile is what every
+# other stage reads; tune online and the job-wide search stand beside each other; tune app
+# and verify --app use all three (docs/architecture.md, "The application loop")
+APPLOOP: list[tuple[str, ...]] = [
+    ("colltune.apploop.profiling",),
+    ("colltune.apploop.online", "colltune.apploop.jobwide"),
+    ("colltune.apploop.app",),
 ]
 
 # where a family may be named: its own modules
@@ -108,6 +111,34 @@ def test_imports_run_downward_and_never_in_a_circle() -> None:
     assert _circles(folders, set(folders)) == []
 
 
+def test_the_application_loop_is_folders_in_order() -> None:
+    """apploop/ holds folders, one per stage, and none imports a later one; tune app reaches
+    online tuning only through its one named interface (apploop/online/for_app)."""
+    mods = _modules()
+    loose = [m for m, p in mods.items() if m.startswith("colltune.apploop.")
+             and p.parent == SRC / "apploop"]
+    assert loose == [], "apploop/ holds folders: put these in the stage they serve"
+    folders = {m.rsplit(".", 1)[0] for m in mods if m.count(".") == 3
+               and m.startswith("colltune.apploop.")} | {
+        m for m in mods if m.count(".") == 2 and m.startswith("colltune.apploop.")}
+    rank = {f: i for i, group in enumerate(APPLOOP) for f in group}
+    assert set(rank) == folders, "every folder of apploop/ has a place in APPLOOP"
+    def stage(m: str) -> str:
+        return ".".join(m.split(".")[:3])
+    found = []
+    for m, p in mods.items():
+        if not m.startswith("colltune.apploop."):
+            continue
+        for t in _imports(p, mods, typing=True):
+            if not t.startswith("colltune.apploop.") or stage(t) == stage(m):
+                continue
+            if rank[stage(t)] >= rank[stage(m)]:
+                found.append(f"{m} -> {t}")
+            elif stage(t) == "colltune.apploop.online" and t != "colltune.apploop.online.for_app":
+                found.append(f"{m} -> {t} (through apploop/online/for_app)")
+    assert found == []
+
+
 def test_the_circle_check_sees_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, {"a", "b", "c", "d"}) \
         == [["a", "b", "c"]]
@@ -160,7 +191,7 @@ def test_a_module_over_800_lines_says_why() -> None:
 def test_a_c_file_over_600_lines_says_why() -> None:
     """The C programs are split by concern as the Python is (the kernel's plan, sync,
     MPI_T, collectives' table and measuring are files of their own)."""
-    long = [f"{p.name} ({n} lines)" for p in sorted((SRC / "kernel").glob("*.[ch]"))
+    long = [f"{p.name} ({n} lines)" for p in sorted((SRC / "kernel").rglob("*.[ch]"))
             if (n := len(p.read_text().splitlines())) > 600
             and "Over 600 lines:" not in p.read_text().split("*/", 1)[0]]
     assert long == [], "split these, or say in the opening comment why not"

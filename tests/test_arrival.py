@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from colltune.apploop import arrival
-from colltune.apploop.app import Group, group_layout, job_layout, place_groups
+from colltune.apploop.app.tune_app import Group, group_layout, job_layout, place_groups
+from colltune.apploop.profiling import arrival
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import TuneOptions

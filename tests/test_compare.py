@@ -94,7 +94,7 @@ def test_intel_mpis_imb_runs_on_mpich_5_through_their_common_abi(tmp_path: Path)
 
 
 def test_a_printed_time_is_read_from_the_programs_output() -> None:
-    from colltune.apploop.objective import application, printed
+    from colltune.apploop.jobwide.objective import application, printed
 
     obj = printed(application(["mpirun", "./lmp"]), r"Loop time of (\S+) on")
     assert obj.figures({"stdout": "Loop time of 9 on 1\nLoop time of 0.25 on 4 procs\n"}

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from colltune.apploop.online_candidates import candidates, ids_of
-from colltune.apploop.online_known import bucket_of, skip_lines
-from colltune.apploop.online_model import model_lines
+from colltune.apploop.online.candidates import candidates, ids_of
+from colltune.apploop.online.known import bucket_of, skip_lines
+from colltune.apploop.online.model import model_lines
 from colltune.backends import registry
 from colltune.backends.mpich.install import MPICH
 from colltune.backends.openmpi.install import OpenMPI, builtin_catalog
@@ -92,7 +92,7 @@ def test_online_tunes_in_the_applications_own_run(ompi41: OpenMPI, tmp_path: Pat
     # algorithm would: the layer's check of each candidate's first call sees it
     spoiled = [launch[0], "-x", "COLLTUNE_TEST_FAULT=wrong:allreduce=3", *launch[1:]]
     # a cost model fitted on this machine, in the store: the segment sizes it ranks below
-    # their algorithm's best are not explored (apploop/online_model)
+    # their algorithm's best are not explored (apploop/online/model)
     r = tune_cli("model", "fit", "--mpi", str(ompi41.prefix), "--db", str(db), "--max-size",
                  "256K", "--reps", "10", env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
@@ -582,7 +582,7 @@ def test_evidence_is_never_written_through_a_link(ompi41: OpenMPI, tmp_path: Pat
 def test_what_the_layer_wrote_is_read_as_data(tmp_path: Path) -> None:
     """The layer's files are parsed, never trusted: a collective it does not wrap, a NaN, a
     missing field, or a rank's missing schedule is an error naming the file, not a crash."""
-    from colltune.apploop.online_evidence import agreed, evidence, schedules
+    from colltune.apploop.online.evidence import agreed, evidence, schedules
     from colltune.errors import MPIError
 
     # each communicator's schedule is compared across its own members: the world's on all
@@ -660,7 +660,7 @@ def test_a_finalist_gets_more_calls_only_while_its_gain_is_unconfirmed(tmp_path:
     over 3% faster than the library's choice without the stratified test confirming it;
     none where the test confirms it, where it does not look worth a rule, or once it has
     had 8 rounds of calls."""
-    from colltune.apploop.online_known import final_lines
+    from colltune.apploop.online.known import final_lines
 
     ids = {"allreduce": {0: DEFAULT, 1: Config(1), 2: Config(2)}}
     base = [1e-6 * (1 + i % 100) for i in range(400)]  # wide: a 10% gain is not sure
@@ -686,7 +686,7 @@ def test_a_finalist_not_yet_confirmed_is_given_more_calls(ompi41: OpenMPI, tmp_p
     """A run after the halving ended with an unconfirmed finalist gives it alone `--samples`
     more calls (every other candidate out), and the store pools them as one launch more,
     which the decision ranks on its own."""
-    from colltune.apploop.online import origin_of
+    from colltune.apploop.online.known import origin_of
 
     exe = _build(ompi41, tmp_path)
     launch = [str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), "500", "50"]

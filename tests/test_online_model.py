@@ -10,10 +10,10 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from colltune.apploop.online import OnlineRequest, _known
-from colltune.apploop.online_candidates import candidates, ids_of
-from colltune.apploop.online_known import bucket_of
-from colltune.apploop.online_model import comm_sizes, variant_skips, world_size
+from colltune.apploop.online.candidates import candidates, ids_of
+from colltune.apploop.online.driver import OnlineRequest, _known
+from colltune.apploop.online.known import bucket_of
+from colltune.apploop.online.model import comm_sizes, variant_skips, world_size
 from colltune.backends import registry
 from colltune.backends.openmpi.install import OpenMPI, builtin_catalog
 from colltune.core.config import Config

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arrival_prog import DELAY, build_arrival, check_arrival
-from colltune.apploop.profile import inject
+from colltune.apploop.profiling.profile import inject
 from colltune.backends import registry
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError

@@ -1,4 +1,4 @@
-"""`tune verify --step`: the application step (kernel/collstep.c) calls each of its sizes as
+"""`tune verify --step`: the application step (kernel/bench/collstep.c) calls each of its sizes as
 often as it says, seen by colltune's PMPI profiler in the ranks; its output is read
 strictly; its sizes are the kernel's. The step's verdict on a known-slow file:
 tests/test_verify_live.py::test_known_slow_file_is_a_regression."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.apploop.profile import load
+from colltune.apploop.profiling.profile import load
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import get_collective
 from colltune.errors import ColltuneError

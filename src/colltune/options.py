@@ -94,6 +94,6 @@ class TuneOptions:
     # cost, rather than leave the whole collective to the library
     trade_off: bool = False
     # points not to measure (core/plan.Excluded): what tune app already knows from the
-    # application's own calls (apploop/app_known.py)
+    # application's own calls (apploop/online/for_app.py)
     excluded: Excluded = frozenset()
     settings: MeasureSettings = field(default_factory=MeasureSettings)

@@ -25,7 +25,7 @@ class AppSupport(ABC, Generic[M]):
     online = ""
     not_online = "tune online does not drive this family yet"
     # where the library's own variable API reaches the same variables as MPI_T without
-    # opening it: its name for kernel/online_mpit.c ("mca_base_var": Open MPI's, whose
+    # opening it: its name for kernel/online/online_mpit.c ("mca_base_var": Open MPI's, whose
     # MPI_T opening loads every plugin installed); "": MPI_T
     online_vars = ""
 

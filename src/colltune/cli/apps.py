@@ -29,7 +29,7 @@ from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable
 
 if TYPE_CHECKING:  # the command imports it when it runs (the CLI starts lean)
-    from colltune.apploop.app import AppResult
+    from colltune.apploop.app.tune_app import AppResult
 
 
 @app.command("profile", context_settings={"allow_interspersed_args": False})
@@ -49,7 +49,7 @@ def profile_cmd(
     collectives cost: per collective, communicator size and message size, calls and time
     (mean over ranks and slowest rank), and its wall time. Example:
     tune profile -o app.json -- mpirun -np 4 lmp -in in.lj"""
-    from colltune.apploop.profile import run
+    from colltune.apploop.profiling.profile import run
 
     try:
         ensure_writable(output, "--output")
@@ -77,7 +77,7 @@ def profile_cmd(
         out.print("nonblocking collectives (counted, not decided by coll/tuned's rules): "
                   + ", ".join(f"{k} {v}" for k, v in prof["nonblocking"].items()),  # type: ignore[attr-defined]
                   highlight=False)
-    from colltune.apploop.profile import warmups
+    from colltune.apploop.profiling.profile import warmups
 
     for line in warmups(prof):
         err.print(f"warning: {line}", highlight=False, markup=False)
@@ -159,8 +159,8 @@ def app_cmd(
     import shlex
     import time
 
-    from colltune.apploop.app import as_json, tune_app, tune_app_layouts
-    from colltune.apploop.profile import load
+    from colltune.apploop.app.tune_app import as_json, tune_app, tune_app_layouts
+    from colltune.apploop.profiling.profile import load
     from colltune.core.space import parse_size
     from colltune.launchers import Launch
     from colltune.options import MeasureSettings, TuneOptions
@@ -196,7 +196,7 @@ def app_cmd(
         if slurm_script is not None:
             import sys
 
-            from colltune.apploop.app import script_plan
+            from colltune.apploop.app.tune_app import script_plan
             from colltune.cli.tuning import _without_option
             from colltune.outputs.slurm_script import render
 
@@ -326,9 +326,9 @@ def online_cmd(
     tune's statistics, written as the family's rules. Runs of the same command with the
     same --db add up, each taking up where the last left off. Open MPI and MPICH. Example:
     tune online -o rules.conf -- mpirun -np 4 ./app"""
-    from colltune.apploop.online import OnlineRequest, run
-    from colltune.apploop.online_cost import run_pairs
-    from colltune.apploop.online_summary import write_summary
+    from colltune.apploop.online.cost import run_pairs
+    from colltune.apploop.online.driver import OnlineRequest, run
+    from colltune.apploop.online.summary import write_summary
     from colltune.store import default_db_path
 
     try:
@@ -358,7 +358,7 @@ def online_cmd(
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)
     out.print(t)
-    from colltune.apploop import online_summary as o
+    from colltune.apploop.online import summary as o
 
     cost = sum(o.exploration_cost(g) for g in res.groups)
     lo, hi = o.exploration_interval(res.groups)

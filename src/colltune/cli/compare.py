@@ -63,9 +63,9 @@ def compare_cmd(
     the ABI it was built for (Open MPI 4.1 and 5.0; MPICH and Intel MPI). Example: tune
     compare --lib openmpi:/usr --lib openmpi:/usr=params.conf --lib mpich --collective
     allreduce"""
-    from colltune.apploop import compare as cmp
-    from colltune.apploop.objective import Objective, kernel, printed
-    from colltune.apploop.objective import program as prog
+    from colltune.apploop.jobwide import compare as cmp
+    from colltune.apploop.jobwide.objective import Objective, kernel, printed
+    from colltune.apploop.jobwide.objective import program as prog
     from colltune.backends import registry
     from colltune.core.space import parse_sizes
 
@@ -110,7 +110,7 @@ def compare_cmd(
 def _show(res: list, what: str) -> None:  # type: ignore[type-arg]
     from rich.text import Text
 
-    from colltune.apploop.compare import summary
+    from colltune.apploop.jobwide.compare import summary
 
     t = Table(title=f"tune compare: {what}")
     for col in ("arm", "library (read back)", "median", "vs first", "interval", "verdict",

@@ -90,8 +90,8 @@ def runtime_cmd(
     against the library's defaults in fresh launch pairs, and write the parameter file the
     library reads. Example: tune runtime --params btl_vader_eager_limit,coll_han_priority
     --out params.conf -- mpirun -np 4 lmp -in in.melt"""
-    from colltune.apploop import runtime as rt
-    from colltune.apploop.objective import application, kernel, printed
+    from colltune.apploop.jobwide import runtime_search as rt
+    from colltune.apploop.jobwide.objective import application, kernel, printed
     from colltune.backends import registry
     from colltune.core.runtime import build_space, changed, label
     from colltune.core.space import parse_sizes
@@ -169,7 +169,7 @@ def _list(catalog: list) -> None:  # type: ignore[type-arg]
 
 
 def _show(res: object) -> None:
-    from colltune.apploop.runtime import Outcome, verdict_line
+    from colltune.apploop.jobwide.runtime_search import Outcome, verdict_line
     from colltune.core.runtime import changed, label
 
     assert isinstance(res, Outcome)
@@ -195,7 +195,7 @@ def _show(res: object) -> None:
 
 def _prove(be: object, inst: object, path: Path, cmd: list[str], timeout: float | None
            ) -> None:
-    from colltune.apploop.runtime import prove_file
+    from colltune.apploop.jobwide.runtime_search import prove_file
 
     rows = prove_file(be, inst, path, cmd, timeout)  # type: ignore[arg-type]
     for name, value, seen in rows:

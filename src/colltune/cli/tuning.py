@@ -147,7 +147,7 @@ def _script_family(backend: str | None, out_format: str | None, mpi: str | None,
 
 def _arrival(profile: Path, name: str, nps: str, quiet: bool) -> tuple[tuple[float, ...], ...]:
     """--arrival PROFILE: the rows the kernel replays for `name` on the one --np."""
-    from colltune.apploop.replay import rows_for
+    from colltune.apploop.profiling.replay import rows_for
 
     sizes = _ints(nps, "--np")
     if name == "all" or len(sizes) != 1:

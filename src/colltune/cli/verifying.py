@@ -181,7 +181,7 @@ def _step(sizes: str | None, profile: Path | None, np: int
                             "give the sizes, or the profile that has them")
     if profile is None:
         return parse_sizes(sizes) if sizes else None
-    from colltune.apploop.profile import load
+    from colltune.apploop.profiling.profile import load
     from colltune.verification.step import profile_steps
 
     return profile_steps(load(profile), np)
@@ -226,7 +226,7 @@ class _AppOptions:
 def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptions) -> None:
     import json
 
-    from colltune.apploop.appverify import AppRequest, as_json, verify_app
+    from colltune.apploop.app.verify_app import AppRequest, as_json, verify_app
 
     try:
         if rules is None:

@@ -36,16 +36,21 @@ SHARED = ("collprof", "quickcal", "collonline")
 LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"], "collonline": ["-ldl"]}
 
 
-# a program split by concern: its main file first, then the files it is built from
-SOURCES = {"collbench": ("collbench.c", "bench.h", "bench_plan.c", "bench_sync.c",
-                         "bench_mpit.c", "bench_colls.c", "bench_measure.c",
-                         "bench_loop.c"),
-           "collstep": ("collstep.c", "bench.h", "bench_sync.c", "bench_colls.c"),
-           "collprof": ("collprof.c", "prof.h", "fnext.h", "prof_c.c", "prof_fortran.c",
-                        "prof_arrival.c"),
-           "collonline": ("collonline.c", "online.h", "fnext.h", "online_c.c",
-                          "online_fortran.c", "online_mpit.c", "online_check.c",
-                          "online_files.c", "online_plan.c")}
+# a program split by concern: its main file first, then the files it is built from. Each
+# program's group is a folder (bench/: the benchmark and the step program, which shares its
+# collectives; prof/: the profiler; online/: tune online's layer); common/ holds what the
+# profiler and the layer share
+SOURCES = {"collbench": ("bench/collbench.c", "bench/bench.h", "bench/bench_plan.c",
+                         "bench/bench_sync.c", "bench/bench_mpit.c", "bench/bench_colls.c",
+                         "bench/bench_measure.c", "bench/bench_loop.c"),
+           "collstep": ("bench/collstep.c", "bench/bench.h", "bench/bench_sync.c",
+                        "bench/bench_colls.c"),
+           "collprof": ("prof/collprof.c", "prof/prof.h", "common/fnext.h", "prof/prof_c.c",
+                        "prof/prof_fortran.c", "prof/prof_arrival.c"),
+           "collonline": ("online/collonline.c", "online/online.h", "common/fnext.h",
+                          "online/online_c.c", "online/online_fortran.c",
+                          "online/online_mpit.c", "online/online_check.c",
+                          "online/online_files.c", "online/online_plan.c")}
 
 
 def source_files(name: str) -> tuple[str, ...]:
@@ -167,6 +172,7 @@ def build_kernel(mpi: Toolchain, force: bool = False,
     with tempfile.TemporaryDirectory(dir=exe.parent) as tmp:
         pkg = resources.files("colltune.kernel")
         for f in source_files(name):
+            (Path(tmp) / f).parent.mkdir(exist_ok=True)  # the group's folder, as in the package
             (Path(tmp) / f).write_bytes(pkg.joinpath(f).read_bytes())
         out = Path(tmp) / exe.name
         shared = ["-fPIC", "-shared"] if name in SHARED else []

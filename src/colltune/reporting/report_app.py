@@ -9,8 +9,8 @@ import io
 import re
 from pathlib import Path
 
-from colltune.apploop.profile import load
-from colltune.apploop.profile_schema import VERIFY_SCHEMA, problem
+from colltune.apploop.profiling.profile import load
+from colltune.apploop.profiling.schema import VERIFY_SCHEMA, problem
 from colltune.errors import ColltuneError, FormatError, parse_json, read_text
 from colltune.outfile import write_atomic
 from colltune.sinks import html_text, plot_text

@@ -1,5 +1,5 @@
 """The gate's application step (`tune verify --step SIZES`): one collective called at each
-of SIZES in turn, step after step, free-running (kernel/collstep.c), default and rules
+of SIZES in turn, step after step, free-running (kernel/bench/collstep.c), default and rules
 alternating in fresh launches like the kernel's pairs. What a call costs can depend on the
 call before it, so the step of several sizes can differ from each size alone
 (docs/methodology.md, "Verify", item 9)."""
@@ -101,7 +101,7 @@ def step_ab_runs(mpi: Installation, placement: Placement, arms: Arms, coll: str,
 
 def profile_steps(doc: dict[str, object], np: int) -> dict[str, list[int]]:
     """Per collective, the sizes an application's profile (`tune profile`, loaded and
-    checked by apploop.profile.load) shows it calling on communicators of `np` ranks: its
+    checked by apploop.profiling.profile.load) shows it calling on communicators of `np` ranks: its
     step. Where there are more than a step holds, those with the largest share of time."""
     entries = doc.get("entries")
     by: dict[str, list[tuple[float, int]]] = {}

@@ -1,4 +1,4 @@
-"""`tune profile`: run an application once with the PMPI profiler (kernel/collprof.c)
+"""`tune profile`: run an application once with the PMPI profiler (kernel/prof/collprof.c)
 preloaded into its ranks, and write what its collectives cost as one JSON file.
 
 The profiler reaches the ranks through the launcher's own option for a rank's environment
@@ -19,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from colltune import __version__, jobdir
-from colltune.apploop import arrival
-from colltune.apploop.profile_schema import problem
+from colltune.apploop.profiling import arrival
+from colltune.apploop.profiling.schema import problem
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES

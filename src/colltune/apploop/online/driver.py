@@ -1,5 +1,5 @@
 """`tune online`: tune inside the application's own run. The application runs once with
-kernel/collonline.c preloaded, which tries the family's candidate configurations on a share
+kernel/online/collonline.c preloaded, which tries the family's candidate configurations on a share
 of each call group's calls and times them as the application made them; its evidence is
 stored (a store key of its own: `~online=<digest of the command>`) and the file is decided
 from it with tune's own statistics and written by the family's writer (tune --from-db)."""
@@ -7,7 +7,6 @@ from it with tune's own statistics and written by the family's writer (tune --fr
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import secrets
 import socket
@@ -19,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from colltune import jobdir
-from colltune.apploop.online_candidates import COLLECTIVES, Candidate, candidates, ids_of
-from colltune.apploop.online_evidence import (
+from colltune.apploop.online.candidates import COLLECTIVES, Candidate, candidates, ids_of
+from colltune.apploop.online.evidence import (
     OnlineGroup,
     agreed,
     evidence,
@@ -28,10 +27,17 @@ from colltune.apploop.online_evidence import (
     merged,
     schedules,
 )
-from colltune.apploop.online_known import SLOWER, final_lines, prior_lines, skip_lines
-from colltune.apploop.online_model import model_lines, world_size
-from colltune.apploop.online_summary import OnlineResult
-from colltune.apploop.profile import inject, launch_timed
+from colltune.apploop.online.known import (
+    SLOWER,
+    final_lines,
+    online_key,
+    origin_of,
+    prior_lines,
+    skip_lines,
+)
+from colltune.apploop.online.model import model_lines, world_size
+from colltune.apploop.online.summary import OnlineResult
+from colltune.apploop.profiling.profile import inject, launch_timed
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import get_collective
@@ -64,7 +70,7 @@ class OnlineRequest:
     min_calls: int = 64  # a group with fewer calls is never explored
     batch: int = 32  # calls between two reductions of the times
     # successive halving: every candidate gets `first` calls, the faster half twice as
-    # many, and so on until one is left with `samples` (kernel/collonline.c, next_round)
+    # many, and so on until one is left with `samples` (kernel/online/collonline.c, next_round)
     samples: int = 32
     # 8, not 4: on the imbalance program the true winner's first 4 calls were 1.5x the
     # library's median in 1 run of 7, and it was dropped (docs/notes/
@@ -81,11 +87,11 @@ class OnlineRequest:
 def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[Candidate],
            rep: Reporter) -> list[str]:
     """The candidate lines, a `skip` line for each candidate the store (--db) already
-    measured clearly slower at a communicator size and size bucket (apploop/online_known),
+    measured clearly slower at a communicator size and size bucket (apploop/online/known),
     and one for each segment size the store's cost model ranks below its algorithm's best
-    there (apploop/online_model)."""
+    there (apploop/online/model)."""
     ids = ids_of(cands)
-    key = f"{mpi.key}~{origin_of(req.cmd)}"
+    key = online_key(mpi.key, req.cmd)
     skips = skip_lines(req.db, mpi.key, ids, own=key)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
@@ -115,12 +121,6 @@ def plan_text(req: OnlineRequest, switch: str, candidates: list[str], vars_api: 
                       f"batch {req.batch}", f"samples {req.samples}", f"first {req.first}",
                       f"drop {SLOWER}", f"flush {req.flush}", f"switch {switch}",
                       *([f"vars {vars_api}"] if vars_api else []), *candidates]) + "\n"
-
-
-def origin_of(cmd: list[str]) -> str:
-    """The store key's tag of an application's run: its command, digested (the launcher's
-    own options included: another layout is another run)."""
-    return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
 
 
 def _store(groups: list[OnlineGroup], mpi: Installation, backend: Backend[Any], db: Path,

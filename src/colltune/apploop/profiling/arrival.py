@@ -1,5 +1,5 @@
 """Where an application's ranks ran and how far apart they entered its collectives, from
-the profiler's per-rank records (kernel/collprof.c): the job's layout, the clock's quality,
+the profiler's per-rank records (kernel/prof/collprof.c): the job's layout, the clock's quality,
 and per (collective, communicator size, size bucket) the spread of the sampled calls."""
 
 from __future__ import annotations

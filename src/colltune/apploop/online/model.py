@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from colltune.apploop.online_candidates import SEGMENTS
+from colltune.apploop.online.candidates import SEGMENTS
 from colltune.collectives import get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
@@ -34,7 +34,7 @@ TOP_K = 3  # as `--strategy model`'s --top-k: the k predicted fastest stay too
 FIRST_BUCKET = min(SEGMENTS).bit_length()
 LAST_BUCKET = 34
 SMALL = range(2, 9)  # communicator sizes every launch may make (pairs, a node's few)
-MAX_LINES = 12288  # kernel/online.h's MAXSKIP (16384), less room for the store's lines
+MAX_LINES = 12288  # kernel/online/online.h's MAXSKIP (16384), less room for the store's lines
 _COUNT = {"-np", "--np", "-n", "--n", "-c"}  # mpirun / mpiexec (Open MPI, Hydra)
 
 

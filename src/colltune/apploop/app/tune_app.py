@@ -15,7 +15,7 @@ communicator's instances had), through tune's own launch options; a job that wou
 in another layout is refused before anything is launched, unless --any-layout.
 
 How: a group is measured with the kernel replaying its profiled arrival pattern as
---arrival says (apploop/replay.py); `both` also measures it with the ranks entering
+--arrival says (apploop/profiling/replay.py); `both` also measures it with the ranks entering
 together, writes that file beside --out, and the summary says where the choices differ."""
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.app_known import excluded_for, online_key
-from colltune.apploop.online_known import SLOWER
-from colltune.apploop.profile import lacks, load
-from colltune.apploop.replay import MODES, Replay, Rows, choose
+from colltune.apploop.online.for_app import SLOWER, excluded_for, online_key
+from colltune.apploop.profiling.profile import lacks, load
+from colltune.apploop.profiling.replay import MODES, Replay, Rows, choose
 from colltune.backends import registry
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core.catalog import Catalog
@@ -64,12 +63,12 @@ class Group:
     share: float  # of the mean rank's wall time
     status: str = "planned"  # measured | below --min-share | not run: why
     layout: tuple[int, int] | None = None  # (nodes, ranks per node) its calls ran in
-    # the arrival pattern its calls are replayed with (apploop/replay.py), and the entry
+    # the arrival pattern its calls are replayed with (apploop/profiling/replay.py), and the entry
     # spreads the kernel gave replaying it
     replay: Replay = Replay()
     replayed_spread_s: list[float] = field(default_factory=list)
     # (configuration, size) pairs not measured: the application's own calls under tune
-    # online found them wrong or clearly slower (apploop/app_known.py)
+    # online found them wrong or clearly slower (apploop/online/for_app.py)
     known_online: int = 0
 
     @property

@@ -14,7 +14,7 @@ from typing import Any
 import numpy
 from scipy import stats
 
-from colltune.apploop.online_evidence import OnlineGroup
+from colltune.apploop.online.evidence import OnlineGroup
 from colltune.core.config import DEFAULT
 
 

@@ -8,6 +8,7 @@ gain they could not yet confirm (`final COLL ID NP BUCKET`), which gets more cal
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -17,11 +18,23 @@ from colltune.core.stats import stratified_compare, stratified_ratio
 from colltune.store import Store
 
 # a candidate this many times slower is clearly slower: skipped here, and dropped by the
-# layer while it explores (apploop/online.plan_text's `drop`)
+# layer while it explores (apploop/online/driver.plan_text's `drop`)
 SLOWER = 1.5
 # a point with fewer samples says too little to skip a candidate on
 MIN_SAMPLES = 5
-NBUCKET = 48  # kernel/collonline.c's size buckets
+NBUCKET = 48  # kernel/online/collonline.c's size buckets
+
+
+def origin_of(cmd: list[str]) -> str:
+    """The store key's tag of an application's run: its command, digested (the launcher's
+    own options included: another layout is another run)."""
+    return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
+
+
+def online_key(mpi_key: str, cmd: list[str]) -> str:
+    """The store key tune online's runs of `cmd` on the installation `mpi_key` use (a
+    profile's command is only digested here: it is data, never run)."""
+    return f"{mpi_key}~{origin_of(cmd)}"
 
 
 def bucket_of(nbytes: int) -> int:

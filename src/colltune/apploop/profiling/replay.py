@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from colltune.apploop.profile import load
+from colltune.apploop.profiling.profile import load
 from colltune.errors import ColltuneError
 
 # --arrival auto: a group is replayed where its ranks' median entry spread is at least this

@@ -1,13 +1,13 @@
 """What tune online costs an application, measured: the application run without the layer
 before each run under it (`--pairs`), and the runs' wall times compared pair by pair, as
 a ratio with its 95% interval. The runs under the layer add up as any runs of one command
-do (apploop/online.run); the summary of the last one carries the measurement."""
+do (apploop/online/driver.run); the summary of the last one carries the measurement."""
 
 from __future__ import annotations
 
-from colltune.apploop.online import OnlineRequest, run
-from colltune.apploop.online_summary import MeasuredCost, OnlineResult
-from colltune.apploop.profile import launch_timed
+from colltune.apploop.online.driver import OnlineRequest, run
+from colltune.apploop.online.summary import MeasuredCost, OnlineResult
+from colltune.apploop.profiling.profile import launch_timed
 from colltune.errors import ColltuneError, MPIError
 from colltune.tuner.measure import Reporter
 
@@ -15,7 +15,7 @@ from colltune.tuner.measure import Reporter
 def run_pairs(req: OnlineRequest, pairs: int, reporter: Reporter | None = None
               ) -> OnlineResult:
     """`pairs` times: the application as the user launches it, then under the layer
-    (apploop/online.run, each run taking up where the last left off). The last run's
+    (apploop/online/driver.run, each run taking up where the last left off). The last run's
     result, with what the pairs measured."""
     if not 1 <= pairs <= 100:
         raise ColltuneError(f"--pairs {pairs}: between 1 and 100",

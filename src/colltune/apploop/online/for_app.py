@@ -1,23 +1,20 @@
-"""What tune online's runs of an application found in its own calls, for tune app: a
-configuration that answered wrong there, or ran clearly slower than the library's choice
-launch by launch, at a size the application calls, is not measured again at that size."""
+"""What tune app takes from online tuning, and the one module of apploop/online/ it imports:
+what tune online's runs of an application found in its own calls. A configuration that
+answered wrong there, or ran clearly slower than the library's choice launch by launch, at
+a size the application calls, is not measured again at that size."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from colltune.apploop.online import origin_of
-from colltune.apploop.online_known import MIN_SAMPLES, SLOWER, bucket_of
+from colltune.apploop.online.known import MIN_SAMPLES, SLOWER, bucket_of, online_key
 from colltune.core.config import DEFAULT
 from colltune.core.plan import Excluded
 from colltune.core.stats import stratified_ratio
 from colltune.store import Context, Measurement, Store
 
-
-def online_key(mpi_key: str, command: list[str]) -> str:
-    """The store key tune online's runs of `command` on this installation use (the
-    profile's command, only digested: it is data, never run)."""
-    return f"{mpi_key}~{origin_of(command)}"
+# what tune app names of online tuning: the key of a command's runs, the threshold
+__all__ = ["SLOWER", "excluded_for", "online_key"]
 
 
 def _slower(m: Measurement, library: Measurement | None) -> bool:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.objective import Figures, Objective
-from colltune.apploop.runtime import Request, Runner, file_knobs
+from colltune.apploop.jobwide.objective import Figures, Objective
+from colltune.apploop.jobwide.runtime_search import Request, Runner, file_knobs
 from colltune.backends.base import Backend
 from colltune.core.runtime import Setting, Space, label
 from colltune.core.toolchain import Installation

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.objective import Figures, Objective
-from colltune.apploop.profile import profiled_run, warmups
+from colltune.apploop.jobwide.objective import Figures, Objective
+from colltune.apploop.profiling.profile import profiled_run, warmups
 from colltune.backends.base import Backend
 from colltune.core.runtime import Knob, Setting, Space, changed, label
 from colltune.core.toolchain import Installation
@@ -177,7 +177,7 @@ def prove_file(backend: Backend, mpi: Installation, path: Path, cmd: list[str], 
     NotApplied when one did not apply."""
     import os
 
-    from colltune.apploop.objective import application
+    from colltune.apploop.jobwide.objective import application
     from colltune.errors import ColltuneError
 
     got = backend.with_runtime().read(path)

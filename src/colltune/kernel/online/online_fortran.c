@@ -5,7 +5,7 @@
 #define _GNU_SOURCE /* RTLD_NEXT */
 #include <mpi.h>
 
-#include "fnext.h"
+#include "../common/fnext.h"
 #include "online.h"
 
 static long long ftbytes(const MPI_Fint *count, const MPI_Fint *type)

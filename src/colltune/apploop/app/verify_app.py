@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from colltune.apploop.profile import profiled_run
+from colltune.apploop.profiling.profile import profiled_run
 from colltune.backends import registry
 from colltune.core.stats import median
 from colltune.errors import ColltuneError, NotApplied

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from colltune.apploop.online_candidates import COLLECTIVES
+from colltune.apploop.online.candidates import COLLECTIVES
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.errors import MPIError, parse_json, read_text

@@ -14,8 +14,8 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
 
-MAX_CANDIDATES = 39  # kernel/online.h's MAXC, less the library's own choice
-# what the layer wraps (kernel/collonline.c's NAMES): every other call passes untouched
+MAX_CANDIDATES = 39  # kernel/online/online.h's MAXC, less the library's own choice
+# what the layer wraps (kernel/online/collonline.c's NAMES): every other call passes untouched
 COLLECTIVES = ("allreduce", "bcast", "reduce", "allgather", "alltoall", "barrier")
 
 
@@ -73,7 +73,7 @@ def candidates(backend: Backend[Any], catalog: Catalog) -> list[Candidate]:
 
 
 def _fit(cands: list[Candidate]) -> list[Candidate]:
-    """At most the layer's MAXC - 1 candidates per collective (kernel/online.h): the
+    """At most the layer's MAXC - 1 candidates per collective (kernel/online/online.h): the
     library-parameter runs first, then the variants in order."""
     kept: dict[str, int] = defaultdict(int)
     out = []

@@ -4,7 +4,7 @@
 #include <mpi.h>
 #include <string.h>
 
-#include "fnext.h"
+#include "../common/fnext.h"
 #include "prof.h"
 
 /* ---- Fortran bindings: mpif.h and `use mpi` (gfortran's mpi_x_), Open MPI's mpi_f08
