@@ -77,6 +77,19 @@ class Installable:
     title: str  # what the module says it is
 
 
+# what a family's files may refuse (FileFormats.answers): the rest every family answers
+REFUSABLE = ("check", "rules_arms", "verify_target", "installable", "decided_rules")
+
+
+def _nobody(method: str) -> list[str]:
+    return []
+
+
+# the --backend names whose files answer a REFUSABLE method: set by backends/registry.py,
+# which knows every family (a family module cannot import it)
+ANSWERING: Callable[[str], list[str]] = _nobody
+
+
 class FileFormats:
     """A family's files, read as the library reads them. Made with the family's Backend
     (`backend`), whose installation search and placement the readers use. A method a
@@ -92,6 +105,22 @@ class FileFormats:
     def name(self) -> str:
         return str(self.backend.name)
 
+    def answers(self, method: str) -> bool:
+        """Whether this family's files answer `method`, one of REFUSABLE: the one place that
+        says so (the registry's `answering` asks it of every family, and each refusal
+        names those that do)."""
+        if method not in REFUSABLE:
+            raise ValueError(f"{method} is not one of {REFUSABLE}")
+        return getattr(type(self), method) is not getattr(FileFormats, method)
+
+    def refusal(self, method: str, message: str, hint: str) -> ColltuneError:
+        """The refusal of `method` by a family whose files do not answer it, naming the
+        families whose files do (the registry knows them all: ANSWERING)."""
+        names = [n for n in ANSWERING(method) if n != self.name]
+        who = ("; it does for --backend " + ", ".join(names)) if names else \
+            "; no family here does this yet"
+        return ColltuneError(message + who, hint)
+
     def claims(self, text: str) -> bool:
         """Whether a file's text is this family's output (for commands given a file)."""
         return False
@@ -99,8 +128,8 @@ class FileFormats:
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         """Validate a file as the library reads it (`--mpi`: that installation; `version`:
         the library's). A line the library would refuse raises FormatError with its number."""
-        raise ColltuneError(f"tune check does not read {self.name} files yet",
-                            "run the library with the file and read its own errors")
+        raise self.refusal("check", f"tune check does not read {self.name} files yet",
+                           "run the library with the file and read its own errors")
 
     def layouts_said(self, text: str) -> set[str] | None:
         """The layouts (NODESxPPN) a file's text says it was tuned in; None: it says none."""
@@ -113,25 +142,27 @@ class FileFormats:
 
     def rules_arms(self, rules: Path) -> Arms:
         """The two arms of a fresh-launch comparison of the library's choice with a file."""
-        raise ColltuneError(f"{self.name} has no rules file to compare in fresh launches",
-                            "use tune's own confirmation for this MPI family")
+        raise self.refusal("rules_arms",
+                           f"{self.name} has no rules file to compare in fresh launches",
+                           "use tune's own confirmation for this MPI family")
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        raise ColltuneError(f"tune verify does not read {self.name} files yet",
-                            "verify the file's decisions with tune's own confirmation")
+        raise self.refusal("verify_target", f"tune verify does not read {self.name} files yet",
+                           "verify the file's decisions with tune's own confirmation")
 
     def installable(self, req: ExportRequest) -> Installable:
         """The files (and module environment) that install this family's output."""
-        raise ColltuneError(f"tune export does not install {self.name} files",
-                            "install the file tune wrote as the library's documentation says")
+        raise self.refusal("installable", f"tune export does not install {self.name} files",
+                           "install the file tune wrote as the library's documentation says")
 
     def decided_rules(self, db: Path, name: str, decided: list[StoredDecisions]) -> str:
         """The tuning file a store's decisions make (tune export --from STORE)."""
-        raise ColltuneError(f"{db} holds {name} measurements; tune export --from a store "
-                            "writes Open MPI rules only",
-                            "write the file with tune <collective> --from-db --mpi PREFIX "
-                            "--out FILE, then export that file")
+        raise self.refusal("decided_rules",
+                           f"{db} holds {name} measurements; tune export --from a store does "
+                           f"not write {self.name} files",
+                           "write the file with tune <collective> --from-db --mpi PREFIX "
+                           "--out FILE, then export that file")
 
     def section_text(self, ctx: Context, decisions: list[Decision]) -> tuple[str, str] | None:
         """A stored context's decisions as the family's output shows them, and the format's

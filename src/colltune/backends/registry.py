@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from colltune.backends import base
+from colltune.backends import base, files
 from colltune.backends.base import Backend
 from colltune.backends.common import tools
 from colltune.backends.impi.backend import ImpiBackend
@@ -45,6 +45,14 @@ def having(capability: str) -> list[str]:
 
 
 base.FAMILIES_WITH = having  # the hints of the base's refusals name these
+
+
+def answering(method: str) -> list[str]:
+    """The --backend names whose family's files answer `method` (files.REFUSABLE)."""
+    return [n for n in CHOICES if (f := BACKENDS[n].files) is not None and f.answers(method)]
+
+
+files.ANSWERING = answering  # a files refusal names these
 
 
 def taking(option: str) -> list[str]:
