@@ -132,3 +132,28 @@ def cache(*parts: str) -> Path:
     from colltune.host import cache_root
     root = cache_root()
     return ensure_dir(root.joinpath(*parts), "colltune's cache", CACHE_FIX, own_below=root)
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """A directory a user names for colltune's output (`--evidence DIR`): never a symbolic
+    link (a link planted in a shared project directory would send the files wherever it
+    points), the caller's own where it exists, made 0700 with each missing level where it
+    does not. Checked before the run and again right before anything is written in it."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        _make(Path(os.path.abspath(path)))
+        st = os.lstat(path)
+    except OSError as e:
+        raise ColltuneError(f"cannot inspect {option} {path}: {e.strerror or e}",
+                            f"choose another {option}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise ColltuneError(f"{option} {path} is a symbolic link: colltune never writes "
+                            "through one", "name the real directory, or remove the link")
+    if not stat.S_ISDIR(st.st_mode):
+        raise ColltuneError(f"{option} {path} is not a directory", f"name a directory for "
+                            f"{option}")
+    if st.st_uid != os.geteuid():
+        raise ColltuneError(f"{option} {path} is owned by {_owner(st.st_uid)}",
+                            f"name a directory of your own for {option}")
+    return path

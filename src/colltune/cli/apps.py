@@ -312,7 +312,8 @@ def online_cmd(
     timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
                                                                  "abandoned."),
     summary_json: Path | None = typer.Option(None, "--summary-json",
-                                             help="Write the evidence per group as JSON."),
+                                             help="Write the evidence per group as JSON "
+                                             "(- for standard output)."),
     evidence: Path | None = typer.Option(None, "--evidence", help="Directory to copy the "
                                          "layer's own files into (each rank's schedule)."),
     pairs: int = typer.Option(0, "--pairs", help="Measure what the layer costs: run the "
@@ -333,6 +334,9 @@ def online_cmd(
 
     try:
         ensure_writable(out_path, "--out")
+        if summary_json is not None:
+            ensure_writable(summary_json, "--summary-json")
+        json_to_stdout(summary_json)
         family = registry.resolve(backend, None, mpi)[0]
         req = OnlineRequest(command, out_path, db or default_db_path(), family, mpi, share,
                             min_calls, samples=samples, first=first, timeout=timeout,

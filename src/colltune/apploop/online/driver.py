@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from colltune import jobdir
+from colltune import jobdir, private
 from colltune.apploop.online.candidates import COLLECTIVES, Candidate, candidates, ids_of
 from colltune.apploop.online.evidence import (
     OnlineGroup,
@@ -204,6 +204,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not 1 <= req.first <= req.samples <= 512:
         raise ColltuneError(f"--first-calls {req.first}, --samples {req.samples}: need 1 <= "
                             "first <= samples <= 512", "the defaults are 8 and 32")
+    if req.evidence is not None:  # before the run, as --out is
+        private.output_dir(req.evidence, "--evidence")
     mpi = apps.find(req.prefix)
     template = TuneOptions(collectives=list(COLLECTIVES), nps=[2], backend=backend.name,
                            mpi=req.prefix, out=None, db=req.db)
@@ -272,7 +274,7 @@ def _copy_evidence(folder: Path, dest: Path | None) -> None:
     """Each rank's schedule and rank 0's times, as written, into --evidence DIR."""
     if dest is None:
         return
-    dest.mkdir(parents=True, exist_ok=True)
+    private.output_dir(dest, "--evidence")  # again: the run took a while
     for f in folder.glob("*.*"):
         if f.name.startswith(("schedule.", "evidence.")) and f.is_file() \
                 and not f.is_symlink() and f.name.split(".", 1)[1].isdigit():

@@ -16,6 +16,7 @@ from scipy import stats
 
 from colltune.apploop.online.evidence import OnlineGroup
 from colltune.core.config import DEFAULT
+from colltune.outfile import write_atomic
 
 
 @dataclass
@@ -139,4 +140,6 @@ def as_json(res: OnlineResult) -> dict[str, object]:
 
 
 def write_summary(res: OnlineResult, path: Path) -> None:
-    path.write_text(json.dumps(as_json(res), indent=1) + "\n")
+    """--summary-json: whole or absent, never through a link or onto a device (the CLI
+    checked the path before the run, as --out's); `-` is standard output."""
+    write_atomic(path, json.dumps(as_json(res), indent=1) + "\n")
