@@ -82,3 +82,47 @@ def test_evidence_dir_is_never_a_link_and_is_made_private(ompi41: OpenMPI,
     for d in (tmp_path / "new", tmp_path / "new" / "ev"):
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, oct(d.stat().st_mode)
     assert any(f.name.startswith("schedule.") for f in (tmp_path / "new" / "ev").iterdir())
+
+
+ZERO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+    double in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8];
+    MPI_Init(&argc, &argv);
+    for (int i = 0; i < 2000; i++) {
+        MPI_Allreduce(in, out, 0, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(in, out, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def _compile(mpi: OpenMPI, where: Path, name: str, text: str) -> Path:
+    src, exe = where / f"{name}.c", where / name
+    src.write_text(text)
+    r = subprocess.run([str(mpi.mpicc), "-std=c99", "-Wall", "-Werror", "-o", str(exe),
+                        str(src)], capture_output=True, text=True, env=mpi.tool_env(),
+                       check=False)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+@pytest.mark.mpi
+def test_zero_byte_calls_leave_their_group_out_and_the_file_is_written(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 7: 2,000 allreduces of count 0 were explored, then the decision failed
+    ("sizes must be 1 B to 2 GiB"), no file was written, and every later run failed alike.
+    Now that group is left out with a note, and the 64 B group's file is written, twice."""
+    exe = _compile(ompi41, tmp_path, "zero", ZERO)
+    for _ in range(2):
+        r = _online(ompi41, tmp_path, "--summary-json", str(tmp_path / "s.json"), exe=exe)
+        said = " ".join((r.stdout + r.stderr).split())
+        assert r.returncode == 0, said
+        assert "allreduce of 0 B on 2 ranks: left out of the file" in said, said
+        assert (tmp_path / "r.conf").is_file()
+        sizes = {g["size"] for g in json.loads((tmp_path / "s.json").read_text())["groups"]}
+        assert {0, 64} <= sizes, sizes

@@ -54,6 +54,16 @@ COLLECTIVES: dict[str, Collective] = {
 }
 
 
+# the message sizes a tune decides: a rules file's ranges start at 1 B (a call of 0 B moves
+# nothing, and the library runs it as it likes), and 2 GiB is MPI's int count of bytes
+MIN_SIZE, MAX_SIZE = 1, 1 << 31
+
+
+def tunable_size(nbytes: int) -> bool:
+    """Whether a tune decides calls of `nbytes` per rank."""
+    return MIN_SIZE <= nbytes <= MAX_SIZE
+
+
 def get_collective(name: str) -> Collective:
     from colltune.errors import ColltuneError
 

@@ -11,7 +11,7 @@ from typing import Any
 from colltune import __version__
 from colltune.backends import registry
 from colltune.backends.base import Backend, Decisions, write_file
-from colltune.collectives import COLLECTIVES, Collective, get_collective
+from colltune.collectives import COLLECTIVES, Collective, get_collective, tunable_size
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
 from colltune.core.config import DEFAULT
@@ -103,7 +103,7 @@ def check_options(opts: TuneOptions) -> None:
         (opts.top_k >= 1, "--top-k must be at least 1", "e.g. --top-k 3"),
         (opts.sizes != [], "--sizes names no size", "e.g. --sizes 8,1K,1M"),
         (opts.segsizes != [], "--segsizes names no size", "e.g. --segsizes 0,4K"),
-        (all(0 < s <= 1 << 31 for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
+        (all(tunable_size(s) for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
          "e.g. --sizes 8,1K,1M"),
         (all(0 <= s <= 1 << 31 for s in opts.segsizes or [0]),
          "segment sizes must be 0 (none) to 2 GiB", "e.g. --segsizes 0,4K,32K"),

@@ -40,7 +40,7 @@ from colltune.apploop.online.summary import OnlineResult
 from colltune.apploop.profiling.profile import inject, launch_timed
 from colltune.backends import registry
 from colltune.backends.base import Backend
-from colltune.collectives import get_collective
+from colltune.collectives import get_collective, tunable_size
 from colltune.core.catalog import Catalog
 from colltune.core.records import PointResult
 from colltune.core.toolchain import Installation
@@ -292,8 +292,15 @@ def _decide_and_write(req: OnlineRequest, out: OnlineResult, origin: str,
     for g in out.groups:
         # (a group whose halving earlier runs ended may run no candidate now: decided
         # from the store's calls all the same)
-        if g.explored and (len(g.times) >= 2 or g.prior):
-            todo[(g.collective, g.comm_size, g.layout)].append(g)
+        if not g.explored or (len(g.times) < 2 and not g.prior):
+            continue
+        if get_collective(g.collective).has_sizes and not tunable_size(g.size):
+            # calls of 0 B (an empty allreduce): no rules file has a range for them, and
+            # one such group must not keep the rest of the file from being written
+            rep.note(f"{g.collective} of {g.size} B on {g.comm_size} ranks: left out of the "
+                     "file (rules start at 1 B; the library keeps its own choice there)")
+            continue
+        todo[(g.collective, g.comm_size, g.layout)].append(g)
     for (name, np, (nodes, ppn)), gs in todo.items():
         coll = get_collective(name)
         launch = dataclasses.replace(place(np, None).launch, nodes=nodes, ppn=ppn) \
