@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi.install import OpenMPI
+from conftest import get_mpi
 from helpers import tune_cli
 from test_online import _build
 
@@ -126,3 +127,71 @@ def test_zero_byte_calls_leave_their_group_out_and_the_file_is_written(
         assert (tmp_path / "r.conf").is_file()
         sizes = {g["size"] for g in json.loads((tmp_path / "s.json").read_text())["groups"]}
         assert {0, 64} <= sizes, sizes
+
+
+@pytest.fixture(scope="module")
+def arrival_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real profile of tests/data/arrival.c (rank 3 enters 2 ms late) on 4 ranks."""
+    from arrival_prog import build_arrival
+
+    ompi41 = get_mpi("ompi41")
+    where = tmp_path_factory.mktemp("arrival")
+    out = where / "arrival.json"
+    r = tune_cli("profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--",
+                 str(ompi41.mpirun), "-np", "4", "--oversubscribe",
+                 str(build_arrival(ompi41, where)), "2000", "3", "60", env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out
+
+
+def _tampered(profile: Path, where: Path, rows: list[list[float]],
+              spread_max: float | None = None) -> Path:
+    doc = json.loads(profile.read_text())
+    for e in doc["entries"]:
+        if (e["collective"], e["comm_size"]) == ("allreduce", 4):
+            e["arrival"]["delays_s"] = rows
+            if spread_max is not None:
+                e["arrival"]["spread_s"]["max"] = spread_max
+    out = where / "tampered.json"
+    out.write_text(json.dumps(doc))
+    return out
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("rows,spread_max,why", [
+    ([[]], None, "should be non-empty"),                              # a traceback before
+    ([[0.0, 0.0, 0.0]], None, "where each rank has one (4)"),         # uneven
+    ([[0.0, 0.0, 0.0, 10.0]] * 8, None, "where the profile recorded at most"),
+    ([[0.0, 0.0, 0.0, 11.0]], 11.0, "where a replay waits 0 to 10 s"),  # the kernel's bound
+    ([[0.0, 0.0, 0.0, 2.0]] * 8, 2.0, "over the 1 s a replay waits at most"),
+    ([[0.0, 0.0, 0.0, 0.001]] * 65, None, "65 rows, where a replay takes 1 to 64"),
+], ids=["empty", "uneven", "inconsistent", "over-10s", "total", "rows"])
+def test_a_replay_checks_the_profiles_rows_before_anything_runs(
+        ompi41: OpenMPI, arrival_profile: Path, tmp_path: Path, rows: list[list[float]],
+        spread_max: float | None, why: str) -> None:
+    """Finding 8: rows of 10 s in a profile that recorded 2 ms spreads were replayed as
+    given (every repetition slept 10 s), an 11 s delay was refused by the kernel only after
+    three launches, and `delays_s: [[]]` was a ValueError traceback in `tune COLL
+    --arrival` and `tune app`. Now each is one line, exit 2, before any launch."""
+    bad = _tampered(arrival_profile, tmp_path, rows, spread_max)
+    for argv in (("allreduce", "--np", "4", "--arrival", str(bad), "--sizes", "64",
+                  "--out", str(tmp_path / "r.conf")),
+                 ("app", str(bad), "--arrival", "on", "--out", str(tmp_path / "r.conf"))):
+        r = tune_cli(*argv, "--mpi", str(ompi41.prefix), "--db", str(tmp_path / "s.sqlite"),
+                     env=ompi41.tool_env(), timeout=120)
+        said = " ".join(r.stderr.split())
+        assert r.returncode == 2 and why in said, (argv, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr and r.stderr.count("error: ") == 1, r.stderr
+        assert not (tmp_path / "s.sqlite").exists(), "refused before anything was measured"
+
+
+def test_the_replay_says_what_it_waits_a_repetition() -> None:
+    """The replay's wait is announced with the pattern (tune app's table and --json)."""
+    from colltune.apploop.profiling.replay import choose
+
+    entry = {"collective": "allreduce", "comm_size": 4, "time_s": {"mean": 1e-4},
+             "arrival": {"spread_s": {"median": 2e-3, "p90": 2e-3, "max": 2.1e-3},
+                         "call_s": 1e-4, "delays_s": [[0, 0, 0, 2e-3]] * 4}}
+    profile = {"clock": {"synced": True, "drift_s": 0, "error_s": 0}}
+    replay, note = choose([entry], profile, "on")
+    assert note is None and "the ranks wait 2000 us a repetition" in replay.how

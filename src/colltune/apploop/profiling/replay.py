@@ -24,6 +24,14 @@ from colltune.errors import ColltuneError
 SPREAD_AGAINST_CALL = 0.5
 MODES = ("auto", "on", "off", "both")
 Rows = tuple[tuple[float, ...], ...]
+# what the kernel reads of a plan's arrival rows (kernel/bench/bench.h: MAX_ARRIVAL_ROWS,
+# MAX_ARRIVAL_RANKS, MAX_ARRIVAL_DELAY): a profile's rows are checked against these before
+# anything is launched, never first by the kernel three launches in
+MAX_ROWS, MAX_RANKS, MAX_DELAY_S = 64, 512, 10.0
+# the replay's wait a repetition (its rows' mean spread: the ranks wait at once), at most:
+# a profile is data another user may have written, and every repetition of every point
+# waits it
+MAX_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,8 @@ def choose(entries: list[dict], profile: dict, mode: str  # type: ignore[type-ar
     if mode == "off" or not recorded:
         return Replay(how="together" + ("" if recorded or mode == "off" else
                                         " (the profile has no arrival data for it)")), None
-    arr = max(recorded, key=lambda e: float(e["time_s"]["mean"]))["arrival"]
+    costliest = max(recorded, key=lambda e: float(e["time_s"]["mean"]))
+    arr = costliest["arrival"]
     spread, call = float(arr["spread_s"]["median"]), float(arr.get("call_s") or 0.0)
     problem = clock_problem(profile, spread)
     if problem is not None:
@@ -73,13 +82,49 @@ def choose(entries: list[dict], profile: dict, mode: str  # type: ignore[type-ar
     # the kernel takes row n % rows at repetition n, and a point may stop after a few: the
     # recorded calls (in the order of the application's communicators) are shuffled, the
     # same way every run, so that the first repetitions already see the group's mix
-    rows = [tuple(float(d) for d in row) for row in arr["delays_s"]]
+    rows = checked_rows(arr, int(costliest["comm_size"]), str(costliest["collective"]))
     random.Random(len(rows)).shuffle(rows)
     # the mean over the rows replayed, as the replay's is taken (a group of communicators
     # with and without a late rank has a bimodal spread, whose median says little)
+    wait = statistics.fmean(max(r) - min(r) for r in rows)
     return Replay(tuple(rows), f"replayed (spread {spread * 1e6:.0f} us, call "
-                               f"{call * 1e6:.0f} us)",
-                  statistics.fmean(max(r) - min(r) for r in rows)), None
+                               f"{call * 1e6:.0f} us; the ranks wait {wait * 1e6:.0f} us "
+                               "a repetition)", wait), None
+
+
+def checked_rows(arr: dict, np: int, collective: str  # type: ignore[type-arg]
+                 ) -> list[tuple[float, ...]]:
+    """A group's `delays_s` rows as the kernel reads them: 1 to MAX_ROWS rows of exactly
+    `np` delays, each 0 to MAX_DELAY_S, no row spread wider than the profile's own
+    recorded maximum, and a mean wait a repetition of at most MAX_WAIT_S; else one line
+    naming the group and what is wrong (the profile is data: its rows are never replayed
+    as given)."""
+    def bad(why: str) -> ColltuneError:
+        return ColltuneError(f"the profile's arrival rows of {collective} on {np} ranks: "
+                             f"{why}", "profile the application again with tune profile")
+
+    raw = arr["delays_s"]
+    if not 1 <= len(raw) <= MAX_ROWS:
+        raise bad(f"{len(raw)} rows, where a replay takes 1 to {MAX_ROWS}")
+    if not 2 <= np <= MAX_RANKS:
+        raise bad(f"a replay takes 2 to {MAX_RANKS} ranks")
+    rows = [tuple(float(d) for d in row) for row in raw]
+    if any(len(r) != np for r in rows):
+        raise bad(f"a row of {min(map(len, rows))} to {max(map(len, rows))} delays, "
+                  f"where each rank has one ({np})")
+    top = max(d for r in rows for d in r)
+    if not all(0 <= d <= MAX_DELAY_S for r in rows for d in r):
+        raise bad(f"a delay of {top:g} s, where a replay waits 0 to {MAX_DELAY_S:g} s")
+    recorded = float(arr["spread_s"]["max"])
+    widest = max(max(r) - min(r) for r in rows)
+    if widest > recorded * 1.01 + 1e-6:
+        raise bad(f"a row spread {widest:g} s wide, where the profile recorded at most "
+                  f"{recorded:g} s")
+    wait = statistics.fmean(max(r) - min(r) for r in rows)
+    if wait > MAX_WAIT_S:
+        raise bad(f"the ranks would wait {wait:g} s a repetition, over the "
+                  f"{MAX_WAIT_S:g} s a replay waits at most")
+    return rows
 
 
 def rows_for(profile_path: Path, collective: str, np: int) -> tuple[Rows, str]:

@@ -31,8 +31,11 @@ _ARRIVAL = {
             "properties": {"rank": _COUNT, "world_rank": _COUNT, "mean_delay_s": _SECONDS,
                            "last_share": {"type": "number", "minimum": 0, "maximum": 1}}}},
         # per kept call, each communicator rank's delay after the first to enter
+        # (each row as long as the group's communicator: apploop/profiling/replay.py checks
+        # what a schema cannot, before a replay)
         "delays_s": {"type": "array", "maxItems": 1024,
-                     "items": {"type": "array", "items": _SECONDS, "maxItems": 1 << 20}},
+                     "items": {"type": "array", "items": _SECONDS, "minItems": 1,
+                               "maxItems": 1 << 20}},
         "layout": {"anyOf": [_LAYOUT, {"type": "null"}]},
         "layouts": {"type": "object", "propertyNames": _LAYOUT,
                     "additionalProperties": _COUNT},
