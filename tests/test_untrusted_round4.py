@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from colltune.backends.openmpi.install import OpenMPI
+from colltune.kernel.build import build_kernel
 from conftest import get_mpi
 from helpers import tune_cli
 from test_online import _build
@@ -195,3 +196,103 @@ def test_the_replay_says_what_it_waits_a_repetition() -> None:
     profile = {"clock": {"synced": True, "drift_s": 0, "error_s": 0}}
     replay, note = choose([entry], profile, "on")
     assert note is None and "the ranks wait 2000 us a repetition" in replay.how
+
+
+SHIM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+/* another user's libmpi.so.40: a filter of the real library (every MPI symbol resolves
+ * there, so MPI_Init is still the real library's) that runs its own code in every process
+ * that loads it */
+__attribute__((constructor)) static void shim(void)
+{
+    const char *mark = getenv("SHIM_MARK");
+    if (mark) {
+        FILE *f = fopen(mark, "a");
+        if (f) {
+            fputs("ran\n", f);
+            fclose(f);
+        }
+    }
+}
+"""
+
+
+def _shim(ompi41: OpenMPI, where: Path) -> Path:
+    """A libmpi.so.40 in a directory of its own that loads the prefix's real library by
+    path (an ELF filter: the loader reads the filtee's path from it) and names every
+    symbol of it, so programs linked to libmpi.so.40 run on it unchanged."""
+    from colltune.kernel.build import loaded_libraries
+
+    real = loaded_libraries(build_kernel(ompi41), ompi41.tool_env())["libmpi.so.40"]
+    real = real.resolve()
+    d = where / "shim"
+    d.mkdir()
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(real)], capture_output=True,
+                          text=True, check=True).stdout.split("\n")
+    stubs = [f"void {s[2]}(void) {{}}" if s[1] in "TW" else f"char {s[2]}[8];"
+             for s in (ln.split() for ln in syms) if len(s) == 3 and s[1] in "TWBDVR"]
+    (d / "shim.c").write_text(SHIM + "\n".join(stubs) + "\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-w", "-Wl,-soname,libmpi.so.40",
+                    f"-Wl,--filter={real}", "-o", str(d / "libmpi.so.40"),
+                    str(d / "shim.c")], check=True)
+    return d
+
+
+@pytest.mark.mpi
+def test_a_shim_named_as_the_mpi_library_is_seen_in_every_launch(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 4 (b): a libmpi.so.40 that loads the real library by path and adds a
+    constructor passed each launch's check (only the file defining MPI_Init was looked
+    at): under --keep-env the kernel's ranks ran it and a rules file was written. Now the
+    proof covers every MPI-named object the ranks loaded: refused, nothing written, in
+    tune and in tune profile."""
+    d = _shim(ompi41, tmp_path)
+    mark = tmp_path / "mark"
+    env = {**ompi41.tool_env(), "LD_LIBRARY_PATH": str(d), "SHIM_MARK": str(mark)}
+    out = tmp_path / "rules.conf"
+    r = tune_cli("reduce", "--keep-env", "--mpi", "/usr", "--np", "2", "--oversubscribe",
+                 "--sizes", "8", "--out", str(out), "--db", str(tmp_path / "db.sqlite"),
+                 env=env)
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 3, said
+    assert f"loaded {d / 'libmpi.so.40'}, outside /usr" in said, said
+    assert not out.exists()
+    exe = _build(ompi41, tmp_path)
+    r = tune_cli("profile", "--keep-env", "--mpi", "/usr", "-o", str(tmp_path / "p.json"),
+                 "--", str(ompi41.mpirun), "-np", "2", "--oversubscribe", "-x",
+                 "LD_LIBRARY_PATH", str(exe), "20", "0", env=env)
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 3 and f"loaded {d / 'libmpi.so.40'}, outside /usr" in said, said
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("value", ["/nonexistent/lib:", ":/nonexistent/lib", "."],
+                         ids=["trailing-empty", "leading-empty", "relative"])
+def test_an_empty_or_relative_library_path_entry_is_judged_as_the_working_directory(
+        tmp_path: Path, value: str) -> None:
+    """Finding 4 (a): `LD_LIBRARY_PATH=/opt/x:` (what `export LD_LIBRARY_PATH=X:$...` leaves
+    when it was unset) makes the loader search the working directory: another user's
+    libmpi.so.40 there ran inside ompi_info, and the guard skipped the empty entry. Now the
+    entry is judged as the directory the loader searches: refused, naming the file."""
+    import shutil
+    import sys
+
+    from colltune.backends.common import tools
+
+    get_mpi("ompi41")
+    theirs = tmp_path / "libmpi.so.40"
+    shutil.copy2(Path("/usr/lib/x86_64-linux-gnu/libmpi.so.40").resolve(), theirs)
+    env = {k: v for k, v in os.environ.items() if k != tools.KEEP_ENV}
+    env["LD_LIBRARY_PATH"] = value
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "--version", "--mpi", "/usr"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                       check=False)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"LD_LIBRARY_PATH holds {theirs}" in " ".join(r.stderr.split()), r.stderr
+    # the same entries with no MPI library in the working directory: nothing to refuse
+    theirs.unlink()
+    r = subprocess.run([sys.executable, "-m", "colltune.cli", "--version", "--mpi", "/usr"],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+                       check=False)
+    assert r.returncode == 0, r.stdout + r.stderr

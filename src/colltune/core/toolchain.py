@@ -5,6 +5,7 @@ binary must report."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -80,19 +81,23 @@ def names_version(library: str, version: str) -> bool:
                      library.replace(f"v{version}", f" {version}")) is not None
 
 
-def library_problem(mpi: Toolchain, library: str, library_file: str = "") -> str | None:
-    """How ranks that report `library` (MPI_Get_library_version's words) and loaded the
-    libmpi file `library_file` ("": the loader could not say) did not run on `mpi`, as a
-    phrase ("runs on ..."); None when they did. The version string alone cannot tell two
-    builds of one version apart, nor see an inherited LD_LIBRARY_PATH win over the prefix's
-    own library: the file must lie inside the installation's prefix."""
+def library_problem(mpi: Toolchain, library: str, library_file: str = "",
+                    objects: Sequence[str] = ()) -> str | None:
+    """How ranks that report `library` (MPI_Get_library_version's words), loaded the
+    libmpi file `library_file` ("": the loader could not say) and the MPI-named objects
+    `objects` (kernel/common/mpiobjects.h: every loaded file named as an MPI library) did
+    not run on `mpi`, as a phrase ("runs on ..."); None when they did. The version string
+    alone cannot tell two builds of one version apart, nor see an inherited
+    LD_LIBRARY_PATH win over the prefix's own library; the file defining MPI_Init alone
+    cannot see a libmpi.so.40 that loads the real one by path and runs its own code: each
+    file must lie inside the installation's prefix."""
     if not mpi.runs_on(library):
         at = f" ({library_file})" if library_file else ""
         return f"runs on '{library}'{at}, not on {mpi.describe()}"
-    if library_file:
+    for f in (library_file, *objects) if library_file else objects:
         try:
-            Path(library_file).resolve().relative_to(Path(mpi.prefix).resolve())
+            Path(f).resolve().relative_to(Path(mpi.prefix).resolve())
         except (OSError, ValueError):
-            return (f"loaded {library_file}, outside {mpi.prefix} ({mpi.describe()}): "
+            return (f"loaded {f}, outside {mpi.prefix} ({mpi.describe()}): "
                     "LD_LIBRARY_PATH or LD_PRELOAD gave it another library")
     return None

@@ -40,12 +40,14 @@ LDFLAGS = {"quickcal": ["-Wl,--as-needed", "-ldl"], "collonline": ["-ldl"]}
 # program's group is a folder (bench/: the benchmark and the step program, which shares its
 # collectives; prof/: the profiler; online/: tune online's layer); common/ holds what the
 # profiler and the layer share
-SOURCES = {"collbench": ("bench/collbench.c", "bench/bench.h", "bench/bench_plan.c",
+SOURCES = {"collbench": ("bench/collbench.c", "bench/bench.h", "common/mpiobjects.h",
+                         "bench/bench_plan.c",
                          "bench/bench_sync.c", "bench/bench_mpit.c", "bench/bench_colls.c",
                          "bench/bench_measure.c", "bench/bench_loop.c"),
            "collstep": ("bench/collstep.c", "bench/bench.h", "bench/bench_sync.c",
                         "bench/bench_colls.c"),
-           "collprof": ("prof/collprof.c", "prof/prof.h", "common/fnext.h", "prof/prof_c.c",
+           "collprof": ("prof/collprof.c", "prof/prof.h", "common/fnext.h",
+                        "common/mpiobjects.h", "prof/prof_c.c",
                         "prof/prof_fortran.c", "prof/prof_arrival.c"),
            "collonline": ("online/collonline.c", "online/online.h", "common/fnext.h",
                           "online/online_c.c", "online/online_fortran.c",

@@ -133,6 +133,8 @@ class LaunchOutcome:
     status: str  # ok | timeout | crashed
     library: str | None = None
     library_file: str = ""  # the libmpi file the ranks loaded ("" where the loader cannot say)
+    # every MPI-named file rank 0 loaded (kernel/common/mpiobjects.h), the shim's included
+    library_objects: list[str] = field(default_factory=list)
     stuck: tuple[int, int] | None = None  # (cid, size) in progress when the job died
     stuck_cid: int | None = None
     message: str = ""
@@ -344,9 +346,13 @@ def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdo
                     break
                 out.library = str(ev.get("library", ""))
                 out.library_file = str(ev.get("library_file", ""))
+                objects = ev.get("library_objects", [])
+                out.library_objects = [str(o) for o in objects] \
+                    if isinstance(objects, list) else ["?"]
                 if "timer_step" in ev:
                     out.timer = (float(ev.get("wtick", 0.0)), float(ev["timer_step"]))
-                problem = (library_problem(runs_on, out.library, out.library_file)
+                problem = (library_problem(runs_on, out.library, out.library_file,
+                                           out.library_objects)
                            if runs_on is not None else None)
                 if problem is not None:
                     out.status = "mismatch"

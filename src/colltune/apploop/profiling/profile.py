@@ -160,7 +160,8 @@ def read_ranks(where: Path, mpi: Installation) -> list[dict]:  # type: ignore[ty
     # every rank's own library, by its words and its file: an inherited LD_LIBRARY_PATH can
     # give one node's ranks another MPI's libmpi than the prefix's
     wrong = next((w for r in ranks if (w := library_problem(
-        mpi, str(r["library"]), str(r.get("library_file", "")))) is not None), None)
+        mpi, str(r["library"]), str(r.get("library_file", "")),
+        [str(o) for o in r.get("library_objects", [])])) is not None), None)
     if wrong is not None:
         raise MPIError(f"the application {wrong}",
                        "pass the prefix of the MPI the application is linked to, with --mpi "

@@ -47,8 +47,11 @@ def foreign_libraries(prefix: Path, env: dict[str, str] | None = None
     for entry in (e for e in env.get("LD_PRELOAD", "").replace(" ", ":").split(":") if e):
         if is_mpi_library(Path(entry).name) and not _inside(Path(entry), prefix):
             found.append(("LD_PRELOAD", Path(entry)))
-    for entry in (e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e):
-        d = Path(entry)
+    for entry in env.get("LD_LIBRARY_PATH", "").split(":") if env.get("LD_LIBRARY_PATH") \
+            else []:
+        # an empty entry (`X:$LD_LIBRARY_PATH` where it was unset) is the working directory
+        # to the loader, and a relative one is relative to it: judged as those directories
+        d = Path(os.path.abspath(entry or "."))
         if not d.is_dir() or _inside(d, prefix):
             continue
         try:

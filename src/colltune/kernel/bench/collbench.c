@@ -78,6 +78,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/mpiobjects.h"
 #include "bench.h"
 
 /* the source files: bench_plan.c (the plan file, the seeded order), bench_sync.c
@@ -213,7 +214,9 @@ int main(int argc, char **argv)
         put_json_string(lib);
         printf(",\"library_file\":");
         put_json_string(library_file());
-        printf("}\n");
+        char objects[8192];
+        mpi_objects(objects, sizeof objects);
+        printf(",\"library_objects\":%s}\n", objects);
         fflush(stdout);
     }
 

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/mpiobjects.h"
 #include "prof.h"
 
 /* the files: prof_c.c (the C wrappers), prof_fortran.c (the Fortran ones), prof_arrival.c
@@ -347,6 +348,7 @@ static void library_file(char *out, size_t n)
 void write_profile(void)
 {
     char path[4300], tmp[4400], lib[MPI_MAX_LIBRARY_VERSION_STRING], libfile[1024];
+    char objects[8192];
     int rank = 0, world = 0, len = 0, first = 1, fd;
     double wall = now() - t_init;
     if (!*prof_dir || !started || written)
@@ -360,6 +362,7 @@ void write_profile(void)
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
     clean(lib);
     library_file(libfile, sizeof libfile);
+    mpi_objects(objects, sizeof objects);
     switch (own_dir(prof_dir)) {
     case 1:
         break;
@@ -390,9 +393,9 @@ void write_profile(void)
         return;
     }
     fprintf(f, "{\"rank\": %d, \"world\": %d, \"library\": \"%.200s\", "
-               "\"library_file\": \"%s\", \"wall_s\": %.9g, \"collective_s\": %.9g, "
-               "\"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
-            rank, world, lib, libfile, wall, t_coll, t_p2p, dropped);
+               "\"library_file\": \"%s\", \"library_objects\": %s, \"wall_s\": %.9g, "
+               "\"collective_s\": %.9g, \"p2p_s\": %.9g, \"dropped\": %lld, \"entries\": [",
+            rank, world, lib, libfile, objects, wall, t_coll, t_p2p, dropped);
     int out_index[SLOTS], nout = 0; /* each table entry's place in "entries" */
     for (int i = 0; i < SLOTS; i++) {
         const entry_t *e = &table[i];
