@@ -296,3 +296,168 @@ def test_an_empty_or_relative_library_path_entry_is_judged_as_the_working_direct
                        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
                        check=False)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+HELPERS = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* the job's ranks call only allreduce; rank 0 records what a system() child sees, and
+ * spawns two helpers (this program again) that call only bcast among themselves */
+int main(int argc, char **argv)
+{
+    MPI_Comm parent, child;
+    double x[8] = {0}, y[8];
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_get_parent(&parent);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (parent != MPI_COMM_NULL) {
+        for (int i = 0; i < 300; i++)
+            MPI_Bcast(x, 8, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        MPI_Comm_disconnect(&parent);
+        MPI_Finalize();
+        return 0;
+    }
+    if (rank == 0) {
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "env > %.4000s", argv[1]);
+        if (system(cmd) != 0)
+            return 1;
+    }
+    for (int i = 0; i < 300; i++)
+        MPI_Allreduce(x, y, 8, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, 2, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &child,
+                   MPI_ERRCODES_IGNORE);
+    MPI_Comm_disconnect(&child);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.mpi
+def test_the_layer_stays_in_the_jobs_own_ranks(ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 3: ranks calling only allreduce spawned two helpers calling bcast; the layer
+    explored in the helpers too and their schedules and evidence replaced the ranks': the
+    store held only bcast points, exit 0. Now a spawned process is inert, a system() child
+    sees neither the layer nor its settings, and only the ranks' allreduce is stored."""
+    from colltune.store import Store
+
+    exe = _compile(ompi41, tmp_path, "helpers", HELPERS)
+    seen = tmp_path / "child.env"
+    db = tmp_path / "s.sqlite"
+    r = tune_cli("online", "-o", str(tmp_path / "r.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(db), "--timeout", "120", "--", str(ompi41.mpirun), "-np", "2",
+                 "--oversubscribe", str(exe), str(seen), env=ompi41.tool_env())
+    assert r.returncode == 0, r.stdout + r.stderr
+    store = Store(db, readonly=True)
+    stored = {c.collective for c in store.contexts()}
+    store.close()
+    assert stored == {"allreduce"}, stored
+    child = seen.read_text()
+    assert "collonline" not in child and "COLLTUNE_ONLINE" not in child, child
+
+
+def test_a_foreign_writer_makes_tune_online_refuse(tmp_path: Path) -> None:
+    """A process that claimed a rank's place after the rank did (claim_rank's foreign.PID)
+    stops the run before anything is stored, naming what to read."""
+    from colltune.apploop.online.driver import _ran_on
+
+    (tmp_path / "foreign.4242").write_text("node1 4242 world rank 0\n")
+    with pytest.raises(Exception) as e:
+        _ran_on(tmp_path, None)  # type: ignore[arg-type]
+    assert "not the job's ranks loaded the layer" in str(e.value)
+
+
+@pytest.mark.mpi
+def test_a_second_process_claiming_a_rank_is_inert_and_named(ompi41: OpenMPI,
+                                                             tmp_path: Path) -> None:
+    """The layer itself: a second job's ranks started into the same directory (as a
+    singleton helper would claim rank 0) find the ranks claimed, write foreign.PID and
+    explore nothing."""
+    from colltune.kernel.build import build_kernel as build
+
+    exe = _build(ompi41, tmp_path)
+    lib = build(ompi41, name="collonline")
+    d = tmp_path / "dir"
+    d.mkdir(mode=0o700)
+    plan = tmp_path / "plan"
+    plan.write_text("share 1\nmin_calls 0\nsamples 10\nfirst 10\nswitch dup\n")
+    cmd = [str(ompi41.mpirun), "-np", "2", "--oversubscribe", "-x", f"LD_PRELOAD={lib}",
+           "-x", f"COLLTUNE_ONLINE_PLAN={plan}", "-x", f"COLLTUNE_ONLINE_DIR={d}", str(exe),
+           "20", "0"]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=ompi41.tool_env(),
+                           timeout=120, check=False)
+    assert first.returncode == 0 and not list(d.glob("foreign.*")), first.stderr
+    schedule = (d / "schedule.0").read_text()
+    second = subprocess.run(cmd, capture_output=True, text=True, env=ompi41.tool_env(),
+                            timeout=120, check=False)
+    assert second.returncode == 0, second.stderr
+    assert len(list(d.glob("foreign.*"))) == 2, list(d.iterdir())
+    assert "is not one of the job's ranks" in second.stderr
+    assert (d / "schedule.0").read_text() == schedule  # the first job's, untouched
+
+
+@pytest.mark.mpi
+def test_the_ranks_library_is_checked_before_anything_is_stored(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 2: `tune online --mpi <Open MPI 5 prefix> -- mpirun.openmpi ./app41`: the
+    ranks ran Open MPI 4.1.4, the calls were stored under 5.0.11 and the file said "tuned
+    with Open MPI 5.0.11", exit 0. Now each rank's library (its words, file and every
+    MPI-named object) is checked as tune profile checks it: nothing stored, no file."""
+    from conftest import get_mpi as mpi_named
+
+    ompi50 = mpi_named("ompi50")
+    exe = _build(ompi41, tmp_path)
+    out, db = tmp_path / "w.conf", tmp_path / "s.sqlite"
+    r = tune_cli("online", "-o", str(out), "--mpi", str(ompi50.prefix), "--db", str(db),
+                 "--timeout", "120", "--", str(ompi41.mpirun), "-np", "2", "--oversubscribe",
+                 str(exe), "80", "0", env=ompi41.tool_env())
+    said = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 3, said
+    assert "rank 0" in said and "nothing stored, no file written" in said, said
+    assert not out.exists()
+    if db.exists():
+        from colltune.store import Store
+
+        store = Store(db, readonly=True)
+        assert store.contexts() == []
+        store.close()
+
+
+DUPS = r"""
+#include <mpi.h>
+/* 70,000 communicators made, used and freed, as a solver that splits per step does */
+int main(int argc, char **argv)
+{
+    int x = 1, y;
+    MPI_Init(&argc, &argv);
+    for (int i = 0; i < 70000; i++) {
+        MPI_Comm c;
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c);
+        MPI_Comm_free(&c);
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.mpi
+def test_the_layer_frees_what_it_made_for_a_freed_communicator(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 5: an application that dups, uses and frees a communicator 70,000 times ran
+    alone in seconds, and aborted in MPI_Comm_dup with MPI_ERR_INTERN under tune online
+    (the layer's private duplicate of each was never freed). Now it runs to the end."""
+    exe = _compile(ompi41, tmp_path, "dups", DUPS)
+    r = tune_cli("online", "-o", str(tmp_path / "r.conf"), "--mpi", str(ompi41.prefix),
+                 "--db", str(tmp_path / "s.sqlite"), "--timeout", "300",
+                 "--evidence", str(tmp_path / "ev"), "--", str(ompi41.mpirun), "-np", "2",
+                 "--oversubscribe", str(exe), env=ompi41.tool_env(), timeout=400)
+    said = r.stdout + r.stderr
+    assert r.returncode == 0 and "MPI_ERR" not in said, said[-2000:]
+    # and nothing of the 70,000 stays in the schedule (none explored: each had one call)
+    rows = (tmp_path / "ev" / "schedule.0").read_text().splitlines()
+    assert len(rows) < 10, len(rows)

@@ -47,9 +47,10 @@ SOURCES = {"collbench": ("bench/collbench.c", "bench/bench.h", "common/mpiobject
            "collstep": ("bench/collstep.c", "bench/bench.h", "bench/bench_sync.c",
                         "bench/bench_colls.c"),
            "collprof": ("prof/collprof.c", "prof/prof.h", "common/fnext.h",
-                        "common/mpiobjects.h", "prof/prof_c.c",
+                        "common/mpiobjects.h", "common/preload.h", "prof/prof_c.c",
                         "prof/prof_fortran.c", "prof/prof_arrival.c"),
            "collonline": ("online/collonline.c", "online/online.h", "common/fnext.h",
+                          "common/mpiobjects.h", "common/preload.h",
                           "online/online_c.c", "online/online_fortran.c",
                           "online/online_mpit.c", "online/online_check.c",
                           "online/online_files.c", "online/online_plan.c")}

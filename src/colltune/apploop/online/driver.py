@@ -24,6 +24,7 @@ from colltune.apploop.online.evidence import (
     agreed,
     evidence,
     layer_seconds,
+    libraries,
     merged,
     schedules,
 )
@@ -43,7 +44,7 @@ from colltune.backends.base import Backend
 from colltune.collectives import get_collective, tunable_size
 from colltune.core.catalog import Catalog
 from colltune.core.records import PointResult
-from colltune.core.toolchain import Installation
+from colltune.core.toolchain import Installation, library_problem
 from colltune.errors import ColltuneError, MPIError, TimedOut
 from colltune.kernel.build import build_kernel
 from colltune.options import TuneOptions
@@ -227,6 +228,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                "COLLTUNE_ONLINE_PLAN": str(plan), "COLLTUNE_ONLINE_DIR": tmp}
         res, wall, failed = _launch(inject(req.cmd, backend, env), req.timeout)
         _copy_evidence(Path(tmp), req.evidence)
+        _ran_on(Path(tmp), mpi)  # before anything of the run is stored
         lines = schedules(Path(tmp), ended=not failed)
         spent = layer_seconds(Path(tmp))
         groups = merged(evidence(Path(tmp), ids_of(cands)))
@@ -236,7 +238,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                                  f"it stopped, are stored in {req.db}" if kept else "")
                        + "; no file written", "run it without tune online first")
     assert res is not None
-    if not lines or not groups:
+    if not lines:  # (no group: the application freed every communicator it called on)
         raise MPIError("the layer wrote nothing: the application's ranks did not load it "
                        "(a static program, or a launcher that drops LD_PRELOAD)",
                        "check that the application links the MPI shared library")
@@ -268,6 +270,35 @@ def _launch(full: list[str], timeout: float | None
     tail = said[:2] or (res.stderr or "").strip().splitlines()[-3:]  # the layer's own first
     return res, wall, (f"the application failed (exit {res.returncode}) under the online "
                        "layer" + (": " + " | ".join(tail) if tail else ""))
+
+
+def _ran_on(folder: Path, mpi: Installation) -> None:
+    """Refuse a run where a process that is not one of the job's ranks claimed a rank's
+    place (foreign.PID, kernel/online/collonline.c's claim_rank), or whose ranks did not
+    all run `mpi` (their library's words, the file
+    defining MPI_Init, every MPI-named object they loaded: library.RANK), as tune profile
+    and every kernel launch refuse theirs: the calls would be stored, and the file
+    written, as another library's. A rank that wrote a schedule but no library record is
+    refused too (it cannot be shown to have run `mpi`)."""
+    foreign = sorted(f.name for f in folder.glob("foreign.*"))
+    if foreign:
+        raise MPIError(f"{len(foreign)} process(es) that are not the job's ranks loaded "
+                       "the layer as one of them (a program a rank started before its "
+                       "MPI_Init?): nothing stored, no file written",
+                       "see the application's stderr: the layer named each")
+    ran = libraries(folder)
+    ranks = {int(f.name.split(".", 1)[1]) for f in folder.glob("schedule.*")
+             if f.name.split(".", 1)[1].isdigit()}
+    for rank in sorted(ranks - set(ran)):
+        raise MPIError(f"rank {rank} wrote no record of the library it ran: nothing stored, "
+                       "no file written", "see the application's stderr for the layer's "
+                       "reason")
+    for rank, (words, file, objects) in sorted(ran.items()):
+        problem = library_problem(mpi, words, file, objects)
+        if problem is not None:
+            raise MPIError(f"the application's rank {rank} {problem}: nothing stored, no "
+                           "file written", f"launch it with {mpi.describe()}'s own launcher "
+                           "and libraries, or name the MPI it runs with --mpi")
 
 
 def _copy_evidence(folder: Path, dest: Path | None) -> None:

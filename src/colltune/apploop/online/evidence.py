@@ -82,6 +82,26 @@ def schedules(folder: Path, ended: bool = True) -> dict[int, list[str]]:
     return lines
 
 
+def libraries(folder: Path) -> dict[int, tuple[str, str, list[str]]]:
+    """rank -> (the library's words, the file defining MPI_Init, every MPI-named object it
+    loaded), as each rank's layer wrote them at MPI_Init (library.RANK). Data: a value of
+    another type than the layer writes is read as "", which no check passes."""
+    out: dict[int, tuple[str, str, list[str]]] = {}
+    for f in folder.glob("library.*"):
+        if not f.name.split(".", 1)[1].isdigit():
+            continue
+        try:
+            doc = parse_json(read_text(f))
+        except ValueError:  # cut short (a killed rank) or not the layer's: proves nothing
+            doc = {}
+        doc = doc if isinstance(doc, dict) else {}
+        objects = doc.get("library_objects")
+        out[int(f.name.split(".", 1)[1])] = (
+            str(doc.get("library") or ""), str(doc.get("library_file") or ""),
+            [str(o) for o in objects] if isinstance(objects, list) else ["?"])
+    return out
+
+
 def _head(line: str) -> tuple[int, float, bool] | None:
     """A schedule's head line, `host H world N overhead S [partial]`: the world's size, the
     seconds the rank spent in the layer's own work, and whether the run was still going

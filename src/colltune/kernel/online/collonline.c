@@ -71,7 +71,8 @@
  *
  * A group whose exploration is over is no longer timed: its configuration is fixed for the
  * rest of the run, and its batches' reductions would only cost the application. */
-#define _GNU_SOURCE /* gethostname under -std=c99 */
+#define _GNU_SOURCE /* gethostname under -std=c99; dladdr, dl_iterate_phdr */
+#include <fcntl.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -79,6 +80,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/mpiobjects.h"
+#include "../common/preload.h"
 #include "online.h"
 #pragma GCC visibility push(hidden)
 
@@ -87,6 +90,15 @@ const char *const NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
                                      "allgather", "alltoall", "barrier"};
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
 static double g_flushed; /* when the files were last written */
+/* the plan and the directory (COLLTUNE_ONLINE_PLAN, COLLTUNE_ONLINE_DIR), taken out of the
+ * environment at MPI_Init (take_settings): a process a rank starts never sees them. Not
+ * when the layer is loaded: a wrapper between the launcher and the rank (strace, a shell
+ * script, numactl) loads it too, and must hand it on */
+static char g_plan_path[4096], g_dir[4096];
+static int g_taken;
+/* communicators the application freed before any of their groups explored, and their
+ * calls: their state is gone (said at the end, by world rank 0) */
+static long long g_freed, g_freed_calls;
 int in_fortran;
 double g_overhead;
 comm_st *g_comms;
@@ -105,13 +117,66 @@ static void refused_once(int c, int k)
 
 /* ---- the state of each communicator the application calls a collective on ---- */
 
+/* a group's batch reduced and kept (below) */
+static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req);
+static void keep_batch(group_t *g, int ncand);
+
+/* The application freed the communicator: what the layer made for it goes too, its
+ * private duplicate and its candidates' duplicates (kept, they exhausted the library's
+ * communicators in an application that makes and frees many). Every rank of it frees it,
+ * so every rank is here: its groups' pending times are reduced first, alike. A state
+ * whose groups explored nothing goes whole; the others keep their times for the files. */
 static int st_delete(MPI_Comm comm, int key, void *val, void *extra)
 {
+    comm_st *s = val;
+    int explored = 0;
+    long long calls = 0;
     (void)comm;
     (void)key;
-    (void)val;
     (void)extra;
-    return MPI_SUCCESS; /* kept until MPI_Finalize, which writes what it learned */
+    if (!g_on || !s) /* after finish(): MPI_Finalize's own deletions */
+        return MPI_SUCCESS;
+    double t0 = PMPI_Wtime();
+    for (int c = 0; c < N_OCOLL; c++)
+        for (int b = 0; b < NBUCKET; b++) {
+            group_t *g = s->g[c][b];
+            if (!g)
+                continue;
+            if (g->nb && s->size > 1) {
+                reduce_batch(s, g, NULL);
+                keep_batch(g, P.ncand[c]);
+            }
+            explored |= g->slot > 0;
+            calls += g->calls;
+        }
+    for (int c = 0; c < N_OCOLL; c++)
+        for (int k = 0; k < MAXC; k++)
+            if (s->made[c][k] == 1) {
+                PMPI_Comm_free(&s->cand[c][k]);
+                s->made[c][k] = -1;
+            }
+    if (s->priv != MPI_COMM_NULL)
+        PMPI_Comm_free(&s->priv);
+    s->comm = MPI_COMM_NULL;
+    if (!explored) {
+        g_freed++;
+        g_freed_calls += calls;
+        comm_st **at = &g_comms;
+        while (*at && *at != s)
+            at = &(*at)->next;
+        if (*at)
+            *at = s->next;
+        for (int c = 0; c < N_OCOLL; c++)
+            for (int b = 0; b < NBUCKET; b++)
+                if (s->g[c][b]) {
+                    for (int k = 0; k < MAXC; k++)
+                        free(s->g[c][b]->t[k]);
+                    free(s->g[c][b]);
+                }
+        free(s);
+    }
+    g_overhead += PMPI_Wtime() - t0;
+    return MPI_SUCCESS;
 }
 
 /* the communicator's name in every member's schedule (its rank 0's world rank and count
@@ -488,24 +553,99 @@ long long tbytes(int count, MPI_Datatype t)
 
 /* ---- start and end ---- */
 
+static void take_settings(void)
+{
+    if (g_taken++)
+        return;
+    take_env("COLLTUNE_ONLINE_PLAN", g_plan_path, sizeof g_plan_path);
+    take_env("COLLTUNE_ONLINE_DIR", g_dir, sizeof g_dir);
+    drop_from_preload((void *)take_settings);
+}
+
+/* This process is world rank `rank` of the job, and the only one: `rank.RANK` created
+ * anew (never replaced) names it. A process that finds it made by another (a program a
+ * rank started before its MPI_Init, with the layer still in its environment, calling
+ * MPI_Init as a singleton) is not one of the job's ranks: it leaves `foreign.PID`, which
+ * makes tune online refuse the run, and stays inert. 0: inert. */
+static int claim_rank(int rank)
+{
+    char path[4200], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(path, sizeof path, "%s/rank.%d", g_dir, rank);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        dprintf(fd, "%s %ld\n", host, (long)getpid());
+        close(fd);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/foreign.%ld", g_dir, (long)getpid());
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        dprintf(fd, "%s %ld world rank %d\n", host, (long)getpid(), rank);
+        close(fd);
+    }
+    fprintf(stderr, "colltune online: a process on %s (pid %ld) that is not one of the job's "
+                    "ranks loaded the layer as world rank %d: it explores nothing\n", host,
+            (long)getpid(), rank);
+    return 0;
+}
+
+/* what this rank runs on, for tune online's proof that the ranks ran the installation it
+ * tunes (as the kernel's and the profiler's: core/toolchain.library_problem):
+ * library.RANK, one JSON line, the library's words cleaned as the profiler cleans them */
+static void write_library(void)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING], file[4096], objects[8192], tmp[4200], name[64];
+    int len = 0, rank = 0;
+    Dl_info info;
+    PMPI_Get_library_version(lib, &len);
+    lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
+    snprintf(file, sizeof file, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
+                                          ? info.dli_fname : "");
+    for (char *c = lib; *c; c++)
+        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
+            *c = ' ';
+    for (char *c = file; *c; c++)
+        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
+            *c = ' ';
+    mpi_objects(objects, sizeof objects);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    snprintf(name, sizeof name, "library.%d", rank);
+    FILE *f = create_private(P.dir, name, tmp, sizeof tmp);
+    if (!f)
+        return;
+    fprintf(f, "{\"library\": \"%.200s\", \"library_file\": \"%s\", "
+               "\"library_objects\": %s}\n", lib, file, objects);
+    publish(f, tmp);
+}
+
 void start(void)
 {
+    MPI_Comm parent = MPI_COMM_NULL;
+    int rank = 0;
     if (g_started++) /* a Fortran MPI_Init that calls the C one: once */
         return;
-    const char *plan = getenv("COLLTUNE_ONLINE_PLAN");
-    const char *dir = getenv("COLLTUNE_ONLINE_DIR");
-    if (!plan || !dir)
+    take_settings();
+    if (!g_plan_path[0] || !g_dir[0])
         return; /* loaded without a plan: the layer does nothing */
-    read_plan(plan);
-    snprintf(P.dir, sizeof P.dir, "%s", dir);
+    /* a process a rank spawned is not one of the job's ranks (Open MPI hands it their
+     * environment, the layer with it): it explores nothing and writes nothing */
+    PMPI_Comm_get_parent(&parent);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (parent != MPI_COMM_NULL || !claim_rank(rank))
+        return;
+    read_plan(g_plan_path);
+    snprintf(P.dir, sizeof P.dir, "%s", g_dir);
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, st_delete, &g_keyval, NULL);
+    write_library();
     g_flushed = PMPI_Wtime();
     g_on = 1;
 }
 
 void refuse_threads(int required)
 {
-    if (required == MPI_THREAD_MULTIPLE && getenv("COLLTUNE_ONLINE_PLAN"))
+    take_settings();
+    if (required == MPI_THREAD_MULTIPLE && g_plan_path[0])
         fail("the application asks for MPI_THREAD_MULTIPLE: tune online does not run "
              "under it yet (calls from several threads could reach the schedule in "
              "different orders on different ranks); use tune profile and tune app");
@@ -542,6 +682,12 @@ void finish(void)
                     keep_batch(s->g[c][b], P.ncand[c]);
     g_overhead += PMPI_Wtime() - t0;
     write_files(0);
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (g_freed && rank == 0)
+        fprintf(stderr, "colltune online: %lld communicator(s) freed before any of their "
+                        "groups explored (%lld calls on this rank): not in the schedule\n",
+                g_freed, g_freed_calls);
     g_on = 0;
     close_mpit();
 }

@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "../common/mpiobjects.h"
+#include "../common/preload.h"
 #include "prof.h"
 
 /* the files: prof_c.c (the C wrappers), prof_fortran.c (the Fortran ones), prof_arrival.c
@@ -202,43 +203,11 @@ static void clean(char *s)
 }
 
 
-static void drop_self_from_preload(void)
-{
-    Dl_info info;
-    const char *pre = getenv("LD_PRELOAD");
-    char kept[8192] = "";
-    size_t used = 0;
-    if (!pre || !dladdr((void *)drop_self_from_preload, &info) || !info.dli_fname)
-        return;
-    char *copy = strdup(pre), *save = NULL;
-    if (!copy)
-        return;
-    for (char *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save)) {
-        size_t n = strlen(tok);
-        if (strcmp(tok, info.dli_fname) == 0 || used + n + 2 > sizeof kept)
-            continue;
-        if (used)
-            kept[used++] = ':';
-        memcpy(kept + used, tok, n + 1);
-        used += n;
-    }
-    free(copy);
-    if (used)
-        setenv("LD_PRELOAD", kept, 1);
-    else
-        unsetenv("LD_PRELOAD");
-}
-
 __attribute__((constructor)) static void collprof_load(void)
 {
-    const char *d = getenv("COLLTUNE_PROFILE_DIR"), *c = getenv("COLLTUNE_PROFILE_CVARS");
-    if (d && strlen(d) < sizeof prof_dir)
-        strcpy(prof_dir, d);
-    if (c && strlen(c) < sizeof prof_cvars)
-        strcpy(prof_cvars, c);
-    unsetenv("COLLTUNE_PROFILE_DIR");
-    unsetenv("COLLTUNE_PROFILE_CVARS");
-    drop_self_from_preload();
+    take_env("COLLTUNE_PROFILE_DIR", prof_dir, sizeof prof_dir);
+    take_env("COLLTUNE_PROFILE_CVARS", prof_cvars, sizeof prof_cvars);
+    drop_from_preload((void *)collprof_load);
 }
 
 /* DIR as a place only this user writes, made by the tuner before the job (lstat: a link is
