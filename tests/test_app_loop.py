@@ -355,7 +355,7 @@ def test_tune_app_leaves_out_what_the_applications_own_calls_found_slower(
     prof.write_text(json.dumps(doc))
     db = tmp_path / "db.sqlite"
     store = Store(db)
-    key = online_key(ompi41.key, doc["command"])
+    key = online_key(ompi41.key, doc["command"], doc["cwd"])
     store.replace_source(_online_points(key, ompi41.name, ompi41.version, str(ompi41.prefix)),
                          "online")
     store.close()

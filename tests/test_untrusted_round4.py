@@ -461,3 +461,61 @@ def test_the_layer_frees_what_it_made_for_a_freed_communicator(
     # and nothing of the 70,000 stays in the schedule (none explored: each had one call)
     rows = (tmp_path / "ev" / "schedule.0").read_text().splitlines()
     assert len(rows) < 10, len(rows)
+
+
+def _online_from(ompi41: OpenMPI, where: Path, db: Path, *opts: str
+                 ) -> subprocess.CompletedProcess[str]:
+    """`tune online ... -- mpirun -np 2 ./online 80 0` run from `where`, as a user in that
+    project directory would."""
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "colltune.cli", "online", "-o", str(where / "r.conf"),
+         "--mpi", str(ompi41.prefix), "--db", str(db), "--timeout", "120", *opts, "--",
+         str(ompi41.mpirun), "-np", "2", "--oversubscribe", "./online", "80", "0"],
+        capture_output=True, text=True, cwd=where, timeout=300, check=False,
+        env={**os.environ, **ompi41.tool_env()})
+
+
+def _online_keys(db: Path) -> set[str]:
+    from colltune.store import Store
+
+    store = Store(db, readonly=True)
+    keys = {c.mpi_key for c in store.contexts()}
+    store.close()
+    return keys
+
+
+@pytest.mark.mpi
+def test_runs_pool_only_when_they_are_one_program_or_the_user_says_so(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Finding 6: `mpirun -np 2 ./app` from projA/, then another ./app from projB/: the
+    second run took up the first's halving and the library's point held both (the key
+    was the command line alone; tune app's exclusions used it too). Now the key is the
+    program (command, working directory, the content of each file it names); a rebuilt
+    ./app is another series; --series NAME pools runs on purpose."""
+    from colltune.apploop.online.for_app import online_key
+
+    db = tmp_path / "s.sqlite"
+    projects = [tmp_path / "projA", tmp_path / "projB"]
+    for p in projects:
+        p.mkdir()
+        _build(ompi41, p)
+    for p in projects:
+        r = _online_from(ompi41, p, db)
+        assert r.returncode == 0, r.stdout + r.stderr
+    keys = _online_keys(db)
+    assert len(keys) == 2, keys
+    cmd = [str(ompi41.mpirun), "-np", "2", "--oversubscribe", "./online", "80", "0"]
+    assert keys == {online_key(ompi41.key, cmd, str(p)) for p in projects}
+    # the same directory, the program rebuilt with other content: a series of its own
+    before = online_key(ompi41.key, cmd, str(projects[0]))
+    with (projects[0] / "online").open("ab") as f:
+        f.write(b"\0")
+    assert online_key(ompi41.key, cmd, str(projects[0])) != before
+    # named by the user: both projects' runs in one series
+    db2 = tmp_path / "s2.sqlite"
+    for p in projects:
+        r = _online_from(ompi41, p, db2, "--series", "campaign-7")
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert _online_keys(db2) == {online_key(ompi41.key, [], series="campaign-7")}

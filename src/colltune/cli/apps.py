@@ -316,6 +316,11 @@ def online_cmd(
                                              "(- for standard output)."),
     evidence: Path | None = typer.Option(None, "--evidence", help="Directory to copy the "
                                          "layer's own files into (each rank's schedule)."),
+    series: str | None = typer.Option(None, "--series", help="Pool these runs' calls "
+                                      "under this name, whatever the program: without it, "
+                                      "runs pool only when they are the same command, "
+                                      "working directory and files (the executable's "
+                                      "content)."),
     pairs: int = typer.Option(0, "--pairs", help="Measure what the layer costs: run the "
                               "application this many times without it, each before a run "
                               "under it (the runs add up), and state their wall times' "
@@ -340,7 +345,7 @@ def online_cmd(
         family = registry.resolve(backend, None, mpi)[0]
         req = OnlineRequest(command, out_path, db or default_db_path(), family, mpi, share,
                             min_calls, samples=samples, first=first, timeout=timeout,
-                            model=model, evidence=evidence)
+                            model=model, evidence=evidence, series=series)
         res = run_pairs(req, pairs, BarReporter(quiet=False)) if pairs else \
             run(req, BarReporter(quiet=False))
     except ColltuneError as e:

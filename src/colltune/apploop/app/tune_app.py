@@ -387,7 +387,9 @@ def tune_app(profile_path: Path, template: TuneOptions, min_share: float = 0.001
     inst = check_mpi(profile, template)
     place_groups(groups, profile, template, any_layout, rep.note, named=named)
     cmd = profile.get("command")  # checked by the profile's schema: a list of text
-    key = online_key(inst.key, [str(x) for x in cmd] if isinstance(cmd, list) else [])
+    cwd = profile.get("cwd")  # type: ignore[union-attr]
+    key = online_key(inst.key, [str(x) for x in cmd] if isinstance(cmd, list) else [],
+                     cwd if isinstance(cwd, str) else None)
     said: set[str] = set()
     for g in groups:
         if g.status != "planned":

@@ -83,6 +83,8 @@ class OnlineRequest:
     # leave out the segment sizes the store's cost model (tune model fit) ranks below
     # their algorithm's best at a communicator size and size bucket
     model: bool = True
+    # the series the runs pool into (--series): None, the program's own (origin_of)
+    series: str | None = None
 
 
 def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[Candidate],
@@ -92,7 +94,7 @@ def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[
     and one for each segment size the store's cost model ranks below its algorithm's best
     there (apploop/online/model)."""
     ids = ids_of(cands)
-    key = online_key(mpi.key, req.cmd)
+    key = online_key(mpi.key, req.cmd, series=req.series)
     skips = skip_lines(req.db, mpi.key, ids, own=key)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
@@ -212,7 +214,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
                            mpi=req.prefix, out=None, db=req.db)
     session = backend.open(template, list(COLLECTIVES), rep.note)
     lib = build_kernel(mpi, name=LAYER)
-    origin = origin_of(req.cmd)
+    origin = origin_of(req.cmd, series=req.series)
     # this run's label in the points its calls pool into (their strata)
     launch = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S-") + secrets.token_hex(3)
     # made 0700 in the job directory, which every node sees (docs/cluster.md): the layer

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import shutil
+import stat
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,16 +28,72 @@ MIN_SAMPLES = 5
 NBUCKET = 48  # kernel/online/collonline.c's size buckets
 
 
-def origin_of(cmd: list[str]) -> str:
-    """The store key's tag of an application's run: its command, digested (the launcher's
-    own options included: another layout is another run)."""
-    return "online=" + hashlib.sha256("\0".join(cmd).encode()).hexdigest()[:12]
+def origin_of(cmd: list[str], cwd: str | None = None, series: str | None = None) -> str:
+    """The store key's tag of an application's runs. Runs pool only when they are one
+    program: the command (the launcher's options included: another layout is another run),
+    the working directory (`cwd`, default this process's), and every file the command
+    names (the executable, its inputs) by its resolved path and content, so the same
+    `./app` in another project, or rebuilt, starts a series of its own. Or when the user
+    names the series (`series`, tune online --series): then those runs pool whatever they
+    are. A command from a profile is only read here, never run."""
+    if series is not None:
+        return "online=series-" + hashlib.sha256(series.encode()).hexdigest()[:12]
+    base = Path(cwd or os.getcwd())
+    h = hashlib.sha256(str(base).encode() + b"\0")
+    for word in cmd:
+        h.update(word.encode() + b"\0")
+        f = _named_file(word, base)
+        if f is not None:
+            h.update(str(f).encode() + b"\0" + _content_digest(f))
+    return "online=" + h.hexdigest()[:12]
 
 
-def online_key(mpi_key: str, cmd: list[str]) -> str:
-    """The store key tune online's runs of `cmd` on the installation `mpi_key` use (a
-    profile's command is only digested here: it is data, never run)."""
-    return f"{mpi_key}~{origin_of(cmd)}"
+def _named_file(word: str, base: Path) -> Path | None:
+    """The regular file a command word names, as the shell would find it: a path (relative
+    to `base`), else a program on PATH; None for an option, a number, or anything else."""
+    if not word or len(word) > 4096 or "\0" in word:
+        return None
+    path = base / word if "/" in word else None
+    if path is None:
+        found = shutil.which(word)
+        path = Path(found) if found else None
+    try:
+        real = path.resolve() if path is not None else None
+        return real if real is not None and real.is_file() else None
+    except (OSError, RuntimeError):
+        return None
+
+
+# what a file's content digest reads at most: the executable's whole text for any
+# application this is meant for; a larger file (an input of gigabytes) by its head and size
+_DIGEST_BYTES = 256 << 20
+
+
+def _content_digest(path: Path) -> bytes:
+    """A regular file's content, digested (its first _DIGEST_BYTES and its size); b"" where
+    it cannot be read."""
+    h = hashlib.sha256()
+    try:  # never blocks: what is opened may have become a FIFO since it was looked at
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return b""
+            left = _DIGEST_BYTES
+            while left > 0 and (chunk := f.read(min(1 << 20, left))):
+                h.update(chunk)
+                left -= len(chunk)
+            h.update(str(st.st_size).encode())
+    except OSError:
+        return b""
+    return h.digest()
+
+
+def online_key(mpi_key: str, cmd: list[str], cwd: str | None = None,
+               series: str | None = None) -> str:
+    """The store key tune online's runs of `cmd` (in `cwd`, or named `series`) on the
+    installation `mpi_key` use (a profile's command is only digested here: it is data,
+    never run)."""
+    return f"{mpi_key}~{origin_of(cmd, cwd, series)}"
 
 
 def bucket_of(nbytes: int) -> int:

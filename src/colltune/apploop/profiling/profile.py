@@ -226,6 +226,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
         "schema": SCHEMA, "version": VERSION, "colltune": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": socket.gethostname(), "command": cmd,
+        # where it ran from: tune online's runs of the same program are found by it
+        "cwd": os.getcwd(),
         "mpi": {"key": mpi.key, "name": mpi.name, "version": mpi.version,
                 "prefix": str(mpi.prefix), "library": str(ranks[0]["library"]),
                 "library_file": str(ranks[0].get("library_file", "")),

@@ -50,6 +50,7 @@ SCHEMA: dict[str, Any] = {
         "version": {"type": "integer", "minimum": 1},
         "colltune": _TEXT, "created": _TEXT, "host": _TEXT,
         "command": {"type": "array", "items": _TEXT, "maxItems": 10_000},
+        "cwd": _TEXT,
         "mpi": {
             "type": "object", "required": ["name", "version", "prefix"],
             "properties": {"key": _TEXT, "name": _TEXT, "version": _TEXT, "prefix": _TEXT,
