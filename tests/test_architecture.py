@@ -383,3 +383,29 @@ def test_a_function_over_the_limits_says_why_on_its_def_line() -> None:
                    if re.search(r"noqa: (C901|PLR09\d\d)", line)
                    and not re.search(r"noqa: [\w, ]+ \(\S.*\)\s*$", line)]
     assert unexplained == []
+
+
+def test_the_kernels_c_files_call_one_way(tmp_path: Path) -> None:
+    """Issue 87: each C program's files call one another one way (its shared state owned by
+    one file, stateless helpers in a header), as the Python modules import: read from the
+    objects' own symbols (nm), each program compiled file by file with Debian's Open MPI."""
+    import shutil
+    import subprocess
+
+    from colltune.kernel.build import SOURCES
+
+    mpicc = shutil.which("mpicc.openmpi")
+    assert mpicc, "Debian's Open MPI (mpicc.openmpi): .ci/run installs it"
+    for program, files in SOURCES.items():
+        defs: dict[str, set[str]] = {}
+        uses: dict[str, set[str]] = {}
+        for f in (f for f in files if f.endswith(".c")):
+            obj = tmp_path / f"{program}-{Path(f).stem}.o"
+            subprocess.run([mpicc, "-std=c99", "-fPIC", "-c", str(SRC / "kernel" / f), "-o",
+                            str(obj)], check=True)
+            rows = [ln.split() for ln in subprocess.run(
+                ["nm", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines()]
+            defs[f] = {r[2] for r in rows if len(r) == 3 and r[1] in "TDBRC"}
+            uses[f] = {r[1] for r in rows if len(r) == 2 and r[0] == "U"}
+        graph = {f: {g for g in defs if g != f and uses[f] & defs[g]} for f in defs}
+        assert _circles(graph, set(graph)) == [], program

@@ -51,6 +51,7 @@ SOURCES = {"collbench": ("bench/collbench.c", "bench/bench.h", "common/mpiobject
                         "prof/prof_fortran.c", "prof/prof_arrival.c"),
            "collonline": ("online/collonline.c", "online/online.h", "common/fnext.h",
                           "common/mpiobjects.h", "common/preload.h",
+                          "online/online_state.c", "online/online_halving.c",
                           "online/online_c.c", "online/online_fortran.c",
                           "online/online_mpit.c", "online/online_check.c",
                           "online/online_files.c", "online/online_plan.c")}

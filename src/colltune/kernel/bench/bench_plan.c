@@ -8,6 +8,11 @@
 
 #include "bench.h"
 
+/* the timing modes' and objectives' names, as the plan and the results say them (here,
+ * where the plan is read, so that the files that print them need not call collbench.c) */
+const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
+const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
+
 /* a plan is a few kilobytes; this bounds what rank 0 reads and sends */
 #define PLAN_MAX (16 << 20)
 #define PLAN_TAG 7101

@@ -87,8 +87,6 @@
  * check), bench_measure.c (one point), bench_loop.c (its free-running stretches); this
  * file: the configurations, in order */
 
-const char *const mode_names[4] = {"isolated", "back-to-back", "loop", "start"};
-const char *const obj_names[NOBJ] = {"completion", "mean", "root"};
 
 /* Where the launcher really put the ranks, for rank 0: nodes (ranks with one processor
  * name) and the most ranks on one of them. The tuner records a layout with every

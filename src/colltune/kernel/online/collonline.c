@@ -58,9 +58,13 @@
  * and the other Fortran sentinels stay its business).
  *
  * Here: each communicator's state, the schedule and the times, the start and end. Beside
- * it (online.h between them): online_c.c and online_fortran.c, the wrappers; online_plan.c,
- * the plan; online_mpit.c, a candidate's MPI_T writes; online_check.c, the check of a
- * candidate's first call; online_files.c, what each rank writes.
+ * it (online.h between them): online_state.c, what every file of the layer shares (the
+ * plan, the communicators' list, fail(), the settings); online_halving.c, successive
+ * halving over a group's reduced times; online_c.c and online_fortran.c, the wrappers;
+ * online_plan.c, the plan; online_mpit.c, a candidate's MPI_T writes; online_check.c, the
+ * check of a candidate's first call; online_files.c, what each rank writes. Calls run one
+ * way: the wrappers call this file and online_check.c, this file calls the plan, MPI_T,
+ * halving and files ones, and all of them read online_state.c; none calls back.
  *
  * Outputs, in COLLTUNE_ONLINE_DIR: schedule.RANK (each rank's configurations per group,
  * as counts and a digest of the sequence, under its communicator's name) and
@@ -71,7 +75,7 @@
  *
  * A group whose exploration is over is no longer timed: its configuration is fixed for the
  * rest of the run, and its batches' reductions would only cost the application. */
-#define _GNU_SOURCE /* gethostname under -std=c99; dladdr, dl_iterate_phdr */
+#define _GNU_SOURCE /* gethostname under -std=c99 */
 #include <fcntl.h>
 #include <math.h>
 #include <mpi.h>
@@ -80,34 +84,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/mpiobjects.h"
-#include "../common/preload.h"
 #include "online.h"
 #pragma GCC visibility push(hidden)
 
-plan_t P;
-const char *const NAMES[N_OCOLL] = {"allreduce", "bcast",    "reduce",
-                                     "allgather", "alltoall", "barrier"};
 static int g_on, g_started, g_keyval = MPI_KEYVAL_INVALID, g_seq, in_layer;
 static double g_flushed; /* when the files were last written */
-/* the plan and the directory (COLLTUNE_ONLINE_PLAN, COLLTUNE_ONLINE_DIR), taken out of the
- * environment at MPI_Init (take_settings): a process a rank starts never sees them. Not
- * when the layer is loaded: a wrapper between the launcher and the rank (strace, a shell
- * script, numactl) loads it too, and must hand it on */
-static char g_plan_path[4096], g_dir[4096];
-static int g_taken;
 /* communicators the application freed before any of their groups explored, and their
  * calls: their state is gone (said at the end, by world rank 0) */
 static long long g_freed, g_freed_calls;
-int in_fortran;
-double g_overhead;
-comm_st *g_comms;
-
-void fail(const char *why)
-{
-    fprintf(stderr, "colltune online: %s\n", why);
-    PMPI_Abort(MPI_COMM_WORLD, 3);
-}
 
 static void refused_once(int c, int k)
 {
@@ -117,9 +101,8 @@ static void refused_once(int c, int k)
 
 /* ---- the state of each communicator the application calls a collective on ---- */
 
-/* a group's batch reduced and kept (below) */
+/* a group's batch reduced (below) */
 static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req);
-static void keep_batch(group_t *g, int ncand);
 
 /* The application freed the communicator: what the layer made for it goes too, its
  * private duplicate and its candidates' duplicates (kept, they exhausted the library's
@@ -258,26 +241,6 @@ static int bucket_of(long long bytes)
     return b;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n)
-{
-    double *y = malloc((size_t)n * sizeof *y);
-    if (!y || n == 0) {
-        free(y);
-        return NAN;
-    }
-    memcpy(y, x, (size_t)n * sizeof *y);
-    qsort(y, (size_t)n, sizeof *y, cmp_double); /* at a batch's end, up to KEEP values */
-    double m = n % 2 ? y[n / 2] : 0.5 * (y[n / 2 - 1] + y[n / 2]);
-    free(y);
-    return m;
-}
-
 /* the batch's times, the same on every rank: the slowest rank's per call */
 static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req)
 {
@@ -285,101 +248,6 @@ static void reduce_batch(comm_st *s, group_t *g, MPI_Request *req)
         PMPI_Iallreduce(MPI_IN_PLACE, g->bt, g->nb, MPI_DOUBLE, MPI_MAX, s->priv, req);
     else
         PMPI_Allreduce(MPI_IN_PLACE, g->bt, g->nb, MPI_DOUBLE, MPI_MAX, s->priv);
-}
-
-/* a configuration's median so far (its kept times: the last KEEP) */
-static double med(const group_t *g, int k)
-{
-    return median(g->t[k], g->n[k] < KEEP ? g->n[k] : KEEP);
-}
-
-/* a candidate's calls so far: this run's and the earlier runs' of the command (`prior`) */
-static int calls_of(const group_t *g, int k)
-{
-    return g->n[k] + g->pn[k];
-}
-
-/* a candidate's median over the library's choice: this run's (its median over this run's
- * library median `m0`) and the earlier runs' (each launch's own ratio), weighted by their
- * calls: a run is compared with the library's choice in its own launch only, since
- * launches differ by more than the candidates do (NAN: nothing to say yet) */
-static double score(const group_t *g, int k, double m0)
-{
-    double own = g->n[k] && m0 > 0 ? med(g, k) / m0 : NAN;
-    if (!g->pn[k])
-        return own;
-    if (!(own > 0))
-        return g->pr[k];
-    return exp((g->n[k] * log(own) + g->pn[k] * log(g->pr[k])) / (g->n[k] + g->pn[k]));
-}
-
-/* the candidates still in question, fastest first (ties by their place in the plan) */
-static int in_question(const group_t *g, int ncand, double m0, int *order)
-{
-    int n = 0;
-    for (int k = 1; k < ncand; k++) {
-        if (g->dropped[k] || g->halved[k])
-            continue;
-        int i = n++;
-        for (; i > 0 && score(g, order[i - 1], m0) > score(g, k, m0); i--)
-            order[i] = order[i - 1];
-        order[i] = k;
-    }
-    return n;
-}
-
-/* Successive halving, at a batch's end (the times every rank reduced alike): each round
- * gives every candidate still in question `target` calls; when all have them, the slower
- * half is out and the others' target doubles, until one is left with `samples` calls (or
- * several, once the target reaches `samples`). A short run's few exploration calls thus go
- * to the candidates that may win, not evenly to all. A candidate clearly slower than the
- * default (its median `drop` times the default's) is dropped as soon as it has its first
- * round's calls. The calls and medians are the earlier runs' too (`score`): a run takes
- * up the halving where they left it, one round per batch while they already cover it, so
- * runs too short to end it alone end it together. */
-static void next_round(group_t *g, int ncand)
-{
-    int order[MAXC], behind = 0;
-    double m0 = g->t[0] ? med(g, 0) : NAN;
-    for (int k = 1; k < ncand; k++) {
-        if (g->dropped[k] || g->halved[k])
-            continue;
-        if (calls_of(g, k) >= P.first && score(g, k, m0) > P.drop)
-            g->dropped[k] = 1;
-        else if (calls_of(g, k) < g->target)
-            behind = 1;
-    }
-    if (behind)
-        return;
-    int alive = in_question(g, ncand, m0, order);
-    if (alive > 1 && g->target < P.samples) {
-        for (int i = (alive + 1) / 2; i < alive; i++)
-            g->halved[order[i]] = 1;
-        g->target = 2 * g->target < P.samples ? 2 * g->target : P.samples;
-        return;
-    }
-    if (alive == 1 && g->target < P.samples) {
-        g->target = P.samples;
-        return;
-    }
-    /* exploration over: the run keeps the fastest if it is 5% better than the library's
-     * choice by the medians; the file is decided afterwards, by the statistics */
-    g->done = 1;
-    g->current = alive && score(g, order[0], m0) < 0.95 ? order[0] : 0;
-}
-
-static void keep_batch(group_t *g, int ncand)
-{
-    for (int i = 0; i < g->nb; i++) {
-        int k = g->bc[i];
-        if (!g->t[k])
-            g->t[k] = calloc(KEEP, sizeof(double));
-        if (g->t[k])
-            g->t[k][g->n[k]++ % KEEP] = g->bt[i];
-    }
-    g->nb = 0;
-    if (!g->done)
-        next_round(g, ncand);
 }
 
 /* ---- one call: where it runs, and its time ---- */
@@ -552,72 +420,6 @@ long long tbytes(int count, MPI_Datatype t)
 #pragma GCC visibility pop
 
 /* ---- start and end ---- */
-
-static void take_settings(void)
-{
-    if (g_taken++)
-        return;
-    take_env("COLLTUNE_ONLINE_PLAN", g_plan_path, sizeof g_plan_path);
-    take_env("COLLTUNE_ONLINE_DIR", g_dir, sizeof g_dir);
-    drop_from_preload((void *)take_settings);
-}
-
-/* This process is world rank `rank` of the job, and the only one: `rank.RANK` created
- * anew (never replaced) names it. A process that finds it made by another (a program a
- * rank started before its MPI_Init, with the layer still in its environment, calling
- * MPI_Init as a singleton) is not one of the job's ranks: it leaves `foreign.PID`, which
- * makes tune online refuse the run, and stays inert. 0: inert. */
-static int claim_rank(int rank)
-{
-    char path[4200], host[256] = "";
-    gethostname(host, sizeof host - 1);
-    snprintf(path, sizeof path, "%s/rank.%d", g_dir, rank);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        dprintf(fd, "%s %ld\n", host, (long)getpid());
-        close(fd);
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/foreign.%ld", g_dir, (long)getpid());
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-    if (fd >= 0) {
-        dprintf(fd, "%s %ld world rank %d\n", host, (long)getpid(), rank);
-        close(fd);
-    }
-    fprintf(stderr, "colltune online: a process on %s (pid %ld) that is not one of the job's "
-                    "ranks loaded the layer as world rank %d: it explores nothing\n", host,
-            (long)getpid(), rank);
-    return 0;
-}
-
-/* what this rank runs on, for tune online's proof that the ranks ran the installation it
- * tunes (as the kernel's and the profiler's: core/toolchain.library_problem):
- * library.RANK, one JSON line, the library's words cleaned as the profiler cleans them */
-static void write_library(void)
-{
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING], file[4096], objects[8192], tmp[4200], name[64];
-    int len = 0, rank = 0;
-    Dl_info info;
-    PMPI_Get_library_version(lib, &len);
-    lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
-    snprintf(file, sizeof file, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
-                                          ? info.dli_fname : "");
-    for (char *c = lib; *c; c++)
-        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
-            *c = ' ';
-    for (char *c = file; *c; c++)
-        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
-            *c = ' ';
-    mpi_objects(objects, sizeof objects);
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    snprintf(name, sizeof name, "library.%d", rank);
-    FILE *f = create_private(P.dir, name, tmp, sizeof tmp);
-    if (!f)
-        return;
-    fprintf(f, "{\"library\": \"%.200s\", \"library_file\": \"%s\", "
-               "\"library_objects\": %s}\n", lib, file, objects);
-    publish(f, tmp);
-}
 
 void start(void)
 {

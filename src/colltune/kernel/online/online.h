@@ -139,8 +139,18 @@ void start(void);                 /* after the library's MPI_Init */
 void refuse_threads(int required); /* MPI_THREAD_MULTIPLE stops the job */
 void finish(void);                /* before the library's MPI_Finalize; once */
 void fail(const char *why);       /* said, and the job aborted */
+/* online_state.c: the plan's and the directory's paths, taken out of the environment at
+ * MPI_Init with the layer out of LD_PRELOAD (take_settings, once) */
+extern char g_plan_path[4096], g_dir[4096];
+void take_settings(void);
+/* online_files.c: this process claims world rank `rank`'s place in g_dir (0: another
+ * did, it stays inert), and records the library it runs (library.RANK) */
+int claim_rank(int rank);
+void write_library(void);
 
 void wrong_answer(call_t *call); /* a check found it wrong: dropped for the group, said */
+/* online_halving.c: a reduced batch's times kept, and the halving's next round */
+void keep_batch(group_t *g, int ncand);
 
 /* online_plan.c: the plan read (COLLTUNE_ONLINE_PLAN), and a new group's candidates: those
  * the plan skips for its communicator size and bucket, and what earlier runs gave the

@@ -1,7 +1,8 @@
 /* collonline's files: each rank's schedule and rank 0's evidence (what collonline.c says
  * of them), written only into a private directory of its user, each file created anew and
  * renamed into place once whole (docs/security.md). */
-#define _GNU_SOURCE /* O_NOFOLLOW under -std=c99 */
+#define _GNU_SOURCE /* O_NOFOLLOW under -std=c99; dladdr, dl_iterate_phdr */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/mpiobjects.h"
 #include "online.h"
 
 /* a file of this rank's in `dir`, as the profiler writes its records (docs/security.md):
@@ -111,4 +113,61 @@ void write_files(int partial)
     if (ev)
         publish(ev, tev);
     publish(sc, tsc);
+}
+
+/* This process is world rank `rank` of the job, and the only one: `rank.RANK` created
+ * anew (never replaced) names it. A process that finds it made by another (a program a
+ * rank started before its MPI_Init, with the layer still in its environment, calling
+ * MPI_Init as a singleton) is not one of the job's ranks: it leaves `foreign.PID`, which
+ * makes tune online refuse the run, and stays inert. 0: inert. */
+int claim_rank(int rank)
+{
+    char path[4200], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(path, sizeof path, "%s/rank.%d", g_dir, rank);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        dprintf(fd, "%s %ld\n", host, (long)getpid());
+        close(fd);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/foreign.%ld", g_dir, (long)getpid());
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        dprintf(fd, "%s %ld world rank %d\n", host, (long)getpid(), rank);
+        close(fd);
+    }
+    fprintf(stderr, "colltune online: a process on %s (pid %ld) that is not one of the job's "
+                    "ranks loaded the layer as world rank %d: it explores nothing\n", host,
+            (long)getpid(), rank);
+    return 0;
+}
+
+/* what this rank runs on, for tune online's proof that the ranks ran the installation it
+ * tunes (as the kernel's and the profiler's: core/toolchain.library_problem):
+ * library.RANK, one JSON line, the library's words cleaned as the profiler cleans them */
+void write_library(void)
+{
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING], file[4096], objects[8192], tmp[4200], name[64];
+    int len = 0, rank = 0;
+    Dl_info info;
+    PMPI_Get_library_version(lib, &len);
+    lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
+    snprintf(file, sizeof file, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
+                                          ? info.dli_fname : "");
+    for (char *c = lib; *c; c++)
+        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
+            *c = ' ';
+    for (char *c = file; *c; c++)
+        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
+            *c = ' ';
+    mpi_objects(objects, sizeof objects);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    snprintf(name, sizeof name, "library.%d", rank);
+    FILE *f = create_private(P.dir, name, tmp, sizeof tmp);
+    if (!f)
+        return;
+    fprintf(f, "{\"library\": \"%.200s\", \"library_file\": \"%s\", "
+               "\"library_objects\": %s}\n", lib, file, objects);
+    publish(f, tmp);
 }

@@ -87,13 +87,6 @@ int in_fortran;
 /* the settings, taken from the environment when the library loads */
 static char prof_dir[4096], prof_cvars[2048];
 
-double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static long long bucket_of(long long bytes)
 {
     long long b = 1;
@@ -102,28 +95,6 @@ static long long bucket_of(long long bytes)
     while (b < bytes)
         b <<= 1;
     return b;
-}
-
-int tsize(MPI_Datatype t)
-{
-    int s = 0;
-    if (t != MPI_DATATYPE_NULL)
-        PMPI_Type_size(t, &s);
-    return s;
-}
-
-int csize(MPI_Comm c)
-{
-    int n = 0;
-    PMPI_Comm_size(c, &n);
-    return n;
-}
-
-int crank(MPI_Comm c)
-{
-    int r = 0;
-    PMPI_Comm_rank(c, &r);
-    return r;
 }
 
 void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1)

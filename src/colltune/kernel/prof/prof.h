@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 #include <stdio.h>
+#include <time.h> /* clock_gettime: each includer defines _POSIX_C_SOURCE or _GNU_SOURCE */
 
 #pragma GCC visibility push(hidden)
 
@@ -26,10 +27,37 @@ extern long long icalls[N_ICOLL]; /* nonblocking collectives: counted only */
 extern double t_p2p;              /* time in sends, receives and waits */
 extern int in_fortran; /* a Fortran wrapper is timing this call: C wrappers stay silent */
 
-double now(void);
-int tsize(MPI_Datatype t);
-int csize(MPI_Comm c);
-int crank(MPI_Comm c);
+/* helpers every file of the profiler uses, here so that none calls back into
+ * collprof.c for them (collprof.c calls prof_arrival.c, never the other way) */
+static inline double now(void) /* seconds, monotonic */
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline int tsize(MPI_Datatype t)
+{
+    int s = 0;
+    if (t != MPI_DATATYPE_NULL)
+        PMPI_Type_size(t, &s);
+    return s;
+}
+
+static inline int csize(MPI_Comm c)
+{
+    int n = 0;
+    PMPI_Comm_size(c, &n);
+    return n;
+}
+
+static inline int crank(MPI_Comm c)
+{
+    int r = 0;
+    PMPI_Comm_rank(c, &r);
+    return r;
+}
+
 /* one call: entered at t0, left at t1 (now()'s clock) */
 void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1);
 long long sum_counts(const int *counts, int n);

@@ -14,6 +14,7 @@
  * half of it bounds the error; clock_sync says what that costs the application); the two
  * offsets say the drift.
  */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, in prof.h */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* collprof's C wrappers: blocking collectives timed and recorded by their per-rank block,
  * nonblocking ones counted (their time is in the waits), point to point timed in total. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime, in prof.h */
 #include <mpi.h>
 
 #include "prof.h"
