@@ -46,6 +46,14 @@ def _build(mpi: OpenMPI | MPICH, where: Path) -> Path:
     return exe
 
 
+def plan_head(switch: str = "dup", **over: object) -> str:
+    """Every setting a plan must carry (kernel/online/online_plan.c refuses a plan without
+    one): these tests' own, `over` replacing any."""
+    lines = {"share": 1, "min_calls": 0, "batch": 32, "samples": 10, "first": 10,
+             "drop": 1.5, "flush": 1.0, **over}
+    return "".join(f"{k} {v}\n" for k, v in lines.items()) + f"switch {switch}\n"
+
+
 def _schedules(folder: Path) -> dict[int, dict[tuple[str, ...], list[str]]]:
     """rank -> (comm, size, collective, bucket) -> [calls, digest, calls per config...]."""
     out: dict[int, dict[tuple[str, ...], list[str]]] = {}
@@ -347,7 +355,7 @@ def test_open_mpi_ran_what_the_layer_chose(ompi: OpenMPI, tmp_path: Path) -> Non
         folder.mkdir()
         mon.mkdir()
         plan = tmp_path / f"{run}.plan"
-        plan.write_text(f"share 1\nmin_calls 0\nsamples 10\nfirst 10\n{cand}")
+        plan.write_text(plan_head() + cand)
         mca = [a for k, v in monitoring_mca(mon).items() for a in ("--mca", k, v)]
         r = subprocess.run([str(ompi.mpirun), "-np", "4", "--oversubscribe", *mca,
                             "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
@@ -391,8 +399,8 @@ def test_a_groups_warm_up_is_not_timed(ompi41: OpenMPI, tmp_path: Path) -> None:
     lib = build_kernel(ompi41, name="collonline")
     folder, plan = tmp_path / "ev", tmp_path / "plan"
     folder.mkdir()
-    plan.write_text("share 1\nmin_calls 50\nsamples 10\nfirst 10\nbatch 32\n"
-                    "vars mca_base_var\ncand bcast 1 1 coll_tuned_bcast_algorithm 1\n")
+    plan.write_text(plan_head(min_calls=50) + "vars mca_base_var\n"
+                    "cand bcast 1 1 coll_tuned_bcast_algorithm 1\n")
     r = subprocess.run([str(ompi41.mpirun), "-np", "4", "--oversubscribe",
                         "-x", "OMPI_MCA_coll_tuned_use_dynamic_rules=1",
                         "-x", f"LD_PRELOAD={lib}", "-x", f"COLLTUNE_ONLINE_PLAN={plan}",
@@ -475,7 +483,7 @@ def test_mpich_ran_what_the_layer_chose_call_by_call(tmp_path: Path) -> None:
     exe = _build(mpich, tmp_path)
     lib = build_kernel(mpich, name="collonline")
     plans = {name: tmp_path / f"{name}.plan" for name in ("library", "ring")}
-    head = "share 1\nmin_calls 0\nsamples 10\nfirst 10\nswitch call\n"
+    head = plan_head("call")
     plans["library"].write_text(head)
     plans["ring"].write_text(head + "cand bcast 5 2 MPIR_CVAR_BCAST_DEVICE_COLLECTIVE 0 "
                              "MPIR_CVAR_BCAST_INTRA_ALGORITHM 5\n")

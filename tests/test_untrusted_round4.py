@@ -17,7 +17,7 @@ from colltune.backends.openmpi.install import OpenMPI
 from colltune.kernel.build import build_kernel
 from conftest import get_mpi
 from helpers import tune_cli
-from test_online import _build
+from test_online import _build, plan_head
 
 
 def _online(ompi41: OpenMPI, tmp_path: Path, *opts: str, exe: Path | None = None,
@@ -383,7 +383,7 @@ def test_a_second_process_claiming_a_rank_is_inert_and_named(ompi41: OpenMPI,
     d = tmp_path / "dir"
     d.mkdir(mode=0o700)
     plan = tmp_path / "plan"
-    plan.write_text("share 1\nmin_calls 0\nsamples 10\nfirst 10\nswitch dup\n")
+    plan.write_text(plan_head())
     cmd = [str(ompi41.mpirun), "-np", "2", "--oversubscribe", "-x", f"LD_PRELOAD={lib}",
            "-x", f"COLLTUNE_ONLINE_PLAN={plan}", "-x", f"COLLTUNE_ONLINE_DIR={d}", str(exe),
            "20", "0"]

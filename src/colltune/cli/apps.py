@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from colltune.apploop.online.request import OnlineRequest
 from colltune.backends import registry
 from colltune.backends.registry import CHOICES
 from colltune.cli.common import (
@@ -21,6 +22,7 @@ from colltune.cli.common import (
     BarReporter,
     _fail,
     app,
+    declared,
     err,
     json_to_stdout,
     out,
@@ -30,6 +32,7 @@ from colltune.outfile import ensure_writable
 
 if TYPE_CHECKING:  # the command imports it when it runs (the CLI starts lean)
     from colltune.apploop.app.tune_app import AppResult
+    from colltune.apploop.online.summary import OnlineResult
 
 
 @app.command("profile", context_settings={"allow_interspersed_args": False})
@@ -297,34 +300,18 @@ def online_cmd(
     backend: str | None = typer.Option(None, "--backend", help="The MPI family (default: "
                                        "the one at --mpi)."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    share: float = typer.Option(0.1, "--explore-share", help="At most this share of a "
-                                "group's calls try candidates."),
-    min_calls: int = typer.Option(64, "--min-calls", help="A group's first calls, "
-                                  "its warm-up: the library's choice, untimed; a group with "
-                                  "no more calls is never explored."),
-    samples: int = typer.Option(32, "--samples", help="Calls the last candidate in question "
-                                "gets (successive halving)."),
-    first: int = typer.Option(8, "--first-calls", help="Calls each candidate gets in the "
-                              "first round; the faster half goes on with twice as many."),
-    model: bool = typer.Option(True, "--model/--no-model", help="Leave out the segment "
-                               "sizes the store's cost model (tune model fit) ranks below "
-                               "their algorithm's best, where it has a fit."),
-    timeout: float | None = typer.Option(None, "--timeout", help="Seconds before the run is "
-                                                                 "abandoned."),
+    share: float = declared(OnlineRequest, "share"),
+    min_calls: int = declared(OnlineRequest, "min_calls"),
+    samples: int = declared(OnlineRequest, "samples"),
+    first: int = declared(OnlineRequest, "first"),
+    model: bool = declared(OnlineRequest, "model"),
+    timeout: float | None = declared(OnlineRequest, "timeout"),
     summary_json: Path | None = typer.Option(None, "--summary-json",
                                              help="Write the evidence per group as JSON "
                                              "(- for standard output)."),
-    evidence: Path | None = typer.Option(None, "--evidence", help="Directory to copy the "
-                                         "layer's own files into (each rank's schedule)."),
-    series: str | None = typer.Option(None, "--series", help="Pool these runs' calls "
-                                      "under this name, whatever the program: without it, "
-                                      "runs pool only when they are the same command, "
-                                      "working directory and files (the executable's "
-                                      "content)."),
-    pairs: int = typer.Option(0, "--pairs", help="Measure what the layer costs: run the "
-                              "application this many times without it, each before a run "
-                              "under it (the runs add up), and state their wall times' "
-                              "ratio with its 95% interval."),
+    evidence: Path | None = declared(OnlineRequest, "evidence"),
+    series: str | None = declared(OnlineRequest, "series"),
+    pairs: int = declared(OnlineRequest, "pairs"),
 ) -> None:
     """Tune inside the application's own run: each call group (collective, communicator,
     size) with enough calls tries the family's candidates on a share of its own calls,
@@ -333,7 +320,7 @@ def online_cmd(
     same --db add up, each taking up where the last left off. Open MPI and MPICH. Example:
     tune online -o rules.conf -- mpirun -np 4 ./app"""
     from colltune.apploop.online.cost import run_pairs
-    from colltune.apploop.online.driver import OnlineRequest, run
+    from colltune.apploop.online.driver import run
     from colltune.apploop.online.summary import write_summary
     from colltune.store import default_db_path
 
@@ -342,15 +329,24 @@ def online_cmd(
         if summary_json is not None:
             ensure_writable(summary_json, "--summary-json")
         json_to_stdout(summary_json)
-        family = registry.resolve(backend, None, mpi)[0]
-        req = OnlineRequest(command, out_path, db or default_db_path(), family, mpi, share,
-                            min_calls, samples=samples, first=first, timeout=timeout,
-                            model=model, evidence=evidence, series=series)
-        res = run_pairs(req, pairs, BarReporter(quiet=False)) if pairs else \
+        req = OnlineRequest(
+            command, out_path, db or default_db_path(), registry.resolve(backend, None, mpi)[0],
+            mpi, share=share, min_calls=min_calls, samples=samples, first=first, model=model,
+            timeout=timeout, evidence=evidence, series=series, pairs=pairs).checked()
+        res = run_pairs(req, BarReporter(quiet=False)) if pairs else \
             run(req, BarReporter(quiet=False))
     except ColltuneError as e:
         _fail(e)
         return
+    _print_online(res, command, out_path, min_calls)
+    if summary_json is not None:
+        write_summary(res, summary_json)
+
+
+def _print_online(res: OnlineResult, command: list[str], out_path: Path,
+                  min_calls: int) -> None:
+    """tune online's table: each group's calls, medians and the file's choice; what the
+    run cost and what its file saves."""
     if res.stdout:  # the application's own output, as it printed it
         out.print(Text(res.stdout.rstrip("\n")))
     t = Table(title=f"{' '.join(command)[:80]}: {res.wall_s:.2f} s with the online layer")
@@ -367,7 +363,7 @@ def online_cmd(
                   "yes" if g.explored else f"no (< {min_calls} calls)" if g.calls < min_calls
                   else "no", Text(medians), chosen)
     out.print(t)
-    from colltune.apploop.online import summary as o
+    from colltune.apploop.online import summary as o  # numpy: only when printing
 
     cost = sum(o.exploration_cost(g) for g in res.groups)
     lo, hi = o.exploration_interval(res.groups)
@@ -388,5 +384,3 @@ def online_cmd(
                      "one pair: no interval, ")
                   + f"{len(m.online_s)} pair(s) of runs, each default run right before its "
                   "online run)", highlight=False)
-    if summary_json is not None:
-        write_summary(res, summary_json)

@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.progress import (
@@ -112,6 +113,15 @@ DB_HELP = ("SQLite measurement store (default: $XDG_DATA_HOME/colltune/colltune.
 # one option name for machine-readable output on every command that prints a table
 JSON_OPTION = typer.Option(None, "--json", help="Also write what is shown as JSON (- for "
                                                 "standard output).")
+
+
+def declared(cls: type, name: str, **more: Any) -> Any:
+    """The typer option of a request field declared with core/setting.setting: its flags,
+    default and help from the one declaration (`more`: typer's own, e.g. a metavar)."""
+    from colltune.core.setting import declared as field_of
+
+    default, d = field_of(cls, name)
+    return typer.Option(default, *d.flags, help=d.help, **more)
 
 
 def write_json(path: Path | None, doc: object) -> None:

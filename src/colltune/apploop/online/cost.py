@@ -12,13 +12,13 @@ from colltune.errors import ColltuneError, MPIError
 from colltune.tuner.measure import Reporter
 
 
-def run_pairs(req: OnlineRequest, pairs: int, reporter: Reporter | None = None
-              ) -> OnlineResult:
-    """`pairs` times: the application as the user launches it, then under the layer
+def run_pairs(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
+    """`req.pairs` times: the application as the user launches it, then under the layer
     (apploop/online/driver.run, each run taking up where the last left off). The last run's
     result, with what the pairs measured."""
-    if not 1 <= pairs <= 100:
-        raise ColltuneError(f"--pairs {pairs}: between 1 and 100",
+    pairs = req.checked().pairs
+    if pairs < 1:
+        raise ColltuneError(f"--pairs {pairs}: nothing to measure",
                             "--pairs 5 runs the application 10 times, half under the layer")
     rep = reporter or Reporter()
     cost = MeasuredCost()

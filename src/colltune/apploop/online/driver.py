@@ -12,7 +12,6 @@ import secrets
 import socket
 import subprocess
 from collections import defaultdict
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from colltune.apploop.online.known import (
     skip_lines,
 )
 from colltune.apploop.online.model import model_lines, world_size
+from colltune.apploop.online.request import OnlineRequest
 from colltune.apploop.online.summary import OnlineResult
 from colltune.apploop.profiling.profile import inject, launch_timed
 from colltune.backends import registry
@@ -55,36 +55,6 @@ from colltune.tuner.measure import Reporter
 from colltune.tuner.run import tune
 
 LAYER = "collonline"
-
-
-@dataclass
-class OnlineRequest:
-    """One `tune online` run: the application's command, the output and the store, the
-    family and installation, and the layer's exploration rules."""
-
-    cmd: list[str]
-    out: Path
-    db: Path
-    backend: str = "openmpi"
-    prefix: str | None = None
-    share: float = 0.1  # at most this fraction of a group's calls explore
-    min_calls: int = 64  # a group with fewer calls is never explored
-    batch: int = 32  # calls between two reductions of the times
-    # successive halving: every candidate gets `first` calls, the faster half twice as
-    # many, and so on until one is left with `samples` (kernel/online/collonline.c, next_round)
-    samples: int = 32
-    # 8, not 4: on the imbalance program the true winner's first 4 calls were 1.5x the
-    # library's median in 1 run of 7, and it was dropped (docs/notes/
-    # benchmarks-history.md, tune online with successive halving)
-    first: int = 8
-    timeout: float | None = None
-    evidence: Path | None = None  # a directory the layer's own files are copied into
-    flush: float = 1.0  # the layer writes what it learned so far every this many seconds
-    # leave out the segment sizes the store's cost model (tune model fit) ranks below
-    # their algorithm's best at a communicator size and size bucket
-    model: bool = True
-    # the series the runs pool into (--series): None, the program's own (origin_of)
-    series: str | None = None
 
 
 def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[Candidate],
@@ -201,12 +171,7 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
     if not apps.online:
         raise ColltuneError(f"tune online cannot run {backend.name}: {apps.not_online}",
                             "profile the application (tune profile) and use tune app")
-    if not 0 < req.share <= 0.5:
-        raise ColltuneError(f"--explore-share {req.share}: a share of calls between 0 and "
-                            "0.5", "the default explores at most one call in ten (0.1)")
-    if not 1 <= req.first <= req.samples <= 512:
-        raise ColltuneError(f"--first-calls {req.first}, --samples {req.samples}: need 1 <= "
-                            "first <= samples <= 512", "the defaults are 8 and 32")
+    req.checked()
     if req.evidence is not None:  # before the run, as --out is
         private.output_dir(req.evidence, "--evidence")
     mpi = apps.find(req.prefix)

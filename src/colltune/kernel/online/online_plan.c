@@ -5,17 +5,35 @@
 
 #include "online.h"
 
+/* Every setting the plan must carry, and its range: tune online writes each (its defaults
+ * are declared once, apploop/online/request.py); a plan without one, or with one out of
+ * range, is refused with the line named, never run on a value of the layer's own */
+static void check_plan(int per_call_said)
+{
+    const char *bad = !(P.share > 0 && P.share <= 1)                   ? "share (0 < S <= 1)"
+                      : !(P.drop > 1 && P.drop < 1e6)                  ? "drop (1 < F < 1e6)"
+                      : !(P.min_calls >= 0)                            ? "min_calls (N >= 0)"
+                      : !(P.batch >= 1 && P.batch <= MAXB)             ? "batch (1 <= B <= 256)"
+                      : !(P.samples >= 1 && P.samples <= KEEP)         ? "samples (1 <= K <= 512)"
+                      : !(P.first >= 1 && P.first <= P.samples)        ? "first (1 <= F <= samples)"
+                      : !(P.flush >= 0 && P.flush < 1e6)               ? "flush (0 <= S < 1e6)"
+                      : !per_call_said                                 ? "switch (dup or call)"
+                                                                       : NULL;
+    if (bad) {
+        char why[160];
+        snprintf(why, sizeof why, "the plan's line %s is missing or out of range", bad);
+        fail(why);
+    }
+}
+
 void read_plan(const char *path)
 {
     FILE *f = fopen(path, "r");
     char line[4096];
-    P.share = 0.1;
-    P.drop = 1.5;
-    P.min_calls = 64;
-    P.batch = 32;
-    P.samples = 32;
-    P.first = 8;
-    P.flush = 1.0;
+    int per_call_said = 0;
+    P.share = P.drop = P.flush = -1; /* not said: refused by check_plan */
+    P.min_calls = -1;
+    P.batch = P.samples = P.first = -1;
     for (int c = 0; c < N_OCOLL; c++)
         P.ncand[c] = 1; /* the default */
     if (!f)
@@ -25,6 +43,7 @@ void read_plan(const char *path)
         int id, nvar, off = 0;
         if (sscanf(line, "switch %15s", how) == 1) {
             P.per_call = !strcmp(how, "call");
+            per_call_said = P.per_call || !strcmp(how, "dup");
             continue;
         }
         if (sscanf(line, "vars %31s", P.vars) == 1)
@@ -84,14 +103,7 @@ void read_plan(const char *path)
             k->below = 0;
     }
     fclose(f);
-    if (P.batch < 1 || P.batch > MAXB)
-        P.batch = 32;
-    if (!(P.share > 0 && P.share <= 1))
-        P.share = 0.1;
-    if (P.samples < 1 || P.samples > KEEP)
-        P.samples = 32;
-    if (P.first < 1 || P.first > P.samples)
-        P.first = P.samples < 8 ? P.samples : 8;
+    check_plan(per_call_said);
 }
 
 /* a new group's candidates the plan skips for its communicator size and bucket, and
