@@ -187,5 +187,17 @@ def cluster() -> Iterator[testcluster.Cluster]:
         c.down()
 
 
+@pytest.fixture
+def gigabit(cluster: testcluster.Cluster) -> Iterator[testcluster.Cluster]:
+    """The test cluster with every node's port shaped like Gigabit Ethernet for one test
+    (testcluster.LINKS["1gbit"]), memory-speed veth again after it. A kernel that cannot
+    shape them fails the test, naming what is missing."""
+    cluster.shape(testcluster.LINKS["1gbit"])
+    try:
+        yield cluster
+    finally:
+        cluster.shape(None)
+
+
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)

@@ -4,7 +4,8 @@ compute node),
 the rest of the file system shared (home, work directories); munge, and a real Slurm:
 slurmctld on the first node, one slurmd per node (each in its node's namespaces).
 
-Run by hand: `python tests/testcluster.py up` prints how to enter node 1; `down` removes it.
+Run by hand: `python tests/testcluster.py up [NODES [1gbit|10gbit]]` prints how to enter
+node 1 (the links shaped like that Ethernet: `Cluster.shape`, LINKS); `down` removes it.
 
 Commands run "on" a node through `Cluster.on(node, argv)`: nsenter into the namespaces of
 a process that holds them (a `sleep` per node)."""
@@ -32,6 +33,28 @@ OMPI6 = Path(os.environ.get("COLLTUNE_OMPI6_PREFIX", "/tmp/ompi6/install"))
 NODE_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
+@dataclass(frozen=True)
+class Link:
+    """How each node's port is shaped, both ways (its veth's node end and its switch end):
+    a token bucket (tc's tbf: `netem` is not in this kernel, so no propagation delay) of
+    `rate`, `burst` bytes at line speed, and `limit` bytes queued, a switch port's buffer,
+    beyond which packets drop (TCP retransmits them, as on a real switch)."""
+
+    name: str
+    rate: str
+    burst: str
+    limit: int
+
+    def qdisc(self) -> list[str]:
+        return ["tbf", "rate", self.rate, "burst", self.burst, "limit", str(self.limit)]
+
+
+# Named link profiles (docs/cluster.md, "Links like Ethernet"): Gigabit Ethernet as the first
+# seeds' clusters had it (Open MPI's point-to-point gets about 113 MB/s over it), and 10 Gb/s
+LINKS = {"1gbit": Link("1gbit", "1gbit", "32kb", 262144),
+         "10gbit": Link("10gbit", "10gbit", "256kb", 2097152)}
+
+
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     r = subprocess.run(list(argv), capture_output=True, text=True, check=False)
     if check and r.returncode != 0:
@@ -46,6 +69,7 @@ class Cluster:
     root: Path  # shared: the home and work directories, Slurm's files
     holders: dict[str, int] = field(default_factory=dict)  # node name -> holder pid
     daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    link: Link | None = None  # how the ports are shaped now (None: memory-speed veth)
 
     @property
     def names(self) -> list[str]:
@@ -96,6 +120,36 @@ class Cluster:
         the node's fail (EXDEV)."""
         return ["nsenter", "-t", str(self.holders[name]), "--net", "--mount", "--uts",
                 "sh", "-c", 'cd "$0" && exec "$@"', str(cwd or self.home)]
+
+    def ports(self) -> list[tuple[str, str]]:
+        """Each node's port, both ends: (namespace, device) of the node's end and of the
+        switch's."""
+        sw = f"{self.tag}sw"
+        return [end for i in range(1, self.nodes + 1)
+                for end in ((f"{self.tag}n{i}", f"{self.tag}v{i}"), (sw, f"{self.tag}p{i}"))]
+
+    def shape(self, link: Link | None) -> None:
+        """Every port shaped as `link` says, both ways (None: memory-speed veth again). A
+        kernel that cannot apply it (no tc, no tbf) raises, naming what is missing: the
+        tests that need it fail, never skip."""
+        if link is not None and not shutil.which("tc"):
+            raise RuntimeError("shaping the links needs tc (Debian: iproute2)")
+        for ns, dev in self.ports():
+            if link is None:
+                _run("tc", "-n", ns, "qdisc", "del", "dev", dev, "root", check=False)
+                continue
+            r = _run("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", *link.qdisc(),
+                     check=False)
+            if r.returncode != 0:
+                raise RuntimeError(f"the link profile {link.name} cannot be applied to {dev} "
+                                   f"(tc tbf: {r.stderr.strip()}): is the sch_tbf module "
+                                   "there?")
+        self.link = link
+
+    def qdiscs(self) -> dict[str, str]:
+        """What the kernel says of each port's queueing (tc -s): device -> its text."""
+        return {dev: _run("tc", "-n", ns, "-s", "qdisc", "show", "dev", dev).stdout
+                for ns, dev in self.ports()}
 
     def on(self, name: str, argv: list[str], timeout: float = 600,
            env: dict[str, str] | None = None, cwd: str | Path | None = None
@@ -294,6 +348,8 @@ def make(nodes: int = 2, slurm: bool = True) -> Cluster:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["up"]:
         cl = make(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+        if len(sys.argv) > 3:  # a link profile: 1gbit or 10gbit
+            cl.shape(LINKS[sys.argv[3]])
         print(f"{cl.tag} up: " + " ".join(cl.enter(cl.names[0])) + " bash")
         print(f"SLURM_CONF={cl.slurm_conf}; holders {cl.holders}")
         cl.daemons = []  # leave them running

@@ -1,0 +1,98 @@
+"""The test cluster's links shaped like Ethernet (issue 85, item 1): every node's port, both
+ways, as a named profile says (tests/testcluster.py, LINKS), proven by the kernel's own
+queueing counters (tc -s) while real traffic crosses them; memory-speed veth again after."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+from testcluster import LINKS, Cluster
+
+SERVER = """
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.listen(1)
+print("ready", flush=True)
+c, _ = s.accept()
+n = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    n += len(b)
+print(n, flush=True)
+"""
+
+CLIENT = """
+import socket, sys, time
+for _ in range(100):
+    try:
+        s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+        break
+    except OSError:
+        time.sleep(0.05)
+t0 = time.perf_counter()
+s.sendall(b"x" * int(sys.argv[3]))
+s.close()
+print(time.perf_counter() - t0)
+"""
+
+BYTES = 16 << 20
+
+
+def _sent(text: str) -> tuple[int, int]:
+    """(bytes sent, overlimits) of a tbf qdisc as tc -s says them."""
+    m = re.search(r"Sent (\d+) bytes \d+ pkt \(dropped \d+, overlimits (\d+)", text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2))
+
+
+def _transfer(cluster: Cluster) -> float:
+    """BYTES over TCP from node1 to node2; the sender's seconds."""
+    server = subprocess.Popen([*cluster.enter("node2"), sys.executable, "-c", SERVER,
+                               cluster.addr("node2"), "5201"], stdout=subprocess.PIPE,
+                              text=True, env=cluster.env())
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        r = cluster.on("node1", [sys.executable, "-c", CLIENT, cluster.addr("node2"), "5201",
+                                 str(BYTES)], timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert int(server.stdout.readline()) == BYTES
+        return float(r.stdout)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_every_port_is_shaped_both_ways_as_its_profile_says(gigabit: Cluster) -> None:
+    link = LINKS["1gbit"]
+    ports = gigabit.qdiscs()
+    assert len(ports) == 2 * gigabit.nodes
+    for dev, text in ports.items():
+        assert "qdisc tbf" in text and "rate 1Gbit" in text, (dev, text)
+    node1_out = f"{gigabit.tag}v1"  # node1's end: what node1 sends leaves through it
+    to_node2 = f"{gigabit.tag}p2"  # the switch's end of node2's port: what node2 receives
+    before = {d: _sent(gigabit.qdiscs()[d]) for d in (node1_out, to_node2)}
+    started = time.perf_counter()
+    seconds = _transfer(gigabit)
+    after = {d: _sent(gigabit.qdiscs()[d]) for d in (node1_out, to_node2)}
+    for d in (node1_out, to_node2):
+        sent, over = after[d][0] - before[d][0], after[d][1] - before[d][1]
+        # every byte crossed both buckets, and they held it back (what a bucket does when
+        # the traffic is faster than its rate)
+        assert sent >= BYTES and over > 0, (d, sent, over)
+    print(f"{BYTES / seconds / 1e6:.0f} MB/s node1 -> node2 through {link.name} "
+          f"({time.perf_counter() - started:.2f} s)")
+
+
+def test_the_links_are_memory_speed_again_after(cluster: Cluster) -> None:
+    cluster.shape(LINKS["10gbit"])
+    assert all("rate 10Gbit" in t for t in cluster.qdiscs().values())
+    cluster.shape(None)
+    assert not any("qdisc tbf" in t for t in cluster.qdiscs().values())
+    assert cluster.link is None
