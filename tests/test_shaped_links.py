@@ -4,6 +4,7 @@ queueing counters (tc -s) while real traffic crosses them; memory-speed veth aga
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -96,3 +97,21 @@ def test_the_links_are_memory_speed_again_after(cluster: Cluster) -> None:
     cluster.shape(None)
     assert not any("qdisc tbf" in t for t in cluster.qdiscs().values())
     assert cluster.link is None
+
+
+def test_each_node_can_have_cores_of_its_own(cluster: Cluster) -> None:
+    """The machine's cores split among the nodes (issue 85: a per-node core share): what is
+    started on a node runs only on its cores, as the kernel says (Cpus_allowed_list)."""
+    def allowed(name: str) -> str:
+        r = cluster.on(name, ["grep", "Cpus_allowed_list", "/proc/self/status"])
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()[-1]
+
+    try:
+        split = cluster.split_cores()
+        assert [allowed(n) for n in cluster.names] == [split[n] for n in cluster.names]
+        assert len(set(split.values())) == min(cluster.nodes, len(os.sched_getaffinity(0)))
+    finally:
+        cluster.cores = {}
+    everything = allowed(cluster.names[0])
+    assert all(allowed(n) == everything for n in cluster.names)

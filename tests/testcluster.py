@@ -70,6 +70,10 @@ class Cluster:
     holders: dict[str, int] = field(default_factory=dict)  # node name -> holder pid
     daemons: list[subprocess.Popen[bytes]] = field(default_factory=list)
     link: Link | None = None  # how the ports are shaped now (None: memory-speed veth)
+    # how this machine's cores are split among the nodes: node name -> the CPUs (taskset's
+    # list) everything started on it may run on; none named: every core, the scheduler
+    # sharing them (`split_cores`)
+    cores: dict[str, str] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
@@ -118,8 +122,21 @@ class Cluster:
         home by default). A `cd` inside, not nsenter's --wd: that directory would be the one
         of the mount namespace nsenter started in, and renames from it to a path opened in
         the node's fail (EXDEV)."""
-        return ["nsenter", "-t", str(self.holders[name]), "--net", "--mount", "--uts",
+        pin = ["taskset", "-c", self.cores[name]] if self.cores.get(name) else []
+        return ["nsenter", "-t", str(self.holders[name]), "--net", "--mount", "--uts", *pin,
                 "sh", "-c", 'cd "$0" && exec "$@"', str(cwd or self.home)]
+
+    def split_cores(self) -> dict[str, str]:
+        """Give each node cores of its own, as far as the machine has them: node i the
+        (i-1)-th share of os.sched_getaffinity's cores (on 2 cores and 2 nodes, one each;
+        more nodes than cores share them round-robin). Takes effect for what is started on
+        a node after it (Slurm's daemons, started before, keep every core)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        share = max(1, len(cpus) // self.nodes)
+        self.cores = {n: ",".join(str(c) for c in (cpus[(i * share + k) % len(cpus)]
+                                                   for k in range(share)))
+                      for i, n in enumerate(self.names)}
+        return self.cores
 
     def ports(self) -> list[tuple[str, str]]:
         """Each node's port, both ends: (namespace, device) of the node's end and of the
