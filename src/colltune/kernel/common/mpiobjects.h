@@ -41,14 +41,23 @@ static int mpi_library_name(const char *path)
     return *b == '\0';
 }
 
+/* text made safe for a JSON string as the tuner reads it: every byte outside printable
+ * ASCII, and quotes and backslashes, as a space (a library's words, a path) */
+static inline void json_clean(char *s)
+{
+    for (; *s; s++)
+        if (*s < 32 || *s > 126 || *s == '"' || *s == '\\')
+            *s = ' ';
+}
+
 typedef struct {
     char *out;
     size_t n, used; /* n: the room for entries, less what the closing needs */
     int full;
 } mpi_objects_t;
 
-/* one object's real path as a JSON string, its unprintable bytes, quotes and backslashes
- * as spaces (such a path names no file: the tuner then refuses, the safe side) */
+/* one object's real path as a JSON string, cleaned (json_clean: such a path names no
+ * file, so the tuner then refuses, the safe side) */
 static int add_mpi_object(struct dl_phdr_info *info, size_t size, void *data)
 {
     mpi_objects_t *o = data;
@@ -58,9 +67,7 @@ static int add_mpi_object(struct dl_phdr_info *info, size_t size, void *data)
         return 0;
     if (!realpath(info->dlpi_name, real))
         snprintf(real, sizeof real, "%s", info->dlpi_name);
-    for (char *s = real; *s; s++)
-        if (*s < 32 || *s > 126 || *s == '"' || *s == '\\')
-            *s = ' ';
+    json_clean(real);
     if (o->used + strlen(real) + 4 < o->n)
         o->used += (size_t)snprintf(o->out + o->used, o->n - o->used, "%s\"%s\"",
                                     o->used > 1 ? "," : "", real);

@@ -155,12 +155,8 @@ void write_library(void)
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
     snprintf(file, sizeof file, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
                                           ? info.dli_fname : "");
-    for (char *c = lib; *c; c++)
-        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
-            *c = ' ';
-    for (char *c = file; *c; c++)
-        if (*c < 32 || *c > 126 || *c == '"' || *c == '\\')
-            *c = ' ';
+    json_clean(lib);
+    json_clean(file);
     mpi_objects(objects, sizeof objects);
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     snprintf(name, sizeof name, "library.%d", rank);

@@ -165,13 +165,6 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
     return rc;
 }
 
-/* JSON text of the library's version: printable ASCII without quotes or backslashes */
-static void clean(char *s)
-{
-    for (; *s; s++)
-        if (*s < 32 || *s > 126 || *s == '"' || *s == '\\')
-            *s = ' ';
-}
 
 
 __attribute__((constructor)) static void collprof_load(void)
@@ -276,13 +269,13 @@ static void write_settings(FILE *f)
 }
 
 /* the file of the MPI library this process loaded (the one defining PMPI_Init), cleaned
- * for JSON as clean() does: tune profile refuses ranks that ran on another MPI's library */
+ * (json_clean): tune profile refuses ranks that ran on another MPI's library */
 static void library_file(char *out, size_t n)
 {
     Dl_info info;
     snprintf(out, n, "%s", dladdr((void *)PMPI_Init, &info) && info.dli_fname
                                ? info.dli_fname : "");
-    clean(out);
+    json_clean(out);
 }
 
 void write_profile(void)
@@ -300,7 +293,7 @@ void write_profile(void)
     PMPI_Comm_size(MPI_COMM_WORLD, &world);
     PMPI_Get_library_version(lib, &len);
     lib[len < MPI_MAX_LIBRARY_VERSION_STRING ? len : MPI_MAX_LIBRARY_VERSION_STRING - 1] = 0;
-    clean(lib);
+    json_clean(lib);
     library_file(libfile, sizeof libfile);
     mpi_objects(objects, sizeof objects);
     switch (own_dir(prof_dir)) {
