@@ -92,3 +92,19 @@ def test_the_layer_refuses_a_plan_line_missing_or_out_of_range(
                        check=False)
     assert r.returncode != 0 and f"colltune online: {why}" in r.stderr, r.stderr[-1500:]
     assert not list(d.glob("schedule.*"))
+
+
+def test_the_measuring_options_every_command_shares_are_declared_once() -> None:
+    """--timing, --window, --objective and --cutoff: tune, tune app and tune verify take
+    them from MeasureSettings' fields, whose defaults are what a run measures with."""
+    from colltune.cli import app
+    from colltune.options import MeasureSettings
+
+    command = typer.main.get_command(app)
+    defaults = MeasureSettings()
+    for name in ("reduce", "app", "verify"):
+        params = {p.name: p for p in command.commands[name].params}  # type: ignore[attr-defined]
+        shared = [f for f in ("timing", "window", "objective", "cutoff") if f in params]
+        assert len(shared) >= (3 if name == "verify" else 4), (name, shared)
+        for field in shared:
+            assert params[field].default == getattr(defaults, field), (name, field)

@@ -7,15 +7,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune.core.plan import Excluded
+from colltune.core.setting import setting
 from colltune.kernel.launch import Repetitions
 from colltune.launchers import Launch
 
 
 @dataclass
 class MeasureSettings(Repetitions):
+    """How a tune measures: the kernel's repetitions, and what tuning adds. The options
+    every measuring command shares are declared here once (core/setting): tune, tune app
+    and tune verify take their flag, default and help from these fields."""
+
     timeout: float = 60.0  # seconds without progress before a launch is killed as hung
-    timing: str = "both"  # a win must hold isolated and back to back (docs/methodology.md)
-    cutoff: float = 1.5  # the sweep stops points clearly slower than the default early
+    # a win must hold isolated and back to back (docs/methodology.md)
+    timing: str = setting(
+        "both", "--timing", help="isolated (one call after a barrier), back-to-back (a "
+        "window of consecutive calls, as an application loop makes them) or both (a win "
+        "must hold in each; docs/methodology.md).")
+    window: int = setting(
+        Repetitions.window, "--window", help="Calls per back-to-back window (fewer where "
+        "they would take over 10 ms).")
+    objective: str = setting(
+        Repetitions.objective, "--objective", help="What a repetition's time is: completion "
+        "(slowest rank), mean (over ranks, as OSU prints) or root.")
+    # the sweep stops points clearly slower than the default early
+    cutoff: float = setting(
+        1.5, "--cutoff", help="Stop measuring a configuration at a size once it is clearly "
+        "this many times slower than the library default there, in some timing mode (it "
+        "cannot be chosen); 0: measure every point fully.")
     min_ticks: int = 100  # calls under 100 timer steps are timed in batches (issue 37)
     # where the default has a launch of its own (a launch per configuration), it may be
     # measured in several, spread over the sweep: every configuration is compared with it,

@@ -23,6 +23,7 @@ from colltune.backends.common.tools import KEEP_ENV
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, shown
 from colltune.launchers import Launch
+from colltune.options import MeasureSettings
 from colltune.outfile import is_stdout
 from colltune.sinks import SafeConsole
 from colltune.tuner.measure import Reporter
@@ -180,19 +181,11 @@ def launch_of(launcher: str | None, nodes: int | None, ppn: int | None,
     return Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args)))
 
 
-TIMING_OPTION = typer.Option(
-    "both", "--timing", help="isolated (one call after a barrier), back-to-back (a window of "
-                             "consecutive calls, as an application loop makes them) or both "
-                             "(a win must hold in each; docs/methodology.md).")
-WINDOW_OPTION = typer.Option(64, "--window", help="Calls per back-to-back window (fewer "
-                                                  "where they would take over 10 ms).")
-CUTOFF_OPTION = typer.Option(
-    1.5, "--cutoff", help="Stop measuring a configuration at a size once it is clearly "
-                          "this many times slower than the library default there, in some "
-                          "timing mode (it cannot be chosen); 0: measure every point fully.")
-OBJECTIVE_OPTION = typer.Option(
-    "completion", "--objective", help="What a repetition's time is: completion (slowest "
-                                      "rank), mean (over ranks, as OSU prints) or root.")
+# the options every measuring command shares, declared on MeasureSettings (options.py)
+TIMING_OPTION = declared(MeasureSettings, "timing")
+WINDOW_OPTION = declared(MeasureSettings, "window")
+CUTOFF_OPTION = declared(MeasureSettings, "cutoff")
+OBJECTIVE_OPTION = declared(MeasureSettings, "objective")
 PARAM_OPTION = typer.Option(
     [], "--param", metavar="NAME=VALUES",
     help="Values of an algorithm parameter to measure, by the name the installation's "
