@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +35,7 @@ from colltune.outfile import ensure_writable
 if TYPE_CHECKING:  # the command imports it when it runs (the CLI starts lean)
     from colltune.apploop.app.tune_app import AppResult
     from colltune.apploop.online.summary import OnlineResult
+    from colltune.options import TuneOptions
 
 
 @app.command("profile", context_settings={"allow_interspersed_args": False})
@@ -158,80 +161,151 @@ def app_cmd(
     """Tune what an application's profile holds, costliest first, each group in the layout
     its calls ran in (refused where this job would run another), and say what each entry is
     expected to save in the application's run."""
-    import json
-    import shlex
-    import time
-
-    from colltune.apploop.app.tune_app import as_json, tune_app, tune_app_layouts
-    from colltune.apploop.profiling.profile import load
-    from colltune.core.space import parse_size
-    from colltune.launchers import Launch
-    from colltune.options import MeasureSettings, TuneOptions
-    from colltune.outfile import write_atomic
-    from colltune.slots import parse_layouts
-
+    args = _AppArgs(**locals())  # the options, converted once
     json_to_stdout(json_out)
     started = time.time()
     try:
-        lays = parse_layouts(layouts) if layouts else None
-        if lays and (nodes or ppn or any_layout):
-            raise ColltuneError("--layouts names each layout's nodes and ranks per node",
-                                "leave out --nodes, --ppn and --any-layout")
-        prof = load(profile)
-        if json_out is not None:
-            ensure_writable(json_out, "--json")
-        fam: dict[str, str] = prof["mpi"]  # type: ignore[assignment]
-        if mpi is None:
-            # a profile may come from another user: its prefix is data, never run
-            err.print(f"note: {profile} was recorded with {fam['name']} {fam['version']} at "
-                      f"{fam['prefix']}; tuning what --backend finds on PATH (pass --mpi "
-                      "to name the installation)")
-        template = TuneOptions(
-            collectives=[], nps=[], out=out_path, mpi=mpi,
-            backend=backend or fam.get("backend", "openmpi"), db=db,
-            segsizes=[parse_size(s) for s in segsizes.split(",")] if segsizes else None,
-            strategy=strategy, confirm_rounds=confirm_rounds, oversubscribe=oversubscribe,
-            hostfile=hostfile,
-            launch=Launch(launcher, nodes, ppn, tuple(shlex.split(launcher_args))),
-            settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps,
-                                     point_time=point_time, timing=timing, window=window,
-                                     objective=objective, cutoff=cutoff, timeout=timeout))
+        lays = args.checked_layouts()
+        template = args.template()
         if slurm_script is not None:
-            import sys
-
-            from colltune.apploop.app.tune_app import script_plan
-            from colltune.cli.tuning import _without_option
-            from colltune.outputs.slurm_script import render
-
-            ensure_writable(slurm_script, "--slurm-script")
-            sp = script_plan(profile, template, min_share)
-            # tune app finds the layout in the allocation, group by group: not passed
-            text = render(_without_option(sys.argv[1:], "--slurm-script"), sp.np, sp.nodes,
-                          sp.ppn, sp.points, sp.point_time, sp.launches,
-                          name="colltune-app", pass_layout=False)
-            write_atomic(slurm_script, text)
-            slurm_script.chmod(0o755)
-            err.print(f"wrote {slurm_script}: submit it with sbatch {slurm_script}",
-                      highlight=False, markup=False)
+            _app_slurm_script(args, template, slurm_script)
             return
-        if lays:
-            results = tune_app_layouts(profile, template, lays, min_share, BarReporter(quiet),
-                                       arrival)
-        else:
-            results = [tune_app(profile, template, min_share, BarReporter(quiet), any_layout,
-                                arrival)]
+        results = _tune_app(args, template, lays)
     except ColltuneError as e:
         _fail(e)
         return
+    _app_outputs(args, results, lays, started)
+
+
+@dataclass
+class _AppArgs:
+    """tune app's options as the command took them (its parameters, in order), and what
+    they make: the layouts asked, the template every group's tune starts from."""
+
+    profile: Path
+    out_path: Path | None
+    mpi: str | None
+    backend: str | None
+    db: Path | None
+    min_share: float
+    strategy: str
+    segsizes: str | None
+    point_time: float
+    min_reps: int
+    max_reps: int
+    confirm_rounds: int
+    oversubscribe: bool
+    hostfile: str | None
+    launcher: str | None
+    nodes: int | None
+    ppn: int | None
+    launcher_args: str
+    any_layout: bool
+    layouts: str | None
+    arrival: str
+    timeout: float
+    slurm_script: Path | None
+    json_out: Path | None
+    quiet: bool
+    timing: str
+    window: int
+    objective: str
+    cutoff: float
+
+    def checked_layouts(self) -> list[tuple[int, int]] | None:
+        from colltune.slots import parse_layouts
+
+        lays = parse_layouts(self.layouts) if self.layouts else None
+        if lays and (self.nodes or self.ppn or self.any_layout):
+            raise ColltuneError("--layouts names each layout's nodes and ranks per node",
+                                "leave out --nodes, --ppn and --any-layout")
+        return lays
+
+    def template(self) -> TuneOptions:
+        """The options every group's tune starts from, the profile read and checked first
+        (its prefix is only said, never run)."""
+        import shlex
+
+        from colltune.apploop.profiling.profile import load
+        from colltune.core.space import parse_size
+        from colltune.launchers import Launch
+        from colltune.options import MeasureSettings, TuneOptions
+
+        prof = load(self.profile)
+        if self.json_out is not None:
+            ensure_writable(self.json_out, "--json")
+        fam: dict[str, str] = prof["mpi"]  # type: ignore[assignment]
+        if self.mpi is None:
+            # a profile may come from another user: its prefix is data, never run
+            err.print(f"note: {self.profile} was recorded with {fam['name']} "
+                      f"{fam['version']} at {fam['prefix']}; tuning what --backend finds on "
+                      "PATH (pass --mpi to name the installation)")
+        return TuneOptions(
+            collectives=[], nps=[], out=self.out_path, mpi=self.mpi,
+            backend=self.backend or fam.get("backend", "openmpi"), db=self.db,
+            segsizes=[parse_size(s) for s in self.segsizes.split(",")] if self.segsizes
+            else None,
+            strategy=self.strategy, confirm_rounds=self.confirm_rounds,
+            oversubscribe=self.oversubscribe, hostfile=self.hostfile,
+            launch=Launch(self.launcher, self.nodes, self.ppn,
+                          tuple(shlex.split(self.launcher_args))),
+            settings=MeasureSettings(min_reps=self.min_reps, max_reps=self.max_reps,
+                                     point_time=self.point_time, timing=self.timing,
+                                     window=self.window, objective=self.objective,
+                                     cutoff=self.cutoff, timeout=self.timeout))
+
+
+def _app_slurm_script(args: _AppArgs, template: TuneOptions, path: Path) -> None:
+    """--slurm-script: the batch script that runs this tune app in an allocation of the
+    profile's layout, instead of now."""
+    import sys
+
+    from colltune.apploop.app.tune_app import script_plan
+    from colltune.cli.tuning import _without_option
+    from colltune.outfile import write_atomic
+    from colltune.outputs.slurm_script import render
+
+    ensure_writable(path, "--slurm-script")
+    sp = script_plan(args.profile, template, args.min_share)
+    # tune app finds the layout in the allocation, group by group: not passed
+    text = render(_without_option(sys.argv[1:], "--slurm-script"), sp.np, sp.nodes,
+                  sp.ppn, sp.points, sp.point_time, sp.launches,
+                  name="colltune-app", pass_layout=False)
+    write_atomic(path, text)
+    path.chmod(0o755)
+    err.print(f"wrote {path}: submit it with sbatch {path}", highlight=False, markup=False)
+
+
+def _tune_app(args: _AppArgs, template: TuneOptions, lays: list[tuple[int, int]] | None
+              ) -> list[AppResult]:
+    from colltune.apploop.app.tune_app import tune_app, tune_app_layouts
+
+    if lays:
+        return tune_app_layouts(args.profile, template, lays, args.min_share,
+                                BarReporter(args.quiet), args.arrival)
+    return [tune_app(args.profile, template, args.min_share, BarReporter(args.quiet),
+                     args.any_layout, args.arrival)]
+
+
+def _app_outputs(args: _AppArgs, results: list[AppResult],
+                 lays: list[tuple[int, int]] | None, started: float) -> None:
+    """The tables, --json, and what was written (or why not: exit 3 where the MPI failed
+    for every group)."""
+    import json
+
+    from colltune.apploop.app.tune_app import as_json
+    from colltune.outfile import write_atomic
+
     for res in results:
-        _print_app(profile, res)
-    if json_out is not None:
+        _print_app(args.profile, res)
+    if args.json_out is not None:
         doc = (as_json(results[0]) if not lays else
                {"layouts": {r.layout: as_json(r) for r in results}})
-        write_atomic(json_out, json.dumps(doc, indent=1) + "\n")
+        write_atomic(args.json_out, json.dumps(doc, indent=1) + "\n")
     groups = [g for r in results for g in r.groups]
     measured = any(g.status == "measured" for g in groups)
-    if out_path is not None and measured and not quiet:
+    out_path = args.out_path
+    if out_path is not None and measured and not args.quiet:
         from colltune.outfile import beside
 
         named = [out_path, *(beside(out_path, f"{n}x{p}") for n, p in lays or [])]
