@@ -409,3 +409,17 @@ def test_the_kernels_c_files_call_one_way(tmp_path: Path) -> None:
             uses[f] = {r[1] for r in rows if len(r) == 2 and r[0] == "U"}
         graph = {f: {g for g in defs if g != f and uses[f] & defs[g]} for f in defs}
         assert _circles(graph, set(graph)) == [], program
+
+
+def test_a_command_function_is_short() -> None:
+    """Issue 87: a command converts its options once and hands them to stages; its body
+    (after the signature that declares its options) stays within about 60 lines."""
+    long = []
+    for p in sorted((SRC / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.FunctionDef) and (node.name == "command" or any(
+                    "command" in ast.unparse(d) for d in node.decorator_list)):
+                lines = (node.end_lineno or 0) - node.body[0].lineno + 1
+                if lines > 60:
+                    long.append(f"cli/{p.name}:{node.name} ({lines} lines)")
+    assert long == [], "hand the options to stages of their own"

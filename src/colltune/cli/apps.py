@@ -161,7 +161,7 @@ def app_cmd(
     """Tune what an application's profile holds, costliest first, each group in the layout
     its calls ran in (refused where this job would run another), and say what each entry is
     expected to save in the application's run."""
-    args = _AppArgs(**locals())  # the options, converted once
+    args = _AppArgs(**locals())  # the options, converted once (before any other local)
     json_to_stdout(json_out)
     started = time.time()
     try:

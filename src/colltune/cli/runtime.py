@@ -3,7 +3,9 @@ components) for an application or a collective, and prove a written file applied
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -90,16 +92,14 @@ def runtime_cmd(
     against the library's defaults in fresh launch pairs, and write the parameter file the
     library reads. Example: tune runtime --params btl_vader_eager_limit,coll_han_priority
     --out params.conf -- mpirun -np 4 lmp -in in.melt"""
+    a = _RuntimeArgs(**locals())  # the options, converted once (before any other local)
     from colltune.apploop.jobwide import runtime_search as rt
-    from colltune.apploop.jobwide.objective import application, kernel, printed
     from colltune.backends import registry
-    from colltune.core.runtime import build_space, changed, label
-    from colltune.core.space import parse_sizes
+    from colltune.core.runtime import build_space
 
     json_to_stdout(json_out)
     say = (lambda _s: None) if quiet else (lambda s: err.print(s, highlight=False,
                                                                markup=False))
-    where = launch_of(launcher, nodes, ppn, launcher_args)
     try:
         be = registry.named(registry.resolve(backend, None, mpi)[0])
         runtime = be.with_runtime()  # the refusal that names what is missing first
@@ -117,24 +117,11 @@ def runtime_cmd(
         values = _values(param)
         names = [n.strip() for n in (params or "").split(",") if n.strip()]
         extra = {n: k for n in [*names, *values] if not any(c.name == n for c in catalog)
-                 for k in [be.with_runtime().vouch(inst, n)] if k is not None}
+                 for k in [runtime.vouch(inst, n)] if k is not None}
         space = build_space(catalog, names, values, extra)
         with jobdir.temporary(prefix="colltune-runtime-") as tmp:
-            if collective is not None:
-                if command:
-                    raise ColltuneError("give --collective or a command, not both",
-                                        "one objective per search")
-                if metric is not None:
-                    raise ColltuneError("--metric reads what a program prints",
-                                        "use it with -- CMD, not --collective")
-                obj = kernel(be, inst, be.place(np, hostfile, where), collective,
-                             parse_sizes(sizes), calls, Path(tmp))
-                obj.cmd = be.with_runtime().own(obj.cmd, {k.name: k for k in space.knobs})
-            else:
-                obj = application(command or [])
-                if metric is not None:
-                    obj = printed(obj, metric)
-            be.with_runtime().refuse(inst, space.knobs, obj.cmd)
+            obj = _objective(a, be, inst, space, Path(tmp))
+            runtime.refuse(inst, space.knobs, obj.cmd)
             say(f"searching {len(space.knobs)} parameter(s), {space.size()} combination(s), "
                 f"for {obj.what}")
             res = rt.search(rt.Request(be, inst, space, obj, rounds, budget, pairs, rules,
@@ -143,19 +130,82 @@ def runtime_cmd(
         _fail(e)
         return
     _show(res)
-    doc = rt.as_json(res, obj.what)
-    if out_path is not None:
-        notes = [f"objective: {obj.what}", rt.verdict_line(res)]
+    _write_runtime(a, runtime, inst, space, res, obj.what)
+
+
+@dataclass(frozen=True)
+class _RuntimeArgs:
+    """tune runtime's options as the command took them (its parameters, in order)."""
+
+    command: list[str]
+    np: int
+    mpi: str | None
+    backend: str | None
+    params: str | None
+    param: list[str]
+    collective: str | None
+    sizes: str
+    calls: int
+    rules: Path | None
+    metric: str | None
+    rounds: int
+    budget: int
+    pairs: int
+    out_path: Path | None
+    json_out: Path | None
+    timeout: float | None
+    hostfile: str | None
+    launcher: str | None
+    nodes: int | None
+    ppn: int | None
+    launcher_args: str
+    listing: bool
+    prove: Path | None
+    quiet: bool
+
+
+def _objective(a: _RuntimeArgs, be: Any, inst: Any, space: Any, tmp: Path) -> Any:
+    """What the search times: a collective in colltune's kernel (--collective), or the
+    user's command (its wall time, or what --metric reads from its output)."""
+    from colltune.apploop.jobwide.objective import application, kernel, printed
+    from colltune.core.space import parse_sizes
+
+    if a.collective is not None:
+        if a.command:
+            raise ColltuneError("give --collective or a command, not both",
+                                "one objective per search")
+        if a.metric is not None:
+            raise ColltuneError("--metric reads what a program prints",
+                                "use it with -- CMD, not --collective")
+        where = launch_of(a.launcher, a.nodes, a.ppn, a.launcher_args)
+        obj = kernel(be, inst, be.place(a.np, a.hostfile, where), a.collective,
+                     parse_sizes(a.sizes), a.calls, tmp)
+        obj.cmd = be.with_runtime().own(obj.cmd, {k.name: k for k in space.knobs})
+        return obj
+    obj = application(a.command or [])
+    return printed(obj, a.metric) if a.metric is not None else obj
+
+
+def _write_runtime(a: _RuntimeArgs, runtime: Any, inst: Any, space: Any, res: Any,
+                   what: str) -> None:
+    """--out (the family's file of the chosen values, with the search's notes) and
+    --json."""
+    from colltune.apploop.jobwide import runtime_search as rt
+    from colltune.core.runtime import changed, label
+
+    doc = rt.as_json(res, what)
+    if a.out_path is not None:
+        notes = [f"objective: {what}", rt.verdict_line(res)]
         notes += [f"{k}: " + ", ".join(f"{v} {s:.3f}x" for v, s in e.items())
                   for k, e in res.effects.items()]
         try:
-            doc["wrote"] = be.with_runtime().write(inst, {k.name: k for k in space.knobs},
-                                            res.chosen, rules, out_path, notes)
+            doc["wrote"] = runtime.write(inst, {k.name: k for k in space.knobs},
+                                         res.chosen, a.rules, a.out_path, notes)
         except ColltuneError as e:
             _fail(e)
-        if not quiet:
-            err.print(f"wrote {out_path}: {label(changed(res.chosen, space))}")
-    write_json(json_out, doc)
+        if not a.quiet:
+            err.print(f"wrote {a.out_path}: {label(changed(res.chosen, space))}")
+    write_json(a.json_out, doc)
 
 
 def _list(catalog: list) -> None:  # type: ignore[type-arg]

@@ -106,9 +106,9 @@ def verify_cmd(
     the file changes; exit 1 on a regression or if the library does not apply the file, 5
     if a size stays undecided. With --app: the application's own runs, default and --rules
     alternating; exit 1 if it is significantly slower with the rules."""
-    from colltune.kernel.launch import Repetitions
+    o = _VerifyArgs(**locals())  # the options, converted once (before any other local)
     from colltune.tuner.sequential import Design
-    from colltune.verification.verify import VerifyRequest, report_json, verify
+    from colltune.verification.verify import report_json
 
     json_to_stdout(json_out)
     if app_mode:
@@ -117,43 +117,96 @@ def verify_cmd(
                     _AppOptions(backend, mpi, app_timeout, time_budget, aa,
                                 allow_inconclusive, json_out, quiet, baseline))
         return
-    if len(args) != 1:
-        _fail(ColltuneError(f"tune verify takes one rules file, got {len(args)} arguments",
-                            "tune verify FILE --np N, or tune verify --app --rules FILE -- "
-                            "mpirun ... ./app"))
-        return
-    path = Path(args[0])
     try:
-        if with_ not in (None, "osu", "imb"):
-            raise ColltuneError(f"unknown --with {with_}", "use --with osu or --with imb")
-        if point_time <= 0:
-            raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
-        if json_out is not None:
-            ensure_writable(json_out, "--json")
-        if not 0 < threshold < 1:
-            raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
-        if not 0 < alpha < 0.5:
-            raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
-        if time_budget is not None and time_budget <= 0:
-            raise ColltuneError("--time-budget must be more than 0 seconds",
-                                "e.g. --time-budget 600")
-        reps = Repetitions(min_reps=15, point_time=point_time, timing=timing, window=window,
-                           objective=objective, min_ticks=100)
-        check_repetitions(reps)
-        rep = verify(VerifyRequest(
-            path, np, mpi, collective or None, parse_sizes(sizes) if sizes else None,
-            rounds, reps, with_=with_, osu_dir=osu_dir, hostfile=hostfile,
-            design=Design(alpha=alpha, threshold=threshold, max_pairs=max_rounds),
-            time_budget=time_budget, aa=aa, step=_step(step, step_from, np),
-            launch=launch_of(launcher, nodes, ppn, launcher_args)),
-            note=(lambda s: None) if quiet else
-            (lambda s: err.print(s, highlight=False, markup=False)))
+        rep = _verify_file(o)
     except ColltuneError as e:
         _fail(e)
         return
     _print_report(rep)
     if json_out is not None:
         write_atomic(json_out, report_json(rep))
+    _verify_exit(rep, allow_inconclusive)
+
+
+@dataclass(frozen=True)
+class _VerifyArgs:
+    """tune verify's options as the command took them (its parameters, in order)."""
+
+    args: list[str]
+    app_mode: bool
+    rules_path: Path | None
+    baseline: Path | None
+    pairs: int
+    backend: str | None
+    app_timeout: float | None
+    np: int
+    collective: list[str] | None
+    mpi: str | None
+    sizes: str | None
+    rounds: int
+    max_rounds: int
+    time_budget: float | None
+    threshold: float
+    alpha: float
+    allow_inconclusive: bool
+    aa: bool
+    point_time: float
+    with_: str | None
+    osu_dir: Path | None
+    step: str | None
+    step_from: Path | None
+    hostfile: str | None
+    launcher: str | None
+    nodes: int | None
+    ppn: int | None
+    launcher_args: str
+    json_out: Path | None
+    quiet: bool
+    timing: str
+    window: int
+    objective: str
+
+
+def _verify_file(o: _VerifyArgs) -> VerifyReport:
+    """A rules file against the library's choice (the options checked first)."""
+    from colltune.kernel.launch import Repetitions
+    from colltune.tuner.sequential import Design
+    from colltune.verification.verify import VerifyRequest, verify
+
+    if len(o.args) != 1:
+        raise ColltuneError(f"tune verify takes one rules file, got {len(o.args)} arguments",
+                            "tune verify FILE --np N, or tune verify --app --rules FILE -- "
+                            "mpirun ... ./app")
+    if o.with_ not in (None, "osu", "imb"):
+        raise ColltuneError(f"unknown --with {o.with_}", "use --with osu or --with imb")
+    if o.point_time <= 0:
+        raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
+    if o.json_out is not None:
+        ensure_writable(o.json_out, "--json")
+    if not 0 < o.threshold < 1:
+        raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
+    if not 0 < o.alpha < 0.5:
+        raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
+    if o.time_budget is not None and o.time_budget <= 0:
+        raise ColltuneError("--time-budget must be more than 0 seconds",
+                            "e.g. --time-budget 600")
+    reps = Repetitions(min_reps=15, point_time=o.point_time, timing=o.timing,
+                       window=o.window, objective=o.objective, min_ticks=100)
+    check_repetitions(reps)
+    return verify(VerifyRequest(
+        Path(o.args[0]), o.np, o.mpi, o.collective or None,
+        parse_sizes(o.sizes) if o.sizes else None, o.rounds, reps, with_=o.with_,
+        osu_dir=o.osu_dir, hostfile=o.hostfile,
+        design=Design(alpha=o.alpha, threshold=o.threshold, max_pairs=o.max_rounds),
+        time_budget=o.time_budget, aa=o.aa, step=_step(o.step, o.step_from, o.np),
+        launch=launch_of(o.launcher, o.nodes, o.ppn, o.launcher_args)),
+        note=(lambda s: None) if o.quiet else
+        (lambda s: err.print(s, highlight=False, markup=False)))
+
+
+def _verify_exit(rep: VerifyReport, allow_inconclusive: bool) -> None:
+    """Exit 1 on a regression or a file not applied, 5 where a size stays undecided (unless
+    allowed)."""
     undecided = [f"{c.collective} {_where(r)}{src}" for c in rep.checks
                  for src, r in _judged(c) if r.verdict == "inconclusive"]
     if rep.failed:
