@@ -1,7 +1,9 @@
 """`tune online`: tune inside the application's own run. The application runs once with
 kernel/online/collonline.c preloaded, which tries the family's candidate configurations on a share
 of each call group's calls and times them as the application made them; its evidence is
-stored (a store key of its own: `~online=<digest of the command>`) and the file is decided
+stored (a store key of its own: `~online=<digest of the program>`, apploop/online/known's
+origin_of: the command, its working directory and the files it names; or of --series)
+and the file is decided
 from it with tune's own statistics and written by the family's writer (tune --from-db)."""
 
 from __future__ import annotations
@@ -58,13 +60,14 @@ LAYER = "collonline"
 
 
 def _known(req: OnlineRequest, mpi: Installation, catalog: Catalog, cands: list[Candidate],
-           rep: Reporter) -> list[str]:
+           rep: Reporter, key: str | None = None) -> list[str]:
     """The candidate lines, a `skip` line for each candidate the store (--db) already
     measured clearly slower at a communicator size and size bucket (apploop/online/known),
     and one for each segment size the store's cost model ranks below its algorithm's best
-    there (apploop/online/model)."""
+    there (apploop/online/model). `key`: the run's store key, where the caller has it
+    (digesting the program reads its files)."""
     ids = ids_of(cands)
-    key = online_key(mpi.key, req.cmd, series=req.series)
+    key = key or online_key(mpi.key, req.cmd, series=req.series)
     skips = skip_lines(req.db, mpi.key, ids, own=key)
     if skips:
         rep.note(f"{len(skips)} candidate(s) not explored where the store already measured "
@@ -188,7 +191,8 @@ def run(req: OnlineRequest, reporter: Reporter | None = None) -> OnlineResult:
         plan = Path(tmp) / "plan"
         cands = candidates(backend, session.catalog)
         plan.write_text(plan_text(req, apps.online,
-                                  _known(req, mpi, session.catalog, cands, rep),
+                                  _known(req, mpi, session.catalog, cands, rep,
+                                         f"{mpi.key}~{origin}"),
                                   apps.online_vars))
         preload = ":".join(p for p in (str(lib), os.environ.get("LD_PRELOAD", "")) if p)
         env = {**backend.mpit_env(), "LD_PRELOAD": preload,
