@@ -181,12 +181,7 @@ def _verify_file(o: _VerifyArgs) -> VerifyReport:
         raise ColltuneError(f"unknown --with {o.with_}", "use --with osu or --with imb")
     if o.point_time <= 0:
         raise ColltuneError("--point-time must be more than 0", "e.g. --point-time 0.15")
-    if o.json_out is not None:
-        ensure_writable(o.json_out, "--json")
-    if not 0 < o.threshold < 1:
-        raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
-    if not 0 < o.alpha < 0.5:
-        raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
+    _check_gate(o.json_out, o.threshold, o.alpha)
     if o.time_budget is not None and o.time_budget <= 0:
         raise ColltuneError("--time-budget must be more than 0 seconds",
                             "e.g. --time-budget 600")
@@ -202,6 +197,17 @@ def _verify_file(o: _VerifyArgs) -> VerifyReport:
         launch=launch_of(o.launcher, o.nodes, o.ppn, o.launcher_args)),
         note=(lambda s: None) if o.quiet else
         (lambda s: err.print(s, highlight=False, markup=False)))
+
+
+def _check_gate(json_out: Path | None, threshold: float, alpha: float) -> None:
+    """What a verification (of a file, or --app) refuses before it launches anything: a
+    --json it could not write, a threshold or alpha out of range."""
+    if json_out is not None:
+        ensure_writable(json_out, "--json")
+    if not 0 < threshold < 1:
+        raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
+    if not 0 < alpha < 0.5:
+        raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
 
 
 def _verify_exit(rep: VerifyReport, allow_inconclusive: bool) -> None:
@@ -285,12 +291,7 @@ def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptio
         if rules is None:
             raise ColltuneError("--app needs --rules FILE", "tune verify --app --rules "
                                 "rules.conf -- mpirun -np 4 ./app")
-        if o.json_out is not None:
-            ensure_writable(o.json_out, "--json")
-        if not 0 < design.threshold < 1:
-            raise ColltuneError("--threshold must be between 0 and 1", "e.g. --threshold 0.1")
-        if not 0 < design.alpha < 0.5:
-            raise ColltuneError("--alpha must be between 0 and 0.5", "e.g. --alpha 0.05")
+        _check_gate(o.json_out, design.threshold, design.alpha)
         v = verify_app(AppRequest(cmd, rules, design, o.backend, o.mpi, o.timeout,
                                   o.time_budget, o.aa, o.baseline),
                        note=None if o.quiet else
