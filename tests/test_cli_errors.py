@@ -155,7 +155,11 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     (["--trade-off"], "it is mvapich2's"),
     (["--backend", "mpich", "--mpi", "/usr", "--tune-han"], "it is openmpi's"),
     (["--backend", "mpich", "--mpi", "/usr", "--rules-version", "2"],
-     "it is openmpi and smpi's")])
+     "it is openmpi and smpi's"),
+    # a real MPI's launches are timed, not modelled (issue 84)
+    (["--launch-cost", "1"], "it is smpi's"),
+    (["--backend", "smpi", "--launch-cost", "soon"], "--launch-cost 'soon': not seconds"),
+    (["--backend", "smpi", "--launch-cost", "-1"], "BASE+PER_NODE/node")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

@@ -116,10 +116,12 @@ def test_tune_across_nodes_with_node_local_tmp(cluster: Cluster) -> None:
     work = _work(cluster, "tune")
     before = _tmp_files(cluster)
     rx0 = cluster.rx_bytes("node1")
+    t0 = time.monotonic()
     r = cluster.on("node1", _tune("reduce", "--np", "4", *_over_mpirun(cluster), "--sizes",
                                   "8,64K", "--db", "db.sqlite", "--out", "r.conf",
                                   "--confirm-rounds", "2", *FAST),
                    env=_env(cluster), cwd=work)
+    took = time.monotonic() - t0
     assert r.returncode == 0, r.stderr[-3000:]
     rx = cluster.rx_bytes("node1") - rx0
     assert (work / "r.conf").is_file()
@@ -129,6 +131,12 @@ def test_tune_across_nodes_with_node_local_tmp(cluster: Cluster) -> None:
                            "status='ok'").fetchone()
     con.close()
     assert layout == [("node1", 4, 2, 2)]
+    # the allocation held (issue 84): both nodes for the tune's wall time, which this test's
+    # own clock bounds (the command also started Python and closed the store)
+    ((nodes, held, acct),) = sqlite3.connect(work / "db.sqlite").execute(
+        "SELECT nodes, node_seconds, account FROM allocations").fetchall()
+    assert nodes == 2 and 2 * (took - 5) <= held <= 2 * took, (held, took)
+    assert json.loads(acct)["stages"]["sweep"] > 0, acct
     # the root (rank 0) is on node 1: every measured 64 KiB reduce brought at least one
     # 64 KiB block of node 2's ranks' data over the link (the link's own counter)
     print(f"node 1 received {rx} bytes for {calls} reduces of 64 KiB")

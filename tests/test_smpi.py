@@ -14,6 +14,7 @@ from colltune.backends.openmpi.install import OpenMPI, builtin_catalog, read_cat
 from colltune.backends.openmpi.tuned_rules import valid_algorithms
 from colltune.backends.smpi import install as smpi
 from colltune.collectives import get_collective
+from colltune.core import account
 from colltune.core.catalog import FAN, SEG
 from colltune.core.config import DEFAULT, Config
 from colltune.errors import ColltuneError
@@ -175,6 +176,12 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
         assert any(abs(t[0] - v) <= 1e-12 * v for a, v in t.items() if a != 0), (size, t)
     distinct = max(len({round(v, 12) for v in t.values()}) for t in by_size.values())
     assert distinct >= 5
+    # the allocation 4 real nodes of 16 would hold: one launch per configuration (SMPI
+    # forces an algorithm at launch), each its simulated time plus a real launch's start-up
+    held = doc["allocation"]
+    configs = {m.config for m in ms}
+    assert (held["nodes"], held["launches"]) == (4, len(configs)), held
+    assert held["node_seconds"] >= 4 * sum(m.samples[0] for m in ms) + held["startup"]
     # the rules pick the fastest simulated algorithm wherever it beats the default by 3%
     for size, t in by_size.items():
         best = min(t, key=lambda a: (t[a], a))
@@ -188,10 +195,11 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
 def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
     """Deterministic: two runs (other seeds, so another order) give identical times."""
     need_smpi()
-    runs = []
-    for seed in (1, 2):
+    runs, held = [], []
+    for seed, cost in ((1, None), (2, "0")):
         opts = TuneOptions(["bcast"], [16], backend="smpi", platform=FLAT, boundaries="midpoint",
-                           db=tmp_path / f"{seed}.sqlite", sizes=[64, 65536, 1 << 20])
+                           db=tmp_path / f"{seed}.sqlite", sizes=[64, 65536, 1 << 20],
+                           launch_cost=cost)
         opts.settings.seed = seed
         res = tune(opts)
         ds = res.decisions["bcast"][16]
@@ -199,7 +207,18 @@ def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
         assert all(d.simulated for d in ds)
         assert all(d.verdict in ("tuned", "default", "kept") for d in ds)
         assert any(d.chosen != DEFAULT for d in ds)
+        held.append(res.summary["allocation"])
     assert runs[0] == runs[1]
+    # the allocation 2 nodes of 8 would hold (issue 84): simulated, so the same whatever
+    # the order, apart from the start-up the second run was told real launches take (none)
+    first, free = held
+    assert first["nodes"] == free["nodes"] == 2 and first["launches"] == free["launches"]
+    assert free["startup"] == 0 and "0+0/node" in str(free["counted"])
+    start = account.LaunchCost().seconds(2) * 2 * first["launches"]
+    assert first["startup"] == pytest.approx(start, abs=0.01)
+    assert first["node_seconds"] == pytest.approx(free["node_seconds"] + start, abs=0.01)
+    # what the launches simulated is at least what their points took, simulated too
+    assert free["node_seconds"] >= 2 * sum(d.best_median or 0 for d in ds) > 0
 
 
 @pytest.mark.mpi

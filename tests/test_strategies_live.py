@@ -60,6 +60,18 @@ def test_bayes_stays_within_its_budget_and_writes_valid_rules(ompi41: OpenMPI, t
     assert spent["sweep"] > 0 and sum(v for k, v in spent.items() if k != "total") \
         <= spent["total"] + 0.05, spent
     assert f"took {spent['total']:.0f} s: sweep" in r.stderr, r.stderr[-500:]
+    # what the allocation held (issue 84): one node for the tune's whole wall time, split
+    # by stage as the clock split it, start-up and the two largest sizes inside it
+    held = doc["allocation"]
+    assert held["nodes"] == 1 and held["launches"] >= 2, held
+    assert 0.9 * spent["total"] - 1 <= held["node_seconds"] <= spent["total"] + 0.01, held
+    assert held["stages"]["sweep"] > 0 and held["stages"]["fresh launch pairs"] > 0, held
+    assert sum(held["stages"].values()) == pytest.approx(held["node_seconds"], abs=0.01)
+    assert 0 < held["startup"] < held["node_seconds"], held
+    assert held["largest"] == [65536, 1048576] and 0 < held["largest_sizes"], held
+    assert "allocation: " in r.stderr and "node(s)" in r.stderr, r.stderr[-800:]
+    shown = json.loads(tune_cli("show", "--db", str(db), "--json", "-").stdout)
+    assert shown["allocations"][0]["node_seconds"] == held["node_seconds"]
 
     # a rerun replays the stored answers: the same search, nothing measured again
     text = out.read_text()

@@ -179,6 +179,16 @@ def test_a_hostile_store_is_inert_in_the_page_the_terminal_and_the_csv(tmp_path:
                                "gamma_quality": {"r2": 1.0, "median_rel": 0.0, "worst_rel": 0.0},
                                "pieces": [{"lo": 0, "hi": 8, "a": 1e-6, "b": 1e-9}],
                                "gamma": 0.0})], {})
+    # what a tune held of its allocation (issue 84): its words shown as text, and a row
+    # that is not what colltune writes left out
+    s.add_allocation("openmpi-4.1.4@/usr", host, (["<b>[red]x\x1b[2J"], [2]), False,
+                     {"nodes": 2, "node_hours": 0.01, "node_seconds": 36.0,
+                      "stages": {"sweep\x1b[2J": 30.0}, "startup": 3.0, "largest_sizes": 1.0,
+                      "largest": [8], "launches": 3, "counted": "[/]\x1b]0;x\x07"})
+    s.add_allocation("openmpi-4.1.4@/usr", host, (["reduce"], [2]), False,
+                     {"nodes": 2, "node_hours": 0.01, "node_seconds": 36.0, "stages": [],
+                      "startup": "3", "largest_sizes": 1e400, "largest": [8],
+                      "launches": 3, "counted": ""})
     s.close()
     rep = tune_cli("report", "--db", str(db), "--out", str(tmp_path / "rep"))
     assert rep.returncode == 0, rep.stderr
@@ -190,6 +200,7 @@ def test_a_hostile_store_is_inert_in_the_page_the_terminal_and_the_csv(tmp_path:
     assert show.returncode == 0, show.stderr  # '[/]' is text, not markup that fails
     assert "\x1b" not in show.stdout and "\\x1b" in show.stdout
     assert "<script>alert(3)</script>[/]" in show.stdout
+    assert show.stdout.count("0.6 node-minutes") == 1  # the malformed row is not shown
 
 
 def test_a_planted_store_link_or_a_foreign_database_is_never_written(ompi41: object,

@@ -46,7 +46,8 @@ class MeasureSettings(Repetitions):
 # lists those it takes in its backend's `options`; the others are refused before a tune
 # opens anything (tuner/run.open_run), naming the families that take them
 FAMILY_OPTIONS = {"tune_han": "--tune-han", "rules_version": "--rules-version",
-                  "for_np": "--for-np", "trade_off": "--trade-off", "platform": "--platform"}
+                  "for_np": "--for-np", "trade_off": "--trade-off", "platform": "--platform",
+                  "launch_cost": "--launch-cost"}
 
 
 @dataclass
@@ -115,4 +116,11 @@ class TuneOptions:
     # points not to measure (core/plan.Excluded): what tune app already knows from the
     # application's own calls (apploop/online/for_app.py)
     excluded: Excluded = frozenset()
+    # what a launch's start-up costs on real nodes, where the launches are simulated (SMPI):
+    # core/account.LaunchCost's text ("BASE" or "BASE+PER_NODE/node"); None: the one measured
+    launch_cost: str | None = setting(
+        None, "--launch-cost",
+        help="smpi: seconds a launch takes to start on the real nodes the simulation "
+             "stands for, BASE or BASE+PER_NODE/node (default: as measured here, "
+             "docs/benchmarks.md), charged to the allocation the tune reports.")
     settings: MeasureSettings = field(default_factory=MeasureSettings)

@@ -121,13 +121,43 @@ def show_cmd(
                       d.verdict + ("!" if d.warning else ""))))
         out.print(t)
         _print_warnings(en.decisions)
-    write_json(json_out, {"contexts": [
+    held = _print_allocations(db or default_db_path())
+    write_json(json_out, {"allocations": held, "contexts": [
         {"mpi": {"name": en.ctx.mpi_name, "version": en.ctx.mpi_version,
                  "prefix": en.ctx.mpi_path, "key": en.ctx.mpi_key},
          "host": en.ctx.host, "np": en.ctx.np, "ppn": en.ctx.ppn, "nodes": en.ctx.nodes,
          "collective": en.ctx.collective, "measured": [en.first, en.last],
          "decisions": [d.as_json(en.catalog, en.ctx.collective) for d in en.decisions]}
         for en in entries]})
+
+
+def _print_allocations(db: Path) -> list[dict[str, object]]:
+    """What each tune in the store held of its allocation (core/account.py), as a table;
+    returned for --json."""
+    from colltune.core.account import hours
+    from colltune.store import Store
+
+    store = Store(db, readonly=True)  # showing writes nothing
+    try:
+        held = store.allocations()
+    finally:
+        store.close()
+    if not held:
+        return held
+    t = Table(title="What each tune held of its allocation")
+    for col in ("when", "host", "collectives", "np", "nodes", "held", "launches", "start-up",
+                "largest sizes", "counted from"):
+        t.add_column(col)
+    for a in held:
+        total = float(str(a["node_seconds"])) or 1.0
+        t.add_row(*map(one_line, (
+            str(a["created"]), str(a["host"]), str(a["collectives"]), str(a["nps"]),
+            str(a["nodes"]), hours(float(str(a["node_seconds"]))), str(a["launches"]),
+            f"{100 * float(str(a['startup'])) / total:.0f}%",
+            f"{100 * float(str(a['largest_sizes'])) / total:.0f}%",
+            "simulated" if a["simulated"] else "wall time")))
+    out.print(t)
+    return held
 
 
 @app.command("export")

@@ -24,11 +24,13 @@ from colltune.cli.common import (
     _ints,
     _print_warnings,
     app,
+    declared,
     err,
     json_to_stdout,
     out,
 )
 from colltune.collectives import COLLECTIVES, get_collective
+from colltune.core import account
 from colltune.core.clock import describe
 from colltune.core.records import Verdict
 from colltune.core.space import parse_params, parse_size, parse_sizes
@@ -197,6 +199,9 @@ def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:
     spent = res.summary.get("seconds")
     if isinstance(spent, dict) and not quiet:  # what confirmation cost, beside the sweep
         err.print(f"took {describe(spent)}", highlight=False, markup=False)
+    held = res.summary.get("allocation")
+    if isinstance(held, dict) and held.get("launches") and not quiet:
+        err.print(f"allocation: {account.describe(held)}", highlight=False, markup=False)
     changes = res.summary.get("changes")
     if out_path and isinstance(changes, dict) and not quiet:  # the last line: what it does
         err.print(str(changes["sentence"]), highlight=False, markup=False)
@@ -275,6 +280,7 @@ def _make_tune_command(name: str) -> None:
                                    "default: the largest)."),
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
+        launch_cost: str | None = declared(TuneOptions, "launch_cost"),
         tune_han: bool = typer.Option(
             False, "--tune-han", metavar="",
             help="Open MPI 5 across nodes: tune coll/han's own choices "
@@ -419,6 +425,7 @@ def _make_tune_command(name: str) -> None:
                 confirm_max_rounds=confirm_max_rounds, start_calls=start_calls,
                 oversubscribe=oversubscribe,
                 boundaries=boundaries, trade_off=trade_off, out_format=out_format,
+                launch_cost=launch_cost,
                 settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                          point_time=point_time, seed=seed, timeout=timeout,
                                          timing=timing, window=window, objective=objective,

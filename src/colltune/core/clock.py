@@ -31,6 +31,17 @@ def stage(name: str) -> Iterator[None]:
                 spent[outer] = spent.get(outer, 0.0) - took
 
 
+def so_far() -> dict[str, float]:
+    """Seconds per stage of the tune being clocked, until now (none: empty)."""
+    spent = _spent.get()
+    return {k: v for k, v in (spent or {}).items() if k != "total" and v > 0}
+
+
+def current() -> str | None:
+    """The stage the caller runs in (None: outside every stage)."""
+    return _inside.get()
+
+
 @contextmanager
 def clocked() -> Iterator[dict[str, float]]:
     """Seconds per stage inside, and "total" once it ends."""

@@ -32,6 +32,7 @@ class PointResult:
     batch: int = 1  # calls per timed stretch in isolated mode (a call under 100 timer steps)
     loop: int = 0  # calls per free-running stretch of the "loop" series (0: none measured)
     start: int = 0  # calls timed from the first on in the "start" series (0: none measured)
+    spent: float = 0.0  # the point's whole time in the kernel (simulated under SMPI)
     # under an arrival pattern (Repetitions.arrival): each repetition's replayed spread,
     # the latest entry after the barrier minus the earliest (s)
     arrival_spread: list[float] = field(default_factory=list)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from colltune import jobdir
+from colltune.core import account
 from colltune.core.records import PointResult
 from colltune.core.toolchain import Toolchain, library_problem
 
@@ -143,6 +144,11 @@ class LaunchOutcome:
     launcher_retries: int = 0  # launches that died before the kernel started, then retried
     # (MPI_Wtick, the step MPI_Wtime really takes), as the kernel measured them at start
     timer: tuple[float, float] | None = None
+    wall: float = 0.0  # seconds from the launcher's start to its end
+    startup: float = 0.0  # seconds until the kernel's first line (the whole launch if none)
+    elapsed: float | None = None  # the kernel's clock from its start line to its last
+    nodes: int = 1  # where the ranks ran, as the kernel saw it
+    ranks: int = 0
 
 
 def session_pids(sid: int) -> list[int]:
@@ -223,6 +229,7 @@ def parse_result(ev: dict) -> PointResult:
         batch=int(ev.get("batch", 1)),
         loop=int(ev.get("loop", 0)),
         start=int(ev.get("start", 0)),
+        spent=float(ev.get("spent", 0.0)),
         arrival_spread=[float(x) for x in ev.get("arrival_spread", [])],
     )
 
@@ -263,6 +270,9 @@ def run_kernel(
     while True:
         out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout(starting),
                         on_event, runs_on)
+        account.charge(account.Launch(
+            "", plan.collective, out.nodes, out.ranks, out.wall, out.startup, out.elapsed,
+            {r.size: r.spent for r in out.results if r.spent > 0}))
         if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
             out.launcher_retries = retries
             return out
@@ -286,6 +296,7 @@ def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdo
     lines: queue.Queue[str | None] = queue.Queue()
     err_chunks: list[str] = []
     out = LaunchOutcome(results=[], status="ok")
+    t_launch = time.monotonic()
     proc = subprocess.Popen(
         [*cmd_prefix, str(exe), plan_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True, env=env, preexec_fn=die_with_parent,
@@ -338,6 +349,9 @@ def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdo
             kind = ev["event"]
             if kind == "start":
                 started = True
+                out.startup = time.monotonic() - t_launch
+                out.nodes = max(int(ev.get("nodes") or 1), 1)
+                out.ranks = int(ev.get("np") or 0)
                 if int(ev.get("np", 0)) == 1:
                     # every collective colltune runs needs 2 ranks: this rank is alone
                     out.status = "nopmi"
@@ -371,6 +385,8 @@ def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdo
                                                message=str(ev.get("message", ""))))
             elif kind == "done":
                 done = True
+                if "elapsed" in ev:
+                    out.elapsed = float(ev["elapsed"])
             if on_event:
                 on_event(ev)
     finally:
@@ -384,6 +400,9 @@ def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdo
             t.join(timeout=5)
         os.unlink(plan_path)
     out.stderr = "".join(err_chunks)
+    out.wall = time.monotonic() - t_launch
+    if not started:
+        out.startup = out.wall
     if out.status == "mismatch":
         return out
     if out.status == "ok" and (not done or proc.returncode not in (0, None)):

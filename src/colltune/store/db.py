@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
+from colltune.core.account import stored_summary
 from colltune.core.config import Config
 from colltune.core.records import PointResult, Verdict
 from colltune.errors import ColltuneError, StoreError
@@ -309,6 +310,37 @@ class Store:
                        "VALUES (?,?,?,?,?)", (mpi_key, host, wtick, step,
                                               datetime.now(timezone.utc).isoformat(
                                                   timespec="seconds")))
+
+    def add_allocation(self, mpi_key: str, host: str, tuned: tuple[list[str], list[int]],
+                       simulated: bool, account: dict[str, object]) -> None:
+        """What one tune held of its allocation (core/account.py: its summary), for `tune
+        show` and for the plans of later tunes."""
+        colls, nps = tuned
+        with self._write() as db:
+            db.execute("INSERT INTO allocations (mpi_key, host, collectives, nps, nodes, "
+                       "simulated, node_seconds, account, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                       (mpi_key, host, ",".join(colls), ",".join(map(str, nps)),
+                        int(str(account["nodes"])), int(simulated),
+                        float(str(account["node_seconds"])), json.dumps(account),
+                        datetime.now(timezone.utc).isoformat(timespec="seconds")))
+
+    def allocations(self) -> list[dict[str, object]]:
+        """Every tune's account, oldest first (a store older than the record: none). Read
+        as data: the store may be another user's."""
+        tables = {r[0] for r in self._read(
+            "SELECT name FROM sqlite_master WHERE type='table'", ())}
+        if "allocations" not in tables:
+            return []
+        found = []
+        for host, colls, nps, simulated, account, created in self._read(
+                "SELECT host, collectives, nps, simulated, account, created FROM allocations "
+                "ORDER BY id", ()):
+            acct = stored_summary(str(account))
+            if acct is None:  # not what colltune writes: left out, not shown
+                continue
+            found.append({"host": str(host), "collectives": str(colls), "nps": str(nps),
+                          "simulated": bool(simulated), "created": str(created), **acct})
+        return found
 
     def timer(self, mpi_key: str, host: str) -> tuple[float, float] | None:
         """(MPI_Wtick, measured step) last recorded for an installation on a host."""

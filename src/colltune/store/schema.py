@@ -110,6 +110,18 @@ CREATE TABLE IF NOT EXISTS catalogs (
     algorithms TEXT NOT NULL,
     created TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS allocations (
+    id INTEGER PRIMARY KEY,
+    mpi_key TEXT NOT NULL,
+    host TEXT NOT NULL,
+    collectives TEXT NOT NULL,
+    nps TEXT NOT NULL,
+    nodes INTEGER NOT NULL,
+    simulated INTEGER NOT NULL,
+    node_seconds REAL NOT NULL,
+    account TEXT NOT NULL,
+    created TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS timers (
     mpi_key TEXT NOT NULL,
     host TEXT NOT NULL,

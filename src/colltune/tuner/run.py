@@ -12,6 +12,7 @@ from colltune import __version__
 from colltune.backends import registry
 from colltune.backends.base import Backend, Decisions, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective, tunable_size
+from colltune.core import account
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
 from colltune.core.config import DEFAULT
@@ -117,8 +118,8 @@ def check_options(opts: TuneOptions) -> None:
 
 
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
-    with clocked() as spent:
-        result = _tune(opts, reporter or Reporter())
+    with clocked() as spent, account.charging() as acct:
+        result = _tune(opts, reporter or Reporter(), acct)
     result.summary["seconds"] = {k: round(v, 2) for k, v in spent.items()}
     if opts.summary_json is not None:
         write_file(opts.summary_json, json.dumps(result.summary, indent=2) + "\n",
@@ -145,9 +146,10 @@ def tune_layouts(opts: TuneOptions, reporter: Reporter | None = None) -> list[Tu
     return results
 
 
-def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
+def _tune(opts: TuneOptions, rep: Reporter, acct: account.Account) -> TuneResult:
     """The pipeline's stages in order: refuse what cannot run, open the session and the
-    store, measure, decide (and confirm in fresh launches), write."""
+    store, measure, decide (and confirm in fresh launches), write, and what the allocation
+    held for it."""
     colls = refuse_options(opts)
     run = open_run(opts, rep, colls)
     try:
@@ -155,11 +157,30 @@ def _tune(opts: TuneOptions, rep: Reporter) -> TuneResult:
             measure_all(run, colls)
         decisions = predict_all(run, colls) if opts.predict else decide_all(run, colls)
         summary = write_outputs(run, decisions)
+        summary["allocation"] = charge_allocation(run, acct, colls)
     finally:
         run.store.close()
     sess = run.sess
     return TuneResult(sess.mpi, sess.catalog, sess.rules_version, decisions, run.failures,
                       summary)
+
+
+def launch_cost(opts: TuneOptions) -> account.LaunchCost:
+    """The start-up a simulated launch is charged (--launch-cost, else the measured one)."""
+    return account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
+        else account.LaunchCost()
+
+
+def charge_allocation(run: Run, acct: account.Account, colls: list[str]
+                      ) -> dict[str, object]:
+    """Stage 5: what the tune held of its allocation so far (all of it but closing the
+    store), kept in the store beside its measurements unless it is read-only."""
+    summary = acct.summary(run.exact, launch_cost(run.opts))
+    if acct.launches and not run.store.readonly:
+        run.store.add_allocation(run.mpi.key, socket.gethostname(),
+                                 (colls, [p.np for p in run.sess.placements]),
+                                 run.exact, summary)
+    return summary
 
 
 def refuse_options(opts: TuneOptions) -> list[str]:
@@ -190,6 +211,7 @@ def refuse_options(opts: TuneOptions) -> list[str]:
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
+    launch_cost(opts)  # a --launch-cost that says no seconds: refused now
     return colls
 
 

@@ -43,7 +43,8 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     name = "smpi"
     output = "an Open MPI rules file, from a SimGrid simulation on --platform"
     traits = Traits(exact=True)
-    options = frozenset({"platform", "rules_version"})  # it writes Open MPI's rules
+    # it writes Open MPI's rules; its launches start in no time, real ones do not
+    options = frozenset({"platform", "rules_version", "launch_cost"})
     short = "smpi"
 
     def launch(self, mpi: smpi.SMPI, placement: Placement, coll: str, alg: int,

@@ -187,6 +187,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
     double *samples = NULL, *scratch = NULL, t_begin, t_call, t_tick;
+    double t_point = MPI_Wtime(); /* the point's whole cost, said with its result */
     int window = 1, batch = 1, more;
     double *series[2][NOBJ] = {{NULL}}; /* [mode][objective], rank 0 only */
     double *spread = NULL; /* rank 0: each arrival repetition's entry spread */
@@ -381,9 +382,9 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
         printf("{\"event\":\"result\",\"cid\":%d,\"size\":%lld,\"status\":\"ok\",\"n\":%d,"
                "\"median\":%.9g,\"ci_lo\":%.9g,\"ci_hi\":%.9g,\"mean\":%.9g,\"min\":%.9g,"
                "\"max\":%.9g,\"window\":%d,\"batch\":%d,\"loop\":%d,\"start\":%d,"
-               "\"objective\":\"%s\",\"cut\":%s", cid, size, n, med, lo, hi, sum / n, mn, mx,
-               window, batch, loop_calls, start_calls, obj_names[plan->objective],
-               cut ? "true" : "false");
+               "\"objective\":\"%s\",\"cut\":%s,\"spent\":%.9g", cid, size, n, med, lo, hi,
+               sum / n, mn, mx, window, batch, loop_calls, start_calls,
+               obj_names[plan->objective], cut ? "true" : "false", MPI_Wtime() - t_point);
         if (plan->cutoff > 0 && cfg->baseline) {
             double meds[2] = {0, 0};
             for (int m = 0; m < 2; m++)
