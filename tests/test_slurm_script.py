@@ -8,7 +8,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from colltune.outputs.slurm_script import hms, time_limit
+from colltune.collectives import get_collective
+from colltune.options import MeasureSettings, TuneOptions
+from colltune.outputs.slurm_script import hms
+from colltune.slots import place
+from colltune.tuner import forecast
 from helpers import tune_cli
 
 
@@ -44,8 +48,13 @@ def test_without_a_layout_slurm_places_the_ranks(tmp_path: Path) -> None:
 
 
 def test_time_limit() -> None:
-    assert time_limit(10, 0.25, 1) == 600  # at least 10 minutes
-    assert time_limit(10_000, 0.25, 4) == 2 * (10_000 * 0.3 + 120)
+    assert forecast.time_limit(10, 0.25, 1)[0] == 600  # at least 10 minutes
+    # the dry run's forecast, with nothing earlier to price it, doubled (issue 84)
+    opts = TuneOptions(["reduce"], [4], settings=MeasureSettings(point_time=0.25))
+    plan = forecast.forecast([forecast.Target(get_collective("reduce"), place(4), [8] * 10_000,
+                                              4)], forecast.prices(None, "", 1, False, opts),
+                             1, False)
+    assert forecast.time_limit(10_000, 0.25, 4)[0] == int(2 * float(str(plan["node_seconds"])))
     assert hms(3725) == "01:02:05"
 
 

@@ -143,12 +143,14 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     size (SMPI's selector ran one of them), and the file is valid for Open MPI."""
     need_smpi()
     out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
-    summary = tmp_path / "summary.json"
-    res = tune_cli("reduce", "--boundaries", "midpoint",
-                   "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
-                   "--sizes", "8,64,512,4K,16K,64K,256K,1M",  # the grid this test was made on
-                   "--out", str(out), "--db", str(db), "--summary-json", str(summary),
-                   "--quiet", timeout=300)
+    summary, planned = tmp_path / "summary.json", tmp_path / "plan.json"
+    args = ["reduce", "--boundaries", "midpoint",
+            "--np", "64", "--backend", "smpi", "--platform", str(FATTREE),
+            "--sizes", "8,64,512,4K,16K,64K,256K,1M",  # the grid this test was made on
+            "--out", str(out), "--db", str(db), "--quiet"]
+    res = tune_cli(*args, "--dry-run", "--summary-json", str(planned))  # issue 84: the plan
+    assert res.returncode == 0 and not out.exists(), res.stderr
+    res = tune_cli(*args, "--summary-json", str(summary), timeout=300)
     assert res.returncode == 0, res.stderr
     doc = json.loads(summary.read_text())
     assert doc["simulated"]["platform"] == str(FATTREE) and doc["mpi"]["name"] == "SimGrid SMPI"
@@ -182,6 +184,11 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
     configs = {m.config for m in ms}
     assert (held["nodes"], held["launches"]) == (4, len(configs)), held
     assert held["node_seconds"] >= 4 * sum(m.samples[0] for m in ms) + held["startup"]
+    # what the plan said before: the same launches and points, and within 30% of the
+    # allocation (simulated times: the comparison is exact, run after run)
+    plan = json.loads(planned.read_text())
+    assert (plan["sweep_launches"], plan["points"]) == (held["launches"], len(ms)), plan
+    assert abs(plan["node_seconds"] - held["node_seconds"]) <= 0.3 * held["node_seconds"]
     # the rules pick the fastest simulated algorithm wherever it beats the default by 3%
     for size, t in by_size.items():
         best = min(t, key=lambda a: (t[a], a))

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.host import cores
 from colltune.jobdir import require_shared
-from colltune.launchers import Launch, default_launcher, slurm_allocation
+from colltune.launchers import Launch, SlurmAllocation, default_launcher, slurm_allocation
 
 
 @dataclass(frozen=True)
@@ -134,6 +134,19 @@ def refuse_heavy_oversubscription(p: Placement) -> None:
             "are) or a --hostfile; --oversubscribe runs it here anyway")
 
 
+def refuse_unavailable(nodes: int, hostfile: str | None,
+                       alloc: SlurmAllocation | None) -> None:
+    """Refuse, before any launch (and any plan), a layout on more nodes than the hostfile
+    names or the Slurm allocation holds: the launcher would place it otherwise, and the
+    tune would stop at its first launch."""
+    have, where = (len(hostfile_hosts_slots(hostfile)), hostfile) if hostfile else (
+        (alloc.nodes, f"Slurm job {alloc.job_id}") if alloc else (0, ""))
+    if where and nodes > have:
+        raise ColltuneError(f"--nodes {nodes}: {where} has {have} node(s)",
+                            "ask for the nodes (a larger allocation, more hosts in the "
+                            "hostfile), or lower --nodes")
+
+
 def place(np: int, hostfile: str | None = None, env: Mapping[str, str] | None = None,
           launch: Launch | None = None) -> Placement:
     """Decide the launcher and oversubscription, or refuse when an allocation is too
@@ -159,6 +172,7 @@ def _place(np: int, hostfile: str | None, env: Mapping[str, str],
     if want.nodes or want.ppn:
         nodes = want.nodes or -(-np // (want.ppn or np))
         ppn = want.ppn or -(-np // nodes)
+        refuse_unavailable(nodes, hostfile, slurm_allocation(env))
         # only on this one machine can the cores be counted
         over = nodes == 1 and not hostfile and slurm_allocation(env) is None and ppn > cores()
         return Placement(np, over, hostfile, nodes, ppn, launch=want,

@@ -264,13 +264,14 @@ def _app_slurm_script(args: _AppArgs, template: TuneOptions, path: Path) -> None
     from colltune.cli.tuning import _without_option
     from colltune.outfile import write_atomic
     from colltune.outputs.slurm_script import render
+    from colltune.tuner.forecast import time_limit
 
     ensure_writable(path, "--slurm-script")
     sp = script_plan(args.profile, template, args.min_share)
     # tune app finds the layout in the allocation, group by group: not passed
+    limit = time_limit(sp.points, sp.point_time, sp.launches, sp.nodes or 1)
     text = render(_without_option(sys.argv[1:], "--slurm-script"), sp.np, sp.nodes,
-                  sp.ppn, sp.points, sp.point_time, sp.launches,
-                  name="colltune-app", pass_layout=False)
+                  sp.ppn, limit, name="colltune-app", pass_layout=False)
     write_atomic(path, text)
     path.chmod(0o755)
     err.print(f"wrote {path}: submit it with sbatch {path}", highlight=False, markup=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -28,6 +29,7 @@ from colltune.cli.common import (
     err,
     json_to_stdout,
     out,
+    write_json,
 )
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core import account
@@ -39,7 +41,7 @@ from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.slots import parse_layouts
-from colltune.tuner.run import TuneResult, tune, tune_layouts
+from colltune.tuner.run import TuneResult, plan_tune, tune, tune_layouts
 
 
 def _print_result(res: TuneResult, quiet: bool) -> None:
@@ -183,6 +185,35 @@ def _run_tune(opts: TuneOptions, quiet: bool) -> None:
         _print_outcome(res, opts.out, quiet)
 
 
+def _print_plans(opts: TuneOptions) -> None:
+    """--dry-run: each layout's plan as a table and a sentence, nothing run."""
+    try:
+        lays = opts.layouts or [(0, 0)]
+        plans = {f"{n}x{p}": plan_tune(replace(
+            opts, nps=[n * p], launch=replace(opts.launch or Launch(), nodes=n, ppn=p),
+            layouts=None, layout=f"{n}x{p}")) for n, p in lays} if opts.layouts \
+            else {"": plan_tune(opts)}
+        if opts.summary_json is not None:
+            doc = plans[""] if "" in plans else {"layouts": plans}
+            write_json(opts.summary_json, doc)
+    except ColltuneError as e:
+        _fail(e)
+        return
+    for where, plan in plans.items():
+        total = float(str(plan["node_seconds"])) or 1.0
+        t = Table(title=f"What the tune would hold{' at ' + where if where else ''}")
+        for col in ("stage", "node-seconds", "share"):
+            t.add_column(col)
+        stages = plan["stages"]
+        for stage, secs in (stages.items() if isinstance(stages, dict) else []):
+            t.add_row(stage, f"{secs:.1f}", f"{100 * secs / total:.0f}%")
+        out.print(t)
+        err.print(f"plan: {account.hours(total)} on {plan['nodes']} node(s) (about "
+                  f"{float(str(plan['wall_seconds'])) / 60:.1f} min), "
+                  f"{plan['sweep_launches']} sweep launch(es), {plan['points']} points; "
+                  f"priced from {plan['priced_from']}", highlight=False, markup=False)
+
+
 def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:
     """One run's table, what it wrote and how to use it, and, last, what the file changes."""
     _print_result(res, quiet)
@@ -225,6 +256,7 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                         path: Path, backend: str, tune_han: bool) -> None:
     from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
+    from colltune.tuner.forecast import time_limit
 
     try:
         nps = _ints(np, "--np")
@@ -241,8 +273,8 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
         plan = Plan(cat, cat.grid(parse_params(params), segs), size_list)
         points = plan.count([get_collective(n) for n in names], nps)
         args = _without_option(sys.argv[1:], "--slurm-script")
-        text = render(args, max(nps), nodes, ppn, points, point_time,
-                      launches=len(names) * len(nps), name=f"colltune-{name}")
+        limit = time_limit(points, point_time, len(names) * len(nps), nodes or 1)
+        text = render(args, max(nps), nodes, ppn, limit, name=f"colltune-{name}")
         ensure_writable(path, "--slurm-script")
         write_atomic(path, text)
         path.chmod(0o755)
@@ -347,6 +379,11 @@ def _make_tune_command(name: str) -> None:
         ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
         launcher_args: str = typer.Option("", "--launcher-args",
                                           help="More launcher options, passed as they are."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", metavar="",
+            help="Say what the tune would hold of its allocation (node-hours by stage, "
+                 "priced from the store's earlier tunes of this installation) and stop: "
+                 "nothing is launched or written (--summary-json: the plan as JSON)."),
         slurm_script: Path | None = typer.Option(
             None, "--slurm-script", help="Write a Slurm batch script that runs this tuning "
                                          "in an allocation, instead of running it now."),
@@ -434,6 +471,9 @@ def _make_tune_command(name: str) -> None:
             )
         except ColltuneError as e:
             _fail(e)
+            return
+        if dry_run:
+            _print_plans(opts)
             return
         _run_tune(opts, quiet)
 

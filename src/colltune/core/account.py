@@ -65,6 +65,7 @@ class Launch:
     startup: float  # seconds here until the kernel's first line (the whole launch if none)
     elapsed: float | None  # the kernel's own clock from its first line on (simulated: SMPI)
     spent: dict[int, float] = field(default_factory=dict)  # size -> the points' time there
+    points: dict[int, int] = field(default_factory=dict)  # size -> points measured there
 
 
 @dataclass
@@ -96,6 +97,9 @@ class Account:
             by_stage["the rest"] = max(total - sum(by_stage.values()), 0.0)
         largest = nodes * sum(t for la in self.launches for s, t in la.spent.items()
                               if s in self._largest(la.collective))
+        counts: dict[str, int] = {}
+        for la in self.launches:
+            counts[la.stage or "the rest"] = counts.get(la.stage or "the rest", 0) + 1
         return {
             "nodes": nodes,
             "node_hours": total / 3600.0,
@@ -105,10 +109,28 @@ class Account:
             "largest_sizes": round(largest, 3),
             "largest": sorted({s for la in self.launches for s in self._largest(la.collective)}),
             "launches": len(self.launches),
+            "launches_by_stage": counts,
+            # what a later plan prices a launch and a point with (tuner/forecast.py)
+            "startup_each": round(startup / nodes / len(self.launches), 4)
+            if self.launches else 0.0,
+            "per_point": self._per_point(),
             "counted": ("simulated time of each launch, plus start-up on real nodes "
                         f"{cost.text()} s per launch" if simulated
                         else "the wall time on every node the launches used"),
         }
+
+    def _per_point(self) -> dict[str, float]:
+        """Seconds a sweep's point took at each size (its launches' kernel time there over
+        the points measured), as JSON keys."""
+        spent: dict[int, float] = {}
+        count: dict[int, int] = {}
+        for la in self.launches:
+            if la.stage != clock.SWEEP:
+                continue
+            for size, t in la.spent.items():
+                spent[size] = spent.get(size, 0.0) + t
+                count[size] = count.get(size, 0) + la.points.get(size, 1)
+        return {str(s): round(spent[s] / count[s], 6) for s in sorted(spent)}
 
     def _largest(self, collective: str) -> set[int]:
         sizes = sorted({s for la in self.launches if la.collective == collective
@@ -163,8 +185,20 @@ def stored_summary(text: str) -> dict[str, object] | None:
             and all(type(x) is int and x >= 0 for x in largest)
             and isinstance(doc.get("counted"), str) and len(doc["counted"]) <= 200):
         return None
-    return {k: doc[k] for k in ("nodes", "node_hours", "node_seconds", "stages", "startup",
+    by_stage = doc.get("launches_by_stage", {})
+    per_point = doc.get("per_point", {})
+    if not (isinstance(by_stage, dict) and len(by_stage) <= 16
+            and all(isinstance(k, str) and len(k) <= 40 and type(v) is int and v >= 0
+                    for k, v in by_stage.items())
+            and isinstance(per_point, dict) and len(per_point) <= 256
+            and all(isinstance(k, str) and k.isdigit() and len(k) <= 12 and number(v)
+                    for k, v in per_point.items())
+            and number(doc.get("startup_each", 0.0))):
+        return None
+    kept = {k: doc[k] for k in ("nodes", "node_hours", "node_seconds", "stages", "startup",
                                 "largest_sizes", "largest", "launches", "counted")}
+    return {**kept, "launches_by_stage": by_stage, "per_point": per_point,
+            "startup_each": doc.get("startup_each", 0.0)}
 
 
 def hours(seconds: float) -> str:

@@ -272,12 +272,23 @@ def run_kernel(
                         on_event, runs_on)
         account.charge(account.Launch(
             "", plan.collective, out.nodes, out.ranks, out.wall, out.startup, out.elapsed,
-            {r.size: r.spent for r in out.results if r.spent > 0}))
+            *_by_size(out.results)))
         if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
             out.launcher_retries = retries
             return out
         retries += 1
         time.sleep(retries)
+
+
+def _by_size(results: list[PointResult]) -> tuple[dict[int, float], dict[int, int]]:
+    """The kernel's time at each size of a launch, and the points measured there."""
+    spent: dict[int, float] = {}
+    points: dict[int, int] = {}
+    for r in results:
+        if r.spent > 0:
+            spent[r.size] = spent.get(r.size, 0.0) + r.spent
+            points[r.size] = points.get(r.size, 0) + 1
+    return spent, points
 
 
 def _run_once(  # noqa: C901, PLR0915 (one launch's life (start, stream, watchdog, kill) shares its state)

@@ -1,5 +1,5 @@
 """`tune ... --slurm-script job.sh`: a batch script that runs the same tuning inside a Slurm
-allocation (nodes, tasks, a time limit estimated from the plan), instead of running now."""
+allocation (nodes, tasks, a time limit from the plan's forecast), instead of running now."""
 
 from __future__ import annotations
 
@@ -12,19 +12,15 @@ from colltune import __version__
 from colltune.errors import ColltuneError
 
 
-def time_limit(points: int, point_time: float, launches: int) -> int:
-    """Seconds to ask for: every point at its time budget plus warm-up, 30 s per launch
-    (start-up across nodes), doubled for safety, at least 10 minutes."""
-    return max(600, int(2 * (points * (point_time + 0.05) + 30 * launches)))
-
-
 def hms(seconds: int) -> str:
     return f"{seconds // 3600:02d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points: int,  # noqa: PLR0913 (the script's parts, by keyword)
-           point_time: float, launches: int, name: str, pass_layout: bool = True) -> str:
-    """`args`: the tune command's own arguments, without --slurm-script. Without --nodes
+def render(args: list[str], np: int, nodes: int | None, ppn: int | None,  # noqa: PLR0913 (the script's parts, by keyword)
+           limit: tuple[int, str], name: str, pass_layout: bool = True) -> str:
+    """`args`: the tune command's own arguments, without --slurm-script; `limit`: the
+    seconds to ask for and the plan they come from, in words (tuner/forecast.time_limit).
+    Without --nodes
     and --ppn the script asks for --ntasks alone and Slurm places the ranks.
     `pass_layout`: the command is given --nodes and --ppn too (False: it finds them in the
     allocation itself, as tune app places each group where the profile says it ran)."""
@@ -43,7 +39,6 @@ def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points:
         layout = [f"#SBATCH --ntasks={np}", "# no --nodes/--ppn given: Slurm places the "
                   "ranks; timings then depend on how it packs them"]
         fixed = [("--launcher", "srun")]
-    limit = time_limit(points, point_time, launches)
     inner = [a for a in args]
     for flag, value in fixed:
         if flag not in inner:
@@ -54,12 +49,11 @@ def render(args: list[str], np: int, nodes: int | None, ppn: int | None, points:
         "#!/bin/bash",
         f"#SBATCH --job-name={name}",
         *layout,
-        f"#SBATCH --time={hms(limit)}",
+        f"#SBATCH --time={hms(limit[0])}",
         "#SBATCH --exclusive",
         f"#SBATCH --output={name}-%j.out",
         f"# written by colltune {__version__}, {when}",
-        f"# plan: {points} (configuration, size) points in about {launches} launches at "
-        f"{point_time} s per point; time limit = 2 x estimate, at least 10 min",
+        f"# plan: {limit[1]}; time limit = 2 x its forecast, at least 10 min",
         "# load the MPI the rules are for (the one given with --mpi), for example:",
         "# module load openmpi",
         "set -euo pipefail",

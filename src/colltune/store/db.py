@@ -332,14 +332,15 @@ class Store:
         if "allocations" not in tables:
             return []
         found = []
-        for host, colls, nps, simulated, account, created in self._read(
-                "SELECT host, collectives, nps, simulated, account, created FROM allocations "
-                "ORDER BY id", ()):
+        for key, host, colls, nps, simulated, account, created in self._read(
+                "SELECT mpi_key, host, collectives, nps, simulated, account, created FROM "
+                "allocations ORDER BY id", ()):
             acct = stored_summary(str(account))
             if acct is None:  # not what colltune writes: left out, not shown
                 continue
-            found.append({"host": str(host), "collectives": str(colls), "nps": str(nps),
-                          "simulated": bool(simulated), "created": str(created), **acct})
+            found.append({"mpi_key": str(key), "host": str(host), "collectives": str(colls),
+                          "nps": str(nps), "simulated": bool(simulated),
+                          "created": str(created), **acct})
         return found
 
     def timer(self, mpi_key: str, host: str) -> tuple[float, float] | None:

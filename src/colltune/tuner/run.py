@@ -10,7 +10,7 @@ from typing import Any
 
 from colltune import __version__
 from colltune.backends import registry
-from colltune.backends.base import Backend, Decisions, write_file
+from colltune.backends.base import Backend, Decisions, Session, write_file
 from colltune.collectives import COLLECTIVES, Collective, get_collective, tunable_size
 from colltune.core import account
 from colltune.core.catalog import Catalog
@@ -29,7 +29,7 @@ from colltune.options import FAMILY_OPTIONS, TuneOptions
 from colltune.outfile import beside, ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts, outcome
+from colltune.tuner import artifacts, forecast, outcome
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.context import Run, Target
@@ -228,6 +228,18 @@ def _refuse_foreign(opts: TuneOptions, backend: Backend[Any]) -> None:
 def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
     """Stage 1: the family's session (installation, catalog, placements), the plan of what
     is measured, and the store."""
+    opts, sess, plan = open_session(opts, rep, colls)
+    path = opts.db or default_db_path()
+    store = Store.for_deciding(path) if opts.from_db else Store(path)
+    if store.readonly:
+        rep.note(f"{path} is read-only here: deciding from it, recording nothing")
+    return Run(opts, sess, store, plan, rep)
+
+
+def open_session(opts: TuneOptions, rep: Reporter, colls: list[str]
+                 ) -> tuple[TuneOptions, Session, Plan]:
+    """The family's session and the plan of what is measured (opts: with a layout's --out
+    beside the one asked for, where the format cannot hold layouts apart)."""
     backend = registry.named(opts.backend, han=opts.tune_han)
     _refuse_foreign(opts, backend)
     if opts.sweep == "bands" and backend.bands is None:
@@ -253,11 +265,21 @@ def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
     if opts.comm_sizes:
         sess.placements = ladder(sess.placements[0], opts.comm_sizes)
     rep.note(f"tuning {sess.mpi.describe()}")
-    path = opts.db or default_db_path()
-    store = Store.for_deciding(path) if opts.from_db else Store(path)
-    if store.readonly:
-        rep.note(f"{path} is read-only here: deciding from it, recording nothing")
-    return Run(opts, sess, store, plan, rep)
+    return opts, sess, plan
+
+
+def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, object]:
+    """--dry-run: what the tune would hold of its allocation (tuner/forecast.py), from the
+    session and plan the tune would open, refused as the tune would refuse; nothing is
+    launched or written."""
+    rep = reporter or Reporter()
+    colls = refuse_options(opts)
+    opts, sess, plan = open_session(opts, rep, colls)
+    exact = sess.backend.traits.exact
+    nodes = max(p.nodes for p in sess.placements)
+    targets = forecast.sweep_targets(opts, plan, sess.placements, sess.sweep, colls)
+    pr = forecast.prices(forecast.store_path(opts), sess.mpi.key, nodes, exact, opts)
+    return forecast.forecast(targets, pr, nodes, exact)
 
 
 def confirm_first(run: Run) -> bool:

@@ -1,0 +1,193 @@
+"""What a tune will hold of its allocation, said before it runs (`tune ... --dry-run`, and
+the time limit of `--slurm-script`): the tune's own plan of points and the launches its
+sweep groups them in, each priced from the store's earlier accounts of the installation
+(core/account.py) where it has them, else from stated defaults; the stages after the sweep
+(fresh launch pairs, locating switches) as the share of the sweep they took before."""
+
+from __future__ import annotations
+
+import socket
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from colltune.collectives import Collective, get_collective
+from colltune.core import account
+from colltune.core.clock import PAIRS, SWEEP, SWITCHES
+from colltune.core.plan import Plan
+from colltune.options import MeasureSettings, TuneOptions
+from colltune.slots import Placement
+from colltune.store import Store, default_db_path
+from colltune.tuner.bayes import BayesSettings
+from colltune.tuner.race import RaceSettings
+
+REST = "the rest"
+# the stages after the sweep as shares of it, where no earlier tune says: measured here
+# (docs/benchmarks.md, "What a tune costs"): Open MPI 4.1 reduce at 4 ranks spent 0.78 of
+# its sweep on launch pairs, 0.28 between launches; SMPI relaunched twice the sweep's
+# launches to locate switches
+REAL_SHARES = {PAIRS: 0.8, SWITCHES: 0.05, REST: 0.25}
+SIMULATED_SHARES = {SWITCHES: 2.0}
+# the share of its time budget (--point-time) a point takes where no earlier tune priced
+# it: most stop early, their confidence interval narrow enough (measured here: Open MPI 4.1
+# reduce at 4 ranks, 474 points in 46.5 s at --point-time 0.25)
+POINT_SHARE = 0.4
+SIMULATED_POINT = 0.001  # simulated seconds a point takes where no earlier tune priced it
+
+
+@dataclass(frozen=True)
+class Prices:
+    """What a launch and a point cost, and the stages after the sweep as its shares."""
+
+    startup: float  # seconds per launch
+    per_point: dict[int, float]  # size -> seconds per point
+    point: float  # a size no earlier tune priced
+    shares: dict[str, float]
+    source: str  # where the prices came from, said with the forecast
+
+    def at(self, size: int) -> float:
+        return self.per_point.get(size, self.point)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One collective at one placement, as the sweep measures it."""
+
+    coll: Collective
+    placement: Placement
+    points: list[int]  # the size of every point the sweep measures
+    launches: int
+
+
+def sweep_targets(opts: TuneOptions, plan: Plan, placements: list[Placement], sweep: str,
+                  colls: list[str]) -> list[Target]:
+    """The sweep's launches and points per collective and placement: one launch for what
+    MPI_T switches, one per configuration otherwise (and the default's further launches);
+    a ladder's communicator sizes share their launch."""
+    out = []
+    for name in colls:
+        coll = get_collective(name)
+        for i, p in enumerate(placements):
+            pts = [s for _, s in plan.points(coll, p.np)]
+            if opts.strategy == "bayes":  # the budget, or the expected-improvement stop
+                pts = pts[:opts.budget] if opts.budget else pts[:max(1, len(pts) // 2)]
+            per_config = 1 if sweep == "mpit" else len(plan.configs(coll, p.np)) + max(
+                0, opts.settings.default_launches - 1)
+            launches = 0 if opts.comm_sizes and i > 0 else per_config * _rounds(opts, pts)
+            out.append(Target(coll, p, pts, launches))
+    return out
+
+
+def _rounds(opts: TuneOptions, points: list[int]) -> int:
+    """The measuring rounds of a search, each a launch of what it asks (the grid: one; a
+    race: as many as its repetitions may double within their cap; bayes: the defaults,
+    then a batch at a time). An estimate for race and bayes: they stop early too."""
+    if opts.strategy == "bayes":
+        return 1 + -(-max(len(points) - len(set(points)), 0) // BayesSettings().batch)
+    if opts.strategy in ("race", "model"):
+        st, rounds, reps, total = RaceSettings(), 0, RaceSettings().first_reps, 0
+        while total + reps <= st.max_reps:
+            total, reps, rounds = total + reps, reps * st.growth, rounds + 1
+        return rounds
+    return 1
+
+
+def prices(store: Path | None, mpi_key: str, nodes: int, simulated: bool,
+           opts: TuneOptions) -> Prices:
+    """Prices from the store's earlier tunes of this installation on as many nodes (the
+    median of each), else the defaults, said in `source`."""
+    held = _earlier(store, mpi_key, nodes, simulated)
+    cost = account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
+        else account.LaunchCost()
+    default_point = SIMULATED_POINT if simulated else opts.settings.point_time * POINT_SHARE
+    shares = dict(SIMULATED_SHARES if simulated else REAL_SHARES)
+    if opts.confirm_rounds == 0 or simulated:
+        shares.pop(PAIRS, None)
+    if opts.boundaries != "measure":
+        shares.pop(SWITCHES, None)
+    if not held:
+        return Prices(cost.seconds(nodes), {}, default_point, shares,
+                      "defaults: " + (f"a launch starts in {cost.text()} s, " if simulated
+                                      else "a launch starts in the measured time here, ")
+                      + "a point takes " + ("1 simulated ms" if simulated else
+                                            f"{POINT_SHARE:g} of its --point-time")
+                      + ", the stages after the sweep their share measured here")
+    startup = cost.seconds(nodes) if simulated else statistics.median(
+        float(str(a["startup_each"])) for a in held)
+    per_size: dict[int, list[float]] = {}
+    for a in held:
+        for s, t in _numbers(a, "per_point").items():
+            per_size.setdefault(int(s), []).append(t)
+    for stage in list(shares):
+        shares[stage] = statistics.median(
+            _numbers(a, "stages").get(stage, 0.0) / _numbers(a, "stages")[SWEEP] for a in held)
+    return Prices(startup, {s: statistics.median(v) for s, v in per_size.items()},
+                  default_point, shares, f"the store's {len(held)} earlier tune(s) of this "
+                  f"installation on {nodes} node(s)")
+
+
+def _earlier(store: Path | None, mpi_key: str, nodes: int, simulated: bool
+             ) -> list[dict[str, object]]:
+    """The store's accounts of tunes like this one that swept (none: no store)."""
+    if store is None or not store.is_file():
+        return []
+    db = Store(store, readonly=True)
+    try:
+        rows = db.allocations()
+    finally:
+        db.close()
+    return [a for a in rows if a.get("mpi_key") == mpi_key and a["nodes"] == nodes
+            and a["simulated"] == simulated and _numbers(a, "stages").get(SWEEP, 0.0) > 0]
+
+
+def _numbers(summary: dict[str, object], key: str) -> dict[str, float]:
+    """A mapping of an account's summary (checked when read: core/account.stored_summary)."""
+    got = summary.get(key)
+    return {str(k): float(v) for k, v in got.items()} if isinstance(got, dict) else {}
+
+
+def stage_seconds(pr: Prices, launches: int, points: list[int]) -> dict[str, float]:
+    """Seconds per stage on each node: the sweep's launches and points, and the stages
+    after it as their shares of it."""
+    sweep = launches * pr.startup + sum(pr.at(s) for s in points)
+    return {SWEEP: sweep, **{k: v * sweep for k, v in pr.shares.items()}}
+
+
+def forecast(targets: list[Target], pr: Prices, nodes: int, simulated: bool
+             ) -> dict[str, object]:
+    """The allocation the tune is expected to hold, by stage, in the account's own terms."""
+    launches = sum(t.launches for t in targets)
+    points = sum(len(t.points) for t in targets)
+    stages = stage_seconds(pr, launches, [s for t in targets for s in t.points])
+    total = nodes * sum(stages.values())
+    return {
+        "nodes": nodes,
+        "node_seconds": round(total, 3),
+        "node_hours": total / 3600.0,
+        "wall_seconds": round(total / nodes, 1),
+        "stages": {k: round(nodes * v, 3) for k, v in stages.items()},
+        "sweep_launches": launches,
+        "points": points,
+        "startup_each": round(pr.startup, 4),
+        "simulated": simulated,
+        "priced_from": pr.source,
+        "host": socket.gethostname(),
+    }
+
+
+def time_limit(points: int, point_time: float, launches: int, nodes: int = 1
+               ) -> tuple[int, str]:
+    """Seconds a batch job of the plan asks for (--slurm-script), and the plan in words:
+    the forecast with no earlier tune to price it, doubled for safety, at least 10 minutes.
+    A job killed at its limit loses nothing measured: the next one resumes."""
+    opts = TuneOptions([], [], settings=MeasureSettings(point_time=point_time))
+    pr = prices(None, "", nodes, False, opts)
+    # the plan's sizes are not known here: every point at the price of a size not priced
+    held = stage_seconds(pr, launches, [0] * points)
+    return (max(600, int(2 * sum(held.values()))),
+            f"{points} (configuration, size) points in about {launches} launches at "
+            f"{point_time} s per point, forecast {sum(held.values()):.0f} s")
+
+
+def store_path(opts: TuneOptions) -> Path:
+    return opts.db or default_db_path()
