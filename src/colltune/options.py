@@ -116,6 +116,8 @@ class TuneOptions:
     # points not to measure (core/plan.Excluded): what tune app already knows from the
     # application's own calls (apploop/online/for_app.py)
     excluded: Excluded = frozenset()
+    # --time-budget in seconds: measure and confirm only what fits (tuner/budget.py)
+    time_budget: float | None = None
     # what a launch's start-up costs on real nodes, where the launches are simulated (SMPI):
     # core/account.LaunchCost's text ("BASE" or "BASE+PER_NODE/node"); None: the one measured
     launch_cost: str | None = setting(

@@ -41,6 +41,7 @@ from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable, write_atomic
 from colltune.slots import parse_layouts
+from colltune.tuner.budget import parse_duration
 from colltune.tuner.run import TuneResult, plan_tune, tune, tune_layouts
 
 
@@ -379,6 +380,11 @@ def _make_tune_command(name: str) -> None:
         ppn: int | None = typer.Option(None, "--ppn", help="Ranks per node."),
         launcher_args: str = typer.Option("", "--launcher-args",
                                           help="More launcher options, passed as they are."),
+        time_budget: str | None = typer.Option(
+            None, "--time-budget",
+            help="Fit the allocation: measure and confirm each collective at each size only "
+                 "where its forecast fits in what is left (90s, 5m, 1h30m, HH:MM:SS); the "
+                 "rest is left to the library, and a later run with more resumes."),
         dry_run: bool = typer.Option(
             False, "--dry-run", metavar="",
             help="Say what the tune would hold of its allocation (node-hours by stage, "
@@ -463,6 +469,7 @@ def _make_tune_command(name: str) -> None:
                 oversubscribe=oversubscribe,
                 boundaries=boundaries, trade_off=trade_off, out_format=out_format,
                 launch_cost=launch_cost,
+                time_budget=parse_duration(time_budget) if time_budget else None,
                 settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                          point_time=point_time, seed=seed, timeout=timeout,
                                          timing=timing, window=window, objective=objective,

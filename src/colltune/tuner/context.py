@@ -17,6 +17,7 @@ from colltune.core.toolchain import Installation
 from colltune.options import TuneOptions
 from colltune.slots import Placement
 from colltune.store import Context, Store
+from colltune.tuner.budget import Budget
 from colltune.tuner.measure import Lab, Reporter, context_for
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Run:
     failures: list[str] = field(default_factory=list)  # one line per failed point
     searches: dict[str, dict[str, object]] = field(default_factory=dict)  # what each did
     predicted: dict[tuple[str, int], str] = field(default_factory=dict)  # --predict's notes
+    budget: Budget | None = None  # --time-budget: what is left, what was left out
 
     @classmethod
     def start(cls, opts: TuneOptions, sess: Session[Any], store: Store,
