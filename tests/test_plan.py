@@ -46,13 +46,14 @@ def test_earlier_tunes_price_the_plan(tmp_path: Path) -> None:
             "stages": {SWEEP: sweep_s, PAIRS: sweep_s / 2, "the rest": sweep_s / 4},
             "startup": 1.0, "largest_sizes": 0.0, "largest": [], "launches": 2,
             "launches_by_stage": {SWEEP: 1}, "startup_each": sweep_s / 10,
-            "per_point": {"8": sweep_s / 100}, "counted": "the wall time"})
+            "per_point": {"reduce/8": sweep_s / 100}, "counted": "the wall time"})
     store.close()
     opts = TuneOptions(["reduce"], [4], db=db)
     pr = forecast.prices(db, "k", 1, False, opts)
-    assert pr.startup == pytest.approx(1.5) and pr.at(8) == pytest.approx(0.15)
+    assert pr.startup == pytest.approx(1.5) and pr.at("reduce", 8) == pytest.approx(0.15)
+    assert pr.at("bcast", 8) == pytest.approx(0.15)  # another collective: at that size
     assert pr.shares[PAIRS] == pytest.approx(0.5) and pr.shares["the rest"] == 0.25
-    assert pr.at(1024) == pytest.approx(opts.settings.point_time * forecast.POINT_SHARE)
+    assert pr.at("reduce", 1024) == pytest.approx(opts.settings.point_time * forecast.POINT_SHARE)
     assert "2 earlier tune(s)" in pr.source
     assert "defaults" in forecast.prices(db, "other", 1, False, opts).source
 

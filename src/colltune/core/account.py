@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -120,17 +121,18 @@ class Account:
         }
 
     def _per_point(self) -> dict[str, float]:
-        """Seconds a sweep's point took at each size (its launches' kernel time there over
-        the points measured), as JSON keys."""
-        spent: dict[int, float] = {}
-        count: dict[int, int] = {}
+        """Seconds a sweep's point of a collective took at each size (its launches' kernel
+        time there over the points measured), keyed 'collective/size'."""
+        spent: dict[str, float] = {}
+        count: dict[str, int] = {}
         for la in self.launches:
             if la.stage != clock.SWEEP:
                 continue
             for size, t in la.spent.items():
-                spent[size] = spent.get(size, 0.0) + t
-                count[size] = count.get(size, 0) + la.points.get(size, 1)
-        return {str(s): round(spent[s] / count[s], 6) for s in sorted(spent)}
+                key = f"{la.collective}/{size}"
+                spent[key] = spent.get(key, 0.0) + t
+                count[key] = count.get(key, 0) + la.points.get(size, 1)
+        return {k: round(spent[k] / count[k], 6) for k in sorted(spent)}
 
     def _largest(self, collective: str) -> set[int]:
         sizes = sorted({s for la in self.launches if la.collective == collective
@@ -191,8 +193,8 @@ def stored_summary(text: str) -> dict[str, object] | None:
             and all(isinstance(k, str) and len(k) <= 40 and type(v) is int and v >= 0
                     for k, v in by_stage.items())
             and isinstance(per_point, dict) and len(per_point) <= 256
-            and all(isinstance(k, str) and k.isdigit() and len(k) <= 12 and number(v)
-                    for k, v in per_point.items())
+            and all(isinstance(k, str) and re.fullmatch(r"[a-z_]{1,24}/\d{1,12}", k)
+                    and number(v) for k, v in per_point.items())
             and number(doc.get("startup_each", 0.0))):
         return None
     kept = {k: doc[k] for k in ("nodes", "node_hours", "node_seconds", "stages", "startup",

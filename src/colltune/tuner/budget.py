@@ -60,7 +60,8 @@ class Budget:
         return (self.seconds - reserve - (time.monotonic() - self.started)
                 - sum(self.kept.values()))
 
-    def measure(self, what: str, launches: int, points: list[int], rounds: int) -> bool:
+    def measure(self, what: str, launches: int, points: list[tuple[str, int]], rounds: int
+                ) -> bool:
         """Whether a target's sweep, its switches and the launch pairs of a win at every
         size fit; if so the pairs' time is kept for it until `confirm` asks."""
         if not self.fits(what, self.whole(launches, points, rounds), "measured"):
@@ -68,22 +69,23 @@ class Budget:
         self.kept[what] = self.pairs_cost(rounds, sorted(set(points))) if rounds else 0.0
         return True
 
-    def whole(self, launches: int, points: list[int], rounds: int) -> float:
+    def whole(self, launches: int, points: list[tuple[str, int]], rounds: int) -> float:
         """A target's expected seconds: sweep, switches and launch pairs at every size."""
         held = stage_seconds(self.prices, launches, points)
         return (held[SWEEP] + held.get(SWITCHES, 0.0)
                 + (self.pairs_cost(rounds, sorted(set(points))) if rounds else 0.0))
 
-    def confirm(self, what: str, rounds: int, sizes: list[int]) -> bool:
+    def confirm(self, what: str, rounds: int, sizes: list[tuple[str, int]]) -> bool:
         """Whether the launch pairs of a target's wins at `sizes` fit, with what was kept
         for them."""
         self.kept.pop(what, None)
         return self.fits(what, self.pairs_cost(rounds, sizes), "confirmed")
 
-    def pairs_cost(self, rounds: int, sizes: list[int]) -> float:
+    def pairs_cost(self, rounds: int, sizes: list[tuple[str, int]]) -> float:
         """Expected seconds of `rounds` fresh launch pairs at these sizes, half as many
         again where they leave a choice undecided (the most they take is twice)."""
-        return 1.5 * rounds * 2 * (self.prices.startup + sum(self.prices.at(s) for s in sizes))
+        each = self.prices.startup + sum(self.prices.at(c, s) for c, s in sizes)
+        return 1.5 * rounds * 2 * each
 
     def fits(self, what: str, cost: float, stage: str) -> bool:
         """Whether `cost` seconds fit in what is left; if not, `what` is recorded as left

@@ -40,13 +40,18 @@ class Prices:
     """What a launch and a point cost, and the stages after the sweep as its shares."""
 
     startup: float  # seconds per launch
-    per_point: dict[int, float]  # size -> seconds per point
+    per_point: dict[tuple[str, int], float]  # (collective, size) -> seconds per point
     point: float  # a size no earlier tune priced
     shares: dict[str, float]
     source: str  # where the prices came from, said with the forecast
 
-    def at(self, size: int) -> float:
-        return self.per_point.get(size, self.point)
+    def at(self, coll: str, size: int) -> float:
+        """A point of `coll` at `size`: as earlier tunes of it took, else as long as the
+        other collectives' took at that size (the median), else the default."""
+        if (coll, size) in self.per_point:
+            return self.per_point[(coll, size)]
+        same = [t for (_, s), t in self.per_point.items() if s == size]
+        return statistics.median(same) if same else self.point
 
 
 @dataclass(frozen=True)
@@ -114,10 +119,11 @@ def prices(store: Path | None, mpi_key: str, nodes: int, simulated: bool,
                       + ", the stages after the sweep their share measured here")
     startup = cost.seconds(nodes) if simulated else statistics.median(
         float(str(a["startup_each"])) for a in held)
-    per_size: dict[int, list[float]] = {}
+    per_size: dict[tuple[str, int], list[float]] = {}
     for a in held:
-        for s, t in _numbers(a, "per_point").items():
-            per_size.setdefault(int(s), []).append(t)
+        for key, t in _numbers(a, "per_point").items():
+            coll, size = key.split("/")
+            per_size.setdefault((coll, int(size)), []).append(t)
     for stage in list(shares):
         shares[stage] = statistics.median(
             _numbers(a, "stages").get(stage, 0.0) / _numbers(a, "stages")[SWEEP] for a in held)
@@ -146,10 +152,11 @@ def _numbers(summary: dict[str, object], key: str) -> dict[str, float]:
     return {str(k): float(v) for k, v in got.items()} if isinstance(got, dict) else {}
 
 
-def stage_seconds(pr: Prices, launches: int, points: list[int]) -> dict[str, float]:
-    """Seconds per stage on each node: the sweep's launches and points, and the stages
-    after it as their shares of it."""
-    sweep = launches * pr.startup + sum(pr.at(s) for s in points)
+def stage_seconds(pr: Prices, launches: int, points: list[tuple[str, int]]
+                  ) -> dict[str, float]:
+    """Seconds per stage on each node: the sweep's launches and its points (collective,
+    size), and the stages after it as their shares of it."""
+    sweep = launches * pr.startup + sum(pr.at(c, s) for c, s in points)
     return {SWEEP: sweep, **{k: v * sweep for k, v in pr.shares.items()}}
 
 
@@ -158,7 +165,7 @@ def forecast(targets: list[Target], pr: Prices, nodes: int, simulated: bool
     """The allocation the tune is expected to hold, by stage, in the account's own terms."""
     launches = sum(t.launches for t in targets)
     points = sum(len(t.points) for t in targets)
-    stages = stage_seconds(pr, launches, [s for t in targets for s in t.points])
+    stages = stage_seconds(pr, launches, [(t.coll.name, s) for t in targets for s in t.points])
     total = nodes * sum(stages.values())
     return {
         "nodes": nodes,
@@ -183,7 +190,7 @@ def time_limit(points: int, point_time: float, launches: int, nodes: int = 1
     opts = TuneOptions([], [], settings=MeasureSettings(point_time=point_time))
     pr = prices(None, "", nodes, False, opts)
     # the plan's sizes are not known here: every point at the price of a size not priced
-    held = stage_seconds(pr, launches, [0] * points)
+    held = stage_seconds(pr, launches, [("", 0)] * points)
     return (max(600, int(2 * sum(held.values()))),
             f"{points} (configuration, size) points in about {launches} launches at "
             f"{point_time} s per point, forecast {sum(held.values()):.0f} s")

@@ -355,14 +355,14 @@ def _pair_rounds(run: Run) -> int:
     return 0 if run.exact or run.opts.from_db else run.opts.confirm_rounds
 
 
-def _to_measure(run: Run, t: Target) -> tuple[int, list[int]]:
+def _to_measure(run: Run, t: Target) -> tuple[int, list[tuple[str, int]]]:
     """The sweep launches and the sizes of the points a target still needs (what the store
     holds is not measured again)."""
     done = run.store.done(run.context(t))
     (ft,) = forecast.sweep_targets(run.opts, run.plan, [t.placement], run.sess.sweep,
                                    [t.coll.name])
     left = [s for c, s in run.plan.points(t.coll, t.placement.np) if (c.key, s) not in done]
-    return (ft.launches if left else 0), left[:len(ft.points)]
+    return (ft.launches if left else 0), [(t.coll.name, s) for s in left[:len(ft.points)]]
 
 
 def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
@@ -454,7 +454,8 @@ def _confirmation_fits(run: Run, t: Target, ms: list[Measurement]) -> bool:
     ctx = run.context(t)
     sizes = sorted({d.size for d in ds if d.chosen != DEFAULT
                     and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
-    return not sizes or bud.confirm(t.where, run.opts.confirm_rounds, sizes)
+    return not sizes or bud.confirm(t.where, run.opts.confirm_rounds,
+                                    [(t.coll.name, s) for s in sizes])
 
 
 def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool = True
