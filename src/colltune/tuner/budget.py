@@ -79,7 +79,7 @@ class Budget:
         """Whether the launch pairs of a target's wins at `sizes` fit, with what was kept
         for them."""
         self.kept.pop(what, None)
-        return self.fits(what, self.pairs_cost(rounds, sizes), "confirmed")
+        return not sizes or self.fits(what, self.pairs_cost(rounds, sizes), "confirmed")
 
     def pairs_cost(self, rounds: int, sizes: list[tuple[str, int]]) -> float:
         """Expected seconds of `rounds` fresh launch pairs at these sizes, half as many

@@ -23,11 +23,11 @@ from colltune.tuner.race import RaceSettings
 
 REST = "the rest"
 # the stages after the sweep as shares of it, where no earlier tune says: measured here
-# (docs/benchmarks.md, "What a tune costs"): Open MPI 4.1 reduce at 4 ranks spent 0.78 of
-# its sweep on launch pairs, 0.28 between launches; SMPI relaunched twice the sweep's
-# launches to locate switches
+# (docs/benchmarks.md, "What a tune holds of its allocation"): Open MPI 4.1 reduce at 4
+# ranks spent 0.8-0.9 of its sweep on launch pairs; SMPI reduce on the fat tree at 64 and
+# 256 ranks relaunched as many times to locate switches as its sweep launched
 REAL_SHARES = {PAIRS: 0.8, SWITCHES: 0.05, REST: 0.25}
-SIMULATED_SHARES = {SWITCHES: 2.0}
+SIMULATED_SHARES = {SWITCHES: 1.0}
 # the share of its time budget (--point-time) a point takes where no earlier tune priced
 # it: most stop early, their confidence interval narrow enough (measured here: Open MPI 4.1
 # reduce at 4 ranks, 474 points in 46.5 s at --point-time 0.25)

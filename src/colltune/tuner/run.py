@@ -454,8 +454,8 @@ def _confirmation_fits(run: Run, t: Target, ms: list[Measurement]) -> bool:
     ctx = run.context(t)
     sizes = sorted({d.size for d in ds if d.chosen != DEFAULT
                     and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
-    return not sizes or bud.confirm(t.where, run.opts.confirm_rounds,
-                                    [(t.coll.name, s) for s in sizes])
+    # no win to confirm: the time kept for its pairs goes back to the others
+    return bud.confirm(t.where, run.opts.confirm_rounds, [(t.coll.name, s) for s in sizes])
 
 
 def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool = True
