@@ -61,7 +61,8 @@ def test_earlier_tunes_price_the_plan(tmp_path: Path) -> None:
 @pytest.mark.mpi
 def test_the_plan_counts_the_launches_and_points_the_tune_then_runs(tmp_path: Path) -> None:
     """Open MPI 4.1 at 4 ranks: the dry run writes nothing, then the tune runs the sweep
-    launches and measures the points the plan said; a second plan is priced from it."""
+    launches and measures the points the plan said; a second plan is priced from it and,
+    as a resumed tune would, leaves out what the store holds."""
     mpi = get_mpi("ompi41")
     db, out, plan_json, summ = (tmp_path / n for n in ("s.db", "r.conf", "p.json", "s.json"))
     args = ["reduce", "--np", "4", "--mpi", str(mpi.prefix), "--sizes", "8,64K",
@@ -84,4 +85,6 @@ def test_the_plan_counts_the_launches_and_points_the_tune_then_runs(tmp_path: Pa
                                                         points), (plan, held)
     again = tune_cli(*args, "--dry-run", "--summary-json", str(plan_json))
     assert again.returncode == 0, again.stderr
-    assert "the store's 1 earlier tune(s)" in json.loads(plan_json.read_text())["priced_from"]
+    later = json.loads(plan_json.read_text())
+    assert "the store's 1 earlier tune(s)" in later["priced_from"]
+    assert later["points"] == later["sweep_launches"] == 0  # all stored: nothing to measure

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,16 +65,23 @@ class Target:
     launches: int
 
 
+Done = Callable[[Collective, Placement], set[tuple[str, int]]]
+
+
 def sweep_targets(opts: TuneOptions, plan: Plan, placements: list[Placement], sweep: str,
-                  colls: list[str]) -> list[Target]:
+                  colls: list[str], done: Done | None = None) -> list[Target]:
     """The sweep's launches and points per collective and placement: one launch for what
     MPI_T switches, one per configuration otherwise (and the default's further launches);
-    a ladder's communicator sizes share their launch."""
+    a ladder's communicator sizes share their launch. `done`: the (configuration key,
+    size) points the store holds already, which a tune does not measure again."""
     out = []
     for name in colls:
         coll = get_collective(name)
         for i, p in enumerate(placements):
-            pts = [s for _, s in plan.points(coll, p.np)]
+            held = done(coll, p) if done is not None else set()
+            pts = [s for c, s in plan.points(coll, p.np) if (c.key, s) not in held]
+            if not pts:
+                continue
             if opts.strategy == "bayes":  # the budget, or the expected-improvement stop
                 pts = pts[:opts.budget] if opts.budget else pts[:max(1, len(pts) // 2)]
             per_config = 1 if sweep == "mpit" else len(plan.configs(coll, p.np)) + max(

@@ -283,8 +283,17 @@ def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, 
     opts, sess, plan = open_session(opts, rep, colls)
     exact = sess.backend.traits.exact
     nodes = max(p.nodes for p in sess.placements)
-    targets = forecast.sweep_targets(opts, plan, sess.placements, sess.sweep, colls)
-    pr = forecast.prices(forecast.store_path(opts), sess.mpi.key, nodes, exact, opts)
+    path = forecast.store_path(opts)
+    store = Store(path, readonly=True) if path.is_file() else None
+    try:  # what the store holds is not measured again: a resumed tune plans the rest
+        targets = forecast.sweep_targets(
+            opts, plan, sess.placements, sess.sweep, colls,
+            (lambda c, p: store.done(context_for(sess.mpi, c, p, opts.settings)))
+            if store is not None else None)
+    finally:
+        if store is not None:
+            store.close()
+    pr = forecast.prices(path, sess.mpi.key, nodes, exact, opts)
     return forecast.forecast(targets, pr, nodes, exact)
 
 
@@ -356,13 +365,13 @@ def _pair_rounds(run: Run) -> int:
 
 
 def _to_measure(run: Run, t: Target) -> tuple[int, list[tuple[str, int]]]:
-    """The sweep launches and the sizes of the points a target still needs (what the store
-    holds is not measured again)."""
+    """The sweep launches and the points a target still needs (what the store holds is
+    not measured again)."""
     done = run.store.done(run.context(t))
-    (ft,) = forecast.sweep_targets(run.opts, run.plan, [t.placement], run.sess.sweep,
-                                   [t.coll.name])
-    left = [s for c, s in run.plan.points(t.coll, t.placement.np) if (c.key, s) not in done]
-    return (ft.launches if left else 0), [(t.coll.name, s) for s in left[:len(ft.points)]]
+    found = forecast.sweep_targets(run.opts, run.plan, [t.placement], run.sess.sweep,
+                                   [t.coll.name], lambda c, p: done)
+    return (found[0].launches, [(t.coll.name, s) for s in found[0].points]) if found \
+        else (0, [])
 
 
 def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
