@@ -27,9 +27,10 @@ LARGEST = 2  # the largest sizes of a collective's plan whose share is said apar
 @dataclass(frozen=True)
 class LaunchCost:
     """Seconds from the launcher's start to the first rank through MPI_Init on real nodes:
-    `base` + `per_node` x nodes. Measured here (docs/benchmarks.md, "What a tune costs"):
-    Open MPI 4.1's mpirun on one node and srun across the test cluster's nodes; a site with
-    slower launches says its own (--launch-cost)."""
+    `base` + `per_node` x nodes. `base` as Open MPI 4.1's mpirun took on one node here
+    (docs/benchmarks.md, "What a tune holds of its allocation": 0.19-0.37 s); `per_node` an
+    assumption (namespace nodes on one machine cannot show it); a site says its own
+    (--launch-cost)."""
 
     base: float = 0.35
     per_node: float = 0.05

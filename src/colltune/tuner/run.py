@@ -396,7 +396,12 @@ def decide_all(run: Run, colls: list[str]) -> Decisions:
     """Stage 3: decide every target from its measurements, confirm in fresh launches,
     locate the confirmed switches, and store the decisions."""
     decisions: Decisions = {}
-    for t in _targets(run.sess.placements, colls):
+    targets = _targets(run.sess.placements, colls)
+    if run.budget is not None:  # those with fewer wins to confirm first: the time kept for
+        # the pairs they do not need goes to the others before those are judged
+        targets.sort(key=lambda t: len(_unconfirmed(run, t, run.store.measurements(
+            run.context(t)))))
+    for t in targets:
         ds = decide_target(run, t)
         if ds is not None:
             decisions.setdefault(t.coll.name, {})[t.placement.np] = ds
@@ -458,13 +463,21 @@ def _confirmation_fits(run: Run, t: Target, ms: list[Measurement]) -> bool:
     bud = run.budget
     if bud is None or run.exact or run.opts.confirm_rounds == 0 or run.opts.from_db:
         return True
+    sizes = _unconfirmed(run, t, ms)
+    # no win to confirm: the time kept for its pairs goes back to the others
+    return bud.confirm(t.where, run.opts.confirm_rounds, [(t.coll.name, s) for s in sizes])
+
+
+def _unconfirmed(run: Run, t: Target, ms: list[Measurement]) -> list[int]:
+    """The sizes where the measurements choose other than the default and no stored
+    verdict of fresh launches says yet whether that holds."""
+    if not ms:
+        return []
     ds = decide(t.coll, t.placement.np, ms, run.opts.alpha, run.opts.min_gain, run.exact,
                 run.backend.rule_size, run.opts.min_samples)
     ctx = run.context(t)
-    sizes = sorted({d.size for d in ds if d.chosen != DEFAULT
-                    and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
-    # no win to confirm: the time kept for its pairs goes back to the others
-    return bud.confirm(t.where, run.opts.confirm_rounds, [(t.coll.name, s) for s in sizes])
+    return sorted({d.size for d in ds if d.chosen != DEFAULT
+                   and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
 
 
 def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool = True
