@@ -105,6 +105,13 @@ def test_the_loop_on_an_application_that_lives_in_its_collectives(ompi41: OpenMP
     for e in app["entries"]:
         assert e["speedup"] > 0 and e["saving_s"] >= 0 and e["verdict"]
     assert "expected saving" in r.stdout
+    # what each group's tune held of the allocation, and all of them (issue 84)
+    held = [groups[k]["allocation"] for k in measured]
+    assert all(h and h["nodes"] == 1 and h["node_seconds"] > 0 for h in held), held
+    assert app["node_seconds"] == pytest.approx(sum(h["node_seconds"] for h in held),
+                                                abs=0.01)
+    assert all(groups[k]["allocation"] is None for k in skipped)
+    assert f"over {len(measured)} group tune(s)" in r.stdout, r.stdout[-800:]
     rf = rules.read(work / "r.conf")
     # skipped collectives are not written
     assert set(rf.collectives) == {COLLTYPE[get_collective(n).name] for n, _ in measured}

@@ -324,6 +324,9 @@ def _app_outputs(args: _AppArgs, results: list[AppResult],
 def _print_app(profile: Path, res: AppResult) -> None:
     """tune app's table (what the file runs per entry, and where --arrival both tuned
     otherwise with the ranks entering together) and how each group's ranks entered."""
+    from colltune.apploop.app.tune_app import held_in_all
+    from colltune.core.account import hours
+
     lay = f", layout {res.layout}" if res.layout else ""
     t = Table(title=Text(f"{profile}: {res.wall_s:.3f} s per rank (timing {res.timing}, "
                          f"objective {res.objective}{lay})"))
@@ -361,6 +364,10 @@ def _print_app(profile: Path, res: AppResult) -> None:
             out.print(Text(f"{g.collective} at {g.comm_size} ranks: {g.status}"))
     if res.untuned:
         out.print(Text("not tuned by colltune: " + ", ".join(res.untuned)))
+    tuned = sum(1 for g in res.groups if g.allocation)
+    if tuned:  # what the allocation held for it, as every tune says (core/account.py)
+        out.print(f"allocation: {hours(held_in_all(res))} over {tuned} group tune(s)",
+                  highlight=False)
 
 
 @app.command("online", context_settings={"allow_interspersed_args": False})

@@ -70,6 +70,8 @@ class Group:
     # (configuration, size) pairs not measured: the application's own calls under tune
     # online found them wrong or clearly slower (apploop/online/for_app.py)
     known_online: int = 0
+    # what its tune held of the allocation (core/account.py's summary; None: not tuned)
+    allocation: dict[str, object] | None = None
 
     @property
     def sizes(self) -> list[int]:
@@ -344,6 +346,8 @@ def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
     rep.note(f"{g.collective} at {g.comm_size} ranks{where}, {how}: {100 * g.share:.2f}% of "
              f"the run, sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of --point-time")
     res = tune(opts, rep)
+    held = res.summary.get("allocation")
+    g.allocation = held if isinstance(held, dict) else None
     return res.decisions.get(g.collective, {}).get(g.comm_size, []), res.catalog
 
 
@@ -468,6 +472,12 @@ def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
+def held_in_all(res: AppResult) -> float:
+    """Node-seconds the groups' tunes held of the allocation, together."""
+    return round(sum(float(str(g.allocation["node_seconds"])) for g in res.groups
+                     if g.allocation), 3)
+
+
 def as_json(res: AppResult) -> dict[str, object]:
     return {
         "profile": str(res.profile), "wall_s": res.wall_s, "layout": res.layout,
@@ -478,8 +488,10 @@ def as_json(res: AppResult) -> dict[str, object]:
                     "arrival": g.replay.how,
                     "profiled_spread_s": g.replay.profiled_spread_s or None,
                     "replayed_spread_s": _mean(g.replayed_spread_s),
-                    "known_from_online": g.known_online}
+                    "known_from_online": g.known_online,
+                    "allocation": g.allocation}
                    for g in res.groups],
+        "node_seconds": held_in_all(res),
         "entries": [dataclasses.asdict(e) for e in res.entries],
         "expected_saving_s": sum(e.saving_s for e in res.entries),
         "not_tuned_by_colltune": res.untuned,
