@@ -29,7 +29,7 @@ from colltune.options import FAMILY_OPTIONS, TuneOptions
 from colltune.outfile import beside, ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts, budget, forecast, outcome
+from colltune.tuner import artifacts, budgeted, forecast, outcome
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.context import Run, Target
@@ -154,7 +154,7 @@ def _tune(opts: TuneOptions, rep: Reporter, acct: account.Account) -> TuneResult
     run = open_run(opts, rep, colls)
     try:
         if opts.time_budget is not None:
-            run.budget = open_budget(run, colls, opts.time_budget, acct.started)
+            run.budget = budgeted.open_budget(run, colls, opts.time_budget, acct.started)
         if not opts.from_db:
             measure_all(run, colls)
         decisions = predict_all(run, colls) if opts.predict else decide_all(run, colls)
@@ -331,47 +331,13 @@ def measure_all(run: Run, colls: list[str]) -> None:
                 sweep_ladder(run, get_collective(name), placements)
     for t in _targets(placements, colls):
         if run.budget is not None and not run.budget.measure(
-                t.where, *_to_measure(run, t), _pair_rounds(run)):
+                t.where, *budgeted.to_measure(run, t), budgeted.pair_rounds(run)):
             continue
         with stage(SWEEP):
             search_one(run, t)
         if opts.boundaries == "measure" and not confirm_first(run):
             with stage(SWITCHES):
                 refine(run, t)
-
-
-def open_budget(run: Run, colls: list[str], seconds: float, started: float
-                ) -> budget.Budget:
-    """--time-budget: priced as a plan is; refused before anything runs where even the
-    cheapest collective's sweep would not fit, saying the budget that would."""
-    nodes = max(p.nodes for p in run.sess.placements)
-    pr = forecast.prices(forecast.store_path(run.opts), run.mpi.key, nodes, run.exact,
-                         run.opts)
-    bud = budget.Budget(seconds, pr, started)
-    need = min(bud.whole(*_to_measure(run, t), _pair_rounds(run))
-               for t in _targets(run.sess.placements, colls))
-    if need > bud.left():
-        smallest = need + max(budget.RESERVE_MIN, budget.RESERVE * need) + 1
-        raise ColltuneError(
-            f"--time-budget {seconds:g} s: the cheapest collective here takes about "
-            f"{need:.0f} s to measure and confirm (priced from {pr.source})",
-            f"give at least --time-budget {smallest:.0f}s, or fewer --sizes")
-    return bud
-
-
-def _pair_rounds(run: Run) -> int:
-    """The launch pairs a win needs (none where times are exact or none are asked)."""
-    return 0 if run.exact or run.opts.from_db else run.opts.confirm_rounds
-
-
-def _to_measure(run: Run, t: Target) -> tuple[int, list[tuple[str, int]]]:
-    """The sweep launches and the points a target still needs (what the store holds is
-    not measured again)."""
-    done = run.store.done(run.context(t))
-    found = forecast.sweep_targets(run.opts, run.plan, [t.placement], run.sess.sweep,
-                                   [t.coll.name], lambda c, p: done)
-    return (found[0].launches, [(t.coll.name, s) for s in found[0].points]) if found \
-        else (0, [])
 
 
 def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
@@ -399,7 +365,7 @@ def decide_all(run: Run, colls: list[str]) -> Decisions:
     targets = _targets(run.sess.placements, colls)
     if run.budget is not None:  # those with fewer wins to confirm first: the time kept for
         # the pairs they do not need goes to the others before those are judged
-        targets.sort(key=lambda t: len(_unconfirmed(run, t, run.store.measurements(
+        targets.sort(key=lambda t: len(budgeted.unconfirmed(run, t, run.store.measurements(
             run.context(t)))))
     for t in targets:
         ds = decide_target(run, t)
@@ -425,7 +391,7 @@ def decide_target(run: Run, t: Target) -> list[Decision] | None:
                 + (" at those --sizes" if opts.sizes else ""),
                 "run without --from-db to measure first, or pass the --db used")
         return None
-    if not _confirmation_fits(run, t, ms):
+    if not budgeted.confirmation_fits(run, t, ms):
         return None
     ds = decide_and_confirm(run, t, ms)
     if confirm_first(run) and opts.boundaries == "measure" and not opts.from_db:
@@ -454,30 +420,6 @@ def write_outputs(run: Run, decisions: Decisions) -> dict[str, object]:
         wrote.setdefault("path", str(run.opts.out))  # --out, or this layout's file beside it
     summary["changes"] = outcome.changes(decisions, summary, sess.placements)
     return summary
-
-
-def _confirmation_fits(run: Run, t: Target, ms: list[Measurement]) -> bool:
-    """Under --time-budget, whether the fresh launch pairs this target's wins need fit in
-    what is left (none needed: it fits); a target whose wins cannot be confirmed is left to
-    the library, its measurements kept for a run with more budget."""
-    bud = run.budget
-    if bud is None or run.exact or run.opts.confirm_rounds == 0 or run.opts.from_db:
-        return True
-    sizes = _unconfirmed(run, t, ms)
-    # no win to confirm: the time kept for its pairs goes back to the others
-    return bud.confirm(t.where, run.opts.confirm_rounds, [(t.coll.name, s) for s in sizes])
-
-
-def _unconfirmed(run: Run, t: Target, ms: list[Measurement]) -> list[int]:
-    """The sizes where the measurements choose other than the default and no stored
-    verdict of fresh launches says yet whether that holds."""
-    if not ms:
-        return []
-    ds = decide(t.coll, t.placement.np, ms, run.opts.alpha, run.opts.min_gain, run.exact,
-                run.backend.rule_size, run.opts.min_samples)
-    ctx = run.context(t)
-    return sorted({d.size for d in ds if d.chosen != DEFAULT
-                   and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
 
 
 def decide_and_confirm(run: Run, t: Target, ms: list[Measurement], fills: bool = True
