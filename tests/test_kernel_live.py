@@ -147,3 +147,25 @@ def test_a_kernel_that_starts_alone_is_named_a_launch_without_pmi() -> None:
     assert out.status == "nopmi" and not out.results
     assert out.message.startswith("the ranks started as singletons")
     assert "srun --mpi=pmix" in out.message and "SLURM_MPI_TYPE" in out.message
+
+
+def test_a_selection_by_name_is_rejected_where_the_library_has_none() -> None:
+    """A configuration selected by name (SMPI's table of collectives) on a real MPI: the
+    kernel rejects it as not settable (so the tuner would launch it instead), measures
+    nothing under it, and measures the configurations beside it."""
+    from colltune.backends.registry import launch
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    ompi = get_mpi("ompi41")
+    plan = KernelPlan("bcast", [KernelConfig(0), KernelConfig(1, select="ompi_pipeline")],
+                      [(0, 64), (1, 64)], Repetitions(min_reps=3, max_reps=3))
+    rejected: list[dict] = []
+    cmd, env = launch(ompi, place(2), "bcast", 0, None)
+    out = run_kernel(cmd, build_kernel(ompi), plan, env,
+                     on_event=lambda ev: rejected.append(ev) if ev["event"] == "rejected"
+                     else None)
+    assert out.status == "ok", out.message
+    assert [ev["cid"] for ev in rejected] == [1]
+    assert "not settable through MPI_T" in rejected[0]["message"]
+    assert [r.cid for r in out.results if r.status == "ok"] == [0]

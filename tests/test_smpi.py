@@ -178,11 +178,10 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
         assert any(abs(t[0] - v) <= 1e-12 * v for a, v in t.items() if a != 0), (size, t)
     distinct = max(len({round(v, 12) for v in t.values()}) for t in by_size.values())
     assert distinct >= 5
-    # the allocation 4 real nodes of 16 would hold: one launch per configuration (SMPI
-    # forces an algorithm at launch), each its simulated time plus a real launch's start-up
+    # the allocation 4 real nodes of 16 would hold: one launch, every algorithm switched
+    # inside it, its simulated time plus a real launch's start-up
     held = doc["allocation"]
-    configs = {m.config for m in ms}
-    assert (held["nodes"], held["launches"]) == (4, len(configs)), held
+    assert (held["nodes"], held["launches"]) == (4, 1), held
     assert held["node_seconds"] >= 4 * sum(m.samples[0] for m in ms) + held["startup"]
     # what the plan said before: the same launches and points, and within 30% of the
     # allocation (simulated times: the comparison is exact, run after run)
@@ -196,6 +195,34 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
         assert found is not None
         if t[best] <= t[0] * 0.97:
             assert found[1].alg == best, (size, t, found[1])
+
+
+@pytest.mark.mpi
+def test_one_launch_switches_algorithms_as_launches_force_them(tmp_path: Path) -> None:
+    """Issue 84: at scale a tune's cost is its launches. The kernel switches SimGrid's
+    table of collectives by name inside one simulation; every point's simulated time equals
+    the time of a launch forced to that algorithm on smpirun's line (`--sweep relaunch`),
+    exactly, and the one-launch tune holds the allocation of one start-up, not eight."""
+    need_smpi()
+    times, held = {}, {}
+    for sweep in ("mpit", "relaunch"):
+        db = tmp_path / f"{sweep}.sqlite"
+        opts = TuneOptions(["reduce"], [32], backend="smpi", platform=FATTREE, db=db,
+                           boundaries="midpoint", sizes=[64, 16384, 262144], sweep=sweep)
+        held[sweep] = tune(opts).summary["allocation"]
+        store = Store(db)
+        try:
+            (ctx,) = store.contexts()
+            times[sweep] = {(m.config.algorithm, m.size): m.samples[0]
+                            for m in store.measurements(ctx)}
+        finally:
+            store.close()
+    assert times["mpit"] == times["relaunch"]  # bit for bit: deterministic simulations
+    assert {a for a, _ in times["mpit"]} == {0, *smpi.ALGORITHMS["reduce"]}
+    assert len(set(times["mpit"].values())) >= 5  # the switch took: algorithms differ
+    assert held["mpit"]["launches"] == 1
+    assert held["relaunch"]["launches"] == len(smpi.ALGORITHMS["reduce"]) + 1
+    assert held["mpit"]["startup"] * 8 == pytest.approx(held["relaunch"]["startup"])
 
 
 @pytest.mark.mpi

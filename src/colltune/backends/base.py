@@ -153,6 +153,11 @@ class Backend(ABC, Generic[M]):
         """The MPI_T writes that run `cfg` (nothing: the library's own choice)."""
         return {}
 
+    def selection(self, catalog: Catalog, coll: Collective, cfg: Config) -> str:
+        """The name `cfg` is selected by inside a running job where a library switches by
+        name rather than through MPI_T (SimGrid's table of collectives); "" elsewhere."""
+        return ""
+
     @abstractmethod
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         """Launch environment that runs `cfg` for the whole job."""

@@ -28,6 +28,7 @@ class KernelConfig:
     assign: dict[str, int] = field(default_factory=dict)
     group: int = 0  # communicators of this many consecutive ranks, all at once; 0: the job
     baseline: bool = False  # the library default: what the repetitions' cutoff compares with
+    select: str = ""  # SMPI: the algorithm's name, switched in the running simulation
 
 
 TIMINGS = ("both", "isolated", "back-to-back")
@@ -123,7 +124,8 @@ class KernelPlan:
             kv = " ".join(f"{k} {v}" for k, v in c.assign.items())
             group = f" group {c.group}" if c.group else ""
             base = " baseline" if c.baseline else ""
-            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip() + group + base)
+            select = f" select {c.select}" if c.select else ""
+            lines.append(f"config {c.cid} {len(c.assign)} {kv}".rstrip() + group + select + base)
         lines += [f"point {cid} {size}" for cid, size in self.points]
         return "\n".join(lines) + "\n"
 

@@ -1,5 +1,5 @@
-"""SimGrid SMPI as a Backend: Open MPI's algorithms simulated on a platform file, one
-launch per configuration, deterministic times, Open MPI's rules file as output."""
+"""SimGrid SMPI as a Backend: Open MPI's algorithms simulated on a platform file, switched
+inside one launch, deterministic times, Open MPI's rules file as output."""
 
 from __future__ import annotations
 
@@ -57,8 +57,14 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     def mpit_env(self) -> dict[str, str]:
         return {}
 
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        return {}  # no MPI_T: `selection` names the algorithm
+
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return {}  # launch() puts the algorithm on smpirun's command line
+
+    def selection(self, catalog: Catalog, coll: Collective, cfg: Config) -> str:
+        return smpi.algorithm_name(coll.name, cfg.algorithm)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[smpi.SMPI]:
@@ -99,7 +105,11 @@ class SMPISession(TunedSession[smpi.SMPI]):
     def __init__(self, backend: SMPIBackend, mpi: smpi.SMPI, catalog: Catalog,
                  placements: list[Placement], version: int, opts: TuneOptions) -> None:
         super().__init__(backend, mpi, catalog, placements, version, opts)
-        self.sweep = "relaunch"  # no MPI_T variables: the algorithm is on smpirun's line
+        # "mpit" (the default): one launch, every configuration switched in the running
+        # simulation by name (the kernel's select); "relaunch": one launch per
+        # configuration, the algorithm on smpirun's line. Same times (tests/test_smpi.py);
+        # at scale a tune's cost is its launches
+        self.sweep = "relaunch" if opts.sweep == "relaunch" else "mpit"
 
     def before_measuring(self, note: Callable[[str], None]) -> None:
         pass  # no MPI_T to prove, no coll/han

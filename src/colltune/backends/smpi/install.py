@@ -1,5 +1,5 @@
 """SimGrid SMPI: Open MPI's algorithms simulated on a described platform (hosts, links,
-topology), one launch per configuration, in deterministic simulated time."""
+topology), in deterministic simulated time."""
 
 from __future__ import annotations
 
@@ -240,18 +240,23 @@ def place(smpi: SMPI, np: int, launch: Launch | None = None) -> Placement:
     return Placement(np, False, str(path), nodes, ppn, launch=Launch("smpirun", nodes, ppn, args))
 
 
+def algorithm_name(coll: str, alg: int) -> str:
+    """SimGrid's name of Open MPI's algorithm `alg` (0: the `ompi` selector)."""
+    if alg == 0:
+        return DEFAULT_SELECTOR
+    try:
+        return ALGORITHMS[coll][alg][0]
+    except KeyError:
+        raise ColltuneError(f"SMPI has no counterpart of {coll} algorithm {alg}",
+                            "see docs/smpi.md for the algorithms SMPI implements") from None
+
+
 def launch_command(smpi: SMPI, hostfile: Path, np: int, coll: str, alg: int,
                    extra: tuple[str, ...] = ()) -> list[str]:
-    """smpirun for one configuration: the algorithm is chosen at launch, computation
-    between MPI calls takes no simulated time (so timings are deterministic)."""
-    if alg == 0:
-        name = DEFAULT_SELECTOR
-    else:
-        try:
-            name = ALGORITHMS[coll][alg][0]
-        except KeyError:
-            raise ColltuneError(f"SMPI has no counterpart of {coll} algorithm {alg}",
-                                "see docs/smpi.md for the algorithms SMPI implements") from None
+    """smpirun for a launch starting with algorithm `alg` (the kernel may switch to others
+    by name); computation between MPI calls takes no simulated time (so timings are
+    deterministic)."""
+    name = algorithm_name(coll, alg)
     return [str(smpi.mpirun), "-np", str(np), "-platform", str(smpi.platform),
             "-hostfile", str(hostfile), f"--cfg=smpi/{coll}:{name}",
             "--cfg=smpi/simulate-computation:no", "--log=root.thres:warning", *extra]

@@ -21,9 +21,10 @@ enum { OBJ_COMPLETION, OBJ_MEAN, OBJ_ROOT, NOBJ };
 extern const char *const mode_names[4]; /* isolated, back-to-back, loop, start */
 extern const char *const obj_names[NOBJ];
 
-/* SimGrid SMPI implements no MPI_T control variables: there every configuration is
- * chosen at launch (smpirun --cfg=smpi/<coll>:<name>) and a plan that asks to write
- * variables is rejected. */
+/* SimGrid SMPI implements no MPI_T control variables: a plan that asks to write variables
+ * is rejected there. Its configurations are chosen by name instead (a config's `select`),
+ * inside the running simulation through SimGrid's own configuration (bench_mpit.c), or
+ * at launch (smpirun --cfg=smpi/<coll>:<name>) where that is not available. */
 #if defined(SMPI_H)
 #define HAVE_MPIT_CVARS 0
 #else
@@ -43,6 +44,7 @@ typedef struct {
     assign_t assign[MAX_ASSIGN];
     int group; /* ranks per communicator (consecutive ranks); 0: MPI_COMM_WORLD's size */
     int baseline; /* the library default for its communicator: the cutoff's reference */
+    char select[64]; /* SMPI: the algorithm's name in SimGrid's table ("" none) */
 } config_t;
 
 typedef struct {
@@ -101,6 +103,8 @@ void put_json_string(const char *s);
 
 void cvars_init(const plan_t *plan);
 int cvars_apply(const config_t *cfg, char *why, size_t whylen);
+/* SMPI: the config's algorithm selected by name in the running simulation */
+int select_apply(const char *coll, const config_t *cfg, char *why, size_t whylen);
 void cvars_close(void);
 void pvars_init(const char *prefix);
 void pvars_mark(void);

@@ -1,11 +1,52 @@
 /* MPI_T in collbench: control variables written per configuration and read back (how a
- * configuration is forced), performance counters of rank 0 (which algorithm a library
- * says it ran), and the listing of control variables the tuner reads a catalog from. */
+ * configuration is forced; under SMPI, SimGrid's own table of collectives instead),
+ * performance counters of rank 0 (which algorithm a library says it ran), and the
+ * listing of control variables the tuner reads a catalog from. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench.h"
+
+#if defined(SMPI_H)
+#include <xbt/config.h>
+/* SimGrid fills its table of collectives (one function pointer per collective, shared by
+ * every simulated rank) from its smpi/<coll> options when the simulation starts; calling
+ * that again after an option changed switches the algorithm inside the running
+ * simulation. It is not in SimGrid's installed headers (3.32's libsimgrid exports it):
+ * weak, so a SimGrid without it rejects the configuration and the tuner launches it with
+ * --cfg=smpi/<coll>:<name> instead. */
+void _ZN7simgrid4smpi5colls15set_collectivesEv(void) __attribute__((weak));
+#endif
+
+int select_apply(const char *coll, const config_t *cfg, char *why, size_t whylen)
+{
+    if (!cfg->select[0])
+        return 0;
+#if defined(SMPI_H)
+    if (!_ZN7simgrid4smpi5colls15set_collectivesEv) {
+        snprintf(why, whylen, "smpi/%s is not settable through MPI_T (this SimGrid cannot "
+                 "switch collectives in a running simulation)", coll);
+        return -1;
+    }
+    /* the table is the whole simulation's: every rank leaves the previous configuration's
+     * last call before it changes and none enters a call before it has changed; the
+     * barrier is point-to-point, the collective being switched may be MPI_Barrier */
+    sync_barrier();
+    if (g_rank == 0) {
+        char option[MAX_NAME];
+        snprintf(option, sizeof(option), "smpi/%s", coll);
+        sg_cfg_set_string(option, cfg->select);
+        _ZN7simgrid4smpi5colls15set_collectivesEv();
+    }
+    sync_barrier();
+    return 0;
+#else
+    snprintf(why, whylen, "%s: selecting %s by name is not settable through MPI_T here", coll,
+             cfg->select);
+    return -1;
+#endif
+}
 
 typedef struct {
     char name[MAX_NAME];
@@ -170,9 +211,9 @@ typedef struct {
     unsigned long long before;
 } pvar_t;
 
+#if HAVE_MPIT_CVARS
 static pvar_t *g_pvars; /* every counter with the prefix (MVAPICH2 has hundreds) */
 static int g_npvars;
-#if HAVE_MPIT_CVARS
 static MPI_T_pvar_session g_session;
 static int g_pvars_open;
 
@@ -273,8 +314,8 @@ void pvars_close(void)
         MPI_T_pvar_session_free(&g_session);
     if (g_pvars_open)
         MPI_T_finalize();
-#endif
     free(g_pvars);
+#endif
 }
 
 

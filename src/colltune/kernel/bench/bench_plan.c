@@ -140,6 +140,16 @@ static int parse_plan(FILE *f, plan_t *plan)
                 }
                 p += n;
             }
+            if (sscanf(p, " select %63s%n", c->select, &n) == 1) {
+                /* a name in SimGrid's table: letters, digits and underscores only */
+                if (strspn(c->select, "abcdefghijklmnopqrstuvwxyz"
+                                      "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                    strlen(c->select)) {
+                    fclose(f);
+                    return -2;
+                }
+                p += n;
+            }
             c->baseline = strstr(p, "baseline") != NULL;
             plan->nconfig++;
         } else if (!strcmp(key, "arrival")) {

@@ -240,7 +240,8 @@ int main(int argc, char **argv)
         int bad, npts = 0, *pidx, active = g_size;
         MPI_Comm comm;
 
-        bad = cvars_apply(cfg, why, sizeof(why)) != 0;
+        bad = select_apply(plan.collective, cfg, why, sizeof(why)) != 0 ||
+              cvars_apply(cfg, why, sizeof(why)) != 0;
         bad = ctl_bcast((int)ctl_max(bad ? 1.0 : 0.0));
         if (bad) {
             if (g_rank == 0) {
