@@ -226,6 +226,30 @@ def test_one_launch_switches_algorithms_as_launches_force_them(tmp_path: Path) -
 
 
 @pytest.mark.mpi
+def test_a_simulated_first_call_needs_no_warm_up() -> None:
+    """Why SMPI points run no warm-up call: the kernel's times with three warm-up calls
+    equal its times with none, at every size, segmented algorithms included."""
+    from colltune.backends.registry import launch
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    need_smpi()
+    mpi = smpi.find_smpi(None, FATTREE)
+    placement = smpi.place(mpi, 32)
+    sizes = [64, 4096, 65536, 262144]
+    got = []
+    for warmup in (0, 3):
+        plan = KernelPlan("reduce", [KernelConfig(0)], [(0, s) for s in sizes],
+                          Repetitions(warmup=warmup, min_reps=1, max_reps=1))
+        cmd, env = launch(mpi, placement, "reduce", 5, None)  # binomial: 1 KiB segments
+        out = run_kernel(cmd, build_kernel(mpi), plan, env)
+        assert out.status == "ok", out.message
+        got.append({r.size: r.median for r in out.results})
+    assert set(got[0]) == set(sizes)
+    assert got[0] == got[1]
+
+
+@pytest.mark.mpi
 def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
     """Deterministic: two runs (other seeds, so another order) give identical times."""
     need_smpi()
