@@ -289,9 +289,21 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
         for sec, lo, hi in rules.served(rf.collectives[cid]):
             written = rf.notes.get((cid, sec.comsize))  # made now (the reader keeps none)
             if written is not None:
-                written.insert(1, f"serves communicators of {lo} to "
-                                  f"{hi if hi is not None else 'any number of'} ranks")
+                written.insert(1, served_note(sec.comsize, lo, hi))
     return rf
+
+
+def served_note(measured: int, lo: int, hi: int | None) -> str:
+    """What serves each communicator size a section decides (issue 84, item 4): the
+    size it was measured at, and the sizes it answers for with that size's rule."""
+    upto = f"{hi}" if hi is not None else "any number of"
+    text = f"serves communicators of {lo} to {upto} ranks"
+    if hi == measured:
+        return text + f": measured at {measured}"
+    above = ("nothing larger was measured" if hi is None else
+             f"the nearest measured size below them; {hi + 1} has its own")
+    return text + (f": measured at {measured}; {measured + 1} to {upto} ranks take its "
+                   f"rule ({above})")
 
 
 def section(np: int, decisions: list[Decision]) -> CommRule:
