@@ -82,3 +82,19 @@ def test_tune_all_stops_within_its_budget_and_a_larger_one_resumes(tmp_path: Pat
     assert len(again) > len(measured)
     # what the first run measured was kept, not measured again
     assert all(again[c] == n for c, n in measured.items()), (measured, again)
+
+
+def test_the_budget_confirms_the_most_gain_per_second_first() -> None:
+    """Issue 84, item 3: targets with nothing to confirm come first (no launch pairs),
+    then the largest expected gain per second of pairs; a cheap large win goes before an
+    expensive small one, a tie keeps the plan's order."""
+    from colltune.tuner.budgeted import by_gain_per_second
+
+    rows = [("bcast: small win, dear", {65536: 0.05}, 100.0),
+            ("reduce: nothing won", {}, 0.0),
+            ("allreduce: two wins, cheap", {8: 0.3, 1024: 0.2}, 20.0),
+            ("alltoall: one win", {4096: 0.5}, 20.0),
+            ("gather: nothing won", {}, 0.0)]
+    assert by_gain_per_second(rows) == [
+        "reduce: nothing won", "gather: nothing won", "allreduce: two wins, cheap",
+        "alltoall: one win", "bcast: small win, dear"]

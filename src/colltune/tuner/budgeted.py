@@ -4,6 +4,8 @@ keeps the time; tuner/run.py asks these at its stages)."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT
 from colltune.errors import ColltuneError
@@ -11,6 +13,8 @@ from colltune.store import Measurement
 from colltune.tuner import budget, forecast
 from colltune.tuner.context import Run, Target
 from colltune.tuner.decide import decide
+
+T = TypeVar("T")
 
 
 def open_budget(run: Run, colls: list[str], seconds: float, started: float
@@ -62,10 +66,37 @@ def confirmation_fits(run: Run, t: Target, ms: list[Measurement]) -> bool:
 def unconfirmed(run: Run, t: Target, ms: list[Measurement]) -> list[int]:
     """The sizes where the measurements choose other than the default and no stored
     verdict of fresh launches says yet whether that holds."""
+    return sorted(win_gains(run, t, ms))
+
+
+def win_gains(run: Run, t: Target, ms: list[Measurement]) -> dict[int, float]:
+    """Each unconfirmed win's size and the share of the default's time the sweep says it
+    saves there (what confirming it is expected to be worth)."""
     if not ms:
-        return []
+        return {}
     ds = decide(t.coll, t.placement.np, ms, run.opts.alpha, run.opts.min_gain, run.exact,
                 run.backend.rule_size, run.opts.min_samples)
     ctx = run.context(t)
-    return sorted({d.size for d in ds if d.chosen != DEFAULT
-                   and run.store.confirmation(ctx, d.size, d.chosen.key) is None})
+    return {d.size: 1 - 1 / (d.speedup or 1.0) for d in ds if d.chosen != DEFAULT
+            and run.store.confirmation(ctx, d.size, d.chosen.key) is None}
+
+
+def spending_order(run: Run, targets: list[Target]) -> list[Target]:
+    """The order --time-budget judges targets in: see `by_gain_per_second`."""
+    assert run.budget is not None
+    rows = []
+    for t in targets:
+        gains = win_gains(run, t, run.store.measurements(run.context(t)))
+        cost = run.budget.pairs_cost(run.opts.confirm_rounds,
+                                     [(t.coll.name, s) for s in gains])
+        rows.append((t, gains, cost))
+    return by_gain_per_second(rows)
+
+
+def by_gain_per_second(rows: list[tuple[T, dict[int, float], float]]) -> list[T]:
+    """Targets with nothing to confirm first (they cost no launch pairs, and what was kept
+    for their pairs goes back to the others), then the largest expected gain (the shares
+    of the default's time saved, summed over the sizes won) per second of launch pairs:
+    where the budget cannot confirm everything, what it confirms is worth the most."""
+    return [t for t, _, _ in sorted(
+        rows, key=lambda r: (bool(r[1]), -sum(r[1].values()) / max(r[2], 1e-9)))]

@@ -363,10 +363,8 @@ def decide_all(run: Run, colls: list[str]) -> Decisions:
     locate the confirmed switches, and store the decisions."""
     decisions: Decisions = {}
     targets = _targets(run.sess.placements, colls)
-    if run.budget is not None:  # those with fewer wins to confirm first: the time kept for
-        # the pairs they do not need goes to the others before those are judged
-        targets.sort(key=lambda t: len(budgeted.unconfirmed(run, t, run.store.measurements(
-            run.context(t)))))
+    if run.budget is not None:  # nothing to confirm first, then the most gain a second
+        targets = budgeted.spending_order(run, targets)
     for t in targets:
         ds = decide_target(run, t)
         if ds is not None:
