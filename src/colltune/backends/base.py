@@ -5,8 +5,9 @@ A Backend answers for an installation (how a configuration is forced, how a job 
 launched) and says how its measurements behave (`Traits`); `open` finds the installation,
 starts a run and returns a Session: what the run found (installation, catalog, placements), turning
 decisions into the family's files. What only some families do is a capability a Backend
-has or lacks (None): `files` (files.py), `runtime` (runtime.py), `apps` (apps.py) and
-`bands` (banded.py); `Traits` never says what a family can do."""
+has or lacks (None): `files` (files.py), `runtime` (runtime.py), `apps` (apps.py),
+`bands` (banded.py) and `selects` (selecting.py); `Traits` never says what a family can
+do."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from colltune.backends.apps import AppSupport
 from colltune.backends.banded import BandSupport
 from colltune.backends.files import Arms, FileFormats
 from colltune.backends.runtime import RuntimeSupport
+from colltune.backends.selecting import SelectSupport
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
@@ -77,8 +79,8 @@ class Backend(ABC, Generic[M]):
     launch, force, open a session), its `traits`, and the optional capabilities it has or
     lacks (None): `files` (check, explain, verify, export, report its files), `runtime`
     (tune runtime), `apps` (run a program colltune did not build: tune profile, tune app,
-    verify --app, compare, model fit) and `bands` (a configuration per message size in one
-    launch: --sweep bands)."""
+    verify --app, compare, model fit), `bands` (a configuration per message size in one
+    launch: --sweep bands) and `selects` (algorithms switched by name inside one launch)."""
 
     name: str = ""  # what --backend (or --tune-han for coll/han) selects
     traits = Traits()
@@ -87,6 +89,7 @@ class Backend(ABC, Generic[M]):
     Files: type[FileFormats] | None = None  # the family's FileFormats class
     apps: AppSupport[M] | None = None  # programs colltune did not build (tune profile)
     bands: BandSupport | None = None  # a configuration per message size (--sweep bands)
+    selects: SelectSupport | None = None  # algorithms by name inside a running job
     formats: tuple[str, ...] = ()  # what --format names its output (first: the canonical)
     short = ""  # in file names the report writes
     output = "a tuning file"  # what its output is called, for messages
@@ -152,11 +155,6 @@ class Backend(ABC, Generic[M]):
     def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
         """The MPI_T writes that run `cfg` (nothing: the library's own choice)."""
         return {}
-
-    def selection(self, catalog: Catalog, coll: Collective, cfg: Config) -> str:
-        """The name `cfg` is selected by inside a running job where a library switches by
-        name rather than through MPI_T (SimGrid's table of collectives); "" elsewhere."""
-        return ""
 
     @abstractmethod
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:

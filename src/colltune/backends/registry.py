@@ -40,7 +40,8 @@ CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 def having(capability: str) -> list[str]:
     """The --backend names whose family has `capability` ("files", "runtime", "apps",
-    "bands": an attribute of the Backend that is None where a family lacks it)."""
+    "bands", "selects": an attribute of the Backend that is None where a family lacks
+    it)."""
     return [n for n in CHOICES if getattr(BACKENDS[n], capability) is not None]
 
 

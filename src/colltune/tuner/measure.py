@@ -336,7 +336,8 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
         env_extra = be.mpit_env()
         kcfgs = [KernelConfig(cid_of[sl], be.mpit_vars(catalog, coll, sl[1]),
                               lanes[sl[0]][0].group, baseline=sl[1] == DEFAULT,
-                              select=be.selection(catalog, coll, sl[1]))
+                              select=be.selects.name(catalog, coll, sl[1])
+                              if be.selects is not None else "")
                  for sl in slots]
     else:
         assert band is not None or len({c for _, c in slots}) == 1

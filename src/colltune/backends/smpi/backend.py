@@ -13,6 +13,7 @@ from colltune.backends.base import Session, Traits, Written
 from colltune.backends.files import Arms
 from colltune.backends.openmpi.rules_files import TunedRulesFiles
 from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
+from colltune.backends.selecting import SelectSupport
 from colltune.backends.smpi import install as smpi
 from colltune.collectives import Collective
 from colltune.core.catalog import FAN, SEG, Catalog
@@ -35,11 +36,19 @@ class SMPIFiles(TunedRulesFiles):
                             "verify the rules on a real Open MPI")
 
 
+class SMPISelect(SelectSupport):
+    """SimGrid's name of each algorithm (the default: its `ompi` selector)."""
+
+    def name(self, catalog: Catalog, coll: Collective, cfg: Config) -> str:
+        return smpi.algorithm_name(coll.name, cfg.algorithm)
+
+
 class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
     """Open MPI's algorithms simulated; a simulation runs no real program (no apps
     capability: tune profile, tune app, verify --app say so)."""
 
     Files = SMPIFiles
+    selects = SMPISelect()
     name = "smpi"
     output = "an Open MPI rules file, from a SimGrid simulation on --platform"
     traits = Traits(exact=True)
@@ -58,13 +67,10 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
         return {}
 
     def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
-        return {}  # no MPI_T: `selection` names the algorithm
+        return {}  # no MPI_T: `selects` names the algorithm
 
     def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
         return {}  # launch() puts the algorithm on smpirun's command line
-
-    def selection(self, catalog: Catalog, coll: Collective, cfg: Config) -> str:
-        return smpi.algorithm_name(coll.name, cfg.algorithm)
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[smpi.SMPI]:
