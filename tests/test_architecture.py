@@ -285,8 +285,7 @@ def test_every_backend_is_registered_and_implements_the_interface() -> None:
 
 # the Backend's core, on purpose small: a method added here is one every family must think
 # about; what only some families do belongs in a capability (files, runtime, apps, bands,
-# selects),
-# how its measurements behave in Traits
+# selects), how its measurements behave in Traits
 CORE = {"launch", "forcing_env", "open", "place", "rule_size", "waiting", "mpit_env",
         "mpit_vars", "plan_catalog", "catalog_for", "owns", "with_files", "with_runtime",
         "with_apps"}
