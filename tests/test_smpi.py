@@ -4,6 +4,7 @@ tuning of reduce at 64 ranks on the shipped fat-tree platform, as the user runs 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -195,6 +196,24 @@ def test_tune_reduce_64_ranks_on_the_fat_tree(tmp_path: Path) -> None:
         assert found is not None
         if t[best] <= t[0] * 0.97:
             assert found[1].alg == best, (size, t, found[1])
+
+
+def test_a_simulation_too_large_for_memory_is_refused_before_it_starts(tmp_path: Path
+                                                                       ) -> None:
+    """Issue 84: alltoall at 512 ranks up to the default 512 KiB blocks would need
+    hundreds of GB in one smpimain; refused before anything is built or run, naming what
+    it needs, what the machine has and the largest size that fits, and the size it names
+    is then accepted (the plan is made)."""
+    need_smpi()
+    args = ["alltoall", "--np", "512", "--backend", "smpi", "--platform", str(FATTREE),
+            "--db", str(tmp_path / "m.sqlite"), "--dry-run"]
+    res = tune_cli(*args)
+    assert res.returncode == 2, res.stderr
+    assert "GB available" in res.stderr and "needs about" in res.stderr
+    fits = int(re.search(r"--sizes up to (\d+) B", res.stderr).group(1))  # type: ignore[union-attr]
+    assert 0 < fits < 524288
+    ok = tune_cli(*args, "--sizes", f"8,{fits}")
+    assert ok.returncode == 0, ok.stderr
 
 
 @pytest.mark.mpi

@@ -15,10 +15,11 @@ from colltune.backends.openmpi.rules_files import TunedRulesFiles
 from colltune.backends.openmpi.tuned_rules import TunedRulesBackend, TunedSession
 from colltune.backends.selecting import SelectSupport
 from colltune.backends.smpi import install as smpi
-from colltune.collectives import Collective
+from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import FAN, SEG, Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
+from colltune.core.space import sizes_for
 from colltune.errors import ColltuneError
 
 if TYPE_CHECKING:
@@ -99,6 +100,10 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
         opts.settings.warmup, opts.settings.min_reps, opts.settings.max_reps = 0, 1, 1
         opts.settings.timing = "isolated"
         placements = [smpi.place(mpi, np, opts.launch) for np in opts.nps]
+        for name in colls:
+            for np in opts.nps:
+                smpi.refuse_too_large(name, np, sizes_for(get_collective(name), np,
+                                                          opts.sizes))
         return SMPISession(self, mpi, smpi.catalog(), placements, opts.rules_version or 1,
                            opts)
 

@@ -262,5 +262,51 @@ def launch_command(smpi: SMPI, hostfile: Path, np: int, coll: str, alg: int,
             "--cfg=smpi/simulate-computation:no", "--log=root.thres:warning", *extra]
 
 
+# smpimain holds every simulated rank: its peak memory, measured here (SimGrid 3.32, the fat
+# tree, one size per tune; docs/smpi.md): 0.34 MB a rank with 8 B, and per byte of a
+# rank's largest buffer (np blocks for allgather and alltoall) 1.1 (bcast), 2.0
+# (allgather), 3.0 (allreduce), 3.6 (alltoall), 4.7 (reduce) bytes more
+RANK_BASE = 0.35e6
+BUFFER_FACTOR = 5.0
+NP_BLOCKS = {"allgather", "allgatherv", "alltoall", "alltoallv"}
+
+
+def memory_needed(coll: str, np: int, largest: int) -> float:
+    """Bytes one simulation of `np` ranks is expected to hold at its largest size."""
+    blocks = np if coll in NP_BLOCKS else 1
+    return np * (RANK_BASE + BUFFER_FACTOR * largest * blocks)
+
+
+def memory_available() -> float | None:
+    """What the machine can give one simulation (MemAvailable; None: not said)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def refuse_too_large(coll: str, np: int, sizes: list[int]) -> None:
+    """Refuse, before anything runs, a simulation this machine's memory cannot hold (an
+    out-of-memory kill says nothing), naming the largest size that fits."""
+    avail = memory_available()
+    if avail is None or not sizes:
+        return
+    need = memory_needed(coll, np, max(sizes))
+    if need <= 0.9 * avail:
+        return
+    blocks = np if coll in NP_BLOCKS else 1
+    fits = int((0.9 * avail / np - RANK_BASE) / (BUFFER_FACTOR * blocks))
+    hint = (f"pass --sizes up to {fits} B per rank" if fits >= min(sizes) else
+            "lower --np: even the smallest size does not fit")
+    raise ColltuneError(
+        f"simulating {coll} at {np} ranks up to {max(sizes)} B per rank needs about "
+        f"{need / 1e9:.1f} GB (measured: {RANK_BASE / 1e6:.2f} MB a rank and "
+        f"{BUFFER_FACTOR:g} times its largest buffer); this machine has "
+        f"{avail / 1e9:.1f} GB available", hint + ", or run on a machine with more memory")
+
+
 def library_matches(smpi: SMPI, library: str) -> bool:
     return re.search(rf"SMPI Version {re.escape(smpi.version)}\b", library) is not None
