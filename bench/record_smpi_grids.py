@@ -1,0 +1,140 @@
+"""Record exhaustive SMPI grids at scale: every algorithm SMPI implements for a collective,
+at every size of a dense list (powers of two, the sizes a tune's --boundaries measure may
+ask between them, and 3 x 2^k), simulated once by the tuner itself, kept as test data for
+tests/test_smpi_replay.py (issue 84, items 4 and 5).
+
+    python bench/record_smpi_grids.py --np 512 --platform docs/platforms/fattree-32x16.xml \\
+        --colls reduce,bcast --timeout 600
+
+Writes tests/data/smpi/<platform>-<coll>-np<N>.csv (config_key, algorithm, size, status,
+seconds: the simulated time of one call, "" where the point did not finish) and appends
+a row per recording to tests/data/smpi/README.md: the command, the wall time here, the
+peak memory and the allocation the recording itself held (one launch, its simulated
+time plus a real launch's start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from clirun import TUNE
+
+from colltune.backends.smpi.install import NP_BLOCKS, memory_available, memory_needed
+from colltune.collectives import get_collective
+from colltune.core.space import MAX_BUFFER_BYTES
+from colltune.tuner.boundaries import between
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "smpi"
+
+
+def dense_sizes(coll: str, largest: int = 1 << 20) -> list[int]:
+    """8 B .. `largest`: every power of two (what a tune measures by default), the sizes
+    its --boundaries measure would measure between two of them (two rounds of the middle
+    in log size: x1.19, x1.41, x1.68, at the collective's granularity), and 3 x 2^k."""
+    g = get_collective(coll).granularity
+    out: set[int] = set()
+    for k in range(3, largest.bit_length()):
+        a, b = 1 << k, 1 << (k + 1)
+        out |= {a, b, 3 << (k - 1)}
+        mid = between(a, b, g)
+        if mid is not None:
+            out |= {m for m in (mid, between(a, mid, g), between(mid, b, g)) if m}
+    return sorted(s for s in out if 8 <= s <= largest)
+
+
+def sizes_that_fit(coll: str, np: int, memory: float) -> list[int]:
+    """The dense sizes a simulation of `np` ranks holds in `memory` bytes, by the model
+    tune itself refuses with (backends/smpi/install.memory_needed)."""
+    return [s for s in dense_sizes(coll) if memory_needed(coll, np, s) <= memory
+            and s * (np if coll in NP_BLOCKS else 1) <= MAX_BUFFER_BYTES]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--np", default="512", help="communicator sizes, comma-separated")
+    ap.add_argument("--platform", required=True)
+    ap.add_argument("--colls", default="reduce,bcast,allreduce,allgather,alltoall")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--memory-gib", type=float, default=None,
+                    help="what one simulation may hold (default: 0.9 of MemAvailable, "
+                         "what tune itself allows)")
+    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--db", default=None,
+                    help="the store to record into (a recording that stopped resumes "
+                         "from it; default: a temporary one)")
+    ap.add_argument("--only-missing", action="store_true",
+                    help="record only the dense sizes the CSV already there lacks, and add "
+                         "them to it (a grid recorded before the list grew)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    plat = Path(args.platform)
+    for coll, np in [(c, int(n)) for c in args.colls.split(",") for n in args.np.split(",")]:
+        memory = (args.memory_gib * (1 << 30) if args.memory_gib
+                  else 0.9 * (memory_available() or 8 << 30))
+        sizes = sizes_that_fit(coll, np, memory)
+        name = f"{plat.stem}-{coll}-np{np}.csv"
+        earlier: list[list[str]] = []
+        if args.only_missing and (out / name).exists():
+            with open(out / name, newline="") as f:
+                earlier = list(csv.reader(f))[1:]
+            sizes = [s for s in sizes if str(s) not in {row[2] for row in earlier}]
+        with tempfile.TemporaryDirectory() as t:
+            db = Path(args.db) if args.db else Path(t) / "grid.sqlite"
+            summary = Path(t) / "summary.json"
+            cmd = [*TUNE, coll, "--np", str(np), "--backend", "smpi", "--platform",
+                   str(plat), "--sizes", ",".join(map(str, sizes)), "--boundaries",
+                   "midpoint", "--timeout", str(args.timeout), "--db", str(db), "--out",
+                   str(Path(t) / "rules.conf"), "--summary-json", str(summary), "--quiet"]
+            t0 = time.monotonic()
+            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            wall = time.monotonic() - t0
+            if r.returncode != 0:
+                sys.exit(f"{coll}: {r.stderr}")
+            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1 << 20)
+            held = json.loads(summary.read_text())["allocation"]
+            with sqlite3.connect(db) as c:
+                rows = c.execute(
+                    "SELECT config_key, algorithm, size, status, samples FROM measurements "
+                    "WHERE collective=? AND np=? ORDER BY size, algorithm",
+                    (coll, np)).fetchall()
+        fresh = [[key, str(alg), str(size), status,
+                  repr(json.loads(samples)[0]) if json.loads(samples) else ""]
+                 for key, alg, size, status, samples in rows]
+        with open(out / name, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["config_key", "algorithm", "size", "status", "seconds"])
+            w.writerows(sorted(earlier + fresh, key=lambda r: (int(r[2]), int(r[1]))))
+        unfinished = sum(1 for row in rows if row[3] != "ok")
+        line = (f"| {plat.name} | {coll} | {np} | {len(sizes)} ({sizes[0]} B - "
+                f"{sizes[-1]} B) | {len(rows)} | {unfinished} | {wall:.0f} s | "
+                f"{peak:.1f} GB | {held['launches']} | {held['node_seconds']:.1f} |")
+        print(line, flush=True)
+        readme = out / "README.md"
+        if not readme.exists():
+            readme.write_text(
+                "# Exhaustive SMPI grids at scale\n\n"
+                "Recorded with `python bench/record_smpi_grids.py --np N --platform P "
+                "--colls C --timeout T` (SimGrid 3.32, Debian; this machine: 2 cores, one "
+                "simulation at a time per core). Each CSV: every algorithm SMPI implements "
+                "plus SMPI's `ompi` default, at every size listed, simulated once; "
+                "`seconds` is one call's simulated time. Replayed by "
+                "tests/test_smpi_replay.py.\n\n"
+                "| platform | collective | ranks | sizes | points | not finished | wall "
+                "time here | peak memory (all recordings so far in the run) | launches | "
+                "node-seconds held |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        with open(readme, "a") as f:
+            f.write(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

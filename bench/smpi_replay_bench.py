@@ -1,0 +1,53 @@
+"""The tune at scale on the recorded exhaustive SMPI grids (tests/data/smpi): what its file
+captures of the oracle's gain, its worst size, and the allocation it holds beside an
+OSU-driven exhaustive sweep's (issue 84, item 5); and, on the grids recorded at several
+communicator sizes (tests/data/smpi/commsizes), a tune at the powers of two judged at
+every size, between them included (item 4). Markdown on standard output.
+
+    python bench/smpi_replay_bench.py
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from colltune.core.account import LaunchCost
+
+# what only tests and benchmarks use lives beside the tests (issue 63)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from replay_smpi import grids, judge, ladders, load, replay, tune_from  # noqa: E402
+
+
+def main() -> None:
+    cost = LaunchCost()
+    print("| platform | collective | ranks | sizes judged (of) | oracle's gain (GM) | "
+          "file's gain (GM) | captured | worst size vs default | tune node-s | "
+          "exhaustive node-s | tune / exhaustive |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for path in grids():
+        g = load(path)
+        with tempfile.TemporaryDirectory() as t:
+            r = replay(g, Path(t))
+        held, full = r.held(cost), r.exhaustive(cost)
+        print(f"| {g.platform} | {g.coll} | {g.np} | {len(g.judged())} ({len(g.sizes)}) | "
+              f"{r.gm(r.oracle):.3f} | {r.gm(r.speedup):.3f} | {100 * r.captured:.1f}% | "
+              f"{r.worst:.3f} | {held:.1f} | {full:.1f} | {held / full:.3f} |", flush=True)
+    print()
+    print("| platform | collective | communicator size | measured | oracle's gain (GM) | "
+          "file's gain (GM) | captured | worst size vs default |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (platform, coll), recorded in sorted(ladders().items()):
+        anchors = [g for g in recorded if g.np & (g.np - 1) == 0]
+        with tempfile.TemporaryDirectory() as t:
+            tuned = tune_from(anchors, Path(t))
+        for g in recorded:
+            r = judge(g, tuned)
+            print(f"| {platform} | {coll} | {g.np} | {'yes' if g in anchors else 'no'} | "
+                  f"{r.gm(r.oracle):.3f} | {r.gm(r.speedup):.3f} | {100 * r.captured:.1f}% | "
+                  f"{r.worst:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Issue 84, item 5: the tune at scale against exhaustive SMPI grids recorded at 512 ranks
+(tests/data/smpi, bench/record_smpi_grids.py). SimGrid is deterministic, so a grid is an
+exact oracle: the real tune decides from the recorded points its plan asks for (nothing
+is simulated again: seconds), and its rules file is judged at every recorded size,
+powers of two and the sizes between them that the file's ranges answer for."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from colltune.core.account import LaunchCost
+from conftest import missing
+from replay_smpi import Grid, grids, judge, ladders, load, replay, tune_from
+
+# the issue's targets (BETWEEN: at communicator sizes no tune measured)
+CAPTURED, SLOWER, COST, BETWEEN = 0.95, 1.03, 0.10, 0.90
+
+
+def test_the_recordings_are_there_and_whole() -> None:
+    """Every recording loads, at 512 ranks or more, with the default and at least three
+    algorithms at 20 sizes or more, most of them judged (a missing or hollow file would
+    make the targets vacuous)."""
+    paths = grids()
+    assert paths, "no recorded grids under tests/data/smpi"
+    for p in paths:
+        g = load(p)
+        assert g.np >= 512 and 0 in g.algorithms and len(g.algorithms) >= 3, p.name
+        # two thirds: reduce at 512 ranks leaves 10 of 34 sizes unjudged (its default did
+        # not finish in SimGrid, docs/smpi.md), the most any recording may
+        assert len(g.sizes) >= 20 and 3 * len(g.judged()) >= 2 * len(g.sizes), p.name
+
+
+@pytest.mark.parametrize("path", grids(), ids=lambda p: p.stem)
+def test_the_tune_captures_the_oracle_at_a_tenth_of_the_cost(path: Path, tmp_path: Path
+                                                            ) -> None:
+    if shutil.which("smpirun") is None:
+        missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
+    got = replay(load(path), tmp_path)
+    assert got.launches == 0  # every point came from the recording, none simulated again
+    assert got.captured >= CAPTURED, (got.captured, got.chosen)
+    assert got.worst <= SLOWER, got.worst
+    cost = LaunchCost()
+    assert got.held(cost) <= COST * got.exhaustive(cost), (got.held(cost),
+                                                           got.exhaustive(cost))
+
+
+def test_the_judge_sees_a_wrong_file() -> None:
+    """The scores are not vacuous: a file that runs the slowest algorithm everywhere
+    captures nothing and is slower than the default, on a grid made here."""
+    from replay_smpi import Replayed
+
+    g = Grid("fattree-32x16", "reduce", 512)
+    for s in (1024, 2048, 4096):
+        g.times.update({(0, s): 2.0, (1, s): 1.0, (2, s): 4.0})
+    best = Replayed(g, [1024, 4096], {s: 1 for s in g.sizes}, 0)
+    worst = Replayed(g, [1024, 4096], {s: 2 for s in g.sizes}, 0)
+    assert best.captured == pytest.approx(1.0) and best.worst == pytest.approx(0.5)
+    assert worst.captured < 0 and worst.worst == pytest.approx(2.0)
+
+
+# Sizes between the anchors where the nearest measured size's rule misses BETWEEN, with
+# what was measured and why (docs/benchmarks.md, "The tune at scale, against exhaustive
+# SMPI grids"): the test checks they still miss, so a change that meets the target there
+# shows up, as a regression elsewhere does.
+MISSES = {
+    ("fattree-32x16", "bcast", 96): "basic_linear wins to 192 B at 96 ranks (1.09-1.22x) "
+                                    "but only to 32 B at 64: 58% captured, never slower",
+}
+
+
+@pytest.mark.parametrize("key", sorted(ladders()), ids=lambda k: "-".join(k))
+def test_communicator_sizes_between_the_anchors(key: tuple[str, str], tmp_path: Path
+                                               ) -> None:
+    """Item 4: the tune measures the powers of two up to the largest size (the anchors:
+    one launch each, cheap below the largest); a job on a size between two anchors runs
+    the rule of the anchor below it (Open MPI's sections, said in the file). Judged at the
+    sizes between against their own exhaustive grids: never more than 3% slower than the
+    default, and BETWEEN of the oracle's gain except where MISSES says why not."""
+    if shutil.which("smpirun") is None:
+        missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
+    recorded = ladders()[key]
+    anchors = [g for g in recorded if g.np & (g.np - 1) == 0]
+    between = [g for g in recorded if g.np & (g.np - 1) != 0]
+    assert len(anchors) >= 3 and between, [g.np for g in recorded]
+    tuned = tune_from(anchors, tmp_path)
+    assert tuned.launches == 0
+    for g in between:
+        got = judge(g, tuned)
+        assert got.worst <= SLOWER, (g.np, got.worst)
+        met = got.captured >= BETWEEN
+        assert met != ((*key, g.np) in MISSES), (g.np, got.captured, got.chosen)
