@@ -368,3 +368,23 @@ def test_real_open_mpi_runs_what_the_simulation_chose(ompi41: OpenMPI, tmp_path:
     seen = under_rules(ompi41, coll, 4, 65536, out)
     assert seen == forced(ompi41, coll, 4, 65536, chosen, cat)
     assert seen != forced(ompi41, coll, 4, 65536, Config.of(rule.alg, {FAN: rule.faninout}), cat)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("platform", sorted(DOCS.glob("*.xml")), ids=lambda p: p.stem)
+def test_every_example_platform_simulates(platform: Path, tmp_path: Path) -> None:
+    """Each platform docs/smpi.md offers is one SimGrid runs: 32 ranks across its first
+    nodes, every bcast algorithm, times that differ between algorithms."""
+    need_smpi()
+    opts = TuneOptions(["bcast"], [32], backend="smpi", platform=platform,
+                       db=tmp_path / "m.sqlite", sizes=[65536], boundaries="midpoint")
+    res = tune(opts)
+    (d,) = res.decisions["bcast"][32]
+    assert d.simulated and d.default_median and d.best_median
+    store = Store(tmp_path / "m.sqlite")
+    try:
+        (ctx,) = store.contexts()
+        times = {m.config.algorithm: m.samples[0] for m in store.measurements(ctx)}
+    finally:
+        store.close()
+    assert set(times) == {0, *smpi.ALGORITHMS["bcast"]} and len(set(times.values())) >= 4
