@@ -33,14 +33,28 @@ def test_the_recordings_are_there_and_whole() -> None:
         assert len(g.sizes) >= 20 and 3 * len(g.judged()) >= 2 * len(g.sizes), p.name
 
 
+# Grids where the file misses CAPTURED, with why (docs/benchmarks.md, "The tune at scale,
+# against exhaustive SMPI grids"); the test checks they still miss.
+CAPTURE_MISSES = {
+    "fattree-32x16-bcast-np512": "a grid without the sizes a bisection asks: the replay "
+                                 "puts the switch at the midpoint, and SMPI's default "
+                                 "runs split binary tree from 13 to 32 KiB, 7.3x slower "
+                                 "than binomial at 24 KiB, on the wrong side of it",
+}
+
+
 @pytest.mark.parametrize("path", grids(), ids=lambda p: p.stem)
 def test_the_tune_captures_the_oracle_at_a_tenth_of_the_cost(path: Path, tmp_path: Path
                                                             ) -> None:
+    """Item 5: the file captures CAPTURED of the oracle's gain (except where
+    CAPTURE_MISSES says why not), is never more than 3% slower than the default at any
+    recorded size, and the tune holds at most COST of an OSU-driven exhaustive sweep."""
     if shutil.which("smpirun") is None:
         missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
     got = replay(load(path), tmp_path)
     assert got.launches == 0  # every point came from the recording, none simulated again
-    assert got.captured >= CAPTURED, (got.captured, got.chosen)
+    assert (got.captured >= CAPTURED) != (path.stem in CAPTURE_MISSES), (got.captured,
+                                                                        got.chosen)
     assert got.worst <= SLOWER, got.worst
     cost = LaunchCost()
     assert got.held(cost) <= COST * got.exhaustive(cost), (got.held(cost),
