@@ -388,3 +388,27 @@ def test_every_example_platform_simulates(platform: Path, tmp_path: Path) -> Non
     finally:
         store.close()
     assert set(times) == {0, *smpi.ALGORITHMS["bcast"]} and len(set(times.values())) >= 4
+
+
+@pytest.mark.mpi
+def test_a_merged_file_says_what_serves_each_section(tmp_path: Path) -> None:
+    """Each section of a file says which communicator sizes it serves and from what:
+    measured in this run, kept from the file merged into, or nothing measured (the
+    library's own decision); never "measured at 1" for the all-default first section."""
+    need_smpi()
+    out, db = tmp_path / "rules.conf", tmp_path / "m.sqlite"
+    for np in ("16", "8"):
+        res = tune_cli("bcast", "--np", np, "--backend", "smpi", "--platform", str(FLAT),
+                       "--sizes", "64,64K", "--boundaries", "midpoint", "--out", str(out),
+                       "--db", str(db), "--quiet")
+        assert res.returncode == 0, res.stderr
+    text = out.read_text()
+    assert ("# communicators of fewer than 8 ranks: nothing measured there, so the "
+            "library's own decision (algorithm 0)\n# serves communicators of 1 to 7 ranks\n"
+            ) in text
+    assert ("# serves communicators of 8 to 15 ranks: measured at 8; 9 to 15 ranks take "
+            "its rule (the nearest measured size below them; 16 has its own)") in text
+    assert ("# bcast at 16 ranks: kept from the file this run merged into (its notes "
+            "there are not carried over)\n# serves communicators of 16 to any number of "
+            "ranks\n") in text
+    assert "measured at 1;" not in text

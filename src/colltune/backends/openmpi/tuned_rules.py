@@ -283,13 +283,23 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                 if note_of:
                     notes[-1] += note_of(name, d)
             rf.set_section(COLLTYPE[coll.name], section(np, ds), notes)
-    for name in decisions:
+    for name, per_np in decisions.items():
         cid = COLLTYPE[name]
         rules.keep_default_below(rf, cid)
         for sec, lo, hi in rules.served(rf.collectives[cid]):
-            written = rf.notes.get((cid, sec.comsize))  # made now (the reader keeps none)
-            if written is not None:
-                written.insert(1, served_note(sec.comsize, lo, hi))
+            notes = rf.notes.setdefault((cid, sec.comsize), [])
+            if sec.comsize in per_np:  # measured in this run
+                notes.insert(1, served_note(sec.comsize, lo, hi))
+                continue
+            upto = f"{hi}" if hi is not None else "any number of"
+            if not notes:  # kept from the file merged into: the reader keeps no notes
+                notes.append(
+                    f"communicators of fewer than {hi + 1 if hi else lo} ranks: nothing "
+                    "measured there, so the library's own decision (algorithm 0)"
+                    if lo == 1 and all(r.alg == 0 for r in sec.rules) else
+                    f"{name} at {sec.comsize} ranks: kept from the file this run merged "
+                    "into (its notes there are not carried over)")
+            notes.insert(1, f"serves communicators of {lo} to {upto} ranks")
     return rf
 
 
