@@ -35,12 +35,7 @@ def test_the_recordings_are_there_and_whole() -> None:
 
 # Grids where the file misses CAPTURED, with why (docs/benchmarks.md, "The tune at scale,
 # against exhaustive SMPI grids"); the test checks they still miss.
-CAPTURE_MISSES = {
-    "fattree-32x16-bcast-np512": "a grid without the sizes a bisection asks: the replay "
-                                 "puts the switch at the midpoint, and SMPI's default "
-                                 "runs split binary tree from 13 to 32 KiB, 7.3x slower "
-                                 "than binomial at 24 KiB, on the wrong side of it",
-}
+CAPTURE_MISSES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("path", grids(), ids=lambda p: p.stem)
