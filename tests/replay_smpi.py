@@ -91,12 +91,14 @@ COMMSIZES = DATA / "commsizes"
 
 def ladders() -> dict[tuple[str, str], list[Grid]]:
     """Per (platform, collective): every communicator size recorded for item 4, smallest
-    first."""
+    first, with the 512-rank grid of the same platform and collective where there is one
+    (the largest anchor)."""
     out: dict[tuple[str, str], list[Grid]] = {}
     for path in sorted(COMMSIZES.glob("*.csv")):
         g = load(path)
         out.setdefault((g.platform, g.coll), []).append(g)
-    for gs in out.values():
+    for (platform, coll), gs in out.items():
+        gs += [g for g in map(load, grids()) if (g.platform, g.coll) == (platform, coll)]
         gs.sort(key=lambda g: g.np)
     return out
 
