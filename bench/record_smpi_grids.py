@@ -28,7 +28,7 @@ from pathlib import Path
 
 from clirun import TUNE
 
-from colltune.backends.smpi.install import NP_BLOCKS, memory_available, memory_needed
+from colltune.backends.smpi.install import largest_buffer, memory_available, memory_needed
 from colltune.collectives import get_collective
 from colltune.core.space import MAX_BUFFER_BYTES
 from colltune.tuner.boundaries import between
@@ -55,7 +55,7 @@ def sizes_that_fit(coll: str, np: int, memory: float) -> list[int]:
     """The dense sizes a simulation of `np` ranks holds in `memory` bytes, by the model
     tune itself refuses with (backends/smpi/install.memory_needed)."""
     return [s for s in dense_sizes(coll) if memory_needed(coll, np, s) <= memory
-            and s * (np if coll in NP_BLOCKS else 1) <= MAX_BUFFER_BYTES]
+            and largest_buffer(coll, np, s) <= MAX_BUFFER_BYTES]
 
 
 def main() -> None:
@@ -107,9 +107,9 @@ def main() -> None:
                     "SELECT config_key, algorithm, size, status, samples FROM measurements "
                     "WHERE collective=? AND np=? ORDER BY size, algorithm",
                     (coll, np)).fetchall()
-        fresh = [[key, str(alg), str(size), status,
-                  repr(json.loads(samples)[0]) if json.loads(samples) else ""]
-                 for key, alg, size, status, samples in rows]
+        fresh = [[key, str(alg), str(size), status, repr(got[0]) if got else ""]
+                 for key, alg, size, status, samples in rows
+                 for got in [json.loads(samples)]]
         with open(out / name, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["config_key", "algorithm", "size", "status", "seconds"])

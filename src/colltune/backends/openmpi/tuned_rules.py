@@ -288,26 +288,27 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
         rules.keep_default_below(rf, cid)
         for sec, lo, hi in rules.served(rf.collectives[cid]):
             notes = rf.notes.setdefault((cid, sec.comsize), [])
-            if sec.comsize in per_np:  # measured in this run
-                notes.insert(1, served_note(sec.comsize, lo, hi))
-                continue
-            upto = f"{hi}" if hi is not None else "any number of"
-            if not notes:  # kept from the file merged into: the reader keeps no notes
+            measured = sec.comsize in per_np  # in this run
+            if not notes and not measured:  # kept from the file merged into: the reader
+                # keeps no notes
                 notes.append(
                     f"communicators of fewer than {hi + 1 if hi else lo} ranks: nothing "
                     "measured there, so the library's own decision (algorithm 0)"
                     if lo == 1 and all(r.alg == 0 for r in sec.rules) else
                     f"{name} at {sec.comsize} ranks: kept from the file this run merged "
                     "into (its notes there are not carried over)")
-            notes.insert(1, f"serves communicators of {lo} to {upto} ranks")
+            notes.insert(1, served_note(sec.comsize if measured else None, lo, hi))
     return rf
 
 
-def served_note(measured: int, lo: int, hi: int | None) -> str:
+def served_note(measured: int | None, lo: int, hi: int | None) -> str:
     """What serves each communicator size a section decides (issue 84, item 4): the
-    size it was measured at, and the sizes it answers for with that size's rule."""
+    size it was measured at in this run (None: not), and the sizes it answers for with
+    that size's rule."""
     upto = f"{hi}" if hi is not None else "any number of"
     text = f"serves communicators of {lo} to {upto} ranks"
+    if measured is None:
+        return text
     if hi == measured:
         return text + f": measured at {measured}"
     above = ("nothing larger was measured" if hi is None else

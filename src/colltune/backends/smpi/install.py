@@ -268,13 +268,19 @@ def launch_command(smpi: SMPI, hostfile: Path, np: int, coll: str, alg: int,
 # (allgather), 3.0 (allreduce), 3.6 (alltoall), 4.7 (reduce) bytes more
 RANK_BASE = 0.35e6
 BUFFER_FACTOR = 5.0
-NP_BLOCKS = {"allgather", "allgatherv", "alltoall", "alltoallv"}
+
+
+def largest_buffer(coll: str, np: int, size: int) -> int:
+    """A rank's largest buffer at `size` bytes per rank (np blocks where it holds one per
+    rank)."""
+    from colltune.collectives import get_collective
+
+    return size * (np if get_collective(coll).np_blocks else 1)
 
 
 def memory_needed(coll: str, np: int, largest: int) -> float:
     """Bytes one simulation of `np` ranks is expected to hold at its largest size."""
-    blocks = np if coll in NP_BLOCKS else 1
-    return np * (RANK_BASE + BUFFER_FACTOR * largest * blocks)
+    return np * (RANK_BASE + BUFFER_FACTOR * largest_buffer(coll, np, largest))
 
 
 def memory_available() -> float | None:
@@ -297,8 +303,7 @@ def refuse_too_large(coll: str, np: int, sizes: list[int]) -> None:
     need = memory_needed(coll, np, max(sizes))
     if need <= 0.9 * avail:
         return
-    blocks = np if coll in NP_BLOCKS else 1
-    fits = int((0.9 * avail / np - RANK_BASE) / (BUFFER_FACTOR * blocks))
+    fits = int((0.9 * avail / np - RANK_BASE) / (BUFFER_FACTOR * largest_buffer(coll, np, 1)))
     hint = (f"pass --sizes up to {fits} B per rank" if fits >= min(sizes) else
             "lower --np: even the smallest size does not fit")
     raise ColltuneError(
