@@ -29,7 +29,11 @@ def check_arrival(doc: dict, hosts: list[str]) -> None:  # type: ignore[type-arg
     lay = doc["layout"]
     assert lay["hosts"] == hosts
     assert (lay["nodes"], lay["ppn"]) == (len(set(hosts)), max(map(hosts.count, hosts)))
-    assert doc["clock"]["synced"] and doc["clock"]["drift_s"] < DELAY / 5, doc["clock"]
+    # one machine's clock under every node: the true drift is nil, so what is measured is
+    # the two offsets' errors, each within the error the profile states (a bound on the
+    # shortest round trip that holds on a loaded machine too, where round trips grow)
+    clk = doc["clock"]
+    assert clk["synced"] and clk["drift_s"] <= 2 * clk["error_s"] + 1e-9, clk
     groups = {(e["collective"], e["comm_size"]): e["arrival"] for e in doc["entries"]}
     world = groups[("allreduce", 4)]
     print(f"allreduce: spread {world['spread_s']}, late {world['late_ranks'][:1]}")

@@ -201,3 +201,11 @@ def gigabit(cluster: testcluster.Cluster) -> Iterator[testcluster.Cluster]:
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The test cluster is one bridge and one Slurm on this machine: every test on it runs
+    in one xdist worker, in turn (--dist loadgroup), the others beside it."""
+    for item in items:
+        if {"cluster", "gigabit"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("cluster"))

@@ -303,7 +303,10 @@ def refuse_too_large(coll: str, np: int, sizes: list[int]) -> None:
     need = memory_needed(coll, np, max(sizes))
     if need <= 0.9 * avail:
         return
-    fits = int((0.9 * avail / np - RANK_BASE) / (BUFFER_FACTOR * largest_buffer(coll, np, 1)))
+    # the size named leaves room below the refusal's own line (MemAvailable moves as other
+    # jobs run) and is a power of two, the sizes a tune measures by default
+    room = (0.8 * avail / np - RANK_BASE) / (BUFFER_FACTOR * largest_buffer(coll, np, 1))
+    fits = 1 << (int(room).bit_length() - 1) if room >= 1 else 0
     hint = (f"pass --sizes up to {fits} B per rank" if fits >= min(sizes) else
             "lower --np: even the smallest size does not fit")
     raise ColltuneError(
