@@ -166,10 +166,27 @@ def netns() -> Iterator[str]:
 
 # The test cluster (tests/testcluster.py): every test across "nodes" runs on it.
 
+def _the_only_cluster_of_this_run() -> None:
+    """One test worker makes the cluster (its tests are one xdist group): a second would
+    meet the first's Slurm and processes. Where the group did not hold (a pytest whose node
+    ids drop it), the second worker fails saying so, rather than tests failing at random."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        return
+    mark = Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}"
+    try:
+        os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pytest.fail("another test worker of this run made the test cluster: the tests on it "
+                    "must share one worker (--dist loadgroup; pytest-xdist issue 1386: "
+                    "pytest 9.2 drops the groups)")
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[testcluster.Cluster]:
     """Two nodes with a private /tmp each and a real Slurm (tests/testcluster.py), for the
     session. Skipped, saying why, where the machine cannot build it, except in CI."""
+    _the_only_cluster_of_this_run()
     why = testcluster.why_not() or testcluster.slurm_why_not()
     if why:
         if os.environ.get("CI"):
@@ -185,6 +202,10 @@ def cluster() -> Iterator[testcluster.Cluster]:
         yield c
     finally:
         c.down()
+        run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+        if run:
+            (Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}").unlink(
+                missing_ok=True)
 
 
 @pytest.fixture
@@ -203,9 +224,12 @@ def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The test cluster is one bridge and one Slurm on this machine: every test on it runs
-    in one xdist worker, in turn (--dist loadgroup), the others beside it."""
+    in one xdist worker, in turn (--dist loadgroup), the others beside it. (Marked after
+    xdist's hook, the groups were ignored: both workers built a cluster, and one's Slurm
+    and processes met the other's.)"""
     for item in items:
         if {"cluster", "gigabit"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("cluster"))
