@@ -108,3 +108,63 @@ def test_the_measuring_options_every_command_shares_are_declared_once() -> None:
         assert len(shared) >= (3 if name == "verify" else 4), (name, shared)
         for field in shared:
             assert params[field].default == getattr(defaults, field), (name, field)
+
+
+# flags a request declares that a command also declares for itself, because there they
+# mean something else: (module, flag) -> what the flag means there
+OTHER_MEANING = {
+    ("apps.py", "--timeout"): "tune profile: seconds before the application is stopped",
+    ("compare.py", "--timeout"): "tune compare: seconds per launch",
+    ("runtime.py", "--timeout"): "tune runtime: seconds per launch",
+    ("runtime.py", "--budget"): "tune runtime: screening launches",
+    ("runtime.py", "--pairs"): "tune runtime: fresh launch pairs per finalist",
+    ("verifying.py", "--pairs"): "tune verify --app: default/rules pairs of the application",
+    ("verifying.py", "--point-time"): "tune verify: seconds per size and launch",
+}
+
+
+def test_a_flag_a_request_declares_is_declared_nowhere_else() -> None:
+    """tune's and tune app's options that a request declares (MeasureSettings, TuneOptions,
+    OnlineRequest) come from `declared` only: a typer.Option anywhere in the CLI naming
+    such a flag is a second declaration, allowed only where the flag means something else
+    there (OTHER_MEANING, each said)."""
+    import ast
+
+    import colltune.cli
+    from colltune.options import MeasureSettings, TuneOptions
+
+    flags = {flag for cls in (MeasureSettings, TuneOptions, OnlineRequest)
+             for f in dataclasses.fields(cls) if "option" in f.metadata
+             for flag in f.metadata["option"].flags}
+    assert {"--confirm-rounds", "--point-time", "--strategy", "--timeout"} <= flags
+    again = set()
+    for path in Path(colltune.cli.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Option":
+                again |= {(path.name, a.value) for a in node.args[1:]
+                          if isinstance(a, ast.Constant) and a.value in flags}
+    assert again == set(OTHER_MEANING), again ^ set(OTHER_MEANING)
+
+
+def test_tune_and_tune_app_take_their_defaults_from_the_request() -> None:
+    """What a tune is given when an option is left out is what TuneOptions and
+    MeasureSettings declare, in `tune COLLECTIVE` and `tune app` alike (and each option's
+    help is the declaration's unless the command says more)."""
+    from colltune.cli import app
+    from colltune.options import MeasureSettings, TuneOptions
+
+    command = typer.main.get_command(app)
+    declared = {f.name: (f.default, f.metadata["option"])
+                for cls in (TuneOptions, MeasureSettings) for f in dataclasses.fields(cls)
+                if "option" in f.metadata}
+    for name, least in (("reduce", 24), ("app", 10)):
+        params = {p.name: p for p in command.commands[name].params}  # type: ignore[attr-defined]
+        shared = [n for n in params if n in declared]
+        assert len(shared) >= least, (name, shared)
+        for n in shared:
+            default, d = declared[n]
+            assert params[n].default == default, (name, n)
+            assert set(d.flags) <= set(params[n].opts), (name, n)
+        if name == "reduce":
+            assert all(params[n].help == declared[n][1].help or not declared[n][1].help
+                       for n in shared)

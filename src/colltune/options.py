@@ -18,7 +18,18 @@ class MeasureSettings(Repetitions):
     every measuring command shares are declared here once (core/setting): tune, tune app
     and tune verify take their flag, default and help from these fields."""
 
-    timeout: float = 60.0  # seconds without progress before a launch is killed as hung
+    # the kernel's stopping rule (Repetitions), as tune and tune app take it
+    point_time: float = setting(
+        Repetitions.point_time, "--point-time",
+        help="Time budget per (config, size) in seconds.")
+    rel_ci: float = setting(Repetitions.rel_ci, "--rel-ci",
+                            help="Target CI half-width / median.")
+    min_reps: int = setting(Repetitions.min_reps, "--min-reps", help="")
+    max_reps: int = setting(Repetitions.max_reps, "--max-reps", help="")
+    seed: int = setting(Repetitions.seed, "--seed", help="Seed of the measurement order.")
+    # a launch without progress this long is killed as hung
+    timeout: float = setting(60.0, "--timeout",
+                             help="Seconds without progress before a launch is killed.")
     # a win must hold isolated and back to back (docs/methodology.md)
     timing: str = setting(
         "both", "--timing", help="isolated (one call after a barrier), back-to-back (a "
@@ -39,7 +50,12 @@ class MeasureSettings(Repetitions):
     # where the default has a launch of its own (a launch per configuration), it may be
     # measured in several, spread over the sweep: every configuration is compared with it,
     # and one launch of it moves up to 2x; opt-in, whole tunes not shown better (methodology)
-    default_launches: int = 1
+    default_launches: int = setting(
+        1, "--default-launches",
+        help="Where each configuration has a launch of its own (--sweep relaunch or "
+             "bands, and libraries without MPI_T), launches measuring the library's "
+             "default, spread over the sweep, samples pooled: what all are compared "
+             "with.")
 
 
 # TuneOptions fields that only some families take, and the flag that sets each: a family
@@ -61,13 +77,31 @@ class TuneOptions:
     segsizes: list[int] | None = None  # every segment-like parameter's values
     # values per parameter the installation's catalog declares (--param NAME=VALUES)
     params: dict[str, list[int]] = field(default_factory=dict)
-    strategy: str = "grid"  # grid | race | bayes
-    budget: int | None = None  # bayes: measured points; race: repetitions
-    ei_stop: float = 0.0005  # bayes stops when no point is expected to gain more (log ratio)
-    top_k: int = 3  # model: configurations measured per size besides the default
-    predict: bool = False  # write rules for `nps` from models fitted at `fit_nps`
+    strategy: str = setting(
+        "grid", "--strategy", help="grid (every point), race (successive halving per "
+        "size), bayes (Gaussian process, expected improvement) or model (a race among the "
+        "fitted model's shortlist per size: its --top-k and each algorithm's "
+        "best-predicted variant).")
+    budget: int | None = setting(
+        None, "--budget", help="Per collective and --np: bayes measures at most this many "
+        "(configuration, size) points, defaults included; race spends at most this many "
+        "repetitions.")
+    ei_stop: float = setting(
+        0.0005, "--ei-stop", help="bayes stops when no point is expected to improve on its "
+        "size's best by this (log ratio).")
+    top_k: int = setting(
+        3, "--top-k", help="model: configurations predicted fastest that join each "
+        "algorithm's best-predicted one in the race.")
+    # write rules for `nps` from models fitted at `fit_nps`
+    predict: bool = setting(
+        False, "--predict", help="--np cannot run here: measure at --fit-np, fit the cost "
+        "models, write rules predicted for --np.")
     fit_nps: list[int] = field(default_factory=lambda: [2, 3, 4])
-    sweep: str = "mpit"
+    sweep: str = setting(
+        "mpit", "--sweep",
+        help="mpit (one launch through MPI_T where the library has it), relaunch (a launch "
+             "per configuration) or bands (a file naming a configuration per message size, "
+             "each measured near its size: Intel MPI).")
     # a ladder: measure these communicator sizes inside the one launch of --np ranks
     # (consecutive-rank groups, all at once), one rules section each
     comm_sizes: list[int] | None = None
@@ -82,10 +116,13 @@ class TuneOptions:
     # SMPI's
     platform: Path | None = None  # the SimGrid platform file to simulate
     # Open MPI's (and SMPI's, which writes Open MPI's rules: rules_version)
-    tune_han: bool = False  # Open MPI 5 across nodes: coll/han's choices, han's rules file
+    tune_han: bool = setting(
+        False, "--tune-han", help="Open MPI 5 across nodes: tune coll/han's own choices "
+        "(flat tuned or han, han's algorithm, its level modules); --out gets han's rules "
+        "file and an MCA parameter file beside it.")
     rules_version: int | None = None
     out_format: str | None = None  # --format: which of its family's formats to write
-    from_db: bool = False
+    from_db: bool = setting(False, "--from-db", help="Decide from stored data only.")
     hostfile: str | None = None
     launch: Launch | None = None  # --launcher, --nodes, --ppn, --launcher-args
     summary_json: Path | None = None
@@ -94,25 +131,45 @@ class TuneOptions:
     # a configuration with fewer samples at a size is never chosen there (tune online: the
     # candidates successive halving left with a few calls; the kernel's points have more)
     min_samples: int = 1
-    oversubscribe: bool = False  # run above MAX_OVERSUBSCRIPTION ranks per core anyway
-    confirm_rounds: int = 4  # fresh launch pairs that must confirm each win; 0: skip
+    # run above MAX_OVERSUBSCRIPTION ranks per core anyway
+    oversubscribe: bool = setting(
+        False, "--oversubscribe", help="Run more than 4 ranks per core on this machine "
+        "anyway (refused otherwise: the timings would measure the scheduler).")
+    confirm_rounds: int = setting(
+        4, "--confirm-rounds", help="Fresh default/tuned launch pairs that must confirm "
+        "each win (0: skip).")
     confirm_alpha: float = 0.05  # paired t-test over those launch pairs
     # ... and up to this many where still undecided; None: twice confirm_rounds (4, 8)
-    confirm_max_rounds: int | None = None
+    confirm_max_rounds: int | None = setting(
+        None, "--confirm-max-rounds", help="... and up to this many where they leave a win "
+        "undecided (default: twice as many; a stand-in for the default: twice this).")
     # an application's calls at a size in one launch: the launch pairs also judge a choice
     # over this many calls from the size's first on, where a slow start can outweigh a
     # faster call (and refuse it); 0: judge warm calls only
-    start_calls: int = 1000
+    start_calls: int = setting(
+        1000, "--start-calls",
+        help="An application's calls at one size per launch: a choice must not lose over "
+             "this many calls from the size's first (a slow start); 0: judge warm calls "
+             "only.")
     # sizes above the largest measured one: "extend" its decision, or "library" (a default
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"
     # where neighbouring sizes decide differently: "measure" between them until the switch
     # is located within 1.25x (tuner.boundaries), or "midpoint" (the geometric midpoint)
-    boundaries: str = "measure"
+    boundaries: str = setting(
+        "measure", "--boundaries",
+        help="measure: where neighbouring sizes decide differently, measure between them "
+             "until the switch is located within 1.25x; midpoint: put the boundary at the "
+             "geometric midpoint unmeasured.")
     # MVAPICH2's: where the output cannot name the library's default at a size (its
     # shared-memory reduce): write the fastest nameable algorithm measured there and note its
     # cost, rather than leave the whole collective to the library
-    trade_off: bool = False
+    trade_off: bool = setting(
+        False, "--trade-off",
+        help="mvapich2: where a range string cannot name MVAPICH2's default (its "
+             "shared-memory reduce, reduce via allreduce), write the fastest algorithm "
+             "measured there anyway and note its cost; without it such a collective is left "
+             "to MVAPICH2 whole.")
     # points not to measure (core/plan.Excluded): what tune app already knows from the
     # application's own calls (apploop/online/for_app.py)
     excluded: Excluded = frozenset()

@@ -30,12 +30,12 @@ from colltune.cli.common import (
     out,
 )
 from colltune.errors import ColltuneError
+from colltune.options import MeasureSettings, TuneOptions
 from colltune.outfile import ensure_writable
 
 if TYPE_CHECKING:  # the command imports it when it runs (the CLI starts lean)
     from colltune.apploop.app.tune_app import AppResult
     from colltune.apploop.online.summary import OnlineResult
-    from colltune.options import TuneOptions
 
 
 @app.command("profile", context_settings={"allow_interspersed_args": False})
@@ -108,15 +108,15 @@ def app_cmd(
     min_share: float = typer.Option(0.001, "--min-share",
                                     help="Groups under this share of the run's wall time "
                                          "are not measured."),
-    strategy: str = typer.Option("grid", "--strategy", help="grid, race, bayes or model."),
+    strategy: str = declared(TuneOptions, "strategy", help="grid, race, bayes or model."),
     segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
-    point_time: float = typer.Option(0.25, "--point-time",
-                                     help="Seconds per (config, size) for the costliest "
-                                          "groups; less for cheaper ones."),
-    min_reps: int = typer.Option(7, "--min-reps"),
-    max_reps: int = typer.Option(400, "--max-reps"),
-    confirm_rounds: int = typer.Option(4, "--confirm-rounds"),
-    oversubscribe: bool = typer.Option(False, "--oversubscribe", metavar=""),
+    point_time: float = declared(MeasureSettings, "point_time",
+                                 help="Seconds per (config, size) for the costliest groups; "
+                                      "less for cheaper ones."),
+    min_reps: int = declared(MeasureSettings, "min_reps"),
+    max_reps: int = declared(MeasureSettings, "max_reps"),
+    confirm_rounds: int = declared(TuneOptions, "confirm_rounds", help=None),
+    oversubscribe: bool = declared(TuneOptions, "oversubscribe", metavar="", help=None),
     hostfile: str | None = typer.Option(None, "--hostfile", help="Hostfile of the nodes to "
                                         "measure on (the profile's layout is asked of it)."),
     launcher: str | None = typer.Option(None, "--launcher",
@@ -146,8 +146,7 @@ def app_cmd(
              "entering together; both: every group with arrival data measured both ways, "
              "the file tuned together written beside --out (rules.together.conf), the "
              "table saying where the choices differ."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
-                                                          "before a launch is killed."),
+    timeout: float = declared(MeasureSettings, "timeout"),
     slurm_script: Path | None = typer.Option(
         None, "--slurm-script", help="Write a Slurm batch script that runs this in an "
                                      "allocation of the profile's layout, instead of now."),

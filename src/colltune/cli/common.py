@@ -118,11 +118,12 @@ JSON_OPTION = typer.Option(None, "--json", help="Also write what is shown as JSO
 
 def declared(cls: type, name: str, **more: Any) -> Any:
     """The typer option of a request field declared with core/setting.setting: its flags,
-    default and help from the one declaration (`more`: typer's own, e.g. a metavar)."""
+    default and help from the one declaration (`more`: typer's own, e.g. a metavar, or a
+    command's own help where its option means more than the field)."""
     from colltune.core.setting import declared as field_of
 
     default, d = field_of(cls, name)
-    return typer.Option(default, *d.flags, help=d.help, **more)
+    return typer.Option(default, *d.flags, **{"help": d.help, **more})
 
 
 def write_json(path: Path | None, doc: object) -> None:

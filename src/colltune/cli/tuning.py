@@ -314,48 +314,20 @@ def _make_tune_command(name: str) -> None:
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
         launch_cost: str | None = declared(TuneOptions, "launch_cost"),
-        tune_han: bool = typer.Option(
-            False, "--tune-han", metavar="",
-            help="Open MPI 5 across nodes: tune coll/han's own choices "
-                                      "(flat tuned or han, han's algorithm, its level "
-                                      "modules); --out gets han's rules file and an MCA "
-                                      "parameter file beside it."),
+        tune_han: bool = declared(TuneOptions, "tune_han", metavar=""),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
         params: list[str] = PARAM_OPTION,
-        strategy: str = typer.Option(
-            "grid", "--strategy", help="grid (every point), race (successive halving per "
-                                       "size), bayes (Gaussian process, expected improvement) "
-                                       "or model (a race among the fitted model's "
-                                       "shortlist per size: its --top-k and each "
-                                       "algorithm's best-predicted variant)."),
-        budget: int | None = typer.Option(
-            None, "--budget", help="Per collective and --np: bayes measures at most this many "
-                                   "(configuration, size) points, defaults included; race "
-                                   "spends at most this many repetitions."),
-        top_k: int = typer.Option(3, "--top-k", help="model: configurations predicted "
-                                                     "fastest that join each algorithm's "
-                                                     "best-predicted one in the race."),
-        predict: bool = typer.Option(False, "--predict", metavar="",
-                                     help="--np cannot run here: measure at --fit-np, fit the "
-                                          "cost models, write rules predicted for --np."),
+        strategy: str = declared(TuneOptions, "strategy"),
+        budget: int | None = declared(TuneOptions, "budget"),
+        top_k: int = declared(TuneOptions, "top_k"),
+        predict: bool = declared(TuneOptions, "predict", metavar=""),
         fit_np: str = typer.Option("2,3,4", "--fit-np",
                                    help="With --predict: communicator sizes measured."),
-        ei_stop: float = typer.Option(0.0005, "--ei-stop",
-                                      help="bayes stops when no point is expected to improve "
-                                           "on its size's best by this (log ratio)."),
-        sweep: str = typer.Option(
-            "mpit", "--sweep",
-            help="mpit (one launch through MPI_T where the library has it), relaunch (a "
-                 "launch per configuration) or bands (a file naming a configuration per "
-                 "message size, each measured near its size: Intel MPI)."),
-        default_launches: int = typer.Option(
-            1, "--default-launches", min=1,
-            help="Where each configuration has a launch of its own (--sweep relaunch or "
-                 "bands, and libraries without MPI_T), launches measuring the library's "
-                 "default, spread over the sweep, samples pooled: what all are compared "
-                 "with."),
+        ei_stop: float = declared(TuneOptions, "ei_stop"),
+        sweep: str = declared(TuneOptions, "sweep"),
+        default_launches: int = declared(MeasureSettings, "default_launches", min=1),
         comm_sizes: str | None = typer.Option(
             None, "--comm-sizes",
             help="Communicator sizes measured inside the one launch of --np ranks (2:512: "
@@ -365,14 +337,9 @@ def _make_tune_command(name: str) -> None:
         rules_version: int | None = typer.Option(None, "--rules-version",
                                                     help="1 classic, 2 rule-file-version-2, 3 JSON "
                                                          "(Open MPI 6; its default there)."),
-        from_db: bool = typer.Option(False, "--from-db", metavar="",
-                                     help="Decide from stored data only."),
+        from_db: bool = declared(TuneOptions, "from_db", metavar=""),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
-        oversubscribe: bool = typer.Option(
-            False, "--oversubscribe", metavar="",
-            help="Run more than 4 ranks per core on this machine "
-                                           "anyway (refused otherwise: the timings would "
-                                           "measure the scheduler)."),
+        oversubscribe: bool = declared(TuneOptions, "oversubscribe", metavar=""),
         launcher: str | None = typer.Option(None, "--launcher",
                                             help="mpirun or srun (default: srun inside a "
                                                  "Slurm allocation, else mpirun)."),
@@ -397,35 +364,20 @@ def _make_tune_command(name: str) -> None:
                                                     help="Write decisions as JSON."),
         quiet: bool = typer.Option(False, "--quiet", "-q", metavar="",
                                    help="No progress or tables."),
-        timeout: float = typer.Option(60.0, "--timeout", help="Seconds without progress "
-                                                              "before a launch is killed."),
-        point_time: float = typer.Option(0.25, "--point-time",
-                                         help="Time budget per (config, size) in seconds."),
-        rel_ci: float = typer.Option(0.05, "--rel-ci", help="Target CI half-width / median."),
-        min_reps: int = typer.Option(7, "--min-reps"),
-        max_reps: int = typer.Option(400, "--max-reps"),
-        seed: int = typer.Option(1, "--seed", help="Seed of the measurement order."),
-        confirm_rounds: int = typer.Option(4, "--confirm-rounds",
-                                           help="Fresh default/tuned launch pairs that must "
-                                                "confirm each win (0: skip)."),
-        confirm_max_rounds: int | None = typer.Option(
-            None, "--confirm-max-rounds", help="... and up to this many where they leave a "
-                                               "win undecided (default: twice as many; a "
-                                               "stand-in for the default: twice this)."),
-        start_calls: int = typer.Option(
-            1000, "--start-calls",
-            help="An application's calls at one size per launch: a choice must not lose "
-                 "over this many calls from the size's first (a slow start); 0: judge "
-                 "warm calls only."),
+        timeout: float = declared(MeasureSettings, "timeout"),
+        point_time: float = declared(MeasureSettings, "point_time"),
+        rel_ci: float = declared(MeasureSettings, "rel_ci"),
+        min_reps: int = declared(MeasureSettings, "min_reps"),
+        max_reps: int = declared(MeasureSettings, "max_reps"),
+        seed: int = declared(MeasureSettings, "seed"),
+        confirm_rounds: int = declared(TuneOptions, "confirm_rounds"),
+        confirm_max_rounds: int | None = declared(TuneOptions, "confirm_max_rounds"),
+        start_calls: int = declared(TuneOptions, "start_calls"),
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
         cutoff: float = CUTOFF_OPTION,
-        boundaries: str = typer.Option(
-            "measure", "--boundaries",
-            help="measure: where neighbouring sizes decide differently, measure between "
-                 "them until the switch is located within 1.25x; midpoint: put the boundary "
-                 "at the geometric midpoint unmeasured."),
+        boundaries: str = declared(TuneOptions, "boundaries"),
         arrival: Path | None = typer.Option(
             None, "--arrival",
             help="A profile (tune profile -o): every point is timed with the kernel "
@@ -433,12 +385,7 @@ def _make_tune_command(name: str) -> None:
                  "ranks (each rank waits its recorded delay before each call), stored apart "
                  "from points timed with the ranks entering together. One collective, one "
                  "--np."),
-        trade_off: bool = typer.Option(
-            False, "--trade-off", metavar="",
-            help="mvapich2: where a range string cannot name MVAPICH2's default (its "
-                 "shared-memory reduce, reduce via allreduce), write the fastest algorithm "
-                 "measured there anyway and note its cost; without it such a collective is "
-                 "left to MVAPICH2 whole."),
+        trade_off: bool = declared(TuneOptions, "trade_off", metavar=""),
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
