@@ -64,3 +64,21 @@ def test_every_benchmark_section_says_the_commit_its_numbers_are_from() -> None:
                              capture_output=True, text=True, check=False)
         if got.returncode == 0:  # a shallow clone may lack it: the format above still holds
             assert got.stdout.strip() == m.group(2), m.group(0)
+
+
+def test_every_benchmark_section_says_the_command_that_made_it() -> None:
+    """Issue 87: docs/benchmarks.md holds current results a reader can make again: every
+    section shows at least one command that made its numbers (an indented or fenced block
+    that runs colltune, a bench/ script or the MPI tool measured), and no section is a
+    run-by-run record (those are in docs/notes/)."""
+    import re
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md").read_text()
+    sections = re.split(r"^## ", page, flags=re.M)[1:]
+    command = re.compile(r"^(?: {4}|```\w*\n)(?:cd \S+ && )?(?:[A-Z0-9_]+=\S+ )*"
+                         r"(?:\S*python3?|\S*tune|bench/|bash|\S*mpirun|srun|sbatch|salloc|"
+                         r"\S*IMB-MPI1|\S*osu_)", flags=re.M)
+    without = [s.split("\n", 1)[0] for s in sections if not command.search(s)]
+    assert without == [], "show the command that made each section's numbers"
+    assert all(len(s.splitlines()) < 250 for s in sections), \
+        [(s.split("\n", 1)[0], len(s.splitlines())) for s in sections]
