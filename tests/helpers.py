@@ -23,18 +23,18 @@ if TYPE_CHECKING:
     from colltune.backends.openmpi.install import OpenMPI
 
 
-def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600
-             ) -> subprocess.CompletedProcess[str]:
-    """Runs `tune ...` in a fresh process, as a user would: forked from a process that has
-    imported its heavy modules already (cli_zygote.py; COLLTUNE_TEST_FORK=0: started
-    with `python -m colltune.cli` instead)."""
+def tune_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 600,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs `tune ...` in a fresh process (in `cwd`, else here), as a user would: forked
+    from a process that has imported its heavy modules already (cli_zygote.py;
+    COLLTUNE_TEST_FORK=0: started with `python -m colltune.cli` instead)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     cmd = [sys.executable, "-m", "colltune.cli", *args]
     if os.environ.get("COLLTUNE_TEST_FORK") == "0":
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=full_env, check=False)
-    return _Zygote.get().run(cmd, full_env, timeout)
+                              env=full_env, check=False, cwd=cwd)
+    return _Zygote.get().run(cmd, full_env, timeout, cwd)
 
 
 class _Zygote:
@@ -60,14 +60,15 @@ class _Zygote:
             raise RuntimeError("the CLI's forking process ended (tests/cli_zygote.py)")
         return json.loads(line)  # type: ignore[no-any-return]
 
-    def run(self, cmd: list[str], env: dict[str, str], timeout: float
-            ) -> subprocess.CompletedProcess[str]:
-        """`cmd` (python -m colltune.cli ARGS) as a forked process with `env`."""
+    def run(self, cmd: list[str], env: dict[str, str], timeout: float,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        """`cmd` (python -m colltune.cli ARGS) as a forked process with `env`, in `cwd`."""
         args = cmd[3:]
         assert self.proc.stdin is not None and self.proc.stdout is not None
         with tempfile.TemporaryDirectory(prefix="colltune-cli-") as tmp:
             out, err = Path(tmp) / "out", Path(tmp) / "err"
-            self.proc.stdin.write(json.dumps({"args": args, "env": env, "cwd": os.getcwd(),
+            self.proc.stdin.write(json.dumps({"args": args, "env": env,
+                                              "cwd": str(cwd or os.getcwd()),
                                               "stdout": str(out), "stderr": str(err)}) + "\n")
             self.proc.stdin.flush()
             pid = self._answer()["pid"]

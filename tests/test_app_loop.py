@@ -23,7 +23,7 @@ from colltune.core.records import PointResult
 from colltune.rules import ompi_classic as rules
 from colltune.rules.ompi_classic import COLLTYPE
 from colltune.store import Context
-from helpers import check_app_verdict
+from helpers import check_app_verdict, tune_cli
 from qe_app import prepare, pw_x
 
 
@@ -57,9 +57,7 @@ def test_a_pair_the_load_changed_under_or_far_beyond_the_rest_is_disturbed() -> 
 
 
 def _tune(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "colltune.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **env}, check=False)
+    return tune_cli(*args, env=env, cwd=cwd)
 
 
 def test_the_loop_on_an_application_that_lives_in_its_collectives(ompi41: OpenMPI,
@@ -205,20 +203,17 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
 
     exe = build_arrival(ompi41, tmp_path)
     prof = tmp_path / "p.json"
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "profile", "-o", str(prof),
-                        "--mpi", "/usr", "--", str(ompi41.mpirun), "-np", "4",
-                        "--oversubscribe", str(exe), str(int(DELAY * 1e6)), "3", "60"],
-                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    r = tune_cli("profile", "-o", str(prof), "--mpi", "/usr", "--", str(ompi41.mpirun), "-np", "4",
+                 "--oversubscribe", str(exe), str(int(DELAY * 1e6)), "3", "60",
+                 env=ompi41.tool_env())
     assert r.returncode == 0, r.stderr
     quick = ["--mpi", "/usr", "--oversubscribe", "--point-time", "0.03", "--min-reps", "5",
              "--max-reps", "12", "--confirm-rounds", "0", "--db", str(tmp_path / "db.sqlite")]
     out = tmp_path / "r.conf"
     # a terminal wide enough that the table's headers never wrap (how wide the table is
     # depends on the algorithms' names chosen: at 80 columns "entering together" once did)
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--arrival",
-                        "both", "--out", str(out), "--json", str(tmp_path / "a.json"), *quick],
-                       capture_output=True, text=True, env={**ompi41.tool_env(),
-                                                            "COLUMNS": "250"}, check=False)
+    r = tune_cli("app", str(prof), "--arrival", "both", "--out", str(out), "--json",
+                 str(tmp_path / "a.json"), *quick, env={**ompi41.tool_env(), "COLUMNS": "250"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert out.exists() and (tmp_path / "r.together.conf").exists()
     assert "entering together" in r.stdout, r.stdout  # the table's column of the other choice
@@ -235,24 +230,19 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
     assert plain in keys and any(k.startswith(plain + "~arrival=") for k in keys), keys
     # any tune replays a profile's pattern for its one collective and --np (the same rows:
     # the same key as tune app's points); a pattern the profile lacks is refused
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "allreduce", "--np", "4",
-                        "--sizes", "64", "--arrival", str(prof), "--backend", "openmpi",
-                        "--out", str(tmp_path / "one.conf"), *quick], capture_output=True,
-                       text=True, env=ompi41.tool_env(), check=False)
+    r = tune_cli("allreduce", "--np", "4", "--sizes", "64", "--arrival", str(prof), "--backend",
+                 "openmpi", "--out", str(tmp_path / "one.conf"), *quick, env=ompi41.tool_env())
     assert r.returncode == 0 and "replaying" in r.stderr, r.stdout + r.stderr
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "reduce", "--np", "4",
-                        "--arrival", str(prof), "--backend", "openmpi", *quick],
-                       capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    r = tune_cli("reduce", "--np", "4", "--arrival", str(prof), "--backend", "openmpi", *quick,
+                 env=ompi41.tool_env())
     assert r.returncode == 2 and "no arrival pattern of reduce on 4 ranks" in r.stderr
     # the two files judged against each other by the application's own runs, each arm's
     # file read back in every rank, the verdict with its power
     v = tmp_path / "v.json"
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "verify", "--app", "--rules",
-                        str(out), "--baseline", str(tmp_path / "r.together.conf"), "--pairs",
-                        "3", "--max-rounds", "3", "--json", str(v), "--", str(ompi41.mpirun),
-                        "-np", "4", "--oversubscribe", str(exe), str(int(DELAY * 1e6)), "3",
-                        "60"], capture_output=True, text=True, env=ompi41.tool_env(),
-                       check=False)
+    r = tune_cli("verify", "--app", "--rules", str(out), "--baseline",
+                 str(tmp_path / "r.together.conf"), "--pairs", "3", "--max-rounds", "3", "--json",
+                 str(v), "--", str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe),
+                 str(int(DELAY * 1e6)), "3", "60", env=ompi41.tool_env())
     verdict = json.loads(v.read_text())
     check_app_verdict(r, verdict)
     assert verdict["baseline"] == str(tmp_path / "r.together.conf")
@@ -262,26 +252,22 @@ def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
     bad = json.loads(prof.read_text())
     bad["clock"]["synced"] = False
     prof.write_text(json.dumps(bad))
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--json",
-                        str(tmp_path / "b.json"), *quick], capture_output=True, text=True,
-                       env=ompi41.tool_env(), check=False)
+    r = tune_cli("app", str(prof), "--json", str(tmp_path / "b.json"), *quick,
+                 env=ompi41.tool_env())
     assert r.returncode == 0, r.stdout + r.stderr
     said = r.stdout + r.stderr
     assert said.count("arrival patterns are not used: its clock sync failed") == 1, said
     groups = json.loads((tmp_path / "b.json").read_text())["groups"]
     assert all(g["arrival"] == "together (clock)" for g in groups
                if g["status"] == "measured"), groups
-    r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof), "--arrival",
-                        "sometimes", *quick], capture_output=True, text=True,
-                       env=ompi41.tool_env(), check=False)
+    r = tune_cli("app", str(prof), "--arrival", "sometimes", *quick, env=ompi41.tool_env())
     assert r.returncode == 2 and "unknown --arrival 'sometimes'" in r.stderr
     # --layouts: each named layout checked before anything is launched
     for lays, words in (("1x4,2x2", "--layouts 2x2: allreduce at 4 ranks would run as 1x4"),
                         ("1x2", "--layouts 1x2: the profile's job had 4 ranks")):
         lay_db = tmp_path / "lay.sqlite"
-        r = subprocess.run([sys.executable, "-m", "colltune.cli", "app", str(prof),
-                            "--layouts", lays, *quick[:-1], str(lay_db)], capture_output=True,
-                           text=True, env=ompi41.tool_env(), check=False)
+        r = tune_cli("app", str(prof), "--layouts", lays, *quick[:-1], str(lay_db),
+                     env=ompi41.tool_env())
         assert r.returncode == 2 and words in r.stderr, r.stderr
         assert not lay_db.exists()
 

@@ -47,9 +47,11 @@ def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> Non
     assert all(s["mde"] is not None and s["mde"] > 1 for s in bcast["kernel"])
     assert bcast["speedup"] < 1 and doc["failed"] is True
     # the application step of 8 B and 64 KiB (--step-from) runs the file in its rules arm:
-    # the 64 KiB call's slowdown shows in the step (both arms the default, it would not)
+    # the 64 KiB call's slowdown shows in the step (both arms the default, it would not).
+    # Its rounds are not bounded as the sizes' are: the unchanged 8 B call dilutes the
+    # step's ratio, and on a loaded machine (the suite's other worker) it took 12 looks
     (step,) = bcast["step"]
-    assert step["what"] == "one step of 8 B, 65536 B" and step["rounds"] in (3, 6), step
+    assert step["what"] == "one step of 8 B, 65536 B" and step["rounds"] >= 3, step
     assert step["verdict"] == "slower" and step["ratio"] > 1.5, step
     assert "bcast one step of 8 B, 65536 B" in r.stderr
     assert doc["design"]["family"] == 2 * 3 + 1  # 2 sizes x 3 modes, and the step
