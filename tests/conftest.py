@@ -166,14 +166,19 @@ def netns() -> Iterator[str]:
 
 # The test cluster (tests/testcluster.py): every test across "nodes" runs on it.
 
+def _cluster_mark() -> Path | None:
+    """The file saying a worker of this xdist run made the test cluster (None: no xdist)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}" if run else None
+
+
 def _the_only_cluster_of_this_run() -> None:
     """One test worker makes the cluster (its tests are one xdist group): a second would
     meet the first's Slurm and processes. Where the group did not hold (a pytest whose node
     ids drop it), the second worker fails saying so, rather than tests failing at random."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run:
+    mark = _cluster_mark()
+    if mark is None:
         return
-    mark = Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}"
     try:
         os.close(os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
@@ -202,10 +207,9 @@ def cluster() -> Iterator[testcluster.Cluster]:
         yield c
     finally:
         c.down()
-        run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-        if run:
-            (Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}").unlink(
-                missing_ok=True)
+        mark = _cluster_mark()
+        if mark is not None:
+            mark.unlink(missing_ok=True)
 
 
 @pytest.fixture

@@ -116,7 +116,7 @@ def app_cmd(
     min_reps: int = declared(MeasureSettings, "min_reps"),
     max_reps: int = declared(MeasureSettings, "max_reps"),
     confirm_rounds: int = declared(TuneOptions, "confirm_rounds", help=None),
-    oversubscribe: bool = declared(TuneOptions, "oversubscribe", metavar="", help=None),
+    oversubscribe: bool = declared(TuneOptions, "oversubscribe", help=None),
     hostfile: str | None = typer.Option(None, "--hostfile", help="Hostfile of the nodes to "
                                         "measure on (the profile's layout is asked of it)."),
     launcher: str | None = typer.Option(None, "--launcher",

@@ -123,6 +123,8 @@ def declared(cls: type, name: str, **more: Any) -> Any:
     from colltune.core.setting import declared as field_of
 
     default, d = field_of(cls, name)
+    if isinstance(default, bool) and not any("/" in f for f in d.flags):
+        more.setdefault("metavar", "")  # a one-way switch takes no value: none shown
     return typer.Option(default, *d.flags, **{"help": d.help, **more})
 
 

@@ -314,7 +314,7 @@ def _make_tune_command(name: str) -> None:
         platform: Path | None = typer.Option(None, "--platform",
                                              help="smpi: SimGrid platform XML to simulate."),
         launch_cost: str | None = declared(TuneOptions, "launch_cost"),
-        tune_han: bool = declared(TuneOptions, "tune_han", metavar=""),
+        tune_han: bool = declared(TuneOptions, "tune_han"),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
@@ -322,7 +322,7 @@ def _make_tune_command(name: str) -> None:
         strategy: str = declared(TuneOptions, "strategy"),
         budget: int | None = declared(TuneOptions, "budget"),
         top_k: int = declared(TuneOptions, "top_k"),
-        predict: bool = declared(TuneOptions, "predict", metavar=""),
+        predict: bool = declared(TuneOptions, "predict"),
         fit_np: str = typer.Option("2,3,4", "--fit-np",
                                    help="With --predict: communicator sizes measured."),
         ei_stop: float = declared(TuneOptions, "ei_stop"),
@@ -337,9 +337,9 @@ def _make_tune_command(name: str) -> None:
         rules_version: int | None = typer.Option(None, "--rules-version",
                                                     help="1 classic, 2 rule-file-version-2, 3 JSON "
                                                          "(Open MPI 6; its default there)."),
-        from_db: bool = declared(TuneOptions, "from_db", metavar=""),
+        from_db: bool = declared(TuneOptions, "from_db"),
         hostfile: str | None = typer.Option(None, "--hostfile", help="Open MPI hostfile."),
-        oversubscribe: bool = declared(TuneOptions, "oversubscribe", metavar=""),
+        oversubscribe: bool = declared(TuneOptions, "oversubscribe"),
         launcher: str | None = typer.Option(None, "--launcher",
                                             help="mpirun or srun (default: srun inside a "
                                                  "Slurm allocation, else mpirun)."),
@@ -385,7 +385,7 @@ def _make_tune_command(name: str) -> None:
                  "ranks (each rank waits its recorded delay before each call), stored apart "
                  "from points timed with the ranks entering together. One collective, one "
                  "--np."),
-        trade_off: bool = declared(TuneOptions, "trade_off", metavar=""),
+        trade_off: bool = declared(TuneOptions, "trade_off"),
     ) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
