@@ -40,7 +40,11 @@ def check_arrival(doc: dict, hosts: list[str]) -> None:  # type: ignore[type-arg
     assert world["calls"] >= 64  # every one of a communicator's first 64 calls sampled
     assert 0.9 * DELAY <= world["spread_s"]["median"] <= 1.3 * DELAY, world["spread_s"]
     assert world["late_ranks"][0]["world_rank"] == 3
-    assert world["late_ranks"][0]["last_share"] >= 0.9
+    # last in most calls, not all: on a loaded machine (the suite's other worker) a rank
+    # descheduled for longer than the sleep enters after it now and then (73% last seen
+    # with two busy loops on the two cores; a rank late by chance alone: 25%)
+    assert world["late_ranks"][0]["last_share"] >= 0.6
+    assert 0.9 * DELAY <= world["late_ranks"][0]["mean_delay_s"] <= 1.5 * DELAY
     assert all(len(row) == 4 and min(row) == 0 for row in world["delays_s"])
     halves = groups[("bcast", 2)]  # {0, 1} and {2, 3}: only the second has the late rank
     assert halves["late_ranks"][0]["world_rank"] == 3

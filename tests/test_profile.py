@@ -201,6 +201,7 @@ def test_the_preloaded_library_exports_only_mpi_entries() -> None:
     assert [n for n in names if not n.startswith(("MPI_", "mpi_"))] == []
 
 
+@pytest.mark.alone
 def test_profile_records_where_ranks_ran_and_a_known_arrival_pattern(
         ompi41: Installation, tmp_path: Path) -> None:
     """One rank sleeps a set time before each call: the profile's spread for each group
@@ -242,7 +243,10 @@ def test_profile_records_where_ranks_ran_and_a_known_arrival_pattern(
                      ompi41.tool_env())
     assert got.status == "ok", got.message
     spreads = got.results[0].arrival_spread
-    assert len(spreads) == 8 and all(0.8 * DELAY <= x <= 3 * DELAY for x in spreads), spreads
+    # every repetition late by the sleep (the defect gave a spread near 0 every second
+    # one); a sleep overshoots on a loaded machine, so the bound above is on the median
+    assert len(spreads) == 8 and all(0.8 * DELAY <= x for x in spreads), spreads
+    assert statistics.median(spreads) <= 2 * DELAY, spreads
     # a pattern out of bounds (a delay over 10 s) is a plan the kernel refuses
     bad = KernelPlan("allreduce", [KernelConfig(0, {})], [(0, 8)],
                      Repetitions(arrival=((0.0, 0.0, 0.0, 11.0),)))
