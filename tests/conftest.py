@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -27,6 +28,12 @@ def _prefix(which: str) -> str | None:
     return str(wb.parent) if wb else None
 
 
+def _run_file(name: str) -> Path | None:
+    """A file shared by the workers of this xdist run (None: one lane, no xdist)."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    return Path.home() / ".cache" / "colltune-tests" / f"{name}-{run}" if run else None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Every test's temporary directory below the home directory, not /tmp: a site export
     refuses a directory any of whose ancestors others can write (/tmp is one), as it would
@@ -38,6 +45,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for name in ("machine", "turnstile"):  # the workers' shared lock files (below)
+        f = _run_file(name)
+        if f is not None:
+            f.unlink(missing_ok=True)
     base = Path(str(config.option.basetemp or ""))
     if base.parent == Path.home() / ".cache" / "colltune-tests":
         shutil.rmtree(base, ignore_errors=True)
@@ -168,8 +179,7 @@ def netns() -> Iterator[str]:
 
 def _cluster_mark() -> Path | None:
     """The file saying a worker of this xdist run made the test cluster (None: no xdist)."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    return Path.home() / ".cache" / "colltune-tests" / f"cluster-of-run-{run}" if run else None
+    return _run_file("cluster-of-run")
 
 
 def _the_only_cluster_of_this_run() -> None:
@@ -226,6 +236,33 @@ def gigabit(cluster: testcluster.Cluster) -> Iterator[testcluster.Cluster]:
 
 def _ip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test marked `alone` has the machine to itself under two workers: its checks are
+    timings (a sleep's overshoot, a replayed spread) that the other worker's ranks on the
+    same two cores would stretch. A readers-writer lock on a file: every other test holds
+    it shared; an `alone` test waits for the other worker's current test and holds it
+    alone. The turnstile keeps a waiting `alone` test from being overtaken by the other
+    worker's next tests. One lane: nothing to share."""
+    machine, turnstile = _run_file("machine"), _run_file("turnstile")
+    if machine is None or turnstile is None:
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    with machine.open("a") as m, turnstile.open("a") as t:
+        fcntl.flock(t, fcntl.LOCK_EX)
+        if alone:
+            fcntl.flock(m, fcntl.LOCK_EX)  # the other worker's test ends first
+            fcntl.flock(t, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(t, fcntl.LOCK_UN)
+            fcntl.flock(m, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(m, fcntl.LOCK_UN)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids

@@ -189,6 +189,7 @@ def test_verify_app_calls_nothing_slower_when_load_comes_halfway(ompi41: OpenMPI
     assert max(v["foreign_cores"]) > 1.0, v["foreign_cores"]
 
 
+@pytest.mark.alone
 def test_tune_app_replays_a_groups_arrival_pattern_and_keeps_its_points_apart(
         ompi41: OpenMPI, tmp_path: Path) -> None:
     """Issue 71, part 3: tests/data/arrival.c's rank 3 enters every call 5 ms late. tune app

@@ -232,6 +232,7 @@ def test_tune_online_across_nodes(cluster: Cluster) -> None:
     assert got == {(4, 2, 2), (2, 2, 1)}, got
 
 
+@pytest.mark.alone
 def test_tune_app_runs_where_the_application_ran(cluster: Cluster) -> None:
     """The application loop across the nodes: tests/data/arrival.c (world rank 3 sleeps
     before each call) profiled as 2 nodes x 2 ranks says where each rank ran, on a clock
