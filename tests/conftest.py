@@ -270,7 +270,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The test cluster is one bridge and one Slurm on this machine: every test on it runs
     in one xdist worker, in turn (--dist loadgroup), the others beside it. (Marked after
     xdist's hook, the groups were ignored: both workers built a cluster, and one's Slurm
-    and processes met the other's.)"""
+    and processes met the other's.)
+
+    Tests marked `alone` go first: each waits for the other worker's current test to end,
+    which mid-run took up to 42 s each. xdist hands out the cluster's group (its largest
+    unit of work) first and the single tests in this order: the other worker runs the
+    `alone` ones off the cluster one after another while the first builds the cluster,
+    and the cluster's `alone` test is that group's first."""
+    cluster = []
     for item in items:
         if {"cluster", "gigabit"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("cluster"))
+            cluster.append(item)
+    items.sort(key=lambda item: (item.get_closest_marker("alone") is None,  # stable
+                                 item in cluster))
