@@ -29,6 +29,8 @@ class Planned:
     # a user's own parameter file (~/.openmpi/mca-params.conf, ~/.mvapich2.conf): only the
     # keys written here are replaced, every other line stays, the old file is kept beside
     merge: bool = False
+    # what the library will do with it that the installer must hear (said, not refused)
+    warnings: tuple[str, ...] = ()
 
 
 def beside(out: Path, layout: str) -> Path:

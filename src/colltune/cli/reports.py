@@ -204,6 +204,8 @@ def export_cmd(
         return
     for p in written:
         out.print(f"wrote {p.path}  ({p.what})", highlight=False, markup=False)
+        for w in p.warnings:
+            err.print(f"warning: {w}", highlight=False, markup=False)
     if site is not None:
         out.print("every file is readable by every user (0644) and every directory made for "
                   "them searchable (0755): the jobs of every user read them; the paths inside "

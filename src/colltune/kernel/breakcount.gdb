@@ -34,9 +34,11 @@ def _save(event):
 
 gdb.events.exited.connect(_save)
 _Count("collbench_point", internal=True)
-gdb.execute("break MPI_Init")
+# where the library's functions are all loaded: MPI_Init, or (COLLTUNE_BREAK_AFTER) a later
+# point for a library that opens its components inside MPI_Init (Open MPI's as DSOs)
+gdb.execute("break " + os.environ.get("COLLTUNE_BREAK_AFTER", "MPI_Init"))
 gdb.execute("run")
-# libmpi is loaded now: a counting breakpoint on each of its functions that match
+# the library is loaded now: a counting breakpoint on each of its functions that match
 _names = set()
 for line in gdb.execute("info functions -q " + os.environ["COLLTUNE_BREAK_LIST"],
                          to_string=True).splitlines():

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from colltune.backends.apps import AppSupport
 from colltune.backends.base import Session
 from colltune.backends.files import Checked, ExportRequest, Installable, VerifyTarget
-from colltune.backends.openmpi import runtime
+from colltune.backends.openmpi import runtime, serving
 from colltune.backends.openmpi.applied import (
     applied_check,
     mpit_takes_effect,
@@ -82,9 +82,9 @@ class OpenMPIFiles(TunedRulesFiles):
         return VerifyTarget(
             mpi, catalog, names, self.rules_arms(path), placement,
             lambda coll, n, size: rule_at(rf, coll, n, size),
-            lambda coll, n, sizes: applied_check(
-                mpi, catalog, coll, n, sizes, lambda c, m, s: rule_at(rf, c, m, s), path),
-            notes=other_layouts(read_text(path), placement))
+            serving.first_served(mpi, placement, lambda coll, n, sizes: applied_check(
+                mpi, catalog, coll, n, sizes, lambda c, m, s: rule_at(rf, c, m, s), path)),
+            notes=other_layouts(read_text(path), placement) + serving.warnings(mpi, {}))
 
     def _verify_json(self, path: Path, np: int, mpi: OpenMPI, catalog: Catalog,
                      hostfile: str | None, launch: Launch | None) -> VerifyTarget:
@@ -109,7 +109,8 @@ class OpenMPIFiles(TunedRulesFiles):
         return VerifyTarget(
             mpi, catalog, [n for n in js.collectives if n in rules.COLLTYPE],
             self.rules_arms(path), placement, says,
-            lambda coll, n, sizes: applied_check(mpi, catalog, coll, n, sizes, says, path))
+            serving.first_served(mpi, placement, lambda coll, n, sizes: applied_check(
+                mpi, catalog, coll, n, sizes, says, path)), notes=serving.warnings(mpi, {}))
 
     def installable(self, req: ExportRequest) -> Installable:
         if req.text is None and mca_params.claims(read_text(req.source)):

@@ -18,6 +18,7 @@ from colltune.backends.files import (
     Installable,
     StoredDecisions,
 )
+from colltune.backends.openmpi import serving
 from colltune.backends.openmpi.install import (
     FIXED_DECISION_ENV,
     dynamic_env,
@@ -93,6 +94,7 @@ class TunedRulesFiles(FileFormats):
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
         valid, allow_v2, major, catalog = None, None, None, None
+        served: list[str] = []  # who serves the collectives, as this environment sets it
         if version:
             parts = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
             allow_v2, major = supports_rules_v2(parts), parts[0] if parts else None
@@ -101,9 +103,11 @@ class TunedRulesFiles(FileFormats):
             allow_v2, major = supports_rules_v2(inst.version_tuple), inst.version_tuple[0]
             catalog = read_catalog(inst)
             valid = valid_algorithms(catalog)
+            served = serving.warnings(inst, {})
         text = read_text(path)
         if ompi_json.claims(text):
-            return check_json(text, path, major, catalog)
+            js = check_json(text, path, major, catalog)
+            return Checked(js.what, js.doc, js.warnings + served)
         rf = rules.read(path, valid_algs=valid, allow_v2=allow_v2)
         fmt = "rule-file-version-2" if rf.version == 2 else "classic"
         n = sum(len(s.rules) for secs in rf.collectives.values() for s in secs)
@@ -111,6 +115,7 @@ class TunedRulesFiles(FileFormats):
         warnings = rules.coverage_warnings(rf)  # Open MPI reads the file: not errors
         if major is not None and major >= 6:  # its reader gives sections another meaning
             warnings += ompi_v6.v6_warnings(rf)
+        warnings += served
         return Checked(f"{fmt} format, {len(rf.collectives)} collective(s), {n} rule(s)"
                        + (f"; tuned for {'; '.join(said)} (the format cannot say a layout: "
                           "Open MPI applies it to any)" if said else ""), {
@@ -188,10 +193,13 @@ def installable(files: TunedRulesFiles, req: ExportRequest) -> Installable:
                     "OMPI_MCA_mca_base_param_files to this file")
     conf += [f"{k} = {v}" for k, v in check_env(params, "the MCA parameter file").items()]
     conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+    # with --mpi: whether that installation, as this environment and its own parameter
+    # files set it, runs coll/tuned where the file has rules
+    said = tuple(serving.warnings(find_openmpi(req.mpi), {})) if req.mpi else ()
     return Installable(
         [Planned(rules_path, text, files.backend.rules_what),
          Planned(destination(where / conf_name), "\n".join(conf) + "\n",
-                 "Open MPI MCA parameter file", merge=user)],
+                 "Open MPI MCA parameter file", merge=user, warnings=said)],
         {f"OMPI_MCA_{k}": v for k, v in params.items()},
         "Open MPI collectives tuned by colltune")
 
