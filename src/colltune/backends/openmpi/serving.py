@@ -34,8 +34,8 @@ Applied = Callable[[Collective, int, list[int]], tuple[str, str]]
 # Components that never take an intra-communicator's blocking collective from coll/tuned,
 # whatever their priority: self (a communicator of one rank), inter (inter-communicators),
 # libnbc (non-blocking collectives only), sync and monitoring (wrappers that call the
-# component below them, and only when switched on), ftagree (agreement only), basic (the
-# algorithms coll/tuned falls back to; listed above coll/tuned, it does serve: not here)
+# component below them, and only when switched on), ftagree (agreement only). coll/basic
+# is not among them: raised above coll/tuned, it serves.
 NEVER_IN_THE_WAY = frozenset({"self", "inter", "libnbc", "sync", "monitoring", "ftagree"})
 
 # what a component's reach is, where it is known not to be every collective it implements
