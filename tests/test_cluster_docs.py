@@ -38,7 +38,9 @@ def test_every_bash_block_of_the_cluster_walkthrough_runs(cluster: Cluster) -> N
     env = cluster.env()
     env["PATH"] = f"{bindir}:{env.get('PATH', '/usr/bin:/bin')}"
     r = cluster.on("node1", ["bash", "-c", script], env=env, timeout=600)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # the batch job's own output is where a failed launch says why (kept in the message)
+    job_out = "".join(p.read_text() for p in cluster.home.glob("colltune-reduce-*.out"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:] + "\njob:\n" + job_out[-3000:]
     work = cluster.home / "colltune-site"
     assert (work / "rules.conf").is_file() and (work / "site" / "colltune-rules.conf").is_file()
     rules = str(work / "site" / "colltune-rules.conf")
@@ -49,7 +51,6 @@ def test_every_bash_block_of_the_cluster_walkthrough_runs(cluster: Cluster) -> N
     # there) and launched with srun, which got the PMI: Slurm has MpiDefault=none, so srun
     # needs --mpi, and colltune picked pmix (what Open MPI 4.1.4 was built with, offered by
     # `srun --mpi=list`) and said so in the job's output (where sbatch ran); 2 ranks a node
-    job_out = "".join(p.read_text() for p in cluster.home.glob("colltune-reduce-*.out"))
     assert "note: srun --mpi=pmix: this MPI was built for pmix" in job_out, job_out[-2000:]
     con = sqlite3.connect(work / "colltune.db")
     assert con.execute("SELECT DISTINCT np, ppn, nodes FROM measurements").fetchall() == [
