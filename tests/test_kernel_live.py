@@ -3,6 +3,8 @@ MPI_T really changes the algorithm, and a wrong answer is caught."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from colltune.backends.openmpi.applied import mpit_takes_effect
@@ -82,6 +84,36 @@ def test_a_launcher_that_fails_before_the_kernel_starts_is_retried(ompi: OpenMPI
     assert marker.exists()
     assert out.status == "ok" and out.launcher_retries == 1
     assert [r.status for r in out.results] == ["ok"]
+
+
+def test_a_launch_that_does_not_start_is_retried_once_then_said(ompi: OpenMPI, tmp_path
+                                                                 ) -> None:  # type: ignore[no-untyped-def]
+    """Like a two-node srun step whose second node's ranks never came up (seen on the test
+    cluster under load): the first launch hangs before the kernel starts and is killed at
+    the start timeout; the second one runs. A launcher that always hangs fails after two."""
+    from colltune.backends.openmpi.install import launch_env
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+    from helpers import mpirun_args
+
+    marker = tmp_path / "hung-once"
+    hangs = tmp_path / "hanging-mpirun"
+    hangs.write_text(f"#!/bin/sh\nif [ ! -e {marker} ] || [ -n \"$ALWAYS\" ]; then "
+                     f"touch {marker}; exec sleep 60; fi\nexec {ompi.mpirun} \"$@\"\n")
+    hangs.chmod(0o755)
+    cmd = mpirun_args(ompi, 2, False)
+    plan = KernelPlan("bcast", [KernelConfig(0)], [(0, 8)],
+                      Repetitions(warmup=1, min_reps=3, max_reps=3))
+    exe = build_kernel(ompi)
+    out = run_kernel([str(hangs), *cmd[1:]], exe, plan, launch_env(), starting=3)
+    assert marker.exists()
+    assert out.status == "ok" and out.launcher_retries == 1
+    assert [r.status for r in out.results] == ["ok"]
+    t0 = time.monotonic()
+    out = run_kernel([str(hangs), *cmd[1:]], exe, plan, {**launch_env(), "ALWAYS": "1"},
+                     starting=2)
+    assert out.status == "timeout" and "did not start in 2 s" in out.message
+    assert out.launcher_retries == 1 and 4 <= time.monotonic() - t0 < 30
 
 
 def test_calls_under_100_timer_steps_are_timed_in_batches(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -143,7 +143,7 @@ class LaunchOutcome:
     message: str = ""
     other_lines: list[str] = field(default_factory=list)  # stdout lines that are not events
     stderr: str = ""
-    launcher_retries: int = 0  # launches that died before the kernel started, then retried
+    launcher_retries: int = 0  # launches that died or hung before the kernel started
     # (MPI_Wtick, the step MPI_Wtime really takes), as the kernel measured them at start
     timer: tuple[float, float] | None = None
     wall: float = 0.0  # seconds from the launcher's start to its end
@@ -236,7 +236,8 @@ def parse_result(ev: dict) -> PointResult:
     )
 
 
-LAUNCH_RETRIES = 2
+LAUNCH_RETRIES = 2  # launches that died before the kernel started
+START_RETRIES = 1  # launches that did not start in the start timeout (each costs it again)
 
 
 def start_timeout(floor: float) -> float:
@@ -267,19 +268,27 @@ def run_kernel(
 
     A job that dies before the kernel reports its start is the launcher's failure, not a
     configuration's (seen: Open MPI 5.0.11's "PMIx server's listener thread failed to
-    start", once in a few hundred launches): it is retried, up to LAUNCH_RETRIES times."""
-    retries = 0
+    start", once in a few hundred launches): it is retried, up to LAUNCH_RETRIES times.
+    So is, once, a job that did not start at all in `starting` seconds (seen on the test
+    cluster twice in about ten full test runs, each time a two-node srun step under load
+    whose second node's ranks never came up); a node that really hangs fails again, after
+    twice the start timeout."""
+    retries = hung = 0
     while True:
         out = _run_once(cmd_prefix, exe, plan, env, point_timeout, start_timeout(starting),
                         on_event, runs_on)
         account.charge(account.Launch(
             "", plan.collective, out.nodes, out.ranks, out.wall, out.startup, out.elapsed,
             *_by_size(out.results)))
-        if out.status != "crashed" or out.library is not None or retries >= LAUNCH_RETRIES:
-            out.launcher_retries = retries
+        never_started = out.library is None  # the kernel's start line names its library
+        if never_started and out.status == "crashed" and retries < LAUNCH_RETRIES:
+            retries += 1
+            time.sleep(retries)
+        elif never_started and out.status == "timeout" and hung < START_RETRIES:
+            hung += 1
+        else:
+            out.launcher_retries = retries + hung
             return out
-        retries += 1
-        time.sleep(retries)
 
 
 def _by_size(results: list[PointResult]) -> tuple[dict[int, float], dict[int, int]]:

@@ -227,8 +227,8 @@ def _pass(lab: Lab, job: _Job, runs: list[tuple[Group, int]],
             _timer(lab.store, ctx, outcome.timer, lab.rep)
             told.timer = True
         if outcome.launcher_retries:
-            lab.rep.note(f"warning: mpirun failed {outcome.launcher_retries} time(s) before "
-                         "the kernel started; relaunched")
+            lab.rep.note(f"warning: the launch failed or hung {outcome.launcher_retries} "
+                         "time(s) before the kernel started; relaunched")
         if outcome.status == "nopmi":  # no launch like this one will do better
             cause, fix = outcome.message.split(", so ", 1)
             raise MPIError(f"{cause}: {fix.split(': ', 1)[0]}", fix.split(": ", 1)[1])
