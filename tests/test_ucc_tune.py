@@ -1,0 +1,115 @@
+"""UCC's tuning strings as colltune reads and writes them (rules/ucc_tune.py): the strings
+UCC itself ships as its defaults, refusals naming the token, and a round trip from choices
+to a string and back to what each size runs. What UCC does with them is
+tests/test_ucc_live.py's."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from colltune.rules import ucc_tune as u
+
+# tl/ucp's own default strings in UCC 1.8 (src/components/tl/ucp/*/*.h), as UCC fills them
+DEFAULTS = [
+    "allreduce:0-4k:@0#allreduce:4k-inf:@1",
+    "bcast:0-inf:[2-2]:@0#bcast:0-32k:[3-inf]:@0#bcast:32k-inf:[3-inf]:@1",
+    "reduce:0-32K:@0#reduce:32K-inf:@2",
+    "alltoallv:host:[64-inf]:@hybrid",
+    "allgatherv:0-4k:@knomial#allgatherv:4k-inf:@ring",
+    "reduce_scatter:@ring",
+]
+
+
+@pytest.mark.parametrize("text", DEFAULTS)
+def test_ucc_s_own_strings_parse_and_apply(text: str) -> None:
+    for team in (2, 3, 4, 64):
+        u.apply(u.parse(text), team)
+
+
+def test_a_range_ends_before_its_end_as_ucc_runs_it() -> None:
+    bcast = u.apply(u.parse(DEFAULTS[1]), 4)
+    assert u.runs(bcast, "bcast", 32767) == "knomial"
+    assert u.runs(bcast, "bcast", 32768) == "sag_knomial"  # 32k-inf holds 32k itself
+    assert u.runs(u.apply(u.parse(DEFAULTS[1]), 2), "bcast", 1 << 30) == "knomial"
+    assert u.runs(bcast, "allreduce", 8) is None  # left to UCC
+
+
+def test_qualifiers_are_known_by_form_in_any_order_and_case() -> None:
+    (t,) = u.parse("[4-inf]:@dbt:1K-1M,2M-inf:HOST:Bcast,REDUCE:10")
+    assert t.colls == ("bcast", "reduce") and t.mem_types == ("host",)
+    assert t.score == 10 and t.alg == "dbt" and t.teams == ((4, 2**32 - 1),)
+    assert t.ranges == ((1024, 1 << 20), (2 << 20, u.INF))
+    assert u.parse("##bcast::@0#") == [u.Token("bcast::@0", colls=("bcast",), alg="0")]
+
+
+@pytest.mark.parametrize(("text", "token"), [
+    ("bcast:0-4k:@0:@1", "@1"),  # a second algorithm
+    ("bcast:bcast:@0", "bcast"),  # a second list of collectives
+    ("bcst:@0", "bcst"),  # no such collective
+    ("bcast:0-4q:@0", "0-4q"),  # no such unit
+    ("bcast:4k:@0", "4k"),  # a size is not a range
+    ("bcast:0-1-2:@0", "0-1-2"),
+    ("bcast:[4-x]:@0", "[4-x]"),
+    ("bcast:[8-4]:@0", "[8-4]"),
+    ("bcast:@0:7:9", "9"),  # a second score
+])
+def test_what_ucc_cannot_read_is_refused_naming_the_qualifier(text: str, token: str) -> None:
+    with pytest.raises(u.UccTuneError) as e:
+        u.apply(u.parse(text), 4)
+    assert e.value.token == token
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("bcast:@ring", "bcast has no algorithm @ring (it has knomial, sag_knomial, dbt)"),
+    ("bcast:@3", "bcast has no algorithm @3 (ids 0-2"),
+    ("@1", "has no algorithm"),  # every collective: barrier has one algorithm only
+    ("scatter:@0", "scatter has no algorithm to choose"),
+    ("bcast:0-4k:@0#bcast:1k-8k:@1", "overlaps 0-4096"),
+    ("bcast:4k-1k:@0", "does not end after its start"),
+])
+def test_what_a_team_refuses_is_said_with_why(text: str, why: str) -> None:
+    with pytest.raises(u.UccTuneError) as e:
+        u.apply(u.parse(text), 4)
+    assert why in e.value.why
+
+
+def test_a_team_size_outside_the_token_skips_it_and_silent_drops_are_said() -> None:
+    assert u.apply(u.parse("bcast:[8-16]:@9"), 4).ranges == {}  # never looked at
+    with pytest.raises(u.UccTuneError):
+        u.apply(u.parse("bcast:[8-16]:@9"), 8)
+    # only a token's last range decides: an earlier bad one is dropped without an error
+    a = u.apply(u.parse("bcast:0-4k:@0#bcast:1k-2k,8k-16k:@1"), 4)
+    assert u.runs(a, "bcast", 10000) == "sag_knomial" and u.runs(a, "bcast", 1500) == "knomial"
+    assert any("drops" in i for i in a.ignored)
+    assert "ignores it" in u.apply(u.parse("bcast:0-4k"), 4).ignored[0]
+
+
+def test_memory_units_as_ucx_reads_them() -> None:
+    assert [u.memunits(t) for t in ("0", "4k", "4KB", "1M", "1g", "inf", "00012", "4kbb")] \
+        == [0, 4096, 4096, 1 << 20, 1 << 30, u.INF, 12, 4096]
+    assert all(u.memunits(t) is None for t in ("1.5k", "4kk", "k", "", "1e3", "4 ", "4Kx"))
+
+
+choices = st.dictionaries(
+    st.sampled_from(["allgather", "allreduce", "alltoall", "bcast", "reduce"]),
+    st.lists(st.integers(1, 1 << 31), min_size=1, max_size=6, unique=True), min_size=1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(choices, st.randoms(use_true_random=False))
+def test_a_written_string_runs_each_choice_from_its_first_size_on(
+        starts: dict[str, list[int]], rnd: object) -> None:
+    picked = {c: sorted((s, rnd.choice(u.TL_UCP_ALGS[c]))  # type: ignore[attr-defined]
+                        for s in ss) for c, ss in starts.items()}
+    picked = {c: [(1 if i == 0 else s, a) for i, (s, a) in enumerate(v)]
+              for c, v in picked.items()}
+    applied = u.apply(u.parse(u.render(picked, (2, 64))), 4)
+    assert not applied.ignored
+    for c, v in picked.items():
+        for i, (first, alg) in enumerate(v):
+            assert u.runs(applied, c, first) == alg
+            end = v[i + 1][0] - 1 if i + 1 < len(v) else 1 << 40
+            assert u.runs(applied, c, end) == alg
+    assert u.apply(u.parse(u.render(picked, (8, 64))), 4).ranges == {}  # not this team
