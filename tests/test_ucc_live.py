@@ -3,9 +3,13 @@ its algorithm table (`ucc_info -A`), and, call by call, which tl/ucp init functi
 (breakpoints on UCC's own symbols in rank 0 under gdb), for strings UCC takes, rejects
 whole, or takes with a range dropped.
 
+Then through Open MPI with coll/ucc: who serves (coll/ucc only where it is switched on,
+as `tune check` says), and colltune's kernel running what a written string says.
+
 UCC is built by hand (docs/ucc.md: no registry serves it, and Debian 12's UCX is too old
 for UCC 1.8): these tests skip unless COLLTUNE_UCC_PREFIX names a UCC built with
-`--with-mpi` (its ucc_perftest), bootstrapped here by Debian's Open MPI 4.1.4."""
+`--with-mpi` (its ucc_perftest, bootstrapped here by Debian's Open MPI 4.1.4), and
+COLLTUNE_OMPI_UCC_PREFIX an Open MPI 5.0 built with it."""
 
 from __future__ import annotations
 
@@ -18,7 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from colltune.backends.openmpi import serving
+from colltune.backends.openmpi.install import OpenMPI, find_openmpi
 from colltune.rules import ucc_tune as u
+from colltune.slots import place
+from helpers import tune_cli
 
 pytestmark = pytest.mark.mpi
 
@@ -104,3 +112,72 @@ def test_ucc_runs_what_the_reading_says_at_each_bound(ucc: Path, tmp_path: Path,
         assert ran == Counter({want: 3}), (tune, size, ran, errors)
         # UCC says it rejected the string (and runs its own choice) only where it did
         assert ("failed to parse UCC_*_TUNE" in errors) == refused, errors
+
+
+@pytest.fixture(scope="module")
+def ompi_ucc() -> OpenMPI:
+    """Open MPI 5.0 built by hand --with-ucx --with-ucc (docs/ucc.md)."""
+    prefix = os.environ.get("COLLTUNE_OMPI_UCC_PREFIX")
+    if not prefix:
+        pytest.skip("no Open MPI with coll/ucc: set COLLTUNE_OMPI_UCC_PREFIX to an Open MPI "
+                    "5.0 prefix built --with-ucc (docs/ucc.md); CI cannot build one")
+    mpi = find_openmpi(prefix)
+    if "MCA coll: ucc" not in subprocess.run([str(mpi.ompi_info)], capture_output=True,
+                                             text=True, timeout=60).stdout:
+        pytest.fail(f"COLLTUNE_OMPI_UCC_PREFIX={prefix} has no coll/ucc component")
+    return mpi
+
+
+UCC_ON = {"OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100"}
+
+
+def test_coll_ucc_counts_above_tuned_only_where_it_is_on(ompi_ucc: OpenMPI,
+                                                         tmp_path: Path) -> None:
+    """coll/ucc is off by default (coll_ucc_enable 0): its priority raised alone, it serves
+    nothing and `tune check` says nothing; switched on, the check names both settings and
+    a launch shows coll/ucc served (its entry, counted under gdb)."""
+    rules = tmp_path / "r.conf"
+    rules.write_text("1\n7\n1\n4\n1\n0 1 0 0\n")
+
+    def check(**env: str) -> str:
+        r = tune_cli("check", str(rules), "--mpi", str(ompi_ucc.prefix),
+                     env={**ompi_ucc.tool_env(), **env})
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stderr
+
+    assert "coll/ucc" not in check(OMPI_MCA_coll_ucc_priority="100")
+    said = check(**UCC_ON)
+    assert "coll/ucc (coll_ucc_priority 100, set in the environment and coll_ucc_enable 1, " \
+        "set in the environment) is above coll/tuned's" in said, said
+    two = place(2)
+    assert serving.served_by(ompi_ucc, two, "bcast", {})[0] != "ucc"
+    who, calls = serving.served_by(ompi_ucc, two, "bcast", UCC_ON)
+    assert who == "ucc", calls
+
+
+def test_a_string_reaches_ucc_through_open_mpi(ompi_ucc: OpenMPI, tmp_path: Path) -> None:
+    """The kernel's bcast on Open MPI with coll/ucc on and a written string: UCC's own init
+    functions (rank 0 under gdb) ran what the string says at each size."""
+    from colltune.backends.openmpi.install import launch_command, launch_env
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    tune = u.render({"bcast": [(1, "knomial"), (4096, "dbt"), (65536, "sag_knomial")]})
+    script = tmp_path / "count.gdb"
+    script.write_text("set breakpoint pending on\nset pagination off\n" + "".join(
+        f"break {fn}\ncommands\nsilent\nprintf \"RAN {alg} %lu\\n\", "
+        "coll_args->args.src.info.count\ncontinue\nend\n"
+        for alg, fn in INITS.items()) + "run\n")
+    wrap = ("r=${OMPI_COMM_WORLD_RANK:-0}; if [ \"$r\" = 0 ]; then exec gdb -q -batch -x "
+            f"{script} --args \"$@\"; fi; exec \"$@\"")
+    sizes = [1000, 4095, 4096, 65535, 65536]
+    plan = KernelPlan("bcast", [KernelConfig(0)], [(0, s) for s in sizes],
+                      Repetitions(warmup=0, min_reps=2, max_reps=2), dup_always=False)
+    cmd = [*launch_command(ompi_ucc, place(4)), "/bin/sh", "-c", wrap, "sh"]
+    out = run_kernel(cmd, build_kernel(ompi_ucc), plan,
+                     launch_env({**UCC_ON, "UCC_TL_UCP_TUNE": tune}), runs_on=ompi_ucc)
+    assert out.status == "ok", (out.message, out.stderr[-2000:])
+    ran = {(int(m.group(2)), m.group(1)) for m in
+           re.finditer(r"^RAN (\w+) (\d+)$", "\n".join(out.other_lines), re.M)}
+    applied = u.apply(u.parse(tune), 4)
+    assert ran == {(s, u.runs(applied, "bcast", s)) for s in sizes}, (tune, ran)

@@ -42,6 +42,9 @@ NEVER_IN_THE_WAY = frozenset({"self", "inter", "libnbc", "sync", "monitoring", "
 REACH = {"han": "on communicators that span nodes (it steps aside on one node)"}
 
 _PARAM = re.compile(r"^mca:coll:(\w+):param:coll_(\w+)_priority:(value|source):(.*)$")
+# a component that is off until switched on, whatever its priority (coll/ucc in Open MPI 5:
+# coll_ucc_enable 0 by default; sites set it with the priority)
+_ENABLE = re.compile(r"^mca:coll:(\w+):param:coll_(\w+)_enable:(value|source):(.*)$")
 _SELECTION = re.compile(r"^mca:coll:base:param:coll:value:(.*)$")
 
 
@@ -53,13 +56,24 @@ class Setting:
     component: str
     priority: int
     source: str
+    enabled: tuple[bool, str] | None = None  # its coll_<name>_enable and whence; None: none
 
     def said(self) -> str:
-        src = self.source
-        where = ("" if src == "default" else ", set in the environment" if src == "environment"
-                 else f", set in {src[6:-1]}" if src.startswith("file (") and src.endswith(")")
-                 else f", set by {src}")
-        return f"coll_{self.component}_priority {self.priority}{where}"
+        said = f"coll_{self.component}_priority {self.priority}{_whence(self.source)}"
+        if self.enabled is not None:
+            said += f" and coll_{self.component}_enable 1{_whence(self.enabled[1])}"
+        return said
+
+    @property
+    def on(self) -> bool:
+        return self.enabled is None or self.enabled[0]
+
+
+def _whence(src: str) -> str:
+    """Where a parameter's value came from, in Open MPI's own words."""
+    return ("" if src == "default" else ", set in the environment" if src == "environment"
+            else f", set in {src[6:-1]}" if src.startswith("file (") and src.endswith(")")
+            else f", set by {src}")
 
 
 def settings(mpi: OpenMPI, env: dict[str, str]) -> tuple[dict[str, Setting], str]:
@@ -68,16 +82,22 @@ def settings(mpi: OpenMPI, env: dict[str, str]) -> tuple[dict[str, Setting], str
     text = tools.ask([str(mpi.ompi_info), "--param", "coll", "all", "--level", "9",
                       "--parsable"], mpi.prefix, "Open MPI", env=launch_env(env))
     values: dict[str, dict[str, str]] = {}
+    enable: dict[str, dict[str, str]] = {}
     selection = ""
     for line in text.splitlines():
         if (m := _PARAM.match(line)) and m.group(1) == m.group(2):
             values.setdefault(m.group(1), {})[m.group(3)] = m.group(4)
+        elif (m := _ENABLE.match(line)) and m.group(1) == m.group(2):
+            enable.setdefault(m.group(1), {})[m.group(3)] = m.group(4)
         elif (s := _SELECTION.match(line)):
             selection = s.group(1).strip()
     out = {}
     for comp, v in values.items():
+        e = enable.get(comp)
+        on = None if e is None else (e.get("value", "").strip().lower() in ("1", "true"),
+                                     e.get("source", "default"))
         try:
-            out[comp] = Setting(comp, int(v.get("value", "")), v.get("source", "default"))
+            out[comp] = Setting(comp, int(v.get("value", "")), v.get("source", "default"), on)
         except ValueError:
             continue  # a priority that is not a number: Open MPI's own concern
     return out, selection
@@ -100,7 +120,7 @@ def in_the_way(mpi: OpenMPI, env: dict[str, str]) -> tuple[list[Setting], Settin
         return [], None
     above = [s for s in prio.values() if s.component not in NEVER_IN_THE_WAY
              and s.component != TUNED and selected(selection, s.component)
-             and s.priority > tuned.priority]
+             and s.on and s.priority > tuned.priority]
     return sorted(above, key=lambda s: -s.priority), tuned
 
 
