@@ -35,12 +35,18 @@ INITS = {"knomial": "ucc_tl_ucp_bcast_knomial_init", "sag_knomial":
          "ucc_tl_ucp_bcast_sag_knomial_init", "dbt": "ucc_tl_ucp_bcast_dbt_init"}
 
 
+def _prefix(variable: str, what: str) -> str:
+    """The hand-built prefix `variable` names; unset: skip, saying what to build."""
+    prefix = os.environ.get(variable)
+    if not prefix:
+        pytest.skip(f"no {what}: set {variable} to its prefix (docs/ucc.md); CI cannot "
+                    "build one")
+    return prefix
+
+
 @pytest.fixture(scope="module")
 def ucc() -> Path:
-    prefix = os.environ.get("COLLTUNE_UCC_PREFIX")
-    if not prefix:
-        pytest.skip("no UCC: set COLLTUNE_UCC_PREFIX to a UCC 1.8 prefix built --with-mpi "
-                    "(docs/ucc.md); CI cannot build one")
+    prefix = _prefix("COLLTUNE_UCC_PREFIX", "UCC 1.8 built --with-mpi")
     root = Path(prefix)
     for tool in ("ucc_info", "ucc_perftest"):
         if not (root / "bin" / tool).is_file():  # named on purpose: a broken setup
@@ -117,10 +123,7 @@ def test_ucc_runs_what_the_reading_says_at_each_bound(ucc: Path, tmp_path: Path,
 @pytest.fixture(scope="module")
 def ompi_ucc() -> OpenMPI:
     """Open MPI 5.0 built by hand --with-ucx --with-ucc (docs/ucc.md)."""
-    prefix = os.environ.get("COLLTUNE_OMPI_UCC_PREFIX")
-    if not prefix:
-        pytest.skip("no Open MPI with coll/ucc: set COLLTUNE_OMPI_UCC_PREFIX to an Open MPI "
-                    "5.0 prefix built --with-ucc (docs/ucc.md); CI cannot build one")
+    prefix = _prefix("COLLTUNE_OMPI_UCC_PREFIX", "Open MPI 5.0 built --with-ucc")
     mpi = find_openmpi(prefix)
     if "MCA coll: ucc" not in subprocess.run([str(mpi.ompi_info)], capture_output=True,
                                              text=True, timeout=60).stdout:
