@@ -43,6 +43,7 @@ def test_judge_known_answers() -> None:
 
 
 @pytest.mark.mpi
+@pytest.mark.alone
 def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path: Path) -> None:
     coll = get_collective("reduce")
     placement = place(4)
@@ -78,6 +79,7 @@ def test_a_slow_choice_is_refuted_and_the_default_kept(ompi41: OpenMPI, tmp_path
 
 
 @pytest.mark.mpi
+@pytest.mark.alone
 def test_a_choice_that_starts_slow_is_refused_by_its_first_calls(
         ompi41: OpenMPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel's test-only "cold" fault makes the rules file's arm (the only one that

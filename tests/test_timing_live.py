@@ -122,6 +122,7 @@ def test_an_all_default_file_is_not_measured_and_passes(which: str, tmp_path: Pa
     assert "nothing to measure" in res.stderr and not doc["inconclusive"]
 
 
+@pytest.mark.alone
 def test_aa_calibration_calls_no_size_different(ompi41: OpenMPI, tmp_path: Path) -> None:
     """--aa: both arms run the library's default at every size, through the whole
     sequential procedure; no size may read faster or slower (a false alarm). Sizes

@@ -22,6 +22,7 @@ SLOW_BCAST = "1\n7\n1\n4\n1\n0 3 0 1024\n"
 
 # The verdicts below are the same statistics on either Open MPI; they run on 4.1 only to keep
 # the suite under 15 minutes (5.0's verify path: test_file_open_mpi_would_drop_is_not_applied)
+@pytest.mark.alone
 def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> None:
     ompi = ompi41
     f = tmp_path / "slow.conf"
@@ -65,6 +66,7 @@ def test_known_slow_file_is_a_regression(ompi41: OpenMPI, tmp_path: Path) -> Non
 SLOW_PART = "1\n7\n1\n4\n3\n0 0 0 0\n16384 3 0 1024\n65537 0 0 0\n"
 
 
+@pytest.mark.alone
 def test_the_gate_fails_a_file_slower_over_part_of_its_range(ompi41: OpenMPI,
                                                               tmp_path: Path) -> None:
     """At its default sizes (21), verify tests only the 3 the file changes, sequentially,

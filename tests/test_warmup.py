@@ -62,6 +62,7 @@ def _allreduce(doc: dict[str, object]) -> dict[str, object]:
     return next(e for e in doc["entries"] if e["collective"] == "allreduce")  # type: ignore[attr-defined]
 
 
+@pytest.mark.alone
 def test_a_program_whose_17th_call_is_slower_is_reported(ompi41: OpenMPI, tmp_path: Path
                                                           ) -> None:
     doc = _profile(ompi41, tmp_path, _build(ompi41, tmp_path, "-DLATE_FROM=16"), {})
@@ -78,6 +79,7 @@ def test_a_program_whose_17th_call_is_slower_is_reported(ompi41: OpenMPI, tmp_pa
     assert f"changed level after call {w['after_calls']}" in str(doc["stderr"])
 
 
+@pytest.mark.alone
 @pytest.mark.parametrize("threshold", [8, 16])
 def test_open_mpi_changes_after_its_fast_boxes_and_the_point_follows_its_threshold(
         ompi41: OpenMPI, tmp_path: Path, threshold: int) -> None:
