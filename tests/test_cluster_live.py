@@ -406,7 +406,7 @@ def test_the_application_loop_across_nodes(cluster: Cluster) -> None:
     power. One node: tests/test_app_loop.py."""
     pw = pw_x()
     work = _work(cluster, "qe")
-    inp = prepare(work)
+    inp = prepare(work, kpoints="1 1 1")  # one k-point: the same groups, fewer calls
     launch = ["mpirun", "-np", "4", "--hostfile", cluster.hostfile(2), "--map-by",
               "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent, pw, "-in", inp.name]
     r = cluster.on("node1", _tune("profile", "-o", "p.json", "--mpi", "/usr", "--", *launch),
