@@ -118,6 +118,12 @@ def test_ucc_runs_what_the_reading_says_at_each_bound(ucc: Path, tmp_path: Path,
         assert ran == Counter({want: 3}), (tune, size, ran, errors)
         # UCC says it rejected the string (and runs its own choice) only where it did
         assert ("failed to parse UCC_*_TUNE" in errors) == refused, errors
+    # and `tune check` of the job's file refuses it exactly where UCC did (these strings
+    # read alike for every team size)
+    env = tmp_path / "ucc.env"
+    env.write_text(f"UCC_TL_UCP_TUNE={tune}\n")
+    r = tune_cli("check", str(env))
+    assert r.returncode == (1 if refused else 0), r.stdout + r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +140,13 @@ def ompi_ucc() -> OpenMPI:
 UCC_ON = {"OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100"}
 
 
+def _check(mpi: OpenMPI, path: Path, **env: str) -> str:
+    """What `tune check PATH --mpi` warns for jobs with `env` (it must pass)."""
+    r = tune_cli("check", str(path), "--mpi", str(mpi.prefix), env={**mpi.tool_env(), **env})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stderr
+
+
 def test_coll_ucc_counts_above_tuned_only_where_it_is_on(ompi_ucc: OpenMPI,
                                                          tmp_path: Path) -> None:
     """coll/ucc is off by default (coll_ucc_enable 0): its priority raised alone, it serves
@@ -141,21 +154,26 @@ def test_coll_ucc_counts_above_tuned_only_where_it_is_on(ompi_ucc: OpenMPI,
     a launch shows coll/ucc served (its entry, counted under gdb)."""
     rules = tmp_path / "r.conf"
     rules.write_text("1\n7\n1\n4\n1\n0 1 0 0\n")
-
-    def check(**env: str) -> str:
-        r = tune_cli("check", str(rules), "--mpi", str(ompi_ucc.prefix),
-                     env={**ompi_ucc.tool_env(), **env})
-        assert r.returncode == 0, r.stdout + r.stderr
-        return r.stderr
-
-    assert "coll/ucc" not in check(OMPI_MCA_coll_ucc_priority="100")
-    said = check(**UCC_ON)
+    assert "coll/ucc" not in _check(ompi_ucc, rules, OMPI_MCA_coll_ucc_priority="100")
+    said = _check(ompi_ucc, rules, **UCC_ON)
     assert "coll/ucc (coll_ucc_priority 100, set in the environment and coll_ucc_enable 1, " \
         "set in the environment) is above coll/tuned's" in said, said
     two = place(2)
     assert serving.served_by(ompi_ucc, two, "bcast", {})[0] != "ucc"
     who, calls = serving.served_by(ompi_ucc, two, "bcast", UCC_ON)
     assert who == "ucc", calls
+
+
+def test_check_says_whether_the_jobs_reach_ucc(ompi_ucc: OpenMPI, tmp_path: Path) -> None:
+    """The same strings checked for the Open MPI built with coll/ucc: off by default (said),
+    switched on below coll/tuned (said, naming it), on and above every other (nothing
+    said; the launch that shows UCC then serving: the test above)."""
+    f = tmp_path / "ucc.env"
+    f.write_text("UCC_TL_UCP_TUNE=bcast:0-4k:@knomial#bcast:4k-inf:@dbt\n")
+    assert "coll/ucc is off (coll_ucc_enable 0)" in _check(ompi_ucc, f)
+    said = _check(ompi_ucc, f, OMPI_MCA_coll_ucc_enable="1")
+    assert "coll/tuned (coll_tuned_priority 30) is above coll/ucc" in said, said
+    assert "warning" not in _check(ompi_ucc, f, **UCC_ON)
 
 
 def test_a_string_reaches_ucc_through_open_mpi(ompi_ucc: OpenMPI, tmp_path: Path) -> None:

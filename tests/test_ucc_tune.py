@@ -5,11 +5,17 @@ tests/test_ucc_live.py's."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from colltune.backends.openmpi.install import OpenMPI
 from colltune.rules import ucc_tune as u
+from helpers import tune_cli
 
 # tl/ucp's own default strings in UCC 1.8 (src/components/tl/ucp/*/*.h), as UCC fills them
 DEFAULTS = [
@@ -113,3 +119,69 @@ def test_a_written_string_runs_each_choice_from_its_first_size_on(
             end = v[i + 1][0] - 1 if i + 1 < len(v) else 1 << 40
             assert u.runs(applied, c, end) == alg
     assert u.apply(u.parse(u.render(picked, (8, 64))), 4).ranges == {}  # not this team
+
+
+def test_team_spans_cover_every_team_size_once() -> None:
+    toks = u.parse("bcast:[8-16]:@0#bcast:[12-inf]:@1#reduce:[4]:@0")
+    spans = u.team_spans(toks)
+    assert spans == [(1, 3), (4, 4), (5, 7), (8, 11), (12, 16), (17, 2**32 - 1)]
+    assert u.team_spans(u.parse("bcast:@0")) == [(1, 2**32 - 1)]
+
+
+def test_an_environment_file_of_strings_is_this_format_and_nothing_else() -> None:
+    text = "# for the job\nexport UCC_TL_UCP_TUNE='bcast:0-4k:@0#bcast:4k-inf:@1'\n" \
+           "UCC_CL_BASIC_TUNE=allreduce:inf\n"
+    assert u.env_lines(text) == [(2, "UCC_TL_UCP_TUNE", "bcast:0-4k:@0#bcast:4k-inf:@1"),
+                                 (3, "UCC_CL_BASIC_TUNE", "allreduce:inf")]
+    assert u.env_lines(text + "OMPI_MCA_coll_ucc_enable=1\n") is None  # not only strings
+    assert u.env_lines("# nothing\n") is None and u.env_lines("UCC_TLS=ucp\n") is None
+
+
+def _check(tmp_path: Path, text: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    f = tmp_path / "ucc.env"
+    f.write_text(text)
+    r = tune_cli("check", str(f), "--json", str(tmp_path / "c.json"))
+    return r, json.loads((tmp_path / "c.json").read_text())
+
+
+def test_tune_check_reads_a_file_of_strings_as_ucc_does_for_every_team(tmp_path: Path
+                                                                       ) -> None:
+    """`tune check` of a job's UCC strings: each refusal names the line, the team sizes
+    UCC refuses it for, the token and why; what UCC drops quietly is a warning; the
+    strings UCC ships as its own defaults pass. (That UCC refuses exactly these:
+    tests/test_ucc_live.py.)"""
+    r, doc = _check(tmp_path, "".join(f"UCC_TL_UCP_TUNE={s}\n" for s in DEFAULTS[:1]))
+    assert r.returncode == 0 and doc["format"] == "ucc-tune", r.stdout + r.stderr
+    assert doc["strings"] == [{"variable": "UCC_TL_UCP_TUNE", "line": 1, "tokens": 2}]
+    assert not doc["warnings"]
+    r, doc = _check(tmp_path, "# mine\nUCC_TL_UCP_TUNE=bcast:0-4k:@dbt#bcast:1k-8k:@1\n")
+    assert r.returncode == 1 and doc["line"] == 2, r.stderr
+    assert "teams of 1-inf ranks at 'bcast:1k-8k:@1'" in doc["reason"], doc
+    assert "overlaps 0-4096" in doc["reason"] and "UCC's own choice" in doc["reason"]
+    # only where both tokens reach a team: 12 to 16 ranks
+    r, doc = _check(tmp_path, "UCC_TL_UCP_TUNE=bcast:0-4k:[8-16]:@dbt#"
+                              "bcast:1k-8k:[12-inf]:@1\n")
+    assert r.returncode == 1 and "teams of 12-16 ranks" in doc["reason"], doc
+    assert "teams of 8" not in doc["reason"] and "17" not in doc["reason"]
+    r, doc = _check(tmp_path, "UCC_TL_UCP_TUNE=bcast:0-4k:@dbt#bcast:1k-2k,8k-16k:@1\n")
+    assert r.returncode == 0 and len(doc["warnings"]) == 1, doc
+    assert "UCC drops this range and reads on" in doc["warnings"][0]
+    r, doc = _check(tmp_path, "UCC_TL_UCP_TUNE=bcast:@sag\n")
+    assert r.returncode == 1 and "has no algorithm @sag" in doc["reason"], doc
+    # another component's algorithms are not known here: said, its ranges still checked
+    r, doc = _check(tmp_path, "UCC_CL_HIER_TUNE=allreduce:0-4k:@x#allreduce:1k-inf:@y\n")
+    assert r.returncode == 1 and "overlaps" in doc["reason"], doc
+    r, doc = _check(tmp_path, "UCC_CL_HIER_TUNE=allreduce:0-4k:@x\n")
+    assert r.returncode == 0 and "not checked" in doc["warnings"][0], doc
+
+
+def test_check_says_when_the_installation_never_hands_a_collective_to_ucc(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """Debian's Open MPI 4.1.4 has no coll/ucc: a site handing its jobs these strings
+    changes nothing, and `tune check --mpi` says so (coll/ucc off, or below another
+    component: tests/test_ucc_live.py, on an Open MPI built with it)."""
+    f = tmp_path / "ucc.env"
+    f.write_text("UCC_TL_UCP_TUNE=bcast:0-4k:@knomial#bcast:4k-inf:@dbt\n")
+    r = tune_cli("check", str(f), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
+    assert r.returncode == 0, r.stderr
+    assert "has no coll/ucc component: its collectives never reach UCC" in r.stderr, r.stderr

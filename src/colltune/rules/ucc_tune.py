@@ -225,9 +225,9 @@ def apply(tokens: list[Token], team_size: int,
                         have.sort()
                     elif i == len(spans) - 1:
                         raise UccTuneError(t.text, f"{coll} ({mem}): {why}")
-                    else:
-                        out.ignored.append(f"{t.text!r}: {coll} ({mem}) {why}: UCC drops "
-                                           "this range and reads on")
+                    elif (said := f"{t.text!r}: {coll} {why}: UCC drops this range and "
+                                  "reads on") not in out.ignored:  # once, not per memory type
+                        out.ignored.append(said)
     return out
 
 
@@ -274,3 +274,43 @@ def runs(applied: Applied, coll: str, size: int, mem: str = "host") -> str | Non
         if lo <= size < hi or size == hi == INF:
             return alg
     return None
+
+
+# a job's environment file of such strings (`NAME=VALUE` lines, `export ` allowed): how a
+# site or a user hands them to UCC beside an application (`mpirun -x NAME` or the module)
+_VAR = re.compile(r"(?:export\s+)?(UCC_(?:CL|TL)_[A-Z0-9]+_TUNE)=(.*)")
+TL_UCP = "UCC_TL_UCP_TUNE"  # the component whose algorithms are in TL_UCP_ALGS
+
+
+def env_lines(text: str) -> list[tuple[int, str, str]] | None:
+    """(line number, variable, string) of every setting line of an environment file of
+    UCC tuning strings, quotes around a whole value removed; None: some setting line is
+    no such string (not this format). Only lines starting with '#' are comments: a '#'
+    inside a value separates its tokens."""
+    out = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _VAR.fullmatch(line)
+        if m is None:
+            return None
+        value = m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out.append((no, m.group(1), value))
+    return out or None
+
+
+def team_spans(tokens: list[Token]) -> list[tuple[int, int]]:
+    """The spans of team sizes (1 up to UCC's largest) over which the tokens act the same:
+    a token starts or stops applying only at the bounds of its team ranges, so checking
+    one size of each span checks every team size."""
+    top = 2**32 - 1
+    cuts = {1}
+    for t in tokens:
+        for lo, hi in t.teams:
+            cuts.update(c for c in (lo, hi + 1) if 1 <= c <= top)
+    starts = sorted(cuts)
+    return [(a, (starts[i + 1] - 1) if i + 1 < len(starts) else top)
+            for i, a in enumerate(starts)]

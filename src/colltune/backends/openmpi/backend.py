@@ -40,7 +40,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.runtime import Knob
 from colltune.errors import ColltuneError, read_text
-from colltune.rules import mca_params, ompi_json
+from colltune.rules import mca_params, ompi_json, ucc_tune
 from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
@@ -60,8 +60,10 @@ class OpenMPIFiles(TunedRulesFiles):
     """Open MPI's rules files, and the MCA parameter files tune runtime writes."""
 
     def claims(self, text: str) -> bool:
-        # its runtime file and Open MPI 6's JSON rules; classic rules files are the fallback
-        return mca_params.claims(text) or ompi_json.claims(text)
+        # its runtime file, Open MPI 6's JSON rules and the UCC strings coll/ucc hands on;
+        # classic rules files are the fallback
+        return (mca_params.claims(text) or ompi_json.claims(text)
+                or ucc_tune.env_lines(text) is not None)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:

@@ -6,6 +6,7 @@ switch them on."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
 from colltune.rules import ompi_classic as rules
-from colltune.rules import ompi_json, ompi_v6
+from colltune.rules import ompi_json, ompi_v6, ucc_tune
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID
 from colltune.rules.safe import check_env
 
@@ -93,6 +94,10 @@ class TunedRulesFiles(FileFormats):
                           "segsize": r.segsize, "max_requests": r.maxreq}})
 
     def check(self, path: Path, mpi: str | None, version: str | None) -> Checked:
+        text = read_text(path)
+        if (strings := ucc_tune.env_lines(text)) is not None:  # what coll/ucc hands to UCC
+            said = serving.ucc_warnings(find_openmpi(mpi), {}) if mpi else []
+            return check_ucc(path, strings, said)
         valid, allow_v2, major, catalog = None, None, None, None
         served: list[str] = []  # who serves the collectives, as this environment sets it
         if version:
@@ -104,7 +109,6 @@ class TunedRulesFiles(FileFormats):
             catalog = read_catalog(inst)
             valid = valid_algorithms(catalog)
             served = serving.warnings(inst, {})
-        text = read_text(path)
         if ompi_json.claims(text):
             js = check_json(text, path, major, catalog)
             return Checked(js.what, js.doc, js.warnings + served)
@@ -127,6 +131,51 @@ class TunedRulesFiles(FileFormats):
                             "segsize": r.segsize, "max_requests": r.maxreq}
                            for r in sec.rules]}
                 for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
+
+
+def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
+              ) -> Checked:
+    """An environment file of UCC tuning strings, read as UCC 1.8 reads each for a team of
+    every size (rules/ucc_tune.py): a string UCC would reject for some team sizes is an
+    error naming the line, the team sizes, the token and why (UCC would run its own
+    choice there, saying so only in its log); what it drops quietly is a warning, as is
+    `served` (whether the installation's jobs reach UCC at all)."""
+    warnings: list[str] = []
+    doc = []
+    for no, name, value in strings:
+        try:
+            tokens = ucc_tune.parse(value)
+        except ucc_tune.UccTuneError as e:
+            raise FormatError(str(path), no, f"{name}: UCC rejects the whole string at "
+                              f"{e.token!r}: {e.why}; every team would run UCC's own "
+                              "choice") from None
+        if name != ucc_tune.TL_UCP and any(t.alg is not None for t in tokens):
+            warnings.append(f"{name}: its algorithms are not checked (colltune knows "
+                            f"tl/ucp's, {ucc_tune.TL_UCP}); its ranges are")
+            # the ranges are read the same whatever the algorithm: checked without it
+            tokens = [replace(t, alg=None, score=ucc_tune.SCORE_INF if t.score is None
+                              else t.score) if t.alg is not None else t for t in tokens]
+        refused: list[str] = []
+        dropped: dict[str, list[str]] = {}  # what UCC drops quietly -> the teams of it
+        for lo, hi in ucc_tune.team_spans(tokens):
+            teams = f"{lo}" if lo == hi else f"{lo}-{'inf' if hi >= 2**32 - 1 else hi}"
+            try:
+                applied = ucc_tune.apply(tokens, lo)
+            except ucc_tune.UccTuneError as e:
+                refused.append(f"teams of {teams} ranks at {e.token!r}: {e.why}")
+                continue
+            for w in applied.ignored:
+                dropped.setdefault(w, []).append(teams)
+        warnings += [f"{name} (line {no}), teams of {', '.join(t)} ranks: {w}"
+                     for w, t in dropped.items()]
+        if refused:
+            raise FormatError(str(path), no, f"{name}: UCC rejects the whole string for "
+                              + "; ".join(refused) + " (those teams would run UCC's own "
+                              "choice)")
+        doc.append({"variable": name, "line": no, "tokens": len(tokens)})
+    n = sum(int(d["tokens"]) for d in doc)  # type: ignore[call-overload]
+    return Checked(f"UCC tuning strings ({', '.join(str(d['variable']) for d in doc)}), "
+                   f"{n} token(s)", {"format": "ucc-tune", "strings": doc}, warnings + served)
 
 
 def layouts_said(text: str) -> list[str]:

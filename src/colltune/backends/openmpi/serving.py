@@ -145,6 +145,33 @@ def warnings(mpi: OpenMPI, env: dict[str, str]) -> list[str]:
             for s in above]
 
 
+def ucc_warnings(mpi: OpenMPI, env: dict[str, str]) -> list[str]:
+    """What a site must hear before it hands UCC tuning strings to jobs run with `env`:
+    UCC reads them for Open MPI's collectives only where coll/ucc serves, which needs the
+    component built, selected, switched on and above every other that serves."""
+    prio, selection = settings(mpi, env)
+    ucc = prio.get("ucc")
+    if ucc is None:
+        return [f"{mpi.describe()} has no coll/ucc component: its collectives never reach "
+                "UCC, and these strings change nothing for them"]
+    if not selected(selection, "ucc"):
+        return [f"the coll selection {selection!r} leaves coll/ucc out: these strings "
+                "change nothing for Open MPI's collectives"]
+    if not ucc.on:
+        assert ucc.enabled is not None
+        return [f"coll/ucc is off (coll_ucc_enable 0{_whence(ucc.enabled[1])}): these "
+                "strings change nothing until the job sets coll_ucc_enable 1 (and "
+                "coll_ucc_priority above the other components')"]
+    others = sorted((s for s in prio.values() if s.component not in NEVER_IN_THE_WAY
+                     and s.component != "ucc" and selected(selection, s.component) and s.on
+                     and s.priority >= ucc.priority), key=lambda s: -s.priority)
+    return [f"coll/{s.component} ({s.said()}) is above coll/ucc ({ucc.said()}): "
+            f"{REACH.get(s.component, 'wherever it implements a collective')} it serves "
+            "instead, and UCC is not asked" if s.priority > ucc.priority else
+            f"coll/{s.component} ({s.said()}) has coll/ucc's priority: which of them serves "
+            "is not said by any setting; raise coll_ucc_priority" for s in others]
+
+
 # rank 0 under gdb, the others as they are (Open MPI's mpirun sets OMPI_COMM_WORLD_RANK,
 # srun SLURM_PROCID)
 _WRAP = ('r=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
