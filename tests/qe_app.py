@@ -30,10 +30,10 @@ def prepare(work: Path, kpoints: str = "2 2 2") -> Path:
     work.mkdir(parents=True, exist_ok=True)
     for name in ("si.ld1.in", "si.pw.in"):
         shutil.copy(DATA / name, work / name)
-    pw_in = work / "si.pw.in"
-    grid = "2 2 2 0 0 0"
-    assert grid in pw_in.read_text()
-    pw_in.write_text(pw_in.read_text().replace(grid, f"{kpoints} 0 0 0"))
+    pw_in, grid = work / "si.pw.in", "2 2 2 0 0 0"
+    text = pw_in.read_text()
+    assert grid in text
+    pw_in.write_text(text.replace(grid, f"{kpoints} 0 0 0"))
     with open(work / "si.ld1.in", "rb") as f:
         r = subprocess.run(["ld1.x"], stdin=f, cwd=work, capture_output=True, timeout=120,
                            check=False)

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 INF = 2**64 - 1  # UCC_MSG_MAX: a range's `inf`
+TEAM_MAX = 2**32 - 1  # a team size's `inf`
 SCORE_INF = "inf"
 
 # ucc_coll_type_from_str and ucc_mem_type_from_str (UCC 1.8): matched without case
@@ -137,7 +138,7 @@ def _teams(text: str) -> tuple[tuple[int, int], ...] | None:
         if len(ends) != 2 or not ends[0].isdigit() or not (
                 ends[1].isdigit() or ends[1].lower() == "inf"):
             raise UccTuneError(text, f"team size {part!r} is not N, N-M or N-inf")
-        hi = 2**32 - 1 if ends[1].lower() == "inf" else int(ends[1])
+        hi = TEAM_MAX if ends[1].lower() == "inf" else int(ends[1])
         if hi < int(ends[0]):
             raise UccTuneError(text, f"team size range {part!r} ends before it starts")
         out.append((int(ends[0]), hi))
@@ -257,7 +258,7 @@ def render(choices: dict[str, list[tuple[int, str]]],
     the team sizes it is for (None: every team)."""
     tokens = []
     team = "" if teams is None else (
-        f":[{teams[0]}-{'inf' if teams[1] >= 2**32 - 1 else teams[1]}]")
+        f":[{teams[0]}-{'inf' if teams[1] >= TEAM_MAX else teams[1]}]")
     for coll, starts in sorted(choices.items()):
         starts = sorted(starts)
         for i, (first, alg) in enumerate(starts):
@@ -306,11 +307,10 @@ def team_spans(tokens: list[Token]) -> list[tuple[int, int]]:
     """The spans of team sizes (1 up to UCC's largest) over which the tokens act the same:
     a token starts or stops applying only at the bounds of its team ranges, so checking
     one size of each span checks every team size."""
-    top = 2**32 - 1
     cuts = {1}
     for t in tokens:
         for lo, hi in t.teams:
-            cuts.update(c for c in (lo, hi + 1) if 1 <= c <= top)
+            cuts.update(c for c in (lo, hi + 1) if 1 <= c <= TEAM_MAX)
     starts = sorted(cuts)
-    return [(a, (starts[i + 1] - 1) if i + 1 < len(starts) else top)
+    return [(a, (starts[i + 1] - 1) if i + 1 < len(starts) else TEAM_MAX)
             for i, a in enumerate(starts)]

@@ -141,7 +141,8 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
     choice there, saying so only in its log); what it drops quietly is a warning, as is
     `served` (whether the installation's jobs reach UCC at all)."""
     warnings: list[str] = []
-    doc = []
+    doc: list[dict[str, object]] = []
+    n = 0  # tokens in all
     for no, name, value in strings:
         try:
             tokens = ucc_tune.parse(value)
@@ -158,7 +159,7 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
         refused: list[str] = []
         dropped: dict[str, list[str]] = {}  # what UCC drops quietly -> the teams of it
         for lo, hi in ucc_tune.team_spans(tokens):
-            teams = f"{lo}" if lo == hi else f"{lo}-{'inf' if hi >= 2**32 - 1 else hi}"
+            teams = f"{lo}" if lo == hi else f"{lo}-{'inf' if hi >= ucc_tune.TEAM_MAX else hi}"
             try:
                 applied = ucc_tune.apply(tokens, lo)
             except ucc_tune.UccTuneError as e:
@@ -173,7 +174,7 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
                               + "; ".join(refused) + " (those teams would run UCC's own "
                               "choice)")
         doc.append({"variable": name, "line": no, "tokens": len(tokens)})
-    n = sum(int(d["tokens"]) for d in doc)  # type: ignore[call-overload]
+        n += len(tokens)
     return Checked(f"UCC tuning strings ({', '.join(str(d['variable']) for d in doc)}), "
                    f"{n} token(s)", {"format": "ucc-tune", "strings": doc}, warnings + served)
 

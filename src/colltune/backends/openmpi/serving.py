@@ -118,10 +118,18 @@ def in_the_way(mpi: OpenMPI, env: dict[str, str]) -> tuple[list[Setting], Settin
     tuned = prio.get(TUNED)
     if tuned is None or not selected(selection, TUNED) or tuned.priority <= 0:
         return [], None
-    above = [s for s in prio.values() if s.component not in NEVER_IN_THE_WAY
-             and s.component != TUNED and selected(selection, s.component)
-             and s.on and s.priority > tuned.priority]
-    return sorted(above, key=lambda s: -s.priority), tuned
+    return _at_least(prio, selection, tuned, above=True), tuned
+
+
+def _at_least(prio: dict[str, Setting], selection: str, comp: Setting, above: bool
+              ) -> list[Setting]:
+    """The other components a job opens and switches on whose priority is above `comp`'s
+    (or, `above` False, not below it), highest first."""
+    return sorted((s for s in prio.values() if s.component not in NEVER_IN_THE_WAY
+                   and s.component != comp.component and selected(selection, s.component)
+                   and s.on and (s.priority > comp.priority if above
+                                 else s.priority >= comp.priority)),
+                  key=lambda s: -s.priority)
 
 
 def warnings(mpi: OpenMPI, env: dict[str, str]) -> list[str]:
@@ -162,9 +170,7 @@ def ucc_warnings(mpi: OpenMPI, env: dict[str, str]) -> list[str]:
         return [f"coll/ucc is off (coll_ucc_enable 0{_whence(ucc.enabled[1])}): these "
                 "strings change nothing until the job sets coll_ucc_enable 1 (and "
                 "coll_ucc_priority above the other components')"]
-    others = sorted((s for s in prio.values() if s.component not in NEVER_IN_THE_WAY
-                     and s.component != "ucc" and selected(selection, s.component) and s.on
-                     and s.priority >= ucc.priority), key=lambda s: -s.priority)
+    others = _at_least(prio, selection, ucc, above=False)
     return [f"coll/{s.component} ({s.said()}) is above coll/ucc ({ucc.said()}): "
             f"{REACH.get(s.component, 'wherever it implements a collective')} it serves "
             "instead, and UCC is not asked" if s.priority > ucc.priority else
