@@ -40,13 +40,22 @@ gdb.execute("break " + os.environ.get("COLLTUNE_BREAK_AFTER", "MPI_Init"))
 gdb.execute("run")
 # the library is loaded now: a counting breakpoint on each of its functions that match
 _names = set()
+_declared = re.compile(r"^\d+:\s.*?\b(\w+)\(")  # a library built with debug information
 for line in gdb.execute("info functions -q " + os.environ["COLLTUNE_BREAK_LIST"],
                          to_string=True).splitlines():
     parts = line.split()
+    name, addr = None, None
+    if len(parts) == 2 and parts[0].startswith("0x"):
+        name, addr = parts[1], int(parts[0], 16)
+    elif (m := _declared.match(line)):  # "43:	ucc_status_t f(...);": no address listed
+        name = m.group(1)
+        try:
+            addr = int(gdb.parse_and_eval("(long)&" + name))
+        except gdb.error:
+            continue
     # the library's functions only (the kernel's own helpers live in the executable)
-    if len(parts) == 2 and parts[0].startswith("0x") and _want.search(parts[1]) \
-            and gdb.solib_name(int(parts[0], 16)):
-        _names.add(parts[1])
+    if name and addr is not None and _want.search(name) and gdb.solib_name(addr):
+        _names.add(name)
 for n in sorted(_names):
     _Count(n, internal=True)
 gdb.execute("delete")

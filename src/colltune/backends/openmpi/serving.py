@@ -186,10 +186,10 @@ _WRAP = ('r=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
 
 # an entry of a component's collective: ompi_coll_adapt_bcast, mca_coll_han_bcast_intra,
 # ompi_coll_tuned_bcast_intra_dec_fixed, mca_coll_ucc_bcast (base: shared algorithms)
-_ENTRY = r"^(?:ompi|mca)_coll_(?!base_)([a-z0-9]+)_{coll}(?:_|$)"
+ENTRY = r"^(?:ompi|mca)_coll_(?!base_)([a-z0-9]+)_{coll}(?:_|$)"
 
 
-def _listing(coll: str) -> str:
+def listing(coll: str) -> str:
     return rf"^\(ompi\|mca\)_coll_[a-z0-9]*_{coll}"
 
 
@@ -221,32 +221,11 @@ def served_by(mpi: OpenMPI, placement: Placement, coll: str, env: dict[str, str]
     `env`, and the calls counted into each component's entries (a component that calls
     another, coll/han calling coll/tuned on its sub-communicators, shows both: the one
     above in the stack is the one that served)."""
-    exe = build_kernel(mpi)
-    script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
-    plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, size)],
-                      Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
-                      dup_always=False)
-    with jobdir.temporary(prefix="colltune-served-") as tmp, \
-            resources.as_file(script) as script_path:
-        out = Path(tmp) / "counts.json"
-        job = launch_env({**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),
-                          "COLLTUNE_BREAK_LIST": _listing(coll),
-                          "COLLTUNE_BREAK_MATCH": _ENTRY.format(coll=coll),
-                          "COLLTUNE_BREAK_OUT": str(out),
-                          # the components are opened inside MPI_Init (as DSOs where built
-                          # so): listed at the kernel's first point, before its calls
-                          "COLLTUNE_BREAK_AFTER": "collbench_point"})
-        cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
-        outcome = run_kernel(cmd, exe, plan, job, runs_on=mpi)
-        if outcome.status != "ok" or not out.exists():
-            raise MPIError(f"the launch that asks who serves {coll} (rank 0 under gdb) "
-                           f"failed: {outcome.status} {outcome.message}".strip(),
-                           "check that gdb runs here (ptrace allowed) and that the job "
-                           "runs without gdb")
-        counts = json.loads(out.read_text()).get(str(size), {})
+    counts = count_calls(mpi, placement, coll, [size], env,
+                         (listing(coll), ENTRY.format(coll=coll)), gdb).get(size, {})
     per: dict[str, int] = {}
     for fn, n in counts.items():
-        if (m := re.match(_ENTRY.format(coll=coll), fn)) and isinstance(n, int):
+        if (m := re.match(ENTRY.format(coll=coll), fn)) and isinstance(n, int):
             per[m.group(1)] = per.get(m.group(1), 0) + n
     if not per:
         raise ColltuneError(f"no component's {coll} entry was called in the proof launch",
@@ -255,3 +234,36 @@ def served_by(mpi: OpenMPI, placement: Placement, coll: str, env: dict[str, str]
     prio, _ = settings(mpi, env)
     top = max(per, key=lambda c: prio[c].priority if c in prio else -1)
     return top, per
+
+
+def count_calls(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],  # noqa: PLR0913 (a launch's what, where and which functions)
+                env: dict[str, str], functions: tuple[str, str], gdb: str = "gdb"
+                ) -> dict[int, dict[str, int]]:
+    """Per kernel size, the calls rank 0 made into the library's functions that match
+    `functions` (a gdb regex to list them, a Python regex to keep them), in one launch of
+    the kernel's `coll` with `env` (kernel/breakcount.gdb)."""
+    exe = build_kernel(mpi)
+    script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
+    plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
+                      Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
+                      dup_always=False)
+    with jobdir.temporary(prefix="colltune-served-") as tmp, \
+            resources.as_file(script) as script_path:
+        out = Path(tmp) / "counts.json"
+        job = launch_env({**env, "COLLTUNE_BREAK_SCRIPT": str(script_path),
+                          "COLLTUNE_BREAK_LIST": functions[0],
+                          "COLLTUNE_BREAK_MATCH": functions[1],
+                          "COLLTUNE_BREAK_OUT": str(out),
+                          # the components are opened inside MPI_Init (as DSOs where built
+                          # so): listed at the kernel's first point, before its calls
+                          "COLLTUNE_BREAK_AFTER": "collbench_point"})
+        cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
+        outcome = run_kernel(cmd, exe, plan, job, runs_on=mpi)
+        if outcome.status != "ok" or not out.exists():
+            raise MPIError(f"the launch that counts {coll}'s calls (rank 0 under gdb) "
+                           f"failed: {outcome.status} {outcome.message}".strip(),
+                           "check that gdb runs here (ptrace allowed) and that the job "
+                           "runs without gdb")
+        counts = json.loads(out.read_text())
+    return {int(k): {fn: n for fn, n in v.items() if isinstance(n, int)}
+            for k, v in counts.items()}
