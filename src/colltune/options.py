@@ -61,7 +61,8 @@ class MeasureSettings(Repetitions):
 # TuneOptions fields that only some families take, and the flag that sets each: a family
 # lists those it takes in its backend's `options`; the others are refused before a tune
 # opens anything (tuner/run.open_run), naming the families that take them
-FAMILY_OPTIONS = {"tune_han": "--tune-han", "rules_version": "--rules-version",
+FAMILY_OPTIONS = {"tune_han": "--tune-han", "tune_ucc": "--tune-ucc",
+                  "rules_version": "--rules-version",
                   "for_np": "--for-np", "trade_off": "--trade-off", "platform": "--platform",
                   "launch_cost": "--launch-cost"}
 
@@ -120,6 +121,10 @@ class TuneOptions:
         False, "--tune-han", help="Open MPI 5 across nodes: tune coll/han's own choices "
         "(flat tuned or han, han's algorithm, its level modules); --out gets han's rules "
         "file and an MCA parameter file beside it.")
+    tune_ucc: bool = setting(
+        False, "--tune-ucc", help="Open MPI 5 built with coll/ucc: tune UCC's tl/ucp "
+        "algorithms with coll/ucc in charge; --out gets the UCC_TL_UCP_TUNE string and an "
+        "MCA parameter file beside it (docs/ucc.md).")
     rules_version: int | None = None
     out_format: str | None = None  # --format: which of its family's formats to write
     from_db: bool = setting(False, "--from-db", help="Decide from stored data only.")

@@ -16,6 +16,7 @@ from colltune.backends.mpich.backend import MPICHBackend
 from colltune.backends.mvapich2.backend import MVAPICH2Backend
 from colltune.backends.openmpi.backend import OpenMPIBackend
 from colltune.backends.openmpi.han_backend import HanBackend
+from colltune.backends.openmpi.ucc_backend import UccBackend
 from colltune.backends.smpi.backend import SMPIBackend
 from colltune.errors import ColltuneError, FormatError, MPIError, read_text
 from colltune.store.schema import RENAMES, Rename
@@ -25,16 +26,16 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context
 
-# han first: its keys are Open MPI's with a suffix; Intel MPI before MPICH, which claims any
-# JSON file
+# han and ucc first: their keys are Open MPI's with a suffix, and ucc claims UCC's strings
+# before Open MPI's files do; Intel MPI before MPICH, which claims any JSON file
 BACKENDS: dict[str, Backend[Any]] = {b.name: b for b in (
-    HanBackend(), OpenMPIBackend(), ImpiBackend(), MPICHBackend(), MVAPICH2Backend(),
+    HanBackend(), UccBackend(), OpenMPIBackend(), ImpiBackend(), MPICHBackend(), MVAPICH2Backend(),
     SMPIBackend())}
 
 # parameters a family once stored under other names are renamed as its stores open
 RENAMES.extend(Rename(b.owns, b.stored_names) for b in BACKENDS.values() if b.stored_names)
 
-# what --backend offers; coll/han is Open MPI's, chosen with --tune-han
+# what --backend offers; coll/han and UCC are Open MPI's, chosen with --tune-han, --tune-ucc
 CHOICES = ("openmpi", "mpich", "mvapich2", "impi", "smpi")
 
 
@@ -90,12 +91,18 @@ def outputs_help() -> str:
     return ", ".join(dict.fromkeys(BACKENDS[n].output for n in _formats().values()))
 
 
-def named(name: str, han: bool = False) -> Backend[Any]:
-    """The backend `--backend name` (with --tune-han: coll/han's) selects."""
+def named(name: str, han: bool = False, ucc: bool = False) -> Backend[Any]:
+    """The backend `--backend name` (with --tune-han: coll/han's; --tune-ucc: UCC's)
+    selects."""
     if name not in CHOICES:
         raise ColltuneError(f"unknown backend '{name}'",
                             "use --backend " + ", ".join(CHOICES[:-1]) + " or " + CHOICES[-1])
-    return BACKENDS["han" if han and name == "openmpi" else name]
+    if han and ucc:
+        raise ColltuneError("--tune-han and --tune-ucc tune two components that cannot both "
+                            "serve a collective", "choose one")
+    if name == "openmpi" and (han or ucc):
+        return BACKENDS["han" if han else "ucc"]
+    return BACKENDS[name]
 
 
 def for_format(backend: str, out_format: str | None) -> str:

@@ -254,7 +254,7 @@ def _without_option(args: list[str], name: str) -> list[str]:
 
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
                         params: list[str], nodes: int | None, ppn: int | None, point_time: float,
-                        path: Path, backend: str, tune_han: bool) -> None:
+                        path: Path, backend: str, target: tuple[bool, bool]) -> None:
     from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
     from colltune.tuner.forecast import time_limit
@@ -264,7 +264,7 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
         names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
         size_list = parse_sizes(sizes) if sizes else None
         segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None
-        family = registry.named(backend, han=tune_han)
+        family = registry.named(backend, han=target[0], ucc=target[1])
         cat = family.plan_catalog(names)  # the plan's size; the job reads the real catalog
         if cat is None:
             raise ColltuneError(f"--slurm-script sizes the job from the plan, and {family.name}"
@@ -315,6 +315,7 @@ def _make_tune_command(name: str) -> None:
                                              help="smpi: SimGrid platform XML to simulate."),
         launch_cost: str | None = declared(TuneOptions, "launch_cost"),
         tune_han: bool = declared(TuneOptions, "tune_han"),
+        tune_ucc: bool = declared(TuneOptions, "tune_ucc"),
         db: Path | None = typer.Option(None, "--db", help=DB_HELP),
         sizes: str | None = typer.Option(None, "--sizes", help="Per-rank sizes: 8,1K,1M."),
         segsizes: str | None = typer.Option(None, "--segsizes", help="Segment sizes: 0,4K."),
@@ -390,7 +391,8 @@ def _make_tune_command(name: str) -> None:
         if slurm_script is not None:
             _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
                                 slurm_script, _script_family(backend, out_format, mpi,
-                                                             platform), tune_han)
+                                                             platform),
+                                (tune_han, tune_ucc))
             return
         nps = _nps(np, layouts, nodes, ppn)
         family = _family(backend, out_format, mpi, platform, quiet)
@@ -399,7 +401,8 @@ def _make_tune_command(name: str) -> None:
             lays = parse_layouts(layouts) if layouts else None
             rows = _arrival(arrival, name, nps, quiet) if arrival is not None else ()
             opts = TuneOptions(
-                backend=family, platform=platform, tune_han=tune_han, for_np=for_np,
+                backend=family, platform=platform, tune_han=tune_han, tune_ucc=tune_ucc,
+                for_np=for_np,
                 collectives=[name], layouts=lays,
                 nps=[n * p for n, p in lays] if lays else _ints(nps, "--np"), out=out_path,
                 mpi=mpi, db=db,

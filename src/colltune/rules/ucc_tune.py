@@ -241,7 +241,7 @@ def _refused(have: list[tuple[int, int, str | None]], lo: int, hi: int) -> str |
     return None
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     """A size as the shortest text UCX reads back exactly."""
     if n == INF:
         return "inf"
@@ -264,7 +264,7 @@ def render(choices: dict[str, list[tuple[int, str]]],
         for i, (first, alg) in enumerate(starts):
             lo = first if i else 0
             hi = starts[i + 1][0] if i + 1 < len(starts) else INF
-            tokens.append(f"{coll}:{_size(lo)}-{_size(hi)}{team}:@{alg}")
+            tokens.append(f"{coll}:{size_text(lo)}-{size_text(hi)}{team}:@{alg}")
     return "#".join(tokens)
 
 

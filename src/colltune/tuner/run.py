@@ -246,7 +246,7 @@ def open_session(opts: TuneOptions, rep: Reporter, colls: list[str]
                  ) -> tuple[TuneOptions, Session, Plan]:
     """The family's session and the plan of what is measured (opts: with a layout's --out
     beside the one asked for, where the format cannot hold layouts apart)."""
-    backend = registry.named(opts.backend, han=opts.tune_han)
+    backend = registry.named(opts.backend, han=opts.tune_han, ucc=opts.tune_ucc)
     _refuse_foreign(opts, backend)
     if opts.sweep == "bands" and backend.bands is None:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "

@@ -189,7 +189,7 @@ class OpenMPIBackend(TunedRulesBackend[OpenMPI]):
     runtime = OpenMPIRuntime()
     apps = OpenMPIApps()
     name = "openmpi"
-    options = frozenset({"tune_han", "rules_version"})
+    options = frozenset({"tune_han", "tune_ucc", "rules_version"})
     short = "ompi"
     waits = {OpenMPI.name: "Open MPI's ranks poll for progress while they wait, so a rank "
                            "can wait for a scheduler time slice of the rank whose core it "

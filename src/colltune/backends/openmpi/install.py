@@ -37,6 +37,9 @@ class OpenMPI:
     # measuring coll/han's own choices (--tune-han) rather than coll/tuned's algorithms:
     # han stays on, and the measurements are kept apart in the store
     han: bool = False
+    # measuring UCC's algorithms through coll/ucc (--tune-ucc): coll/ucc switched on above
+    # every other component, the measurements kept apart in the store
+    ucc: bool = False
 
     @property
     def version_tuple(self) -> tuple[int, ...]:
@@ -45,10 +48,12 @@ class OpenMPI:
     @property
     def key(self) -> str:
         """Identifies the installation in the store and the kernel cache."""
-        return f"openmpi-{self.version}@{self.prefix}" + ("+han" if self.han else "")
+        return (f"openmpi-{self.version}@{self.prefix}" + ("+han" if self.han else "")
+                + ("+ucc" if self.ucc else ""))
 
     def describe(self) -> str:
-        what = ", coll/han's choices" if self.han else ""
+        what = (", coll/han's choices" if self.han else
+                ", UCC's algorithms through coll/ucc" if self.ucc else "")
         return f"{self.name} {self.version} at {self.prefix} (mpirun {self.mpirun}{what})"
 
     wrapper_flags = ("--showme", "--showme:version")

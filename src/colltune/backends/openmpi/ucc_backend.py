@@ -1,0 +1,247 @@
+"""UCC through Open MPI's coll/ucc as a Backend (--tune-ucc): tl/ucp's algorithms measured
+per collective, message size and team size with coll/ucc in charge, written as the
+`UCC_TL_UCP_TUNE` string UCC reads (a job's environment file, and the MCA parameter file
+beside it that switches coll/ucc on and hands the string to every rank), and verified by
+UCC's own init functions."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from colltune import __version__
+from colltune.backends.base import (
+    Backend,
+    Decisions,
+    Session,
+    Traits,
+    Written,
+    decision_comments,
+    provenance,
+    write_file,
+)
+from colltune.backends.files import Arms, ExportRequest, Installable, VerifyTarget
+from colltune.backends.openmpi import serving, ucc
+from colltune.backends.openmpi.backend import OpenMPIBackend, OpenMPIFiles
+from colltune.backends.openmpi.install import (
+    OpenMPI,
+    find_openmpi,
+    launch_command,
+    launch_env,
+)
+from colltune.backends.openmpi.tuned_rules import served_note
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
+from colltune.core.config import Config
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError, read_text
+from colltune.rules import ucc_tune
+from colltune.slots import place
+
+if TYPE_CHECKING:
+    from colltune.launchers import Launch
+    from colltune.options import TuneOptions
+    from colltune.slots import Placement
+    from colltune.store import Context, Measurement, Store
+
+# what a job inherits that would change UCC's choice under the measurement
+_UCC_OWN = re.compile(r"UCC_(?:(?:CL|TL)_[A-Z0-9]+_TUNE|CONFIG_FILE)")
+
+
+def ucc_installation(prefix: str | None) -> OpenMPI:
+    """The Open MPI at `prefix` driving UCC: refused, in one line naming what is missing,
+    where its jobs cannot reach UCC (no coll/ucc, or a component kept above it)."""
+    mpi = find_openmpi(prefix)
+    if mpi.version_tuple < (5,):
+        raise ColltuneError(f"--tune-ucc needs Open MPI 5 or later with coll/ucc; "
+                            f"{mpi.describe()} has none",
+                            "use --mpi with an Open MPI built --with-ucc (docs/ucc.md)")
+    said = serving.ucc_warnings(mpi, ucc.UCC_ON)
+    if said:
+        raise ColltuneError(f"--tune-ucc: {said[0]}",
+                            "use --mpi with an Open MPI built --with-ucc, and leave coll/ucc "
+                            "selected (docs/ucc.md)")
+    return replace(mpi, ucc=True)
+
+
+class UccFiles(OpenMPIFiles):
+    """A job's environment file of UCC strings: checked as UCC reads it (OpenMPIFiles),
+    verified with coll/ucc on by UCC's own init functions."""
+
+    def claims(self, text: str) -> bool:
+        return ucc_tune.env_lines(text) is not None
+
+    def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
+                      hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
+        lines = ucc_tune.env_lines(read_text(path)) or []
+        values = [v for _, name, v in lines if name == ucc_tune.TL_UCP]
+        if len(values) != 1 or len(lines) != 1:
+            raise ColltuneError(f"{path}: tune verify takes one {ucc_tune.TL_UCP} line",
+                                "verify each component's string in a file of its own")
+        value = values[0]
+        try:
+            tokens = ucc_tune.parse(value)
+            ucc_tune.apply(tokens, np)
+        except ucc_tune.UccTuneError as e:
+            raise ColltuneError(f"not applied: UCC would ignore the whole string for teams "
+                                f"of {np}: {e}", f"tune check {path}") from None
+        mpi = ucc_installation(mpi_prefix)
+        table, _ = ucc.algorithms(mpi)
+        colls = sorted({c for t in tokens if t.for_team(np) for c in t.colls or table}
+                       & set(ucc.PROVEN))
+        catalog = ucc.catalog(table, colls)
+        at = ucc.says(value)
+
+        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+            alg = at(coll, n, size)
+            return None if alg is None else Config(table[coll.name].index(alg) + 1)
+
+        placement = self.backend.place(np, hostfile, launch)
+        return VerifyTarget(mpi, catalog, colls,
+                            {"default": {}, "tuned": {ucc_tune.TL_UCP: value}},
+                            placement, rule_at, ucc.proof(mpi, placement, value, table))
+
+    def installable(self, req: ExportRequest) -> Installable:
+        raise ColltuneError("tune export does not install UCC strings yet",
+                            "hand jobs the MCA parameter file tune --tune-ucc wrote beside "
+                            "it (OMPI_MCA_mca_base_param_files=FILE)")
+
+
+class UccBackend(Backend[OpenMPI]):
+    """UCC's tl/ucp algorithms on Open MPI 5 with coll/ucc (--tune-ucc). No runtime or apps
+    capability: tune runtime and tune app tune coll/tuned's choices, not UCC's (yet)."""
+
+    Files = UccFiles
+    traits = Traits()
+    name = "ucc"
+    short = "ucc"
+    waits = OpenMPIBackend.waits
+    output = "a UCC tuning string (UCC_TL_UCP_TUNE)"
+    options = frozenset({"tune_ucc"})
+    rules_name = "colltune-ucc.env"
+    rules_what = "UCC tuning string"
+
+    def rule_size(self, coll: Collective, size: int, np: int) -> int:
+        return ucc.msg_size(coll, size, np)
+
+    def mpit_env(self) -> dict[str, str]:
+        return {}
+
+    def mpit_vars(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, int]:
+        return {}
+
+    def forcing_env(self, catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
+        return ucc.forcing(catalog, coll, cfg)
+
+    def launch(self, mpi: OpenMPI, placement: Placement, coll: str, alg: int,
+               env_extra: dict[str, str] | None) -> tuple[list[str], dict[str, str]]:
+        """coll/ucc on above every component; a string or UCC configuration file the
+        caller's environment holds is not passed on (it would choose for UCC)."""
+        env = {k: v for k, v in launch_env().items() if not _UCC_OWN.fullmatch(k)}
+        return launch_command(mpi, placement), {**env, **ucc.UCC_ON, **(env_extra or {})}
+
+    def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
+             ) -> Session[OpenMPI]:
+        if opts.predict or opts.strategy == "model":
+            raise ColltuneError("--predict and --strategy model need cost formulas, and "
+                                "colltune has none for UCC's algorithms",
+                                "use --strategy grid, race or bayes")
+        unproven = [c for c in colls if c not in ucc.PROVEN]
+        if unproven:  # before anything is looked for: it cannot be tuned anywhere
+            raise ColltuneError(f"--tune-ucc tunes {', '.join(ucc.PROVEN)}, not "
+                                f"{', '.join(unproven)}: how UCC sizes its messages is not "
+                                "proven here yet", "tune those with coll/tuned (leave out "
+                                "--tune-ucc)")
+        mpi = ucc_installation(opts.mpi)
+        table, source = ucc.algorithms(mpi)
+        missing = [c for c in colls if c not in table]
+        if missing:
+            raise ColltuneError(f"the UCC that {mpi.describe()} loads has no tl/ucp "
+                                f"algorithms for {', '.join(missing)}",
+                                "tune those with coll/tuned (leave out --tune-ucc)")
+        note(f"note: UCC's algorithms from {source}")
+        placements = [place(np, opts.hostfile, launch=opts.launch) for np in opts.nps]
+        return UccSession(self, mpi, ucc.catalog(table, colls), placements, opts)
+
+    def plan_catalog(self, colls: list[str]) -> Catalog | None:
+        return ucc.catalog(ucc_tune.TL_UCP_ALGS, colls)
+
+    def catalog_for(self, ctx: Context, names: dict[str, dict[int, str]] | None
+                    ) -> Catalog | None:
+        return Catalog(algorithms=names, source="store") if names else None
+
+    def owns(self, mpi_key: str) -> bool:
+        # the key may carry a replayed arrival pattern after it (tuner/measure.arrival_key)
+        return mpi_key.startswith("openmpi-") and mpi_key.split("~", 1)[0].endswith("+ucc")
+
+
+class UccSession(Session[OpenMPI]):
+    """A run that measures each tl/ucp algorithm in a launch of its own (UCC reads its
+    string once, at initialisation) and writes UCC's string."""
+
+    sweep = "relaunch"
+
+    def __init__(self, backend: Backend[OpenMPI], mpi: OpenMPI, catalog: Catalog,
+                 placements: list[Placement], opts: TuneOptions) -> None:
+        self.backend, self.mpi, self.catalog = backend, mpi, catalog
+        self.placements, self.opts = placements, opts
+
+    def decided(self, name: str, placement: Placement, ds: list[Decision],
+                ms: list[Measurement], store: Store, ctx: Context) -> list[Decision]:
+        return ds
+
+    def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
+             ) -> Arms:
+        value = ucc.render({(coll.name, placement.np): ucc.section(self.catalog, coll.name,
+                                                                   ds)})
+        write_file(path, ucc.env_file(value, []), "the tentative string")
+        return {"default": {}, "tuned": {ucc_tune.TL_UCP: value}}
+
+    def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
+        out = self.opts.out
+        sections: ucc.Sections = {}
+        if out is not None and out.exists():  # merged into: its other sections are kept
+            lines = ucc_tune.env_lines(read_text(out)) or []
+            if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
+                raise ColltuneError(f"will not merge into {out}: it is not a UCC string "
+                                    "tune --tune-ucc wrote", "choose another --out; it was "
+                                    "not changed")
+            sections = ucc.read_sections(lines[0][2], str(out))
+        for name, per_np in decisions.items():
+            for np, ds in per_np.items():
+                sections[(name, np)] = ucc.section(self.catalog, name, ds)
+        value = ucc.render(sections)
+        header = [f"UCC tuning string written by colltune {__version__}", provenance(self.mpi),
+                  "message sizes are UCC's: one rank's buffer (bcast, reduce, allreduce), "
+                  "the whole receive buffer (allgather, alltoall)",
+                  *served(sections), *decision_comments(decisions, self.catalog)]
+        frag = ucc.fragment_path(out) if out is not None else None
+        use = (f"OMPI_MCA_mca_base_param_files={frag} mpirun ..." if frag else ucc.USE)
+        if out is not None and frag is not None:
+            write_file(out, ucc.env_file(value, [*header, f"use: {ucc.USE}"]), "--out")
+            write_file(frag, ucc.mca_fragment(value, [
+                f"UCC on above every other collective component, with the string of {out}",
+                "use: OMPI_MCA_mca_base_param_files=THIS_FILE mpirun ... (or the site's "
+                "openmpi-mca-params.conf; it sets mca_base_env_list, which another "
+                "setting of it replaces)"]), "--out")
+        return Written("UCC's tuning string (UCC_TL_UCP_TUNE)", str(frag) if frag else None,
+                       use, record={"ucc": {"string": value,
+                                            "mca_params": str(frag) if frag else None}})
+
+
+def served(sections: ucc.Sections) -> list[str]:
+    """Per collective and section, the team sizes its tokens serve (and below the smallest
+    measured: UCC's own choice)."""
+    out = []
+    for coll in sorted({c for c, _ in sections}):
+        nps = sorted(n for c, n in sections if c == coll)
+        if nps[0] > 1:
+            out.append(f"{coll}: teams of fewer than {nps[0]} ranks: nothing measured there, "
+                       "so UCC's own choice")
+        for i, np in enumerate(nps):
+            hi = nps[i + 1] - 1 if i + 1 < len(nps) else None
+            out.append(f"{coll}: {served_note(np, np, hi)}".replace("communicators", "teams"))
+    return out

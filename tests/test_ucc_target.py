@@ -1,0 +1,166 @@
+"""The UCC target (--tune-ucc) where CI can run it: decisions become a string that UCC's
+reading (rules/ucc_tune.py, held to UCC itself by tests/test_ucc_live.py) runs as decided
+at every measured size and team size, merged run after run; the files beside it read by
+the real interpreters (bash, and the Open MPI 5 wheel's own parameter-file reader); and
+the refusals on the installations CI has, which have no coll/ucc.
+
+Tuning UCC itself needs a UCC and an Open MPI built with it: tests/test_ucc_live.py."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from colltune.backends.openmpi import ucc
+from colltune.backends.openmpi.install import OpenMPI, launch_env
+from colltune.collectives import get_collective
+from colltune.core.config import DEFAULT, Config
+from colltune.core.records import Decision
+from colltune.errors import ColltuneError
+from colltune.rules import ucc_tune as u
+from conftest import get_mpi
+from helpers import tune_cli
+
+CATALOG = ucc.catalog(u.TL_UCP_ALGS, ["bcast", "allgather"])
+
+
+def _decide(coll: str, np: int, chosen: dict[int, str | None]) -> list[Decision]:
+    """Decisions per per-rank size: an algorithm's name, or None for UCC's own choice."""
+    c = get_collective(coll)
+    algs = u.TL_UCP_ALGS[coll]
+    return [Decision(size, ucc.msg_size(c, size, np),
+                     DEFAULT if alg is None else Config(algs.index(alg) + 1), None, None,
+                     None, None, False) for size, alg in chosen.items()]
+
+
+def _string(runs: dict[tuple[str, int], dict[int, str | None]]) -> str:
+    return ucc.render({(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
+                       for (coll, np), chosen in runs.items()})
+
+
+RUNS: dict[tuple[str, int], dict[int, str | None]] = {
+    ("bcast", 4): {8: None, 1024: "knomial", 16384: "dbt", 65536: None, 1 << 20: "dbt"},
+    ("bcast", 8): {8: "dbt", 1 << 20: None},
+    ("allgather", 4): {64: "ring", 4096: "bruck"},
+}
+
+
+def test_ucc_runs_each_decision_at_its_size_and_team() -> None:
+    """Read as UCC reads it, the string runs every decision at its own size for teams from
+    the size measured up to the next one measured, and leaves the sizes where UCC's own
+    choice was kept, and the teams below the smallest measured, to UCC."""
+    value = _string(RUNS)
+    tokens = u.parse(value)
+    for (coll, np), chosen in RUNS.items():
+        c = get_collective(coll)
+        served = (4, 5, 6, 7) if (coll, np) == ("bcast", 4) else (np, np + 1, 64)
+        for team in served:
+            applied = u.apply(tokens, team)
+            for size, alg in chosen.items():
+                assert u.runs(applied, coll, ucc.msg_size(c, size, np)) == alg, \
+                    (value, coll, team, size)
+    for team in (1, 2, 3):  # nothing measured below 4: UCC's own choice
+        assert u.apply(tokens, team).ranges == {}
+    assert "[4-7]" in value and "[8-inf]" in value, value
+
+
+def test_allgather_ranges_are_the_whole_receive_buffer() -> None:
+    """UCC compares an allgather's whole receive buffer (every rank's block), so a per-rank
+    block of 4 KiB at 4 ranks is 16 KiB in the string."""
+    value = _string({("allgather", 4): {1024: "ring", 4096: "bruck"}})
+    # the switch between the measured blocks' totals 4 KiB and 16 KiB
+    assert value.startswith("allgather:0-") and ":@ring#allgather:" in value, value
+    applied = u.apply(u.parse(value), 4)
+    assert u.runs(applied, "allgather", 4 * 1024) == "ring"
+    assert u.runs(applied, "allgather", 4 * 4096) == "bruck"
+
+
+def test_a_string_read_back_is_the_same_sections() -> None:
+    sections = {(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
+                for (coll, np), chosen in RUNS.items()}
+    value = ucc.render(sections)
+    assert ucc.render(ucc.read_sections(value, "x")) == value
+    with pytest.raises(ColltuneError, match="not one colltune writes"):
+        ucc.read_sections("bcast:0-4k:100:@dbt", "x")
+
+
+def test_the_environment_file_is_read_by_bash_as_written(tmp_path: Path) -> None:
+    value = _string(RUNS)
+    f = tmp_path / "ucc.env"
+    f.write_text(ucc.env_file(value, ["a comment"]))
+    got = subprocess.run(["bash", "-c", 'set -a; . "$1"; set +a; printf %s '
+                          '"$UCC_TL_UCP_TUNE"', "bash", str(f)], capture_output=True,
+                         text=True, timeout=30, check=True).stdout
+    assert got == value
+    r = tune_cli("check", str(f))  # and `tune check` reads it as UCC would, and takes it
+    assert r.returncode == 0, r.stdout + r.stderr
+    with pytest.raises(ColltuneError):
+        ucc.env_file("bcast:@dbt'; rm -rf ~; '", [])
+    with pytest.raises(ColltuneError):
+        ucc.mca_fragment("bcast:@dbt\nmpi_leave_pinned = 1", [])
+
+
+_PRINT = r"""#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const char *s = getenv("UCC_TL_UCP_TUNE");
+    printf("rank %d: %s\n", rank, s ? s : "(unset)");
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.mpi
+def test_open_mpi_hands_the_string_to_every_rank(tmp_path: Path) -> None:
+    """The MCA parameter file written beside the string, read by a real Open MPI 5 (the
+    wheel, which has no coll/ucc; its parameter-file reader and mca_base_env_list are those
+    of every 5.0): every rank's environment holds the string unchanged ('#' and '[' in it)."""
+    mpi: OpenMPI = get_mpi("ompi50")
+    value = _string(RUNS)
+    frag = tmp_path / "ucc-mca-params.conf"
+    frag.write_text(ucc.mca_fragment(value, ["a comment"]))
+    src = tmp_path / "env.c"
+    src.write_text(_PRINT)
+    exe = tmp_path / "env"
+    subprocess.run([str(mpi.mpicc), str(src), "-o", str(exe)], check=True, timeout=120,
+                   env=launch_env())
+    r = subprocess.run([str(mpi.mpirun), "-np", "2", "--oversubscribe", str(exe)],
+                       capture_output=True, text=True, timeout=120, env=launch_env({
+                           "OMPI_MCA_mca_base_param_files": str(frag),
+                           "OMPI_MCA_btl": "^ofi"}))  # the wheel's 1 s in btl/ofi's close
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(r.stdout.splitlines()) == [f"rank {i}: {value}" for i in (0, 1)], r.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("which", ["ompi41", "ompi50"])
+def test_tune_ucc_is_refused_where_jobs_never_reach_ucc(which: str, tmp_path: Path) -> None:
+    """Debian's 4.1.4 (before coll/ucc) and the 5.0.11 wheel (built without it): refused
+    before anything runs, in one line naming what is missing."""
+    mpi = get_mpi(which)
+    out = tmp_path / "ucc.env"
+    r = tune_cli("bcast", "--np", "2", "--tune-ucc", "--mpi", str(mpi.prefix), "--out",
+                 str(out), "--db", str(tmp_path / "s.db"))
+    assert r.returncode != 0 and not out.exists()
+    said = " ".join(r.stderr.split())
+    assert ("needs Open MPI 5 or later with coll/ucc" if which == "ompi41" else
+            "has no coll/ucc component") in said, said
+
+
+def test_tune_ucc_and_tune_han_are_one_or_the_other(tmp_path: Path) -> None:
+    r = tune_cli("bcast", "--np", "4", "--tune-ucc", "--tune-han", "--out",
+                 str(tmp_path / "x"))
+    assert r.returncode != 0 and "choose one" in r.stderr, r.stderr
+    r = tune_cli("gather", "--np", "4", "--tune-ucc", "--out", str(tmp_path / "x"))
+    assert r.returncode != 0 and "not gather: how UCC sizes its messages is not proven" in \
+        " ".join(r.stderr.split()), r.stderr
+    r = tune_cli("bcast", "--np", "4", "--tune-ucc", "--backend", "mpich")
+    assert r.returncode != 0 and "--tune-ucc does not apply to --backend mpich" in \
+        " ".join(r.stderr.split()), r.stderr
