@@ -21,7 +21,7 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError
 from colltune.rules import ucc_tune as u
 from conftest import get_mpi
-from helpers import tune_cli
+from helpers import module_env, tune_cli
 
 CATALOG = ucc.catalog(u.TL_UCP_ALGS, ["bcast", "allgather"])
 
@@ -126,11 +126,7 @@ def test_open_mpi_hands_the_string_to_every_rank(tmp_path: Path) -> None:
     value = _string(RUNS)
     frag = tmp_path / "ucc-mca-params.conf"
     frag.write_text(ucc.mca_fragment(value, ["a comment"]))
-    src = tmp_path / "env.c"
-    src.write_text(_PRINT)
-    exe = tmp_path / "env"
-    subprocess.run([str(mpi.mpicc), str(src), "-o", str(exe)], check=True, timeout=120,
-                   env=launch_env())
+    exe = _env_printer(mpi, tmp_path)
     r = subprocess.run([str(mpi.mpirun), "-np", "2", "--oversubscribe", str(exe)],
                        capture_output=True, text=True, timeout=120, env=launch_env({
                            "OMPI_MCA_mca_base_param_files": str(frag),
@@ -164,3 +160,46 @@ def test_tune_ucc_and_tune_han_are_one_or_the_other(tmp_path: Path) -> None:
     r = tune_cli("bcast", "--np", "4", "--tune-ucc", "--backend", "mpich")
     assert r.returncode != 0 and "--tune-ucc does not apply to --backend mpich" in \
         " ".join(r.stderr.split()), r.stderr
+
+
+@pytest.mark.mpi
+def test_export_installs_the_string_for_every_users_jobs(tmp_path: Path) -> None:
+    """`tune export --site` of a string --tune-ucc wrote: the string, the MCA parameter file
+    (read by the real Open MPI 5 wheel: every rank's environment holds the string) and
+    modules that set the same, loaded by tclsh and lua as every user's session loads them
+    ('[' and ']' escaped for Tcl, '#' text). A string UCC would refuse, or one with a
+    character colltune never writes, is not installed."""
+    value = _string(RUNS)
+    src = tmp_path / "ucc.env"
+    src.write_text(ucc.env_file(value, ["written by a tune"]))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    want = {**ucc.UCC_ON, u.TL_UCP: value}
+    for module in ("tuned", "tuned.lua"):
+        assert module_env(site / "modulefiles" / "colltune" / module) == want
+    installed = u.env_lines((site / "colltune-ucc.env").read_text())
+    assert installed == [(2, u.TL_UCP, value)], installed
+    conf = site / "openmpi-mca-params.conf"
+    mpi: OpenMPI = get_mpi("ompi50")
+    exe = _env_printer(mpi, tmp_path)
+    r2 = subprocess.run([str(mpi.mpirun), "-np", "2", "--oversubscribe", str(exe)],
+                        capture_output=True, text=True, timeout=120, env=launch_env({
+                            "OMPI_MCA_mca_base_param_files": str(conf),
+                            "OMPI_MCA_btl": "^ofi"}))
+    assert sorted(r2.stdout.splitlines()) == [f"rank {i}: {value}" for i in (0, 1)], r2
+    for bad in ("bcast:0-4k:@dbt#bcast:1k-8k:@1",  # overlapping: UCC ignores it whole
+                "bcast:0-4k:@dbt#bcast:4k-inf:@knomial$(id)"):
+        src.write_text(f"{u.TL_UCP}='{bad}'\n")
+        r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "bad"))
+        assert r.returncode != 0 and not (tmp_path / "bad").exists(), (bad, r.stderr)
+
+
+def _env_printer(mpi: OpenMPI, tmp_path: Path) -> Path:
+    """A program that prints each rank's UCC_TL_UCP_TUNE, built with `mpi`."""
+    src = tmp_path / "env.c"
+    src.write_text(_PRINT)
+    exe = tmp_path / "env"
+    subprocess.run([str(mpi.mpicc), str(src), "-o", str(exe)], check=True, timeout=120,
+                   env=launch_env())
+    return exe

@@ -32,12 +32,14 @@ from colltune.backends.openmpi.install import (
     launch_command,
     launch_env,
 )
+from colltune.backends.openmpi.rules_files import check_ucc
 from colltune.backends.openmpi.tuned_rules import served_note
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, read_text
+from colltune.outfile import Planned, destination
 from colltune.rules import ucc_tune
 from colltune.slots import place
 
@@ -105,9 +107,44 @@ class UccFiles(OpenMPIFiles):
                             placement, rule_at, ucc.proof(mpi, placement, value, table))
 
     def installable(self, req: ExportRequest) -> Installable:
-        raise ColltuneError("tune export does not install UCC strings yet",
-                            "hand jobs the MCA parameter file tune --tune-ucc wrote beside "
-                            "it (OMPI_MCA_mca_base_param_files=FILE)")
+        """The string (checked as UCC reads it for teams of every size), and the MCA
+        parameter file that switches coll/ucc on and hands it to every rank (the site's, to
+        append to <prefix>/etc/openmpi-mca-params.conf, or merged into the user's own);
+        the modules set the same three variables."""
+        text = req.text if req.text is not None else read_text(req.source)
+        lines = ucc_tune.env_lines(text) or []
+        if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
+            raise ColltuneError(f"will not export {req.source}: it is not one "
+                                f"{ucc_tune.TL_UCP} line", "export the file tune --tune-ucc "
+                                "wrote")
+        value = lines[0][2]
+        check_ucc(req.source, lines, [])  # a string UCC would refuse for some teams: refused
+        if not ucc.SAFE.fullmatch(value):
+            raise ColltuneError(f"will not export {req.source}: its string holds characters "
+                                "colltune does not write into every user's files",
+                                "export the file tune --tune-ucc wrote")
+        if req.mpi is not None:
+            ucc_installation(req.mpi)  # an Open MPI whose jobs never reach UCC: refused
+        user = req.site is None
+        where = req.home / ".openmpi" if user else req.site
+        assert where is not None
+        params = {"coll_ucc_enable": "1", "coll_ucc_priority": "100",
+                  "mca_base_env_list": f"{ucc_tune.TL_UCP}={value}"}
+        conf = [f"# Open MPI MCA parameters {req.stamp}",
+                "# UCC serves Open MPI's collectives with colltune's string; another "
+                "mca_base_env_list replaces this one: join them"]
+        if not user:
+            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
+                        "OMPI_MCA_mca_base_param_files to this file")
+        conf += [f"{k} = {v}" for k, v in params.items()]
+        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+        return Installable(
+            [Planned(destination(where / self.backend.rules_name),
+                     ucc.env_file(value, [req.stamp]), self.backend.rules_what),
+             Planned(destination(where / conf_name), "\n".join(conf) + "\n",
+                     "Open MPI MCA parameter file", merge=user)],
+            {**ucc.UCC_ON, ucc_tune.TL_UCP: value},
+            "Open MPI collectives served by UCC, tuned by colltune")
 
 
 class UccBackend(Backend[OpenMPI]):
