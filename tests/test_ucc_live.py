@@ -213,12 +213,14 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-def test_every_range_runs_through_the_parameter_file(ompi_ucc: OpenMPI,
-                                                     tmp_path: Path) -> None:
+@pytest.mark.parametrize("form", ["parameter file", "configuration file"])
+def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: Path,
+                                                   form: str) -> None:
     """A string written as --tune-ucc writes it, handed to the job only by the MCA
-    parameter file written beside it: at both edges of every range, rank 0 entered the
-    init function of the algorithm the string names and no other tl/ucp one. Allgather's
-    and alltoall's ranges are on the whole receive buffer (4 blocks here), as UCC counts."""
+    parameter file written beside it, or only by the UCC configuration file: at both edges
+    of every range, rank 0 initialised and started the algorithm the string names and no
+    other tl/ucp one. Allgather's and alltoall's ranges are on the whole receive buffer
+    (4 blocks here), as UCC counts."""
     from colltune.backends.openmpi import ucc
     from colltune.backends.openmpi.ucc_backend import ucc_installation
     from colltune.collectives import get_collective
@@ -235,8 +237,14 @@ def test_every_range_runs_through_the_parameter_file(ompi_ucc: OpenMPI,
                        None, None, None, False) for s, a in rows]
         sections[(coll, 4)] = ucc.section(cat, coll, ds)
     value = ucc.render(sections)
-    frag = tmp_path / "ucc-mca-params.conf"
-    frag.write_text(ucc.mca_fragment(value, []))
+    if form == "parameter file":
+        frag = tmp_path / "ucc-mca-params.conf"
+        frag.write_text(ucc.mca_fragment(value, []))
+        job = {"OMPI_MCA_mca_base_param_files": str(frag)}
+    else:
+        conf = tmp_path / "ucc.conf"
+        conf.write_text(ucc.config_file(sections, {4}, []))
+        job = {"UCC_CONFIG_FILE": str(conf)}
     at = ucc.says(value)
     for coll, rows in WRITTEN.items():
         c = get_collective(coll)
@@ -249,8 +257,7 @@ def test_every_range_runs_through_the_parameter_file(ompi_ucc: OpenMPI,
             b for lo, _ in sections[(coll, 4)] if lo
             for b in ((lo - 1) // per // g * g, _round_up(_round_up(lo, per) // per, g))})
         blocks = [b for b in blocks if b > 0]
-        got = ucc.ran(mpi, place(4), c, blocks,
-                      {"OMPI_MCA_mca_base_param_files": str(frag)}, table)
+        got = ucc.ran(mpi, place(4), c, blocks, job, table)
         wrong = {b: got[b] for b in blocks
                  if not ucc.runs_alone(coll, str(at(c, 4, b)), got[b])}
         assert not wrong, (coll, value, {b: at(c, 4, b) for b in wrong}, wrong)
@@ -289,6 +296,7 @@ def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
     assert name == u.TL_UCP and f"mca_base_env_list = {u.TL_UCP}={value}\n" in \
         frag.read_text()
     assert tune_cli("check", str(out)).returncode == 0
+    assert tune_cli("check", str(tmp_path / "ucc-sections.conf")).returncode == 0
     if not value:
         pytest.skip("UCC's own choice kept everywhere: nothing for verify to prove "
                     "(the test above proves every range of a written string)")
@@ -296,3 +304,25 @@ def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
                  env=ompi_ucc.tool_env())
     assert "applied: UCC initialised the string's algorithm" in r.stdout + r.stderr, \
         r.stdout + r.stderr[-3000:]
+
+
+def test_a_string_in_the_environment_wins_over_the_configuration_file(
+        ompi_ucc: OpenMPI, tmp_path: Path) -> None:
+    """What `tune check` of a configuration file says: where the job's environment sets
+    UCC_TL_UCP_TUNE too, UCC 1.8 takes the environment's (its source reads as if the
+    file's section replaced it: the run decides)."""
+    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi.ucc_backend import ucc_installation
+    from colltune.collectives import get_collective
+
+    mpi = ucc_installation(str(ompi_ucc.prefix))
+    table, _ = ucc.algorithms(mpi)
+    conf = tmp_path / "ucc.conf"
+    conf.write_text(f"[team_size=4]\n{u.TL_UCP}=bcast:0-inf:@dbt\n")
+    bcast = get_collective("bcast")
+    alone = ucc.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf)}, table)
+    both = ucc.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf),
+                                                  u.TL_UCP: "bcast:0-inf:@sag_knomial"},
+                   table)
+    assert ucc.runs_alone("bcast", "dbt", alone[1000]), alone
+    assert ucc.runs_alone("bcast", "sag_knomial", both[1000]), both

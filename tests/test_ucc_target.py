@@ -203,3 +203,47 @@ def _env_printer(mpi: OpenMPI, tmp_path: Path) -> Path:
     subprocess.run([str(mpi.mpicc), str(src), "-o", str(exe)], check=True, timeout=120,
                    env=launch_env())
     return exe
+
+
+def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> None:
+    """UCC's configuration-file form: a section per span of team sizes, each holding what
+    the string runs for those teams; no two sections that one team could match (UCC would
+    take either); teams below the smallest size measured in no section."""
+    sections = {(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
+                for (coll, np), chosen in RUNS.items()}
+    value = ucc.render(sections)
+    text = ucc.config_file(sections, {4, 8}, ["a comment"])
+    secs = [s for s in u.config_sections(text) or [] if s.line]
+    assert [s.header for s in secs] == ["team_size=4-7 nnodes=1",
+                                        f"team_size=8-{u.TEAM_MAX} nnodes=1"], text
+    for team in (1, 3, 4, 7, 8, 64):
+        mine = [s for s in secs if s.teams()[0] <= team <= s.teams()[1]]
+        if team < 4:
+            assert not mine
+            continue
+        ((_, name, string),) = mine[0].settings
+        assert name == u.TL_UCP and len(mine) == 1
+        assert u.apply(u.parse(string), team).ranges == u.apply(u.parse(value), team).ranges
+    f = tmp_path / "ucc.conf"
+    f.write_text(text)
+    r = tune_cli("check", str(f))
+    assert r.returncode == 0 and "2 section(s)" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("text, why", [
+    ("[team_size=4-8]\nUCC_TL_UCP_TUNE=bcast:@dbt\n[team_size=8-16]\n"
+     "UCC_TL_UCP_TUNE=bcast:@knomial\n", "can both match one team"),
+    ("[team_size=4-8 cores=2]\nUCC_TL_UCP_TUNE=bcast:@dbt\n", "'cores=2' is no vendor"),
+    ("[team_size=2-8]\nUCC_TL_UCP_TUNE=bcast:0-4k:@dbt#bcast:1k-8k:@1\n",
+     "UCC rejects the whole string for teams of 2-8"),
+])
+def test_check_refuses_what_ucc_would_not_read_as_meant(tmp_path: Path, text: str,
+                                                        why: str) -> None:
+    f = tmp_path / "ucc.conf"
+    f.write_text(text)
+    r = tune_cli("check", str(f))
+    assert r.returncode == 1 and why in " ".join(r.stderr.split()), r.stderr
+    # a token for other teams is not read for the section's: the same overlap, kept to
+    # teams of 16 and more, passes in a section of 2-8
+    f.write_text("[team_size=2-8]\nUCC_TL_UCP_TUNE=bcast:0-4k:@dbt#bcast:1k-8k:[16-inf]:@1\n")
+    assert tune_cli("check", str(f)).returncode == 0

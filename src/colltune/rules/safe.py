@@ -35,12 +35,12 @@ SAFE_QUOTED = re.compile(r"[A-Za-z0-9_.,:;/+=@%-]*")
 # UCC's tuning strings (`UCC_TL_UCP_TUNE`): tokens joined by '#', team sizes in '[...]';
 # written quoted only (tcl_quote escapes the brackets; '#' inside a quoted Tcl word, a Lua
 # string or an Open MPI `NAME = VALUE` line is text, not a comment)
-UCC_TUNE_NAME = re.compile(r"UCC_(?:CL|TL)_[A-Z0-9]+_TUNE")
+UCC_TUNE = re.compile(r"UCC_(?:CL|TL)_[A-Z0-9]+_TUNE")  # a tuning string's variable
 SAFE_UCC_TUNE = re.compile(r"[A-Za-z0-9_.,:@#\[\]-]*")
 
 
 def check_value(name: str, value: str, where: str, quoted: bool = False) -> str:
-    if quoted and UCC_TUNE_NAME.fullmatch(name) and SAFE_UCC_TUNE.fullmatch(value):
+    if quoted and UCC_TUNE.fullmatch(name) and SAFE_UCC_TUNE.fullmatch(value):
         return value
     if not (SAFE_QUOTED if quoted else SAFE_VALUE).fullmatch(value):
         raise ColltuneError(f"will not write {name}={value!r} into {where}: a value that "

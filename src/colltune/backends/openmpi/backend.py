@@ -60,10 +60,11 @@ class OpenMPIFiles(TunedRulesFiles):
     """Open MPI's rules files, and the MCA parameter files tune runtime writes."""
 
     def claims(self, text: str) -> bool:
-        # its runtime file, Open MPI 6's JSON rules and the UCC strings coll/ucc hands on;
+        # its runtime file, Open MPI 6's JSON rules and the UCC strings coll/ucc hands on
+        # (in a job's environment file or UCC's configuration file);
         # classic rules files are the fallback
         return (mca_params.claims(text) or ompi_json.claims(text)
-                or ucc_tune.env_lines(text) is not None)
+                or ucc_tune.env_lines(text) is not None or ucc_tune.claims_config(text))
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:

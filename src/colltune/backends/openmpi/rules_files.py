@@ -98,6 +98,9 @@ class TunedRulesFiles(FileFormats):
         if (strings := ucc_tune.env_lines(text)) is not None:  # what coll/ucc hands to UCC
             said = serving.ucc_warnings(find_openmpi(mpi), {}) if mpi else []
             return check_ucc(path, strings, said)
+        if ucc_tune.claims_config(text):  # UCC's configuration file
+            said = serving.ucc_warnings(find_openmpi(mpi), {}) if mpi else []
+            return check_ucc_config(path, text, said)
         valid, allow_v2, major, catalog = None, None, None, None
         served: list[str] = []  # who serves the collectives, as this environment sets it
         if version:
@@ -133,8 +136,39 @@ class TunedRulesFiles(FileFormats):
                 for sec in secs] for cid, secs in rf.collectives.items()}}, warnings)
 
 
-def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
-              ) -> Checked:
+def check_ucc_config(path: Path, text: str, served: list[str]) -> Checked:
+    """UCC's configuration file: each section's tuning strings read as UCC reads them for
+    the teams the section names (check_ucc), and no two sections that one team could match
+    (UCC takes either, which one is not said)."""
+    try:
+        secs = ucc_tune.config_sections(text) or []
+    except ucc_tune.UccTuneError as e:
+        line = next((no for no, raw in enumerate(text.splitlines(), 1)
+                     if raw.strip() == e.token), 0)
+        raise FormatError(str(path), line, f"section {e.token}: {e.why}") from None
+    tuning = [s for s in secs if any(ucc_tune.UCC_TUNE.fullmatch(n) for _, n, _ in s.settings)]
+    for i, a in enumerate(tuning):
+        for b in tuning[i + 1:]:
+            if a.line and b.line and a.meets(b):
+                raise FormatError(str(path), b.line, f"sections [{a.header}] (line {a.line}) "
+                                  f"and [{b.header}] can both match one team: UCC takes "
+                                  "either, which one is not said")
+    warnings, n = [], 0
+    for sec in tuning:
+        got = check_ucc(path, [x for x in sec.settings if ucc_tune.UCC_TUNE.fullmatch(x[1])],
+                        [], sec.teams())
+        warnings += got.warnings
+        n += sum(len(ucc_tune.parse(v)) for _, name, v in sec.settings
+                 if ucc_tune.UCC_TUNE.fullmatch(name))
+    warnings.append("a UCC_TL_UCP_TUNE the job's environment sets is taken instead of this "
+                    "file's (UCC 1.8 here)")
+    return Checked(f"UCC configuration file, {len(tuning)} section(s) with tuning strings, "
+                   f"{n} token(s)", {"format": "ucc-config", "sections": [
+                       {"line": s.line, "keys": s.header} for s in tuning]}, warnings + served)
+
+
+def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str],
+              teams: tuple[int, int] = (1, ucc_tune.TEAM_MAX)) -> Checked:
     """An environment file of UCC tuning strings, read as UCC 1.8 reads each for a team of
     every size (rules/ucc_tune.py): a string UCC would reject for some team sizes is an
     error naming the line, the team sizes, the token and why (UCC would run its own
@@ -159,14 +193,17 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
         refused: list[str] = []
         dropped: dict[str, list[str]] = {}  # what UCC drops quietly -> the teams of it
         for lo, hi in ucc_tune.team_spans(tokens):
-            teams = f"{lo}" if lo == hi else f"{lo}-{'inf' if hi >= ucc_tune.TEAM_MAX else hi}"
+            lo, hi = max(lo, teams[0]), min(hi, teams[1])  # the teams a section names
+            if lo > hi:
+                continue
+            said = f"{lo}" if lo == hi else f"{lo}-{'inf' if hi >= ucc_tune.TEAM_MAX else hi}"
             try:
                 applied = ucc_tune.apply(tokens, lo)
             except ucc_tune.UccTuneError as e:
-                refused.append(f"teams of {teams} ranks at {e.token!r}: {e.why}")
+                refused.append(f"teams of {said} ranks at {e.token!r}: {e.why}")
                 continue
             for w in applied.ignored:
-                dropped.setdefault(w, []).append(teams)
+                dropped.setdefault(w, []).append(said)
         warnings += [f"{name} (line {no}), teams of {', '.join(t)} ranks: {w}"
                      for w, t in dropped.items()]
         if refused:

@@ -189,6 +189,36 @@ def read_sections(value: str, where: str) -> Sections:
     return out
 
 
+def config_file(sections: Sections, one_node: set[int], header: list[str]) -> str:
+    """UCC's configuration-file form of `sections`: a section per span of team sizes (cut
+    at every size measured, of any collective), holding each collective's tokens for it,
+    without team sizes (the section says them); `nnodes=1` where the span's first size was
+    measured on one node in this run (rules measured on one node promise nothing across
+    nodes: such teams are left to UCC)."""
+    cuts = sorted({np for _, np in sections})
+    out = "".join(f"# {h}\n" for h in header)
+    for i, lo in enumerate(cuts):
+        hi = cuts[i + 1] - 1 if i + 1 < len(cuts) else ucc_tune.TEAM_MAX
+        mine: Sections = {}
+        for coll in sorted({c for c, _ in sections}):
+            below = [n for c, n in sections if c == coll and n <= lo]
+            if below:
+                mine[(coll, 1)] = sections[(coll, max(below))]
+        value = render(mine).replace(":[1-inf]", "")
+        if not value:
+            continue
+        if not SAFE.fullmatch(value):
+            raise ColltuneError("a UCC string with characters colltune does not write",
+                                "report this")
+        keys = f"team_size={lo}-{hi}" + (" nnodes=1" if lo in one_node else "")
+        out += f"\n[{keys}]\n{ucc_tune.TL_UCP}={value}\n"
+    return out
+
+
+def config_path(out: Path) -> Path:
+    return out.with_name(out.stem + "-sections.conf")
+
+
 def mca_fragment(value: str, header: list[str]) -> str:
     """The MCA parameter file that switches coll/ucc on above every other component and
     hands the string to UCC in every rank (Open MPI 5's mca_base_env_list)."""

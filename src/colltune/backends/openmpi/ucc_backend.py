@@ -74,7 +74,7 @@ class UccFiles(OpenMPIFiles):
     verified with coll/ucc on by UCC's own init functions."""
 
     def claims(self, text: str) -> bool:
-        return ucc_tune.env_lines(text) is not None
+        return ucc_tune.env_lines(text) is not None or ucc_tune.claims_config(text)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
@@ -259,14 +259,22 @@ class UccSession(Session[OpenMPI]):
         use = (f"OMPI_MCA_mca_base_param_files={frag} mpirun ..." if frag else ucc.USE)
         if out is not None and frag is not None:
             write_file(out, ucc.env_file(value, [*header, f"use: {ucc.USE}"]), "--out")
+            one_node = {p.np for p in self.placements if p.nodes == 1}
+            write_file(ucc.config_path(out), ucc.config_file(sections, one_node, [
+                f"UCC configuration file written by colltune {__version__}: the string of "
+                f"{out} in sections per team size", provenance(self.mpi),
+                "use: UCC_CONFIG_FILE=THIS_FILE (with coll/ucc on); a UCC_TL_UCP_TUNE the "
+                "job's environment sets is taken instead (UCC 1.8 here)",
+                *served(sections)]), "--out")
             write_file(frag, ucc.mca_fragment(value, [
                 f"UCC on above every other collective component, with the string of {out}",
                 "use: OMPI_MCA_mca_base_param_files=THIS_FILE mpirun ... (or the site's "
                 "openmpi-mca-params.conf; it sets mca_base_env_list, which another "
                 "setting of it replaces)"]), "--out")
         return Written("UCC's tuning string (UCC_TL_UCP_TUNE)", str(frag) if frag else None,
-                       use, record={"ucc": {"string": value,
-                                            "mca_params": str(frag) if frag else None}})
+                       use, record={"ucc": {
+                           "string": value, "mca_params": str(frag) if frag else None,
+                           "config_file": str(ucc.config_path(out)) if out else None}})
 
 
 def served(sections: ucc.Sections) -> list[str]:
