@@ -148,6 +148,11 @@ def test_tune_ucc_is_refused_where_jobs_never_reach_ucc(which: str, tmp_path: Pa
     said = " ".join(r.stderr.split())
     assert ("needs Open MPI 5 or later with coll/ucc" if which == "ompi41" else
             "has no coll/ucc component") in said, said
+    if which == "ompi50":  # tune all: the collectives --tune-ucc tunes, refused as one
+        r = tune_cli("all", "--np", "2", "--tune-ucc", "--mpi", str(mpi.prefix), "--db",
+                     str(tmp_path / "s.db"))
+        assert r.returncode != 0 and "has no coll/ucc component" in \
+            " ".join(r.stderr.split()), r.stderr
 
 
 def test_tune_ucc_and_tune_han_are_one_or_the_other(tmp_path: Path) -> None:

@@ -98,6 +98,8 @@ class Backend(ABC, Generic[M]):
     waits: dict[str, str] = {}
     own_launcher: str | None = None  # its launcher; None: srun in an allocation, else mpirun
     stored_names: dict[str, str] = {}  # parameter: its name in older stores -> today's
+    # what `tune all` tunes with this family (None: every collective colltune measures)
+    collectives: tuple[str, ...] | None = None
     # the family's own tune options (options.FAMILY_OPTIONS' fields) it takes: any other one
     # set is refused before the run opens, naming the families that take it
     options: frozenset[str] = frozenset()

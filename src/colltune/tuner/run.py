@@ -49,11 +49,13 @@ class TuneResult:
     summary: dict[str, object]
 
 
-def _expand(names: list[str]) -> list[str]:
+def _expand(names: list[str], within: tuple[str, ...] | None = None) -> list[str]:
+    """The collectives named, "all" standing for every one (`within`: every one the family
+    tunes)."""
     out: list[str] = []
     for n in names:
         if n == "all":
-            out += sorted(COLLECTIVES)
+            out += [c for c in sorted(COLLECTIVES) if within is None or c in within]
         else:
             out.append(get_collective(n).name)
     return list(dict.fromkeys(out))
@@ -200,7 +202,8 @@ def refuse_options(opts: TuneOptions) -> list[str]:
         if value not in known:
             raise ColltuneError(f"unknown {what} '{value}'",
                                 f"use {what} " + ", ".join(known))
-    colls = _expand(opts.collectives)
+    colls = _expand(opts.collectives, registry.named(
+        opts.backend, han=opts.tune_han, ucc=opts.tune_ucc).collectives)
     if not opts.nps:
         raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
     if opts.layouts and (opts.comm_sizes or opts.predict or opts.tune_han):

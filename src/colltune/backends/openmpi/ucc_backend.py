@@ -158,6 +158,7 @@ class UccBackend(Backend[OpenMPI]):
     waits = OpenMPIBackend.waits
     output = "a UCC tuning string (UCC_TL_UCP_TUNE)"
     options = frozenset({"tune_ucc"})
+    collectives = ucc.PROVEN  # tune all: those whose message sizes are proven here
     rules_name = "colltune-ucc.env"
     rules_what = "UCC tuning string"
 
