@@ -45,6 +45,11 @@ CHECKED = {
     "impi-json-long-ppn": '{"coll=Bcast": {"ppn=' + "1" * N + '": {}}}',
     "impi-json-blanks": "{" + B + '"coll=Bcast"' + B + ": {}}",
     "han-blank-run": "# global_communicator\n0\n" + B + "x\n",
+    "ucc-env-long-string": "UCC_TL_UCP_TUNE=" + "bcast:0-4k:@dbt#" * (N // 16) + "\n",
+    "ucc-config-empty-lines": "[team_size=4]\n" + "\n" * N + "UCC_TL_UCP_TUNE=bcast:@dbt\n",
+    "ucc-config-long-header": "[team_size=" + "4" * N + "]\nUCC_TL_UCP_TUNE=bcast:@dbt\n",
+    "ucc-env-long-numbers": "UCC_TL_UCP_TUNE=bcast:0-" + "9" * N + ":[" + "9" * N + "]:"
+                            + "9" * N + ":@" + "9" * N + "\n",
 }
 
 # what the importers read: benchmark outputs from anywhere

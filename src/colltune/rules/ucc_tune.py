@@ -69,6 +69,13 @@ class UccTuneError(ValueError):
         self.why = why
 
 
+def number(digits: str) -> int:
+    """Digits as C's strtol reads them: what overflows a long is a long's largest value
+    (and Python never converts a string of 100,000 digits: tests/test_linear_readers.py)."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 19 else _LONG_MAX
+
+
 def memunits(text: str) -> int | None:
     """A message size as UCX reads it, or None where UCX refuses it."""
     if text.lower() == "inf":
@@ -78,7 +85,7 @@ def memunits(text: str) -> int | None:
     m = _MEMUNITS.fullmatch(text)
     if m is None:
         return None
-    value = min(int(m.group(1)), _LONG_MAX)  # UCX clamps what overflows a long
+    value = min(number(m.group(1)), _LONG_MAX)  # UCX clamps what overflows a long
     return value * _UNIT[(m.group(2) or "b").lower()]
 
 
@@ -111,7 +118,7 @@ def _names(text: str, known: tuple[str, ...]) -> tuple[str, ...] | None:
 def _score(text: str) -> int | str | None:
     if text.lower() == SCORE_INF:
         return SCORE_INF
-    return int(text) if text.isdigit() else None
+    return number(text) if text.isdigit() else None
 
 
 def _ranges(text: str) -> tuple[tuple[int, int], ...] | None:
@@ -135,15 +142,15 @@ def _teams(text: str) -> tuple[tuple[int, int], ...] | None:
     for part in (p for p in text[1:-1].split(",") if p):
         ends = [e for e in part.split("-") if e]
         if len(ends) == 1 and ends[0].isdigit():
-            out.append((int(ends[0]), int(ends[0])))
+            out.append((number(ends[0]), number(ends[0])))
             continue
         if len(ends) != 2 or not ends[0].isdigit() or not (
                 ends[1].isdigit() or ends[1].lower() == "inf"):
             raise UccTuneError(text, f"team size {part!r} is not N, N-M or N-inf")
-        hi = TEAM_MAX if ends[1].lower() == "inf" else int(ends[1])
-        if hi < int(ends[0]):
+        hi = TEAM_MAX if ends[1].lower() == "inf" else number(ends[1])
+        if hi < number(ends[0]):
             raise UccTuneError(text, f"team size range {part!r} ends before it starts")
-        out.append((int(ends[0]), hi))
+        out.append((number(ends[0]), hi))
     return tuple(out)
 
 
@@ -191,10 +198,10 @@ def _alg_name(coll: str, alg: str, algs: dict[str, tuple[str, ...]], token: str)
     if not table:
         raise UccTuneError(token, f"{coll} has no algorithm to choose in this component")
     if alg.isdigit():
-        if int(alg) >= len(table):
+        if number(alg) >= len(table):
             raise UccTuneError(token, f"{coll} has no algorithm @{alg} (ids 0-"
                                f"{len(table) - 1}: {', '.join(table)})")
-        return table[int(alg)]
+        return table[number(alg)]
     if alg.lower() not in table:
         raise UccTuneError(token, f"{coll} has no algorithm @{alg} (it has "
                            f"{', '.join(table)})")
@@ -334,8 +341,10 @@ UCC_TUNE = safe.UCC_TUNE  # a tuning string's variable (UCC_TL_UCP_TUNE, ...)
 def claims_config(text: str) -> bool:
     """Whether `text` looks like a UCC configuration file: a section header and UCC_
     settings (its reader says what is wrong with it)."""
-    return bool(re.search(r"^\s*\[[^\]\n]*\]\s*$", text, re.M)) and bool(
-        re.search(r"^\s*UCC_[A-Z0-9_]+=", text, re.M))
+    # [ \t], not \s: \s would run over the newlines after every line start (a file of
+    # blank lines read in quadratic time: tests/test_linear_readers.py)
+    return bool(re.search(r"^[ \t]*\[[^\]\n]*\][ \t]*$", text, re.M)) and bool(
+        re.search(r"^[ \t]*UCC_[A-Z0-9_]+=", text, re.M))
 _SETTING = re.compile(r"(UCC_[A-Z0-9_]+)=(.*)")
 
 
@@ -367,7 +376,7 @@ def _section(no: int, header: str) -> Section:
         if key in SECTION_NAMES and value:
             sec.names[key] = value.lower()
         elif key in SECTION_RANGES and (m := re.fullmatch(r"(\d+)(?:-(\d+))?", value)):
-            lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+            lo, hi = number(m.group(1)), number(m.group(2) or m.group(1))
             sec.ranges[key] = (lo, hi)
         else:
             raise UccTuneError(f"[{header}]", f"{part!r} is no vendor, model or "

@@ -70,8 +70,9 @@ def ucc_installation(prefix: str | None) -> OpenMPI:
 
 
 class UccFiles(OpenMPIFiles):
-    """A job's environment file of UCC strings: checked as UCC reads it (OpenMPIFiles),
-    verified with coll/ucc on by UCC's own init functions."""
+    """A job's environment file of UCC strings, or UCC's configuration file: checked as UCC
+    reads them (OpenMPIFiles); the string verified with coll/ucc on by UCC's own functions
+    and exported (the configuration file is neither yet)."""
 
     def claims(self, text: str) -> bool:
         return ucc_tune.env_lines(text) is not None or ucc_tune.claims_config(text)
@@ -81,8 +82,9 @@ class UccFiles(OpenMPIFiles):
         lines = ucc_tune.env_lines(read_text(path)) or []
         values = [v for _, name, v in lines if name == ucc_tune.TL_UCP]
         if len(values) != 1 or len(lines) != 1:
-            raise ColltuneError(f"{path}: tune verify takes one {ucc_tune.TL_UCP} line",
-                                "verify each component's string in a file of its own")
+            raise ColltuneError(f"{path}: tune verify takes a job's environment file of one "
+                                f"{ucc_tune.TL_UCP} line (not UCC's configuration file, "
+                                "yet)", "verify the string tune --tune-ucc wrote (--out)")
         value = values[0]
         try:
             tokens = ucc_tune.parse(value)
@@ -114,9 +116,10 @@ class UccFiles(OpenMPIFiles):
         text = req.text if req.text is not None else read_text(req.source)
         lines = ucc_tune.env_lines(text) or []
         if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
-            raise ColltuneError(f"will not export {req.source}: it is not one "
-                                f"{ucc_tune.TL_UCP} line", "export the file tune --tune-ucc "
-                                "wrote")
+            raise ColltuneError(f"will not export {req.source}: it is not a job's "
+                                f"environment file of one {ucc_tune.TL_UCP} line (UCC's "
+                                "configuration file is not exported yet)",
+                                "export the string tune --tune-ucc wrote (--out)")
         value = lines[0][2]
         check_ucc(req.source, lines, [])  # a string UCC would refuse for some teams: refused
         if not ucc.SAFE.fullmatch(value):
