@@ -282,9 +282,10 @@ def test_the_algorithms_left_out_do_not_run_on_host_buffers(ompi_ucc: OpenMPI) -
 
 def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
                                                             tmp_path: Path) -> None:
-    """tune --tune-ucc end to end on 4 ranks: the string and the parameter file written,
-    `tune check` takes the string, and `tune verify` (UCC's own init functions at every
-    size the string changes) says it was applied."""
+    """tune --tune-ucc end to end on 4 ranks: the string, the parameter file and the
+    configuration file written, `tune check` takes them, and `tune verify` of the string and
+    of the configuration file (UCC's own functions at every size they change) says each was
+    applied."""
     out = tmp_path / "ucc.env"
     r = tune_cli("bcast", "--np", "4", "--tune-ucc", "--mpi", str(ompi_ucc.prefix),
                  "--sizes", "1K,64K,256K", "--out", str(out), "--db", str(tmp_path / "s.db"),
@@ -300,10 +301,15 @@ def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
     if not value:
         pytest.skip("UCC's own choice kept everywhere: nothing for verify to prove "
                     "(the test above proves every range of a written string)")
-    r = tune_cli("verify", str(out), "--np", "4", "--mpi", str(ompi_ucc.prefix),
-                 env=ompi_ucc.tool_env())
-    assert "applied: UCC initialised the string's algorithm" in r.stdout + r.stderr, \
-        r.stdout + r.stderr[-3000:]
+    for path in (out, tmp_path / "ucc-sections.conf"):  # the string; the file's section
+        r = tune_cli("verify", str(path), "--np", "4", "--mpi", str(ompi_ucc.prefix),
+                     env=ompi_ucc.tool_env())
+        assert "applied: UCC initialised the string's algorithm" in r.stdout + r.stderr, \
+            (path.name, r.stdout + r.stderr[-3000:])
+    # a team no section serves: refused, nothing launched
+    r = tune_cli("verify", str(tmp_path / "ucc-sections.conf"), "--np", "2", "--mpi",
+                 str(ompi_ucc.prefix), env=ompi_ucc.tool_env())
+    assert r.returncode == 2 and "nothing to verify" in " ".join(r.stderr.split()), r.stderr
 
 
 def test_a_string_in_the_environment_wins_over_the_configuration_file(

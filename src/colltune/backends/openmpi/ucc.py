@@ -8,6 +8,7 @@ communicator size of a section serves."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from collections.abc import Callable
@@ -47,6 +48,7 @@ def msg_size(coll: Collective, size: int, np: int) -> int:
     return size * np if coll.name in _WHOLE_BUFFER else size
 
 
+@functools.cache
 def library(mpi: OpenMPI) -> Path | None:
     """The UCC library this Open MPI's coll/ucc loads (its component's, or libmpi's where
     the component is built in), as the dynamic linker resolves it; None: none found."""
@@ -62,6 +64,16 @@ def library(mpi: OpenMPI) -> Path | None:
         if m := re.search(r"^\s*libucc\.so\S*\s+=>\s+(\S+)", out, re.M):
             return Path(m.group(1))
     return None
+
+
+def baseline(mpi: OpenMPI) -> dict[str, str]:
+    """The configuration file UCC's own choice is measured with: the one its installation
+    ships (share/ucc.conf), never one in the caller's home (UCC_CONFIG_FILE's default
+    "auto" reads $HOME/ucc.conf first: an earlier export would be the baseline); none
+    where it ships none ("": file configuration off)."""
+    lib = library(mpi)
+    shipped = lib.parent.parent / "share" / "ucc.conf" if lib else None
+    return {"UCC_CONFIG_FILE": str(shipped) if shipped and shipped.is_file() else ""}
 
 
 def parse_info(text: str) -> dict[str, tuple[str, ...]]:
@@ -282,7 +294,7 @@ def ran(mpi: OpenMPI, placement: Placement, coll: Collective, sizes: list[int],
              for a in table.get(coll.name, ()) for stage in ("init", "start")}
     entry = re.compile(serving.ENTRY.format(coll=coll.name))
     counts = serving.count_calls(
-        mpi, placement, coll.name, sizes, {**UCC_ON, **env},
+        mpi, placement, coll.name, sizes, {**UCC_ON, **baseline(mpi), **env},
         (f"^ucc_tl_ucp_{coll.name}_\\|" + serving.listing(coll.name),
          f"^ucc_tl_ucp_{coll.name}_|{entry.pattern}"))
     out: dict[int, set[str]] = {}
@@ -307,18 +319,20 @@ def runs_alone(coll: str, alg: str, got: set[str]) -> bool:
         g.startswith("coll/") for g in got)
 
 
-def proof(mpi: OpenMPI, placement: Placement, value: str,
-          table: dict[str, tuple[str, ...]]) -> Callable[[Collective, int, list[int]],
-                                                         tuple[str, str]]:
-    """`tune verify`'s proof that UCC ran what the string says: at every size where it
-    names an algorithm, rank 0 entered that algorithm's init function and no other's."""
+def proof(mpi: OpenMPI, placement: Placement, value: str,  # noqa: PLR0913 (the job and what it should run)
+          table: dict[str, tuple[str, ...]], job: dict[str, str] | None = None
+          ) -> Callable[[Collective, int, list[int]], tuple[str, str]]:
+    """`tune verify`'s proof that UCC ran what the string says (handed to the job as
+    `job` says: by default in its environment): at every size where it names an
+    algorithm, rank 0 entered that algorithm's init function and no other's."""
     at = says(value)
+    job = job if job is not None else {ucc_tune.TL_UCP: value}
 
     def applied(coll: Collective, np: int, sizes: list[int]) -> tuple[str, str]:
         want = {s: a for s in sizes if (a := at(coll, np, s)) is not None}
         if not want:
             return "default everywhere", "the string leaves every size verified to UCC"
-        got = ran(mpi, placement, coll, sorted(want), {ucc_tune.TL_UCP: value}, table)
+        got = ran(mpi, placement, coll, sorted(want), job, table)
         wrong = [f"{s} B: {', '.join(sorted(got[s])) or 'no tl/ucp function'} instead of "
                  f"{a}" for s, a in sorted(want.items()) if not runs_alone(coll.name, a,
                                                                           got[s])]

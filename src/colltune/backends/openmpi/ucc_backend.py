@@ -79,34 +79,44 @@ class UccFiles(OpenMPIFiles):
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
-        lines = ucc_tune.env_lines(read_text(path)) or []
+        text = read_text(path)
+        if ucc_tune.env_lines(text) is None and ucc_tune.claims_config(text):
+            return self._verify_config(path, text, np, mpi_prefix,
+                                       self.backend.place(np, hostfile, launch))
+        lines = ucc_tune.env_lines(text) or []
         values = [v for _, name, v in lines if name == ucc_tune.TL_UCP]
         if len(values) != 1 or len(lines) != 1:
             raise ColltuneError(f"{path}: tune verify takes a job's environment file of one "
                                 f"{ucc_tune.TL_UCP} line (not UCC's configuration file, "
                                 "yet)", "verify the string tune --tune-ucc wrote (--out)")
-        value = values[0]
+        return _string_target(path, values[0], np, mpi_prefix,
+                              self.backend.place(np, hostfile, launch), None)
+
+    def _verify_config(self, path: Path, text: str, np: int, mpi_prefix: str | None,
+                       placement: Placement) -> VerifyTarget:
+        """UCC's configuration file: the one section that matches the job's team (its
+        size, nodes and ranks a node) is what UCC reads, handed to the job as the file."""
         try:
-            tokens = ucc_tune.parse(value)
-            ucc_tune.apply(tokens, np)
+            secs = [s for s in ucc_tune.config_sections(text) or [] if s.line]
         except ucc_tune.UccTuneError as e:
-            raise ColltuneError(f"not applied: UCC would ignore the whole string for teams "
-                                f"of {np}: {e}", f"tune check {path}") from None
-        mpi = ucc_installation(mpi_prefix)
-        table, _ = ucc.algorithms(mpi)
-        colls = sorted({c for t in tokens if t.for_team(np) for c in t.colls or table}
-                       & set(ucc.PROVEN))
-        catalog = ucc.catalog(table, colls)
-        at = ucc.says(value)
-
-        def rule_at(coll: Collective, n: int, size: int) -> Config | None:
-            alg = at(coll, n, size)
-            return None if alg is None else Config(table[coll.name].index(alg) + 1)
-
-        placement = self.backend.place(np, hostfile, launch)
-        return VerifyTarget(mpi, catalog, colls,
-                            {"default": {}, "tuned": {ucc_tune.TL_UCP: value}},
-                            placement, rule_at, ucc.proof(mpi, placement, value, table))
+            raise ColltuneError(f"{path}: {e}", f"tune check {path}") from None
+        if any(s.names for s in secs):
+            raise ColltuneError(f"{path}: a section names a CPU vendor or model, which "
+                                "colltune does not read from this machine",
+                                "verify the file tune --tune-ucc wrote")
+        team = {"team_size": np, "nnodes": placement.nodes, "ppn": placement.ppn}
+        mine = [s for s in secs if all(lo <= team[k] <= hi for k, (lo, hi) in s.ranges.items()
+                                       if k in team) and "sock" not in s.ranges]
+        strings = [v for s in mine for _, name, v in s.settings if name == ucc_tune.TL_UCP]
+        if len(mine) != 1 or len(strings) != 1:
+            why = "nothing to verify" if not mine else "UCC would take either"
+            raise ColltuneError(f"{path}: {len(mine)} section(s) with a string match a team "
+                                f"of {np} on {placement.nodes} node(s) x {placement.ppn}: "
+                                f"{why}",
+                                f"tune check {path}; verify with the --np and layout a "
+                                "section was written for")
+        return _string_target(path, strings[0], np, mpi_prefix, placement,
+                              {"UCC_CONFIG_FILE": str(path.resolve())})
 
     def installable(self, req: ExportRequest) -> Installable:
         """The string (checked as UCC reads it for teams of every size), and the MCA
@@ -150,6 +160,31 @@ class UccFiles(OpenMPIFiles):
             "Open MPI collectives served by UCC, tuned by colltune")
 
 
+def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # noqa: PLR0913 (what is verified, where, and how the job gets it)
+                   placement: Placement, job: dict[str, str] | None) -> VerifyTarget:
+    """`tune verify` of the string UCC reads for a team of `np` (`job`: how the job is
+    handed it; None: as UCC_TL_UCP_TUNE in its environment)."""
+    try:
+        tokens = ucc_tune.parse(value)
+        ucc_tune.apply(tokens, np)
+    except ucc_tune.UccTuneError as e:
+        raise ColltuneError(f"not applied: UCC would ignore the whole string for teams "
+                            f"of {np}: {e}", f"tune check {path}") from None
+    mpi = ucc_installation(mpi_prefix)
+    table, _ = ucc.algorithms(mpi)
+    colls = sorted({c for t in tokens if t.for_team(np) for c in t.colls or table}
+                   & set(ucc.PROVEN))
+    at = ucc.says(value)
+
+    def rule_at(coll: Collective, n: int, size: int) -> Config | None:
+        alg = at(coll, n, size)
+        return None if alg is None else Config(table[coll.name].index(alg) + 1)
+
+    arm = job if job is not None else {ucc_tune.TL_UCP: value}
+    return VerifyTarget(mpi, ucc.catalog(table, colls), colls, {"default": {}, "tuned": arm},
+                        placement, rule_at, ucc.proof(mpi, placement, value, table, arm))
+
+
 class UccBackend(Backend[OpenMPI]):
     """UCC's tl/ucp algorithms on Open MPI 5 with coll/ucc (--tune-ucc). No runtime or apps
     capability: tune runtime and tune app tune coll/tuned's choices, not UCC's (yet)."""
@@ -182,7 +217,8 @@ class UccBackend(Backend[OpenMPI]):
         """coll/ucc on above every component; a string or UCC configuration file the
         caller's environment holds is not passed on (it would choose for UCC)."""
         env = {k: v for k, v in launch_env().items() if not _UCC_OWN.fullmatch(k)}
-        return launch_command(mpi, placement), {**env, **ucc.UCC_ON, **(env_extra or {})}
+        return launch_command(mpi, placement), {**env, **ucc.UCC_ON, **ucc.baseline(mpi),
+                                                **(env_extra or {})}
 
     def open(self, opts: TuneOptions, colls: list[str], note: Callable[[str], None]
              ) -> Session[OpenMPI]:
