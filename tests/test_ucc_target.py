@@ -252,3 +252,18 @@ def test_check_refuses_what_ucc_would_not_read_as_meant(tmp_path: Path, text: st
     # teams of 16 and more, passes in a section of 2-8
     f.write_text("[team_size=2-8]\nUCC_TL_UCP_TUNE=bcast:0-4k:@dbt#bcast:1k-8k:[16-inf]:@1\n")
     assert tune_cli("check", str(f)).returncode == 0
+
+
+def test_the_comments_say_which_sections_this_run_measured() -> None:
+    """A run merged into an earlier file says which sections it measured and which it kept
+    (the string cannot say it; the comments above it do)."""
+    from colltune.backends.openmpi.ucc_backend import served
+
+    sections = {(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
+                for (coll, np), chosen in RUNS.items()}
+    now = {"bcast": {8: _decide("bcast", 8, RUNS[("bcast", 8)])}}
+    said = [line for line in served(sections, now) if line.startswith("bcast")]
+    assert "bcast: serves teams of 8 to any number of ranks: measured at 8" in said[2], said
+    assert "kept from the file this run merged into (measured at 4 there)" in said[1], said
+    assert "measured at 4;" not in said[1], said
+    assert said[0].startswith("bcast: teams of fewer than 4 ranks"), said

@@ -294,7 +294,7 @@ class UccSession(Session[OpenMPI]):
         header = [f"UCC tuning string written by colltune {__version__}", provenance(self.mpi),
                   "message sizes are UCC's: one rank's buffer (bcast, reduce, allreduce), "
                   "the whole receive buffer (allgather, alltoall)",
-                  *served(sections), *decision_comments(decisions, self.catalog)]
+                  *served(sections, decisions), *decision_comments(decisions, self.catalog)]
         frag = ucc.fragment_path(out) if out is not None else None
         use = (f"OMPI_MCA_mca_base_param_files={frag} mpirun ..." if frag else ucc.USE)
         if out is not None and frag is not None:
@@ -305,7 +305,7 @@ class UccSession(Session[OpenMPI]):
                 f"{out} in sections per team size", provenance(self.mpi),
                 "use: UCC_CONFIG_FILE=THIS_FILE (with coll/ucc on); a UCC_TL_UCP_TUNE the "
                 "job's environment sets is taken instead (UCC 1.8 here)",
-                *served(sections)]), "--out")
+                *served(sections, decisions)]), "--out")
             write_file(frag, ucc.mca_fragment(value, [
                 f"UCC on above every other collective component, with the string of {out}",
                 "use: OMPI_MCA_mca_base_param_files=THIS_FILE mpirun ... (or the site's "
@@ -317,9 +317,10 @@ class UccSession(Session[OpenMPI]):
                            "config_file": str(ucc.config_path(out)) if out else None}})
 
 
-def served(sections: ucc.Sections) -> list[str]:
+def served(sections: ucc.Sections, now: Decisions) -> list[str]:
     """Per collective and section, the team sizes its tokens serve (and below the smallest
-    measured: UCC's own choice)."""
+    measured: UCC's own choice); a section not measured in this run (`now`) is said to be
+    kept from the file merged into."""
     out = []
     for coll in sorted({c for c, _ in sections}):
         nps = sorted(n for c, n in sections if c == coll)
@@ -328,5 +329,8 @@ def served(sections: ucc.Sections) -> list[str]:
                        "so UCC's own choice")
         for i, np in enumerate(nps):
             hi = nps[i + 1] - 1 if i + 1 < len(nps) else None
-            out.append(f"{coll}: {served_note(np, np, hi)}".replace("communicators", "teams"))
+            note = served_note(np if np in now.get(coll, {}) else None, np, hi)
+            if np not in now.get(coll, {}):
+                note += f": kept from the file this run merged into (measured at {np} there)"
+            out.append(f"{coll}: {note}".replace("communicators", "teams"))
     return out
