@@ -298,9 +298,8 @@ def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
         frag.read_text()
     assert tune_cli("check", str(out)).returncode == 0
     assert tune_cli("check", str(tmp_path / "ucc-sections.conf")).returncode == 0
-    if not value:
-        pytest.skip("UCC's own choice kept everywhere: nothing for verify to prove "
-                    "(the test above proves every range of a written string)")
+    if not value:  # UCC's own choice kept everywhere: nothing for verify to prove (the
+        return  # test above proves every range of a written string)
     for path in (out, tmp_path / "ucc-sections.conf"):  # the string; the file's section
         r = tune_cli("verify", str(path), "--np", "4", "--mpi", str(ompi_ucc.prefix),
                      env=ompi_ucc.tool_env())

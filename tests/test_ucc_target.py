@@ -233,6 +233,10 @@ def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> Non
     f.write_text(text)
     r = tune_cli("check", str(f))
     assert r.returncode == 0 and "2 section(s)" in r.stdout, r.stdout + r.stderr
+    # UCC's own choice kept everywhere: a file of colltune's comments alone, still checked
+    f.write_text(ucc.config_file({("bcast", 4): [(0, None)]}, {4}, [u.CONFIG_HEADER]))
+    r = tune_cli("check", str(f))
+    assert r.returncode == 0 and "0 section(s)" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("text, why", [

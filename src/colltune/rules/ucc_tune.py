@@ -338,9 +338,16 @@ _HEADER = re.compile(r"\[(.*)\]")
 UCC_TUNE = safe.UCC_TUNE  # a tuning string's variable (UCC_TL_UCP_TUNE, ...)
 
 
+# the first line of a configuration file colltune writes (one without a section: UCC's
+# own choice kept for every team)
+CONFIG_HEADER = "UCC configuration file written by colltune"
+
+
 def claims_config(text: str) -> bool:
-    """Whether `text` looks like a UCC configuration file: a section header and UCC_
-    settings (its reader says what is wrong with it)."""
+    """Whether `text` looks like a UCC configuration file: colltune's, or a section header
+    and UCC_ settings (its reader says what is wrong with it)."""
+    if text.startswith(f"# {CONFIG_HEADER}"):
+        return True
     # [ \t], not \s: \s would run over the newlines after every line start (a file of
     # blank lines read in quadratic time: tests/test_linear_readers.py)
     return bool(re.search(r"^[ \t]*\[[^\]\n]*\][ \t]*$", text, re.M)) and bool(

@@ -22,7 +22,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
-from colltune.rules import ucc_tune
+from colltune.rules import safe, ucc_tune
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -208,7 +208,7 @@ def config_file(sections: Sections, one_node: set[int], header: list[str]) -> st
     measured on one node in this run (rules measured on one node promise nothing across
     nodes: such teams are left to UCC)."""
     cuts = sorted({np for _, np in sections})
-    out = "".join(f"# {h}\n" for h in header)
+    out = _comments(header)
     for i, lo in enumerate(cuts):
         hi = cuts[i + 1] - 1 if i + 1 < len(cuts) else ucc_tune.TEAM_MAX
         mine: Sections = {}
@@ -219,9 +219,7 @@ def config_file(sections: Sections, one_node: set[int], header: list[str]) -> st
         value = render(mine).replace(":[1-inf]", "")
         if not value:
             continue
-        if not SAFE.fullmatch(value):
-            raise ColltuneError("a UCC string with characters colltune does not write",
-                                "report this")
+        _written(value)
         keys = f"team_size={lo}-{hi}" + (" nnodes=1" if lo in one_node else "")
         out += f"\n[{keys}]\n{ucc_tune.TL_UCP}={value}\n"
     return out
@@ -234,12 +232,24 @@ def config_path(out: Path) -> Path:
 def mca_fragment(value: str, header: list[str]) -> str:
     """The MCA parameter file that switches coll/ucc on above every other component and
     hands the string to UCC in every rank (Open MPI 5's mca_base_env_list)."""
+    return _comments(header) + (
+        "coll_ucc_enable = 1\ncoll_ucc_priority = 100\n"
+        f"mca_base_env_list = {ucc_tune.TL_UCP}={_written(value)}\n")
+
+
+def _written(value: str) -> str:
+    """`value`, where it holds only what render writes (it goes into files every user's
+    session reads: a shell, Open MPI's parameter reader, UCC's file reader)."""
     if not SAFE.fullmatch(value):
         raise ColltuneError("a UCC string with characters colltune does not write",
                             "report this")
-    return "".join(f"# {h}\n" for h in header) + (
-        "coll_ucc_enable = 1\ncoll_ucc_priority = 100\n"
-        f"mca_base_env_list = {ucc_tune.TL_UCP}={value}\n")
+    return value
+
+
+def _comments(lines: list[str]) -> str:
+    """Comment lines; a control character (a newline would end the comment and start a
+    line the reader obeys, in a path of the header) becomes '?'."""
+    return "".join(f"# {safe.comment(h)}\n" for h in lines)
 
 
 def fragment_path(out: Path) -> Path:
@@ -248,10 +258,7 @@ def fragment_path(out: Path) -> Path:
 
 def env_file(value: str, header: list[str]) -> str:
     """The job's environment file: the string, single-quoted (it holds '#' and '[')."""
-    if not SAFE.fullmatch(value):
-        raise ColltuneError("a UCC string with characters colltune does not write",
-                            "report this")
-    return "".join(f"# {h}\n" for h in header) + f"{ucc_tune.TL_UCP}='{value}'\n"
+    return _comments(header) + f"{ucc_tune.TL_UCP}='{_written(value)}'\n"
 
 
 def says(value: str) -> Callable[[Collective, int, int], str | None]:

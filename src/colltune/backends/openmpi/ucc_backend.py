@@ -301,7 +301,7 @@ class UccSession(Session[OpenMPI]):
             write_file(out, ucc.env_file(value, [*header, f"use: {ucc.USE}"]), "--out")
             one_node = {p.np for p in self.placements if p.nodes == 1}
             write_file(ucc.config_path(out), ucc.config_file(sections, one_node, [
-                f"UCC configuration file written by colltune {__version__}: the string of "
+                f"{ucc_tune.CONFIG_HEADER} {__version__}: the string of "
                 f"{out} in sections per team size", provenance(self.mpi),
                 "use: UCC_CONFIG_FILE=THIS_FILE (with coll/ucc on); a UCC_TL_UCP_TUNE the "
                 "job's environment sets is taken instead (UCC 1.8 here)",
