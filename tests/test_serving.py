@@ -43,6 +43,12 @@ def test_check_names_the_component_above_tuned_and_its_parameter(ompi41: OpenMPI
     site.write_text("coll_adapt_priority = 60\n")
     said = _check(ompi41, rules, OMPI_MCA_mca_base_param_files=str(site))
     assert f"coll_adapt_priority 60, set in {site}:1" in said, said
+    # another user's parameter file names itself: its path reaches the terminal escaped
+    odd = tmp_path / "site\x1b]0;owned\x07.conf"
+    odd.write_text("coll_adapt_priority = 60\n")
+    said = _check(ompi41, rules, OMPI_MCA_mca_base_param_files=str(odd))
+    assert "coll_adapt_priority 60, set in " in said, said
+    assert "\x1b" not in said and "\x07" not in said and "site\\x1b]0;owned\\x07" in said, said
     # left out by the coll selection: whatever its priority, it serves nothing
     assert "above coll/tuned" not in _check(ompi41, rules, OMPI_MCA_coll="^adapt", **ADAPT)
     said = _check(ompi41, rules, OMPI_MCA_coll="^tuned")
