@@ -277,8 +277,10 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         # a stand-in need not win: its pairs go on until they bound it, on twice the budget
         stand_in = dataclasses.replace(design, threshold=sess.fill_within,
                                        max_pairs=2 * design.max_pairs)
+        # a choice proposed by its mean (the default stalls) is judged by each launch's mean
+        means = {d.size for d in ds if d.statistic == "mean" and d.chosen != DEFAULT}
         res = sequential.run(measure, sizes, design, need_faster=True, note=note,
-                             own=dict.fromkeys(fills, stand_in))
+                             own=dict.fromkeys(fills, stand_in), means=means)
     return {s: as_verdict(r) for s, r in res.items()}
 
 
