@@ -136,16 +136,18 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
     return float(_scipy().ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
 
 
-# a call this many times the size's typical call (the fastest configuration's median)
-# stalled: a retransmission timeout on Ethernet (200 ms where a call takes tens), a
-# congested switch port; a scheduling spike reaches it too, which is why stalls decide only
-# where one configuration has significantly more of them than another (tuner/decide.py)
+# a call stalled where it took this many times the size's typical call (the fastest
+# configuration's median) and STALL_FLOOR seconds more: a retransmission timeout on
+# Ethernet (Linux waits 200 ms at least, where a call takes tens), a congested switch port.
+# The floor keeps out what a healthy node's scheduler does: a rank that waits for a time
+# slice (4 ms a tick) makes a call of 80 us take 4 ms, 50 times its typical, not 20 ms more
 STALL = 4.0
+STALL_FLOOR = 0.02
 
 
 def stalls(xs: Sequence[float], typical: float) -> int:
-    """How many of the samples stalled (over STALL times `typical`)."""
-    return sum(x > STALL * typical for x in xs)
+    """How many of the samples stalled (over STALL times `typical` and STALL_FLOOR more)."""
+    return sum(x > max(STALL * typical, typical + STALL_FLOOR) for x in xs)
 
 
 def fisher_more(k1: int, n1: int, k2: int, n2: int) -> float:

@@ -40,6 +40,12 @@ from colltune.tuner.measure import Reporter
 # application-style loop); a choice must not lose there either
 LOOP_CALLS = 1000
 
+# calls a mode in each fresh launch where a choice is judged by means (the default stalls:
+# tuner/stalls.py), with TIME_FACTOR times the point's time budget: four calls of 50 ms,
+# one of which may stall for 200, give a launch mean that one stall moves 2x
+PAIR_CALLS = 15
+TIME_FACTOR = 4.0
+
 # the timing mode of a size's first calls (TuneOptions.start_calls of them, from its first
 # on): a choice faster once warm may start slow (Intel MPI's reduce preset 1 at 8 B on 2
 # ranks: 1.25x faster than the default by IMB, 0.87x by a loop of 2000 calls from cold);
@@ -261,9 +267,17 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         if arms["default"] == arms["tuned"]:
             return None
 
+        # a choice proposed by its mean (the default stalls) is judged by each launch's mean:
+        # a launch's few calls at a large size are one stall away from another mean, so
+        # every launch then takes PAIR_CALLS calls a mode at least
+        means = {d.size for d in ds if d.statistic == "mean" and d.chosen != DEFAULT}
+        reps = opts.settings if not means & set(sizes) else dataclasses.replace(
+            opts.settings, min_reps=max(opts.settings.min_reps, PAIR_CALLS),
+            point_time=TIME_FACTOR * opts.settings.point_time)
+
         def measure(szs: list[int], first: int, rounds: int) -> sequential.Batch:
             return as_batch(ab_runs(sess.mpi, coll, placement, path, szs, rounds,
-                                    opts.settings, opts.settings.timeout, arms, first,
+                                    reps, opts.settings.timeout, arms, first,
                                     opts.start_calls))
 
         # a choice must win in every timing mode (intersection: no correction over modes)
@@ -277,8 +291,6 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         # a stand-in need not win: its pairs go on until they bound it, on twice the budget
         stand_in = dataclasses.replace(design, threshold=sess.fill_within,
                                        max_pairs=2 * design.max_pairs)
-        # a choice proposed by its mean (the default stalls) is judged by each launch's mean
-        means = {d.size for d in ds if d.statistic == "mean" and d.chosen != DEFAULT}
         res = sequential.run(measure, sizes, design, need_faster=True, note=note,
                              own=dict.fromkeys(fills, stand_in), means=means)
     return {s: as_verdict(r) for s, r in res.items()}

@@ -92,12 +92,10 @@ def _worst_ratio(m: Measurement, default: Measurement) -> float:
     return max(median(mine[k]) / median(base[k]) for k in shared)
 
 
-# the default's stalls make its mean the figure to beat where a tenth of its calls stall
-# in some timing mode (a rule, not the oversubscribed scheduler's occasional spike), and
-# a candidate stalls significantly less often (Fisher, over the modes pooled: with the
-# calls tuner/stalls.py adds, a retransmission-bound default is far below this level,
-# while a passing burst in one point's few calls is not)
-STALL_SHARE = 0.10
+# a candidate that stalls significantly less often than the default (Fisher, over the
+# timing modes pooled) at this level is proposed by its mean: with the calls
+# tuner/stalls.py adds, a retransmission-bound default is far below it, while a passing
+# burst in one point's few calls is not
 STALL_ALPHA = 0.01
 
 
@@ -114,21 +112,21 @@ def _typical(ok: dict[Config, Measurement], modes: list[str]) -> dict[str, float
             for k in modes}
 
 
-def stall_suspects(points: dict[Config, Measurement], min_gain: float
-                   ) -> dict[Config, float]:
-    """Where the default stalls as a rule (a tenth of its calls, and two, in some timing
-    mode), the configurations that stall less often and whose mean is lower by `min_gain`
-    in every mode, each with its worst ratio of means to the default's: the candidates a
-    decision by means looks at ({} where the default does not stall)."""
+def stall_suspects(points: dict[Config, Measurement]) -> dict[Config, tuple[float, float]]:
+    """Where the default stalls (core/stats.stalls: on a healthy node it does not), the
+    configurations that stall less often (the timing modes pooled), each with its share
+    of stalled calls and its worst ratio of means to the default's over the modes: the
+    candidates a decision by means looks at ({} where the default does not stall). No
+    bar on the means yet: a few calls' mean is one stall away from another."""
     ok = {c: m for c, m in points.items() if m.status == "ok" and m.samples}
     default = ok.get(DEFAULT)
     if default is None or default.strata:
         return {}
     dm = _modes(default)
     typical = _typical(ok, list(dm))
-    if not any(stalls(v, typical[k]) >= max(2, STALL_SHARE * len(v)) for k, v in dm.items()):
+    if not any(stalls(v, typical[k]) for k, v in dm.items()):
         return {}
-    out: dict[Config, float] = {}
+    out: dict[Config, tuple[float, float]] = {}
     for c, m in ok.items():
         cm = _modes(m)
         shared = [k for k in cm if k in dm]
@@ -136,24 +134,21 @@ def stall_suspects(points: dict[Config, Measurement], min_gain: float
             continue
         (kd, nd), (kc, nc) = (_stall_counts(default, shared, typical),
                               _stall_counts(m, shared, typical))
-        if kc * nd >= kd * nc:
-            continue
-        worst = max(compare_means(cm[k], dm[k], 1.0, 0.0).speedup ** -1 for k in shared)
-        if worst <= 1 - min_gain:
-            out[c] = worst
+        if kc * nd < kd * nc:
+            out[c] = (kc / nc, max(compare_means(cm[k], dm[k], 1.0, 0.0).speedup ** -1
+                                   for k in shared))
     return out
 
 
 def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: float
              ) -> Decision | None:
-    """Where the default stalls as a rule (a congested link's retransmission timeouts:
-    calls of 250 ms among calls of 50, docs/methodology.md) its median hides what an
-    application pays, which is every stall: of the configurations that stall less and
-    whose mean is lower by `min_gain` in every timing mode (`stall_suspects`), the one
-    with the lowest worst ratio that stalls significantly less often is proposed by its
-    mean. Proposed only: the sweep's calls at large sizes are too few for Welch's test on
-    means (its p is reported), so fresh launch pairs judge it, by each launch's mean
-    (tuner/confirm)."""
+    """Where the default stalls (a congested link's retransmission timeouts: calls of
+    250 ms among calls of 50, docs/methodology.md) its median hides what an application
+    pays, which is every stall: of the configurations that stall significantly less often
+    (`stall_suspects`, Fisher) and whose mean is lower by `min_gain` in every timing mode,
+    the one with the lowest worst ratio is proposed by its mean. Proposed only: the
+    sweep's calls at large sizes are too few for Welch's test on means (its p is
+    reported), so fresh launch pairs judge it, by each launch's mean (tuner/confirm)."""
     default = ok[DEFAULT]
     dm = _modes(default)
     typical = _typical(ok, list(dm))
@@ -163,8 +158,8 @@ def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: fl
         return (_stall_counts(default, shared, typical),
                 _stall_counts(ok[c], shared, typical))
 
-    ratios = {c: r for c, r in stall_suspects(ok, min_gain).items()
-              if fisher_more(*counts(c)[0], *counts(c)[1]) < STALL_ALPHA}
+    ratios = {c: r for c, (_, r) in stall_suspects(ok).items()
+              if r <= 1 - min_gain and fisher_more(*counts(c)[0], *counts(c)[1]) < STALL_ALPHA}
     if not ratios:
         return None
     best_cfg = min(ratios, key=lambda c: (ratios[c], c))

@@ -15,7 +15,7 @@ import dataclasses
 from colltune.core.config import DEFAULT, Config
 from colltune.store import Measurement
 from colltune.tuner.context import Run, Target
-from colltune.tuner.decide import stall_suspects
+from colltune.tuner.decide import decide, stall_suspects
 from colltune.tuner.measure import measure
 
 # a point measured again takes at least this many calls, with this many times the
@@ -23,7 +23,7 @@ from colltune.tuner.measure import measure
 # far apart (Fisher's p near 1e-5), where the sweep's 7 could not (p 0.02-0.1)
 CALLS = 30
 TIME_FACTOR = 8.0
-SUSPECTS = 2  # the candidates measured again with the default: the lowest means first
+SUSPECTS = 2  # the candidates measured again with the default
 
 
 def resample(run: Run, t: Target) -> int:
@@ -35,17 +35,29 @@ def resample(run: Run, t: Target) -> int:
     by_size: dict[int, dict[Config, Measurement]] = {}
     for m in ms:
         by_size.setdefault(m.size, {})[m.config] = m
+    # only where the medians keep the default: a size they already decide needs no more
+    won = {d.size for d in decide(t.coll, t.placement.np, ms, run.opts.alpha,
+                                  run.opts.min_gain, False, None, run.opts.min_samples)
+           if d.chosen != DEFAULT and d.statistic == "median"}
     todo: list[tuple[Config, int]] = []
     for size, points in sorted(by_size.items()):
-        suspects = stall_suspects(points, run.opts.min_gain)
-        if not suspects or len(points[DEFAULT].samples) >= CALLS:
-            continue  # none, or measured with calls enough already
+        suspects = stall_suspects(points)
+        if not suspects or size in won or len(points[DEFAULT].samples) >= CALLS:
+            continue  # none, decided already, or measured with calls enough already
+        # the fewest stalls first, then the lowest means
         best = sorted(suspects, key=lambda c: (suspects[c], c))[:SUSPECTS]
         todo += [(c, size) for c in (DEFAULT, *best)]
     if not todo:
         return 0
     settings = dataclasses.replace(run.lab.settings, min_reps=CALLS,
                                    point_time=TIME_FACTOR * run.lab.settings.point_time)
+    # under --time-budget: only if its longest (every point its whole time) still fits;
+    # otherwise those sizes are decided by the sweep's calls (by medians, as a rule)
+    cost = len(todo) * settings.point_time
+    if run.budget is not None and run.budget.prices.startup + cost > run.budget.left():
+        run.rep.note(f"{t.where}: the default stalls at {len({s for _, s in todo})} "
+                     "size(s), but measuring them again does not fit in --time-budget")
+        return 0
     run.rep.note(f"{t.where}: the default stalls at {len({s for _, s in todo})} size(s): "
                  f"measuring it and what stalls less again, {CALLS} calls each")
     failed = run.failed(t)
