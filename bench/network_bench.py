@@ -83,15 +83,34 @@ def tune(c: Cluster, coll: str, lay: Layout, work: Path) -> tuple[Path, float, s
     r = c.on("node1", [sys.executable, "-m", "colltune.cli", coll, "--np", str(lay.np),
                        "--hostfile", c.hostfile(lay.ppn), "--ppn", str(lay.ppn),
                        "--launcher-args", f"--mca plm_rsh_agent {c.agent} --bind-to none",
-                       "--mpi", "/usr", "--db", str(work / "db.sqlite"), "--out", str(out)],
+                       "--mpi", "/usr", "--db", str(work / "db.sqlite"), "--out", str(out),
+                       "--summary-json", str(work / "summary.json")],
              env=env, cwd=work, timeout=7200)
     took = time.monotonic() - t
     if r.returncode != 0:
         raise SystemExit(f"tune {coll} {lay.name} failed: {r.stderr[-3000:]}")
     said = r.stdout + r.stderr
     alloc = next((ln for ln in said.splitlines() if ln.startswith("allocation:")), "")
-    changes = next((ln for ln in said.splitlines() if ln.startswith("the file changes")), "")
-    return out, took, f"{alloc}\n{changes}"
+    changes = next((ln for ln in said.splitlines() if ln.startswith("the file changes")
+                    or ln.startswith("the file keeps")), "")
+    return out, took, "\n".join([alloc, changes, *by_means(work / "summary.json", coll,
+                                                             lay.np)])
+
+
+def by_means(summary: Path, coll: str, np: int) -> list[str]:
+    """The sizes the tune decided by means (the default stalls), and what its fresh
+    launch pairs said there, mode by mode."""
+    out = []
+    for d in json.loads(summary.read_text())["collectives"][coll][str(np)]:
+        if d.get("statistic") != "mean":
+            continue
+        said = [f"{d['size']} B: {d['reason']}"]
+        for v in d["confirmations"]:
+            modes = ", ".join(f"{m} {c['launch_speedup']:.2f}x {c['verdict']}"
+                              for m, c in v["modes"].items())
+            said.append(f"  {v['verdict']} after {v['rounds']} pairs: {modes}")
+        out += said
+    return out
 
 
 def arms(coll: str, path: Path) -> dict[str, dict[str, str]]:
@@ -209,7 +228,7 @@ def main() -> None:
     ap.add_argument("--link", default="1gbit", choices=sorted(LINKS))
     ap.add_argument("--layouts", default="4x1,2x2")
     ap.add_argument("--colls", default="bcast,reduce,allreduce,allgather,alltoall")
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=4, help="OSU's rounds (0: tune only)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--small-iters", type=int, default=200)
     ap.add_argument("--small-max", type=int, default=8192)
@@ -241,6 +260,8 @@ def main() -> None:
             for lay in lays:
                 path, took, said = tune(c, coll, lay, work)
                 print(f"{coll} {lay.name}: tune took {took:.0f} s\n{said}", flush=True)
+                if args.rounds == 0:
+                    continue
                 env = arms(coll, path)
                 j = Judged()
                 names = list(env)

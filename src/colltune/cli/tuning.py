@@ -36,6 +36,7 @@ from colltune.core import account
 from colltune.core.clock import describe
 from colltune.core.records import Verdict
 from colltune.core.space import parse_params, parse_size, parse_sizes
+from colltune.core.stats import STALL
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
@@ -63,6 +64,7 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                     f"{d.best_median * 1e6:.2f}" if d.best_median and sized else "-",
                     f"{d.default_median * 1e6:.2f}" if d.default_median and sized else "-",
                     f"{d.default_median / d.best_median:.2f}x"
+                    + (" (means)" if d.statistic == "mean" else "")
                     if d.default_median and d.best_median else "-",
                     ", ".join(_fresh(v) for v in d.confirmations) or "-",
                     _could_see(d.confirmations), d.verdict + ("!" if d.warning else ""))
@@ -79,6 +81,11 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                       "windows of calls back to back, loop: stretches of 1000 calls "
                       "free-running); a choice must win in every mode; could see: the "
                       "smallest difference those pairs would have shown (80% power)")
+            if any(d.statistic == "mean" for d in ds):
+                out.print(f"(means): the default stalls at this size (calls over {STALL:g}x "
+                          "the typical one: retransmission timeouts on a congested link), so "
+                          "the sweep and the fresh launch pairs compare means, which count "
+                          "every stall, not medians (docs/methodology.md)")
             out.print("verdict: tuned = confirmed faster in fresh launches (sequential: more "
                       "pairs while undecided, up to --confirm-max-rounds); slower = fresh "
                       "launches showed it slower (default kept); not significant = fresh "

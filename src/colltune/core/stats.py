@@ -136,6 +136,39 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
     return float(_scipy().ttest_ind(a, b, equal_var=False, alternative="less").pvalue)
 
 
+# a call stalled where it took this many times the size's typical call (the fastest
+# configuration's median) and STALL_FLOOR seconds more: a retransmission timeout on
+# Ethernet (Linux waits 200 ms at least, where a call takes tens), a congested switch port.
+# The floor keeps out what a healthy node's scheduler does: a rank that waits for a time
+# slice (4 ms a tick) makes a call of 80 us take 4 ms, 50 times its typical, not 20 ms more
+STALL = 4.0
+STALL_FLOOR = 0.02
+
+
+def stalls(xs: Sequence[float], typical: float) -> int:
+    """How many of the samples stalled (over STALL times `typical` and STALL_FLOOR more)."""
+    return sum(x > max(STALL * typical, typical + STALL_FLOOR) for x in xs)
+
+
+def fisher_more(k1: int, n1: int, k2: int, n2: int) -> float:
+    """One-sided p-value that the first group's rate (k1 of n1) is above the second's
+    (k2 of n2): Fisher's exact test (scipy)."""
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    table = [[k1, n1 - k1], [k2, n2 - k2]]
+    return float(_scipy().fisher_exact(table, alternative="greater").pvalue)
+
+
+def compare_means(candidate: Sequence[float], baseline: Sequence[float], alpha: float,
+                  min_gain: float) -> Comparison:
+    """Candidate is faster by its mean (what an application pays over many calls, stalls
+    and all): Welch's one-sided test at `alpha`, and the mean at least `min_gain` below.
+    The medians given are the means (the figure compared)."""
+    cm, bm = sum(candidate) / len(candidate), sum(baseline) / len(baseline)
+    p = welch_t_less(candidate, baseline)
+    return Comparison(cm, bm, p, p < alpha and cm <= bm * (1 - min_gain))
+
+
 def bootstrap_median_ci(xs: Sequence[float], level: float = 0.95, resamples: int = 2000,
                         seed: int = 0) -> tuple[float, float]:
     """Percentile bootstrap CI of the median (scipy; seeded, so a report can be

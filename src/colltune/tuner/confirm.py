@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import fmean
 
 from colltune import jobdir
 from colltune.backends.base import Session
@@ -39,6 +40,15 @@ from colltune.tuner.measure import Reporter
 # at 16 KiB, 4 ranks: 0.7x the default's time by windows, 1.5x over 1000 calls, 0.4x in an
 # application-style loop); a choice must not lose there either
 LOOP_CALLS = 1000
+
+# calls a mode in each fresh launch where a choice is judged by means (the default stalls:
+# tuner/stalls.py), with TIME_FACTOR times the point's time budget: four calls of 50 ms,
+# one of which may stall for 200, give a launch mean that one stall moves 2x
+PAIR_CALLS = 15
+TIME_FACTOR = 4.0
+# ... and free-running stretches of this long (s): the loop's usual 15 ms is one call of
+# 50 ms a stretch there, whose stall or not decided a launch
+MEAN_LOOP_TIME = 0.75
 
 # the timing mode of a size's first calls (TuneOptions.start_calls of them, from its first
 # on): a choice faster once warm may start slow (Intel MPI's reduce preset 1 at 8 B on 2
@@ -67,13 +77,13 @@ class ABSamples:
 def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Path,  # noqa: PLR0913 (arms, batch and start modes by keyword)
             sizes: list[int], rounds: int, reps: Repetitions, timeout: float = 60.0,
             arms: dict[str, dict[str, str]] | None = None, first_round: int = 0,
-            start: int = 0) -> ABSamples:
+            start: int = 0, means: Collection[int] = ()) -> ABSamples:
     """`rounds` launch pairs; the order alternates (A B, B A, ...) so linear drift cancels.
     `arms` are the two launch environments (a session's: coll/han's choices, MPICH's
     tuning file); by default the library's choice against the rules file `rules`.
     `first_round` numbers the pairs of a later batch (their order and seeds go on).
     `start` > 0 adds the mode "start": the time per call of that many calls from a size's
-    first on (`from_cold`)."""
+    first on (`from_cold`; at `means`, the warm calls' mean stands for the rest)."""
     be = of(mpi)
     arms = arms or be.with_files().rules_arms(rules)
     exe = build_kernel(mpi)
@@ -100,21 +110,24 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                 out.samples[arm].setdefault(r.size, []).append(r.samples)
                 obj = r.objective
                 for mode, objs in r.series.items():
-                    got = [from_cold(r, start)] if mode == START else objs[obj]
+                    got = ([from_cold(r, start, r.size in means)] if mode == START
+                           else objs[obj])
                     out.modes.setdefault(mode, {a: {} for a in ARMS})[arm].setdefault(
                         r.size, []).append(got)
     return out
 
 
-def from_cold(r: PointResult, calls: int) -> float:
+def from_cold(r: PointResult, calls: int, by_mean: bool = False) -> float:
     """Time per call of `calls` calls from a size's first on: the kernel timed the first
     `r.start` of them, each after a barrier (fewer once its time bound passed); the rest
-    run as the warm calls timed the same way (isolated) do. What an application's first
-    calls cost, whatever the kernel's time bound left out."""
+    run as the warm calls timed the same way (isolated) do: their median, or `by_mean`
+    their mean (where the default stalls, every stall is paid: a median there made a
+    stalling default's thousand calls look cheaper than pairwise's). What an
+    application's first calls cost, whatever the kernel's time bound left out."""
     timed = r.start
     each = r.series[START][r.objective][0]  # per call, over the timed ones
     warm = r.series.get("isolated", r.series.get("loop", {})).get(r.objective) or r.samples
-    rest = median(warm) if warm else each
+    rest = (fmean(warm) if by_mean else median(warm)) if warm else each
     return (timed * each + max(0, calls - timed) * rest) / max(calls, timed)
 
 
@@ -261,10 +274,19 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         if arms["default"] == arms["tuned"]:
             return None
 
+        # a choice proposed by its mean (the default stalls) is judged by each launch's mean:
+        # a launch's few calls at a large size are one stall away from another mean, so
+        # every launch then takes PAIR_CALLS calls a mode at least
+        means = {d.size for d in ds if d.statistic == "mean" and d.chosen != DEFAULT}
+        reps = opts.settings if not means & set(sizes) else dataclasses.replace(
+            opts.settings, min_reps=max(opts.settings.min_reps, PAIR_CALLS),
+            point_time=TIME_FACTOR * opts.settings.point_time,
+            loop_time=max(opts.settings.loop_time, MEAN_LOOP_TIME))
+
         def measure(szs: list[int], first: int, rounds: int) -> sequential.Batch:
             return as_batch(ab_runs(sess.mpi, coll, placement, path, szs, rounds,
-                                    opts.settings, opts.settings.timeout, arms, first,
-                                    opts.start_calls))
+                                    reps, opts.settings.timeout, arms, first,
+                                    opts.start_calls, means))
 
         # a choice must win in every timing mode (intersection: no correction over modes)
         # and not lose from cold (a refusal: a false one only keeps the default)
@@ -278,7 +300,7 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         stand_in = dataclasses.replace(design, threshold=sess.fill_within,
                                        max_pairs=2 * design.max_pairs)
         res = sequential.run(measure, sizes, design, need_faster=True, note=note,
-                             own=dict.fromkeys(fills, stand_in))
+                             own=dict.fromkeys(fills, stand_in), means=means)
     return {s: as_verdict(r) for s, r in res.items()}
 
 

@@ -29,7 +29,7 @@ from colltune.options import FAMILY_OPTIONS, TuneOptions
 from colltune.outfile import beside, ensure_writable
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts, budgeted, forecast, outcome
+from colltune.tuner import artifacts, budgeted, forecast, outcome, stalls
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.context import Run, Target
@@ -338,6 +338,7 @@ def measure_all(run: Run, colls: list[str]) -> None:
             continue
         with stage(SWEEP):
             search_one(run, t)
+            stalls.resample(run, t)
         if opts.boundaries == "measure" and not confirm_first(run):
             with stage(SWITCHES):
                 refine(run, t)

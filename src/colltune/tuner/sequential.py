@@ -20,8 +20,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from statistics import fmean
 
 from colltune.core.stats import median
 
@@ -156,14 +157,17 @@ Batch = dict[int, dict[str, dict[str, list[list[float]]]]]
 def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: Design,
         need_faster: bool = False, deadline: float | None = None,
         note: Callable[[str], None] = lambda s: None,
-        own: dict[int, Design] | None = None) -> dict[int, SizeResult]:
+        own: dict[int, Design] | None = None, means: Collection[int] = ()
+        ) -> dict[int, SizeResult]:
     """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
     undecided until each is decided, the per-size budget `d.max_pairs` is spent, or the
     monotonic clock passes `deadline`. `measure(sizes, first_round, rounds)` runs launch
     pairs numbered from `first_round` (the order of the arms alternates with it).
     `own` gives sizes a design of their own (threshold, budget), judged without
     `need_faster`: a stand-in for the default need not win, only be shown inside its bound,
-    so its pairs go on until they show that, or show it slower."""
+    so its pairs go on until they show that, or show it slower. A launch is summed up by
+    its median, or at `means` by its mean (a choice made where the default stalls: every
+    stall is paid, tuner/decide.py)."""
     mine = own or {}
     logs: dict[int, dict[str, list[float]]] = {s: {} for s in sizes}
     raw: dict[int, tuple[list[list[float]], list[list[float]]]] = {s: ([], []) for s in sizes}
@@ -185,8 +189,9 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
         for s in open_sizes:
             for key, arms in batch[s].items():
                 xs = logs[s].setdefault(key, [])
+                summed = fmean if s in means else median
                 for tl, dl in zip(arms["tuned"], arms["default"], strict=True):
-                    xs.append(math.log(median(tl) / median(dl)))
+                    xs.append(math.log(summed(tl) / summed(dl)))
             first_key = next(iter(batch[s]))
             raw[s][0].extend(batch[s][first_key]["default"])
             raw[s][1].extend(batch[s][first_key]["tuned"])
