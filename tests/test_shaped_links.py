@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from testcluster import LINKS, REPO, Cluster
 
 SERVER = """
@@ -132,6 +134,10 @@ def _tcp(cluster: Cluster) -> dict[str, int]:
     return total
 
 
+# alone: the other worker's ranks on the same two cores slow every sender, and a port
+# that fills more slowly overflows less (a CI run at two workers saw timeouts but no stall
+# in the sweep's few calls); 15 calls a mode in the sweep for the same reason
+@pytest.mark.alone
 def test_where_the_default_stalls_its_stalls_are_measured_and_counted(gigabit: Cluster
                                                                       ) -> None:
     """All-to-all of 1 MiB per rank, 2 nodes x 2 ranks, on Gigabit ports: the library's
@@ -150,7 +156,8 @@ def test_where_the_default_stalls_its_stalls_are_measured_and_counted(gigabit: C
         sys.executable, "-m", "colltune.cli", "alltoall", "--np", "4", "--hostfile",
         gigabit.hostfile(2), "--ppn", "2", "--launcher-args",
         f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
-        "--sizes", "1M", "--db", "db.sqlite", "--out", "a.conf", "--summary-json", "s.json"],
+        "--sizes", "1M", "--db", "db.sqlite", "--out", "a.conf", "--summary-json", "s.json",
+        "--min-reps", "15", "--point-time", "2"],
         env=gigabit.env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path])),
         cwd=work, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
