@@ -87,7 +87,7 @@ class Decision:
     # why the family's file cannot carry the choice (nothing was compared; default kept)
     unexpressed: str = ""
     # what the choice was judged by: "median" (a typical call), or "mean" where the default
-    # stalls as a rule and the choice does not (every stall is paid: tuner/decide.py);
+    # stalls significantly more often than the choice (every stall is paid: tuner/decide.py);
     # fresh launch pairs judge it by the same statistic
     statistic: str = "median"
 

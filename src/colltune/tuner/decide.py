@@ -38,7 +38,8 @@ def _compare(candidate: list[float], baseline: list[float], alpha: float, min_ga
     return Comparison(cm, bm, 0.0 if win else 1.0, win)
 
 
-def _by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
+def group_by_size(ms: list[Measurement]) -> dict[int, dict[Config, Measurement]]:
+    """The stored points by size, then by configuration."""
     out: dict[int, dict[Config, Measurement]] = defaultdict(dict)
     for m in ms:
         out[m.size][m.config] = m
@@ -158,8 +159,11 @@ def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: fl
         return (_stall_counts(default, shared, typical),
                 _stall_counts(ok[c], shared, typical))
 
-    ratios = {c: r for c, (_, r) in stall_suspects(ok).items()
-              if r <= 1 - min_gain and fisher_more(*counts(c)[0], *counts(c)[1]) < STALL_ALPHA}
+    ratios = {}
+    for c, (_, r) in stall_suspects(ok).items():
+        (kd, nd), (kc, nc) = counts(c)
+        if r <= 1 - min_gain and fisher_more(kd, nd, kc, nc) < STALL_ALPHA:
+            ratios[c] = r
     if not ratios:
         return None
     best_cfg = min(ratios, key=lambda c: (ratios[c], c))
@@ -300,7 +304,7 @@ def decide(coll: Collective, np: int, ms: list[Measurement], alpha: float = 0.01
     """Per-size decisions; `exact` for deterministic (simulated) times; `rule_size`: what
     the family's rules compare (its Backend.rule_size; None: the per-rank size);
     `min_samples`: what a configuration needs at a size to be chosen."""
-    by_size = _by_size(ms)
+    by_size = group_by_size(ms)
     if not by_size:
         return []
     size_of = rule_size or (lambda c, size, n: size)

@@ -1,4 +1,4 @@
-"""Where the library's default stalls as a rule at a size (a congested link's
+"""Where the library's default stalls at a size (a congested link's
 retransmission timeouts), its point and those of the configurations that stall less are
 measured again with more calls, so that the decision by means (tuner/decide.py) can tell
 one stall rate from another: the sweep stops a point after its time budget, a handful of
@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from colltune.core.config import DEFAULT, Config
-from colltune.store import Measurement
 from colltune.tuner.context import Run, Target
-from colltune.tuner.decide import decide, stall_suspects
+from colltune.tuner.decide import decide, group_by_size, stall_suspects
 from colltune.tuner.measure import measure
 
 # a point measured again takes at least this many calls, with this many times the
@@ -28,19 +27,16 @@ SUSPECTS = 2  # the candidates measured again with the default
 
 def resample(run: Run, t: Target) -> int:
     """Measure again, with more calls, the default and its best suspects at every size
-    where the default stalls as a rule; returns the points measured."""
+    where the default stalls; returns the points measured."""
     if run.exact or not t.coll.size_dependent:
         return 0  # simulated times repeat exactly; a size-blind rule has no size to mend
     ms = run.store.measurements(run.context(t))
-    by_size: dict[int, dict[Config, Measurement]] = {}
-    for m in ms:
-        by_size.setdefault(m.size, {})[m.config] = m
     # only where the medians keep the default: a size they already decide needs no more
     won = {d.size for d in decide(t.coll, t.placement.np, ms, run.opts.alpha,
                                   run.opts.min_gain, False, None, run.opts.min_samples)
            if d.chosen != DEFAULT and d.statistic == "median"}
     todo: list[tuple[Config, int]] = []
-    for size, points in sorted(by_size.items()):
+    for size, points in sorted(group_by_size(ms).items()):
         suspects = stall_suspects(points)
         if not suspects or size in won or len(points[DEFAULT].samples) >= CALLS:
             continue  # none, decided already, or measured with calls enough already
@@ -52,7 +48,7 @@ def resample(run: Run, t: Target) -> int:
     settings = dataclasses.replace(run.lab.settings, min_reps=CALLS,
                                    point_time=TIME_FACTOR * run.lab.settings.point_time)
     # under --time-budget: only if its longest (every point its whole time) still fits;
-    # otherwise those sizes are decided by the sweep's calls (by medians, as a rule)
+    # otherwise those sizes are decided by the sweep's calls
     cost = len(todo) * settings.point_time
     if run.budget is not None and run.budget.prices.startup + cost > run.budget.left():
         run.rep.note(f"{t.where}: the default stalls at {len({s for _, s in todo})} "
