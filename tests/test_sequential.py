@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 
 from colltune.tuner import sequential
 from colltune.tuner.sequential import Batch, Design, look
@@ -169,3 +170,53 @@ def test_a_launch_is_summed_up_by_its_mean_where_the_default_stalls() -> None:
     assert by_median[1 << 20].verdict != "faster", by_median
     assert by_mean[1 << 20].verdict == "faster", by_mean
     assert by_mean[1 << 20].main.ratio < 0.5
+
+
+def _stalling(seed: int, default_stalls: int, tuned_stalls: int) -> Callable[
+        [list[int], int, int], Batch]:
+    """Launch pairs of 7 calls of 50 ms a launch, where `default_stalls` and
+    `tuned_stalls` of each arm's calls lose a 200 ms retransmission timeout."""
+    rng = random.Random(seed)
+
+    def launch(k: int) -> list[float]:
+        xs = [0.05 * rng.lognormvariate(0, 0.05) for _ in range(7)]
+        for i in rng.sample(range(7), k):
+            xs[i] += 0.2
+        return xs
+
+    def measure(sizes: list[int], first: int, rounds: int) -> Batch:
+        return {s: {"isolated": {"default": [launch(default_stalls) for _ in range(rounds)],
+                                 "tuned": [launch(tuned_stalls) for _ in range(rounds)]}}
+                for s in sizes}
+    return measure
+
+
+def test_a_gate_that_does_not_know_judges_by_means_where_one_arm_stalls() -> None:
+    """tune verify reads a file, not the tune's decisions: with WHERE_STALLS the pairs'
+    calls say where one arm stalls more often, and those sizes are judged by launch means
+    from their first pair (what was hidden from the medians: faster), the stall counts
+    kept for the report; where neither arm stalls, or both as often, the medians judge as
+    before."""
+    got = sequential.run(_stalling(3, 3, 0), [1 << 20], Design(), need_faster=True,
+                         means=sequential.WHERE_STALLS)[1 << 20]
+    assert got.statistic == "mean" and got.verdict == "faster", got
+    assert got.stalled is not None
+    kd, nd, kt, nt = got.stalled
+    assert nd == nt == 4 * 7 and kd >= 3 * 4 and kt == 0  # seen at the first look
+    # one stall in 7 calls: too few at the first look, where the medians alone would say
+    # "same"; held open, seen at a later one, every pair then summed up by its mean
+    late = sequential.run(_stalling(8, 1, 0), [1 << 20], Design(), need_faster=True,
+                          means=sequential.WHERE_STALLS)[1 << 20]
+    assert late.statistic == "mean" and late.stalled is not None, late
+    assert late.stalled[1] > 4 * 7 and late.verdict == "faster", late
+    # the file's choice stalls, the default does not: by means, slower
+    worse = sequential.run(_stalling(4, 0, 3), [1 << 20], Design(),
+                           means=sequential.WHERE_STALLS)[1 << 20]
+    assert worse.statistic == "mean" and worse.verdict == "slower", worse
+    for k in (0, 1):  # both arms alike: no switch, the medians say "same" (where both
+        # stall, only when the budget is spent: a difference in stalls could still show)
+        same = sequential.run(_stalling(5 + k, k, k), [1 << 20], Design(),
+                              means=sequential.WHERE_STALLS)[1 << 20]
+        assert same.statistic == "median" and same.stalled is None, same
+        assert same.verdict == "same", same
+        assert same.pairs == (Design().first if k == 0 else Design().max_pairs), same

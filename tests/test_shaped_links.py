@@ -176,3 +176,43 @@ def test_where_the_default_stalls_its_stalls_are_measured_and_counted(gigabit: C
     # in fresh launch pairs by their means; whether they confirm it is the network's to say
     assert d["statistic"] == "mean" and d["best"]["algorithm"] != 0, d
     assert d["confirmations"] and "(means)" in said, d
+
+
+@pytest.mark.alone
+def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> None:
+    """`tune verify` reads a file, not the decisions behind it: a file that runs pairwise
+    at 1 MiB per rank (2 nodes x 2 ranks, Gigabit ports) is judged there by launch means,
+    because the first pairs' calls show the default stalling more often (what the nodes'
+    counters show as retransmission timeouts), and the report says how often each arm
+    stalled. By medians such a size reads "same" whatever an application pays."""
+    from colltune.collectives import get_collective
+    from colltune.rules import ompi_classic as classic
+
+    work = gigabit.home / "verify-stalls"
+    work.mkdir(exist_ok=True)
+    a2a = get_collective("alltoall")
+    rf = classic.RulesFile()
+    rf.set_section(classic.COLLTYPE["alltoall"], classic.CommRule(4, [
+        classic.MsgRule(0, 0), classic.MsgRule(classic.lookup_size(a2a, 1 << 19, 4) + 1, 2)]))
+    (work / "pairwise.conf").write_text(classic.render(rf))
+    before = _tcp(gigabit)
+    r = gigabit.on("node1", [
+        sys.executable, "-m", "colltune.cli", "verify", "pairwise.conf", "--np", "4",
+        "--hostfile", gigabit.hostfile(2), "--ppn", "2", "--launcher-args",
+        f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
+        "-c", "alltoall", "--sizes", "1M", "--rounds", "4", "--max-rounds", "8",
+        "--point-time", "1", "--json", "v.json", "--allow-inconclusive"],
+        env=gigabit.env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path])),
+        cwd=work, timeout=900)
+    assert r.returncode in (0, 1), r.stderr[-3000:]  # a verdict, either way
+    grew = {k: v - before[k] for k, v in _tcp(gigabit).items()}
+    assert grew["TCPTimeouts"] > 0, grew  # the premise: the default congests the link
+    (check,) = json.loads((work / "v.json").read_text())["collectives"]
+    (row,) = [k for k in check["kernel"] if k["size"] == 1 << 20]
+    assert row["statistic"] == "mean", row
+    m = re.search(r"the default stalled in (\d+) of (\d+) calls, the file's choice in "
+                  r"(\d+) of (\d+)", row["note"])
+    assert m, row["note"]
+    kd, nd, kt, nt = map(int, m.groups())
+    assert kd / nd > kt / nt, row["note"]
+    assert "(means)" in r.stdout, r.stdout[-3000:]

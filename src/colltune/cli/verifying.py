@@ -381,8 +381,8 @@ def _print_rows(rep: VerifyReport, c: CollectiveCheck, source: str | None,
                   f"{r.ratio:.3f} ({r.ratio_ci[0]:.2f}-{r.ratio_ci[1]:.2f})",
                   *(_mode_cell(r.modes.get(m)) for m in modes),
                   _mde(r.mde), str(r.rounds),
-                  r.verdict.upper() if r.verdict in ("slower", "inconclusive")
-                  else r.verdict)
+                  (r.verdict.upper() if r.verdict in ("slower", "inconclusive")
+                   else r.verdict) + (" (means)" if r.statistic == "mean" else ""))
     if t.row_count:
         out.print(t)
     left = [f"{r.size}{' (edge)' if r.boundary else ''}" for r in rows
@@ -402,7 +402,8 @@ def _print_design(d: Design, aa: bool) -> None:
               f"the file changes the library's choice are tested (all for a file that may "
               f"change what runs elsewhere too: Intel MPI's spliced table)"
               f"{' (--aa: all)' if aa else ''}. "
-              f"rules/default: geometric mean over launch pairs of the ratio of launch medians, "
+              f"rules/default: geometric mean over launch pairs of the ratio of launch medians "
+              f"(of launch means where marked (means): one arm stalled more often), "
               f"its interval at the last look. Sequential: {d.first} launch pairs, then "
               f"doubled for undecided sizes, up to {d.max_pairs}; alpha {d.alpha} spent "
               f"over the looks and split over the {d.family} size x mode cells (a size that "

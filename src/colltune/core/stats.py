@@ -143,6 +143,10 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
 # slice (4 ms a tick) makes a call of 80 us take 4 ms, 50 times its typical, not 20 ms more
 STALL = 4.0
 STALL_FLOOR = 0.02
+# one arm stalls more often than another when Fisher's one-sided test says so at this
+# level: 30 calls with a third stalled against none is p 1e-5; a passing burst in a few
+# calls is not (tuner/decide.py, tuner/sequential.py)
+STALL_ALPHA = 0.01
 
 
 def stalls(xs: Sequence[float], typical: float) -> int:

@@ -11,6 +11,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.core.stats import (
     STALL,
+    STALL_ALPHA,
     Comparison,
     bootstrap_median_ci,
     compare,
@@ -93,13 +94,6 @@ def _worst_ratio(m: Measurement, default: Measurement) -> float:
     return max(median(mine[k]) / median(base[k]) for k in shared)
 
 
-# a candidate that stalls significantly less often than the default (Fisher, over the
-# timing modes pooled) at this level is proposed by its mean: with the calls
-# tuner/stalls.py adds, a retransmission-bound default is far below it, while a passing
-# burst in one point's few calls is not
-STALL_ALPHA = 0.01
-
-
 def _stall_counts(m: Measurement, modes: list[str], typical: dict[str, float]
                   ) -> tuple[int, int]:
     """How many of `m`'s calls in `modes` stalled, and of how many."""
@@ -160,6 +154,9 @@ def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: fl
                 _stall_counts(ok[c], shared, typical))
 
     ratios = {}
+    # proposed by its mean: a candidate that stalls significantly less often than the
+    # default (the modes pooled): with the calls tuner/stalls.py adds, a retransmission-
+    # bound default is far below it, a passing burst in one point's few calls is not
     for c, (_, r) in stall_suspects(ok).items():
         (kd, nd), (kc, nc) = counts(c)
         if r <= 1 - min_gain and fisher_more(kd, nd, kc, nc) < STALL_ALPHA:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from colltune.core.stats import median
+from colltune.core.stats import STALL_ALPHA, fisher_more, median, stalls
 
 VERDICTS = ("faster", "same", "slower", "inconclusive")
 VETO_LEAN = 0.10  # a veto cell this much slower, not yet significant, asks for more pairs
@@ -141,6 +141,10 @@ class SizeResult:
     pairs: int
     default: list[list[float]] = field(default_factory=list)  # samples per launch
     tuned: list[list[float]] = field(default_factory=list)
+    statistic: str = "median"  # what summed up each launch: "mean" where an arm stalls
+    # where the first pairs' calls showed one arm stalling more: (default's stalled calls,
+    # of how many, the file's, of how many), the timing modes pooled
+    stalled: tuple[int, int, int, int] | None = None
 
     @property
     def main(self) -> Cell:
@@ -154,11 +158,48 @@ class SizeResult:
 Batch = dict[int, dict[str, dict[str, list[list[float]]]]]
 
 
+class WhereStalls:
+    """`means` for a gate that does not know where a tune judged by means: a size still
+    undecided turns to launch means, from its first pair on, at the look where its arms'
+    calls show one stalling significantly more often than the other (core/stats.py,
+    STALL_ALPHA). The switch reads how often each arm stalls, not which is faster; under
+    the null (the same configuration twice) it happens at a look with probability at most
+    2 x STALL_ALPHA, which bounds what it adds to the gate's false alarms there. A size
+    where an arm stalled, not yet significantly more often, is not called "same" by its
+    medians before its budget ends."""
+
+
+WHERE_STALLS = WhereStalls()
+
+
+def stall_counts(cells: dict[str, dict[str, list[list[float]]]]) -> tuple[int, int, int, int]:
+    """One size's stalled calls in each arm (core/stats.stalls against the faster arm's
+    median call in each mode), the launches and modes pooled: (default's stalled, of how
+    many, tuned's stalled, of how many)."""
+    k = {"default": 0, "tuned": 0}
+    n = dict(k)
+    for arms in cells.values():
+        calls = {a: [x for launch in arms[a] for x in launch] for a in k}
+        if not all(calls.values()):
+            continue
+        typical = min(median(v) for v in calls.values())
+        for a, v in calls.items():
+            k[a] += stalls(v, typical)
+            n[a] += len(v)
+    return k["default"], n["default"], k["tuned"], n["tuned"]
+
+
+def stalls_differ(counts: tuple[int, int, int, int]) -> bool:
+    """One arm stalls significantly more often than the other (either way)."""
+    kd, nd, kt, nt = counts
+    return min(fisher_more(kd, nd, kt, nt), fisher_more(kt, nt, kd, nd)) < STALL_ALPHA
+
+
 def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: Design,
         need_faster: bool = False, deadline: float | None = None,
         note: Callable[[str], None] = lambda s: None,
-        own: dict[int, Design] | None = None, means: Collection[int] = ()
-        ) -> dict[int, SizeResult]:
+        own: dict[int, Design] | None = None,
+        means: Collection[int] | WhereStalls = ()) -> dict[int, SizeResult]:
     """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
     undecided until each is decided, the per-size budget `d.max_pairs` is spent, or the
     monotonic clock passes `deadline`. `measure(sizes, first_round, rounds)` runs launch
@@ -167,16 +208,27 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     `need_faster`: a stand-in for the default need not win, only be shown inside its bound,
     so its pairs go on until they show that, or show it slower. A launch is summed up by
     its median, or at `means` by its mean (a choice made where the default stalls: every
-    stall is paid, tuner/decide.py)."""
+    stall is paid, tuner/decide.py); with WHERE_STALLS, where the pairs so far show it."""
     mine = own or {}
-    logs: dict[int, dict[str, list[float]]] = {s: {} for s in sizes}
-    raw: dict[int, tuple[list[list[float]], list[list[float]]]] = {s: ([], []) for s in sizes}
+    stall_aware = isinstance(means, WhereStalls)
+    by_mean = set() if isinstance(means, WhereStalls) else set(means)
+    stalled: dict[int, tuple[int, int, int, int]] = {}
+    # every launch so far, per size, cell and arm: a size that turns to means at a later
+    # look is summed up again from its first pair
+    launches: dict[int, dict[str, dict[str, list[list[float]]]]] = {s: {} for s in sizes}
     cells: dict[int, dict[str, Cell]] = {s: {} for s in sizes}
     judged: dict[int, int] = dict.fromkeys(sizes, 0)
     open_sizes, done_round, rounds = list(sizes), 0, d.first
 
+    # sizes where an arm stalled but not (yet) significantly more often than the other:
+    # their medians may not call them "same" before the budget ends, as a mean that
+    # differs could still show
+    held: set[int] = set()
+
     def verdict(s: int) -> str:
-        return combine(list(cells[s].values()), need_faster and s not in mine)
+        v = combine(list(cells[s].values()), need_faster and s not in mine)
+        budget = mine.get(s, d).max_pairs
+        return "undecided" if v == "same" and s in held and judged[s] < budget else v
 
     while open_sizes:
         batch = measure(open_sizes, done_round, rounds)
@@ -188,17 +240,28 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                     for s, o in mine.items()}
         for s in open_sizes:
             for key, arms in batch[s].items():
-                xs = logs[s].setdefault(key, [])
-                summed = fmean if s in means else median
-                for tl, dl in zip(arms["tuned"], arms["default"], strict=True):
-                    xs.append(math.log(summed(tl) / summed(dl)))
-            first_key = next(iter(batch[s]))
-            raw[s][0].extend(batch[s][first_key]["default"])
-            raw[s][1].extend(batch[s][first_key]["tuned"])
+                got = launches[s].setdefault(key, {"default": [], "tuned": []})
+                for arm in got:
+                    got[arm].extend(arms[arm])
+            if stall_aware and s not in by_mean:
+                counts = stall_counts(launches[s])
+                if stalls_differ(counts):
+                    by_mean.add(s)
+                    stalled[s] = counts
+                    note(f"{s} B: one arm stalls more often (default {counts[0]} of "
+                         f"{counts[1]} calls, tuned {counts[2]} of {counts[3]}): "
+                         "each launch summed up by its mean")
+                held.discard(s)
+                if s not in by_mean and (counts[0] or counts[2]):
+                    held.add(s)
+            summed = fmean if s in by_mean else median
+            logs = {k: [math.log(summed(tl) / summed(dl))
+                        for tl, dl in zip(arms["tuned"], arms["default"], strict=True)]
+                    for k, arms in launches[s].items()}
             cells[s] = {k: dataclasses.replace(look(xs, judged[s], mine.get(s, d)),
                                                veto=k in mine.get(s, d).veto)
-                        for k, xs in logs[s].items()}
-            judged[s] = len(next(iter(logs[s].values())))
+                        for k, xs in logs.items()}
+            judged[s] = len(next(iter(logs.values())))
         still = [s for s in open_sizes if verdict(s) == "undecided"]
         late = deadline is not None and time.monotonic() > deadline
         if still and late:
@@ -215,5 +278,11 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
         for c in cells[s].values():
             if c.verdict == "undecided":
                 c.verdict = "inconclusive"
-        out[s] = SizeResult(s, verdict(s), cells[s], judged[s], *raw[s])
+        first = next(iter(launches[s].values()))
+        v = verdict(s)  # a held size whose time ran out is not "same"
+        out[s] = SizeResult(s, "inconclusive" if v == "undecided" else v, cells[s],
+                            judged[s], first["default"],
+                            first["tuned"],
+                            statistic="mean" if s in by_mean else "median",
+                            stalled=stalled.get(s))
     return out
