@@ -45,6 +45,14 @@ def test_plan_orders_by_the_applications_time_and_skips_what_costs_nothing() -> 
     assert [g.status for g in groups] == ["planned"] * 3 + [
         "below --min-share (0.005% of the run)"]
     assert untuned == ["gatherv (4 ranks, 32 B)"]  # colltune does not tune it: said so
+    # GROMACS broadcasts empty buffers: those calls leave the group (a tune of 0 B is
+    # refused, and took the group's other sizes with it), said so; a barrier has no size
+    prof["entries"] += [_entry("bcast", 4, 0, 0.5), _entry("barrier", 4, 0, 0.2)]
+    groups, untuned, _ = plan(prof, min_share=0.001)
+    (bcast,) = [g for g in groups if g.collective == "bcast"]
+    assert bcast.sizes == [16] and bcast.time_s == pytest.approx(0.01), bcast
+    assert [g.sizes for g in groups if g.collective == "barrier"] == [[0]]
+    assert untuned == ["gatherv (4 ranks, 32 B)", "bcast (4 ranks, 0 B: no data)"]
 
 
 def test_a_pair_the_load_changed_under_or_far_beyond_the_rest_is_disturbed() -> None:

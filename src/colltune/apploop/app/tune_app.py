@@ -116,6 +116,11 @@ def plan(profile: dict, min_share: float) -> tuple[list[Group], list[str], float
         if e["collective"] not in COLLECTIVES:
             untuned.append(f"{e['collective']} ({e['comm_size']} ranks, {e['size']} B)")
             continue
+        if int(e["size"]) <= 0 and COLLECTIVES[e["collective"]].size_dependent:
+            # calls that move no data (GROMACS broadcasts empty buffers) leave no choice
+            # to make, and a tune of 0 B is refused: the group is tuned without them
+            untuned.append(f"{e['collective']} ({e['comm_size']} ranks, 0 B: no data)")
+            continue
         by.setdefault((e["collective"], int(e["comm_size"])), []).append(e)
     groups = []
     for (name, n), es in by.items():
