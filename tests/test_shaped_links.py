@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from helpers import check_app_verdict
 from testcluster import LINKS, REPO, Cluster
 
 SERVER = """
@@ -216,3 +217,41 @@ def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> No
     kd, nd, kt, nt = map(int, m.groups())
     assert kd / nd > kt / nt, row["note"]
     assert "(means)" in r.stdout, r.stdout[-3000:]
+
+
+def test_the_application_loop_on_gromacs_across_gigabit_ports(gigabit: Cluster) -> None:
+    """GROMACS (tests/gmx_app.py: Debian's gmx_mpi, PME water), 2 nodes x 2 ranks on
+    Gigabit ports, the application seed 002 tuned: its profile puts the run's collective
+    time in PME's all-to-all at 256 KiB a rank pair (where the shaped links separate the
+    algorithms: docs/benchmarks.md, "GROMACS on Gigabit ports"); `tune app` measures that
+    group in the profiled layout across the nodes and writes a file; `tune verify --app`
+    judges it on GROMACS's own runs, each verdict with its power."""
+    from gmx_app import mdrun, prepare
+
+    work = gigabit.home / "gmx"
+    tpr = prepare(work, steps=20)  # 40 transposes: the profile's groups, a short run
+    launch = ["mpirun", "-np", "4", "--hostfile", gigabit.hostfile(2), "--map-by",
+              "ppr:2:node", "--bind-to", "none", "--mca", "plm_rsh_agent", gigabit.agent,
+              *mdrun(tpr)]
+    env = gigabit.env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path]))
+
+    def tune(*argv: str) -> subprocess.CompletedProcess[str]:
+        return gigabit.on("node1", [sys.executable, "-m", "colltune.cli", *argv], env=env,
+                          cwd=work, timeout=900)
+
+    r = tune("profile", "-o", "p.json", "--mpi", "/usr", "--", *launch)
+    assert r.returncode == 0, r.stderr[-3000:]
+    prof = json.loads((work / "p.json").read_text())
+    top = max(prof["entries"], key=lambda e: e["time_s"]["mean"])
+    assert (top["collective"], top["comm_size"], top["size"]) == ("alltoall", 4, 1 << 18), top
+    r = tune("app", "p.json", "--db", "db.sqlite", "--out", "r.conf", "--json", "app.json",
+             "--min-share", "0.05", "--hostfile", gigabit.hostfile(2), "--launcher-args",
+             f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
+             "--point-time", "0.5", "--quiet")
+    assert r.returncode == 0, r.stderr[-3000:]
+    groups = json.loads((work / "app.json").read_text())["groups"]
+    (a2a,) = [g for g in groups if g["collective"] == "alltoall"]
+    assert a2a["status"] == "measured" and a2a["layout"] == "2x2", groups
+    r = tune("verify", "--app", "--rules", "r.conf", "--pairs", "2", "--max-rounds", "2",
+             "--mpi", "/usr", "--json", "v.json", "--", *launch)
+    check_app_verdict(r, json.loads((work / "v.json").read_text()))
