@@ -4,7 +4,11 @@ x 4. Per layout: `tune profile` (share in collectives), `tune app` with its defa
 settings in the profile's layout (timed), `tune verify --app` judging sequentially. Prints
 markdown rows.
 
-    python bench/qe_loop_bench.py [--pairs 8] [--max-rounds 16]
+    python bench/qe_loop_bench.py [--pairs 8] [--max-rounds 16] [--link 1gbit]
+        [--layouts 2x2,1x4]
+
+--link shapes every node's port by a profile of tests/testcluster.py's LINKS (issue 85);
+--rounds N first runs pw.x's own oracle (bench/gromacs_loop_bench.py's).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from clirun import TUNE  # noqa: E402
+from gromacs_loop_bench import oracle, oracle_rows, verify_rows  # noqa: E402
 
 import testcluster  # noqa: E402
 from qe_app import prepare  # noqa: E402
@@ -29,16 +34,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--max-rounds", type=int, default=16)
+    ap.add_argument("--link", default=None, help="a link profile (default: unshaped veth)")
+    ap.add_argument("--layouts", default="2x2,1x4")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="rounds of the oracle: each algorithm of pw.x's costliest "
+                         "collective forced, alternating with the default (0: none)")
     a = ap.parse_args()
     c = testcluster.make(2, slurm=False)
     env = c.env(PYTHONPATH=str(REPO / "src"))
     try:
+        if a.link:
+            c.shape(testcluster.LINKS[a.link])
         for name, where, launch in (
                 ("2x2", ["--hostfile", c.hostfile(2), "--launcher-args",
                          f"--mca plm_rsh_agent {c.agent}"],
                  ["--hostfile", c.hostfile(2), "--map-by", "ppr:2:node", "--mca",
                   "plm_rsh_agent", c.agent]),
                 ("1x4", ["--oversubscribe"], ["--oversubscribe"])):
+            if name not in a.layouts.split(","):
+                continue
             work = c.home / f"qe-{name}"
             inp = prepare(work)
             cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
@@ -53,6 +67,12 @@ def main() -> None:
 
             run("profile", "-o", "p.json", "--mpi", "/usr", "--", *cmd)
             prof = json.loads((work / "p.json").read_text())
+            if a.rounds:  # the application's own oracle for its costliest collective
+                top = max(prof["entries"], key=lambda e: e["time_s"]["mean"])["collective"]
+                print(f"| layout | {top} forced | wall (median) | default (median) | "
+                      "forced/default | 95% interval | p |")
+                print("\n".join(oracle_rows(name, oracle(c, cmd, work, a.rounds, top))),
+                      flush=True)
             t_app, _ = run("app", "p.json", "--mpi", "/usr", "--db", "db.sqlite", "--out",
                            "r.conf", "--json", "app.json", "--quiet", *where)
             res = json.loads((work / "app.json").read_text())
@@ -72,14 +92,7 @@ def main() -> None:
                 f"{res['expected_saving_s'] * 1e3:.2f} ms")
             print(f"verify --app: {t_v:.0f} s, {v['pairs']} pairs, "
                   f"{v['disturbed_pairs']} run again")
-            print("| layout | measure | default (median) | rules (median) | rules/default | "
-                  "interval | could see | verdict |")
-            for m, x in v["measures"].items():
-                lo, hi = x["interval"]
-                print(f"| {name} | {m} | {statistics.median(x['default_s']):.3f} s | "
-                      f"{statistics.median(x['tuned_s']):.3f} s | {x['ratio']:.3f} | "
-                      f"{lo:.3f}-{hi:.3f} | {x['could_see'] or float('inf'):.2f}x | "
-                      f"{x['verdict']} |")
+            print("\n".join(verify_rows(name, v)))
             ms = v["measures"]
             for arm in ("default_s", "tuned_s"):
                 share = [cc / w for cc, w in zip(ms["collectives"][arm], ms["wall"][arm],
