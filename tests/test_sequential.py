@@ -192,13 +192,15 @@ def _stalling(seed: int, default_stalls: int, tuned_stalls: int) -> Callable[
 
 
 def test_a_gate_that_does_not_know_judges_by_means_where_one_arm_stalls() -> None:
-    """tune verify reads a file, not the tune's decisions: with WHERE_STALLS the pairs'
+    """tune verify reads a file, not the tune's decisions: with a WhereStalls the pairs'
     calls say where one arm stalls more often, and those sizes are judged by launch means
     from their first pair (what was hidden from the medians: faster), the stall counts
     kept for the report; where neither arm stalls, or both as often, the medians judge as
     before."""
+    found = sequential.WhereStalls()
     got = sequential.run(_stalling(3, 3, 0), [1 << 20], Design(), need_faster=True,
-                         means=sequential.WHERE_STALLS)[1 << 20]
+                         means=found)[1 << 20]
+    assert found.found == {1 << 20}  # what the caller's later launches can read
     assert got.statistic == "mean" and got.verdict == "faster", got
     assert got.stalled is not None
     kd, nd, kt, nt = got.stalled
@@ -206,17 +208,18 @@ def test_a_gate_that_does_not_know_judges_by_means_where_one_arm_stalls() -> Non
     # one stall in 7 calls: too few at the first look, where the medians alone would say
     # "same"; held open, seen at a later one, every pair then summed up by its mean
     late = sequential.run(_stalling(8, 1, 0), [1 << 20], Design(), need_faster=True,
-                          means=sequential.WHERE_STALLS)[1 << 20]
+                          means=sequential.WhereStalls())[1 << 20]
     assert late.statistic == "mean" and late.stalled is not None, late
     assert late.stalled[1] > 4 * 7 and late.verdict == "faster", late
     # the file's choice stalls, the default does not: by means, slower
     worse = sequential.run(_stalling(4, 0, 3), [1 << 20], Design(),
-                           means=sequential.WHERE_STALLS)[1 << 20]
+                           means=sequential.WhereStalls())[1 << 20]
     assert worse.statistic == "mean" and worse.verdict == "slower", worse
     for k in (0, 1):  # both arms alike: no switch, the medians say "same" (where both
         # stall, only when the budget is spent: a difference in stalls could still show)
         same = sequential.run(_stalling(5 + k, k, k), [1 << 20], Design(),
-                              means=sequential.WHERE_STALLS)[1 << 20]
-        assert same.statistic == "median" and same.stalled is None, same
+                              means=sequential.WhereStalls())[1 << 20]
+        assert same.statistic == "median" and same.stalled is not None, same
+        assert same.stalled == (k * same.pairs, 7 * same.pairs) * 2, same
         assert same.verdict == "same", same
         assert same.pairs == (Design().first if k == 0 else Design().max_pairs), same

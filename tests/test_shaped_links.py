@@ -188,6 +188,7 @@ def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> No
     stalled. By medians such a size reads "same" whatever an application pays."""
     from colltune.collectives import get_collective
     from colltune.rules import ompi_classic as classic
+    from colltune.tuner.sequential import stalls_differ
 
     work = gigabit.home / "verify-stalls"
     work.mkdir(exist_ok=True)
@@ -202,7 +203,7 @@ def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> No
         "--hostfile", gigabit.hostfile(2), "--ppn", "2", "--launcher-args",
         f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
         "-c", "alltoall", "--sizes", "1M", "--rounds", "4", "--max-rounds", "8",
-        "--point-time", "1", "--json", "v.json", "--allow-inconclusive"],
+        "--json", "v.json", "--allow-inconclusive"],
         env=gigabit.env(PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path])),
         cwd=work, timeout=900)
     assert r.returncode in (0, 1), r.stderr[-3000:]  # a verdict, either way
@@ -210,13 +211,17 @@ def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> No
     assert grew["TCPTimeouts"] > 0, grew  # the premise: the default congests the link
     (check,) = json.loads((work / "v.json").read_text())["collectives"]
     (row,) = [k for k in check["kernel"] if k["size"] == 1 << 20]
-    assert row["statistic"] == "mean", row
-    m = re.search(r"the default stalled in (\d+) of (\d+) calls, the file's choice in "
-                  r"(\d+) of (\d+)", row["note"])
-    assert m, row["note"]
-    kd, nd, kt, nt = map(int, m.groups())
-    assert kd / nd > kt / nt, row["note"]
-    assert "(means)" in r.stdout, r.stdout[-3000:]
+    kd, nd, kt, nt = row["stalls"]
+    assert kd / nd > kt / nt, row  # the default stalls, pairwise less
+    # judged by means exactly where the stall counts tell the arms apart (whether they do
+    # in a run's pairs is the network's to say: 5 of 6 runs here, 11-22 stalls of 128
+    # calls against 0-5)
+    differ = stalls_differ((kd, nd, kt, nt))
+    assert (row["statistic"] == "mean") == differ, row
+    said = r.stdout + r.stderr
+    assert ("each launch summed up by its mean" in said) == differ, said[-3000:]
+    if differ:
+        assert f"the default stalled in {kd} of {nd} calls" in row["note"], row
 
 
 def test_the_application_loop_on_gromacs_across_gigabit_ports(gigabit: Cluster) -> None:

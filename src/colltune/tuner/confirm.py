@@ -50,6 +50,15 @@ TIME_FACTOR = 4.0
 # 50 ms a stretch there, whose stall or not decided a launch
 MEAN_LOOP_TIME = 0.75
 
+def for_means(reps: Repetitions) -> Repetitions:
+    """A launch's settings where a size in it is judged by launch means: PAIR_CALLS calls
+    a mode at least, TIME_FACTOR times the time, MEAN_LOOP_TIME stretches (the smaller
+    sizes' stretches stay as short: they end after their loop's calls)."""
+    return dataclasses.replace(reps, min_reps=max(reps.min_reps, PAIR_CALLS),
+                               point_time=TIME_FACTOR * reps.point_time,
+                               loop_time=max(reps.loop_time, MEAN_LOOP_TIME))
+
+
 # the timing mode of a size's first calls (TuneOptions.start_calls of them, from its first
 # on): a choice faster once warm may start slow (Intel MPI's reduce preset 1 at 8 B on 2
 # ranks: 1.25x faster than the default by IMB, 0.87x by a loop of 2000 calls from cold);
@@ -278,10 +287,7 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         # a launch's few calls at a large size are one stall away from another mean, so
         # every launch then takes PAIR_CALLS calls a mode at least
         means = {d.size for d in ds if d.statistic == "mean" and d.chosen != DEFAULT}
-        reps = opts.settings if not means & set(sizes) else dataclasses.replace(
-            opts.settings, min_reps=max(opts.settings.min_reps, PAIR_CALLS),
-            point_time=TIME_FACTOR * opts.settings.point_time,
-            loop_time=max(opts.settings.loop_time, MEAN_LOOP_TIME))
+        reps = opts.settings if not means & set(sizes) else for_means(opts.settings)
 
         def measure(szs: list[int], first: int, rounds: int) -> sequential.Batch:
             return as_batch(ab_runs(sess.mpi, coll, placement, path, szs, rounds,

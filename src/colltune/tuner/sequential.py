@@ -142,8 +142,8 @@ class SizeResult:
     default: list[list[float]] = field(default_factory=list)  # samples per launch
     tuned: list[list[float]] = field(default_factory=list)
     statistic: str = "median"  # what summed up each launch: "mean" where an arm stalls
-    # where the first pairs' calls showed one arm stalling more: (default's stalled calls,
-    # of how many, the file's, of how many), the timing modes pooled
+    # with a WhereStalls: (default's stalled calls, of how many, tuned's, of how many), the
+    # timing modes pooled, at the look that turned the size to means, else at its last
     stalled: tuple[int, int, int, int] | None = None
 
     @property
@@ -158,6 +158,7 @@ class SizeResult:
 Batch = dict[int, dict[str, dict[str, list[list[float]]]]]
 
 
+@dataclass
 class WhereStalls:
     """`means` for a gate that does not know where a tune judged by means: a size still
     undecided turns to launch means, from its first pair on, at the look where its arms'
@@ -166,10 +167,10 @@ class WhereStalls:
     the null (the same configuration twice) it happens at a look with probability at most
     2 x STALL_ALPHA, which bounds what it adds to the gate's false alarms there. A size
     where an arm stalled, not yet significantly more often, is not called "same" by its
-    medians before its budget ends."""
+    medians before its budget ends. `found` fills with those sizes as it goes: the caller's
+    measure() may give their later launches the calls a mean needs."""
 
-
-WHERE_STALLS = WhereStalls()
+    found: set[int] = field(default_factory=set)
 
 
 def stall_counts(cells: dict[str, dict[str, list[list[float]]]]) -> tuple[int, int, int, int]:
@@ -208,9 +209,8 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     `need_faster`: a stand-in for the default need not win, only be shown inside its bound,
     so its pairs go on until they show that, or show it slower. A launch is summed up by
     its median, or at `means` by its mean (a choice made where the default stalls: every
-    stall is paid, tuner/decide.py); with WHERE_STALLS, where the pairs so far show it."""
+    stall is paid, tuner/decide.py); with a WhereStalls, where the pairs so far show it."""
     mine = own or {}
-    stall_aware = isinstance(means, WhereStalls)
     by_mean = set() if isinstance(means, WhereStalls) else set(means)
     stalled: dict[int, tuple[int, int, int, int]] = {}
     # every launch so far, per size, cell and arm: a size that turns to means at a later
@@ -243,11 +243,11 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                 got = launches[s].setdefault(key, {"default": [], "tuned": []})
                 for arm in got:
                     got[arm].extend(arms[arm])
-            if stall_aware and s not in by_mean:
-                counts = stall_counts(launches[s])
+            if isinstance(means, WhereStalls) and s not in by_mean:
+                counts = stalled[s] = stall_counts(launches[s])
                 if stalls_differ(counts):
                     by_mean.add(s)
-                    stalled[s] = counts
+                    means.found.add(s)
                     note(f"{s} B: one arm stalls more often (default {counts[0]} of "
                          f"{counts[1]} calls, tuned {counts[2]} of {counts[3]}): "
                          "each launch summed up by its mean")

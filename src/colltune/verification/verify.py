@@ -26,7 +26,7 @@ from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
 from colltune.launchers import Launch
 from colltune.tuner import sequential
-from colltune.tuner.confirm import ab_runs, as_batch
+from colltune.tuner.confirm import ab_runs, as_batch, for_means
 from colltune.tuner.sequential import Batch, Design, SizeResult
 from colltune.verification.second import second
 from colltune.verification.step import KEY, describe, step_ab_runs, step_sizes
@@ -54,6 +54,8 @@ class SizeCheck:
     mde: float = math.inf  # smallest slowdown this run could find with 80% power
     what: str = ""  # what was timed, where not one size: the step's sizes
     statistic: str = "median"  # what summed up a launch: "mean" where an arm stalled
+    # stalled calls: default's, of how many, the file's, of how many (sequential.SizeResult)
+    stalls: tuple[int, int, int, int] | None = None
 
 
 @dataclass
@@ -174,7 +176,7 @@ def _size_checks(results: dict[int, SizeResult], label: Callable[[int], str], lo
                    for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {},
             boundary=size in edges, ratio_ci=(main.lo, main.hi),
             mde=max(c.mde for c in r.cells.values()), statistic=r.statistic,
-            note=_stall_note(r.stalled)))
+            stalls=r.stalled, note=_stall_note(r.stalled) if r.statistic == "mean" else ""))
     return out
 
 
@@ -358,14 +360,18 @@ def check_collective(gate: Gate, coll: Collective, szs: list[int], edges: set[in
     note(f"{name}: {req.rounds} default/rules launch pairs over the {len(tested)} size(s) "
          f"the file changes, more where undecided (up to {gate.design.max_pairs})")
 
-    def kernel(szs_: list[int], first: int, n: int) -> Batch:
-        return as_batch(ab_runs(mpi, coll, target.placement, req.rules_path, szs_, n,
-                                gate.reps, arms=gate.arms, first_round=first))
-
     # where one arm stalls (a congested link's retransmission timeouts) a launch's median
-    # hides what an application pays: such sizes are judged by launch means
+    # hides what an application pays: such sizes are judged by launch means, and later
+    # launches with them take the calls a mean needs, as confirmation's do
+    stalling = sequential.WhereStalls()
+
+    def kernel(szs_: list[int], first: int, n: int) -> Batch:
+        reps = for_means(gate.reps) if stalling.found & set(szs_) else gate.reps
+        return as_batch(ab_runs(mpi, coll, target.placement, req.rules_path, szs_, n,
+                                reps, arms=gate.arms, first_round=first))
+
     res = sequential.run(kernel, tested, gate.design, deadline=gate.deadline,
-                         note=_prefixed(note, f"{name}: "), means=sequential.WHERE_STALLS)
+                         note=_prefixed(note, f"{name}: "), means=stalling)
     check.kernel = sorted(_size_checks(res, label, lookup, edges) + untested,
                           key=lambda r: r.size)
     if req.with_:
