@@ -50,6 +50,7 @@ TIME_FACTOR = 4.0
 # 50 ms a stretch there, whose stall or not decided a launch
 MEAN_LOOP_TIME = 0.75
 
+
 def for_means(reps: Repetitions) -> Repetitions:
     """A launch's settings where a size in it is judged by launch means: PAIR_CALLS calls
     a mode at least, TIME_FACTOR times the time, MEAN_LOOP_TIME stretches (the smaller
