@@ -173,10 +173,11 @@ def test_where_the_default_stalls_its_stalls_are_measured_and_counted(gigabit: C
     assert default in again and len(again) >= 2, [(m.config, len(m.samples)) for m in ms]
     (d,) = [d for d in json.loads((work / "s.json").read_text())["collectives"]["alltoall"]["4"]
             if d["size"] == 1 << 20]
-    # proposed by its mean (a configuration that stalls less: pairwise, here), then judged
-    # in fresh launch pairs by their means; whether they confirm it is the network's to say
-    assert d["statistic"] == "mean" and d["best"]["algorithm"] != 0, d
-    assert d["confirmations"] and "(means)" in said, d
+    # a configuration that stalls less (pairwise, here) proposed: by its mean, then judged
+    # in fresh launch pairs by their means, or by the medians of the calls measured again
+    # (a CI run with the machine to itself); whether pairs confirm it is the network's
+    assert d["best"]["algorithm"] != 0 and d["confirmations"], d
+    assert (d["statistic"] == "mean") == ("(means)" in said), d
 
 
 @pytest.mark.alone
@@ -212,7 +213,7 @@ def test_verify_judges_by_means_where_the_default_stalls(gigabit: Cluster) -> No
     (check,) = json.loads((work / "v.json").read_text())["collectives"]
     (row,) = [k for k in check["kernel"] if k["size"] == 1 << 20]
     kd, nd, kt, nt = row["stalls"]
-    assert kd / nd > kt / nt, row  # the default stalls, pairwise less
+    assert kd > 0, row  # the default stalls (whether pairwise does less is the network's)
     # judged by means exactly where the stall counts tell the arms apart (whether they do
     # in a run's pairs is the network's to say: 5 of 6 runs here, 11-22 stalls of 128
     # calls against 0-5)
