@@ -78,6 +78,19 @@ def oracle_rows(name: str, times: dict[str, list[float]]) -> list[str]:
 Run = Callable[..., float]
 
 
+def tune_runner(c: testcluster.Cluster, env: dict[str, str], work: Path, timeout: float
+                ) -> Run:
+    """`run(*argv)`: `tune ARGV` on node 1 in `work`, its seconds; exits on a failure (a
+    verdict's exit codes 1 and 5 are results)."""
+    def run(*argv: str) -> float:
+        t = time.monotonic()
+        r = c.on("node1", [*TUNE, *argv], env=env, cwd=work, timeout=timeout)
+        if r.returncode not in (0, 1, 5):
+            raise SystemExit(f"tune {argv[0]} failed: {r.stderr[-3000:]}")
+        return time.monotonic() - t
+    return run
+
+
 def app_and_verify(run: Run, cmd: list[str], where: list[str], a: argparse.Namespace,
                    name: str, work: Path) -> None:
     """`tune app` of the profile in its layout, then `tune verify --app` of its file."""
@@ -144,13 +157,7 @@ def main() -> None:
             where = ["--hostfile", c.hostfile(lay.ppn), "--launcher-args",
                      f"--mca plm_rsh_agent {c.agent} --bind-to none"]
 
-            def run(*argv: str, work: Path = work) -> float:
-                t = time.monotonic()
-                r = c.on("node1", [*TUNE, *argv], env=env, cwd=work, timeout=7200)
-                if r.returncode not in (0, 1, 5):
-                    raise SystemExit(f"tune {argv[0]} failed: {r.stderr[-3000:]}")
-                return time.monotonic() - t
-
+            run = tune_runner(c, env, work, 7200)
             run("profile", "-o", "p.json", "--mpi", "/usr", "--", *cmd)
             prof = json.loads((work / "p.json").read_text())
             wall, coll = prof["wall_s"]["mean"], prof["collective_s"]["mean"]

@@ -15,13 +15,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from clirun import TUNE  # noqa: E402
+from gromacs_loop_bench import tune_runner  # noqa: E402
 
 import testcluster  # noqa: E402
 from qe_app import prepare  # noqa: E402
@@ -57,12 +56,7 @@ def main() -> None:
             inp = prepare(work)
             cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
 
-            def run(*argv: str, work: Path = work) -> float:
-                t = time.monotonic()
-                r = c.on("node1", [*TUNE, *argv], env=env, cwd=work, timeout=5000)
-                if r.returncode not in (0, 1, 5):
-                    raise SystemExit(f"tune {argv[0]} failed: {r.stderr[-2000:]}")
-                return time.monotonic() - t
+            run = tune_runner(c, env, work, 5000)
 
             run("profile", "-o", "p.json", "--mpi", "/usr", "--", *cmd)
             t_app = run("app", "p.json", "--mpi", "/usr", "--db", "db.sqlite", "--out",

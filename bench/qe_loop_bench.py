@@ -17,14 +17,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from clirun import TUNE  # noqa: E402
-from gromacs_loop_bench import oracle, oracle_rows, verify_rows  # noqa: E402
+from gromacs_loop_bench import oracle, oracle_rows, tune_runner, verify_rows  # noqa: E402
 
 import testcluster  # noqa: E402
 from qe_app import prepare  # noqa: E402
@@ -57,13 +55,7 @@ def main() -> None:
             inp = prepare(work)
             cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
 
-            def run(*argv: str, work: Path = work) -> tuple[float, dict[str, object]]:
-                t = time.monotonic()
-                r = c.on("node1", [*TUNE, *argv], env=env, cwd=work, timeout=3000)
-                took = time.monotonic() - t
-                if r.returncode not in (0, 1, 5):
-                    raise SystemExit(f"tune {argv[0]} failed: {r.stderr[-2000:]}")
-                return took, {}
+            run = tune_runner(c, env, work, 3000)
 
             run("profile", "-o", "p.json", "--mpi", "/usr", "--", *cmd)
             prof = json.loads((work / "p.json").read_text())
@@ -73,10 +65,10 @@ def main() -> None:
                       "forced/default | 95% interval | p |")
                 print("\n".join(oracle_rows(name, oracle(c, cmd, work, a.rounds, top))),
                       flush=True)
-            t_app, _ = run("app", "p.json", "--mpi", "/usr", "--db", "db.sqlite", "--out",
+            t_app = run("app", "p.json", "--mpi", "/usr", "--db", "db.sqlite", "--out",
                            "r.conf", "--json", "app.json", "--quiet", *where)
             res = json.loads((work / "app.json").read_text())
-            t_v, _ = run("verify", "--app", "--rules", "r.conf", "--mpi", "/usr", "--pairs",
+            t_v = run("verify", "--app", "--rules", "r.conf", "--mpi", "/usr", "--pairs",
                          str(a.pairs), "--max-rounds", str(a.max_rounds), "--json", "v.json",
                          "--quiet", "--", *cmd)
             v = json.loads((work / "v.json").read_text())
