@@ -22,22 +22,9 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 
 from network_bench import Layout, launcher  # noqa: E402
 
-from testcluster import LINKS, Cluster, make  # noqa: E402
+from testcluster import LINKS, make  # noqa: E402
 
-COUNTERS = ("RetransSegs", "TCPTimeouts")
-
-
-def counters(c: Cluster, nodes: int) -> dict[str, int]:
-    """The TCP counters of the first `nodes` nodes, summed (netstat and snmp: a header
-    line of names, then a line of values, per protocol)."""
-    total = dict.fromkeys(COUNTERS, 0)
-    for name in c.names[:nodes]:
-        lines = c.on(name, ["cat", "/proc/net/netstat", "/proc/net/snmp"]).stdout.splitlines()
-        for head, vals in zip(lines[::2], lines[1::2], strict=True):
-            for k, v in zip(head.split()[1:], vals.split()[1:], strict=True):
-                if k in total:
-                    total[k] += int(v)
-    return total
+COUNTERS = ("RetransSegs", "TCPTimeouts")  # what Cluster.tcp sums
 
 
 def main() -> None:
@@ -64,11 +51,11 @@ def main() -> None:
         print("round arm avg_us rank_min_us rank_max_us " + " ".join(COUNTERS))
         for rnd in range(args.rounds):
             for arm, env in arms.items():
-                before = counters(c, lay.nodes)
+                before = c.tcp(c.names[:lay.nodes])
                 r = c.on("node1", [*launcher(c, lay), str(exe), "-m",
                                    f"{args.size}:{args.size}", "-i", str(args.iters),
                                    "-x", "2", "-f"], env=c.env(**env), timeout=1800)
-                after = counters(c, lay.nodes)
+                after = c.tcp(c.names[:lay.nodes])
                 if r.returncode != 0:
                     raise SystemExit(f"{arm}: {r.stderr[-2000:]}")
                 row = next(ln.split() for ln in r.stdout.splitlines()

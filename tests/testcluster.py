@@ -117,6 +117,21 @@ class Cluster:
         return int(_run("ip", "netns", "exec", f"{self.tag}n{i}", "cat",
                         f"/sys/class/net/{self.tag}v{i}/statistics/rx_bytes").stdout)
 
+    def tcp(self, names: list[str] | None = None) -> dict[str, int]:
+        """Retransmitted segments and retransmission timeouts, summed over the nodes named
+        (all by default), each node a network namespace with counters of its own
+        (/proc/net/netstat and snmp: a header line of names, then a line of values, per
+        protocol)."""
+        total = {"RetransSegs": 0, "TCPTimeouts": 0}
+        for name in self.names if names is None else names:
+            lines = self.on(name, ["cat", "/proc/net/netstat", "/proc/net/snmp"]
+                            ).stdout.splitlines()
+            for head, vals in zip(lines[::2], lines[1::2], strict=True):
+                for k, v in zip(head.split()[1:], vals.split()[1:], strict=True):
+                    if k in total:
+                        total[k] += int(v)
+        return total
+
     def enter(self, name: str, cwd: str | Path | None = None) -> list[str]:
         """The command prefix that runs what follows on node `name`, in `cwd` (the shared
         home by default). A `cd` inside, not nsenter's --wd: that directory would be the one
