@@ -74,6 +74,12 @@ def test_the_plan_counts_the_launches_and_points_the_tune_then_runs(tmp_path: Pa
     plan = json.loads(plan_json.read_text())
     assert "priced from defaults" in r.stderr and plan["nodes"] == 1
     assert set(plan["stages"]) >= {SWEEP, PAIRS} and plan["node_seconds"] > 0
+    # what no plan can know, stated as a bound beside it: the default measured again with
+    # its two suspects at each size where it stalls (8 times the point's 0.05 s each)
+    stall = plan["if_the_default_stalls"]
+    assert stall["sizes"] == 2 and stall["node_seconds_per_size"] == pytest.approx(1.2), stall
+    assert stall["node_seconds_at_most"] > 2 * 1.2, stall
+    assert "not in the plan: where the default stalls" in r.stderr, r.stderr
 
     r = tune_cli(*args, "--summary-json", str(summ))
     assert r.returncode == 0, r.stderr

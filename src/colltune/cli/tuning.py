@@ -220,6 +220,14 @@ def _print_plans(opts: TuneOptions) -> None:
                   f"{float(str(plan['wall_seconds'])) / 60:.1f} min), "
                   f"{plan['sweep_launches']} sweep launch(es), {plan['points']} points; "
                   f"priced from {plan['priced_from']}", highlight=False, markup=False)
+        stall = plan.get("if_the_default_stalls")
+        if isinstance(stall, dict) and stall.get("sizes"):
+            err.print(f"not in the plan: where the default stalls (a congested network), "
+                      f"the tune measures it again, {stall['node_seconds_per_size']:.1f} "
+                      f"node-seconds a size, "
+                      f"{account.hours(float(stall['node_seconds_at_most']))} at most "
+                      f"(all {stall['sizes']} sizes; docs/methodology.md, \"Where the "
+                      "default stalls, the mean decides\")", highlight=False, markup=False)
 
 
 def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:

@@ -192,6 +192,20 @@ def forecast(targets: list[Target], pr: Prices, nodes: int, simulated: bool
     }
 
 
+def if_stalls(targets: list[Target], pr: Prices, nodes: int, per_size: float
+              ) -> dict[str, object]:
+    """What the stage after the sweep that measures a stalling default again
+    (tuner/stalls.py: `per_size` seconds a size) would add, which no plan can know before
+    the network is measured: a launch for each collective and placement where the default
+    stalls, at most at every size the sweep measures. Said beside the forecast as a
+    bound, not in it."""
+    where = [t for t in targets if t.coll.size_dependent]
+    sizes = sum(len(set(t.points)) for t in where)
+    worst = nodes * (len(where) * pr.startup + sizes * per_size)
+    return {"node_seconds_per_size": round(nodes * per_size, 3),
+            "node_seconds_at_most": round(worst, 3), "sizes": sizes}
+
+
 def time_limit(points: int, point_time: float, launches: int, nodes: int = 1
                ) -> tuple[int, str]:
     """Seconds a batch job of the plan asks for (--slurm-script), and the plan in words:

@@ -297,7 +297,11 @@ def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, 
         if store is not None:
             store.close()
     pr = forecast.prices(path, sess.mpi.key, nodes, exact, opts)
-    return forecast.forecast(targets, pr, nodes, exact)
+    out = forecast.forecast(targets, pr, nodes, exact)
+    if not exact:  # simulated times repeat exactly: nothing stalls (tuner/stalls.py)
+        out["if_the_default_stalls"] = forecast.if_stalls(
+            targets, pr, nodes, stalls.seconds_per_size(opts.settings.point_time))
+    return out
 
 
 def confirm_first(run: Run) -> bool:

@@ -25,6 +25,12 @@ TIME_FACTOR = 8.0
 SUSPECTS = 2  # the candidates measured again with the default
 
 
+def seconds_per_size(point_time: float) -> float:
+    """The longest a size measured again takes: the default and its suspects, each point
+    its whole stretched time budget (what `tune plan` states beside its forecast)."""
+    return (1 + SUSPECTS) * TIME_FACTOR * point_time
+
+
 def resample(run: Run, t: Target) -> int:
     """Measure again, with more calls, the default and its best suspects at every size
     where the default stalls; returns the points measured."""
