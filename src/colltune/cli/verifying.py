@@ -29,7 +29,7 @@ from colltune.cli.common import (
 from colltune.core.space import parse_sizes
 from colltune.errors import ColltuneError
 from colltune.outfile import ensure_writable, write_atomic
-from colltune.tuner.run import check_repetitions
+from colltune.tuner.checks import check_repetitions
 
 if TYPE_CHECKING:
     from colltune.tuner.sequential import Design

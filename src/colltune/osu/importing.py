@@ -24,7 +24,8 @@ from colltune.errors import ColltuneError
 from colltune.options import TuneOptions
 from colltune.rules.ompi_classic import INT_MAX as MAX_NP
 from colltune.store import Context, Store, default_db_path
-from colltune.tuner.run import TuneResult, check_outputs, make_summary
+from colltune.tuner.checks import check_outputs
+from colltune.tuner.run import TuneResult, make_summary
 
 # "reduce_alg3.txt", "osu_bcast.algorithm-6.out", "alg=2", "default.txt"
 _ALG = re.compile(r"(?:^|[^a-z])alg(?:orithm)?[_=\-.]?(\d+)(?![0-9])", re.IGNORECASE)

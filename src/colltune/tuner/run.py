@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any
 
 from colltune import __version__
 from colltune.backends import registry
-from colltune.backends.base import Backend, Decisions, Session, write_file
-from colltune.collectives import COLLECTIVES, Collective, get_collective, tunable_size
+from colltune.backends.base import Decisions, Session, write_file
+from colltune.collectives import Collective, get_collective
 from colltune.core import account
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
@@ -23,20 +21,18 @@ from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.host import cores
 from colltune.kernel.build import build_kernel
-from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.launchers import Launch
-from colltune.options import FAMILY_OPTIONS, TuneOptions
-from colltune.outfile import beside, ensure_writable
+from colltune.options import TuneOptions
+from colltune.outfile import beside
 from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts, budgeted, forecast, outcome, stalls
+from colltune.tuner import artifacts, budgeted, checks, forecast, outcome, predicted, stalls
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.context import Run, Target
 from colltune.tuner.decide import RuleSize, decide
 from colltune.tuner.measure import Reporter, context_for, shares_default_launch
 from colltune.tuner.search import search_one, sweep_ladder
-from colltune.tuner.strategies import STRATEGIES
 
 
 @dataclass
@@ -47,76 +43,6 @@ class TuneResult:
     decisions: dict[str, dict[int, list[Decision]]]
     failures: list[str]
     summary: dict[str, object]
-
-
-def _expand(names: list[str], within: tuple[str, ...] | None = None) -> list[str]:
-    """The collectives named, "all" standing for every one (`within`: every one the family
-    tunes)."""
-    out: list[str] = []
-    for n in names:
-        if n == "all":
-            out += [c for c in sorted(COLLECTIVES) if within is None or c in within]
-        else:
-            out.append(get_collective(n).name)
-    return list(dict.fromkeys(out))
-
-
-def check_repetitions(st: Repetitions) -> None:
-    """Refuse timing settings the kernel cannot run (tune and verify)."""
-    for ok, msg, hint in (
-        (st.timing in TIMINGS, f"unknown --timing {st.timing}",
-         "use " + ", ".join(TIMINGS) + " (both: a win must hold in each)"),
-        (st.objective in OBJECTIVES, f"unknown --objective {st.objective}",
-         "use " + ", ".join(OBJECTIVES)),
-        (1 <= st.window <= 100_000, "--window must be between 1 and 100000 calls",
-         "e.g. --window 64"),
-        # below 1 it would stop configurations as fast as the default: they could win
-        (st.cutoff == 0 or st.cutoff >= 1, f"--cutoff {st.cutoff} would stop configurations "
-         "that are not slower than the default", "use 0 (off) or a factor of 1 or more"),
-    ):
-        if not ok:
-            raise ColltuneError(msg, hint)
-
-
-def check_options(opts: TuneOptions) -> None:
-    """Refuse impossible settings before anything is launched."""
-    st = opts.settings
-    check_repetitions(st)
-    checks = [
-        (st.timeout > 0, "--timeout must be more than 0 seconds", "e.g. --timeout 60"),
-        (st.point_time > 0, "--point-time must be more than 0 seconds", "e.g. --point-time 0.25"),
-        (0 < st.rel_ci < 1, "--rel-ci must be between 0 and 1", "e.g. --rel-ci 0.05"),
-        (1 <= st.min_reps <= st.max_reps, "need 1 <= --min-reps <= --max-reps",
-         "e.g. --min-reps 7 --max-reps 400"),
-        (st.max_reps <= 1_000_000, "--max-reps above 1000000", "e.g. --max-reps 400"),
-        (st.warmup >= 0, "warm-up repetitions cannot be negative", "use 0 or more"),
-        (0 <= st.seed < 2**63, "--seed must be a non-negative 64-bit number", "e.g. --seed 1"),
-        (0 <= opts.confirm_rounds <= 1000, "--confirm-rounds must be between 0 and 1000",
-         "e.g. --confirm-rounds 4, or 0 to skip confirmation"),
-        ((opts.confirm_max_rounds or 0) <= 1000, "--confirm-max-rounds must be at most 1000",
-         "e.g. --confirm-max-rounds 8"),
-        (0 <= opts.start_calls <= 10**9, "--start-calls must be between 0 and 1e9",
-         "e.g. --start-calls 1000, or 0 to judge warm calls only"),
-        (opts.budget is None or opts.budget > 0, "--budget must be more than 0",
-         "e.g. --budget 60, or leave it out to let the search decide when to stop"),
-        (opts.budget is None or opts.strategy in ("race", "bayes"),
-         "--budget needs --strategy race or bayes",
-         "the grid measures every point; add --strategy bayes"),
-        (opts.ei_stop >= 0, "--ei-stop cannot be negative", "e.g. --ei-stop 0.0005"),
-        (opts.top_k >= 1, "--top-k must be at least 1", "e.g. --top-k 3"),
-        (opts.sizes != [], "--sizes names no size", "e.g. --sizes 8,1K,1M"),
-        (opts.segsizes != [], "--segsizes names no size", "e.g. --segsizes 0,4K"),
-        (all(tunable_size(s) for s in opts.sizes or [1]), "sizes must be 1 B to 2 GiB",
-         "e.g. --sizes 8,1K,1M"),
-        (all(0 <= s <= 1 << 31 for s in opts.segsizes or [0]),
-         "segment sizes must be 0 (none) to 2 GiB", "e.g. --segsizes 0,4K,32K"),
-        (all(opts.params.values()), "--param names no value", "e.g. --param radix=0,2,4"),
-        (all(0 <= v <= 1 << 31 for vs in opts.params.values() for v in vs),
-         "--param values must be 0 (the library's own) to 2 GiB", "e.g. --param chunk=0,4K"),
-    ]
-    for ok, what, hint in checks:
-        if not ok:
-            raise ColltuneError(what, hint)
 
 
 def tune(opts: TuneOptions, reporter: Reporter | None = None) -> TuneResult:
@@ -134,7 +60,7 @@ def tune_layouts(opts: TuneOptions, reporter: Reporter | None = None) -> list[Tu
     its own with its nodes and ranks per node; a file that says the layout gathers them in
     --out, other formats get one file per layout beside it (open_run)."""
     rep = reporter or Reporter()
-    refuse_options(opts)  # before the first layout is launched
+    checks.refuse_options(opts)  # before the first layout is launched
     results = []
     for nodes, ppn in opts.layouts or []:
         rep.note(f"layout {nodes}x{ppn}: {nodes * ppn} ranks, {nodes} node(s) x {ppn}")
@@ -152,14 +78,14 @@ def _tune(opts: TuneOptions, rep: Reporter, acct: account.Account) -> TuneResult
     """The pipeline's stages in order: refuse what cannot run, open the session and the
     store, measure, decide (and confirm in fresh launches), write, and what the allocation
     held for it."""
-    colls = refuse_options(opts)
+    colls = checks.refuse_options(opts)
     run = open_run(opts, rep, colls)
     try:
         if opts.time_budget is not None:
             run.budget = budgeted.open_budget(run, colls, opts.time_budget, acct.started)
         if not opts.from_db:
             measure_all(run, colls)
-        decisions = predict_all(run, colls) if opts.predict else decide_all(run, colls)
+        decisions = predicted.predict_all(run, colls) if opts.predict else decide_all(run, colls)
         summary = write_outputs(run, decisions)
         summary["allocation"] = charge_allocation(run, acct, colls)
         if run.budget is not None:
@@ -173,65 +99,16 @@ def _tune(opts: TuneOptions, rep: Reporter, acct: account.Account) -> TuneResult
                       summary)
 
 
-def launch_cost(opts: TuneOptions) -> account.LaunchCost:
-    """The start-up a simulated launch is charged (--launch-cost, else the measured one)."""
-    return account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
-        else account.LaunchCost()
-
-
 def charge_allocation(run: Run, acct: account.Account, colls: list[str]
                       ) -> dict[str, object]:
     """Stage 5: what the tune held of its allocation so far (all of it but closing the
     store), kept in the store beside its measurements unless it is read-only."""
-    summary = acct.summary(run.exact, launch_cost(run.opts))
+    summary = acct.summary(run.exact, checks.launch_cost(run.opts))
     if acct.launches and not run.store.readonly:
         run.store.add_allocation(run.mpi.key, socket.gethostname(),
                                  (colls, [p.np for p in run.sess.placements]),
                                  run.exact, summary)
     return summary
-
-
-def refuse_options(opts: TuneOptions) -> list[str]:
-    """Stage 0: refuse what cannot run, before anything is found or launched; returns the
-    collectives named."""
-    check_options(opts)
-    for value, known, what in ((opts.boundaries, ("measure", "midpoint"), "--boundaries"),
-                               (opts.beyond, ("extend", "library"), "--beyond"),
-                               (opts.strategy, tuple(STRATEGIES), "--strategy"),
-                               (opts.sweep, ("mpit", "relaunch", "bands"), "--sweep")):
-        if value not in known:
-            raise ColltuneError(f"unknown {what} '{value}'",
-                                f"use {what} " + ", ".join(known))
-    colls = _expand(opts.collectives, registry.named(
-        opts.backend, han=opts.tune_han, ucc=opts.tune_ucc).collectives)
-    if not opts.nps:
-        raise ColltuneError("no communicator size given", "pass --np N (or N,M,...)")
-    if opts.layouts and (opts.comm_sizes or opts.predict or opts.tune_han):
-        raise ColltuneError("--layouts measures each layout in a launch of its own: without "
-                            "--comm-sizes, --predict or --tune-han",
-                            "tune those apart, e.g. --np 4 --comm-sizes 2,4")
-    if opts.settings.arrival and (opts.predict or opts.strategy == "model"):
-        raise ColltuneError("a replayed arrival pattern and the cost models: the models "
-                            "are fitted on ranks entering together",
-                            "tune with the pattern by measuring (--strategy grid, race or "
-                            "bayes), or without it (--arrival off)")
-    if opts.comm_sizes and (len(opts.nps) != 1 or opts.predict or opts.tune_han):
-        raise ColltuneError(
-            "--comm-sizes measures inside one launch: give one --np (the launch), without "
-            "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
-    check_outputs(opts.out, opts.summary_json)
-    launch_cost(opts)  # a --launch-cost that says no seconds: refused now
-    return colls
-
-
-def _refuse_foreign(opts: TuneOptions, backend: Backend[Any]) -> None:
-    """Another family's own option, set: refused, naming the families that take it."""
-    for field, flag in FAMILY_OPTIONS.items():
-        if getattr(opts, field) not in (None, False) and field not in backend.options:
-            takers = registry.taking(field)
-            raise ColltuneError(f"{flag} does not apply to --backend {backend.name}",
-                                f"it is {' and '.join(takers)}'s" if takers else
-                                "no family takes it")
 
 
 def open_run(opts: TuneOptions, rep: Reporter, colls: list[str]) -> Run:
@@ -250,7 +127,7 @@ def open_session(opts: TuneOptions, rep: Reporter, colls: list[str]
     """The family's session and the plan of what is measured (opts: with a layout's --out
     beside the one asked for, where the format cannot hold layouts apart)."""
     backend = registry.named(opts.backend, han=opts.tune_han, ucc=opts.tune_ucc)
-    _refuse_foreign(opts, backend)
+    checks.refuse_foreign(opts, backend)
     if opts.sweep == "bands" and backend.bands is None:
         raise ColltuneError(f"--sweep bands: colltune has no file that selects {backend.name}'s "
                             "configuration per message size in a sweep",
@@ -266,7 +143,7 @@ def open_session(opts: TuneOptions, rep: Reporter, colls: list[str]
                              "the default is measured in the same launch as the others"))
     # what is measured, built once (a parameter this library does not declare: refused)
     plan = Plan(sess.catalog, sess.grid(opts), opts.sizes, opts.excluded)
-    if (opts.predict or opts.strategy == "model") and not _has_formulas(sess.catalog):
+    if (opts.predict or opts.strategy == "model") and not predicted.has_formulas(sess.catalog):
         raise ColltuneError(
             f"--predict and --strategy model need cost formulas for {sess.mpi.name}'s "
             "algorithms, and colltune has none", "measure at every --np you need (its "
@@ -282,7 +159,7 @@ def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, 
     session and plan the tune would open, refused as the tune would refuse; nothing is
     launched or written."""
     rep = reporter or Reporter()
-    colls = refuse_options(opts)
+    colls = checks.refuse_options(opts)
     opts, sess, plan = open_session(opts, rep, colls)
     exact = sess.backend.traits.exact
     nodes = max(p.nodes for p in sess.placements)
@@ -350,20 +227,6 @@ def measure_all(run: Run, colls: list[str]) -> None:
 
 def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
     return [Target(get_collective(name), p) for p in placements for name in colls]
-
-
-def predict_all(run: Run, colls: list[str]) -> Decisions:
-    """Stage 3 with --predict: choose at each --np what the models fitted on the measured
-    sizes predict fastest."""
-    decisions: Decisions = {}
-    for name in colls:
-        for np, (ds, text) in predict_decisions(run.store, run.mpi, run.plan,
-                                                get_collective(name), run.sess.placements,
-                                                run.opts.nps).items():
-            decisions.setdefault(name, {})[np] = ds
-            run.predicted[(name, np)] = text
-            run.rep.note(f"{name} np={np}: {text}")
-    return decisions
 
 
 def decide_all(run: Run, colls: list[str]) -> Decisions:
@@ -487,54 +350,6 @@ def beyond_measured(coll: Collective, np: int, ds: list[Decision], rule_size: Ru
     top = max(d.size for d in sized)
     return [Decision(2 * top, rule_size(coll, 2 * top, np), DEFAULT, None, None, None, None,
                      False, reason=f"not measured (above {top} B): the library's own choice")]
-
-
-def _has_formulas(catalog: Catalog) -> bool:
-    from colltune.models.formulas import has_formulas  # numpy: only when models are asked
-
-    return has_formulas(catalog)
-
-
-def predict_decisions(store: Store, mpi: Installation, plan: Plan, coll: Collective,
-                      measured: list[Placement], targets: list[int]
-                      ) -> dict[int, tuple[list[Decision], str]]:
-    """Fit both models on what was measured at the `measured` sizes, keep the one with the
-    smaller median error, and choose at each target size what it predicts fastest."""
-    from colltune.models.collfit import Observation, fit_on_collectives
-    from colltune.models.predict import predict
-
-    obs = [Observation(coll, pl.np, m.config, m.size, m.median)
-           for pl in measured for m in store.measurements(context_for(mpi, coll, pl))
-           if m.status == "ok" and m.median]
-    catalog, rule_size = plan.catalog, registry.of(mpi).rule_size
-    models = fit_on_collectives(obs, catalog)
-    err = {"hockney": models.hockney.quality.median_rel, "loggp": models.loggp.quality.median_rel}
-    which = min(err, key=lambda k: err[k])
-    out: dict[int, tuple[list[Decision], str]] = {}
-    for np in targets:
-        ds = []
-        for size in plan.sizes_at(coll, np):
-            cands = plan.candidates(coll, np, size)
-            ranked = predict(models, coll, catalog, np, size, cands, rank_by=which)
-            if not ranked:
-                continue
-            top = ranked[0]
-            ds.append(Decision(size, rule_size(coll, size, np), top.config, top.config,
-                               top.time(which), None, None, False,
-                               reason=f"predicted {top.time(which) * 1e6:.1f} us by {which}",
-                               predicted=True))
-        text = (f"{which} model {models.source} (median error there "
-                f"{100 * err[which]:.0f}%); the library default cannot be predicted and "
-                "was not compared; check with tune verify at this size before relying on it")
-        out[np] = (ds, text)
-    return out
-
-
-def check_outputs(out: Path | None, summary_json: Path | None) -> None:
-    """Fail before measuring if the rules file or the summary could not be written."""
-    for path, option in ((out, "--out"), (summary_json, "--summary-json")):
-        if path is not None:
-            ensure_writable(path, option)
 
 
 def make_summary(mpi: Installation, catalog: Catalog, version: int,
