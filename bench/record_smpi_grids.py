@@ -31,7 +31,7 @@ from clirun import TUNE
 from colltune.backends.smpi.install import largest_buffer, memory_available, memory_needed
 from colltune.collectives import get_collective
 from colltune.core.space import MAX_BUFFER_BYTES
-from colltune.tuner.boundaries import between
+from colltune.tuner.boundaries import bisection, rounds_to_locate
 
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "smpi"
 
@@ -44,10 +44,7 @@ def dense_sizes(coll: str, largest: int = 1 << 20) -> list[int]:
     out: set[int] = set()
     for k in range(3, largest.bit_length()):
         a, b = 1 << k, 1 << (k + 1)
-        out |= {a, b, 3 << (k - 1)}
-        mid = between(a, b, g)
-        if mid is not None:
-            out |= {m for m in (mid, between(a, mid, g), between(mid, b, g)) if m}
+        out |= {a, b, 3 << (k - 1), *bisection(a, b, g, rounds_to_locate(a, b))}
     return sorted(s for s in out if 8 <= s <= largest)
 
 

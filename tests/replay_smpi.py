@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from colltune.backends import registry
 from colltune.backends.smpi import install as smpi
 from colltune.collectives import get_collective
 from colltune.core.account import LaunchCost
@@ -20,7 +21,9 @@ from colltune.errors import FormatError
 from colltune.options import TuneOptions
 from colltune.rules import ompi_classic as rules
 from colltune.store import Store
-from colltune.tuner.boundaries import between
+from colltune.tuner import forecast
+from colltune.tuner.boundaries import MAX_ROUNDS, between, next_round
+from colltune.tuner.decide import decide
 from colltune.tuner.measure import context_for
 from colltune.tuner.run import tune
 
@@ -112,6 +115,9 @@ class Replayed:
     chosen: dict[int, int]  # size -> the algorithm the file runs there
     launches: int  # what the replayed tune launched (0: every point came from the store)
     rounds: int = 1  # its measuring launches had it simulated: the sweep, switch rounds
+    # the (algorithm, size) points it would have simulated (None: every algorithm at
+    # every size of the plan, an upper bound)
+    points: set[tuple[int, int]] | None = None
 
     def speedup(self, size: int) -> float:
         base = self.grid.t(0, size)
@@ -159,12 +165,12 @@ class Replayed:
 
     def held(self, cost: LaunchCost) -> float:
         """Node-seconds the tune holds: its measuring launches (the sweep's one, and a
-        launch per round locating switches), every size it may ask simulated at every
-        algorithm with the kernel's calls (an upper bound: a round measures three
-        configurations; points that did not finish: not counted, as in the grid)."""
+        launch per round locating switches) and the points they simulate, with the
+        kernel's calls; points that did not finish are not counted, as in the grid."""
         n = self.nodes()
-        points = sum(t for a in self.grid.algorithms for s in self.plan
-                     if (t := self.grid.t(a, s)) is not None)
+        pts = self.points if self.points is not None else {
+            (a, s) for a in self.grid.algorithms for s in self.plan}
+        points = sum(t for a, s in pts if (t := self.grid.t(a, s)) is not None)
         return n * (self.rounds * cost.seconds(n) + CALLS_PER_POINT * points)
 
     def exhaustive(self, cost: LaunchCost) -> float:
@@ -209,12 +215,42 @@ def bisected(grid: Grid) -> bool:
 @dataclass
 class Tuned:
     """A replayed tune: its file, what it launched (0: the store held every point), the
-    sizes it may have asked and the measuring launches it would have made."""
+    sizes it asked, the measuring launches it would have made and their points."""
 
     rules: rules.RulesFile
     launches: int
     sizes: list[int]
     rounds: int
+    points: set[tuple[int, int]]
+
+
+def located(grid: Grid, opts: TuneOptions, plan: list[int], db: Path
+            ) -> tuple[set[tuple[int, int]], int]:
+    """The points a tune at `grid`'s size measures and its measuring launches: the sweep
+    (every algorithm at the powers of two), then each round locating switches as
+    tuner/boundaries.next_round plans it from the decisions so far, priced as that tune
+    priced it. Emulated on the store made from the recording (`db`): it holds every
+    point, so the replayed tune launches nothing and locates nothing it could count."""
+    mpi = smpi.find_smpi(None, PLATFORMS / f"{grid.platform}.xml")
+    coll, place = get_collective(grid.coll), smpi.place(mpi, grid.np)
+    store = Store(db, readonly=True)
+    try:
+        ms = store.measurements(context_for(mpi, coll, place))
+    finally:
+        store.close()
+    known = {(m.config.key, m.size) for m in ms if m.size in plan}
+    pr = forecast.prices(None, mpi.key, place.nodes, True, opts)
+    rounds = 1
+    for _ in range(MAX_ROUNDS):
+        ds = decide(coll, grid.np, [m for m in ms if (m.config.key, m.size) in known],
+                    opts.alpha, opts.min_gain, True, registry.of(mpi).rule_size,
+                    opts.min_samples)
+        todo, _ = next_round(coll, grid.np, ds, smpi.catalog(), known, pr)
+        if not todo:
+            break
+        known |= {(c.key, size) for c, size in todo}
+        rounds += 1
+    return {(Config.from_key(k).algorithm, size) for k, size in known}, rounds
 
 
 def thirds(grid: Grid) -> set[int]:
@@ -222,38 +258,53 @@ def thirds(grid: Grid) -> set[int]:
     return {s for s in grid.sizes if s % 3 == 0 and (s // 3) & (s // 3 - 1) == 0}
 
 
-def tune_from(anchors: list[Grid], tmp: Path) -> Tuned:
-    """The real tune (grid; switches located as the tune does where the grids hold the
-    sizes it would ask, else at the midpoint) at the anchors' communicator sizes and their
-    powers of two, every point served by a store made from the recordings; its file read
-    back, and the launches it made (0: nothing simulated again)."""
+def _fill(db: Path, anchors: list[Grid], keep: dict[int, set[tuple[int, int]]] | None
+          ) -> None:
+    """A store holding the recorded points of each anchor (`keep`: per communicator
+    size, only those (algorithm, size) points; None: all)."""
     first = anchors[0]
-    platform = PLATFORMS / f"{first.platform}.xml"
-    mpi = smpi.find_smpi(None, platform)
+    mpi = smpi.find_smpi(None, PLATFORMS / f"{first.platform}.xml")
     coll = get_collective(first.coll)
-    plan = powers_of_two(first)
-    measured = all(bisected(g) for g in anchors)
-    db, out = tmp / f"{first.coll}.sqlite", tmp / f"{first.coll}.conf"
     store = Store(db)
     try:
         for grid in anchors:
             ctx = context_for(mpi, coll, smpi.place(mpi, grid.np))
             for (alg, size), t in grid.times.items():
-                if size not in plan and not measured:
+                if keep is not None and (alg, size) not in keep[grid.np]:
                     continue  # what the tune did not measure stays out of its store
                 r = (PointResult(0, size, "ok", 1, t, t, t, t, t, t, [t]) if t is not None
                      else PointResult(0, size, "timeout", message="recorded: not finished"))
                 store.add(ctx, Config(alg), r, "mpit")
     finally:
         store.close()
+
+
+def tune_from(anchors: list[Grid], tmp: Path) -> Tuned:
+    """The real tune (grid; switches located as the tune does where the grids hold the
+    sizes it would ask, else at the midpoint) at the anchors' communicator sizes and their
+    powers of two, every point it measures served by a store made from the recordings
+    (the points it would measure: `located`); its file read back, and the launches it
+    made (0: nothing simulated again, asserted by the tests: a point the emulation missed
+    would be simulated)."""
+    first = anchors[0]
+    platform = PLATFORMS / f"{first.platform}.xml"
+    plan = powers_of_two(first)
+    measured = all(bisected(g) for g in anchors)
+    db, out = tmp / f"{first.coll}.sqlite", tmp / f"{first.coll}.conf"
     opts = TuneOptions([first.coll], sorted(g.np for g in anchors), backend="smpi",
                        platform=platform, db=db, out=out, sizes=plan,
                        boundaries="measure" if measured else "midpoint")
+    keep = {g.np: {(a, s) for a in g.algorithms for s in plan} for g in anchors}
+    rounds = 1
+    if measured:
+        _fill(tmp / "recorded.sqlite", anchors, None)
+        for g in anchors:
+            keep[g.np], r = located(g, opts, plan, tmp / "recorded.sqlite")
+            rounds = r if g is first else rounds
+    _fill(db, anchors, keep)
     res = tune(opts)
-    asked = sorted({s for s in first.sizes if s in plan or (measured and s & (s - 1) != 0
-                                                             and s not in thirds(first))})
     return Tuned(rules.read(out, allow_v2=False), int(res.summary["allocation"]["launches"]),
-                 asked, 1 + (2 if measured else 0))
+                 sorted({s for _, s in keep[first.np]}), rounds, keep[first.np])
 
 
 def judge(grid: Grid, tuned: Tuned) -> Replayed:
@@ -265,7 +316,8 @@ def judge(grid: Grid, tuned: Tuned) -> Replayed:
     for s in grid.sizes:
         found = rules.lookup(tuned.rules, cid, grid.np, rules.lookup_size(coll, s, grid.np))
         chosen[s] = found[1].alg if found is not None else 0
-    return Replayed(grid, tuned.sizes, chosen, tuned.launches, tuned.rounds)
+    return Replayed(grid, tuned.sizes, chosen, tuned.launches, tuned.rounds,
+                    tuned.points)
 
 
 def replay(grid: Grid, tmp: Path) -> Replayed:

@@ -161,3 +161,35 @@ def test_a_switch_fresh_launches_refute_costs_no_boundary_round(ompi41: OpenMPI,
         assert added and all(512 < s < 2048 for s in added), added
         assert ds[0].chosen == rd
     assert ranges_are_measured(rules.read(tmp_path / "r.conf"), "allreduce", 4, ds) == []
+
+
+def test_one_round_asks_what_later_rounds_would_where_a_launch_costs_more() -> None:
+    """Locating a switch between 1 and 2 KiB takes two rounds of bisection (x1.41, then
+    x1.19 or x1.68). Where a launch's start-up costs more than the extra points (a
+    simulated 512-rank launch on 32 nodes: seconds of every node, a point milliseconds)
+    one round asks all three sizes; where points cost more (a real launch on one node),
+    a round asks the middle only, as before."""
+    from colltune.backends.smpi.install import catalog
+    from colltune.core.config import DEFAULT
+    from colltune.tuner.boundaries import bisection, next_round, rounds_to_locate
+    from colltune.tuner.forecast import Prices
+
+    assert rounds_to_locate(1024, 2048) == 2 and rounds_to_locate(512, 2048) == 3
+    coll = get_collective("bcast")
+    # what the recorded grids hold between two powers of two (bench/record_smpi_grids.py)
+    assert bisection(1024, 2048, coll.granularity, 2) == [1218, 1448, 1722]
+    ds = [Decision(1024, 1024, Config(3), None, None, None, None, False),
+          Decision(2048, 2048, Config(6), None, None, None, None, False)]
+
+    def prices(startup: float, point: float) -> Prices:
+        return Prices(startup, {}, point, {}, "stated here")
+
+    todo, at_once = next_round(coll, 512, ds, catalog(), set(), prices(1.95, 0.001))
+    assert at_once and {s for _, s in todo} == {1218, 1448, 1722}, todo
+    assert {c for c, _ in todo} == {DEFAULT, Config(3), Config(6)}
+    todo, at_once = next_round(coll, 4, ds, catalog(), set(), prices(0.3, 0.1))
+    assert not at_once and {s for _, s in todo} == {1448}, todo
+    # the middle held already (a resumed run): nothing asked at once without it
+    held = {(c.key, 1448) for c in (DEFAULT, Config(3), Config(6))}
+    todo, _ = next_round(coll, 512, ds, catalog(), held, prices(1.95, 0.001))
+    assert todo == set(), todo

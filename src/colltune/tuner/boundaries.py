@@ -6,18 +6,25 @@ every range they write has a measurement of its configuration at both of its end
 boundary is where the measurements switch, not at a guessed midpoint eight times wide.
 
 Each round is one measuring launch for every open boundary of the collective (the MPI_T
-sweep); the points are stored like any other, so --from-db and a resumed run see them."""
+sweep); the points are stored like any other, so --from-db and a resumed run see them.
+Where a launch costs more than the points it would save (at scale a launch's start-up on
+32 nodes is seconds of every node, a simulated point milliseconds), one round asks every
+size the bisection's later rounds could ask, instead of one round each."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
+from colltune.collectives import Collective
+from colltune.core.catalog import Catalog
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.core.space import sizes_for, useful_at
+from colltune.tuner import forecast
 from colltune.tuner.context import Run, Target
 from colltune.tuner.decide import decide
+from colltune.tuner.forecast import Prices
 from colltune.tuner.measure import measure
 
 FACTOR = 1.25  # a switch located within this factor in size is located
@@ -32,6 +39,65 @@ def between(a: int, b: int, granularity: int) -> int | None:
     return m if a < m < b else None
 
 
+def rounds_to_locate(a: int, b: int) -> int:
+    """The rounds of bisection in log size that bring a switch between `a` and `b` within
+    FACTOR (at least one)."""
+    rounds, ratio = 1, math.sqrt(b / a) if a > 0 else 2.0
+    while ratio > FACTOR:
+        rounds, ratio = rounds + 1, math.sqrt(ratio)
+    return rounds
+
+
+def bisection(a: int, b: int, granularity: int, rounds: int) -> list[int]:
+    """Every size `rounds` rounds of bisection between `a` and `b` could ask, in order:
+    the middle, then the middles of both halves, and so on (2^rounds - 1 at most)."""
+    mid = between(a, b, granularity)
+    if mid is None:
+        return []
+    if rounds <= 1:
+        return [mid]
+    return [*bisection(a, mid, granularity, rounds - 1), mid,
+            *bisection(mid, b, granularity, rounds - 1)]
+
+
+Points = set[tuple[Config, int]]
+
+
+def next_round(coll: Collective, np: int, ds: list[Decision], catalog: Catalog,
+               done: set[tuple[str, int]], pr: Prices) -> tuple[Points, bool]:
+    """The points the next round measures between neighbouring sizes `ds` decide
+    differently (the default and both choices; none held in `done` as (configuration key,
+    size)), and whether the round asks every size later rounds of bisection could, because
+    the launches that saves cost more than the extra points at the prices `pr`."""
+    ds = sorted((d for d in ds if d.size >= 0), key=lambda d: d.size)
+    one: Points = set()  # the middle of each switch
+    deep: Points = set()  # every size its later rounds could ask
+    rounds = 0  # the most rounds one switch would take, one size a round
+    for a, b in zip(ds, ds[1:], strict=False):
+        if a.chosen == b.chosen or b.size <= a.size * FACTOR:
+            continue
+        rounds = max(rounds, rounds_to_locate(a.size, b.size))
+        sizes = [m for m in bisection(a.size, b.size, coll.granularity,
+                                      rounds_to_locate(a.size, b.size))
+                 if sizes_for(coll, np, [m]) == [m]]  # not too large a buffer here
+        asked = {(c, m) for m in sizes for c in (DEFAULT, a.chosen, b.chosen)
+                 if useful_at(c, m, catalog) and (c.key, m) not in done}
+        deep |= asked
+        mid = between(a.size, b.size, coll.granularity)
+        one |= {p for p in asked if p[1] == mid}
+    extra = deep - one
+    saved = rounds - 1
+    at_once = bool(one) and bool(extra) and saved * pr.startup > sum(
+        pr.at(coll.name, size) for _, size in extra)
+    return (deep if at_once else one), at_once
+
+
+def prices_for(run: Run, t: Target) -> Prices:
+    """A launch's and a point's price for this run, as its plan and budget price them."""
+    return run.budget.prices if run.budget is not None else forecast.prices(
+        forecast.store_path(run.opts), run.mpi.key, t.placement.nodes, run.exact, run.opts)
+
+
 def refine(run: Run, t: Target, view: Callable[[], list[Decision]] | None = None) -> int:
     """Measure between differing neighbours until every switch is located; returns the
     points measured. `view` gives the decisions to compare (by default the sweep's; after
@@ -41,27 +107,20 @@ def refine(run: Run, t: Target, view: Callable[[], list[Decision]] | None = None
         return 0
     ctx = run.context(t)
     backend, failed = run.backend, run.failed(t)
+    pr = prices_for(run, t)
     added = 0
     for _ in range(MAX_ROUNDS):
         now = view() if view else decide(coll, placement.np, run.store.measurements(ctx),
                                          opts.alpha, opts.min_gain, backend.traits.exact,
                                          backend.rule_size, opts.min_samples)
-        ds = sorted((d for d in now if d.size >= 0), key=lambda d: d.size)
-        todo: set[tuple[Config, int]] = set()
-        for a, b in zip(ds, ds[1:], strict=False):
-            if a.chosen == b.chosen or b.size <= a.size * FACTOR:
-                continue
-            mid = between(a.size, b.size, coll.granularity)
-            if mid is None or sizes_for(coll, placement.np, [mid]) != [mid]:
-                continue  # no size between, or too large a buffer for this collective
-            todo |= {(c, mid) for c in (DEFAULT, a.chosen, b.chosen)
-                     if useful_at(c, mid, run.catalog)}
-        done = run.store.done(ctx)
-        todo = {p for p in todo if (p[0].key, p[1]) not in done}
+        todo, at_once = next_round(coll, placement.np, now, run.catalog,
+                                   run.store.done(ctx), pr)
         if not todo:
             break
         run.rep.note(f"{t.where}: locating "
-                     f"{len({s for _, s in todo})} boundary(ies) between measured sizes")
+                     f"{len({s for _, s in todo})} boundary(ies) between measured sizes"
+                     + (" in one round (a launch costs more than the points it saves)"
+                        if at_once else ""))
         for cfg, r in measure(run.lab, coll, placement, sorted(todo)):
             failed(cfg, r)
         added += len(todo)
