@@ -26,11 +26,11 @@ REST = "the rest"
 # the stages after the sweep as shares of it, where no earlier tune says: measured here
 # (docs/benchmarks.md, "What a tune holds of its allocation"): Open MPI 4.1 reduce at 4
 # ranks spent 0.8-0.9 of its sweep on launch pairs. SMPI sweeps in one launch and locates
-# switches in rounds of one launch each (two rounds from a factor of 2 between sizes to
-# boundaries.FACTOR): reduce on the fat tree at 64 ranks spent 1.33 of its sweep there;
-# at scale, where start-up is nearly all, it tends to 2 (two launches for one)
+# switches in one round of one launch where a launch costs more than the points it saves
+# (tuner/boundaries.next_round): reduce on the fat tree at 64 ranks spent 0.67 of its
+# sweep there; at scale, where start-up is nearly all, it tends to 1 (a launch for one)
 REAL_SHARES = {PAIRS: 0.8, SWITCHES: 0.05, REST: 0.25}
-SIMULATED_SHARES = {SWITCHES: 1.5}
+SIMULATED_SHARES = {SWITCHES: 1.0}
 # the share of its time budget (--point-time) a point takes where no earlier tune priced
 # it: most stop early, their confidence interval narrow enough (measured here: Open MPI 4.1
 # reduce at 4 ranks, 474 points in 46.5 s at --point-time 0.25)
