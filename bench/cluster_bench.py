@@ -1,10 +1,15 @@
 """colltune on the test cluster (tests/testcluster.py: 2 nodes as network namespaces, a
 private /tmp each, a real Slurm): the time of `tune reduce --np 4` on 2 nodes x 2 ranks
 against 1 node x 4 ranks, `tune profile`'s time and overhead across nodes, and the time
-from `sbatch` to the rules file. Run as root: python bench/cluster_bench.py [REPEATS]"""
+from `sbatch` to the rules file, over memory-speed veth or every port shaped by a link
+profile (testcluster.LINKS). Run as root:
+
+    python bench/cluster_bench.py [REPEATS] [--link 1gbit]
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -30,8 +35,10 @@ def timed(c: testcluster.Cluster, argv: list[str], cwd: Path, env: dict[str, str
     return took
 
 
-def main(repeats: int) -> None:
+def main(repeats: int, link: str | None) -> None:
     c = testcluster.make(2)
+    if link:
+        c.shape(testcluster.LINKS[link])  # each node's port, both ways
     tune = [*TUNE]
     env = c.env(PYTHONPATH=str(REPO / "src"))
     rows: dict[str, list[float]] = {}
@@ -75,4 +82,9 @@ def main(repeats: int) -> None:
 if __name__ == "__main__":
     if os.geteuid() != 0:
         raise SystemExit("run as root: the test cluster needs network namespaces")
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("repeats", type=int, nargs="?", default=3)
+    ap.add_argument("--link", choices=sorted(testcluster.LINKS), default=None,
+                    help="shape every node's port so (default: memory-speed veth)")
+    args = ap.parse_args()
+    main(args.repeats, args.link)
