@@ -134,12 +134,13 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     every stall is what an application pays (docs/methodology.md, "Where the default
     stalls, the mean decides").
 
-    Then `tune verify` of a file running there what the tune found fastest: verify reads
-    a file, not the decisions behind it, so it finds the size where the arms' calls stall
-    differently by itself and judges it by launch means, saying how often each arm
-    stalled; by medians such a size reads "same" whatever an application pays. The
-    tune's own confirmation pairs are these (confirm.for_means, sequential.run(means=...)),
-    so the tune here runs without them (--confirm-rounds 0)."""
+    Then `tune verify` of a file running pairwise there: verify reads a file, not the
+    decisions behind it, so it finds the size where the arms' calls stall differently by
+    itself and judges it by launch means, saying how often each arm stalled; by medians
+    such a size reads "same" whatever an application pays. The tune's own confirmation
+    pairs are these (confirm.for_means, sequential.run(means=...)), so the tune here runs
+    without them (--confirm-rounds 0), and with 1 s points: the stage that measures the
+    default again stretches them 8 times for three configurations."""
     from colltune.collectives import get_collective
     from colltune.rules import ompi_classic as classic
     from colltune.store import Store
@@ -156,7 +157,7 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     r = gigabit.on("node1", [
         sys.executable, "-m", "colltune.cli", "alltoall", *over, "--db", "db.sqlite",
         "--out", "a.conf", "--summary-json", "s.json", "--min-reps", "15", "--point-time",
-        "2", "--confirm-rounds", "0"], env=env, cwd=work, timeout=900)
+        "1", "--confirm-rounds", "0"], env=env, cwd=work, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
     assert grew["TCPTimeouts"] > 0, grew  # the premise: the link congests
@@ -176,13 +177,13 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     if d["statistic"] == "mean":
         assert d["chosen"]["algorithm"] != 0 and "the default stalled in" in d["reason"], d
 
-    # the file verify judges runs at 1 MiB what the tune found fastest there (pairwise
-    # where the default was kept), whichever statistic chose it
-    alg = d["chosen"]["algorithm"] or d["best"]["algorithm"] or 2
+    # the file verify judges runs pairwise at 1 MiB, what stalls least here in most runs
+    # (the tune's own pick varies with the network: modified Bruck in one run, which
+    # stalled as often as the default)
     rf = classic.RulesFile()
     rf.set_section(classic.COLLTYPE["alltoall"], classic.CommRule(4, [
         classic.MsgRule(0, 0),
-        classic.MsgRule(classic.lookup_size(get_collective("alltoall"), 1 << 19, 4) + 1, alg)]))
+        classic.MsgRule(classic.lookup_size(get_collective("alltoall"), 1 << 19, 4) + 1, 2)]))
     (work / "v.conf").write_text(classic.render(rf))
     before = gigabit.tcp()
     r = gigabit.on("node1", [
