@@ -76,9 +76,9 @@ def next_round(coll: Collective, np: int, ds: list[Decision], catalog: Catalog,
     for a, b in zip(ds, ds[1:], strict=False):
         if a.chosen == b.chosen or b.size <= a.size * FACTOR:
             continue
-        rounds = max(rounds, rounds_to_locate(a.size, b.size))
-        sizes = [m for m in bisection(a.size, b.size, coll.granularity,
-                                      rounds_to_locate(a.size, b.size))
+        need = rounds_to_locate(a.size, b.size)
+        rounds = max(rounds, need)
+        sizes = [m for m in bisection(a.size, b.size, coll.granularity, need)
                  if sizes_for(coll, np, [m]) == [m]]  # not too large a buffer here
         asked = {(c, m) for m in sizes for c in (DEFAULT, a.chosen, b.chosen)
                  if useful_at(c, m, catalog) and (c.key, m) not in done}

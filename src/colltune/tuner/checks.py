@@ -9,11 +9,11 @@ from typing import Any
 from colltune.backends import registry
 from colltune.backends.base import Backend
 from colltune.collectives import COLLECTIVES, get_collective, tunable_size
-from colltune.core import account
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.options import FAMILY_OPTIONS, TuneOptions
 from colltune.outfile import ensure_writable
+from colltune.tuner import forecast
 from colltune.tuner.strategies import STRATEGIES
 
 
@@ -116,7 +116,7 @@ def refuse_options(opts: TuneOptions) -> list[str]:
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
     check_outputs(opts.out, opts.summary_json)
-    launch_cost(opts)  # a --launch-cost that says no seconds: refused now
+    forecast.launch_cost(opts)  # a --launch-cost that says no seconds: refused now
     return colls
 
 
@@ -128,12 +128,6 @@ def refuse_foreign(opts: TuneOptions, backend: Backend[Any]) -> None:
             raise ColltuneError(f"{flag} does not apply to --backend {backend.name}",
                                 f"it is {' and '.join(takers)}'s" if takers else
                                 "no family takes it")
-
-
-def launch_cost(opts: TuneOptions) -> account.LaunchCost:
-    """The start-up a simulated launch is charged (--launch-cost, else the measured one)."""
-    return account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
-        else account.LaunchCost()
 
 
 def check_outputs(out: Path | None, summary_json: Path | None) -> None:

@@ -107,13 +107,18 @@ def _rounds(opts: TuneOptions, points: list[int]) -> int:
     return 1
 
 
+def launch_cost(opts: TuneOptions) -> account.LaunchCost:
+    """The start-up a simulated launch is charged (--launch-cost, else the measured one)."""
+    return account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
+        else account.LaunchCost()
+
+
 def prices(store: Path | None, mpi_key: str, nodes: int, simulated: bool,
            opts: TuneOptions) -> Prices:
     """Prices from the store's earlier tunes of this installation on as many nodes (the
     median of each), else the defaults, said in `source`."""
     held = _earlier(store, mpi_key, nodes, simulated)
-    cost = account.LaunchCost.parse(opts.launch_cost) if opts.launch_cost \
-        else account.LaunchCost()
+    cost = launch_cost(opts)
     default_point = SIMULATED_POINT if simulated else opts.settings.point_time * POINT_SHARE
     shares = dict(SIMULATED_SHARES if simulated else REAL_SHARES)
     if opts.confirm_rounds == 0 or simulated:

@@ -103,7 +103,7 @@ def charge_allocation(run: Run, acct: account.Account, colls: list[str]
                       ) -> dict[str, object]:
     """Stage 5: what the tune held of its allocation so far (all of it but closing the
     store), kept in the store beside its measurements unless it is read-only."""
-    summary = acct.summary(run.exact, checks.launch_cost(run.opts))
+    summary = acct.summary(run.exact, forecast.launch_cost(run.opts))
     if acct.launches and not run.store.readonly:
         run.store.add_allocation(run.mpi.key, socket.gethostname(),
                                  (colls, [p.np for p in run.sess.placements]),
