@@ -162,14 +162,20 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
     assert grew["TCPTimeouts"] > 0, grew  # the premise: the link congests
     said = r.stdout + r.stderr
-    assert "the default stalls at 1 size(s)" in said, said[-3000:]
+    (d,) = [d for d in json.loads((work / "s.json").read_text())["collectives"]["alltoall"]["4"]
+            if d["size"] == 1 << 20]
     store = Store(work / "db.sqlite", readonly=True)
     (ms,) = [store.measurements(c) for c in store.contexts()]
     default = next(m for m in ms if m.config.algorithm == 0)
     again = [m for m in ms if len(m.samples) >= CALLS]
-    assert default in again and len(again) >= 2, [(m.config, len(m.samples)) for m in ms]
-    (d,) = [d for d in json.loads((work / "s.json").read_text())["collectives"]["alltoall"]["4"]
-            if d["size"] == 1 << 20]
+    # measured again where the sweep's medians keep the default; where they already
+    # choose another (pairwise 1.6x in a CI run) there is nothing to mend, and the
+    # decision is theirs
+    if "the default stalls at 1 size(s)" in said:
+        assert default in again and len(again) >= 2, [(m.config, len(m.samples))
+                                                       for m in ms]
+    else:
+        assert not again and d["statistic"] == "median" and d["chosen"]["algorithm"], d
     # proposed by its mean exactly where a configuration stalls significantly less often
     # (whether one does in these calls is the network's: pairwise in most runs here, none
     # in some), said as such
