@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from colltune.apploop.app.tune_app import plan
+from colltune.apploop.app.groups import plan
 from colltune.apploop.app.verify_app import disturbed
 from colltune.backends.openmpi.applied import rule_at
 from colltune.backends.openmpi.install import OpenMPI

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from colltune.apploop.app.tune_app import Group, group_layout, job_layout, place_groups
+from colltune.apploop.app.groups import Group, group_layout, job_layout, place_groups
 from colltune.apploop.profiling import arrival
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch

@@ -373,7 +373,7 @@ def test_profile_loader_on_mutated_profiles(tmp_path: Path, data: st.DataObject)
     ColltuneError that names the file; and what loads, `tune app` can plan from."""
     import json
 
-    from colltune.apploop.app.tune_app import plan
+    from colltune.apploop.app.groups import plan
     from colltune.apploop.profiling.profile import load
     from colltune.errors import ColltuneError
     from test_untrusted_input import valid_profile

@@ -259,7 +259,7 @@ def _app_slurm_script(args: _AppArgs, template: TuneOptions, path: Path) -> None
     profile's layout, instead of now."""
     import sys
 
-    from colltune.apploop.app.tune_app import script_plan
+    from colltune.apploop.app.groups import script_plan
     from colltune.cli.tuning import _without_option
     from colltune.outfile import write_atomic
     from colltune.outputs.slurm_script import render
