@@ -48,10 +48,10 @@ def dense_sizes(coll: str, largest: int = 1 << 20) -> list[int]:
     return sorted(s for s in out if 8 <= s <= largest)
 
 
-def sizes_that_fit(coll: str, np: int, memory: float) -> list[int]:
-    """The dense sizes a simulation of `np` ranks holds in `memory` bytes, by the model
-    tune itself refuses with (backends/smpi/install.memory_needed)."""
-    return [s for s in dense_sizes(coll) if memory_needed(coll, np, s) <= memory
+def sizes_that_fit(coll: str, np: int, memory: float, largest: int = 1 << 20) -> list[int]:
+    """The dense sizes up to `largest` a simulation of `np` ranks holds in `memory` bytes,
+    by the model tune itself refuses with (backends/smpi/install.memory_needed)."""
+    return [s for s in dense_sizes(coll, largest) if memory_needed(coll, np, s) <= memory
             and largest_buffer(coll, np, s) <= MAX_BUFFER_BYTES]
 
 
@@ -64,6 +64,9 @@ def main() -> None:
     ap.add_argument("--memory-gib", type=float, default=None,
                     help="what one simulation may hold (default: 0.9 of MemAvailable, "
                          "what tune itself allows)")
+    ap.add_argument("--largest", type=int, default=1 << 20,
+                    help="the largest size recorded, in bytes (default 1 MiB; smaller where "
+                         "SimGrid cannot simulate the larger ones, said in the README)")
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--db", default=None,
                     help="the store to record into (a recording that stopped resumes "
@@ -78,7 +81,7 @@ def main() -> None:
     for coll, np in [(c, int(n)) for c in args.colls.split(",") for n in args.np.split(",")]:
         memory = (args.memory_gib * (1 << 30) if args.memory_gib
                   else 0.9 * (memory_available() or 8 << 30))
-        sizes = sizes_that_fit(coll, np, memory)
+        sizes = sizes_that_fit(coll, np, memory, args.largest)
         name = f"{plat.stem}-{coll}-np{np}.csv"
         earlier: list[list[str]] = []
         if args.only_missing and (out / name).exists():
