@@ -85,6 +85,21 @@ def test_the_nodes_do_not_share_tmp(cluster: Cluster) -> None:
     assert [cluster.on(n, ["hostname"]).stdout.strip() for n in cluster.names] == cluster.names
 
 
+def test_each_node_lists_its_own_network_devices(cluster: Cluster) -> None:
+    """A node's /sys/class/net holds its loopback and its own port, nothing of the
+    machine's or the other nodes': UCX keeps only the devices listed there (docs/ucc.md,
+    with the machine's list it saw `lo` alone and its TCP stalled across nodes). The
+    kernel's own view (`ip link`, netlink) agrees."""
+    for i, name in enumerate(cluster.names, start=1):
+        listed = cluster.on(name, ["ls", "/sys/class/net"]).stdout.split()
+        assert sorted(listed) == sorted(["lo", f"{cluster.tag}v{i}"]), (name, listed)
+        port = cluster.on(name, ["cat", f"/sys/class/net/{cluster.tag}v{i}/operstate"])
+        assert port.stdout.strip() in ("up", "unknown"), (name, port.stdout, port.stderr)
+        links = cluster.on(name, ["ip", "-o", "link"]).stdout
+        assert sorted(ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()
+                      ) == sorted(listed), links
+
+
 def test_the_plan_reaches_every_rank_from_rank_0(cluster: Cluster) -> None:
     """The kernel's plan in node 1's /tmp, which node 2 cannot open: the job still measures,
     because only rank 0 reads it and sends it to the others."""

@@ -251,6 +251,16 @@ class Cluster:
         lines.append("mount -t tmpfs -o mode=1777 tmpfs /tmp; "
                      "mount -t tmpfs -o mode=1777 tmpfs /dev/shm; "
                      f"mount --bind {self.root}/hosts /etc/hosts")
+        # the node's own network devices under /sys/class/net, as a node's sysfs shows
+        # them: nsenter keeps the machine's /sys (slurmd needs its cgroup mounts), whose
+        # net class lists the machine's devices, not this namespace's. UCX keeps only the
+        # devices it finds there, so it saw `lo` alone and its TCP stalled between nodes
+        # (docs/ucc.md). A sysfs mounted here is this network namespace's; only its net
+        # class is bound over the machine's.
+        sysfs = f"{stash}/{name}-sys"
+        lines += [f"mkdir -p {sysfs}", f"mount -t sysfs sysfs {sysfs}",
+                  f"mount --bind {sysfs}/class/net /sys/class/net",
+                  f"mount --bind {sysfs}/devices/virtual/net /sys/devices/virtual/net"]
         for i, p in enumerate(keep):
             lines += [f"mkdir -p '{p}'", f"mount --bind {stash}/{name}{i} '{p}'"]
         return "; ".join([*lines, "echo ready", "exec sleep infinity"])
