@@ -316,3 +316,18 @@ def check_app_verdict(r: subprocess.CompletedProcess[str], v: dict[str, object])
     wall = measures["wall"]["verdict"]
     assert r.returncode == {"slower": 1, "inconclusive": 5}.get(wall, 0), r.stderr[-3000:]
     assert "could see" in r.stdout and "Traceback" not in r.stderr
+
+
+MELT = Path("/usr/share/lammps/examples/melt/in.melt")  # Debian's lammps-examples
+
+
+def short_melt(dest: Path, steps: int = 50) -> Path:
+    """LAMMPS's melt example written to `dest` (a directory) with `steps` time steps
+    instead of its 250: the tests running it check what the library read back and that
+    loop times were compared, not the physics, and its 250 steps took 2.5 s a run at 4
+    ranks on this machine's 2 cores, a dozen runs a test."""
+    text, n = re.subn(r"^run\s+\d+\s*$", f"run\t\t{steps}", MELT.read_text(), flags=re.M)
+    assert n == 1, f"{MELT}: not one `run` line (the example changed?)"
+    out = dest / "in.melt"
+    out.write_text(text)
+    return out

@@ -17,9 +17,8 @@ from colltune.backends.openmpi import runtime as rt
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.errors import ColltuneError, MPIError
 from conftest import get_mpi, get_mpich, missing
-from helpers import tune_cli
+from helpers import MELT, short_melt, tune_cli
 
-MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 SOURCE = Path(__file__).parent / "data" / "allreduce48.c"
@@ -53,7 +52,7 @@ def test_lammps_on_both_open_mpis_by_its_loop_time_with_a_parameter_file_read_ba
     lmp = shutil.which("lmp")
     if lmp is None or not MELT.exists():
         missing("LAMMPS (apt-get install lammps lammps-examples) is not installed")
-    shutil.copy(MELT, tmp_path / "in.melt")
+    melt = short_melt(tmp_path)
     conf = tmp_path / "rt.conf"
     knobs = {k.name: k for k in rt.knobs(ompi41)}
     rt.write(ompi41, knobs, {"btl_vader_eager_limit": "8192"}, None, conf, ["a test"])
@@ -62,7 +61,7 @@ def test_lammps_on_both_open_mpis_by_its_loop_time_with_a_parameter_file_read_ba
     c = f"openmpi:{ompi50.prefix}"  # Debian's LAMMPS is linked to 4.1.4: the same ABI
     res = tune_cli("compare", "--lib", a, "--lib", b, "--lib", c, "--np", "2", "--rounds",
                    "3", "--json", str(js), "--metric", r"Loop time of (\S+)", "--", lmp,
-                   "-in", str(tmp_path / "in.melt"), "-log", "none", env=ROOT)
+                   "-in", str(melt), "-log", "none", env=ROOT)
     assert res.returncode == 0, res.stderr
     arms = _arms(js)
     assert "Open MPI v4.1.4" in str(arms[a]["library"])

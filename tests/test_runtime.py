@@ -18,9 +18,8 @@ from colltune.backends.openmpi.install import OpenMPI
 from colltune.core.runtime import Knob, Space, build_space, changed
 from colltune.errors import ColltuneError
 from conftest import missing
-from helpers import export_site, module_env, tune_cli
+from helpers import MELT, export_site, module_env, short_melt, tune_cli
 
-MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
@@ -28,8 +27,7 @@ def _melt(ompi: OpenMPI, tmp: Path) -> list[str]:
     lmp = shutil.which("lmp")
     if lmp is None or not MELT.exists():
         missing("LAMMPS (apt-get install lammps lammps-examples) is not installed")
-    shutil.copy(MELT, tmp / "in.melt")
-    return [str(ompi.mpirun), "-np", "4", "--oversubscribe", lmp, "-in", str(tmp / "in.melt"),
+    return [str(ompi.mpirun), "-np", "4", "--oversubscribe", lmp, "-in", str(short_melt(tmp)),
             "-log", "none", "-screen", "none"]
 
 
