@@ -6,6 +6,12 @@ Needs an Open MPI 5.0 built with UCC (docs/ucc.md; never committed):
 
     .venv/bin/python bench/ucc_bench.py --mpi $HOME/ompi5ucc --np 4 --rounds 3
 
+Across the test cluster's nodes (root; tests/testcluster.py), 2 nodes x 2 ranks, every port
+shaped as --link says, UCX over TCP alone on the nodes' ports (the only transport whose
+traffic crosses the link there: docs/ucc.md, "Across the test cluster's nodes"):
+
+    .venv/bin/python bench/ucc_bench.py --mpi $HOME/ompi5ucc --np 4 --nodes 2 --link 1gbit
+
 Every arm is one launch measuring every size; the arms alternate in a new order each round
 (the first launch of a round is not always the same arm), and each arm's time at a size is
 the median over rounds of its launches' medians. Reported as ratios to UCC's own choice,
@@ -27,8 +33,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+from colltune.launchers import Launch
 from colltune.rules import ucc_tune as u
 from colltune.slots import place
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from testcluster import LINKS, Cluster, make  # noqa: E402
 
 UCC_ON = {"OMPI_MCA_coll_ucc_enable": "1", "OMPI_MCA_coll_ucc_priority": "100"}
 UCC_OFF = {"OMPI_MCA_coll_ucc_enable": "0"}
@@ -46,11 +56,28 @@ def arms_for(coll: str) -> dict[str, dict[str, str]]:
     return arms
 
 
+def across(cluster: Cluster, cmd: list[str], arm: dict[str, str]
+           ) -> tuple[list[str], dict[str, str]]:
+    """`cmd` (mpirun ...) started on node 1 over the cluster, and its environment: the
+    launch agent (on the command line: Open MPI 5's launcher does not read it from
+    OMPI_MCA_*), the arm's settings and UCX over TCP on the nodes' own ports; mpirun passes
+    the OMPI_* variables to every rank, the others by name (-x)."""
+    ucx = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": ",".join(
+        f"{cluster.tag}v{i}" for i in range(1, cluster.nodes + 1))}
+    env = {**cluster.env(), **arm, **ucx}
+    named = [a for k in {**arm, **ucx} if not k.startswith("OMPI_") for a in ("-x", k)]
+    agent = ["--mca", "plm_rsh_agent", cluster.agent]
+    return [*cluster.enter("node1"), cmd[0], *agent, *named, *cmd[1:]], env
+
+
 def measure(args: argparse.Namespace, coll: str, arms: dict[str, dict[str, str]],
             sizes: list[int]) -> dict[str, dict[int, float]]:
     mpi = find_openmpi(args.mpi)
     exe = build_kernel(mpi)
-    placement = place(args.np)
+    cluster: Cluster | None = args.cluster
+    placement = (place(args.np, cluster.hostfile(args.np // cluster.nodes), {},
+                       Launch(nodes=cluster.nodes, ppn=args.np // cluster.nodes))
+                 if cluster else place(args.np))
     plan = KernelPlan(coll, [KernelConfig(0)], [(0, s) for s in sizes],
                       Repetitions(warmup=2, min_reps=10, max_reps=40, point_time=0.2))
     got: dict[str, dict[int, list[float]]] = {a: {s: [] for s in sizes} for a in arms}
@@ -59,8 +86,10 @@ def measure(args: argparse.Namespace, coll: str, arms: dict[str, dict[str, str]]
         order = list(arms)
         rng.shuffle(order)
         for arm in order:
-            out = run_kernel(launch_command(mpi, placement), exe, plan,
-                             launch_env(arms[arm]), runs_on=mpi)
+            cmd, env = launch_command(mpi, placement), launch_env(arms[arm])
+            if cluster:
+                cmd, env = across(cluster, cmd, arms[arm])
+            out = run_kernel(cmd, exe, plan, env, runs_on=mpi)
             for r in out.results:
                 if r.status == "ok" and r.median:
                     got[arm][r.size].append(r.median)
@@ -80,7 +109,23 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather,alltoall")
     ap.add_argument("--sizes", default="8,64,512,4096,32768,262144,1048576")
+    ap.add_argument("--nodes", type=int, default=1,
+                    help="nodes of the test cluster (root): 2 runs --np over 2 nodes")
+    ap.add_argument("--link", default="1gbit", choices=sorted(LINKS),
+                    help="how the cluster's ports are shaped (with --nodes 2)")
     args = ap.parse_args()
+    args.cluster = None
+    if args.nodes > 1:
+        args.cluster = make(args.nodes, slurm=False)
+        args.cluster.shape(LINKS[args.link])
+    try:
+        run(args)
+    finally:
+        if args.cluster:
+            args.cluster.down()
+
+
+def run(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     print("| collective | oracle / UCC | string / UCC | coll/tuned / UCC | oracle per size |")
     print("|---|---|---|---|---|")
