@@ -62,8 +62,7 @@ def across(cluster: Cluster, cmd: list[str], arm: dict[str, str]
     launch agent (on the command line: Open MPI 5's launcher does not read it from
     OMPI_MCA_*), the arm's settings and UCX over TCP on the nodes' own ports; mpirun passes
     the OMPI_* variables to every rank, the others by name (-x)."""
-    ucx = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": ",".join(
-        f"{cluster.tag}v{i}" for i in range(1, cluster.nodes + 1))}
+    ucx = {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": cluster.net_devices}
     env = {**cluster.env(), **arm, **ucx}
     named = [a for k in {**arm, **ucx} if not k.startswith("OMPI_") for a in ("-x", k)]
     agent = ["--mca", "plm_rsh_agent", cluster.agent]

@@ -73,7 +73,7 @@ def main() -> None:
     cluster = make(2, slurm=False)
     try:
         cluster.shape(LINKS[args.link])
-        devices = ",".join(f"{cluster.tag}v{i}" for i in range(1, cluster.nodes + 1))
+        devices = cluster.net_devices
         launch = [str(mpi / "bin" / "mpirun"), "-np", "4", "--hostfile", cluster.hostfile(2),
                   "--map-by", "ppr:2:node", "--mca", "plm_rsh_agent", cluster.agent,
                   "--mca", "coll_ucc_enable", "1", "--mca", "coll_ucc_priority", "100"]

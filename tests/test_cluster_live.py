@@ -33,14 +33,13 @@ from colltune.rules import ompi_classic as rules
 from colltune.rules.mpich_csel import Ranges
 from colltune.slots import Placement, place
 from conftest import get_mpich, missing
-from helpers import check_app_verdict
+from helpers import MELT, check_app_verdict
 from qe_app import prepare, pw_x
 from testcluster import REPO, Cluster
 
 pytestmark = pytest.mark.mpi
 
 FAST = ["--point-time", "0.02", "--min-reps", "5", "--max-reps", "20", "--quiet"]
-MELT = Path("/usr/share/lammps/examples/melt/in.melt")
 
 
 def _need_melt() -> None:
@@ -90,10 +89,10 @@ def test_each_node_lists_its_own_network_devices(cluster: Cluster) -> None:
     machine's or the other nodes': UCX keeps only the devices listed there (docs/ucc.md,
     with the machine's list it saw `lo` alone and its TCP stalled across nodes). The
     kernel's own view (`ip link`, netlink) agrees."""
-    for i, name in enumerate(cluster.names, start=1):
+    for name in cluster.names:
         listed = cluster.on(name, ["ls", "/sys/class/net"]).stdout.split()
-        assert sorted(listed) == sorted(["lo", f"{cluster.tag}v{i}"]), (name, listed)
-        port = cluster.on(name, ["cat", f"/sys/class/net/{cluster.tag}v{i}/operstate"])
+        assert sorted(listed) == sorted(["lo", cluster.port(name)]), (name, listed)
+        port = cluster.on(name, ["cat", f"/sys/class/net/{cluster.port(name)}/operstate"])
         assert port.stdout.strip() in ("up", "unknown"), (name, port.stdout, port.stderr)
         links = cluster.on(name, ["ip", "-o", "link"]).stdout
         assert sorted(ln.split(":")[1].strip().split("@")[0] for ln in links.splitlines()

@@ -111,11 +111,20 @@ class Cluster:
         env.update(extra)
         return env
 
+    def port(self, name: str) -> str:
+        """Node `name`'s network device: its end of the veth to the switch."""
+        return f"{self.tag}v{self.names.index(name) + 1}"
+
+    @property
+    def net_devices(self) -> str:
+        """Every node's port, comma-separated (UCX_NET_DEVICES: each node has one of them)."""
+        return ",".join(self.port(n) for n in self.names)
+
     def rx_bytes(self, name: str) -> int:
         """Bytes node `name` received over its link (its veth's own counter)."""
         i = self.names.index(name) + 1
         return int(_run("ip", "netns", "exec", f"{self.tag}n{i}", "cat",
-                        f"/sys/class/net/{self.tag}v{i}/statistics/rx_bytes").stdout)
+                        f"/sys/class/net/{self.port(name)}/statistics/rx_bytes").stdout)
 
     def tcp(self, names: list[str] | None = None) -> dict[str, int]:
         """Retransmitted segments and retransmission timeouts, summed over the nodes named
