@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from colltune.backends.openmpi.install import OpenMPI, find_openmpi
 from colltune.rules import ucc_tune as u
 from colltune.slots import place
 from helpers import tune_cli
+from testcluster import REPO, Cluster
 
 pytestmark = pytest.mark.mpi
 
@@ -331,3 +333,29 @@ def test_a_string_in_the_environment_wins_over_the_configuration_file(
                    table)
     assert ucc.runs_alone("bcast", "dbt", alone[1000]), alone
     assert ucc.runs_alone("bcast", "sag_knomial", both[1000]), both
+
+
+def test_verify_proves_the_string_across_shaped_nodes(ompi_ucc: OpenMPI,
+                                                      gigabit: Cluster) -> None:
+    """`tune verify` of a UCC string on 2 nodes x 2 ranks, every port shaped like Gigabit
+    Ethernet, UCX on TCP over the nodes' ports, run from node 1 as a user there: its proof
+    that UCC ran the string (the algorithm's init entered, rank 0 under gdb) says applied,
+    and the calls crossed the link. (Breakpoints on an algorithm's progress function, entered
+    on every poll while a call waits on the link, stalled this launch before.)"""
+    cluster = gigabit
+    env_file = cluster.home / "ucc-verify.env"
+    env_file.write_text("export UCC_TL_UCP_TUNE='allreduce:0-8937:[4-inf]:@knomial'\n")
+    before = cluster.rx_bytes("node2")
+    r = cluster.on("node1", [
+        sys.executable, "-m", "colltune.cli", "verify", str(env_file), "--np", "4",
+        "--mpi", str(ompi_ucc.prefix), "--hostfile", cluster.hostfile(2), "--ppn", "2",
+        "--launcher-args", f"--mca plm_rsh_agent {cluster.agent} -x UCX_TLS "
+        "-x UCX_NET_DEVICES", "--sizes", "4K", "--rounds", "3", "--max-rounds", "3",
+        "--allow-inconclusive"], timeout=600, cwd=cluster.home, env=cluster.env(
+            PYTHONPATH=os.pathsep.join([str(REPO / "src"), *sys.path]),
+            UCX_TLS="tcp,self", UCX_NET_DEVICES=cluster.net_devices))
+    said = r.stdout + r.stderr
+    assert "allreduce, 4 ranks: applied: UCC initialised the string's algorithm" in said, \
+        said[-3000:]
+    # 4 KiB calls over some seconds: far more than the launches' own start-up traffic
+    assert cluster.rx_bytes("node2") - before > 1 << 20, said[-3000:]

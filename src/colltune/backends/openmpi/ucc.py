@@ -300,10 +300,14 @@ def ran(mpi: OpenMPI, placement: Placement, coll: Collective, sizes: list[int],
     names = {init_function(coll.name, a, stage): (a if stage == "init" else f"start:{a}")
              for a in table.get(coll.name, ()) for stage in ("init", "start")}
     entry = re.compile(serving.ENTRY.format(coll=coll.name))
+    # a breakpoint on the init and start functions only: each is entered once a call,
+    # where an algorithm's progress function is entered on every poll while it waits
+    # (thousands a call across a slow link, each a stop in gdb: the launch stalled)
+    counted = "|".join(re.escape(fn) for fn in sorted(names))
     counts = serving.count_calls(
         mpi, placement, coll.name, sizes, {**UCC_ON, **baseline(mpi), **env},
         (f"^ucc_tl_ucp_{coll.name}_\\|" + serving.listing(coll.name),
-         f"^ucc_tl_ucp_{coll.name}_|{entry.pattern}"))
+         f"^(?:{counted})$|{entry.pattern}"))
     out: dict[int, set[str]] = {}
     for s in sizes:
         got = out.setdefault(s, set())
