@@ -58,6 +58,32 @@ def test_earlier_tunes_price_the_plan(tmp_path: Path) -> None:
     assert "defaults" in forecast.prices(db, "other", 1, False, opts).source
 
 
+def test_a_collective_tuned_before_prices_its_own_pairs(tmp_path: Path) -> None:
+    """The stages after the sweep as the share of it they took in earlier tunes of that
+    collective alone (how many sizes a win had to be confirmed at is the collective's);
+    a collective tuned only with others, or never, takes the share of every earlier tune,
+    and a plan of several collectives adds each one's own."""
+    db = tmp_path / "s.db"
+    store = Store(db)
+    for colls, pairs in ((["reduce"], 0.5), (["bcast"], 6.0), (["reduce", "bcast"], 2.0),
+                         (["bcast"], 5.0)):
+        store.add_allocation("k", "h", (colls, [4]), False, {
+            "nodes": 1, "node_hours": 0.0, "node_seconds": 10.0 * (1 + pairs),
+            "stages": {SWEEP: 10.0, PAIRS: 10.0 * pairs}, "startup": 1.0,
+            "largest_sizes": 0.0, "largest": [], "launches": 2, "launches_by_stage": {},
+            "startup_each": 0.0, "per_point": {"reduce/8": 1.0, "bcast/8": 1.0},
+            "counted": "the wall time"})
+    store.close()
+    pr = forecast.prices(db, "k", 1, False, TuneOptions(["reduce"], [4], db=db))
+    assert pr.shares_of({"reduce"})[PAIRS] == pytest.approx(0.5)
+    assert "of bcast, reduce from their own earlier tunes" in pr.source
+    assert pr.shares_of({"bcast"})[PAIRS] == pytest.approx(5.5)
+    assert pr.shares_of({"allreduce"})[PAIRS] == pytest.approx(3.5)  # every tune's median
+    assert pr.shares_of({"reduce", "bcast"})[PAIRS] == pytest.approx(3.5)
+    held = forecast.stage_seconds(pr, 0, [("bcast", 8)] * 2)
+    assert (held[SWEEP], held[PAIRS]) == (pytest.approx(2.0), pytest.approx(11.0))
+
+
 @pytest.mark.mpi
 def test_the_plan_counts_the_launches_and_points_the_tune_then_runs(tmp_path: Path) -> None:
     """Open MPI 4.1 at 4 ranks: the dry run writes nothing, then the tune runs the sweep
