@@ -6,7 +6,8 @@ fresh launches of that layout. Prints the choices per layout and what running th
 layout's file costs, as ratios measured in the same run.
 
 Run as root: python bench/layouts_bench.py [--layouts 2x2,1x4] [--collective reduce]
-[--sizes 8,1K,16K,64K,256K] [--rounds 8]"""
+[--sizes 8,1K,16K,64K,256K] [--rounds 8] [--link 1gbit] (--link: every node's port shaped by
+that profile, testcluster.LINKS; unshaped veth without it)"""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def choices(summary: dict[str, object], coll: str, np: int) -> dict[str, str]:
     return out
 
 
-def main(layouts: dict[str, tuple[int, int]], coll: str, sizes: str, rounds: int) -> None:
+def main(layouts: dict[str, tuple[int, int]], coll: str, sizes: str, rounds: int,
+         link: str | None) -> None:
     c = testcluster.make(2)
     env = c.env(PYTHONPATH=str(REPO / "src"))
     work = c.home / "layouts"
@@ -56,6 +58,8 @@ def main(layouts: dict[str, tuple[int, int]], coll: str, sizes: str, rounds: int
     where = ["--hostfile", c.hostfile(4), "--launcher-args",
              f"--mca plm_rsh_agent {c.agent} --bind-to none"]
     try:
+        if link:
+            c.shape(testcluster.LINKS[link])
         run(c, [*TUNE, coll, "--layouts", ",".join(layouts), "--mpi", "/usr", *where,
                 "--sizes", sizes, "--db", "db.sqlite", "--out", "r.conf", "--summary-json",
                 "s.json", "--quiet"], work, env)
@@ -96,7 +100,9 @@ if __name__ == "__main__":
     ap.add_argument("--collective", default="reduce")
     ap.add_argument("--sizes", default="8,1K,16K,64K,256K")
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--link", choices=sorted(testcluster.LINKS),
+                    help="shape every node's port so (default: memory-speed veth)")
     a = ap.parse_args()
     pairs = [w.split("x") for w in a.layouts.split(",")]
     main({w: (int(n), int(p)) for w, (n, p) in zip(a.layouts.split(","), pairs, strict=True)},
-         a.collective, a.sizes, a.rounds)
+         a.collective, a.sizes, a.rounds, a.link)
