@@ -15,7 +15,9 @@ verify --with osu` judges the string by OSU beside the kernel (OSU built with th
 MPI's mpicc):
 
     .venv/bin/python bench/ucc_tune_bench.py --mpi $HOME/ompi5ucc --np 4 --rounds 3 \
-        --nodes 2 --link 1gbit --osu-dir $HOME/osu5ucc/libexec/osu-micro-benchmarks/mpi/collective
+        --nodes 2 --link 1gbit --osu-dir OSU/c/mpi/collective/blocking
+
+(OSU: OSU 7.4's source tree configured with CC=$HOME/ompi5ucc/bin/mpicc and built there.)
 
 The tune runs as a user runs it (`tune C --np N --tune-ucc --sizes ...`: sweep, boundaries,
 fresh launch pairs). The arms are then measured as bench/ucc_bench.py measures them (one
