@@ -53,9 +53,21 @@ def test_earlier_tunes_price_the_plan(tmp_path: Path) -> None:
     assert pr.startup == pytest.approx(1.5) and pr.at("reduce", 8) == pytest.approx(0.15)
     assert pr.at("bcast", 8) == pytest.approx(0.15)  # another collective: at that size
     assert pr.shares[PAIRS] == pytest.approx(0.5) and pr.shares["the rest"] == 0.25
-    assert pr.at("reduce", 1024) == pytest.approx(opts.settings.point_time * forecast.POINT_SHARE)
+    assert pr.at("reduce", 1024) == pytest.approx(0.15)  # beyond its sizes: the nearest
+    assert pr.at("gather", 1024) == pytest.approx(opts.settings.point_time * forecast.POINT_SHARE)
     assert "2 earlier tune(s)" in pr.source
     assert "defaults" in forecast.prices(db, "other", 1, False, opts).source
+
+
+def test_a_size_between_the_priced_ones_is_priced_from_its_collectives_neighbours() -> None:
+    """A size no earlier tune measured, between two its collective's tunes did: in log
+    size between them, not the other collectives' price at that size."""
+    pr = forecast.Prices(0.0, {("allreduce", 1024): 0.2, ("allreduce", 4096): 0.4,
+                               ("bcast", 2048): 0.01}, 0.1, {}, "")
+    assert pr.at("allreduce", 2048) == pytest.approx(0.3)
+    assert pr.at("allreduce", 64) == pytest.approx(0.2)  # below them all: the nearest
+    assert pr.at("bcast", 2048) == pytest.approx(0.01)
+    assert pr.at("reduce", 2048) == pytest.approx(0.01)  # no own prices: others' there
 
 
 def test_a_collective_tuned_before_prices_its_own_pairs(tmp_path: Path) -> None:
