@@ -215,11 +215,14 @@ def _round_up(x: int, k: int) -> int:
     return -(-x // k) * k
 
 
-@pytest.mark.parametrize("form", ["parameter file", "configuration file"])
+@pytest.mark.parametrize("form", ["parameter file", "configuration file",
+                                  "configuration file exported"])
 def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: Path,
                                                    form: str) -> None:
     """A string written as --tune-ucc writes it, handed to the job only by the MCA
-    parameter file written beside it, or only by the UCC configuration file: at both edges
+    parameter file written beside it, or only by the UCC configuration file (named in the
+    job's environment, or installed by `tune export` and named by its parameter file, over
+    the UCC_CONFIG_FILE every launch here sets): at both edges
     of every range, rank 0 initialised and started the algorithm the string names and no
     other tl/ucp one. Allgather's and alltoall's ranges are on the whole receive buffer
     (4 blocks here), as UCC counts."""
@@ -247,6 +250,11 @@ def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: 
         conf = tmp_path / "ucc.conf"
         conf.write_text(ucc.config_file(sections, {4}, []))
         job = {"UCC_CONFIG_FILE": str(conf)}
+    if form == "configuration file exported":
+        site = tmp_path / "site"
+        r = tune_cli("export", "--from", str(conf), "--site", str(site))
+        assert r.returncode == 0, r.stderr
+        job = {"OMPI_MCA_mca_base_param_files": str(site / "openmpi-mca-params.conf")}
     at = ucc.says(value)
     for coll, rows in WRITTEN.items():
         c = get_collective(coll)

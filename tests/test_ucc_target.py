@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     int rank;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    const char *s = getenv("UCC_TL_UCP_TUNE");
+    const char *s = getenv(argc > 1 ? argv[1] : "UCC_TL_UCP_TUNE");
     printf("rank %d: %s\n", rank, s ? s : "(unset)");
     MPI_Finalize();
     return 0;
@@ -208,6 +208,47 @@ def _env_printer(mpi: OpenMPI, tmp_path: Path) -> Path:
     subprocess.run([str(mpi.mpicc), str(src), "-o", str(exe)], check=True, timeout=120,
                    env=launch_env())
     return exe
+
+
+@pytest.mark.mpi
+def test_export_installs_the_configuration_file_for_every_users_jobs(tmp_path: Path
+                                                                     ) -> None:
+    """`tune export --site` of the configuration file --tune-ucc wrote: the file written
+    again from its sections (the same strings for every team), the MCA parameter file that
+    names it to every rank (read by the real Open MPI 5 wheel) and modules that set the
+    same, loaded by tclsh and lua, with no UCC_TL_UCP_TUNE (one in the environment wins
+    over the file's). A file with a section colltune does not write is not installed."""
+    sections = {(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
+                for (coll, np), chosen in RUNS.items()}
+    src = tmp_path / "ucc-sections.conf"
+    src.write_text(ucc.config_file(sections, {4, 8}, [u.CONFIG_HEADER, "a tune's comment"]))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    installed = site / "colltune-ucc.conf"
+    want = {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(installed)}
+    for module in ("tuned", "tuned.lua"):
+        assert module_env(site / "modulefiles" / "colltune" / module) == want
+    got = [(s.header, s.settings) for s in u.config_sections(installed.read_text()) or []
+           if s.line]
+    assert got and [(h, [(n, v) for _, n, v in st]) for h, st in got] == [
+        (s.header, [(n, v) for _, n, v in s.settings])
+        for s in u.config_sections(src.read_text()) or [] if s.line]
+    assert tune_cli("check", str(installed)).returncode == 0
+    mpi: OpenMPI = get_mpi("ompi50")
+    exe = _env_printer(mpi, tmp_path)
+    r2 = subprocess.run([str(mpi.mpirun), "-np", "2", "--oversubscribe", str(exe),
+                         "UCC_CONFIG_FILE"], capture_output=True, text=True, timeout=120,
+                        env=launch_env({"OMPI_MCA_mca_base_param_files":
+                                        str(site / "openmpi-mca-params.conf"),
+                                        "OMPI_MCA_btl": "^ofi"}))
+    assert sorted(r2.stdout.splitlines()) == [f"rank {i}: {installed}" for i in (0, 1)], r2
+    for bad in ("[team_size=4-7 vendor=intel]\nUCC_TL_UCP_TUNE=bcast:@dbt\n",
+                "[team_size=4-7]\nUCC_TL_UCP_TUNE=bcast:@dbt\nUCC_LOG_LEVEL=trace\n"):
+        src.write_text(bad)
+        r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "bad"))
+        assert r.returncode != 0 and not (tmp_path / "bad").exists(), (bad, r.stderr)
+        assert "holds what tune --tune-ucc does not write" in " ".join(r.stderr.split())
 
 
 def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from colltune.backends.openmpi.install import (
     launch_command,
     launch_env,
 )
-from colltune.backends.openmpi.rules_files import check_ucc
+from colltune.backends.openmpi.rules_files import check_ucc, check_ucc_config
 from colltune.backends.openmpi.tuned_rules import served_note
 from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
@@ -40,7 +40,7 @@ from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, read_text
 from colltune.outfile import Planned, destination
-from colltune.rules import ucc_tune
+from colltune.rules import safe, ucc_tune
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -124,12 +124,16 @@ class UccFiles(OpenMPIFiles):
         append to <prefix>/etc/openmpi-mca-params.conf, or merged into the user's own);
         the modules set the same three variables."""
         text = req.text if req.text is not None else read_text(req.source)
-        lines = ucc_tune.env_lines(text) or []
+        lines = ucc_tune.env_lines(text)
+        if lines is None and ucc_tune.claims_config(text):
+            return self._installable_config(req, text)
+        lines = lines or []
         if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
             raise ColltuneError(f"will not export {req.source}: it is not a job's "
-                                f"environment file of one {ucc_tune.TL_UCP} line (UCC's "
-                                "configuration file is not exported yet)",
-                                "export the string tune --tune-ucc wrote (--out)")
+                                f"environment file of one {ucc_tune.TL_UCP} line, nor UCC's "
+                                "configuration file",
+                                "export the string tune --tune-ucc wrote (--out), or its "
+                                "configuration file (-sections.conf)")
         value = lines[0][2]
         check_ucc(req.source, lines, [])  # a string UCC would refuse for some teams: refused
         if not ucc.SAFE.fullmatch(value):
@@ -158,6 +162,60 @@ class UccFiles(OpenMPIFiles):
                      "Open MPI MCA parameter file", merge=user)],
             {**ucc.UCC_ON, ucc_tune.TL_UCP: value},
             "Open MPI collectives served by UCC, tuned by colltune")
+
+
+    def _installable_config(self, req: ExportRequest, text: str) -> Installable:
+        """UCC's configuration-file form, as `tune --tune-ucc` writes it: checked as UCC
+        reads each section, written again from what was read (its sections and tuning
+        strings only, each in what colltune writes), with the MCA parameter file and the
+        modules that switch coll/ucc on and name the file (UCC_CONFIG_FILE) to every rank.
+        The modules set no UCC_TL_UCP_TUNE: one in a job's environment wins over the
+        file's (UCC 1.8)."""
+        check_ucc_config(req.source, text, [])  # what UCC would refuse or read two ways
+        secs = [x for x in ucc_tune.config_sections(text) or [] if x.line]
+        body = []
+        for sec in secs:
+            if sec.names or not _HEADER_WRITTEN.fullmatch(sec.header) or any(
+                    not ucc_tune.UCC_TUNE.fullmatch(n) or not ucc.SAFE.fullmatch(v)
+                    for _, n, v in sec.settings):
+                raise ColltuneError(f"will not export {req.source}: section [{sec.header}] "
+                                    f"(line {sec.line}) holds what tune --tune-ucc does not "
+                                    "write (a vendor or model, a setting other than a tuning "
+                                    "string, or characters colltune never writes)",
+                                    "export the configuration file tune --tune-ucc wrote")
+            body += [f"[{sec.header}]", *(f"{n}={v}" for _, n, v in sec.settings), ""]
+        if req.mpi is not None:
+            ucc_installation(req.mpi)  # an Open MPI whose jobs never reach UCC: refused
+        user = req.site is None
+        where = req.home / ".openmpi" if user else req.site
+        assert where is not None
+        conf_file = destination(where / "colltune-ucc.conf")
+        if not _PATH_IN_PARAMS.fullmatch(str(conf_file)):
+            raise ColltuneError(f"will not export to {where}: Open MPI's mca_base_env_list "
+                                "cannot carry that path (it splits at ';' and spaces)",
+                                "--site a directory whose path has no spaces or ';'")
+        env = {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(conf_file)}
+        conf = [f"# Open MPI MCA parameters {safe.comment(req.stamp)}",
+                "# UCC serves Open MPI's collectives with colltune's configuration file; "
+                "another mca_base_env_list replaces this one: join them"]
+        if not user:
+            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
+                        "OMPI_MCA_mca_base_param_files to this file")
+        conf += ["coll_ucc_enable = 1", "coll_ucc_priority = 100",
+                 f"mca_base_env_list = UCC_CONFIG_FILE={conf_file}"]
+        return Installable(
+            [Planned(conf_file, f"# {ucc_tune.CONFIG_HEADER}\n# {safe.comment(req.stamp)}\n\n"
+                     + "\n".join(body), "UCC configuration file"),
+             Planned(destination(where / ("mca-params.conf" if user else
+                                          "openmpi-mca-params.conf")),
+                     "\n".join(conf) + "\n", "Open MPI MCA parameter file", merge=user)],
+            env, "Open MPI collectives served by UCC, tuned by colltune (configuration file)")
+
+
+# a section header as ucc.config_file writes it (team sizes, and nodes where one node)
+_HEADER_WRITTEN = re.compile(r"team_size=\d+-\d+( nnodes=1)?")
+# a path Open MPI's mca_base_env_list carries whole (it splits its list at ';')
+_PATH_IN_PARAMS = re.compile(r"/[A-Za-z0-9_./+-]*")
 
 
 def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # noqa: PLR0913 (what is verified, where, and how the job gets it)
