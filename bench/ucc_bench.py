@@ -26,6 +26,7 @@ import math
 import random
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -108,11 +109,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather,alltoall")
     ap.add_argument("--sizes", default="8,64,512,4096,32768,262144,1048576")
+    cluster_args(ap)
+    on_cluster(ap.parse_args(), run)
+
+
+def cluster_args(ap: argparse.ArgumentParser) -> None:
+    """--nodes and --link: the test cluster the arms run across (ucc_tune_bench.py too)."""
     ap.add_argument("--nodes", type=int, default=1,
                     help="nodes of the test cluster (root): 2 runs --np over 2 nodes")
     ap.add_argument("--link", default="1gbit", choices=sorted(LINKS),
                     help="how the cluster's ports are shaped (with --nodes 2)")
-    args = ap.parse_args()
+
+
+def on_cluster(args: argparse.Namespace, run: Callable[[argparse.Namespace], None]) -> None:
+    """`run(args)` with args.cluster the test cluster --nodes asks for (None: one node),
+    its ports shaped by --link, removed after."""
     args.cluster = None
     if args.nodes > 1:
         args.cluster = make(args.nodes, slurm=False)

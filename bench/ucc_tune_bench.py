@@ -40,10 +40,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ucc_bench import UCC_OFF, UCC_ON, arms_for, geomean, measure  # noqa: E402
+from ucc_bench import (  # noqa: E402
+    UCC_OFF,
+    UCC_ON,
+    arms_for,
+    cluster_args,
+    geomean,
+    measure,
+    on_cluster,
+)
 
 from colltune.rules import ucc_tune as u  # noqa: E402
-from testcluster import LINKS, Cluster, make  # noqa: E402  (ucc_bench put tests/ on the path)
+from testcluster import Cluster  # noqa: E402  (ucc_bench put tests/ on the path)
 
 TUNE = Path(sys.executable).with_name("tune")
 
@@ -121,22 +129,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--collectives", default="bcast,allreduce,reduce,allgather,alltoall")
     ap.add_argument("--sizes", default="8,64,512,4096,32768,262144,1048576")
-    ap.add_argument("--nodes", type=int, default=1,
-                    help="nodes of the test cluster (root): 2 runs --np over 2 nodes")
-    ap.add_argument("--link", default="1gbit", choices=sorted(LINKS),
-                    help="how the cluster's ports are shaped (with --nodes 2)")
+    cluster_args(ap)
     ap.add_argument("--osu-dir", help="OSU's collective programs (built with --mpi's "
                     "mpicc): `tune verify --with osu` judges each string")
-    args = ap.parse_args()
-    args.cluster = None
-    if args.nodes > 1:
-        args.cluster = make(args.nodes, slurm=False)
-        args.cluster.shape(LINKS[args.link])
-    try:
-        run(args)
-    finally:
-        if args.cluster:
-            args.cluster.down()
+    on_cluster(ap.parse_args(), run)
 
 
 def run(args: argparse.Namespace) -> None:
