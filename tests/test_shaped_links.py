@@ -153,17 +153,27 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     over = ["--np", "4", "--hostfile", gigabit.hostfile(2), "--ppn", "2", "--launcher-args",
             f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
             "--sizes", "1M"]
-    before = gigabit.tcp()
-    r = gigabit.on("node1", [
-        sys.executable, "-m", "colltune.cli", "alltoall", *over, "--db", "db.sqlite",
-        "--out", "a.conf", "--summary-json", "s.json", "--min-reps", "15", "--point-time",
-        "1", "--confirm-rounds", "0"], env=env, cwd=work, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
-    assert grew["TCPTimeouts"] > 0, grew  # the premise: the link congests
-    said = r.stdout + r.stderr
-    (d,) = [d for d in json.loads((work / "s.json").read_text())["collectives"]["alltoall"]["4"]
-            if d["size"] == 1 << 20]
+    # a second tune, from a fresh store, where the first saw neither what it judges: the
+    # default's calls stalling (its sweep, a handful of calls a point, may miss the
+    # congestion the link's counters show: one CI run in several) nor a configuration its
+    # medians prefer; the test checks what the tune does with the stalls it sees
+    for attempt in (1, 2):
+        for old in ("db.sqlite", "s.json", "a.conf"):
+            (work / old).unlink(missing_ok=True)
+        before = gigabit.tcp()
+        r = gigabit.on("node1", [
+            sys.executable, "-m", "colltune.cli", "alltoall", *over, "--db", "db.sqlite",
+            "--out", "a.conf", "--summary-json", "s.json", "--min-reps", "15", "--point-time",
+            "1", "--confirm-rounds", "0"], env=env, cwd=work, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+        grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
+        assert grew["TCPTimeouts"] > 0, grew  # the premise: the link congests
+        said = r.stdout + r.stderr
+        (d,) = [d for d in json.loads((work / "s.json").read_text())["collectives"]
+                ["alltoall"]["4"] if d["size"] == 1 << 20]
+        if "the default stalls at 1 size(s)" in said or d["chosen"]["algorithm"]:
+            break
+        assert attempt == 1, ("two tunes saw no stall and kept the default by medians", d)
     store = Store(work / "db.sqlite", readonly=True)
     (ms,) = [store.measurements(c) for c in store.contexts()]
     default = next(m for m in ms if m.config.algorithm == 0)
@@ -213,6 +223,10 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
         assert f"the default stalled in {kd} of {nd} calls" in row["note"], row
 
 
+# its `tune app` took 50 to over 550 s in CI runs: where PME's all-to-all stalls, the
+# stage that measures the default again takes 30 calls a point whatever a call costs, and a
+# call that waits out retransmission timeouts takes seconds (tuner/stalls.py; issue 85)
+@pytest.mark.timeout(1500)
 def test_the_application_loop_on_gromacs_across_gigabit_ports(gigabit: Cluster) -> None:
     """GROMACS (tests/gmx_app.py: Debian's gmx_mpi, PME water), 2 nodes x 2 ranks on
     Gigabit ports, the application seed 002 tuned: its profile puts the run's collective
