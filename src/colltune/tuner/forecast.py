@@ -72,8 +72,8 @@ class Prices:
         if own and size > 0:
             below = [(s, t) for s, t in own if s < size]
             above = [(s, t) for s, t in own if s > size]
-            if not below or not above:
-                return (above or below)[0 if above else -1][1]
+            if not below or not above:  # beyond them: the nearest
+                return above[0][1] if above else below[-1][1]
             (s0, t0), (s1, t1) = below[-1], above[0]
             w = math.log(size / s0) / math.log(s1 / s0)
             return t0 + w * (t1 - t0)
@@ -163,11 +163,10 @@ def prices(store: Path | None, mpi_key: str, nodes: int, simulated: bool,
         for key, t in _numbers(a, "per_point").items():
             coll, size = key.split("/")
             per_size.setdefault((coll, int(size)), []).append(t)
-    by_coll: dict[str, dict[str, float]] = {}
-    for coll in {str(a.get("collectives", "")) for a in held} - {""}:
-        alone = [a for a in held if a.get("collectives") == coll and "," not in coll]
-        if alone:
-            by_coll[coll] = _shares(alone, shares)
+    # a tune of one collective names it alone ("reduce"; `tune all`: "bcast,reduce,...")
+    by_coll = {coll: _shares([a for a in held if a.get("collectives") == coll], shares)
+               for coll in {str(a.get("collectives", "")) for a in held}
+               if coll and "," not in coll}
     own = (f"; the stages after the sweep of {', '.join(sorted(by_coll))} from their own "
            "earlier tunes" if by_coll else "")
     return Prices(startup, {s: statistics.median(v) for s, v in per_size.items()},

@@ -142,27 +142,13 @@ class UccFiles(OpenMPIFiles):
                                 "export the file tune --tune-ucc wrote")
         if req.mpi is not None:
             ucc_installation(req.mpi)  # an Open MPI whose jobs never reach UCC: refused
-        user = req.site is None
-        where = req.home / ".openmpi" if user else req.site
-        assert where is not None
-        params = {"coll_ucc_enable": "1", "coll_ucc_priority": "100",
-                  "mca_base_env_list": f"{ucc_tune.TL_UCP}={value}"}
-        conf = [f"# Open MPI MCA parameters {req.stamp}",
-                "# UCC serves Open MPI's collectives with colltune's string; another "
-                "mca_base_env_list replaces this one: join them"]
-        if not user:
-            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
-                        "OMPI_MCA_mca_base_param_files to this file")
-        conf += [f"{k} = {v}" for k, v in params.items()]
-        conf_name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+        where = _where(req)
         return Installable(
             [Planned(destination(where / self.backend.rules_name),
                      ucc.env_file(value, [req.stamp]), self.backend.rules_what),
-             Planned(destination(where / conf_name), "\n".join(conf) + "\n",
-                     "Open MPI MCA parameter file", merge=user)],
+             _params_file(req, f"{ucc_tune.TL_UCP}={value}", "string")],
             {**ucc.UCC_ON, ucc_tune.TL_UCP: value},
             "Open MPI collectives served by UCC, tuned by colltune")
-
 
     def _installable_config(self, req: ExportRequest, text: str) -> Installable:
         """UCC's configuration-file form, as `tune --tune-ucc` writes it: checked as UCC
@@ -186,30 +172,41 @@ class UccFiles(OpenMPIFiles):
             body += [f"[{sec.header}]", *(f"{n}={v}" for _, n, v in sec.settings), ""]
         if req.mpi is not None:
             ucc_installation(req.mpi)  # an Open MPI whose jobs never reach UCC: refused
-        user = req.site is None
-        where = req.home / ".openmpi" if user else req.site
-        assert where is not None
+        where = _where(req)
         conf_file = destination(where / "colltune-ucc.conf")
         if not _PATH_IN_PARAMS.fullmatch(str(conf_file)):
             raise ColltuneError(f"will not export to {where}: Open MPI's mca_base_env_list "
                                 "cannot carry that path (it splits at ';' and spaces)",
                                 "--site a directory whose path has no spaces or ';'")
-        env = {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(conf_file)}
-        conf = [f"# Open MPI MCA parameters {safe.comment(req.stamp)}",
-                "# UCC serves Open MPI's collectives with colltune's configuration file; "
-                "another mca_base_env_list replaces this one: join them"]
-        if not user:
-            conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
-                        "OMPI_MCA_mca_base_param_files to this file")
-        conf += ["coll_ucc_enable = 1", "coll_ucc_priority = 100",
-                 f"mca_base_env_list = UCC_CONFIG_FILE={conf_file}"]
         return Installable(
             [Planned(conf_file, f"# {ucc_tune.CONFIG_HEADER}\n# {safe.comment(req.stamp)}\n\n"
                      + "\n".join(body), "UCC configuration file"),
-             Planned(destination(where / ("mca-params.conf" if user else
-                                          "openmpi-mca-params.conf")),
-                     "\n".join(conf) + "\n", "Open MPI MCA parameter file", merge=user)],
-            env, "Open MPI collectives served by UCC, tuned by colltune (configuration file)")
+             _params_file(req, f"UCC_CONFIG_FILE={conf_file}", "configuration file")],
+            {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(conf_file)},
+            "Open MPI collectives served by UCC, tuned by colltune (configuration file)")
+
+
+def _where(req: ExportRequest) -> Path:
+    """Where an export installs: the site's directory, or the user's ~/.openmpi."""
+    return req.home / ".openmpi" if req.site is None else req.site
+
+
+def _params_file(req: ExportRequest, env_list: str, what: str) -> Planned:
+    """The MCA parameter file that switches coll/ucc on above every other component and
+    hands `env_list` (NAME=VALUE) to every rank: the site's, to append to the
+    installation's own, or merged into the user's."""
+    user = req.site is None
+    conf = [f"# Open MPI MCA parameters {safe.comment(req.stamp)}",
+            f"# UCC serves Open MPI's collectives with colltune's {what}; another "
+            "mca_base_env_list replaces this one: join them"]
+    if not user:
+        conf.append("# install: append to <prefix>/etc/openmpi-mca-params.conf, or set "
+                    "OMPI_MCA_mca_base_param_files to this file")
+    conf += ["coll_ucc_enable = 1", "coll_ucc_priority = 100",
+             f"mca_base_env_list = {env_list}"]
+    name = "mca-params.conf" if user else "openmpi-mca-params.conf"
+    return Planned(destination(_where(req) / name), "\n".join(conf) + "\n",
+                   "Open MPI MCA parameter file", merge=user)
 
 
 # a section header as ucc.config_file writes it (team sizes, and nodes where one node)
