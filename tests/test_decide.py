@@ -324,7 +324,8 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
     means. A stall rate not significantly above the candidate's changes nothing, and the
     scheduler's spikes on a healthy node (a 4 ms time slice in a call of 80 us) are no
     stalls at all."""
-    from colltune.tuner.decide import decide_size, stall_suspects
+    from colltune.core.stats import STALL_ALPHA, fisher_more
+    from colltune.tuner.decide import decide_size, stall_power, stall_suspects
 
     rng = random.Random(21)
 
@@ -353,6 +354,13 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
     assert chosen.verdict == "tuned?" and "stalled in 22 of 60 calls" in chosen.reason, \
         chosen.reason
     assert chosen.default_median > 2 * chosen.best_median  # the means, as compared
+    # what those calls could see (tuner/stalls.py says it): the counts the decision used,
+    # and the fewest of the default's stalls Fisher's test tells from none
+    (kd, nd), (kc, nc), least = stall_power(points((13, 9), (0, 1), 30), Config(2))
+    assert (kd, nd, nc) == (22, 60, 60) and kc <= 1 and least is not None
+    assert fisher_more(least, nd, 0, nc) < STALL_ALPHA <= fisher_more(least - 1, nd, 0, nc)
+    # two calls a mode, stalling every one, are told from none by no count (p 1/70)
+    assert stall_power(points((2, 2), (0, 0), 2), Config(2))[2] is None
     for default, pairwise in (((2, 0), (0, 0)), ((13, 9), (12, 9)), ((0, 0), (0, 0))):
         pts = points(default, pairwise, 30)
         kept = decided(pts)

@@ -201,3 +201,32 @@ def test_a_selection_by_name_is_rejected_where_the_library_has_none() -> None:
     assert [ev["cid"] for ev in rejected] == [1]
     assert "not settable through MPI_T" in rejected[0]["message"]
     assert [r.cid for r in out.results if r.status == "ok"] == [0]
+
+
+def test_a_point_stops_at_its_floor_time_whatever_min_reps_says() -> None:
+    """tuner/stalls.py asks a point for 30 calls within a stretched time budget; where each
+    call may wait out a TCP retransmission timeout, 30 calls took minutes a point (a `tune
+    app` of 550 s). With the plan's floor_time, past it 3 repetitions do: the point ends at
+    its stated time. Without it, min_reps stays a floor up to 10x point_time."""
+    from colltune.backends.registry import launch
+    from colltune.core.config import DEFAULT
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    ompi = get_mpi("ompi41")
+    cmd, env = launch(ompi, place(2), "bcast", 0, None)
+
+    def spent(floor_time: float) -> tuple[float, int]:
+        plan = KernelPlan("bcast", [KernelConfig(DEFAULT.algorithm)], [(0, 1 << 16)],
+                          Repetitions(warmup=1, min_reps=10 ** 6, max_reps=10 ** 6, rel_ci=0.0,
+                                      point_time=0.1, floor_time=floor_time))
+        out = run_kernel(cmd, build_kernel(ompi), plan, env)
+        assert out.status == "ok", out.message
+        (r,) = out.results
+        return r.spent, r.n
+
+    bounded, n = spent(0.1)
+    assert n >= 3 and bounded < 0.6, (bounded, n)
+    # the kernel's own floor, 10x point_time: a million repetitions are not reached first
+    unbounded, _ = spent(0.0)
+    assert unbounded >= 1.0, unbounded

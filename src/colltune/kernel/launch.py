@@ -44,6 +44,9 @@ class Repetitions:
     max_reps: int = 400
     rel_ci: float = 0.05  # stop when the 95% CI half-width of the median is this fraction
     point_time: float = 0.25  # ... or when a point has used this many seconds
+    # > 0: past this many seconds a point stops at 3 repetitions whatever min_reps says
+    # (0: the kernel's own, 10x point_time): a stage that must end in its stated time
+    floor_time: float = 0.0
     seed: int = 1  # order of configurations and sizes
     # isolated: one call after a barrier; back-to-back: a window of `window` calls with no
     # synchronisation between them, per call; both: one of each per repetition. Isolated
@@ -104,6 +107,7 @@ class KernelPlan:
             f"max_reps {r.max_reps}",
             f"rel_ci {r.rel_ci}",
             f"point_time {r.point_time}",
+            f"floor_time {r.floor_time}",
             f"seed {r.seed}",
             f"dup_always {int(self.dup_always)}",
             f"timing {r.timing}",

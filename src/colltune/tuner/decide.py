@@ -135,6 +135,25 @@ def stall_suspects(points: dict[Config, Measurement]) -> dict[Config, tuple[floa
     return out
 
 
+def stall_power(points: dict[Config, Measurement], c: Config
+                ) -> tuple[tuple[int, int], tuple[int, int], int | None]:
+    """What the calls at a size could tell about `c` against the default: the default's
+    stalls and calls, `c`'s, and the fewest of the default's stalls (in as many calls)
+    that Fisher's test at STALL_ALPHA would tell from a `c` that never stalls (None: no
+    count would, too few calls)."""
+    ok = {k: m for k, m in points.items() if m.status == "ok" and m.samples}
+    if DEFAULT not in ok or c not in ok:
+        return (0, 0), (0, 0), None
+    dm = _modes(ok[DEFAULT])
+    shared = [k for k in _modes(ok[c]) if k in dm]
+    typical = _typical(ok, shared)
+    (kd, nd), (kc, nc) = (_stall_counts(ok[DEFAULT], shared, typical),
+                          _stall_counts(ok[c], shared, typical))
+    least = next((k for k in range(1, nd + 1) if fisher_more(k, nd, 0, nc) < STALL_ALPHA),
+                 None)
+    return (kd, nd), (kc, nc), least
+
+
 def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: float
              ) -> Decision | None:
     """Where the default stalls (a congested link's retransmission timeouts: calls of

@@ -13,13 +13,17 @@ from __future__ import annotations
 import dataclasses
 
 from colltune.core.config import DEFAULT, Config
+from colltune.core.stats import STALL_ALPHA
 from colltune.tuner.context import Run, Target
-from colltune.tuner.decide import decide, group_by_size, stall_suspects
+from colltune.tuner.decide import decide, group_by_size, stall_power, stall_suspects
 from colltune.tuner.measure import measure
 
-# a point measured again takes at least this many calls, with this many times the
-# sweep's time budget: 30 calls per mode put a stall rate of a third and one of none
-# far apart (Fisher's p near 1e-5), where the sweep's 7 could not (p 0.02-0.1)
+# a point measured again takes this many calls, within this many times the sweep's time
+# budget: 30 calls per mode put a stall rate of a third and one of none far apart
+# (Fisher's p near 1e-5), where the sweep's 7 could not (p 0.02-0.1). The time bounds the
+# calls too (the kernel's floor_time): where calls wait out retransmission timeouts, 30
+# of them took minutes a point (a tune app of 550 s in CI); the power of the calls the
+# time bought is said instead
 CALLS = 30
 TIME_FACTOR = 8.0
 SUSPECTS = 2  # the candidates measured again with the default
@@ -51,8 +55,9 @@ def resample(run: Run, t: Target) -> int:
         todo += [(c, size) for c in (DEFAULT, *best)]
     if not todo:
         return 0
-    settings = dataclasses.replace(run.lab.settings, min_reps=CALLS,
-                                   point_time=TIME_FACTOR * run.lab.settings.point_time)
+    stretched = TIME_FACTOR * run.lab.settings.point_time
+    settings = dataclasses.replace(run.lab.settings, min_reps=CALLS, point_time=stretched,
+                                   floor_time=stretched)
     # under --time-budget: only if its longest (every point its whole time) still fits;
     # otherwise those sizes are decided by the sweep's calls
     cost = len(todo) * settings.point_time
@@ -66,4 +71,21 @@ def resample(run: Run, t: Target) -> int:
     for cfg, r in measure(dataclasses.replace(run.lab, settings=settings), t.coll,
                           t.placement, todo, extend=True):
         failed(cfg, r)
+    _say_power(run, t, todo)
     return len(todo)
+
+
+def _say_power(run: Run, t: Target, todo: list[tuple[Config, int]]) -> None:
+    """Per size measured again, what its calls could see: the default's stalls against
+    each suspect's, and the fewest stalls that would have told the default from a
+    configuration that never stalls (where the default stalled fewer times, a decision by
+    means cannot be made there, and the medians' verdict stands)."""
+    by_size = group_by_size(run.store.measurements(run.context(t)))
+    for size in sorted({s for _, s in todo}):
+        for c in [c for c, s in todo if s == size and c != DEFAULT]:
+            (kd, nd), (kc, nc), least = stall_power(by_size.get(size, {}), c)
+            seen = (f"{least} of {nd} would have told it from one that never stalls"
+                    if least is not None else "no count in so few calls would have told "
+                    "it from one that never stalls")
+            run.rep.note(f"{t.where}, {size} B: the default stalled in {kd} of {nd} calls, "
+                         f"{c} in {kc} of {nc} ({seen}, Fisher p < {STALL_ALPHA:g})")

@@ -59,6 +59,7 @@ typedef struct {
     int max_reps;
     double rel_ci;
     double point_time;
+    double floor_time; /* > 0: past this many seconds min_reps is no floor (0: see top) */
     unsigned long long seed;
     int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
     char pvars[64];  /* count rank 0's performance variables whose name starts so */

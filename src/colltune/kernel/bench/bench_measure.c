@@ -121,7 +121,9 @@ static void ref_add(long long size, int group, const double med[2])
 
 /* min_reps is a floor while a point has used less than this many times its point_time;
  * past it (a default at a second per call, a busy-polling MPI oversubscribed) CUT_REPS
- * repetitions do: launch pairs, not repetitions, carry the statistics */
+ * repetitions do: launch pairs, not repetitions, carry the statistics. A plan's
+ * floor_time replaces it where a stage must end in a stated time (calls that wait out
+ * retransmission timeouts: tuner/stalls.py) */
 #define SLOW_POINT 10.0
 
 /* 1 when, in some timing mode measured, the point's median CI lies above cutoff times
@@ -186,6 +188,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
     bufs_t b;
     int stop = 0, n = 0, rc, fail;
     int cap = plan->max_reps > 0 ? plan->max_reps : 1;
+    double floor_time = plan->floor_time > 0 ? plan->floor_time : SLOW_POINT * plan->point_time;
     double *samples = NULL, *scratch = NULL, t_begin, t_call, t_tick;
     double t_point = MPI_Wtime(); /* the point's whole cost, said with its result */
     int window = 1, batch = 1, more;
@@ -346,7 +349,7 @@ void measure_point(const plan_t *plan, const coll_ops_t *ops, const config_t *cf
             } else if (ref && n >= CUT_REPS && clearly_slower(plan, ref, objective, n, scratch)) {
                 stop = cut = 1;
             } else if (n >= plan->min_reps
-                       || (n >= CUT_REPS && MPI_Wtime() - t_begin > SLOW_POINT * plan->point_time)) {
+                       || (n >= CUT_REPS && MPI_Wtime() - t_begin > floor_time)) {
                 double med, lo, hi;
                 if (MPI_Wtime() - t_begin > plan->point_time) {
                     stop = 1;

@@ -68,6 +68,8 @@ static int parse_plan(FILE *f, plan_t *plan)
             sscanf(line + off, "%lf", &plan->rel_ci);
         } else if (!strcmp(key, "point_time")) {
             sscanf(line + off, "%lf", &plan->point_time);
+        } else if (!strcmp(key, "floor_time")) {
+            sscanf(line + off, "%lf", &plan->floor_time);
         } else if (!strcmp(key, "seed")) {
             sscanf(line + off, "%llu", &plan->seed);
         } else if (!strcmp(key, "dup_always")) {

@@ -32,8 +32,8 @@
  *    measured at start and reported there with MPI_Wtick) is timed in batches
  *    of consecutive calls, at least that long, in either mode ("batch");
  *  - a point whose calls are slow reports "tick" events every 2 s (the
- *    launcher's watchdog is for hangs), and past 10x its time budget stops at
- *    3 repetitions whatever min_reps says;
+ *    launcher's watchdog is for hangs), and past 10x its time budget (or the
+ *    plan's `floor_time` seconds) stops at 3 repetitions whatever min_reps says;
  *  - repetitions continue until the 95% confidence interval of the median is
  *    within a relative tolerance, a time budget is spent, or max_reps is hit;
  *  - results are checked for correctness; a wrong answer marks the point
