@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from colltune.backends.openmpi import ucc
 from colltune.backends.openmpi.install import find_openmpi, launch_command, launch_env
 from colltune.kernel.build import build_kernel
 from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
@@ -49,11 +50,17 @@ SKIP = {"sliding_window", "onesided"}
 PER_RANK = ("bcast", "allreduce", "reduce")  # UCC's message size = colltune's size
 
 
-def arms_for(coll: str) -> dict[str, dict[str, str]]:
+def arms_for(coll: str, np: int = 0) -> dict[str, dict[str, str]]:
+    """UCC's own choice, coll/tuned's (UCC off), and each tl/ucp algorithm forced; with
+    `np`, also each radix up to it of the algorithms whose radix UCC takes per range (the
+    oracle over everything the tune measures)."""
     arms = {"ucc": dict(UCC_ON), "tuned": dict(UCC_OFF)}
     for alg in u.TL_UCP_ALGS[coll]:
         if alg not in SKIP:
             arms[f"@{alg}"] = {**UCC_ON, "UCC_TL_UCP_TUNE": f"{coll}:@{alg}"}
+            var = u.RADIX_VARS.get((coll, alg))
+            for k in (k for k in ucc.RADICES if var and k <= np):
+                arms[f"@{alg}/r{k}"] = {**arms[f"@{alg}"], var: str(k)}
     return arms
 
 

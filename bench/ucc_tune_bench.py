@@ -74,8 +74,10 @@ def user_env(args: argparse.Namespace) -> dict[str, str] | None:
     return cluster.env(UCX_TLS="tcp,self", UCX_NET_DEVICES=cluster.net_devices)
 
 
-def tuned_string(args: argparse.Namespace, coll: str, work: Path) -> tuple[str, float]:
-    """The string `tune --tune-ucc` writes for `coll`, and the tune's wall time."""
+def tuned_string(args: argparse.Namespace, coll: str, work: Path
+                 ) -> tuple[dict[str, str], float]:
+    """What `tune --tune-ucc` writes for `coll` (the string and any radix settings: {}
+    where it keeps UCC's own everywhere), and the tune's wall time."""
     out = work / f"{coll}.env"
     start = time.monotonic()
     r = subprocess.run(as_user(args, [coll, "--np", str(args.np), "--tune-ucc", "--sizes",
@@ -85,8 +87,16 @@ def tuned_string(args: argparse.Namespace, coll: str, work: Path) -> tuple[str, 
     took = time.monotonic() - start
     if r.returncode != 0:
         sys.exit(f"tune {coll} failed: {r.stderr[-2000:]}")
-    ((_, _, value),) = u.env_lines(out.read_text()) or [(0, "", "")]
-    return value, took
+    settings = {n: v for _, n, v in u.env_lines(out.read_text()) or []}
+    return (settings if settings.get(u.TL_UCP) else {}), took
+
+
+def written(settings: dict[str, str]) -> str:
+    """The string and its radix settings, as a table cell."""
+    if not settings:
+        return "(none: UCC own)"
+    return "; ".join(f"`{v}`" if n == u.TL_UCP else f"{n.removeprefix('UCC_TL_UCP_')}=`{v}`"
+                     for n, v in settings.items())
 
 
 def tuned_file(args: argparse.Namespace, coll: str, work: Path) -> Path:
@@ -146,8 +156,8 @@ def run(args: argparse.Namespace) -> None:
         for coll in args.collectives.split(","):
             value, took = tuned_string(args, coll, Path(tmp))
             check = verified(args, coll, Path(tmp)) if value else "-"
-            arms = arms_for(coll)
-            arms["string"] = {**UCC_ON, u.TL_UCP: value} if value else dict(UCC_ON)
+            arms = arms_for(coll, args.np)
+            arms["string"] = {**UCC_ON, **value}
             arms["tuned+file"] = {**UCC_OFF, "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
                                   "OMPI_MCA_coll_tuned_dynamic_rules_filename":
                                   str(tuned_file(args, coll, Path(tmp)))}
@@ -166,7 +176,7 @@ def run(args: argparse.Namespace) -> None:
                              if s in t["tuned+file"]])
             print(f"| {coll} | {took:.0f} s | {mine:.2f}x | {oracle:.2f}x | {share} | "
                   f"{t['ucc'][worst] / t['string'][worst]:.2f}x at {worst} B | "
-                  f"{tuned:.2f}x | {filed:.2f}x | `{value or '(none: UCC own)'}` | {check} |",
+                  f"{tuned:.2f}x | {filed:.2f}x | {written(value)} | {check} |",
                   flush=True)
 
 

@@ -66,6 +66,31 @@ def test_the_algorithm_table_is_the_version_built(ucc: Path) -> None:
     assert parse_info(text) == u.TL_UCP_ALGS  # what --tune-ucc reads, in id order
 
 
+RADIX_SETTINGS = ["auto", "4", "0-4k:host:2,auto", "host:8,3", ",,0-1k::2,,auto,",
+                  "0-4095:2,4096-inf:host:4,AUTO", "0-1k:cuda^host:2,0-64k:4,auto",
+                  "0-4k:host:auto", "0-4k:foo:2", "1:0-4k:host:2", "4k-:2,auto", "0-4k:host"]
+
+
+@pytest.mark.parametrize("setting", RADIX_SETTINGS)
+def test_ucc_reads_a_radix_setting_as_the_reading_says(ucc: Path, setting: str) -> None:
+    """UCC's own reading of a per-range radix setting (`ucc_info -caf` prints what it
+    parsed, or UCX's parser says it is invalid and tl/ucp's configuration fails) against
+    rules/ucc_tune.parse_radix: the same accepted, the same ranges and default."""
+    env = {**os.environ, "UCC_TL_UCP_ALLREDUCE_KN_RADIX": setting}
+    r = subprocess.run([str(ucc / "bin" / "ucc_info"), "-caf"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    printed = re.search(r"^UCC_TL_UCP_ALLREDUCE_KN_RADIX=(.*)$", r.stdout, re.M)
+    try:
+        mine = u.parse_radix(setting)
+    except u.UccTuneError:
+        assert printed is None and "Invalid value for ALLREDUCE_KN_RADIX" in r.stdout + \
+            r.stderr, (setting, r.stdout[-2000:], r.stderr[-2000:])
+        return
+    assert printed is not None, (setting, r.stderr[-2000:])
+    theirs = u.parse_radix(printed.group(1))  # UCC prints it back in its own grammar
+    assert theirs == mine, (setting, printed.group(1))
+
+
 def _ran(ucc: Path, tmp: Path, tune: str, size: int) -> tuple[Counter[str], str]:
     """The bcast init functions rank 0 entered for `size` B calls, and UCC's errors."""
     script = tmp / "count.gdb"
@@ -264,7 +289,7 @@ def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: 
         # UCC then starts knomial: seen at 32776 B, 4097 doubles on 4 ranks)
         g, per = c.granularity * 4, ucc.msg_size(c, 1, 4)
         blocks = sorted({s for s, _ in rows} | {
-            b for lo, _ in sections[(coll, 4)] if lo
+            b for lo, _, _ in sections[(coll, 4)] if lo
             for b in ((lo - 1) // per // g * g, _round_up(_round_up(lo, per) // per, g))})
         blocks = [b for b in blocks if b > 0]
         got = ucc.ran(mpi, place(4), c, blocks, job, table)
@@ -303,8 +328,11 @@ def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     frag = tmp_path / "ucc-mca-params.conf"
     assert "coll_ucc_enable = 1" in frag.read_text()
-    ((_, name, value),) = u.env_lines(out.read_text()) or []
-    assert name == u.TL_UCP and f"mca_base_env_list = {u.TL_UCP}={value}\n" in \
+    # the string, and a radix setting where a k-nomial's radix was chosen (sag_knomial)
+    lines = u.env_lines(out.read_text()) or []
+    assert lines[0][1] == u.TL_UCP and all(n in u.RADIX_VARS.values() for _, n, _ in lines[1:])
+    value = lines[0][2]
+    assert "mca_base_env_list = " + ";".join(f"{n}={v}" for _, n, v in lines) + "\n" in \
         frag.read_text()
     assert tune_cli("check", str(out)).returncode == 0
     assert tune_cli("check", str(tmp_path / "ucc-sections.conf")).returncode == 0
@@ -367,3 +395,34 @@ def test_verify_proves_the_string_across_shaped_nodes(ompi_ucc: OpenMPI,
         said[-3000:]
     # 4 KiB calls over some seconds: far more than the launches' own start-up traffic
     assert cluster.rx_bytes("node2") - before > 1 << 20, said[-3000:]
+
+
+def test_verify_proves_the_radix_ucc_ran(ompi_ucc: OpenMPI, tmp_path: Path) -> None:
+    """A radix per message range beside the string (allreduce's knomial with radix 2 below
+    4 KiB and 3 above): `tune verify` proves each size's radix by the first and the last
+    rank's sends (UCX's send function, counted under gdb) against launches forcing each
+    radix up to the team size (rank 0 alone sends as often with radix 3 as with 4). A job
+    not handed the radix setting runs knomial's own radix: the proof says "not applied"
+    there, naming the counts."""
+    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi.ucc_backend import ucc_installation
+    from colltune.collectives import get_collective
+
+    mpi = ucc_installation(str(ompi_ucc.prefix))
+    sections: ucc.Sections = {("allreduce", 4): [(0, "knomial", 2), (4096, "knomial", 3)]}
+    value, radix = ucc.render(sections), ucc.radix_settings(sections)
+    assert list(radix) == ["UCC_TL_UCP_ALLREDUCE_KN_RADIX"], radix
+    f = tmp_path / "ucc.env"
+    f.write_text(ucc.env_file(value, [], radix))
+    conf = tmp_path / "ucc-sections.conf"  # the radix in the section of the team's span
+    conf.write_text(ucc.config_file(sections, {4}, [u.CONFIG_HEADER]))
+    for path in (f, conf):
+        r = tune_cli("verify", str(path), "--np", "4", "--sizes", "1K,64K", "--mpi",
+                     str(ompi_ucc.prefix), env=ompi_ucc.tool_env())
+        said = " ".join((r.stdout + r.stderr).split())
+        assert "UCC ran the file's radix at each of 2 size(s)" in said, (path.name,
+                                                                         said[-3000:])
+    table, _ = ucc.algorithms(mpi)
+    status, why = ucc.proof(mpi, place(4), value, table, {u.TL_UCP: value}, radix)(
+        get_collective("allreduce"), 4, [1024, 65536])
+    assert status == "not applied" and "the radix UCC ran is not the file's" in why, why

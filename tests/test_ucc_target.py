@@ -16,6 +16,7 @@ import pytest
 from colltune.backends.openmpi import ucc
 from colltune.backends.openmpi.install import OpenMPI, launch_env
 from colltune.collectives import get_collective
+from colltune.core.catalog import RADIX
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
@@ -275,7 +276,7 @@ def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> Non
     r = tune_cli("check", str(f))
     assert r.returncode == 0 and "2 section(s)" in r.stdout, r.stdout + r.stderr
     # UCC's own choice kept everywhere: a file of colltune's comments alone, still checked
-    f.write_text(ucc.config_file({("bcast", 4): [(0, None)]}, {4}, [u.CONFIG_HEADER]))
+    f.write_text(ucc.config_file({("bcast", 4): [(0, None, 0)]}, {4}, [u.CONFIG_HEADER]))
     r = tune_cli("check", str(f))
     assert r.returncode == 0 and "0 section(s)" in r.stdout, r.stdout + r.stderr
 
@@ -312,3 +313,140 @@ def test_the_comments_say_which_sections_this_run_measured() -> None:
     assert "kept from the file this run merged into (measured at 4 there)" in said[1], said
     assert "measured at 4;" not in said[1], said
     assert said[0].startswith("bcast: teams of fewer than 4 ranks"), said
+
+
+RADIX_CATALOG = ucc.catalog(u.TL_UCP_ALGS, ["allreduce", "allgather", "bcast"])
+
+
+def _radix_decide(coll: str, np: int, chosen: dict[int, tuple[str, int] | None]
+                  ) -> list[Decision]:
+    """Decisions per per-rank size: (algorithm, radix; 0 its own) or None (UCC's own)."""
+    c = get_collective(coll)
+    algs = u.TL_UCP_ALGS[coll]
+    return [Decision(size, ucc.msg_size(c, size, np), DEFAULT if ch is None else
+                     Config.of(algs.index(ch[0]) + 1, {RADIX: ch[1]}), None, None, None,
+                     None, False) for size, ch in chosen.items()]
+
+
+RADIX_RUNS: dict[tuple[str, int], dict[int, tuple[str, int] | None]] = {
+    ("allreduce", 4): {8: ("knomial", 2), 1024: ("knomial", 4), 16384: ("knomial", 0),
+                       65536: ("ring", 0), 1 << 20: None},
+    ("allgather", 4): {64: ("knomial", 3), 4096: ("bruck", 0)},
+}
+
+
+def _radix_sections(runs: dict[tuple[str, int], dict[int, tuple[str, int] | None]]
+                    ) -> ucc.Sections:
+    return {(c, np): ucc.section(RADIX_CATALOG, c, _radix_decide(c, np, ch))
+            for (c, np), ch in runs.items()}
+
+
+def test_the_catalog_measures_the_radix_where_ucc_takes_it_per_range() -> None:
+    """The k-nomial algorithms whose radix UCC 1.8 reads per message range carry it, up to
+    the team size (0: the algorithm's own); the others take none."""
+    cat = RADIX_CATALOG
+    knomial = u.TL_UCP_ALGS["allreduce"].index("knomial") + 1
+    assert cat.param_values("allreduce", knomial, 4, {}) == {RADIX: [0, 2, 3, 4]}
+    assert cat.param_values("allreduce", knomial, 16, {})[RADIX][-1] == 16
+    sag = u.TL_UCP_ALGS["bcast"].index("sag_knomial") + 1
+    assert cat.param_values("bcast", sag, 8, {}) == {RADIX: [0, 2, 3, 4, 8]}
+    for coll, alg in (("bcast", "knomial"), ("allreduce", "ring"), ("allgather", "bruck")):
+        assert cat.param_values(coll, u.TL_UCP_ALGS[coll].index(alg) + 1, 4, {}) == {}
+    # forced in a launch: the algorithm by the string, the radix by its variable
+    cfg = Config.of(knomial, {RADIX: 3})
+    assert ucc.forcing(cat, get_collective("allreduce"), cfg) == {
+        u.TL_UCP: "allreduce:0-inf:@knomial", "UCC_TL_UCP_ALLREDUCE_KN_RADIX": "3"}
+
+
+def test_a_tuned_radix_is_written_beside_the_string_for_each_range() -> None:
+    """Read as UCC reads them, the string and the radix settings run each decision at its
+    own size: the algorithm by the string, the radix by its variable, and UCC's own radix
+    (auto) where the decision kept the algorithm's own; read back, the same sections."""
+    sections = _radix_sections(RADIX_RUNS)
+    carried, radix, said = ucc.env_form(sections)
+    assert carried == sections and len(said) == 2, said  # one team size: carried, said
+    assert set(radix) == {"UCC_TL_UCP_ALLREDUCE_KN_RADIX", "UCC_TL_UCP_ALLGATHER_KN_RADIX"}
+    applied = u.apply(u.parse(ucc.render(carried)), 4)
+    for (coll, np), chosen in RADIX_RUNS.items():
+        c = get_collective(coll)
+        for size, ch in chosen.items():
+            m = ucc.msg_size(c, size, np)
+            assert u.runs(applied, coll, m) == (ch[0] if ch else None), (coll, size)
+            var = u.RADIX_VARS.get((coll, ch[0])) if ch else None
+            if var:
+                k = u.parse_radix(radix[var]).at(m)
+                assert k == (ch[1] or None), (coll, size, radix[var])
+        assert not any(u.radix_problems(u.parse_radix(v)) for v in radix.values())
+    back = ucc.read_sections(ucc.render(carried), "x", radix)
+    assert back == sections, (back, sections)
+    with pytest.raises(ColltuneError, match="not one colltune writes"):
+        ucc.read_sections(ucc.render(carried), "x",
+                          {"UCC_TL_UCP_ALLREDUCE_KN_RADIX": "0-4k:host:2,4"})
+
+
+def test_radices_chosen_at_several_team_sizes_go_to_the_configuration_file() -> None:
+    """A radix variable holds for every team of the job: where radices were chosen at two
+    team sizes the environment form leaves those ranges to UCC (and says so), and the
+    configuration file's sections carry each team span's own."""
+    runs = {**RADIX_RUNS, ("allreduce", 8): {8: ("knomial", 8), 1 << 20: ("ring", 0)}}
+    sections = _radix_sections(runs)
+    carried, radix, said = ucc.env_form(sections)
+    assert "UCC_TL_UCP_ALLREDUCE_KN_RADIX" not in radix, radix
+    assert any("allreduce: radices chosen at teams of 4, 8" in s for s in said), said
+    applied = u.apply(u.parse(ucc.render(carried)), 4)
+    assert u.runs(applied, "allreduce", 8) is None  # knomial with radix 2: left to UCC
+    assert u.runs(applied, "allreduce", 65536) == "ring"
+    assert u.runs(applied, "allreduce", 16384) == "knomial"  # its own radix: kept
+    text = ucc.config_file(sections, {4, 8}, ["a comment"])
+    secs = [s for s in u.config_sections(text) or [] if s.line]
+    for sec, k in zip(secs, (2, 8), strict=True):
+        got = {n: v for _, n, v in sec.settings}
+        assert u.parse_radix(got["UCC_TL_UCP_ALLREDUCE_KN_RADIX"]).at(8) == k, got
+    # UCC_TL_UCP_ALLGATHER_KN_RADIX: measured at 4 only, so in the 8-inf section as well
+    assert all("UCC_TL_UCP_ALLGATHER_KN_RADIX" in {n for _, n, _ in s.settings} for s in secs)
+
+
+def test_the_radix_settings_reach_bash_and_the_checker(tmp_path: Path) -> None:
+    sections = _radix_sections(RADIX_RUNS)
+    carried, radix, _ = ucc.env_form(sections)
+    f = tmp_path / "ucc.env"
+    f.write_text(ucc.env_file(ucc.render(carried), ["a comment"], radix))
+    for var, value in radix.items():
+        got = subprocess.run(["bash", "-c", f'set -a; . "$1"; set +a; printf %s "${var}"',
+                              "bash", str(f)], capture_output=True, text=True, timeout=30,
+                             check=True).stdout
+        assert got == value
+    r = tune_cli("check", str(f))
+    assert r.returncode == 0 and "UCC_TL_UCP_ALLGATHER_KN_RADIX" in r.stdout, r.stderr
+    with pytest.raises(ColltuneError):
+        ucc.env_file("allreduce:@knomial", [], {"UCC_TL_UCP_ALLREDUCE_KN_RADIX": "2'; id; '"})
+
+
+@pytest.mark.mpi
+def test_export_installs_the_radix_settings_for_every_users_jobs(tmp_path: Path) -> None:
+    """The parameter file hands the string and each radix setting to every rank (Open MPI
+    5's mca_base_env_list, entries joined by ';', read by the real 5.0 wheel), and the
+    modules set them, loaded by tclsh and lua."""
+    sections = _radix_sections(RADIX_RUNS)
+    carried, radix, _ = ucc.env_form(sections)
+    value = ucc.render(carried)
+    src = tmp_path / "ucc.env"
+    src.write_text(ucc.env_file(value, ["written by a tune"], radix))
+    site = tmp_path / "site"
+    r = tune_cli("export", "--from", str(src), "--site", str(site))
+    assert r.returncode == 0, r.stderr
+    want = {**ucc.UCC_ON, u.TL_UCP: value, **radix}
+    for module in ("tuned", "tuned.lua"):
+        assert module_env(site / "modulefiles" / "colltune" / module) == want
+    mpi: OpenMPI = get_mpi("ompi50")
+    exe = _env_printer(mpi, tmp_path)
+    for var, v in {u.TL_UCP: value, **radix}.items():
+        r2 = subprocess.run([str(mpi.mpirun), "-np", "2", "--oversubscribe", str(exe), var],
+                            capture_output=True, text=True, timeout=120, env=launch_env({
+                                "OMPI_MCA_mca_base_param_files":
+                                    str(site / "openmpi-mca-params.conf"),
+                                "OMPI_MCA_btl": "^ofi"}))
+        assert sorted(r2.stdout.splitlines()) == [f"rank {i}: {v}" for i in (0, 1)], r2
+    src.write_text(f"{u.TL_UCP}='{value}'\nUCC_TL_UCP_ALLREDUCE_KN_RADIX='0-4k:host:auto'\n")
+    r = tune_cli("export", "--from", str(src), "--site", str(tmp_path / "bad"))
+    assert r.returncode != 0 and not (tmp_path / "bad").exists(), r.stderr

@@ -185,3 +185,81 @@ def test_check_says_when_the_installation_never_hands_a_collective_to_ucc(
     r = tune_cli("check", str(f), "--mpi", str(ompi41.prefix), env=ompi41.tool_env())
     assert r.returncode == 0, r.stderr
     assert "has no coll/ucc component: its collectives never reach UCC" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("text, default, at", [
+    ("auto", None, {0: None, 1 << 30: None}),
+    ("4", 4, {0: 4}),
+    ("0-4k:host:2,auto", None, {0: 2, 4096: 2, 4097: None}),  # both ends included
+    ("host:8,3", 3, {0: 8, u.INF: 8}),
+    ("0-4095:2,4096-inf:host:4,AUTO", None, {4095: 2, 4096: 4, u.INF: 4}),
+    ("0-1k:cuda:2,4", 4, {0: 4}),  # another memory type's range: not a host call's
+    ("0-1k:2,0-64k:4,auto", None, {1024: 2, 1025: 4}),  # the first that holds it wins
+    (",,0-1k::2,,auto,", None, {512: 2}),  # empty parts and fields vanish (strtok)
+])
+def test_a_radix_setting_reads_as_ucc_reads_it(text: str, default: object,
+                                               at: dict[int, object]) -> None:
+    """UCC 1.8's per-range radix (ucc_config_sscanf_uint_ranged): parts by ',', fields by
+    ':', the first range that holds a size and memory type gives its radix, both ends
+    included (unlike a tuning string's ranges); `auto` alone is the default. Held to UCC
+    itself (`ucc_info -c`) by tests/test_ucc_live.py."""
+    r = u.parse_radix(text)
+    assert r.default == default
+    for size, k in at.items():
+        assert r.at(size) == k, (text, size)
+
+
+@pytest.mark.parametrize("text, token", [
+    ("0-4k:host:auto", "0-4k:host:auto"),  # auto is the default's alone
+    ("0-4k:host", "0-4k:host"),  # the last field is the radix
+    ("0-4k:foo:2", "0-4k:foo:2"),
+    ("1:0-4k:host:2", "1:0-4k:host:2"),  # four fields
+    ("4k-:2,auto", "4k-:2"),  # one end: no range
+    ("", ""),
+])
+def test_a_radix_setting_ucc_rejects_is_refused_naming_the_part(text: str, token: str
+                                                                ) -> None:
+    with pytest.raises(u.UccTuneError) as e:
+        u.parse_radix(text)
+    assert e.value.token == token
+
+
+def test_what_ucc_takes_in_a_radix_setting_but_runs_otherwise_is_said() -> None:
+    said = u.radix_problems(u.parse_radix("0-64k:host:4,0-4k:host:2,1k-0:3,1"))
+    assert any("inside 0-65536, which comes first" in s for s in said), said
+    assert any("ends before it starts" in s for s in said), said
+    assert any("default radix 1" in s for s in said), said
+    assert any("no default" in s for s in u.radix_problems(u.parse_radix("0-4k:host:2")))
+    assert not u.radix_problems(u.parse_radix("0-4k:host:2,4k-inf:host:4,auto"))
+
+
+def test_a_written_radix_setting_gives_each_range_its_radix() -> None:
+    """Written from (first size, end excluded, radix) rows with both ends included, host
+    memory and UCC's own radix (auto) elsewhere: each row's first and last size, and the
+    size after it, read back as meant."""
+    rows = [(0, 4096, 2), (4096, 65536, 4), (1 << 20, u.INF, 3)]
+    text = u.render_radix(rows)
+    assert text == "0-4095:host:2,4K-65535:host:4,1M-inf:host:3,auto", text
+    r = u.parse_radix(text)
+    assert not u.radix_problems(r)
+    for lo, hi, k in rows:
+        assert r.at(lo) == k and r.at(hi - 1 if hi != u.INF else hi) == k
+        assert r.at(lo, "cuda") is None
+    assert r.at(65536) is None and r.at((1 << 20) - 1) is None
+
+
+def test_tune_check_reads_radix_settings_beside_the_string(tmp_path: Path) -> None:
+    f = tmp_path / "ucc.env"
+    f.write_text("UCC_TL_UCP_TUNE='allreduce:0-4k:@knomial'\n"
+                 "UCC_TL_UCP_ALLREDUCE_KN_RADIX='0-4095:host:2,auto'\n")
+    r = tune_cli("check", str(f))
+    assert r.returncode == 0 and "UCC_TL_UCP_ALLREDUCE_KN_RADIX" in r.stdout, r.stdout
+    for bad, why in (("0-4k:host:auto", "UCC rejects the setting at '0-4k:host:auto'"),
+                     ("0-4k:host:1,auto", "radix 1 (a k-nomial tree needs 2 or more)")):
+        f.write_text(f"UCC_TL_UCP_ALLGATHER_KN_RADIX='{bad}'\n")
+        r = tune_cli("check", str(f))
+        assert r.returncode == 1 and why in " ".join(r.stderr.split()), r.stderr
+        assert "ucc.env:1:" in r.stderr
+    f.write_text("UCC_TL_UCP_BCAST_SAG_KN_RADIX=0-4k:host:2\n")  # no default: a warning
+    r = tune_cli("check", str(f))
+    assert r.returncode == 0 and "no default" in " ".join((r.stdout + r.stderr).split())

@@ -146,7 +146,8 @@ def check_ucc_config(path: Path, text: str, served: list[str]) -> Checked:
         line = next((no for no, raw in enumerate(text.splitlines(), 1)
                      if raw.strip() == e.token), 0)
         raise FormatError(str(path), line, f"section {e.token}: {e.why}") from None
-    tuning = [s for s in secs if any(ucc_tune.UCC_TUNE.fullmatch(n) for _, n, _ in s.settings)]
+    tuning = [s for s in secs if any(ucc_tune.UCC_TUNE.fullmatch(n) or n in ucc_tune.RANGED_RADIX
+                                     for _, n, _ in s.settings)]
     for i, a in enumerate(tuning):
         for b in tuning[i + 1:]:
             if a.line and b.line and a.meets(b):
@@ -155,8 +156,8 @@ def check_ucc_config(path: Path, text: str, served: list[str]) -> Checked:
                                   "either, which one is not said")
     warnings, n = [], 0
     for sec in tuning:
-        got = check_ucc(path, [x for x in sec.settings if ucc_tune.UCC_TUNE.fullmatch(x[1])],
-                        [], sec.teams())
+        got = check_ucc(path, [x for x in sec.settings if ucc_tune.UCC_TUNE.fullmatch(x[1])
+                               or x[1] in ucc_tune.RANGED_RADIX], [], sec.teams())
         warnings += got.warnings
         n += sum(len(ucc_tune.parse(v)) for _, name, v in sec.settings
                  if ucc_tune.UCC_TUNE.fullmatch(name))
@@ -178,6 +179,10 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
     doc: list[dict[str, object]] = []
     n = 0  # tokens in all
     for no, name, value in strings:
+        if name in ucc_tune.RANGED_RADIX:
+            warnings += _check_radix(path, no, name, value)
+            doc.append({"variable": name, "line": no, "radix": True})
+            continue
         try:
             tokens = ucc_tune.parse(value)
         except ucc_tune.UccTuneError as e:
@@ -214,6 +219,22 @@ def check_ucc(path: Path, strings: list[tuple[int, str, str]], served: list[str]
         n += len(tokens)
     return Checked(f"UCC tuning strings ({', '.join(str(d['variable']) for d in doc)}), "
                    f"{n} token(s)", {"format": "ucc-tune", "strings": doc}, warnings + served)
+
+
+def _check_radix(path: Path, no: int, name: str, value: str) -> list[str]:
+    """A radix setting per message range, read as UCC 1.8 reads it: what it rejects (then
+    tl/ucp does not load, and no collective runs on it) and a radix below 2 (no k-nomial
+    tree) are errors; ranges it never reaches and a missing default are warnings."""
+    try:
+        radix = ucc_tune.parse_radix(value)
+    except ucc_tune.UccTuneError as e:
+        raise FormatError(str(path), no, f"{name}: UCC rejects the setting at {e.token!r}: "
+                          f"{e.why}; tl/ucp would not load") from None
+    problems = ucc_tune.radix_problems(radix)
+    bad = [p for p in problems if "needs 2 or more" in p]
+    if bad:
+        raise FormatError(str(path), no, f"{name}: {bad[0]}")
+    return [f"{name} (line {no}): {p}" for p in problems]
 
 
 def layouts_said(text: str) -> list[str]:

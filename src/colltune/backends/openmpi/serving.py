@@ -180,9 +180,12 @@ def ucc_warnings(mpi: OpenMPI, env: dict[str, str]) -> list[str]:
 
 # rank 0 under gdb, the others as they are (Open MPI's mpirun sets OMPI_COMM_WORLD_RANK,
 # srun SLURM_PROCID)
+# the ranks COLLTUNE_BREAK_RANKS lists run under gdb, each writing its counts to its own
+# file (COLLTUNE_BREAK_OUT.RANK); the others run as they are
 _WRAP = ('r=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-0}}; g=$1; shift; '
-         'if [ "$r" = 0 ]; then exec "$g" -q -batch -nx -x "$COLLTUNE_BREAK_SCRIPT" '
-         '--args "$@"; else exec "$@"; fi')
+         'case " $COLLTUNE_BREAK_RANKS " in *" $r "*) '
+         'COLLTUNE_BREAK_OUT=$COLLTUNE_BREAK_OUT.$r exec "$g" -q -batch -nx -x '
+         '"$COLLTUNE_BREAK_SCRIPT" --args "$@";; *) exec "$@";; esac')
 
 # an entry of a component's collective: ompi_coll_adapt_bcast, mca_coll_han_bcast_intra,
 # ompi_coll_tuned_bcast_intra_dec_fixed, mca_coll_ucc_bcast (base: shared algorithms)
@@ -242,6 +245,14 @@ def count_calls(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],
     """Per kernel size, the calls rank 0 made into the library's functions that match
     `functions` (a gdb regex to list them, a Python regex to keep them), in one launch of
     the kernel's `coll` with `env` (kernel/breakcount.gdb)."""
+    return count_by_rank(mpi, placement, coll, sizes, env, functions, (0,), gdb)[0]
+
+
+def count_by_rank(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],  # noqa: PLR0913 (count_calls' and which ranks)
+                  env: dict[str, str], functions: tuple[str, str], ranks: tuple[int, ...],
+                  gdb: str = "gdb") -> dict[int, dict[int, dict[str, int]]]:
+    """count_calls for each of `ranks` (of MPI_COMM_WORLD), in the same launch: rank ->
+    size -> function -> calls."""
     exe = build_kernel(mpi)
     script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
@@ -254,16 +265,19 @@ def count_calls(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],
                           "COLLTUNE_BREAK_LIST": functions[0],
                           "COLLTUNE_BREAK_MATCH": functions[1],
                           "COLLTUNE_BREAK_OUT": str(out),
+                          "COLLTUNE_BREAK_RANKS": " ".join(map(str, ranks)),
                           # the components are opened inside MPI_Init (as DSOs where built
                           # so): listed at the kernel's first point, before its calls
                           "COLLTUNE_BREAK_AFTER": "collbench_point"})
         cmd = [*launch_command(mpi, placement), "/bin/sh", "-c", _WRAP, "sh", gdb]
         outcome = run_kernel(cmd, exe, plan, job, runs_on=mpi)
-        if outcome.status != "ok" or not out.exists():
-            raise MPIError(f"the launch that counts {coll}'s calls (rank 0 under gdb) "
-                           f"failed: {outcome.status} {outcome.message}".strip(),
+        files = {r: out.with_name(f"{out.name}.{r}") for r in ranks}
+        if outcome.status != "ok" or not all(f.exists() for f in files.values()):
+            raise MPIError(f"the launch that counts {coll}'s calls (rank(s) "
+                           f"{', '.join(map(str, ranks))} under gdb) failed: "
+                           f"{outcome.status} {outcome.message}".strip(),
                            "check that gdb runs here (ptrace allowed) and that the job "
                            "runs without gdb")
-        counts = json.loads(out.read_text())
-    return {int(k): {fn: n for fn, n in v.items() if isinstance(n, int)}
-            for k, v in counts.items()}
+        counts = {r: json.loads(f.read_text()) for r, f in files.items()}
+    return {r: {int(k): {fn: n for fn, n in v.items() if isinstance(n, int)}
+                for k, v in c.items()} for r, c in counts.items()}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from colltune.backends.openmpi.install import OpenMPI
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import RADIX, Catalog, Param
 from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
@@ -41,6 +41,11 @@ _WHOLE_BUFFER = frozenset({"allgather", "alltoall"})
 SAFE = re.compile(r"[A-Za-z0-9_:,.#@\[\]\-]*")
 USE = ("set -a; . THIS_FILE; set +a; mpirun --mca coll_ucc_enable 1 --mca coll_ucc_priority "
        "100 -x UCC_TL_UCP_TUNE ...")
+
+
+def use(radix: dict[str, str]) -> str:
+    """How a job takes the environment file (each variable it sets passed on by -x)."""
+    return USE.replace(" ...", "".join(f" -x {v}" for v in radix) + " ...")
 
 
 def msg_size(coll: Collective, size: int, np: int) -> int:
@@ -114,9 +119,24 @@ def algorithms(mpi: OpenMPI) -> tuple[dict[str, tuple[str, ...]], str]:
     return table, f"`{info} -A`"
 
 
+# the radices measured where an algorithm takes one per message range (rules/ucc_tune's
+# RADIX_VARS), up to the team size: UCC takes the smaller of the two
+RADICES = (2, 3, 4, 8, 16, 32, 64)
+
+
 class UccCatalog(Catalog):
     """tl/ucp's algorithms as a catalog: 0 is UCC's own choice, n the (n-1)th of its table
-    (those UCC refuses for host buffers left out: HOST_REFUSED)."""
+    (those UCC refuses for host buffers left out: HOST_REFUSED); the k-nomial algorithms
+    whose radix UCC takes per message range carry it (0: the algorithm's own, "auto")."""
+
+    def declared(self) -> tuple[Param, ...]:
+        return (Param(RADIX, "radix"),)
+
+    def param_values(self, coll: str, alg: int, np: int, grid: dict[str, list[int]]
+                     ) -> dict[str, list[int]]:
+        if (coll, self.algorithm_name(coll, alg)) not in ucc_tune.RADIX_VARS:
+            return {}
+        return {RADIX: grid.get(RADIX, [0, *(k for k in RADICES if k <= max(np, 2))])}
 
 
 def catalog(table: dict[str, tuple[str, ...]], colls: list[str]) -> UccCatalog:
@@ -126,28 +146,35 @@ def catalog(table: dict[str, tuple[str, ...]], colls: list[str]) -> UccCatalog:
 
 
 def forcing(catalog: Catalog, coll: Collective, cfg: Config) -> dict[str, str]:
-    """The environment that runs `cfg` at every size of a job (nothing: UCC's own)."""
+    """The environment that runs `cfg` at every size of a job (nothing: UCC's own): the
+    algorithm by the string, its radix (where set) by its variable's default."""
     if cfg.algorithm == 0:
         return {}
     name = catalog.algorithm_name(coll.name, cfg.algorithm)
-    return {ucc_tune.TL_UCP: f"{coll.name}:0-inf:@{name}"}
+    out = {ucc_tune.TL_UCP: f"{coll.name}:0-inf:@{name}"}
+    if cfg.get(RADIX) and (var := ucc_tune.RADIX_VARS.get((coll.name, name))):
+        out[var] = str(cfg.get(RADIX))
+    return out
 
 
-# A section: (collective, the team size measured) -> [(first message size, algorithm or
-# None for UCC's own choice)], message sizes in UCC's own measure
-Sections = dict[tuple[str, int], list[tuple[int, str | None]]]
+# A section: (collective, the team size measured) -> rows of (first message size,
+# algorithm or None for UCC's own choice, radix or 0 for the algorithm's own), message
+# sizes in UCC's own measure
+Row = tuple[int, str | None, int]
+Sections = dict[tuple[str, int], list[Row]]
 
 
-def section(catalog: Catalog, coll: str, ds: list[Decision]) -> list[tuple[int, str | None]]:
+def section(catalog: Catalog, coll: str, ds: list[Decision]) -> list[Row]:
     """Where each decision's range starts (as coll/tuned's rules: the geometric midpoint,
     or the measured size where UCC's own choice meets a chosen one) and what it runs."""
     ordered = sorted(ds, key=lambda d: d.lookup_size)
     starts = boundaries([d.lookup_size for d in ordered], [d.chosen == DEFAULT for d in ordered])
-    out: list[tuple[int, str | None]] = []
+    out: list[Row] = []
     for start, d in zip(starts, ordered, strict=False):
         alg = None if d.chosen == DEFAULT else catalog.algorithm_name(coll, d.chosen.algorithm)
-        if not out or out[-1][1] != alg:
-            out.append((start, alg))
+        radix = d.chosen.get(RADIX) if alg is not None else 0
+        if not out or out[-1][1:] != (alg, radix):
+            out.append((start, alg, radix))
     return out
 
 
@@ -161,7 +188,7 @@ def render(sections: Sections) -> str:
         for i, np in enumerate(nps):
             team = f"[{np}-{nps[i + 1] - 1 if i + 1 < len(nps) else 'inf'}]"
             rows = sections[(coll, np)]
-            for j, (lo, alg) in enumerate(rows):
+            for j, (lo, alg, _) in enumerate(rows):
                 end = rows[j + 1][0] if j + 1 < len(rows) else ucc_tune.INF
                 if alg is not None:
                     tokens.append(f"{coll}:{ucc_tune.size_text(lo)}-"
@@ -169,9 +196,10 @@ def render(sections: Sections) -> str:
     return "#".join(tokens)
 
 
-def read_sections(value: str, where: str) -> Sections:
-    """The sections of a string colltune wrote (to merge a new run into): refused where the
-    string is not one token per collective, range, team span and algorithm."""
+def read_sections(value: str, where: str, radix: dict[str, str] | None = None) -> Sections:
+    """The sections of a string colltune wrote, with the radix settings beside it (to
+    merge a new run into): refused where the string is not one token per collective,
+    range, team span and algorithm, or a radix setting not one colltune writes."""
     spans: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
     try:
         tokens = ucc_tune.parse(value)
@@ -186,19 +214,38 @@ def read_sections(value: str, where: str) -> Sections:
                                 "changed")
         (lo, hi), (team, _) = t.ranges[0], t.teams[0]
         spans.setdefault((t.colls[0], team), []).append((lo, hi, t.alg))
+    radices = {var: _read_radix(v, var, where) for var, v in (radix or {}).items()}
     out: Sections = {}
     for key, have in spans.items():
-        rows: list[tuple[int, str | None]] = []
+        rows: list[Row] = []
         pos = 0
         for lo, hi, alg in sorted(have):
             if lo > pos:
-                rows.append((pos, None))  # a gap: UCC's own choice
-            rows.append((lo, alg))
+                rows.append((pos, None, 0))  # a gap: UCC's own choice
+            var = ucc_tune.RADIX_VARS.get((key[0], alg))
+            k = radices[var].at(lo) if var in radices else None
+            rows.append((lo, alg, k if isinstance(k, int) else 0))
             pos = hi
         if pos != ucc_tune.INF:
-            rows.append((pos, None))
+            rows.append((pos, None, 0))
         out[key] = rows
     return out
+
+
+def _read_radix(value: str, var: str, where: str) -> ucc_tune.Radix:
+    """A radix setting colltune wrote: host ranges and `auto` after them."""
+    try:
+        r = ucc_tune.parse_radix(value)
+    except ucc_tune.UccTuneError as e:
+        r = None
+        why = str(e)
+    else:
+        why = "it is not one colltune writes"
+    if (r is None or r.default is not None or var not in ucc_tune.RADIX_VARS.values()
+            or any(x.mem_types != ("host",) for x in r.ranges)):
+        raise ColltuneError(f"will not merge into {where}: its {var}: {why}",
+                            "choose another --out; it was not changed")
+    return r
 
 
 def config_file(sections: Sections, one_node: set[int], header: list[str]) -> str:
@@ -222,6 +269,59 @@ def config_file(sections: Sections, one_node: set[int], header: list[str]) -> st
         _written(value)
         keys = f"team_size={lo}-{hi}" + (" nnodes=1" if lo in one_node else "")
         out += f"\n[{keys}]\n{ucc_tune.TL_UCP}={value}\n"
+        # the radices of this span's teams only: a section confines them (the job-wide
+        # variables of the environment form cannot)
+        out += "".join(f"{var}={_written(v)}\n" for var, v in radix_settings(mine).items())
+    return out
+
+
+def radix_settings(sections: Sections) -> dict[str, str]:
+    """The radix variables that give each row with a radix its radix (the algorithm's own
+    elsewhere), for sections of one collective each (the variables are not per team)."""
+    rows: dict[str, list[tuple[int, int, int]]] = {}
+    for (coll, _), sec in sorted(sections.items()):
+        for j, (lo, alg, k) in enumerate(sec):
+            var = ucc_tune.RADIX_VARS.get((coll, alg or ""))
+            if var and k:
+                end = sec[j + 1][0] if j + 1 < len(sec) else ucc_tune.INF
+                rows.setdefault(var, []).append((lo, end, k))
+    return {var: ucc_tune.render_radix(r) for var, r in sorted(rows.items())}
+
+
+def env_form(sections: Sections) -> tuple[Sections, dict[str, str], list[str]]:
+    """What a job's environment can carry of `sections`: the string's sections, the radix
+    variables, and what was left out and why. A radix variable is one per job, for teams
+    of every size: where a collective's radices were chosen at one team size it is
+    written (said: a k-nomial UCC chooses itself for a smaller team runs it too); where at
+    several, its rows with a radix are left to UCC here (the configuration file, with a
+    section per span of team sizes, keeps them)."""
+    out: Sections = {}
+    said = []
+    for coll in sorted({c for c, _ in sections}):
+        mine = {k: v for k, v in sections.items() if k[0] == coll}
+        with_radix = sorted(np for (_, np), rows in mine.items() if any(r[2] for r in rows))
+        if len(mine) > 1 and with_radix:
+            said.append(f"{coll}: radices chosen at teams of {', '.join(map(str, with_radix))} "
+                        "ranks are in the configuration file (-sections.conf) only: a "
+                        "job's environment holds one radix setting for every team size, so "
+                        "those ranges are left to UCC here")
+            mine = {k: _merged([(lo, None if k_ else alg, 0)
+                                for lo, alg, k_ in rows]) for k, rows in mine.items()}
+        elif with_radix:
+            said.append(f"{coll}: the radix setting is for the job, teams of every size: "
+                        f"below {with_radix[0]} ranks, where the string leaves UCC its own "
+                        "choice, a k-nomial UCC chooses there takes this radix too "
+                        "(the configuration file, -sections.conf, confines it)")
+        out.update(mine)
+    return out, radix_settings(out), said
+
+
+def _merged(rows: list[Row]) -> list[Row]:
+    """Rows with neighbours that run the same joined."""
+    out: list[Row] = []
+    for r in rows:
+        if not out or out[-1][1:] != r[1:]:
+            out.append(r)
     return out
 
 
@@ -229,12 +329,14 @@ def config_path(out: Path) -> Path:
     return out.with_name(out.stem + "-sections.conf")
 
 
-def mca_fragment(value: str, header: list[str]) -> str:
+def mca_fragment(value: str, header: list[str], radix: dict[str, str] | None = None) -> str:
     """The MCA parameter file that switches coll/ucc on above every other component and
-    hands the string to UCC in every rank (Open MPI 5's mca_base_env_list)."""
+    hands the string (and the radix settings) to UCC in every rank (Open MPI 5's
+    mca_base_env_list, whose entries ';' separates: no value colltune writes holds one)."""
+    env = ";".join(f"{k}={_written(v)}" for k, v in {ucc_tune.TL_UCP: value,
+                                                      **(radix or {})}.items())
     return _comments(header) + (
-        "coll_ucc_enable = 1\ncoll_ucc_priority = 100\n"
-        f"mca_base_env_list = {ucc_tune.TL_UCP}={_written(value)}\n")
+        f"coll_ucc_enable = 1\ncoll_ucc_priority = 100\nmca_base_env_list = {env}\n")
 
 
 def _written(value: str) -> str:
@@ -256,9 +358,11 @@ def fragment_path(out: Path) -> Path:
     return out.with_name(out.stem + "-mca-params.conf")
 
 
-def env_file(value: str, header: list[str]) -> str:
-    """The job's environment file: the string, single-quoted (it holds '#' and '[')."""
-    return _comments(header) + f"{ucc_tune.TL_UCP}='{_written(value)}'\n"
+def env_file(value: str, header: list[str], radix: dict[str, str] | None = None) -> str:
+    """The job's environment file: the string, single-quoted (it holds '#' and '['), and
+    the radix settings."""
+    return _comments(header) + "".join(
+        f"{k}='{_written(v)}'\n" for k, v in {ucc_tune.TL_UCP: value, **(radix or {})}.items())
 
 
 def says(value: str) -> Callable[[Collective, int, int], str | None]:
@@ -330,14 +434,83 @@ def runs_alone(coll: str, alg: str, got: set[str]) -> bool:
         g.startswith("coll/") for g in got)
 
 
+# UCX's tagged send: every message tl/ucp posts goes through it (some algorithms past
+# tl/ucp's own send function: allgather's knomial), so its calls per kernel point tell
+# radices apart. Counted on the first and the last rank: at 4 ranks rank 0 alone sends
+# as often with radix 3 as with 4 (allreduce, allgather), the last rank (the one a radix
+# 3 tree leaves over) does not (UCC 1.8 here, tests/test_ucc_live.py)
+SEND = "ucp_tag_send_nbx"
+
+
+def sends(mpi: OpenMPI, placement: Placement, coll: Collective, sizes: list[int],
+          env: dict[str, str]) -> dict[int, tuple[int, int]]:
+    """Per size, the messages the first and the last rank posted in one kernel launch
+    with coll/ucc on and `env` (UCX's send function's calls counted under gdb; the
+    kernel's own barriers, served by UCC too, add the same number in every launch)."""
+    from colltune.backends.openmpi import serving
+
+    ranks = (0, placement.np - 1)
+    counts = serving.count_by_rank(mpi, placement, coll.name, sizes,
+                                   {**UCC_ON, **baseline(mpi), **env},
+                                   (f"^{SEND}$", f"^{SEND}$"), ranks)
+    return {s: (counts[0].get(s, {}).get(SEND, 0), counts[ranks[1]].get(s, {}).get(SEND, 0))
+            for s in sizes}
+
+
+def radix_proof(mpi: OpenMPI, placement: Placement, coll: Collective,
+                want: dict[int, tuple[str, int]], job: dict[str, str]) -> tuple[str, str]:
+    """That UCC ran each size's radix (`want`: size -> algorithm, radix): the first and
+    last ranks' sends with the job's settings against launches forcing the algorithm with
+    each radix up to the team size; a size is proven where its counts are its radix's and
+    every other radix sends otherwise there (where one does not, the sends cannot tell
+    the two apart: unproven)."""
+    np = placement.np
+    written = sends(mpi, placement, coll, sorted(want), job)
+    ref: dict[tuple[str, int], dict[int, tuple[int, int]]] = {}
+    for alg in sorted({a for a, _ in want.values()}):
+        var = ucc_tune.RADIX_VARS[(coll.name, alg)]
+        sizes = sorted(s for s, (a, _) in want.items() if a == alg)
+        for k in sorted({k for a, k in want.values() if a == alg}
+                        | {k for k in RADICES if k <= max(np, 2)}):
+            ref[(alg, k)] = sends(mpi, placement, coll, sizes,
+                                  {ucc_tune.TL_UCP: f"{coll.name}:0-inf:@{alg}", var: str(k)})
+    wrong, alike = [], []
+    for s, (alg, k) in sorted(want.items()):
+        mine = ref[(alg, k)][s]
+        others = {k2: r[s] for (a, k2), r in ref.items() if a == alg and k2 != k}
+        if written[s] != mine:
+            wrong.append(f"{s} B: sends {_pair(written[s])}, radix {k} {_pair(mine)} ("
+                         + ", ".join(f"radix {k2} {_pair(n)}" for k2, n in
+                                     sorted(others.items())) + ")")
+        elif same := sorted(k2 for k2, n in others.items() if n == mine):
+            alike.append(f"{s} B (radix {k} as {', '.join(map(str, same))})")
+    how = (f"ranks 0 and {np - 1}'s UCX sends under gdb, against each radix forced")
+    if wrong:
+        return "not applied", f"the radix UCC ran is not the file's ({how}): " + "; ".join(
+            wrong)
+    if alike:
+        return "unproven", (f"the sends cannot tell these radices apart at "
+                            f"{'; '.join(alike)} ({how})")
+    return "applied", f"UCC ran the file's radix at each of {len(want)} size(s) ({how})"
+
+
+def _pair(n: tuple[int, int]) -> str:
+    return f"{n[0]}/{n[1]}"
+
+
 def proof(mpi: OpenMPI, placement: Placement, value: str,  # noqa: PLR0913 (the job and what it should run)
-          table: dict[str, tuple[str, ...]], job: dict[str, str] | None = None
+          table: dict[str, tuple[str, ...]], job: dict[str, str] | None = None,
+          radix: dict[str, str] | None = None
           ) -> Callable[[Collective, int, list[int]], tuple[str, str]]:
     """`tune verify`'s proof that UCC ran what the string says (handed to the job as
     `job` says: by default in its environment): at every size where it names an
-    algorithm, rank 0 entered that algorithm's init function and no other's."""
+    algorithm, rank 0 entered that algorithm's init function and no other's; where the
+    job sets that algorithm's radix (`radix`: the settings the job reads; by default those
+    `job` holds), rank 0's sends are that radix's (radix_proof)."""
     at = says(value)
     job = job if job is not None else {ucc_tune.TL_UCP: value}
+    radices = {var: ucc_tune.parse_radix(v) for var, v in (radix or job).items()
+               if var in ucc_tune.RADIX_VARS.values()}
 
     def applied(coll: Collective, np: int, sizes: list[int]) -> tuple[str, str]:
         want = {s: a for s in sizes if (a := at(coll, np, s)) is not None}
@@ -350,7 +523,17 @@ def proof(mpi: OpenMPI, placement: Placement, value: str,  # noqa: PLR0913 (the 
         if wrong:
             return "not applied", "UCC's init functions (rank 0 under gdb): " + "; ".join(
                 wrong)
-        return "applied", (f"UCC initialised the string's algorithm at each of {len(want)} "
-                           "size(s) (its tl/ucp init functions, rank 0 under gdb)")
+        said = (f"UCC initialised the string's algorithm at each of {len(want)} size(s) "
+                "(its tl/ucp init functions, rank 0 under gdb)")
+        ks = {}
+        for s, a in want.items():
+            var = ucc_tune.RADIX_VARS.get((coll.name, a))
+            k = radices[var].at(msg_size(coll, s, np)) if var in radices else None
+            if isinstance(k, int):
+                ks[s] = (a, k)
+        if not ks:
+            return "applied", said
+        status, why = radix_proof(mpi, placement, coll, ks, job)
+        return status, f"{said}; {why}"
 
     return applied

@@ -35,7 +35,7 @@ from colltune.backends.openmpi.install import (
 from colltune.backends.openmpi.rules_files import check_ucc, check_ucc_config
 from colltune.backends.openmpi.tuned_rules import served_note
 from colltune.collectives import Collective
-from colltune.core.catalog import Catalog
+from colltune.core.catalog import RADIX, Catalog
 from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, read_text
@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context, Measurement, Store
 
-# what a job inherits that would change UCC's choice under the measurement
-_UCC_OWN = re.compile(r"UCC_(?:(?:CL|TL)_[A-Z0-9]+_TUNE|CONFIG_FILE)")
+# what a job inherits that would change UCC's choice under the measurement (a radix too:
+# UCC_TL_UCP_KN_RADIX sets every k-nomial's)
+_UCC_OWN = re.compile(r"UCC_(?:(?:CL|TL)_[A-Z0-9]+_TUNE|CONFIG_FILE|TL_UCP_[A-Z_]*KN_RADIX)")
 
 
 def ucc_installation(prefix: str | None) -> OpenMPI:
@@ -83,14 +84,9 @@ class UccFiles(OpenMPIFiles):
         if ucc_tune.env_lines(text) is None and ucc_tune.claims_config(text):
             return self._verify_config(path, text, np, mpi_prefix,
                                        self.backend.place(np, hostfile, launch))
-        lines = ucc_tune.env_lines(text) or []
-        values = [v for _, name, v in lines if name == ucc_tune.TL_UCP]
-        if len(values) != 1 or len(lines) != 1:
-            raise ColltuneError(f"{path}: tune verify takes a job's environment file of one "
-                                f"{ucc_tune.TL_UCP} line (not UCC's configuration file, "
-                                "yet)", "verify the string tune --tune-ucc wrote (--out)")
-        return _string_target(path, values[0], np, mpi_prefix,
-                              self.backend.place(np, hostfile, launch), None)
+        value, radix = _string_and_radix(path, ucc_tune.env_lines(text) or [], "verify")
+        return _string_target(path, value, np, mpi_prefix,
+                              self.backend.place(np, hostfile, launch), None, radix)
 
     def _verify_config(self, path: Path, text: str, np: int, mpi_prefix: str | None,
                        placement: Placement) -> VerifyTarget:
@@ -108,6 +104,8 @@ class UccFiles(OpenMPIFiles):
         mine = [s for s in secs if all(lo <= team[k] <= hi for k, (lo, hi) in s.ranges.items()
                                        if k in team) and "sock" not in s.ranges]
         strings = [v for s in mine for _, name, v in s.settings if name == ucc_tune.TL_UCP]
+        radix = {name: v for s in mine for _, name, v in s.settings
+                 if name in ucc_tune.RADIX_VARS.values()}
         if len(mine) != 1 or len(strings) != 1:
             why = "nothing to verify" if not mine else "UCC would take either"
             raise ColltuneError(f"{path}: {len(mine)} section(s) with a string match a team "
@@ -116,7 +114,7 @@ class UccFiles(OpenMPIFiles):
                                 f"tune check {path}; verify with the --np and layout a "
                                 "section was written for")
         return _string_target(path, strings[0], np, mpi_prefix, placement,
-                              {"UCC_CONFIG_FILE": str(path.resolve())})
+                              {"UCC_CONFIG_FILE": str(path.resolve())}, radix)
 
     def installable(self, req: ExportRequest) -> Installable:
         """The string (checked as UCC reads it for teams of every size), and the MCA
@@ -128,26 +126,21 @@ class UccFiles(OpenMPIFiles):
         if lines is None and ucc_tune.claims_config(text):
             return self._installable_config(req, text)
         lines = lines or []
-        if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
-            raise ColltuneError(f"will not export {req.source}: it is not a job's "
-                                f"environment file of one {ucc_tune.TL_UCP} line, nor UCC's "
-                                "configuration file",
-                                "export the string tune --tune-ucc wrote (--out), or its "
-                                "configuration file (-sections.conf)")
-        value = lines[0][2]
+        value, radix = _string_and_radix(req.source, lines, "export")
         check_ucc(req.source, lines, [])  # a string UCC would refuse for some teams: refused
-        if not ucc.SAFE.fullmatch(value):
+        if not all(ucc.SAFE.fullmatch(v) for v in (value, *radix.values())):
             raise ColltuneError(f"will not export {req.source}: its string holds characters "
                                 "colltune does not write into every user's files",
                                 "export the file tune --tune-ucc wrote")
         if req.mpi is not None:
             ucc_installation(req.mpi)  # an Open MPI whose jobs never reach UCC: refused
         where = _where(req)
+        job = {ucc_tune.TL_UCP: value, **radix}
         return Installable(
             [Planned(destination(where / self.backend.rules_name),
-                     ucc.env_file(value, [req.stamp]), self.backend.rules_what),
-             _params_file(req, f"{ucc_tune.TL_UCP}={value}", "string")],
-            {**ucc.UCC_ON, ucc_tune.TL_UCP: value},
+                     ucc.env_file(value, [req.stamp], radix), self.backend.rules_what),
+             _params_file(req, ";".join(f"{k}={v}" for k, v in job.items()), "string")],
+            {**ucc.UCC_ON, **job},
             "Open MPI collectives served by UCC, tuned by colltune")
 
     def _installable_config(self, req: ExportRequest, text: str) -> Installable:
@@ -162,12 +155,13 @@ class UccFiles(OpenMPIFiles):
         body = []
         for sec in secs:
             if sec.names or not _HEADER_WRITTEN.fullmatch(sec.header) or any(
-                    not ucc_tune.UCC_TUNE.fullmatch(n) or not ucc.SAFE.fullmatch(v)
-                    for _, n, v in sec.settings):
+                    not (ucc_tune.UCC_TUNE.fullmatch(n) or n in ucc_tune.RADIX_VARS.values())
+                    or not ucc.SAFE.fullmatch(v) for _, n, v in sec.settings):
                 raise ColltuneError(f"will not export {req.source}: section [{sec.header}] "
                                     f"(line {sec.line}) holds what tune --tune-ucc does not "
                                     "write (a vendor or model, a setting other than a tuning "
-                                    "string, or characters colltune never writes)",
+                                    "string or a radix, or characters colltune never "
+                                    "writes)",
                                     "export the configuration file tune --tune-ucc wrote")
             body += [f"[{sec.header}]", *(f"{n}={v}" for _, n, v in sec.settings), ""]
         if req.mpi is not None:
@@ -184,6 +178,22 @@ class UccFiles(OpenMPIFiles):
              _params_file(req, f"UCC_CONFIG_FILE={conf_file}", "configuration file")],
             {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(conf_file)},
             "Open MPI collectives served by UCC, tuned by colltune (configuration file)")
+
+
+def _string_and_radix(path: Path, lines: list[tuple[int, str, str]], verb: str
+                      ) -> tuple[str, dict[str, str]]:
+    """A job's environment file as tune --tune-ucc writes it: one UCC_TL_UCP_TUNE line
+    and the radix settings of the algorithms it tunes (each at most once)."""
+    names = [n for _, n, _ in lines]
+    if names.count(ucc_tune.TL_UCP) != 1 or len(set(names)) != len(names) or any(
+            n != ucc_tune.TL_UCP and n not in ucc_tune.RADIX_VARS.values() for n in names):
+        raise ColltuneError(f"will not {verb} {path}: it is not a job's environment file of "
+                            f"one {ucc_tune.TL_UCP} line and the radix settings tune "
+                            "--tune-ucc writes, nor UCC's configuration file",
+                            "use the string tune --tune-ucc wrote (--out), or its "
+                            "configuration file (-sections.conf)")
+    return (next(v for _, n, v in lines if n == ucc_tune.TL_UCP),
+            {n: v for _, n, v in lines if n != ucc_tune.TL_UCP})
 
 
 def _where(req: ExportRequest) -> Path:
@@ -216,9 +226,16 @@ _PATH_IN_PARAMS = re.compile(r"/[A-Za-z0-9_./+-]*")
 
 
 def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # noqa: PLR0913 (what is verified, where, and how the job gets it)
-                   placement: Placement, job: dict[str, str] | None) -> VerifyTarget:
-    """`tune verify` of the string UCC reads for a team of `np` (`job`: how the job is
-    handed it; None: as UCC_TL_UCP_TUNE in its environment)."""
+                   placement: Placement, job: dict[str, str] | None,
+                   radix: dict[str, str]) -> VerifyTarget:
+    """`tune verify` of the string UCC reads for a team of `np`, with the radix settings
+    beside it (`job`: how the job is handed them; None: in its environment)."""
+    for var, v in radix.items():
+        try:
+            ucc_tune.parse_radix(v)
+        except ucc_tune.UccTuneError as e:
+            raise ColltuneError(f"not applied: UCC would not load tl/ucp with {var}: {e}",
+                                f"tune check {path}") from None
     try:
         tokens = ucc_tune.parse(value)
         ucc_tune.apply(tokens, np)
@@ -230,14 +247,21 @@ def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # n
     colls = sorted({c for t in tokens if t.for_team(np) for c in t.colls or table}
                    & set(ucc.PROVEN))
     at = ucc.says(value)
+    radices = {var: ucc_tune.parse_radix(v) for var, v in radix.items()}
 
     def rule_at(coll: Collective, n: int, size: int) -> Config | None:
         alg = at(coll, n, size)
-        return None if alg is None else Config(table[coll.name].index(alg) + 1)
+        if alg is None:
+            return None
+        var = ucc_tune.RADIX_VARS.get((coll.name, alg))
+        k = radices[var].at(ucc.msg_size(coll, size, n)) if var in radices else None
+        return Config.of(table[coll.name].index(alg) + 1,
+                         {RADIX: k} if isinstance(k, int) else {})
 
-    arm = job if job is not None else {ucc_tune.TL_UCP: value}
+    arm = job if job is not None else {ucc_tune.TL_UCP: value, **radix}
     return VerifyTarget(mpi, ucc.catalog(table, colls), colls, {"default": {}, "tuned": arm},
-                        placement, rule_at, ucc.proof(mpi, placement, value, table, arm))
+                        placement, rule_at, ucc.proof(mpi, placement, value, table, arm,
+                                                      radix))
 
 
 class UccBackend(Backend[OpenMPI]):
@@ -327,33 +351,40 @@ class UccSession(Session[OpenMPI]):
 
     def arms(self, coll: Collective, placement: Placement, ds: list[Decision], path: Path
              ) -> Arms:
-        value = ucc.render({(coll.name, placement.np): ucc.section(self.catalog, coll.name,
-                                                                   ds)})
-        write_file(path, ucc.env_file(value, []), "the tentative string")
-        return {"default": {}, "tuned": {ucc_tune.TL_UCP: value}}
+        mine = {(coll.name, placement.np): ucc.section(self.catalog, coll.name, ds)}
+        value, radix = ucc.render(mine), ucc.radix_settings(mine)
+        write_file(path, ucc.env_file(value, [], radix), "the tentative string")
+        return {"default": {}, "tuned": {ucc_tune.TL_UCP: value, **radix}}
 
     def write(self, decisions: Decisions, predicted: dict[tuple[str, int], str]) -> Written:
         out = self.opts.out
         sections: ucc.Sections = {}
         if out is not None and out.exists():  # merged into: its other sections are kept
             lines = ucc_tune.env_lines(read_text(out)) or []
-            if [n for _, n, _ in lines] != [ucc_tune.TL_UCP]:
+            names = [n for _, n, _ in lines]
+            if names.count(ucc_tune.TL_UCP) != 1 or any(
+                    n != ucc_tune.TL_UCP and n not in ucc_tune.RADIX_VARS.values()
+                    for n in names):
                 raise ColltuneError(f"will not merge into {out}: it is not a UCC string "
                                     "tune --tune-ucc wrote", "choose another --out; it was "
                                     "not changed")
-            sections = ucc.read_sections(lines[0][2], str(out))
+            sections = ucc.read_sections(
+                next(v for _, n, v in lines if n == ucc_tune.TL_UCP), str(out),
+                {n: v for _, n, v in lines if n != ucc_tune.TL_UCP})
         for name, per_np in decisions.items():
             for np, ds in per_np.items():
                 sections[(name, np)] = ucc.section(self.catalog, name, ds)
-        value = ucc.render(sections)
+        carried, radix, left = ucc.env_form(sections)
+        value = ucc.render(carried)
         header = [f"UCC tuning string written by colltune {__version__}", provenance(self.mpi),
                   "message sizes are UCC's: one rank's buffer (bcast, reduce, allreduce), "
-                  "the whole receive buffer (allgather, alltoall)",
+                  "the whole receive buffer (allgather, alltoall)", *left,
                   *served(sections, decisions), *decision_comments(decisions, self.catalog)]
         frag = ucc.fragment_path(out) if out is not None else None
-        use = (f"OMPI_MCA_mca_base_param_files={frag} mpirun ..." if frag else ucc.USE)
+        use = (f"OMPI_MCA_mca_base_param_files={frag} mpirun ..." if frag else ucc.use(radix))
         if out is not None and frag is not None:
-            write_file(out, ucc.env_file(value, [*header, f"use: {ucc.USE}"]), "--out")
+            write_file(out, ucc.env_file(value, [*header, f"use: {ucc.use(radix)}"], radix),
+                       "--out")
             one_node = {p.np for p in self.placements if p.nodes == 1}
             write_file(ucc.config_path(out), ucc.config_file(sections, one_node, [
                 f"{ucc_tune.CONFIG_HEADER} {__version__}: the string of "
@@ -365,10 +396,11 @@ class UccSession(Session[OpenMPI]):
                 f"UCC on above every other collective component, with the string of {out}",
                 "use: OMPI_MCA_mca_base_param_files=THIS_FILE mpirun ... (or the site's "
                 "openmpi-mca-params.conf; it sets mca_base_env_list, which another "
-                "setting of it replaces)"]), "--out")
+                "setting of it replaces)"], radix), "--out")
         return Written("UCC's tuning string (UCC_TL_UCP_TUNE)", str(frag) if frag else None,
                        use, record={"ucc": {
-                           "string": value, "mca_params": str(frag) if frag else None,
+                           "string": value, "radix": radix,
+                           "mca_params": str(frag) if frag else None,
                            "config_file": str(ucc.config_path(out)) if out else None}})
 
 
