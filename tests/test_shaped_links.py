@@ -207,19 +207,24 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
         classic.MsgRule(0, 0),
         classic.MsgRule(classic.lookup_size(get_collective("alltoall"), 1 << 19, 4) + 1, 2)]))
     (work / "v.conf").write_text(classic.render(rf))
-    before = gigabit.tcp()
-    r = gigabit.on("node1", [
-        sys.executable, "-m", "colltune.cli", "verify", "v.conf", *over, "-c", "alltoall",
-        "--rounds", "3", "--max-rounds", "6", "--json", "v.json", "--allow-inconclusive"],
-        env=env, cwd=work, timeout=900)
-    assert r.returncode in (0, 1), r.stderr[-3000:]  # a verdict, either way
-    grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
-    assert grew["TCPTimeouts"] > 0, grew  # the premise: the default congests the link
-    (check,) = json.loads((work / "v.json").read_text())["collectives"]
-    (row,) = [k for k in check["kernel"] if k["size"] == 1 << 20]
-    kd, nd, kt, nt = row["stalls"]
-    assert kd > 0, row  # the default stalls (whether the file's choice does less is the
-    # network's to say: 5 of 6 runs here, 11-22 stalls of 128 calls against 0-5)
+    # a second verify where the first's calls of the default saw no stall although the
+    # link's timeouts grew (twice on the machine of 2026-12-04, one of them in CI); where
+    # neither saw one, what is checked is that verify judged by medians and said nothing
+    # of means
+    for _ in (1, 2):
+        before = gigabit.tcp()
+        r = gigabit.on("node1", [
+            sys.executable, "-m", "colltune.cli", "verify", "v.conf", *over, "-c",
+            "alltoall", "--rounds", "3", "--max-rounds", "6", "--json", "v.json",
+            "--allow-inconclusive"], env=env, cwd=work, timeout=900)
+        assert r.returncode in (0, 1), r.stderr[-3000:]  # a verdict, either way
+        grew = {k: v - before[k] for k, v in gigabit.tcp().items()}
+        assert grew["TCPTimeouts"] > 0, grew  # the premise: the default congests the link
+        (check,) = json.loads((work / "v.json").read_text())["collectives"]
+        (row,) = [k for k in check["kernel"] if k["size"] == 1 << 20]
+        kd, nd, kt, nt = row["stalls"]
+        if kd > 0:  # the default stalls (whether the file's choice does less is the
+            break  # network's to say: 5 of 6 runs here, 11-22 stalls of 128 calls vs 0-5)
     # judged by means exactly where the stall counts tell the arms apart
     differ = stalls_differ((kd, nd, kt, nt))
     assert (row["statistic"] == "mean") == differ, row

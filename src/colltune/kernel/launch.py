@@ -44,9 +44,6 @@ class Repetitions:
     max_reps: int = 400
     rel_ci: float = 0.05  # stop when the 95% CI half-width of the median is this fraction
     point_time: float = 0.25  # ... or when a point has used this many seconds
-    # > 0: past this many seconds a point stops at 3 repetitions whatever min_reps says
-    # (0: the kernel's own, 10x point_time): a stage that must end in its stated time
-    floor_time: float = 0.0
     seed: int = 1  # order of configurations and sizes
     # isolated: one call after a barrier; back-to-back: a window of `window` calls with no
     # synchronisation between them, per call; both: one of each per repetition. Isolated
@@ -82,6 +79,9 @@ class Repetitions:
     # online's, from an application's own calls ("online=<digest of its command>"); "": the
     # kernel's. Never in the plan the kernel reads
     origin: str = ""
+    # > 0: past this many seconds a point stops at 3 repetitions whatever min_reps says
+    # (0: the kernel's own, 10x point_time): a stage that must end in its stated time
+    floor_time: float = 0.0
 
     def arrival_lines(self) -> list[str]:
         """The plan's `arrival` lines: what the kernel replays, as it reads it."""
