@@ -169,13 +169,11 @@ def section(catalog: Catalog, coll: str, ds: list[Decision]) -> list[Row]:
     or the measured size where UCC's own choice meets a chosen one) and what it runs."""
     ordered = sorted(ds, key=lambda d: d.lookup_size)
     starts = boundaries([d.lookup_size for d in ordered], [d.chosen == DEFAULT for d in ordered])
-    out: list[Row] = []
+    rows: list[Row] = []
     for start, d in zip(starts, ordered, strict=False):
         alg = None if d.chosen == DEFAULT else catalog.algorithm_name(coll, d.chosen.algorithm)
-        radix = d.chosen.get(RADIX) if alg is not None else 0
-        if not out or out[-1][1:] != (alg, radix):
-            out.append((start, alg, radix))
-    return out
+        rows.append((start, alg, d.chosen.get(RADIX) if alg is not None else 0))
+    return _merged(rows)
 
 
 def render(sections: Sections) -> str:
