@@ -2,7 +2,8 @@
 captures of the oracle's gain, its worst size, and the allocation it holds beside an
 OSU-driven exhaustive sweep's (issue 84, item 5); and, on the grids recorded at several
 communicator sizes (tests/data/smpi/commsizes), a tune at the powers of two judged at
-every size, between them included (item 4). Markdown on standard output.
+every size, between them included, beside the same tune with --between measure and the
+rule of the size below that files had before (item 4). Markdown on standard output.
 
     python bench/smpi_replay_bench.py
 """
@@ -35,19 +36,35 @@ def main() -> None:
               f"{r.gm(r.oracle):.3f} | {r.gm(r.speedup):.3f} | {100 * r.captured:.1f}% | "
               f"{r.worst:.3f} | {held:.1f} | {full:.1f} | {held / full:.3f} |", flush=True)
     print()
-    print("| platform | collective | communicator size | measured | oracle's gain (GM) | "
-          "file's gain (GM) | captured | worst size vs default |")
+    print("| platform | collective | communicator size | measured: powers of two / "
+          "--between measure | oracle's gain (GM) | powers of two: captured, worst | "
+          "--between measure: captured, worst | the rule below (before): captured, worst |")
     print("|---|---|---|---|---|---|---|---|")
     for (platform, coll), recorded in sorted(ladders().items()):
         anchors = [g for g in recorded if g.np & (g.np - 1) == 0]
+        spare = [g for g in recorded if g.np & (g.np - 1) != 0]
         with tempfile.TemporaryDirectory() as t:
-            tuned = tune_from(anchors, Path(t))
+            plain = tune_from(anchors, Path(t))
+        with tempfile.TemporaryDirectory() as t:
+            more = tune_from(anchors, Path(t), spare)
         for g in recorded:
-            r = judge(g, tuned)
-            print(f"| {platform} | {coll} | {g.np} | {'yes' if g in anchors else 'no'} | "
-                  f"{r.gm(r.oracle):.3f} | {r.gm(r.speedup):.3f} | {100 * r.captured:.1f}% | "
-                  f"{r.worst:.3f} |", flush=True)
-
+            r, m, b = judge(g, plain), judge(g, more), judge(g, plain, below=True)
+            said = "yes" if g.np in plain.measured else "no"
+            said += " / " + ("yes" if g.np in more.measured else "no")
+            print(f"| {platform} | {coll} | {g.np} | {said} | {r.gm(r.oracle):.3f} | "
+                  f"{100 * r.captured:.1f}%, {r.worst:.3f} | "
+                  f"{100 * m.captured:.1f}%, {m.worst:.3f} | "
+                  f"{100 * b.captured:.1f}%, {b.worst:.3f} |", flush=True)
+        # each measured size's own tune, as a tune at that size alone holds it
+        held = {}
+        for g in recorded:
+            if g.np in more.measured:
+                with tempfile.TemporaryDirectory() as t:
+                    held[g.np] = replay(g, Path(t)).held(cost)
+        print(f"\n{platform} {coll}: the tune at the powers of two holds "
+              f"{sum(held[n] for n in plain.measured):.1f} node-s, with --between measure "
+              f"{sum(held.values()):.1f} (added: "
+              f"{', '.join(map(str, more.added)) or 'none'})")
 
 if __name__ == "__main__":
     main()

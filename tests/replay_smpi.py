@@ -222,6 +222,8 @@ class Tuned:
     sizes: list[int]
     rounds: int
     points: set[tuple[int, int]]
+    added: list[int] = field(default_factory=list)  # sizes --between measure added
+    measured: list[int] = field(default_factory=list)  # every communicator size measured
 
 
 def located(grid: Grid, opts: TuneOptions, plan: list[int], db: Path
@@ -279,42 +281,53 @@ def _fill(db: Path, anchors: list[Grid], keep: dict[int, set[tuple[int, int]]] |
         store.close()
 
 
-def tune_from(anchors: list[Grid], tmp: Path) -> Tuned:
+def tune_from(anchors: list[Grid], tmp: Path, spare: list[Grid] | None = None) -> Tuned:
     """The real tune (grid; switches located as the tune does where the grids hold the
     sizes it would ask, else at the midpoint) at the anchors' communicator sizes and their
     powers of two, every point it measures served by a store made from the recordings
     (the points it would measure: `located`); its file read back, and the launches it
     made (0: nothing simulated again, asserted by the tests: a point the emulation missed
-    would be simulated)."""
+    would be simulated). With `spare`, recordings at other communicator sizes, the tune
+    runs with --between measure, and a size it adds is served from them."""
     first = anchors[0]
     platform = PLATFORMS / f"{first.platform}.xml"
     plan = powers_of_two(first)
-    measured = all(bisected(g) for g in anchors)
+    recorded = anchors + (spare or [])
+    measured = all(bisected(g) for g in recorded)
     db, out = tmp / f"{first.coll}.sqlite", tmp / f"{first.coll}.conf"
     opts = TuneOptions([first.coll], sorted(g.np for g in anchors), backend="smpi",
                        platform=platform, db=db, out=out, sizes=plan,
-                       boundaries="measure" if measured else "midpoint")
-    keep = {g.np: {(a, s) for a in g.algorithms for s in plan} for g in anchors}
+                       boundaries="measure" if measured else "midpoint",
+                       between="measure" if spare is not None else "rule")
+    keep = {g.np: {(a, s) for a in g.algorithms for s in plan} for g in recorded}
     rounds = 1
     if measured:
-        _fill(tmp / "recorded.sqlite", anchors, None)
-        for g in anchors:
+        _fill(tmp / "recorded.sqlite", recorded, None)
+        for g in recorded:
             keep[g.np], r = located(g, opts, plan, tmp / "recorded.sqlite")
             rounds = r if g is first else rounds
-    _fill(db, anchors, keep)
+    _fill(db, recorded, keep)
     res = tune(opts)
+    added = sorted({int(str(p["halfway"])) for p in res.summary.get("between", [])})
     return Tuned(rules.read(out, allow_v2=False), int(res.summary["allocation"]["launches"]),
-                 sorted({s for _, s in keep[first.np]}), rounds, keep[first.np])
+                 sorted({s for _, s in keep[first.np]}), rounds, keep[first.np], added,
+                 sorted({g.np for g in anchors} | set(added)))
 
 
-def judge(grid: Grid, tuned: Tuned) -> Replayed:
+def judge(grid: Grid, tuned: Tuned, below: bool = False) -> Replayed:
     """What the tuned file runs at every size of `grid` (a communicator size it may not
-    have been tuned at: Open MPI's section for the largest size at or below it)."""
+    have been tuned at: Open MPI's section for the largest size at or below it). With
+    `below`, what a file without sections between the measured sizes runs (colltune's
+    before rules.agreed): the section of the largest measured size at or below it."""
     coll = get_collective(grid.coll)
     cid = rules.COLLTYPE[grid.coll]
+    np = grid.np
+    if below:
+        measured = {int(m) for m in tuned.measured}
+        np = max((m for m in measured if m <= grid.np), default=grid.np)
     chosen = {}
     for s in grid.sizes:
-        found = rules.lookup(tuned.rules, cid, grid.np, rules.lookup_size(coll, s, grid.np))
+        found = rules.lookup(tuned.rules, cid, np, rules.lookup_size(coll, s, grid.np))
         chosen[s] = found[1].alg if found is not None else 0
     return Replayed(grid, tuned.sizes, chosen, tuned.launches, tuned.rounds,
                     tuned.points)

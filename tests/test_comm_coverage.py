@@ -74,3 +74,55 @@ def test_a_file_tuned_at_4_ranks_leaves_2_and_3_ranks_to_open_mpi(
     write_atomic(out, rules.render(bare))
     assert under_rules(ompi41, REDUCE, 3, 65536, out) == forced(ompi41, REDUCE, 3, 65536,
                                                                 PIPELINE, cat)
+
+
+LINEAR = Config.of(1, {})
+
+
+def _two(mpi: OpenMPI, at2: Config, at4: Config, catalog: object) -> rules.RulesFile:
+    """A file tuned at 2 and 4 ranks (65536 B), nothing measured at 3."""
+    ds = {np: [Decision(65536, lookup_size(REDUCE, 65536, np), cfg, cfg, 1.0, 2.0, 0.0, True)]
+          for np, cfg in ((2, at2), (4, at4))}
+    return build_rules(None, 1, {"reduce": ds}, mpi, catalog)  # type: ignore[arg-type]
+
+
+def test_a_size_between_two_measured_runs_what_both_agree_on() -> None:
+    """Issue 84, item 4: a communicator size between two measured ones gets a section of
+    its own, what both run where they agree and the library's own decision where they
+    part (rules.agreed), said in the file; nothing between: no section."""
+    mpi = OpenMPI("4.1.4", Path("/usr"), Path("/usr/bin/mpicc"), Path("/usr/bin/mpirun"),
+                  Path("/usr/bin/ompi_info"))
+    cid = COLLTYPE[REDUCE.name]
+    for at4, between in ((PIPELINE, [(0, 3, 1024)]), (LINEAR, [(0, 0, 0)])):
+        rf = _two(mpi, PIPELINE, at4, builtin_catalog())
+        got = [(s.comsize, [(r.msgsize, r.alg, r.segsize) for r in s.rules])
+               for s in rf.collectives[cid]]
+        assert got == [(2, [(0, 3, 1024)]), (3, between),
+                       (4, [(0, at4.algorithm, 1024 if at4 == PIPELINE else 0)])], got
+        text = rules.render(rf)
+        assert "reduce between 2 and 3 ranks" not in text
+        assert "reduce between 2 and 4 ranks: measured at neither" in text
+        assert "serves communicators of 3 to 3 ranks" in text
+        assert rules.parse(text).collectives[cid][1].comsize == 3  # Open MPI's grammar
+    # the section's rules, message size by message size: each part where the two differ
+    lo = rules.CommRule(2, [rules.MsgRule(0, 3, 0, 1024), rules.MsgRule(4096, 1),
+                            rules.MsgRule(65536, 2)])
+    hi = rules.CommRule(8, [rules.MsgRule(0, 3, 0, 1024), rules.MsgRule(8192, 1)])
+    assert [(r.msgsize, r.alg) for r in rules.agreed(lo, hi, 3).rules] == [
+        (0, 3), (4096, 0), (8192, 1), (65536, 0)]
+
+
+@pytest.mark.mpi
+def test_open_mpi_runs_the_section_between_two_measured_sizes(
+        ompi41: OpenMPI, tmp_path: Path) -> None:
+    """What Open MPI 4.1 ran at 3 ranks (its traffic) under a file tuned at 2 and 4: the
+    choice both made, or its own where they part."""
+    cat = read_catalog(ompi41)
+    out = tmp_path / "r.conf"
+    write_atomic(out, rules.render(_two(ompi41, PIPELINE, PIPELINE, cat)))
+    assert under_rules(ompi41, REDUCE, 3, 65536, out) == forced(ompi41, REDUCE, 3, 65536,
+                                                                PIPELINE, cat)
+    write_atomic(out, rules.render(_two(ompi41, PIPELINE, LINEAR, cat)))
+    got = under_rules(ompi41, REDUCE, 3, 65536, out)
+    assert got == forced(ompi41, REDUCE, 3, 65536, DEFAULT, cat)
+    assert got != forced(ompi41, REDUCE, 3, 65536, PIPELINE, cat)

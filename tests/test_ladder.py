@@ -96,9 +96,13 @@ def test_one_launch_writes_a_section_per_size_that_open_mpi_obeys(
     assert "measured on groups of 2 consecutive ranks inside one 4-rank launch" in text
     rf = rules.read(out)
     secs = rf.collectives[COLLTYPE[REDUCE.name]]
-    assert [s.comsize for s in secs] == [2, 4]
+    # 3 ranks, measured at neither: what 2's and 4's sections agree on (rules.agreed)
+    assert [s.comsize for s in secs] == [2, 3, 4]
+    def rows(sec: rules.CommRule) -> list[tuple[int, ...]]:
+        return [(r.msgsize, r.alg, r.faninout, r.segsize) for r in sec.rules]
+    assert rows(secs[1]) == rows(rules.agreed(secs[0], secs[2], 3))
     cat = read_catalog(ompi41)
-    for sec in secs:
+    for sec in (secs[0], secs[2]):
         np = sec.comsize
         for i, rule in enumerate(sec.rules):
             nxt = sec.rules[i + 1].msgsize if i + 1 < len(sec.rules) else 1 << 20
@@ -127,7 +131,8 @@ def test_ladder_of_64_simulated_ranks(tmp_path: Path) -> None:
                  "--out", str(out), "--db", str(db), "--quiet", timeout=300)
     assert r.returncode == 0, r.stderr
     rf = rules.read(out, allow_v2=False)
-    assert [s.comsize for s in rf.collectives[COLLTYPE["bcast"]]] == [2, 8, 64]
+    # and a section each for the sizes between, measured at neither (rules.agreed)
+    assert [s.comsize for s in rf.collectives[COLLTYPE["bcast"]]] == [2, 3, 8, 9, 64]
     store = Store(db)
     try:
         ctxs = {c.np: c for c in store.contexts()}

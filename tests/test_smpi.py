@@ -309,8 +309,9 @@ def test_several_layouts_in_one_run(tmp_path: Path) -> None:
                    timeout=300)
     assert res.returncode == 0, res.stderr
     rf = rules.read(out, valid_algs=valid_algorithms(builtin_catalog()), allow_v2=False)
-    # barrier is collective 6; below 8 ranks the library's own choice
-    assert [c.comsize for c in rf.collectives[6]] == [1, 8, 16]
+    # barrier is collective 6; below 8 ranks the library's own choice, 9 to 15 what 8's
+    # and 16's agree on
+    assert [c.comsize for c in rf.collectives[6]] == [1, 8, 9, 16]
     store = Store(db)
     try:
         layouts = sorted((c.np, c.nodes, c.ppn) for c in store.contexts())

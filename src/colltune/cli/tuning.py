@@ -228,6 +228,13 @@ def _print_plans(opts: TuneOptions) -> None:
                       f"{account.hours(float(stall['node_seconds_at_most']))} at most "
                       f"(all {stall['sizes']} sizes; docs/methodology.md, \"Where the "
                       "default stalls, the mean decides\")", highlight=False, markup=False)
+        part = plan.get("if_rules_part")
+        if isinstance(part, dict):
+            err.print(f"not in the plan: --between measure, where two neighbouring sizes' "
+                      f"rules part, measures the size halfway too (of "
+                      f"{', '.join(map(str, part['sizes']))}): "
+                      f"{account.hours(float(part['node_seconds_at_most']))} at most",
+                      highlight=False, markup=False)
 
 
 def _print_outcome(res: TuneResult, out_path: Path | None, quiet: bool) -> None:
@@ -394,6 +401,7 @@ def _make_tune_command(name: str) -> None:
         objective: str = OBJECTIVE_OPTION,
         cutoff: float = CUTOFF_OPTION,
         boundaries: str = declared(TuneOptions, "boundaries"),
+        between: str = declared(TuneOptions, "between"),
         arrival: Path | None = typer.Option(
             None, "--arrival",
             help="A profile (tune profile -o): every point is timed with the kernel "
@@ -432,7 +440,7 @@ def _make_tune_command(name: str) -> None:
                 hostfile=hostfile, summary_json=summary_json, confirm_rounds=confirm_rounds,
                 confirm_max_rounds=confirm_max_rounds, start_calls=start_calls,
                 oversubscribe=oversubscribe,
-                boundaries=boundaries, trade_off=trade_off, out_format=out_format,
+                boundaries=boundaries, between=between, trade_off=trade_off, out_format=out_format,
                 launch_cost=launch_cost,
                 time_budget=parse_duration(time_budget) if time_budget else None,
                 settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,

@@ -93,6 +93,7 @@ def refuse_options(opts: TuneOptions) -> list[str]:
     check_options(opts)
     for value, known, what in ((opts.boundaries, ("measure", "midpoint"), "--boundaries"),
                                (opts.beyond, ("extend", "library"), "--beyond"),
+                               (opts.between, ("rule", "measure"), "--between"),
                                (opts.strategy, tuple(STRATEGIES), "--strategy"),
                                (opts.sweep, ("mpit", "relaunch", "bands"), "--sweep")):
         if value not in known:
@@ -115,6 +116,11 @@ def refuse_options(opts: TuneOptions) -> list[str]:
         raise ColltuneError(
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
+    if opts.between == "measure" and (opts.comm_sizes or opts.predict):
+        raise ColltuneError(
+            "--between measure adds communicator sizes in launches of their own: not with "
+            "--comm-sizes or --predict", "name every size to measure in --comm-sizes, or "
+            "measure at each --np without --predict")
     check_outputs(opts.out, opts.summary_json)
     forecast.launch_cost(opts)  # a --launch-cost that says no seconds: refused now
     return colls

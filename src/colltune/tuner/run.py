@@ -24,9 +24,18 @@ from colltune.kernel.build import build_kernel
 from colltune.launchers import Launch
 from colltune.options import TuneOptions
 from colltune.outfile import beside
-from colltune.slots import Placement, ladder, refuse_heavy_oversubscription
+from colltune.slots import ladder, refuse_heavy_oversubscription
 from colltune.store import Measurement, Store, default_db_path
-from colltune.tuner import artifacts, budgeted, checks, forecast, outcome, predicted, stalls
+from colltune.tuner import (
+    artifacts,
+    between,
+    budgeted,
+    checks,
+    forecast,
+    outcome,
+    predicted,
+    stalls,
+)
 from colltune.tuner.boundaries import MAX_ROUNDS, refine
 from colltune.tuner.confirm import apply_confirmations, confirm_decisions, confirm_fills
 from colltune.tuner.context import Run, Target
@@ -86,17 +95,38 @@ def _tune(opts: TuneOptions, rep: Reporter, acct: account.Account) -> TuneResult
         if not opts.from_db:
             measure_all(run, colls)
         decisions = predicted.predict_all(run, colls) if opts.predict else decide_all(run, colls)
-        summary = write_outputs(run, decisions)
-        summary["allocation"] = charge_allocation(run, acct, colls)
-        if run.budget is not None:
-            summary["budget"] = run.budget.summary()
-            for line in run.budget.left_out:
-                rep.note(f"note: {line}")
+        parting = (between.partings(run, decisions)
+                   if opts.between == "measure" and not opts.halfway else [])
+        for p in parting:
+            rep.note(p.says())
+        if not parting:
+            summary = write_outputs(run, decisions)
+            summary["allocation"] = charge_allocation(run, acct, colls)
+            if run.budget is not None:
+                summary["budget"] = run.budget.summary()
+                for line in run.budget.left_out:
+                    rep.note(f"note: {line}")
     finally:
         run.store.close()
+    if parting:
+        return _tune_between(opts, parting, rep, acct)
     sess = run.sess
     return TuneResult(sess.mpi, sess.catalog, sess.rules_version, decisions, run.failures,
                       summary)
+
+
+def _tune_between(opts: TuneOptions, parting: list[between.Parting], rep: Reporter,
+                  acct: account.Account) -> TuneResult:
+    """--between measure's second pass: every size again, the halfway ones added for the
+    collectives whose rules part around them; what the first pass measured and confirmed
+    is in the store and is not measured again. One file and one account for both."""
+    halfway: dict[int, list[str]] = {}
+    for p in parting:
+        halfway.setdefault(p.halfway, []).append(p.coll)
+    result = _tune(replace(opts, nps=sorted({*opts.nps, *halfway}), halfway=halfway),
+                   rep, acct)
+    result.summary["between"] = [p.as_json() for p in parting]
+    return result
 
 
 def charge_allocation(run: Run, acct: account.Account, colls: list[str]
@@ -178,6 +208,14 @@ def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, 
     if not exact:  # simulated times repeat exactly: nothing stalls (tuner/stalls.py)
         out["if_the_default_stalls"] = forecast.if_stalls(
             targets, pr, nodes, stalls.seconds_per_size(opts.settings.point_time))
+    nps = sorted(opts.nps)
+    ppn = opts.launch.ppn if opts.launch else None
+    halfway = [m for a, b in zip(nps, nps[1:], strict=False)
+               if (m := between.halfway(a, b, ppn)) is not None]
+    if opts.between == "measure" and halfway:  # at most: every gap's rules may part
+        more = plan_tune(replace(opts, nps=halfway, between="rule"), rep)
+        out["if_rules_part"] = {"sizes": halfway,
+                                "node_seconds_at_most": more["node_seconds"]}
     return out
 
 
@@ -213,7 +251,7 @@ def measure_all(run: Run, colls: list[str]) -> None:
         for name in colls:
             with stage(SWEEP):
                 sweep_ladder(run, get_collective(name), placements)
-    for t in _targets(placements, colls):
+    for t in _targets(run, colls):
         if run.budget is not None and not run.budget.measure(
                 t.where, *budgeted.to_measure(run, t), budgeted.pair_rounds(run)):
             continue
@@ -225,15 +263,19 @@ def measure_all(run: Run, colls: list[str]) -> None:
                 refine(run, t)
 
 
-def _targets(placements: list[Placement], colls: list[str]) -> list[Target]:
-    return [Target(get_collective(name), p) for p in placements for name in colls]
+def _targets(run: Run, colls: list[str]) -> list[Target]:
+    """Every collective at every placement, but at a size --between measure added only
+    the collectives whose rules part around it."""
+    halfway = run.opts.halfway
+    return [Target(get_collective(name), p) for p in run.sess.placements for name in colls
+            if p.np not in halfway or name in halfway[p.np]]
 
 
 def decide_all(run: Run, colls: list[str]) -> Decisions:
     """Stage 3: decide every target from its measurements, confirm in fresh launches,
     locate the confirmed switches, and store the decisions."""
     decisions: Decisions = {}
-    targets = _targets(run.sess.placements, colls)
+    targets = _targets(run, colls)
     if run.budget is not None:  # nothing to confirm first, then the most gain a second
         targets = budgeted.spending_order(run, targets)
     for t in targets:

@@ -283,6 +283,7 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                 if note_of:
                     notes[-1] += note_of(name, d)
             rf.set_section(COLLTYPE[coll.name], section(np, ds), notes)
+        between_measured(rf, name, sorted(per_np))
     for name, per_np in decisions.items():
         cid = COLLTYPE[name]
         rules.keep_default_below(rf, cid)
@@ -299,6 +300,23 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
                     "into (its notes there are not carried over)")
             notes.insert(1, served_note(sec.comsize if measured else None, lo, hi))
     return rf
+
+
+def between_measured(rf: rules.RulesFile, name: str, nps: list[int]) -> None:
+    """Between two communicator sizes measured in this run, with no section of the file
+    between them: a section of what both run where they agree, the library's own decision
+    where they part (rules.agreed): a size between was measured at neither."""
+    cid = COLLTYPE[name]
+    for lo, hi in zip(nps, nps[1:], strict=False):
+        secs = {s.comsize: s for s in rf.collectives[cid]}
+        if hi - lo < 2 or any(lo < c < hi for c in secs):
+            continue
+        sec = rules.agreed(secs[lo], secs[hi], lo + 1)
+        kept = ("the library's own decision everywhere: they part at every size"
+                if all(r.alg == 0 for r in sec.rules) else
+                "what both run where they agree, the library's own decision where they part")
+        rf.set_section(cid, sec, [f"{name} between {lo} and {hi} ranks: measured at neither; "
+                                  + kept])
 
 
 def served_note(measured: int | None, lo: int, hi: int | None) -> str:
