@@ -104,6 +104,13 @@ def test_a_size_between_two_measured_runs_what_both_agree_on() -> None:
         assert "reduce between 2 and 4 ranks: measured at neither" in text
         assert "serves communicators of 3 to 3 ranks" in text
         assert rules.parse(text).collectives[cid][1].comsize == 3  # Open MPI's grammar
+    # tuned again into the same file: the section between follows the new choices (an
+    # earlier agreement kept would run pipeline at 3 ranks, which 4's choice now refutes)
+    again = _two(mpi, PIPELINE, PIPELINE, builtin_catalog())
+    again = build_rules(again, 1, {"reduce": {
+        np: [Decision(65536, lookup_size(REDUCE, 65536, np), cfg, cfg, 1.0, 2.0, 0.0, True)]
+        for np, cfg in ((2, PIPELINE), (4, LINEAR))}}, mpi, builtin_catalog())
+    assert [(r.msgsize, r.alg) for r in again.collectives[cid][1].rules] == [(0, 0)]
     # the section's rules, message size by message size: each part where the two differ
     lo = rules.CommRule(2, [rules.MsgRule(0, 3, 0, 1024), rules.MsgRule(4096, 1),
                             rules.MsgRule(65536, 2)])

@@ -140,6 +140,28 @@ def test_layers_per_ranks_a_node_round_trip_and_merge(tmp_path: Path) -> None:
     assert sel(table, "reduce", 3, 8, nodes=1) is None  # 3 ranks: not measured
 
 
+def test_a_size_between_two_tuned_ones_runs_what_both_chose(tmp_path: Path) -> None:
+    """Issue 84, item 4: MPICH gives a comm size the first `comm_size<=` at or above it,
+    so 3 ranks would run 4's choice; tuned at 2 and 4, `comm_size<=3` holds what both
+    chose where they agree and MPICH's own where they part, and is written again when the
+    file is tuned again."""
+    binomial = "MPIR_Reduce_intra_binomial"
+    rsg = "MPIR_Reduce_intra_reduce_scatter_gather"
+    out = tmp_path / "tuning.json"
+    sel = mpich_csel.algorithm_for
+    for at4, at3 in (([(None, binomial)], binomial), ([(4095, rsg), (None, binomial)], None)):
+        text, merged = mpich_rules.merged_table(out, BASE, {"reduce": {
+            2: Ranges([(None, binomial)]), 4: Ranges(at4)}})
+        out.write_text(text)
+        assert sorted(k for k in merged["reduce"] if k is not None) == [2, 3, 4]
+        table = json.loads(text)
+        assert sel(table, "reduce", 3, 8) == at3, text  # where 4 chose rsg: MPICH's own
+        assert sel(table, "reduce", 3, 8192) == binomial  # both chose binomial there
+        assert sel(table, "reduce", 4, 8) == at4[0][1]
+    assert mpich_csel.agreed(Ranges([(99, "a"), (None, "b")]), Ranges(
+        [(49, "a"), (None, "b")])).limits == [(49, "a"), (99, None), (None, "b")]
+
+
 def test_tuning_file_refuses_what_mpich_cannot_express() -> None:
     with pytest.raises(mpich_csel.CselError, match="no message size"):
         mpich_csel.render(BASE, {"barrier": {4: Ranges([(10, "MPIR_Barrier_intra_smp"),
@@ -357,6 +379,30 @@ def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: P
     # at 4 ranks the file's own section: binomial
     got4, forced4 = (_bytes(mpi, netns, tmp_path, size, env) for env in (under, binomial))
     assert abs(got4 - forced4) < 0.05 * forced4, (got4, forced4)
+
+
+@pytest.mark.mpi
+def test_mpich_runs_its_own_between_two_tuned_sizes_that_part(netns: str,
+                                                              tmp_path: Path) -> None:
+    """Reduce-scatter-gather chosen at 2 ranks, binomial at 4: at 3 ranks MPICH runs its
+    own choice (the file's `comm_size<=3`), where without that key it took 4's binomial
+    (the first `comm_size<=` at or above 3)."""
+    mpi = get_mpich("mpich50")
+    cat = _catalog(mpi)
+    assert cat.builtin is not None and cat.container
+    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
+    binomial = mb.forcing_env(cat, "reduce", Config(ids["binomial"]))
+    at = {2: "reduce_scatter_gather", 4: "binomial"}
+    tuning = {"reduce": {n: Ranges([(None, cat.container["reduce"][ids[a]])])
+                         for n, a in at.items()}}
+    tf = tmp_path / "tuning.json"
+    tf.write_text(mpich_rules.merged_table(None, cat.builtin, tuning)[0])
+    under = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf))).variables()
+    size = 131072
+    own, forced = (_bytes(mpi, netns, tmp_path, size, env, np=3) for env in ({}, binomial))
+    assert abs(own - forced) > 0.15 * forced, (own, forced)  # distinguishable at 3 ranks
+    got = _bytes(mpi, netns, tmp_path, size, under, np=3)
+    assert abs(got - own) < 0.05 * own, (got, own, forced)
 
 
 @pytest.mark.mpi

@@ -102,6 +102,19 @@ def ranges_from_starts(starts: list[tuple[int, str | None]]) -> Ranges:
     return Ranges(limits + [(None, merged[-1][1])])
 
 
+def agreed(below: Ranges, above: Ranges) -> Ranges:
+    """The ranges for the communicator sizes between two measured ones (issue 84, item
+    4): what both choose where they agree, MPICH's own where they part; where either was
+    measured per layout (comm_avg_ppn), MPICH's own throughout."""
+    if below.per_ppn or above.per_ppn:
+        return Ranges([(None, None)])
+    uppers = sorted({u for u, _ in below.limits + above.limits if u is not None})
+    starts = [0] + [u + 1 for u in uppers]
+    return ranges_from_starts([
+        (start, a if (a := below.algorithm_at(start)) == above.algorithm_at(start) else None)
+        for start in starts])
+
+
 Params = dict[str, dict[str, str]]  # container -> parameter -> value, as the leaf names them
 
 

@@ -103,7 +103,12 @@ def tuning(decisions: dict[str, dict[int, list[Decision]]], catalog: MPICHCatalo
 def merged_table(existing: Path | None, builtin: dict, new: Tuning,
                  params: mpich_csel.Params | None = None) -> tuple[str, Tuning]:
     """The tuning file text: an existing file (ours) keeps the collectives not tuned now;
-    MPICH's own subtrees always come from the library's table."""
+    MPICH's own subtrees always come from the library's table. Between two comm sizes
+    measured now, `comm_size<=` the larger minus one holds what both choose where they
+    agree (mpich_csel.agreed): MPICH gives a size the ranges of the first key at or above
+    it, a measured size's choice a guess at another (issue 84, item 4). A key of the file
+    merged into just below the larger is written again; one elsewhere between is kept,
+    and nothing is added."""
     old: Tuning = mpich_csel.parse(read_text(existing), params) \
         if existing and existing.exists() else {}
     for coll, per_np in new.items():
@@ -112,6 +117,10 @@ def merged_table(existing: Path | None, builtin: dict, new: Tuning,
             if r.per_ppn and n in mine:  # one layout's layer, beside the others'
                 r = Ranges(mine[n].limits, {**mine[n].per_ppn, **r.per_ppn})
             mine[n] = r
+        nps = sorted(n for n in per_np if n is not None)
+        for lo, hi in zip(nps, nps[1:], strict=False):
+            if hi - lo >= 2 and not any(n is not None and lo < n < hi - 1 for n in mine):
+                mine[hi - 1] = mpich_csel.agreed(mine[lo], mine[hi])
     return mpich_csel.render(builtin, old, params), old
 
 

@@ -303,13 +303,16 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
 
 
 def between_measured(rf: rules.RulesFile, name: str, nps: list[int]) -> None:
-    """Between two communicator sizes measured in this run, with no section of the file
-    between them: a section of what both run where they agree, the library's own decision
-    where they part (rules.agreed): a size between was measured at neither."""
+    """Between two communicator sizes measured in this run: a section of what both run
+    where they agree, the library's own decision where they part (rules.agreed): a size
+    between was measured at neither. A section of the file merged into just above the
+    smaller is written again (the agreement of an earlier run's choices, or a size
+    measured then: the file cannot say which, and a stale agreement could run what
+    neither now chooses); one elsewhere between them is kept, and nothing is added."""
     cid = COLLTYPE[name]
     for lo, hi in zip(nps, nps[1:], strict=False):
         secs = {s.comsize: s for s in rf.collectives[cid]}
-        if hi - lo < 2 or any(lo < c < hi for c in secs):
+        if hi - lo < 2 or any(lo + 1 < c < hi for c in secs):
             continue
         sec = rules.agreed(secs[lo], secs[hi], lo + 1)
         kept = ("the library's own decision everywhere: they part at every size"
