@@ -25,6 +25,8 @@ import pytest
 
 from colltune.backends.openmpi import serving
 from colltune.backends.openmpi.install import OpenMPI, find_openmpi
+from colltune.rules import ucc_config as uc
+from colltune.rules import ucc_radix as ur
 from colltune.rules import ucc_tune as u
 from colltune.slots import place
 from helpers import tune_cli
@@ -75,19 +77,19 @@ RADIX_SETTINGS = ["auto", "4", "0-4k:host:2,auto", "host:8,3", ",,0-1k::2,,auto,
 def test_ucc_reads_a_radix_setting_as_the_reading_says(ucc: Path, setting: str) -> None:
     """UCC's own reading of a per-range radix setting (`ucc_info -caf` prints what it
     parsed, or UCX's parser says it is invalid and tl/ucp's configuration fails) against
-    rules/ucc_tune.parse_radix: the same accepted, the same ranges and default."""
+    rules/ucc_radix.parse_radix: the same accepted, the same ranges and default."""
     env = {**os.environ, "UCC_TL_UCP_ALLREDUCE_KN_RADIX": setting}
     r = subprocess.run([str(ucc / "bin" / "ucc_info"), "-caf"], capture_output=True,
                        text=True, timeout=60, env=env)
     printed = re.search(r"^UCC_TL_UCP_ALLREDUCE_KN_RADIX=(.*)$", r.stdout, re.M)
     try:
-        mine = u.parse_radix(setting)
+        mine = ur.parse_radix(setting)
     except u.UccTuneError:
         assert printed is None and "Invalid value for ALLREDUCE_KN_RADIX" in r.stdout + \
             r.stderr, (setting, r.stdout[-2000:], r.stderr[-2000:])
         return
     assert printed is not None, (setting, r.stderr[-2000:])
-    theirs = u.parse_radix(printed.group(1))  # UCC prints it back in its own grammar
+    theirs = ur.parse_radix(printed.group(1))  # UCC prints it back in its own grammar
     assert theirs == mine, (setting, printed.group(1))
 
 
@@ -415,7 +417,7 @@ def test_verify_proves_the_radix_ucc_ran(ompi_ucc: OpenMPI, tmp_path: Path) -> N
     f = tmp_path / "ucc.env"
     f.write_text(ucc.env_file(value, [], radix))
     conf = tmp_path / "ucc-sections.conf"  # the radix in the section of the team's span
-    conf.write_text(ucc.config_file(sections, {4}, [u.CONFIG_HEADER]))
+    conf.write_text(ucc.config_file(sections, {4}, [uc.CONFIG_HEADER]))
     for path in (f, conf):
         r = tune_cli("verify", str(path), "--np", "4", "--sizes", "1K,64K", "--mpi",
                      str(ompi_ucc.prefix), env=ompi_ucc.tool_env())

@@ -20,6 +20,8 @@ from colltune.core.catalog import RADIX
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
+from colltune.rules import ucc_config as uc
+from colltune.rules import ucc_radix as ur
 from colltune.rules import ucc_tune as u
 from conftest import get_mpi
 from helpers import module_env, tune_cli
@@ -222,7 +224,7 @@ def test_export_installs_the_configuration_file_for_every_users_jobs(tmp_path: P
     sections = {(coll, np): ucc.section(CATALOG, coll, _decide(coll, np, chosen))
                 for (coll, np), chosen in RUNS.items()}
     src = tmp_path / "ucc-sections.conf"
-    src.write_text(ucc.config_file(sections, {4, 8}, [u.CONFIG_HEADER, "a tune's comment"]))
+    src.write_text(ucc.config_file(sections, {4, 8}, [uc.CONFIG_HEADER, "a tune's comment"]))
     site = tmp_path / "site"
     r = tune_cli("export", "--from", str(src), "--site", str(site))
     assert r.returncode == 0, r.stderr
@@ -230,11 +232,11 @@ def test_export_installs_the_configuration_file_for_every_users_jobs(tmp_path: P
     want = {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(installed)}
     for module in ("tuned", "tuned.lua"):
         assert module_env(site / "modulefiles" / "colltune" / module) == want
-    got = [(s.header, s.settings) for s in u.config_sections(installed.read_text()) or []
+    got = [(s.header, s.settings) for s in uc.config_sections(installed.read_text()) or []
            if s.line]
     assert got and [(h, [(n, v) for _, n, v in st]) for h, st in got] == [
         (s.header, [(n, v) for _, n, v in s.settings])
-        for s in u.config_sections(src.read_text()) or [] if s.line]
+        for s in uc.config_sections(src.read_text()) or [] if s.line]
     assert tune_cli("check", str(installed)).returncode == 0
     mpi: OpenMPI = get_mpi("ompi50")
     exe = _env_printer(mpi, tmp_path)
@@ -260,7 +262,7 @@ def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> Non
                 for (coll, np), chosen in RUNS.items()}
     value = ucc.render(sections)
     text = ucc.config_file(sections, {4, 8}, ["a comment"])
-    secs = [s for s in u.config_sections(text) or [] if s.line]
+    secs = [s for s in uc.config_sections(text) or [] if s.line]
     assert [s.header for s in secs] == ["team_size=4-7 nnodes=1",
                                         f"team_size=8-{u.TEAM_MAX} nnodes=1"], text
     for team in (1, 3, 4, 7, 8, 64):
@@ -276,7 +278,7 @@ def test_the_configuration_file_runs_what_the_string_runs(tmp_path: Path) -> Non
     r = tune_cli("check", str(f))
     assert r.returncode == 0 and "2 section(s)" in r.stdout, r.stdout + r.stderr
     # UCC's own choice kept everywhere: a file of colltune's comments alone, still checked
-    f.write_text(ucc.config_file({("bcast", 4): [(0, None, 0)]}, {4}, [u.CONFIG_HEADER]))
+    f.write_text(ucc.config_file({("bcast", 4): [(0, None, 0)]}, {4}, [uc.CONFIG_HEADER]))
     r = tune_cli("check", str(f))
     assert r.returncode == 0 and "0 section(s)" in r.stdout, r.stdout + r.stderr
 
@@ -374,9 +376,9 @@ def test_a_tuned_radix_is_written_beside_the_string_for_each_range() -> None:
             assert u.runs(applied, coll, m) == (ch[0] if ch else None), (coll, size)
             var = u.RADIX_VARS.get((coll, ch[0])) if ch else None
             if var:
-                k = u.parse_radix(radix[var]).at(m)
+                k = ur.parse_radix(radix[var]).at(m)
                 assert k == (ch[1] or None), (coll, size, radix[var])
-        assert not any(u.radix_problems(u.parse_radix(v)) for v in radix.values())
+        assert not any(ur.radix_problems(ur.parse_radix(v)) for v in radix.values())
     back = ucc.read_sections(ucc.render(carried), "x", radix)
     assert back == sections, (back, sections)
     with pytest.raises(ColltuneError, match="not one colltune writes"):
@@ -398,10 +400,10 @@ def test_radices_chosen_at_several_team_sizes_go_to_the_configuration_file() -> 
     assert u.runs(applied, "allreduce", 65536) == "ring"
     assert u.runs(applied, "allreduce", 16384) == "knomial"  # its own radix: kept
     text = ucc.config_file(sections, {4, 8}, ["a comment"])
-    secs = [s for s in u.config_sections(text) or [] if s.line]
+    secs = [s for s in uc.config_sections(text) or [] if s.line]
     for sec, k in zip(secs, (2, 8), strict=True):
         got = {n: v for _, n, v in sec.settings}
-        assert u.parse_radix(got["UCC_TL_UCP_ALLREDUCE_KN_RADIX"]).at(8) == k, got
+        assert ur.parse_radix(got["UCC_TL_UCP_ALLREDUCE_KN_RADIX"]).at(8) == k, got
     # UCC_TL_UCP_ALLGATHER_KN_RADIX: measured at 4 only, so in the 8-inf section as well
     assert all("UCC_TL_UCP_ALLGATHER_KN_RADIX" in {n for _, n, _ in s.settings} for s in secs)
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from colltune.backends.openmpi.install import OpenMPI
+from colltune.rules import ucc_radix as ur
 from colltune.rules import ucc_tune as u
 from helpers import tune_cli
 
@@ -203,7 +204,7 @@ def test_a_radix_setting_reads_as_ucc_reads_it(text: str, default: object,
     ':', the first range that holds a size and memory type gives its radix, both ends
     included (unlike a tuning string's ranges); `auto` alone is the default. Held to UCC
     itself (`ucc_info -c`) by tests/test_ucc_live.py."""
-    r = u.parse_radix(text)
+    r = ur.parse_radix(text)
     assert r.default == default
     for size, k in at.items():
         assert r.at(size) == k, (text, size)
@@ -220,17 +221,17 @@ def test_a_radix_setting_reads_as_ucc_reads_it(text: str, default: object,
 def test_a_radix_setting_ucc_rejects_is_refused_naming_the_part(text: str, token: str
                                                                 ) -> None:
     with pytest.raises(u.UccTuneError) as e:
-        u.parse_radix(text)
+        ur.parse_radix(text)
     assert e.value.token == token
 
 
 def test_what_ucc_takes_in_a_radix_setting_but_runs_otherwise_is_said() -> None:
-    said = u.radix_problems(u.parse_radix("0-64k:host:4,0-4k:host:2,1k-0:3,1"))
+    said = ur.radix_problems(ur.parse_radix("0-64k:host:4,0-4k:host:2,1k-0:3,1"))
     assert any("inside 0-65536, which comes first" in s for s in said), said
     assert any("ends before it starts" in s for s in said), said
     assert any("default radix 1" in s for s in said), said
-    assert any("no default" in s for s in u.radix_problems(u.parse_radix("0-4k:host:2")))
-    assert not u.radix_problems(u.parse_radix("0-4k:host:2,4k-inf:host:4,auto"))
+    assert any("no default" in s for s in ur.radix_problems(ur.parse_radix("0-4k:host:2")))
+    assert not ur.radix_problems(ur.parse_radix("0-4k:host:2,4k-inf:host:4,auto"))
 
 
 def test_a_written_radix_setting_gives_each_range_its_radix() -> None:
@@ -238,10 +239,10 @@ def test_a_written_radix_setting_gives_each_range_its_radix() -> None:
     memory and UCC's own radix (auto) elsewhere: each row's first and last size, and the
     size after it, read back as meant."""
     rows = [(0, 4096, 2), (4096, 65536, 4), (1 << 20, u.INF, 3)]
-    text = u.render_radix(rows)
+    text = ur.render_radix(rows)
     assert text == "0-4095:host:2,4K-65535:host:4,1M-inf:host:3,auto", text
-    r = u.parse_radix(text)
-    assert not u.radix_problems(r)
+    r = ur.parse_radix(text)
+    assert not ur.radix_problems(r)
     for lo, hi, k in rows:
         assert r.at(lo) == k and r.at(hi - 1 if hi != u.INF else hi) == k
         assert r.at(lo, "cuda") is None

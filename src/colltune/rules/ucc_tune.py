@@ -14,7 +14,10 @@ A range `start-end` holds the sizes from start up to end, end excluded: with
 `0-4k:@a#4k-inf:@b` a call of 4096 B runs b (UCC 1.8 here, proven by its own init
 functions under a debugger, tests/test_ucc_live.py; its source's lookup reads as if the
 end were included, and its score map prints `{0..4095}`: the run decides). Two ranges
-overlap where one starts before the other ends, so adjacent ranges share a bound."""
+overlap where one starts before the other ends, so adjacent ranges share a bound.
+
+Beside them: the radix variables and an environment file of both (the value of a radix
+setting is read in ucc_radix.py, the configuration file in ucc_config.py)."""
 
 from __future__ import annotations
 
@@ -292,6 +295,21 @@ def runs(applied: Applied, coll: str, size: int, mem: str = "host") -> str | Non
 _VAR = re.compile(r"(?:export\s+)?(UCC_(?:CL|TL)_[A-Z0-9]+_TUNE|UCC_TL_UCP_[A-Z_]+_KN_RADIX)"
                   r"=(.*)")
 TL_UCP = "UCC_TL_UCP_TUNE"  # the component whose algorithms are in TL_UCP_ALGS
+UCC_TUNE = safe.UCC_TUNE  # a tuning string's variable (UCC_TL_UCP_TUNE, ...)
+
+# tl/ucp's radix settings per message range (UCC 1.8's UINT_RANGED variables, read by
+# ucc_config_sscanf_uint_ranged in src/utils/ucc_parser.c): the variable, and the
+# algorithm whose radix it sets. Each sees the message size the tuning string does (one
+# rank's buffer; allgather: the whole receive buffer). Those colltune tunes and writes:
+RADIX_VARS: dict[tuple[str, str], str] = {
+    ("allreduce", "knomial"): "UCC_TL_UCP_ALLREDUCE_KN_RADIX",
+    ("allgather", "knomial"): "UCC_TL_UCP_ALLGATHER_KN_RADIX",
+    ("bcast", "sag_knomial"): "UCC_TL_UCP_BCAST_SAG_KN_RADIX",
+}
+# ... and those it reads and checks but does not tune: their ranges see a pipeline
+# fragment's size, not the call's (allreduce's sra_knomial, reduce's srg)
+RANGED_RADIX = frozenset({*RADIX_VARS.values(), "UCC_TL_UCP_ALLREDUCE_SRA_KN_RADIX",
+                          "UCC_TL_UCP_REDUCE_SRG_KN_RADIX"})
 
 
 def env_lines(text: str) -> list[tuple[int, str, str]] | None:
@@ -325,218 +343,3 @@ def team_spans(tokens: list[Token]) -> list[tuple[int, int]]:
     starts = sorted(cuts)
     return [(a, (starts[i + 1] - 1) if i + 1 < len(starts) else TEAM_MAX)
             for i, a in enumerate(starts)]
-
-
-# UCC's configuration file (UCC_CONFIG_FILE; by default ucc.conf in $HOME, then in the
-# installation's share/): NAME=VALUE lines that apply to every team, then sections
-# `[key=value ...]` whose lines apply to a team only where every key matches it (UCC 1.8:
-# src/utils/ucc_parser.c): vendor, model, team_size, ppn, sock, nnodes (a number or a-b).
-# Where two sections match a team, which one UCC takes is not said (it walks a hash table);
-# where the job's environment sets a string too, the environment's wins (seen here, UCC 1.8
-# in Open MPI 5.0.10: tests/test_ucc_live.py)
-SECTION_RANGES = ("team_size", "ppn", "sock", "nnodes")
-SECTION_NAMES = ("vendor", "model")
-_HEADER = re.compile(r"\[(.*)\]")
-UCC_TUNE = safe.UCC_TUNE  # a tuning string's variable (UCC_TL_UCP_TUNE, ...)
-
-
-# the first line of a configuration file colltune writes (one without a section: UCC's
-# own choice kept for every team)
-CONFIG_HEADER = "UCC configuration file written by colltune"
-
-
-def claims_config(text: str) -> bool:
-    """Whether `text` looks like a UCC configuration file: colltune's, or a section header
-    and UCC_ settings (its reader says what is wrong with it)."""
-    if text.startswith(f"# {CONFIG_HEADER}"):
-        return True
-    # [ \t], not \s: \s would run over the newlines after every line start (a file of
-    # blank lines read in quadratic time: tests/test_linear_readers.py)
-    return bool(re.search(r"^[ \t]*\[[^\]\n]*\][ \t]*$", text, re.M)) and bool(
-        re.search(r"^[ \t]*UCC_[A-Z0-9_]+=", text, re.M))
-_SETTING = re.compile(r"(UCC_[A-Z0-9_]+)=(.*)")
-
-
-@dataclass
-class Section:
-    """A section of a configuration file (`line` 0: the lines before any section)."""
-
-    line: int
-    header: str
-    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)
-    settings: list[tuple[int, str, str]] = field(default_factory=list)
-
-    def teams(self) -> tuple[int, int]:
-        return self.ranges.get("team_size", (1, TEAM_MAX))
-
-    def meets(self, other: Section) -> bool:
-        """Whether a team could match both sections."""
-        return all(self.names[k] == other.names[k] for k in SECTION_NAMES
-                   if k in self.names and k in other.names) and all(
-            a[0] <= b[1] and b[0] <= a[1] for k in SECTION_RANGES
-            if (a := self.ranges.get(k)) and (b := other.ranges.get(k)))
-
-
-def _section(no: int, header: str) -> Section:
-    sec = Section(no, header)
-    for part in header.split():
-        key, _, value = part.partition("=")
-        if key in SECTION_NAMES and value:
-            sec.names[key] = value.lower()
-        elif key in SECTION_RANGES and (m := re.fullmatch(r"(\d+)(?:-(\d+))?", value)):
-            lo, hi = number(m.group(1)), number(m.group(2) or m.group(1))
-            sec.ranges[key] = (lo, hi)
-        else:
-            raise UccTuneError(f"[{header}]", f"{part!r} is no vendor, model or "
-                               f"{', '.join(SECTION_RANGES)} with a number or a range a-b "
-                               "(UCC ignores such a section)")
-    return sec
-
-
-def config_sections(text: str) -> list[Section] | None:
-    """The sections of a UCC configuration file, values unquoted as env_lines does; None:
-    not one (no section, or a line that is no comment, UCC_ setting or section)."""
-    out = [Section(0, "")]
-    for no, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        if m := _HEADER.fullmatch(line):
-            out.append(_section(no, m.group(1)))
-        elif m := _SETTING.fullmatch(line):
-            value = m.group(2)
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-                value = value[1:-1]
-            out[-1].settings.append((no, m.group(1), value))
-        else:
-            return None
-    return out if len(out) > 1 else None
-
-
-# tl/ucp's radix settings per message range (UCC 1.8's UINT_RANGED variables, read by
-# ucc_config_sscanf_uint_ranged in src/utils/ucc_parser.c): the variable, and the
-# algorithm whose radix it sets. Each sees the message size the tuning string does (one
-# rank's buffer; allgather: the whole receive buffer). Those colltune tunes and writes:
-RADIX_VARS: dict[tuple[str, str], str] = {
-    ("allreduce", "knomial"): "UCC_TL_UCP_ALLREDUCE_KN_RADIX",
-    ("allgather", "knomial"): "UCC_TL_UCP_ALLGATHER_KN_RADIX",
-    ("bcast", "sag_knomial"): "UCC_TL_UCP_BCAST_SAG_KN_RADIX",
-}
-# ... and those it reads and checks but does not tune: their ranges see a pipeline
-# fragment's size, not the call's (allreduce's sra_knomial, reduce's srg)
-RANGED_RADIX = frozenset({*RADIX_VARS.values(), "UCC_TL_UCP_ALLREDUCE_SRA_KN_RADIX",
-                          "UCC_TL_UCP_REDUCE_SRG_KN_RADIX"})
-AUTO = "auto"
-
-
-@dataclass(frozen=True)
-class RadixRange:
-    lo: int  # both ends included: UCC's lookup takes start <= size <= end
-    hi: int
-    mem_types: tuple[str, ...]  # (): every memory type
-    radix: int
-
-
-@dataclass(frozen=True)
-class Radix:
-    """A radix setting as UCC reads it: ranges tried in order, the first that holds a
-    call's size and memory type giving its radix; `default` elsewhere (None: "auto", the
-    algorithm's own; "unset": no default given, which UCC leaves uninitialised)."""
-
-    ranges: tuple[RadixRange, ...]
-    default: int | str | None
-
-    def at(self, size: int, mem: str = "host") -> int | str | None:
-        for r in self.ranges:
-            if r.lo <= size <= r.hi and (not r.mem_types or mem in r.mem_types):
-                return r.radix
-        return self.default
-
-
-def parse_radix(value: str) -> Radix:
-    """A radix setting as UCC 1.8 reads it, or UccTuneError where it refuses the value
-    (then tl/ucp's configuration fails to load: no UCC collective runs on tl/ucp). Parts
-    are joined by ','; a part is one to three ':'-fields, the last a number or `auto`
-    (alone: the default); in a range part each field is the radix (digits), memory types
-    (joined by '^') or a range `start-end` (UCX memory units, both included), and `auto`
-    there is refused. Empty fields and parts vanish (strtok)."""
-    if value.lower() == AUTO:
-        return Radix((), None)
-    ranges: list[RadixRange] = []
-    default: int | str | None = "unset"
-    parts = [p for p in value.split(",") if p]
-    if not parts:
-        raise UccTuneError(value, "no radix or range")
-    for part in parts:
-        fields = [f for f in part.split(":") if f]
-        if not fields or len(fields) > 3 or not (
-                fields[-1].isdigit() or fields[-1].lower() == AUTO):
-            raise UccTuneError(part, "is not [start-end:][memory types:]radix (at most "
-                               "three fields, the last a number or auto)")
-        if len(fields) == 1:
-            default = None if fields[0].lower() == AUTO else number(fields[0]) % 2**32
-            continue
-        lo, hi, radix = 0, INF, None
-        mems: tuple[str, ...] = ()
-        for f in fields:
-            if f.isdigit():
-                radix = number(f) % 2**32  # atoi into an unsigned
-            elif (m := _names_by(f, "^", MEM_TYPES)) is not None:
-                mems = tuple(sorted(set(m)))  # a set of memory types: order says nothing
-            elif (r := _radix_range(f)) is not None:
-                lo, hi = r
-            else:
-                raise UccTuneError(part, f"{f!r} is no radix, memory type or range "
-                                   "start-end" + (" (auto is the default's alone)"
-                                                  if f.lower() == AUTO else ""))
-        assert radix is not None  # the last field is digits
-        ranges.append(RadixRange(lo, hi, mems, radix))
-    return Radix(tuple(ranges), default)
-
-
-def _names_by(text: str, sep: str, known: tuple[str, ...]) -> tuple[str, ...] | None:
-    parts = [p for p in text.split(sep) if p]
-    if not parts or any(p.lower() not in known for p in parts):
-        return None
-    return tuple(p.lower() for p in parts)
-
-
-def _radix_range(text: str) -> tuple[int, int] | None:
-    ends = [e for e in text.split("-") if e]
-    if len(ends) != 2:
-        return None
-    lo, hi = memunits(ends[0]), memunits(ends[1])
-    return None if lo is None or hi is None else (lo, hi)
-
-
-def radix_problems(r: Radix) -> list[str]:
-    """What UCC accepts in a radix setting but runs badly or not as written: a radix below
-    2 (no k-nomial tree has one), ranges that end before they start or that an earlier
-    range already covers (the first that holds a size wins), no default."""
-    out = []
-    for i, x in enumerate(r.ranges):
-        if x.radix < 2:
-            out.append(f"{x.lo}-{x.hi}: radix {x.radix} (a k-nomial tree needs 2 or more)")
-        if x.hi < x.lo:
-            out.append(f"{x.lo}-{x.hi}: ends before it starts (no size uses it)")
-        for y in r.ranges[:i]:
-            if (y.lo <= x.lo and x.hi <= y.hi and set(x.mem_types or MEM_TYPES)
-                    <= set(y.mem_types or MEM_TYPES)):
-                out.append(f"{x.lo}-{x.hi}: inside {y.lo}-{y.hi}, which comes first (UCC "
-                           "never reaches it)")
-                break
-    if isinstance(r.default, int) and r.default < 2:
-        out.append(f"default radix {r.default} (a k-nomial tree needs 2 or more)")
-    if r.default == "unset":
-        out.append("no default (a lone radix or auto): UCC leaves the sizes outside every "
-                   "range with an uninitialised radix")
-    return out
-
-
-def render_radix(rows: list[tuple[int, int, int]]) -> str:
-    """The setting that gives each (first size, end excluded, radix) its radix on host
-    memory, UCC's own (auto) elsewhere: written with both ends included, as UCC reads."""
-    parts = [f"{size_text(lo)}-{'inf' if hi == INF else size_text(hi - 1)}:host:{k}"
-             for lo, hi, k in sorted(rows)]
-    return ",".join([*parts, AUTO])

@@ -40,7 +40,7 @@ from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.runtime import Knob
 from colltune.errors import ColltuneError, read_text
-from colltune.rules import mca_params, ompi_json, ucc_tune
+from colltune.rules import mca_params, ompi_json, ucc_config, ucc_tune
 from colltune.rules import ompi_classic as rules
 from colltune.slots import place
 
@@ -64,7 +64,7 @@ class OpenMPIFiles(TunedRulesFiles):
         # (in a job's environment file or UCC's configuration file);
         # classic rules files are the fallback
         return (mca_params.claims(text) or ompi_json.claims(text)
-                or ucc_tune.env_lines(text) is not None or ucc_tune.claims_config(text))
+                or ucc_tune.env_lines(text) is not None or ucc_config.claims_config(text))
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:

@@ -36,7 +36,7 @@ from colltune.core.records import Decision
 from colltune.errors import ColltuneError, FormatError, read_text
 from colltune.outfile import Planned, destination
 from colltune.rules import ompi_classic as rules
-from colltune.rules import ompi_json, ompi_v6, ucc_tune
+from colltune.rules import ompi_json, ompi_v6, ucc_config, ucc_radix, ucc_tune
 from colltune.rules.ompi_classic import COLLTYPE, NAME_BY_ID
 from colltune.rules.safe import check_env
 
@@ -98,7 +98,7 @@ class TunedRulesFiles(FileFormats):
         if (strings := ucc_tune.env_lines(text)) is not None:  # what coll/ucc hands to UCC
             said = serving.ucc_warnings(find_openmpi(mpi), {}) if mpi else []
             return check_ucc(path, strings, said)
-        if ucc_tune.claims_config(text):  # UCC's configuration file
+        if ucc_config.claims_config(text):  # UCC's configuration file
             said = serving.ucc_warnings(find_openmpi(mpi), {}) if mpi else []
             return check_ucc_config(path, text, said)
         valid, allow_v2, major, catalog = None, None, None, None
@@ -141,7 +141,7 @@ def check_ucc_config(path: Path, text: str, served: list[str]) -> Checked:
     the teams the section names (check_ucc), and no two sections that one team could match
     (UCC takes either, which one is not said)."""
     try:
-        secs = ucc_tune.config_sections(text) or []
+        secs = ucc_config.config_sections(text) or []
     except ucc_tune.UccTuneError as e:
         line = next((no for no, raw in enumerate(text.splitlines(), 1)
                      if raw.strip() == e.token), 0)
@@ -226,11 +226,11 @@ def _check_radix(path: Path, no: int, name: str, value: str) -> list[str]:
     tl/ucp does not load, and no collective runs on it) and a radix below 2 (no k-nomial
     tree) are errors; ranges it never reaches and a missing default are warnings."""
     try:
-        radix = ucc_tune.parse_radix(value)
+        radix = ucc_radix.parse_radix(value)
     except ucc_tune.UccTuneError as e:
         raise FormatError(str(path), no, f"{name}: UCC rejects the setting at {e.token!r}: "
                           f"{e.why}; tl/ucp would not load") from None
-    problems = ucc_tune.radix_problems(radix)
+    problems = ucc_radix.radix_problems(radix)
     bad = [p for p in problems if "needs 2 or more" in p]
     if bad:
         raise FormatError(str(path), no, f"{name}: {bad[0]}")

@@ -22,7 +22,7 @@ from colltune.core.config import DEFAULT, Config
 from colltune.core.ranges import boundaries
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError
-from colltune.rules import safe, ucc_tune
+from colltune.rules import safe, ucc_radix, ucc_tune
 
 if TYPE_CHECKING:
     from colltune.slots import Placement
@@ -230,10 +230,10 @@ def read_sections(value: str, where: str, radix: dict[str, str] | None = None) -
     return out
 
 
-def _read_radix(value: str, var: str, where: str) -> ucc_tune.Radix:
+def _read_radix(value: str, var: str, where: str) -> ucc_radix.Radix:
     """A radix setting colltune wrote: host ranges and `auto` after them."""
     try:
-        r = ucc_tune.parse_radix(value)
+        r = ucc_radix.parse_radix(value)
     except ucc_tune.UccTuneError as e:
         r = None
         why = str(e)
@@ -283,7 +283,7 @@ def radix_settings(sections: Sections) -> dict[str, str]:
             if var and k:
                 end = sec[j + 1][0] if j + 1 < len(sec) else ucc_tune.INF
                 rows.setdefault(var, []).append((lo, end, k))
-    return {var: ucc_tune.render_radix(r) for var, r in sorted(rows.items())}
+    return {var: ucc_radix.render_radix(r) for var, r in sorted(rows.items())}
 
 
 def env_form(sections: Sections) -> tuple[Sections, dict[str, str], list[str]]:
@@ -507,7 +507,7 @@ def proof(mpi: OpenMPI, placement: Placement, value: str,  # noqa: PLR0913 (the 
     `job` holds), rank 0's sends are that radix's (radix_proof)."""
     at = says(value)
     job = job if job is not None else {ucc_tune.TL_UCP: value}
-    radices = {var: ucc_tune.parse_radix(v) for var, v in (radix or job).items()
+    radices = {var: ucc_radix.parse_radix(v) for var, v in (radix or job).items()
                if var in ucc_tune.RADIX_VARS.values()}
 
     def applied(coll: Collective, np: int, sizes: list[int]) -> tuple[str, str]:

@@ -40,7 +40,7 @@ from colltune.core.config import Config
 from colltune.core.records import Decision
 from colltune.errors import ColltuneError, read_text
 from colltune.outfile import Planned, destination
-from colltune.rules import safe, ucc_tune
+from colltune.rules import safe, ucc_config, ucc_radix, ucc_tune
 from colltune.slots import place
 
 if TYPE_CHECKING:
@@ -76,12 +76,12 @@ class UccFiles(OpenMPIFiles):
     and exported (the configuration file is neither yet)."""
 
     def claims(self, text: str) -> bool:
-        return ucc_tune.env_lines(text) is not None or ucc_tune.claims_config(text)
+        return ucc_tune.env_lines(text) is not None or ucc_config.claims_config(text)
 
     def verify_target(self, path: Path, np: int, mpi_prefix: str | None,
                       hostfile: str | None, launch: Launch | None = None) -> VerifyTarget:
         text = read_text(path)
-        if ucc_tune.env_lines(text) is None and ucc_tune.claims_config(text):
+        if ucc_tune.env_lines(text) is None and ucc_config.claims_config(text):
             return self._verify_config(path, text, np, mpi_prefix,
                                        self.backend.place(np, hostfile, launch))
         value, radix = _string_and_radix(path, ucc_tune.env_lines(text) or [], "verify")
@@ -93,7 +93,7 @@ class UccFiles(OpenMPIFiles):
         """UCC's configuration file: the one section that matches the job's team (its
         size, nodes and ranks a node) is what UCC reads, handed to the job as the file."""
         try:
-            secs = [s for s in ucc_tune.config_sections(text) or [] if s.line]
+            secs = [s for s in ucc_config.config_sections(text) or [] if s.line]
         except ucc_tune.UccTuneError as e:
             raise ColltuneError(f"{path}: {e}", f"tune check {path}") from None
         if any(s.names for s in secs):
@@ -123,7 +123,7 @@ class UccFiles(OpenMPIFiles):
         the modules set the same three variables."""
         text = req.text if req.text is not None else read_text(req.source)
         lines = ucc_tune.env_lines(text)
-        if lines is None and ucc_tune.claims_config(text):
+        if lines is None and ucc_config.claims_config(text):
             return self._installable_config(req, text)
         lines = lines or []
         value, radix = _string_and_radix(req.source, lines, "export")
@@ -151,7 +151,7 @@ class UccFiles(OpenMPIFiles):
         The modules set no UCC_TL_UCP_TUNE: one in a job's environment wins over the
         file's (UCC 1.8)."""
         check_ucc_config(req.source, text, [])  # what UCC would refuse or read two ways
-        secs = [x for x in ucc_tune.config_sections(text) or [] if x.line]
+        secs = [x for x in ucc_config.config_sections(text) or [] if x.line]
         body = []
         for sec in secs:
             if sec.names or not _HEADER_WRITTEN.fullmatch(sec.header) or any(
@@ -173,7 +173,7 @@ class UccFiles(OpenMPIFiles):
                                 "cannot carry that path (it splits at ';' and spaces)",
                                 "--site a directory whose path has no spaces or ';'")
         return Installable(
-            [Planned(conf_file, f"# {ucc_tune.CONFIG_HEADER}\n# {safe.comment(req.stamp)}\n\n"
+            [Planned(conf_file, f"# {ucc_config.CONFIG_HEADER}\n# {safe.comment(req.stamp)}\n\n"
                      + "\n".join(body), "UCC configuration file"),
              _params_file(req, f"UCC_CONFIG_FILE={conf_file}", "configuration file")],
             {**ucc.UCC_ON, "UCC_CONFIG_FILE": str(conf_file)},
@@ -232,7 +232,7 @@ def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # n
     beside it (`job`: how the job is handed them; None: in its environment)."""
     for var, v in radix.items():
         try:
-            ucc_tune.parse_radix(v)
+            ucc_radix.parse_radix(v)
         except ucc_tune.UccTuneError as e:
             raise ColltuneError(f"not applied: UCC would not load tl/ucp with {var}: {e}",
                                 f"tune check {path}") from None
@@ -247,7 +247,7 @@ def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # n
     colls = sorted({c for t in tokens if t.for_team(np) for c in t.colls or table}
                    & set(ucc.PROVEN))
     at = ucc.says(value)
-    radices = {var: ucc_tune.parse_radix(v) for var, v in radix.items()}
+    radices = {var: ucc_radix.parse_radix(v) for var, v in radix.items()}
 
     def rule_at(coll: Collective, n: int, size: int) -> Config | None:
         alg = at(coll, n, size)
@@ -387,7 +387,7 @@ class UccSession(Session[OpenMPI]):
                        "--out")
             one_node = {p.np for p in self.placements if p.nodes == 1}
             write_file(ucc.config_path(out), ucc.config_file(sections, one_node, [
-                f"{ucc_tune.CONFIG_HEADER} {__version__}: the string of "
+                f"{ucc_config.CONFIG_HEADER} {__version__}: the string of "
                 f"{out} in sections per team size", provenance(self.mpi),
                 "use: UCC_CONFIG_FILE=THIS_FILE (with coll/ucc on); a UCC_TL_UCP_TUNE the "
                 "job's environment sets is taken instead (UCC 1.8 here)",
