@@ -253,7 +253,7 @@ def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: 
     of every range, rank 0 initialised and started the algorithm the string names and no
     other tl/ucp one. Allgather's and alltoall's ranges are on the whole receive buffer
     (4 blocks here), as UCC counts."""
-    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi import ucc, ucc_proof
     from colltune.backends.openmpi.ucc_backend import ucc_installation
     from colltune.collectives import get_collective
     from colltune.core.config import Config
@@ -294,9 +294,9 @@ def test_every_range_runs_through_the_file_written(ompi_ucc: OpenMPI, tmp_path: 
             b for lo, _, _ in sections[(coll, 4)] if lo
             for b in ((lo - 1) // per // g * g, _round_up(_round_up(lo, per) // per, g))})
         blocks = [b for b in blocks if b > 0]
-        got = ucc.ran(mpi, place(4), c, blocks, job, table)
+        got = ucc_proof.ran(mpi, place(4), c, blocks, job, table)
         wrong = {b: got[b] for b in blocks
-                 if not ucc.runs_alone(coll, str(at(c, 4, b)), got[b])}
+                 if not ucc_proof.runs_alone(coll, str(at(c, 4, b)), got[b])}
         assert not wrong, (coll, value, {b: at(c, 4, b) for b in wrong}, wrong)
 
 
@@ -304,17 +304,17 @@ def test_the_algorithms_left_out_do_not_run_on_host_buffers(ompi_ucc: OpenMPI) -
     """Why --tune-ucc leaves out allreduce's sliding_window and alltoall's onesided: forced,
     their init is entered and UCC runs something else (another algorithm's start, or the
     component below coll/ucc); the proof that says "applied" says it is not them."""
-    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi import ucc, ucc_proof
     from colltune.backends.openmpi.ucc_backend import ucc_installation
     from colltune.collectives import get_collective
 
     mpi = ucc_installation(str(ompi_ucc.prefix))
     table, _ = ucc.algorithms(mpi)
     for coll, alg in sorted(ucc.HOST_REFUSED):
-        got = ucc.ran(mpi, place(4), get_collective(coll), [64, 65536],
+        got = ucc_proof.ran(mpi, place(4), get_collective(coll), [64, 65536],
                       {u.TL_UCP: f"{coll}:0-inf:@{alg}"}, table)
         for size, what in got.items():
-            assert alg in what and not ucc.runs_alone(coll, alg, what), (coll, size, what)
+            assert alg in what and not ucc_proof.runs_alone(coll, alg, what), (coll, size, what)
 
 
 def test_tune_ucc_writes_what_ucc_runs_and_verify_proves_it(ompi_ucc: OpenMPI,
@@ -356,7 +356,7 @@ def test_a_string_in_the_environment_wins_over_the_configuration_file(
     """What `tune check` of a configuration file says: where the job's environment sets
     UCC_TL_UCP_TUNE too, UCC 1.8 takes the environment's (its source reads as if the
     file's section replaced it: the run decides)."""
-    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi import ucc, ucc_proof
     from colltune.backends.openmpi.ucc_backend import ucc_installation
     from colltune.collectives import get_collective
 
@@ -365,12 +365,12 @@ def test_a_string_in_the_environment_wins_over_the_configuration_file(
     conf = tmp_path / "ucc.conf"
     conf.write_text(f"[team_size=4]\n{u.TL_UCP}=bcast:0-inf:@dbt\n")
     bcast = get_collective("bcast")
-    alone = ucc.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf)}, table)
-    both = ucc.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf),
+    alone = ucc_proof.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf)}, table)
+    both = ucc_proof.ran(mpi, place(4), bcast, [1000], {"UCC_CONFIG_FILE": str(conf),
                                                   u.TL_UCP: "bcast:0-inf:@sag_knomial"},
                    table)
-    assert ucc.runs_alone("bcast", "dbt", alone[1000]), alone
-    assert ucc.runs_alone("bcast", "sag_knomial", both[1000]), both
+    assert ucc_proof.runs_alone("bcast", "dbt", alone[1000]), alone
+    assert ucc_proof.runs_alone("bcast", "sag_knomial", both[1000]), both
 
 
 def test_verify_proves_the_string_across_shaped_nodes(ompi_ucc: OpenMPI,
@@ -406,7 +406,7 @@ def test_verify_proves_the_radix_ucc_ran(ompi_ucc: OpenMPI, tmp_path: Path) -> N
     radix up to the team size (rank 0 alone sends as often with radix 3 as with 4). A job
     not handed the radix setting runs knomial's own radix: the proof says "not applied"
     there, naming the counts."""
-    from colltune.backends.openmpi import ucc
+    from colltune.backends.openmpi import ucc, ucc_proof
     from colltune.backends.openmpi.ucc_backend import ucc_installation
     from colltune.collectives import get_collective
 
@@ -425,6 +425,6 @@ def test_verify_proves_the_radix_ucc_ran(ompi_ucc: OpenMPI, tmp_path: Path) -> N
         assert "UCC ran the file's radix at each of 2 size(s)" in said, (path.name,
                                                                          said[-3000:])
     table, _ = ucc.algorithms(mpi)
-    status, why = ucc.proof(mpi, place(4), value, table, {u.TL_UCP: value}, radix)(
+    status, why = ucc_proof.proof(mpi, place(4), value, table, {u.TL_UCP: value}, radix)(
         get_collective("allreduce"), 4, [1024, 65536])
     assert status == "not applied" and "the radix UCC ran is not the file's" in why, why

@@ -24,7 +24,7 @@ from colltune.backends.base import (
     write_file,
 )
 from colltune.backends.files import Arms, ExportRequest, Installable, VerifyTarget
-from colltune.backends.openmpi import serving, ucc
+from colltune.backends.openmpi import serving, ucc, ucc_proof
 from colltune.backends.openmpi.backend import OpenMPIBackend, OpenMPIFiles
 from colltune.backends.openmpi.install import (
     OpenMPI,
@@ -260,7 +260,7 @@ def _string_target(path: Path, value: str, np: int, mpi_prefix: str | None,  # n
 
     arm = job if job is not None else {ucc_tune.TL_UCP: value, **radix}
     return VerifyTarget(mpi, ucc.catalog(table, colls), colls, {"default": {}, "tuned": arm},
-                        placement, rule_at, ucc.proof(mpi, placement, value, table, arm,
+                        placement, rule_at, ucc_proof.proof(mpi, placement, value, table, arm,
                                                       radix))
 
 
