@@ -166,14 +166,16 @@ class TuneOptions:
         help="measure: where neighbouring sizes decide differently, measure between them "
              "until the switch is located within 1.25x; midpoint: put the boundary at the "
              "geometric midpoint unmeasured.")
-    # communicator sizes between the measured ones (--np): "rule" (a job there runs one
-    # of the two rules: Open MPI's section at or below it, said in the file), or "measure"
-    # (where the two rules part, the size halfway is measured too: tuner/between.py)
+    # communicator sizes between the measured ones (--np): "rule" (a job there runs what
+    # both chose where they agree, the library's own choice where they part: the family's
+    # writer, said in the file), or "measure" (where the two part, the size halfway is
+    # measured too: tuner/between.py)
     between: str = setting(
         "rule", "--between",
-        help="rule: a communicator size between two of --np runs the rule of one of them "
-             "(Open MPI: the one below), as the file says; measure: where either's choice "
-             "loses at the other, measure the size halfway too (one more per gap).")
+        help="rule: a communicator size between two of --np runs what the file says for "
+             "it (Open MPI's and MPICH's: what both chose where they agree, the library's "
+             "own choice where they part); measure: where either's choice loses at the "
+             "other, measure the size halfway too (one more per gap).")
     # the sizes --between measure added, and the collectives measured at each (set by the
     # tune's second pass: the others there are not measured)
     halfway: dict[int, list[str]] = field(default_factory=dict)
