@@ -186,6 +186,7 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     power = re.findall(r"1048576 B: the default stalled in \d+ of (\d+) calls, .* in \d+ "
                        r"of \d+ \((?:\d+ of \d+ would have|no count in so few calls "
                        r"would have) told it from one that never stalls", said)
+    assert "Config(" not in said  # each configuration by its name, as the tables say it
     if "the default stalls at 1 size(s)" in said:
         pooled = sum(len(v) for v in default.series.values())
         assert power and all(int(n) == pooled for n in power), (power, pooled)

@@ -88,4 +88,5 @@ def _say_power(run: Run, t: Target, todo: list[tuple[Config, int]]) -> None:
                     if least is not None else "no count in so few calls would have told "
                     "it from one that never stalls")
             run.rep.note(f"{t.where}, {size} B: the default stalled in {kd} of {nd} calls, "
-                         f"{c} in {kc} of {nc} ({seen}, Fisher p < {STALL_ALPHA:g})")
+                         f"{c.label(run.catalog, t.coll.name)} in {kc} of {nc} ({seen}, "
+                         f"Fisher p < {STALL_ALPHA:g})")
