@@ -85,6 +85,10 @@ def test_the_time_limit_counts_the_chosen_familys_plan(tmp_path: Path) -> None:
         return int(h) * 3600 + int(m) * 60 + int(s)
 
     assert seconds("--backend", "mvapich2") < seconds()
+    # --between measure may add a size halfway between each two --np: the job's limit
+    # counts them (512 and 1408 between 256, 768 and 2048)
+    assert seconds("--np", "256,768,2048", "--between", "measure") > seconds(
+        "--np", "256,768,2048")
     r = tune_cli("reduce", "--np", "64", "--backend", "mpich", "--slurm-script",
                  str(tmp_path / "m.sh"))
     assert r.returncode != 0 and "only from the installation" in r.stderr

@@ -274,15 +274,20 @@ def _without_option(args: list[str], name: str) -> list[str]:
     return out
 
 
-def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,
+def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,  # noqa: PLR0913 (the tune's options the script's size depends on)
                         params: list[str], nodes: int | None, ppn: int | None, point_time: float,
-                        path: Path, backend: str, target: tuple[bool, bool]) -> None:
+                        path: Path, backend: str, target: tuple[bool, bool],
+                        between: str = "rule") -> None:
     from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
+    from colltune.tuner.between import halfway
     from colltune.tuner.forecast import time_limit
 
     try:
         nps = _ints(np, "--np")
+        if between == "measure":  # the job may measure a size halfway in every gap
+            nps += [m for a, b in zip(sorted(nps), sorted(nps)[1:], strict=False)
+                    if (m := halfway(a, b, ppn)) is not None]
         names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
         size_list = parse_sizes(sizes) if sizes else None
         segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None
@@ -415,7 +420,7 @@ def _make_tune_command(name: str) -> None:
             _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
                                 slurm_script, _script_family(backend, out_format, mpi,
                                                              platform),
-                                (tune_han, tune_ucc))
+                                (tune_han, tune_ucc), between)
             return
         nps = _nps(np, layouts, nodes, ppn)
         family = _family(backend, out_format, mpi, platform, quiet)
