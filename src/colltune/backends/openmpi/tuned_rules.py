@@ -315,8 +315,8 @@ def between_measured(rf: rules.RulesFile, name: str, nps: list[int]) -> None:
         if hi - lo < 2 or any(lo + 1 < c < hi for c in secs):
             continue
         sec = rules.agreed(secs[lo], secs[hi], lo + 1)
-        kept = ("the library's own decision everywhere: they part at every size"
-                if all(r.alg == 0 for r in sec.rules) else
+        kept = ("the library's own decision everywhere (the two chose nothing else in "
+                "common)" if all(r.alg == 0 for r in sec.rules) else
                 "what both run where they agree, the library's own decision where they part")
         rf.set_section(cid, sec, [f"{name} between {lo} and {hi} ranks: measured at neither; "
                                   + kept])
