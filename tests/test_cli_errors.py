@@ -162,7 +162,8 @@ def test_unwritable_output_is_refused_before_measuring(tmp_path: Path) -> None:
     (["--backend", "smpi", "--launch-cost", "-1"], "BASE+PER_NODE/node"),
     # sizes between: added in launches of their own (issue 84, item 4)
     (["--between", "nearest"], "--between rule, measure"),
-    (["--between", "measure", "--comm-sizes", "2"], "not with --comm-sizes or --predict")])
+    (["--between", "measure", "--comm-sizes", "2"], "not with --comm-sizes, --predict or"),
+    (["--between", "measure", "--from-db"], "not with --comm-sizes, --predict or --from-db")])
 def test_impossible_settings_are_refused(args: list[str], words: str, tmp_path: Path) -> None:
     _error(tune_cli("reduce", "--np", "2", "--db", str(tmp_path / "d.sqlite"), *args), words)
 

@@ -116,11 +116,11 @@ def refuse_options(opts: TuneOptions) -> list[str]:
         raise ColltuneError(
             "--comm-sizes measures inside one launch: give one --np (the launch), without "
             "--predict or --tune-han", "e.g. --np 512 --comm-sizes 2:512")
-    if opts.between == "measure" and (opts.comm_sizes or opts.predict):
+    if opts.between == "measure" and (opts.comm_sizes or opts.predict or opts.from_db):
         raise ColltuneError(
             "--between measure adds communicator sizes in launches of their own: not with "
-            "--comm-sizes or --predict", "name every size to measure in --comm-sizes, or "
-            "measure at each --np without --predict")
+            "--comm-sizes, --predict or --from-db", "name every size to measure in "
+            "--comm-sizes or --np, and measure at each without --predict or --from-db")
     check_outputs(opts.out, opts.summary_json)
     forecast.launch_cost(opts)  # a --launch-cost that says no seconds: refused now
     return colls
