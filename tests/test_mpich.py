@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -358,26 +359,40 @@ def test_tuning_file_and_profile_are_obeyed(mpich: MPICH, netns: str, tmp_path: 
         assert abs(got - forced[other]) > 0.15 * forced[other], (size, got, forced)
 
 
-@pytest.mark.mpi
-def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: Path) -> None:
-    """Binomial forced at 4 ranks: at 3 ranks MPICH runs its own choice (the file's leading
-    comm-size condition), which moves other bytes than binomial there."""
+def _at_3_ranks(netns: str, tmp: Path, at: dict[int, str]
+                ) -> tuple[Callable[[dict[str, str], int], int], int, dict[str, str],
+                           dict[str, str]]:
+    """MPICH 5's reduce tuned to one algorithm at each comm size of `at`: the bytes a
+    launch moves (env, ranks), those of MPICH's own choice at 3 ranks, binomial forced,
+    and the file's environment; first checked that at 3 ranks MPICH's own choice and
+    binomial move bytes apart."""
     mpi = get_mpich("mpich50")
     cat = _catalog(mpi)
     assert cat.builtin is not None and cat.container
     ids = {n: i for i, n in cat.algorithms["reduce"].items()}
     binomial = mb.forcing_env(cat, "reduce", Config(ids["binomial"]))
-    tuning = {"reduce": {4: Ranges([(None, cat.container["reduce"][ids["binomial"]])])}}
-    tf = tmp_path / "tuning.json"
-    tf.write_text(mpich_csel.render(cat.builtin, tuning))
+    tuning = {"reduce": {n: Ranges([(None, cat.container["reduce"][ids[a]])])
+                         for n, a in at.items()}}
+    tf = tmp / "tuning.json"
+    tf.write_text(mpich_rules.merged_table(None, cat.builtin, tuning)[0])
     under = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf))).variables()
-    size = 131072
-    own, forced = (_bytes(mpi, netns, tmp_path, size, env, np=3) for env in ({}, binomial))
+
+    def moved(env: dict[str, str], np: int) -> int:
+        return _bytes(mpi, netns, tmp, 131072, env, np=np)
+    own, forced = moved({}, 3), moved(binomial, 3)
     assert abs(own - forced) > 0.15 * forced, (own, forced)  # distinguishable at 3 ranks
-    got = _bytes(mpi, netns, tmp_path, size, under, np=3)
-    assert abs(got - own) < 0.05 * own, (got, own, forced)
+    return moved, own, binomial, under
+
+
+@pytest.mark.mpi
+def test_a_file_tuned_at_4_ranks_leaves_3_ranks_to_mpich(netns: str, tmp_path: Path) -> None:
+    """Binomial forced at 4 ranks: at 3 ranks MPICH runs its own choice (the file's leading
+    comm-size condition), which moves other bytes than binomial there."""
+    moved, own, binomial, under = _at_3_ranks(netns, tmp_path, {4: "binomial"})
+    got = moved(under, 3)
+    assert abs(got - own) < 0.05 * own, (got, own)
     # at 4 ranks the file's own section: binomial
-    got4, forced4 = (_bytes(mpi, netns, tmp_path, size, env) for env in (under, binomial))
+    got4, forced4 = moved(under, 4), moved(binomial, 4)
     assert abs(got4 - forced4) < 0.05 * forced4, (got4, forced4)
 
 
@@ -387,22 +402,10 @@ def test_mpich_runs_its_own_between_two_tuned_sizes_that_part(netns: str,
     """Reduce-scatter-gather chosen at 2 ranks, binomial at 4: at 3 ranks MPICH runs its
     own choice (the file's `comm_size<=3`), where without that key it took 4's binomial
     (the first `comm_size<=` at or above 3)."""
-    mpi = get_mpich("mpich50")
-    cat = _catalog(mpi)
-    assert cat.builtin is not None and cat.container
-    ids = {n: i for i, n in cat.algorithms["reduce"].items()}
-    binomial = mb.forcing_env(cat, "reduce", Config(ids["binomial"]))
-    at = {2: "reduce_scatter_gather", 4: "binomial"}
-    tuning = {"reduce": {n: Ranges([(None, cat.container["reduce"][ids[a]])])
-                         for n, a in at.items()}}
-    tf = tmp_path / "tuning.json"
-    tf.write_text(mpich_rules.merged_table(None, cat.builtin, tuning)[0])
-    under = mpich_env.parse(mpich_env.render(mpich_env.EnvProfile(["reduce"], tf))).variables()
-    size = 131072
-    own, forced = (_bytes(mpi, netns, tmp_path, size, env, np=3) for env in ({}, binomial))
-    assert abs(own - forced) > 0.15 * forced, (own, forced)  # distinguishable at 3 ranks
-    got = _bytes(mpi, netns, tmp_path, size, under, np=3)
-    assert abs(got - own) < 0.05 * own, (got, own, forced)
+    moved, own, _, under = _at_3_ranks(netns, tmp_path,
+                                       {2: "reduce_scatter_gather", 4: "binomial"})
+    got = moved(under, 3)
+    assert abs(got - own) < 0.05 * own, (got, own)
 
 
 @pytest.mark.mpi

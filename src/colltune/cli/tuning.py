@@ -280,14 +280,13 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                         between: str = "rule") -> None:
     from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
-    from colltune.tuner.between import halfway
+    from colltune.tuner.between import halfways
     from colltune.tuner.forecast import time_limit
 
     try:
         nps = _ints(np, "--np")
         if between == "measure":  # the job may measure a size halfway in every gap
-            nps += [m for a, b in zip(sorted(nps), sorted(nps)[1:], strict=False)
-                    if (m := halfway(a, b, ppn)) is not None]
+            nps += halfways(nps, ppn)
         names = sorted(COLLECTIVES) if name == "all" else [get_collective(name).name]
         size_list = parse_sizes(sizes) if sizes else None
         segs = [parse_size(x) for x in segsizes.split(",")] if segsizes else None

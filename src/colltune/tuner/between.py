@@ -47,6 +47,14 @@ def halfway(below: int, above: int, ppn: int | None) -> int | None:
     return mid if below < mid < above else None
 
 
+def halfways(nps: list[int], ppn: int | None) -> list[int]:
+    """The size halfway in every gap between the communicator sizes `nps`: what --between
+    measure may add at most (a plan's and a batch script's count)."""
+    ordered = sorted(nps)
+    return [m for a, b in zip(ordered, ordered[1:], strict=False)
+            if (m := halfway(a, b, ppn)) is not None]
+
+
 def partings(run: Run, decisions: dict[str, dict[int, list[Decision]]]) -> list[Parting]:
     """Per collective, each two neighbouring measured sizes where either's choice, run at
     the other, is at least --min-gain slower there than that one's own (by the sweep's

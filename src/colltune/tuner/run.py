@@ -208,11 +208,9 @@ def plan_tune(opts: TuneOptions, reporter: Reporter | None = None) -> dict[str, 
     if not exact:  # simulated times repeat exactly: nothing stalls (tuner/stalls.py)
         out["if_the_default_stalls"] = forecast.if_stalls(
             targets, pr, nodes, stalls.seconds_per_size(opts.settings.point_time))
-    nps = sorted(opts.nps)
-    ppn = opts.launch.ppn if opts.launch else None
-    halfway = [m for a, b in zip(nps, nps[1:], strict=False)
-               if (m := between.halfway(a, b, ppn)) is not None]
-    if opts.between == "measure" and halfway:  # at most: every gap's rules may part
+    halfway = (between.halfways(opts.nps, opts.launch.ppn if opts.launch else None)
+               if opts.between == "measure" else [])
+    if halfway:  # at most: every gap's rules may part
         more = plan_tune(replace(opts, nps=halfway, between="rule"), rep)
         out["if_rules_part"] = {"sizes": halfway,
                                 "node_seconds_at_most": more["node_seconds"]}
