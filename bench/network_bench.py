@@ -10,6 +10,9 @@ of the oracle's gain the file captured, the sizes where the file is significantl
     .venv/bin/python bench/network_bench.py --osu /tmp/osu74 --link 1gbit \\
         --layouts 4x1,2x2 --colls bcast,reduce,allreduce,allgather,alltoall --rounds 4
 
+OSU 7.4 sums MPI_CHAR in its reductions unless told otherwise (-T); `--datatype char` has
+the tune sum one-byte integers too, so that both time the same call.
+
 Ranks are not bound (`--bind-to none`, for the tune too): every namespace node sees the
 machine's two cores as its own, and Open MPI would bind each node's first rank to core 0.
 """
@@ -75,8 +78,10 @@ def launcher(c: Cluster, lay: Layout) -> list[str]:
             c.agent]
 
 
-def tune(c: Cluster, coll: str, lay: Layout, work: Path) -> tuple[Path, float, str]:
-    """`tune COLL` in the layout, on node 1: its file, its wall time, its allocation line."""
+def tune(c: Cluster, coll: str, lay: Layout, work: Path, datatype: str = "double"
+         ) -> tuple[Path, float, str]:
+    """`tune COLL` in the layout, on node 1 (a reduction summing `datatype`): its file,
+    its wall time, its allocation line."""
     out = work / f"{coll}.{lay.name}.conf"
     env = c.env(PYTHONPATH=str(REPO / "src"))
     t = time.monotonic()
@@ -84,7 +89,8 @@ def tune(c: Cluster, coll: str, lay: Layout, work: Path) -> tuple[Path, float, s
                        "--hostfile", c.hostfile(lay.ppn), "--ppn", str(lay.ppn),
                        "--launcher-args", f"--mca plm_rsh_agent {c.agent} --bind-to none",
                        "--mpi", "/usr", "--db", str(work / "db.sqlite"), "--out", str(out),
-                       "--summary-json", str(work / "summary.json")],
+                       "--summary-json", str(work / "summary.json"),
+                       *(["--datatype", datatype] if get_collective(coll).reduction else [])],
              env=env, cwd=work, timeout=7200)
     took = time.monotonic() - t
     if r.returncode != 0:
@@ -237,6 +243,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--max-size", type=int, default=1 << 20)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--datatype", default="double",
+                    help="what the tune's reductions sum (OSU 7.4 sums chars unless -T)")
     args = ap.parse_args()
     if args.rejudge:
         for name, kept in json.loads(args.rejudge.read_text()).items():
@@ -258,7 +266,7 @@ def main() -> None:
             exe = work / OSU_PROGRAMS[coll]
             shutil.copy2(next(iter(sorted(args.osu.rglob(OSU_PROGRAMS[coll])))), exe)
             for lay in lays:
-                path, took, said = tune(c, coll, lay, work)
+                path, took, said = tune(c, coll, lay, work, args.datatype)
                 print(f"{coll} {lay.name}: tune took {took:.0f} s\n{said}", flush=True)
                 if args.rounds == 0:
                     continue

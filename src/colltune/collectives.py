@@ -3,7 +3,13 @@ compare is the family's to say (Backend.rule_size; Open MPI's in rules/ompi_clas
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+# what a reduction can sum, and each element's size in bytes: the kernel's `datatype`
+# (kernel/bench/bench_colls.c). A library decides by the bytes a call moves and by how many
+# elements it holds: 8 B of chars (as OSU sums by default) may run another algorithm than
+# one double (docs/methodology.md, "The datatype")
+DATATYPES = {"double": 8, "float": 4, "int": 4, "char": 1}
 
 
 @dataclass(frozen=True)
@@ -17,16 +23,28 @@ class Collective:
     """
 
     name: str
-    reduction: bool  # reductions use MPI_DOUBLE with MPI_SUM, the rest MPI_BYTE
+    reduction: bool  # reductions sum `datatype` with MPI_SUM, the rest move MPI_BYTE
     np_blocks: bool  # a rank's send or receive buffer holds one block per rank
     # decided per message size; False: one decision for every size (barrier has none;
     # coll/tuned looks scan, exscan and alltoallv up without their size)
     size_dependent: bool = True
+    datatype: str = "double"  # what a reduction sums (DATATYPES); nothing else reads it
 
     @property
     def granularity(self) -> int:
         """Smallest unit of a block in bytes (the datatype size)."""
-        return 8 if self.reduction else 1
+        return DATATYPES[self.datatype] if self.reduction else 1
+
+    def summing(self, datatype: str) -> Collective:
+        """This collective as measured summing `datatype` (itself where it sums nothing)."""
+        return replace(self, datatype=datatype) if self.reduction else self
+
+    @property
+    def datatype_key(self) -> str:
+        """What an installation key gains for points of a reduction summing another
+        datatype than double: another call to the library, kept apart in the store."""
+        return f"~datatype={self.datatype}" if self.reduction and self.datatype != "double" \
+            else ""
 
     @property
     def has_sizes(self) -> bool:

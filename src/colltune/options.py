@@ -41,6 +41,12 @@ class MeasureSettings(Repetitions):
     objective: str = setting(
         Repetitions.objective, "--objective", help="What a repetition's time is: completion "
         "(slowest rank), mean (over ranks, as OSU prints) or root.")
+    # a library decides by the bytes and by the elements a call holds (collectives.DATATYPES)
+    datatype: str = setting(
+        "double", "--datatype", help="What a reduction sums: double, float, int or char "
+        "(one-byte integers, as OSU sums unless told otherwise). A library may run another "
+        "algorithm for 8 B of chars than for one double: tune with what the application "
+        "sums. Stored apart; other collectives move bytes.")
     # the sweep stops points clearly slower than the default early
     cutoff: float = setting(
         1.5, "--cutoff", help="Stop measuring a configuration at a size once it is clearly "

@@ -189,6 +189,7 @@ TIMING_OPTION = declared(MeasureSettings, "timing")
 WINDOW_OPTION = declared(MeasureSettings, "window")
 CUTOFF_OPTION = declared(MeasureSettings, "cutoff")
 OBJECTIVE_OPTION = declared(MeasureSettings, "objective")
+DATATYPE_OPTION = declared(MeasureSettings, "datatype")
 PARAM_OPTION = typer.Option(
     [], "--param", metavar="NAME=VALUES",
     help="Values of an algorithm parameter to measure, by the name the installation's "

@@ -15,6 +15,7 @@ from rich.text import Text
 from colltune.backends import registry
 from colltune.cli.common import (
     CUTOFF_OPTION,
+    DATATYPE_OPTION,
     DB_HELP,
     OBJECTIVE_OPTION,
     PARAM_OPTION,
@@ -403,6 +404,7 @@ def _make_tune_command(name: str) -> None:
         timing: str = TIMING_OPTION,
         window: int = WINDOW_OPTION,
         objective: str = OBJECTIVE_OPTION,
+        datatype: str = DATATYPE_OPTION,
         cutoff: float = CUTOFF_OPTION,
         boundaries: str = declared(TuneOptions, "boundaries"),
         between: str = declared(TuneOptions, "between"),
@@ -450,7 +452,8 @@ def _make_tune_command(name: str) -> None:
                 settings=MeasureSettings(min_reps=min_reps, max_reps=max_reps, rel_ci=rel_ci,
                                          point_time=point_time, seed=seed, timeout=timeout,
                                          timing=timing, window=window, objective=objective,
-                                         cutoff=cutoff, default_launches=default_launches,
+                                         datatype=datatype, cutoff=cutoff,
+                                         default_launches=default_launches,
                                          arrival=rows),
             )
         except ColltuneError as e:

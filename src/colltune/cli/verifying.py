@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from colltune.cli.common import (
+    DATATYPE_OPTION,
     HOSTFILE_OPTION,
     LAUNCHER_ARGS_OPTION,
     LAUNCHER_OPTION,
@@ -101,6 +102,7 @@ def verify_cmd(
     timing: str = TIMING_OPTION,
     window: int = WINDOW_OPTION,
     objective: str = OBJECTIVE_OPTION,
+    datatype: str = DATATYPE_OPTION,
 ) -> None:
     """Default vs the rules file in fresh interleaved launches, sequentially at the sizes
     the file changes; exit 1 on a regression or if the library does not apply the file, 5
@@ -165,10 +167,12 @@ class _VerifyArgs:
     timing: str
     window: int
     objective: str
+    datatype: str
 
 
 def _verify_file(o: _VerifyArgs) -> VerifyReport:
     """A rules file against the library's choice (the options checked first)."""
+    from colltune.collectives import DATATYPES
     from colltune.kernel.launch import Repetitions
     from colltune.tuner.sequential import Design
     from colltune.verification.verify import VerifyRequest, verify
@@ -188,13 +192,17 @@ def _verify_file(o: _VerifyArgs) -> VerifyReport:
     reps = Repetitions(min_reps=15, point_time=o.point_time, timing=o.timing,
                        window=o.window, objective=o.objective, min_ticks=100)
     check_repetitions(reps)
+    if o.datatype not in DATATYPES:
+        raise ColltuneError(f"unknown --datatype '{o.datatype}'",
+                            "use --datatype " + ", ".join(DATATYPES))
     return verify(VerifyRequest(
         Path(o.args[0]), o.np, o.mpi, o.collective or None,
         parse_sizes(o.sizes) if o.sizes else None, o.rounds, reps, with_=o.with_,
         osu_dir=o.osu_dir, hostfile=o.hostfile,
         design=Design(alpha=o.alpha, threshold=o.threshold, max_pairs=o.max_rounds),
         time_budget=o.time_budget, aa=o.aa, step=_step(o.step, o.step_from, o.np),
-        launch=launch_of(o.launcher, o.nodes, o.ppn, o.launcher_args)),
+        launch=launch_of(o.launcher, o.nodes, o.ppn, o.launcher_args),
+        datatype=o.datatype),
         note=(lambda s: None) if o.quiet else
         (lambda s: err.print(s, highlight=False, markup=False)))
 

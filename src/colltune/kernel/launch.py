@@ -96,6 +96,7 @@ class KernelPlan:
     reps: Repetitions = field(default_factory=Repetitions)
     dup_always: bool = True  # False: configurations without variables use MPI_COMM_WORLD
     pvars: str = ""  # prefix of the MPI_T counters to report per point (MVAPICH2: mv2_coll_)
+    datatype: str = "double"  # what a reduction sums (Collective.datatype)
 
     def render(self) -> str:
         r = self.reps
@@ -118,6 +119,7 @@ class KernelPlan:
             f"start {r.start}",
             f"start_time {r.start_time}",
             f"objective {r.objective}",
+            f"datatype {self.datatype}",
             f"cutoff {r.cutoff}",
             f"min_ticks {r.min_ticks}",
         ]

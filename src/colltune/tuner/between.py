@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from colltune.collectives import get_collective
 from colltune.core.records import Decision
 from colltune.tuner.context import Run, Target
 
@@ -82,7 +81,7 @@ def _loss(run: Run, name: str, src: int, at: int, per_np: dict[int, list[Decisio
     placement = next((p for p in run.sess.placements if p.np == at), None)
     if placement is None:
         return None
-    ctx = run.context(Target(get_collective(name), placement))
+    ctx = run.context(Target(run.collective(name), placement))
     median = {(m.config, m.size): m.median for m in run.store.measurements(ctx)
               if m.median is not None}
     theirs = {d.size: d.chosen for d in per_np[src]}

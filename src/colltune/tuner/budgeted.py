@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from colltune.collectives import get_collective
 from colltune.core.config import DEFAULT
 from colltune.errors import ColltuneError
 from colltune.store import Measurement
@@ -26,7 +25,7 @@ def open_budget(run: Run, colls: list[str], seconds: float, started: float
                          run.opts)
     bud = budget.Budget(seconds, pr, started)
     need = min(bud.whole(*to_measure(run, t), pair_rounds(run))
-               for t in [Target(get_collective(n), p) for p in run.sess.placements for n in colls])
+               for t in [Target(run.collective(n), p) for p in run.sess.placements for n in colls])
     if need > bud.left():
         smallest = need + max(budget.RESERVE_MIN, budget.RESERVE * need) + 1
         raise ColltuneError(

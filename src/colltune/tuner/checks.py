@@ -8,7 +8,7 @@ from typing import Any
 
 from colltune.backends import registry
 from colltune.backends.base import Backend
-from colltune.collectives import COLLECTIVES, get_collective, tunable_size
+from colltune.collectives import COLLECTIVES, DATATYPES, get_collective, tunable_size
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import OBJECTIVES, TIMINGS, Repetitions
 from colltune.options import FAMILY_OPTIONS, TuneOptions
@@ -121,9 +121,30 @@ def refuse_options(opts: TuneOptions) -> list[str]:
             "--between measure adds communicator sizes in launches of their own: not with "
             "--comm-sizes, --predict or --from-db", "name every size to measure in "
             "--comm-sizes or --np, and measure at each without --predict or --from-db")
+    _refuse_datatype(opts, colls)
     check_outputs(opts.out, opts.summary_json)
     forecast.launch_cost(opts)  # a --launch-cost that says no seconds: refused now
     return colls
+
+
+def _refuse_datatype(opts: TuneOptions, colls: list[str]) -> None:
+    """--datatype: one the kernel sums, for a reduction, measured (the cost models are
+    fitted on doubles)."""
+    dt = opts.settings.datatype
+    if dt not in DATATYPES:
+        raise ColltuneError(f"unknown --datatype '{dt}'",
+                            "use --datatype " + ", ".join(DATATYPES))
+    if dt == "double":
+        return
+    if not any(COLLECTIVES[c].reduction for c in colls):
+        raise ColltuneError(f"--datatype {dt}: {', '.join(colls)} sums nothing (a reduction "
+                            "sums its datatype; the others move bytes)",
+                            "leave --datatype out, or tune a reduction (reduce, allreduce, "
+                            "reduce_scatter, ...)")
+    if opts.predict or opts.strategy == "model":
+        raise ColltuneError(f"--datatype {dt} and the cost models: they are fitted on "
+                            "doubles", "tune it by measuring (--strategy grid, race or "
+                            "bayes), without --predict")
 
 
 def refuse_foreign(opts: TuneOptions, backend: Backend[Any]) -> None:

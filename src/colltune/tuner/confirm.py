@@ -106,7 +106,7 @@ def ab_runs(mpi: Installation, coll: Collective, placement: Placement, rules: Pa
                               dataclasses.replace(reps, seed=reps.seed + rnd,
                                                   loop=reps.loop or LOOP_CALLS,
                                                   start=start),
-                              dup_always=not be.traits.on_world)
+                              dup_always=not be.traits.on_world, datatype=coll.datatype)
             cmd, env = be.launch(mpi, placement.launched, coll.name, 0, arms[arm])
             res = run_kernel(cmd, exe, plan, env, point_timeout=timeout, runs_on=mpi)
             if res.status != "ok":

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from colltune.collectives import Collective
+from colltune.collectives import Collective, get_collective
 from colltune.core.catalog import Catalog
 from colltune.core.config import Config
 from colltune.core.plan import Plan
@@ -61,6 +61,11 @@ class Run:
     @property
     def mpi(self) -> Installation:
         return self.sess.mpi
+
+    def collective(self, name: str) -> Collective:
+        """The collective `name` as this tune measures it (a reduction: summing
+        --datatype)."""
+        return get_collective(name).summing(self.opts.settings.datatype)
 
     @property
     def catalog(self) -> Catalog:

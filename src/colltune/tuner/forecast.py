@@ -102,7 +102,7 @@ def sweep_targets(opts: TuneOptions, plan: Plan, placements: list[Placement], sw
     size) points the store holds already, which a tune does not measure again."""
     out = []
     for name in colls:
-        coll = get_collective(name)
+        coll = get_collective(name).summing(opts.settings.datatype)
         for i, p in enumerate(placements):
             held = done(coll, p) if done is not None else set()
             pts = [s for c, s in plan.points(coll, p.np) if (c.key, s) not in held]

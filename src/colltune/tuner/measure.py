@@ -85,7 +85,8 @@ def point_key(reps: Repetitions | None) -> str:
 
 def context_for(mpi: Installation, coll: Collective, placement: Placement,
                 reps: Repetitions | None = None) -> Context:
-    return Context(mpi.key + point_key(reps), mpi.name, mpi.version, str(mpi.prefix),
+    return Context(mpi.key + point_key(reps) + coll.datatype_key, mpi.name, mpi.version,
+                   str(mpi.prefix),
                    socket.gethostname(), placement.np, placement.ppn, placement.nodes,
                    coll.name, of(mpi).name)
 
@@ -350,7 +351,7 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
               else [(cid_of[sl], s) for sl, s in group])
     plan = KernelPlan(coll.name, kcfgs, points, settings,
                       dup_always=sweep == "mpit" or not be.traits.on_world,
-                      pvars=be.traits.pvar_prefix)
+                      pvars=be.traits.pvar_prefix, datatype=coll.datatype)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0
     launched = lanes[0][0].launched

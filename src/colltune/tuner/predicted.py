@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from colltune.backends import registry
 from colltune.backends.base import Decisions
-from colltune.collectives import Collective, get_collective
+from colltune.collectives import Collective
 from colltune.core.catalog import Catalog
 from colltune.core.plan import Plan
 from colltune.core.records import Decision
@@ -22,7 +22,7 @@ def predict_all(run: Run, colls: list[str]) -> Decisions:
     decisions: Decisions = {}
     for name in colls:
         for np, (ds, text) in predict_decisions(run.store, run.mpi, run.plan,
-                                                get_collective(name), run.sess.placements,
+                                                run.collective(name), run.sess.placements,
                                                 run.opts.nps).items():
             decisions.setdefault(name, {})[np] = ds
             run.predicted[(name, np)] = text

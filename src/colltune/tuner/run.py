@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from colltune import __version__
 from colltune.backends import registry
 from colltune.backends.base import Decisions, Session, write_file
-from colltune.collectives import Collective, get_collective
+from colltune.collectives import DATATYPES, Collective
 from colltune.core import account
 from colltune.core.catalog import Catalog
 from colltune.core.clock import SWEEP, SWITCHES, clocked, stage
@@ -238,6 +238,10 @@ def measure_all(run: Run, colls: list[str]) -> None:
                  "milliseconds, and which configuration wins follows the scheduler "
                  "as much as the algorithm; tune with at most one rank per core "
                  "for a file to install")
+    dt = opts.settings.datatype
+    if dt != "double" and any(run.collective(c).reduction for c in colls):
+        rep.note(f"reductions sum {dt} ({DATATYPES[dt]} B an element): stored apart from "
+                 "other datatypes' points, decided only from them")
     build_kernel(run.mpi, on_rebuild=rep.note)  # before any launch, so a rebuild is told
     run.store.add_catalog(run.mpi.key, run.backend.name, run.catalog.algorithms)
     sess.before_measuring(rep.note)
@@ -248,7 +252,7 @@ def measure_all(run: Run, colls: list[str]) -> None:
             f"{rungs[0].launched.np} ranks (groups of consecutive ranks, all at once)")
         for name in colls:
             with stage(SWEEP):
-                sweep_ladder(run, get_collective(name), placements)
+                sweep_ladder(run, run.collective(name), placements)
     for t in _targets(run, colls):
         if run.budget is not None and not run.budget.measure(
                 t.where, *budgeted.to_measure(run, t), budgeted.pair_rounds(run)):
@@ -265,7 +269,7 @@ def _targets(run: Run, colls: list[str]) -> list[Target]:
     """Every collective at every placement, but at a size --between measure added only
     the collectives whose rules part around it."""
     halfway = run.opts.halfway
-    return [Target(get_collective(name), p) for p in run.sess.placements for name in colls
+    return [Target(run.collective(name), p) for p in run.sess.placements for name in colls
             if p.np not in halfway or name in halfway[p.np]]
 
 

@@ -209,14 +209,15 @@ def _changes(rule: Config | None) -> bool:
     return rule is not None and rule != DEFAULT
 
 
-def plan(target: VerifyTarget, names: list[str], np: int, sizes: list[int] | None,
-         aa: bool = False) -> list[tuple[Collective, list[int], set[int], list[int]]]:
+def plan(target: VerifyTarget, names: list[str], np: int, sizes: list[int] | None,  # noqa: PLR0913 (what the gate asked, as it asked it)
+         aa: bool = False, datatype: str = "double"
+         ) -> list[tuple[Collective, list[int], set[int], list[int]]]:
     """Per collective: the sizes to show, the boundary sides among them, and the sizes to
     measure (where the file changes the library's choice; every size in an A/A run). Read
     from the file through its family's `rule_at`, whatever the family."""
     plans = []
     for name in names:
-        coll = get_collective(name)
+        coll = get_collective(name).summing(datatype)
         if sizes is None:  # where the risk is: every power of two and both sides of a boundary
             szs, edges = default_sizes(target, coll, np)
         else:
@@ -248,6 +249,7 @@ class VerifyRequest:
     # it maps collectives to sizes (an application's profile)
     step: list[int] | dict[str, list[int]] | None = None
     launch: Launch | None = None
+    datatype: str = "double"  # what reductions sum (--datatype: as the file was tuned)
 
 
 @dataclass
@@ -278,7 +280,8 @@ def verify(req: VerifyRequest, note: Callable[[str], None] = lambda s: None
     and at what error rates) until each is faster, same, slower, or out of budget
     (inconclusive)."""
     gate = open_gate(req, note)
-    plans = plan(gate.target, _names(req, gate.target), req.np, req.sizes, req.aa)
+    plans = plan(gate.target, _names(req, gate.target), req.np, req.sizes, req.aa,
+                 req.datatype)
     steps = {c.name: (req.step.get(c.name, []) if isinstance(req.step, dict)
                       else req.step or []) for c, *_ in plans}
     # one family for the whole run: every size tested, in every timing mode, by either source

@@ -145,6 +145,10 @@ def kernel(backend: Backend, mpi: Installation, placement: Placement, name: str,
     coll = get_collective(name)
     if not sizes or any(s <= 0 for s in sizes):
         raise ColltuneError("--sizes needs positive message sizes", "e.g. --sizes 8,65536")
+    g = coll.granularity
+    if any(s % g for s in sizes):  # the kernel would refuse the plan
+        raise ColltuneError(f"{name} sums doubles: --sizes must be multiples of {g} B",
+                            "e.g. --sizes 8,65536")
     plan = KernelPlan(name, [KernelConfig(0, baseline=True)], [(0, s) for s in sizes],
                       Repetitions(warmup=20, min_reps=calls, max_reps=calls, rel_ci=0.0,
                                   point_time=1e9, timing="back-to-back"),

@@ -134,7 +134,8 @@ class ImpiFiles(FileFormats):
             r = rules_for(t, coll.name, n)
             if r is None:
                 return "default everywhere", "the file does not name this collective"
-            probes = Probes(mpi, self.backend.place(n, hostfile, launch), coll.name)
+            probes = Probes(mpi, self.backend.place(n, hostfile, launch), coll.name,
+                            coll.datatype)
             return obeyed(probes, r, env, sizes)
 
         # a spliced table changes what runs where it names the library's own entry too (its
@@ -219,6 +220,7 @@ class ImpiBackend(Backend[IntelMPI]):
                               "bands" if opts.sweep == "bands" else "relaunch")
         # the JSON file's ppn level and the table's hold each layout's rules apart (not where
         # either may be chosen: each run of --layouts could write the other one)
+        session.datatype = opts.settings.datatype
         session.says_layout = fmt in ("impi", "impi-bin") and not auto
         session.layer = placements[0].ppn if opts.layout and session.says_layout else None
         return session
@@ -243,6 +245,7 @@ class ImpiSession(Session[IntelMPI]):
         # --format impi-bin: the library's own table, the wins spliced in; where the default
         # is kept it keeps its own entries, so no stand-in is looked for
         self.splicer = self._splicer() if out_format == "impi-bin" else None
+        self.datatype = "double"  # what the tune's reductions sum (its proofs sum the same)
 
     def _splicer(self) -> Splicer:
         return Splicer(self.mpi, max(self.placements, key=lambda p: p.np),
@@ -256,7 +259,7 @@ class ImpiSession(Session[IntelMPI]):
         """What the default and every preset run at the decided sizes (a launch each): which
         preset a kept default is, and which presets fell back to another's functions."""
         probes = self.probes.setdefault((name, placement.np),
-                                        Probes(self.mpi, placement, name))
+                                        Probes(self.mpi, placement, name, self.datatype))
         si = self._si(name, placement.np)
         si.store, si.ctx = store, ctx
         if self.splicer is not None:

@@ -101,18 +101,19 @@ def valid_counts(data: object) -> Counts | None:
 
 
 @stage(PROOF)
-def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],
-          env: dict[str, str], timeout: float = 60.0, exe: Path | None = None
-          ) -> dict[int, Counts]:
-    """The calls of each internal function of `coll` while each size ran, in one launch
-    with `env` (a few calls a size); `exe`: the kernel, if already built for `mpi`."""
+def probe(mpi: IntelMPI, placement: Placement, coll: str, sizes: list[int],  # noqa: PLR0913 (a launch's what, where, and its kernel)
+          env: dict[str, str], timeout: float = 60.0, exe: Path | None = None,
+          datatype: str = "double") -> dict[int, Counts]:
+    """The calls of each internal function of `coll` (a reduction summing `datatype`)
+    while each size ran, in one launch with `env` (a few calls a size); `exe`: the kernel,
+    if already built for `mpi`."""
     gdb = gdb_path()
     exe = exe or build_kernel(mpi)
     listing, match = patterns(coll)
     script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
                       Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
-                      dup_always=False)
+                      dup_always=False, datatype=datatype)
     with jobdir.temporary(prefix="colltune-proof-") as tmp, \
             resources.as_file(script) as script_path:
         out = Path(tmp) / "counts.json"
@@ -136,8 +137,10 @@ class Probes:
     a launch only for the sizes an environment was not probed at yet (nor `known`: counts
     a store kept)."""
 
-    def __init__(self, mpi: IntelMPI, placement: Placement, coll: str) -> None:
+    def __init__(self, mpi: IntelMPI, placement: Placement, coll: str,
+                 datatype: str = "double") -> None:
         self.mpi, self.placement, self.coll = mpi, placement, coll
+        self.datatype = datatype  # what a reduction sums, as the tune or verify measured
         self.seen: dict[tuple[tuple[tuple[str, str], ...], int], Counts] = {}
         self.exe: Path | None = None  # built (and checked) once, not per launch
 
@@ -155,7 +158,8 @@ class Probes:
         key = self._key(env)
         missing = [s for s in sizes if (key, s) not in self.seen]
         if missing:
-            got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self._ready())
+            got = probe(self.mpi, self.placement, self.coll, missing, env, exe=self._ready(),
+                        datatype=self.datatype)
             self.seen.update({(key, s): c for s, c in got.items()})
         return {s: self.seen[(key, s)] for s in sizes}
 

@@ -39,7 +39,8 @@ def traffic(mpi: OpenMPI, coll: Collective, np: int, size: int, env: dict[str, s
     # no communicator dup unless variables are written: its context-id agreement adds
     # small messages whose pairs vary between runs, and these patterns are compared
     plan = KernelPlan(coll.name, [KernelConfig(0, assign or {}, group)], [(0, size)],
-                      Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False)
+                      Repetitions(warmup=0, min_reps=REPS, max_reps=REPS), dup_always=False,
+                      datatype=coll.datatype)
     with jobdir.temporary(prefix="colltune-mon-") as tmp:
         cmd = launch_command(mpi, placement, monitoring_mca(Path(tmp)))
         out = run_kernel(cmd, exe, plan, launch_env(env), point_timeout=120, runs_on=mpi)

@@ -240,24 +240,27 @@ def served_by(mpi: OpenMPI, placement: Placement, coll: str, env: dict[str, str]
 
 
 def count_calls(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],  # noqa: PLR0913 (a launch's what, where and which functions)
-                env: dict[str, str], functions: tuple[str, str], gdb: str = "gdb"
-                ) -> dict[int, dict[str, int]]:
+                env: dict[str, str], functions: tuple[str, str], gdb: str = "gdb",
+                datatype: str = "double") -> dict[int, dict[str, int]]:
     """Per kernel size, the calls rank 0 made into the library's functions that match
     `functions` (a gdb regex to list them, a Python regex to keep them), in one launch of
-    the kernel's `coll` with `env` (kernel/breakcount.gdb)."""
-    return count_by_rank(mpi, placement, coll, sizes, env, functions, (0,), gdb)[0]
+    the kernel's `coll` (a reduction summing `datatype`) with `env`
+    (kernel/breakcount.gdb)."""
+    return count_by_rank(mpi, placement, coll, sizes, env, functions, (0,), gdb,
+                         datatype)[0]
 
 
 def count_by_rank(mpi: OpenMPI, placement: Placement, coll: str, sizes: list[int],  # noqa: PLR0913 (count_calls' and which ranks)
                   env: dict[str, str], functions: tuple[str, str], ranks: tuple[int, ...],
-                  gdb: str = "gdb") -> dict[int, dict[int, dict[str, int]]]:
+                  gdb: str = "gdb", datatype: str = "double"
+                  ) -> dict[int, dict[int, dict[str, int]]]:
     """count_calls for each of `ranks` (of MPI_COMM_WORLD), in the same launch: rank ->
     size -> function -> calls."""
     exe = build_kernel(mpi)
     script = resources.files("colltune.kernel").joinpath("breakcount.gdb")
     plan = KernelPlan(coll, [KernelConfig(0, {}, placement.group)], [(0, s) for s in sizes],
                       Repetitions(warmup=1, min_reps=2, max_reps=2, point_time=0.05),
-                      dup_always=False)
+                      dup_always=False, datatype=datatype)
     with jobdir.temporary(prefix="colltune-served-") as tmp, \
             resources.as_file(script) as script_path:
         out = Path(tmp) / "counts.json"

@@ -61,6 +61,17 @@ def tuned_for(name: str, np: int, nodes: int, ppn: int) -> str:
             "Open MPI applies the section whatever the job's layout")
 
 
+def summing(name: str, datatype: str) -> str:
+    """What a section of a reduction tuned on another datatype than double says (Open MPI
+    decides by bytes and by count: a job summing doubles may run otherwise at these
+    sizes); "" where there is nothing to say."""
+    coll = get_collective(name).summing(datatype)
+    if not coll.datatype_key:
+        return ""
+    return (f"measured summing {datatype} ({coll.granularity} B an element); a job that sums "
+            "another datatype at these sizes may run another algorithm than was timed")
+
+
 class TunedRulesBackend(Backend[T]):
     """A family whose output is coll/tuned's dynamic rules: Open MPI, and SimGrid's ports of
     its algorithms."""
@@ -191,8 +202,11 @@ class TunedSession(Session[T]):
                              predicted, self.comments(), self.note_of, rungs)
             for p in self.placements:  # said in a comment: a classic file cannot say it
                 for name in decisions:
-                    rf.notes.setdefault((COLLTYPE[name], p.np), []).insert(
-                        1, tuned_for(name, p.np, p.nodes, p.ppn))
+                    notes = rf.notes.setdefault((COLLTYPE[name], p.np), [])
+                    notes.insert(1, tuned_for(name, p.np, p.nodes, p.ppn))
+                    summed = summing(name, self.opts.settings.datatype)
+                    if summed:
+                        notes.insert(2, summed)
             self.layers = {"any": rf}
         if self.opts.out is not None:
             write_file(self.opts.out, self.render(self.layers), "--out")

@@ -89,7 +89,7 @@ def sends(mpi: OpenMPI, placement: Placement, coll: Collective, sizes: list[int]
     ranks = (0, placement.np - 1)
     counts = serving.count_by_rank(mpi, placement, coll.name, sizes,
                                    {**UCC_ON, **baseline(mpi), **env},
-                                   (f"^{SEND}$", f"^{SEND}$"), ranks)
+                                   (f"^{SEND}$", f"^{SEND}$"), ranks, datatype=coll.datatype)
     return {s: (counts[0].get(s, {}).get(SEND, 0), counts[ranks[1]].get(s, {}).get(SEND, 0))
             for s in sizes}
 

@@ -72,6 +72,7 @@ typedef struct {
     int start;       /* > 0: also the point's first calls from its first, up to this many */
     double start_time; /* ... fewer once they have taken this long (seconds) */
     int objective;   /* OBJ_*: which statistic drives the stopping rule and "samples" */
+    char datatype[16]; /* what reductions sum: double, float, int or char */
     double cutoff;   /* > 0: stop points this much slower than the baseline (see top) */
     /* arrival replay: `narrival` rows of `arrival_ranks` delays (seconds, by rank in the
      * measured communicator); an isolated repetition n waits row n % narrival's delay on
@@ -116,8 +117,9 @@ int list_cvars(const char *text);
 /* ---- the collectives: buffers, the call, its check (bench_colls.c) ---- */
 
 /* `size` is the per-rank block in bytes (the count a caller passes times the datatype
- * size). Reductions use MPI_DOUBLE holding small integers, so sums are exact and can be
- * checked bit for bit; the rest use MPI_BYTE. */
+ * size). Reductions sum small integers in the plan's datatype (double unless it says
+ * float, int or char), so sums are exact and can be checked bit for bit; the rest use
+ * MPI_BYTE. */
 typedef struct coll_ops coll_ops_t;
 typedef struct {
     const coll_ops_t *ops;
@@ -130,7 +132,8 @@ typedef struct {
 } bufs_t;
 
 const coll_ops_t *coll_find(const char *name);
-int coll_reduction(const coll_ops_t *ops); /* 1: sizes count MPI_DOUBLEs */
+int coll_reduction(const coll_ops_t *ops); /* > 0: sizes count elements this long */
+int coll_set_datatype(const char *name);   /* a reduction's element size, -1: unknown */
 int bufs_alloc(bufs_t *b, const coll_ops_t *ops, long long size, MPI_Comm comm);
 void bufs_free(bufs_t *b);
 void bufs_fill(bufs_t *b);          /* rank-dependent inputs, cleared outputs */

@@ -10,12 +10,99 @@ enum { ONE, BLOCK, ALL }; /* a buffer's length: nothing to hold, a block, a bloc
 
 struct coll_ops {
     const char *name;
-    int reduction; /* MPI_DOUBLE sums of small integers: exact, checked bit for bit */
+    int reduction; /* sums of small integers in the plan's datatype: checked bit for bit */
     int slen, rlen; /* ONE | BLOCK | ALL */
     void (*fill)(bufs_t *b);
     int (*call)(bufs_t *b, MPI_Comm comm);
     int (*check)(const bufs_t *b);
 };
+
+/* the element types a reduction can sum (the plan's `datatype`). A library decides by the
+ * bytes a call moves and by how many elements it holds, so a reduction of 8 one-byte
+ * integers is another call than one of one double: OSU 7.4 sums chars unless told
+ * otherwise, an application whatever it sums. "char" is MPI_UNSIGNED_CHAR: the same size
+ * as MPI_CHAR (which MPI does not define sums for), and its sums wrap modulo 256, defined
+ * in C and so checkable. Sums of small integers stay exact in float up to 2^24. */
+typedef struct {
+    const char *name;
+    MPI_Datatype type;
+    int size;
+} dtype_t;
+
+static dtype_t DTYPES[4];
+static int g_dtype; /* index in DTYPES: the plan's, double unless it says otherwise */
+
+static void dtypes_init(void)
+{
+    /* MPI's handles are not constant expressions in every library: set at run time */
+    DTYPES[0] = (dtype_t){"double", MPI_DOUBLE, (int)sizeof(double)};
+    DTYPES[1] = (dtype_t){"float", MPI_FLOAT, (int)sizeof(float)};
+    DTYPES[2] = (dtype_t){"int", MPI_INT, (int)sizeof(int)};
+    DTYPES[3] = (dtype_t){"char", MPI_UNSIGNED_CHAR, 1};
+}
+
+int coll_set_datatype(const char *name)
+{
+    dtypes_init();
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(DTYPES[i].name, name)) {
+            g_dtype = i;
+            return DTYPES[i].size;
+        }
+    return -1;
+}
+
+static MPI_Datatype dt(void)
+{
+    if (!DTYPES[0].name)
+        dtypes_init();
+    return DTYPES[g_dtype].type;
+}
+
+static int dt_size(void)
+{
+    if (!DTYPES[0].name)
+        dtypes_init();
+    return DTYPES[g_dtype].size;
+}
+
+/* element i of a reduction's buffer, read or written in the plan's datatype */
+static double get_elem(const void *buf, long long i)
+{
+    switch (g_dtype) {
+    case 1:
+        return ((const float *)buf)[i];
+    case 2:
+        return ((const int *)buf)[i];
+    case 3:
+        return ((const unsigned char *)buf)[i];
+    default:
+        return ((const double *)buf)[i];
+    }
+}
+
+static void set_elem(void *buf, long long i, long long v)
+{
+    switch (g_dtype) {
+    case 1:
+        ((float *)buf)[i] = (float)v;
+        break;
+    case 2:
+        ((int *)buf)[i] = (int)v;
+        break;
+    case 3:
+        ((unsigned char *)buf)[i] = (unsigned char)(v & 0xff);
+        break;
+    default:
+        ((double *)buf)[i] = (double)v;
+    }
+}
+
+/* what a sum `v` of small integers reads as in the plan's datatype (chars wrap) */
+static double as_elem(long long v)
+{
+    return g_dtype == 3 ? (double)(v & 0xff) : (double)v;
+}
 
 static unsigned char pat(int a, int b, long long i)
 {
@@ -36,22 +123,22 @@ static void fill_bcast(bufs_t *b)
         s[i] = b->r == 0 ? pat(1, 2, i) : 0;
 }
 
+/* outputs cleared to -1 (255 in a char): an output left unwritten reads wrong at most
+ * elements, whatever the datatype */
 static void fill_sum(bufs_t *b)
 {
-    double *sd = b->sbuf, *rd = b->rbuf;
     for (long long i = 0; i < b->count; i++) {
-        sd[i] = (double)(b->r + 1 + i % 13);
-        rd[i] = -1.0;
+        set_elem(b->sbuf, i, b->r + 1 + i % 13);
+        set_elem(b->rbuf, i, -1);
     }
 }
 
 static void fill_sum_scatter(bufs_t *b)
 {
-    double *sd = b->sbuf, *rd = b->rbuf;
     for (long long i = 0; i < (long long)b->count * b->p; i++)
-        sd[i] = (double)(b->r + 1 + i % 13);
+        set_elem(b->sbuf, i, b->r + 1 + i % 13);
     for (long long i = 0; i < b->count; i++)
-        rd[i] = -1.0;
+        set_elem(b->rbuf, i, -1);
 }
 
 static void fill_gather(bufs_t *b)
@@ -97,32 +184,32 @@ static int call_bcast(bufs_t *b, MPI_Comm comm)
 
 static int call_reduce(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Reduce(b->sbuf, b->rbuf, b->count, MPI_DOUBLE, MPI_SUM, 0, comm);
+    return MPI_Reduce(b->sbuf, b->rbuf, b->count, dt(), MPI_SUM, 0, comm);
 }
 
 static int call_allreduce(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Allreduce(b->sbuf, b->rbuf, b->count, MPI_DOUBLE, MPI_SUM, comm);
+    return MPI_Allreduce(b->sbuf, b->rbuf, b->count, dt(), MPI_SUM, comm);
 }
 
 static int call_scan(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Scan(b->sbuf, b->rbuf, b->count, MPI_DOUBLE, MPI_SUM, comm);
+    return MPI_Scan(b->sbuf, b->rbuf, b->count, dt(), MPI_SUM, comm);
 }
 
 static int call_exscan(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Exscan(b->sbuf, b->rbuf, b->count, MPI_DOUBLE, MPI_SUM, comm);
+    return MPI_Exscan(b->sbuf, b->rbuf, b->count, dt(), MPI_SUM, comm);
 }
 
 static int call_reduce_scatter(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Reduce_scatter(b->sbuf, b->rbuf, b->counts, MPI_DOUBLE, MPI_SUM, comm);
+    return MPI_Reduce_scatter(b->sbuf, b->rbuf, b->counts, dt(), MPI_SUM, comm);
 }
 
 static int call_reduce_scatter_block(bufs_t *b, MPI_Comm comm)
 {
-    return MPI_Reduce_scatter_block(b->sbuf, b->rbuf, b->count, MPI_DOUBLE, MPI_SUM, comm);
+    return MPI_Reduce_scatter_block(b->sbuf, b->rbuf, b->count, dt(), MPI_SUM, comm);
 }
 
 static int call_allgather(bufs_t *b, MPI_Comm comm)
@@ -177,9 +264,8 @@ static int check_bcast(const bufs_t *b)
 /* the sum of ranks 0..upto-1's inputs (element i of rank q is q + 1 + i % 13) */
 static int check_sum_upto(const bufs_t *b, long long upto, long long first)
 {
-    const double *rd = b->rbuf;
     for (long long i = 0; i < b->count; i++)
-        if (rd[i] != (double)(upto * (upto + 1) / 2 + upto * ((first + i) % 13)))
+        if (get_elem(b->rbuf, i) != as_elem(upto * (upto + 1) / 2 + upto * ((first + i) % 13)))
             return 0;
     return 1;
 }
@@ -274,12 +360,12 @@ const coll_ops_t *coll_find(const char *name)
 
 int coll_reduction(const coll_ops_t *ops)
 {
-    return ops->reduction;
+    return ops->reduction ? dt_size() : 0;
 }
 
 static void *buffer(int len, long long size, int p, int reduction)
 {
-    size_t blk = (size_t)size, pad = reduction ? 8 : 1;
+    size_t blk = (size_t)size, pad = reduction ? (size_t)dt_size() : 1;
     return malloc((len == ONE ? 0 : len == BLOCK ? blk : blk * (size_t)p) + pad);
 }
 
@@ -294,7 +380,7 @@ int bufs_alloc(bufs_t *b, const coll_ops_t *ops, long long size, MPI_Comm comm)
         MPI_Comm_size(comm, &b->p);
         MPI_Comm_rank(comm, &b->r);
     }
-    b->count = (int)(ops->reduction ? size / (long long)sizeof(double) : size);
+    b->count = (int)(ops->reduction ? size / dt_size() : size);
     b->counts = calloc((size_t)b->p, sizeof(int));
     b->displs = calloc((size_t)b->p, sizeof(int));
     if (!b->counts || !b->displs)
@@ -338,7 +424,7 @@ void corrupt_output(bufs_t *b)
     if (!strcmp(b->ops->name, "bcast") && b->r != 0 && b->size > 0)
         ((unsigned char *)b->sbuf)[0] ^= 0xff;
     else if (b->ops->reduction && b->count > 0)
-        ((double *)b->rbuf)[0] += 1.0;
+        set_elem(b->rbuf, 0, (long long)get_elem(b->rbuf, 0) + 1);
     else if (b->size > 0)
         ((unsigned char *)b->rbuf)[0] ^= 0xff;
 }

@@ -49,6 +49,7 @@ static int parse_plan(FILE *f, plan_t *plan)
     plan->loop_time = 0.015;
     plan->start_time = 0.05;
     plan->objective = OBJ_COMPLETION;
+    strcpy(plan->datatype, "double");
     plan->configs = calloc((size_t)cap_c, sizeof(config_t));
     plan->points = calloc((size_t)cap_p, sizeof(point_t));
     while (fgets(line, sizeof(line), f)) {
@@ -102,6 +103,9 @@ static int parse_plan(FILE *f, plan_t *plan)
             bad = !nonneg(line + off, &plan->start_time);
         } else if (!strcmp(key, "cutoff")) {
             bad = !nonneg(line + off, &plan->cutoff);
+        } else if (!strcmp(key, "datatype")) {
+            sscanf(line + off, "%15s", plan->datatype);
+            bad = coll_set_datatype(plan->datatype) < 0;
         } else if (!strcmp(key, "objective")) {
             char v[32] = "";
             sscanf(line + off, "%31s", v);

@@ -192,6 +192,11 @@ int main(int argc, char **argv)
     coll = coll_find(plan.collective);
     if (!coll)
         die("unknown collective in plan");
+    /* a reduction's size that is not a whole number of its elements would be timed as a
+     * shorter call than asked (its count rounded down): refused, never measured */
+    for (int i = 0; i < plan.npoint; i++)
+        if (coll_reduction(coll) && plan.points[i].size % coll_reduction(coll))
+            die("a reduction's size in the plan is not a whole number of its datatype");
     if (fault && sscanf(fault, "%15[a-z]:%255[^=]=%lld", g_fault.kind, g_fault.name,
                         &g_fault.value) != 3)
         memset(&g_fault, 0, sizeof(g_fault));

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
             die("a size is not a number of bytes from 0 to 1 GiB");
         if (bufs_alloc(&bufs[i], ops, size, MPI_COMM_WORLD) != 0)
             die("out of memory");
-        if (coll_reduction(ops) && size % 8)
+        if (coll_reduction(ops) && size % coll_reduction(ops))
             die("a reduction's size is not a whole number of doubles");
         bufs_fill(&bufs[i]);
     }
