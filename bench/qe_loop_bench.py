@@ -5,7 +5,7 @@ settings in the profile's layout (timed), `tune verify --app` judging sequential
 markdown rows.
 
     python bench/qe_loop_bench.py [--pairs 8] [--max-rounds 16] [--link 1gbit]
-        [--layouts 2x2,1x4]
+        [--layouts 2x2,1x4] [--kpoints "4 4 4"]
 
 --link shapes every node's port by a profile of tests/testcluster.py's LINKS (issue 85);
 --rounds N first runs pw.x's own oracle (bench/gromacs_loop_bench.py's).
@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("--max-rounds", type=int, default=16)
     ap.add_argument("--link", default=None, help="a link profile (default: unshaped veth)")
     ap.add_argument("--layouts", default="2x2,1x4")
+    ap.add_argument("--kpoints", default="2 2 2",
+                    help="pw.x's k-point grid: a finer one makes each run longer (the same "
+                         "collectives, more calls), so that a run averages its stalls")
     ap.add_argument("--rounds", type=int, default=0,
                     help="rounds of the oracle: each algorithm of pw.x's costliest "
                          "collective forced, alternating with the default (0: none)")
@@ -52,7 +55,7 @@ def main() -> None:
             if name not in a.layouts.split(","):
                 continue
             work = c.home / f"qe-{name}"
-            inp = prepare(work)
+            inp = prepare(work, a.kpoints)
             cmd = ["mpirun", "-np", "4", *launch, "pw.x", "-in", inp.name]
 
             run = tune_runner(c, env, work, 3000)
