@@ -40,6 +40,10 @@ def test_a_reduction_measured_on_another_datatype_is_another_point() -> None:
         assert sizes_for(c, 4, [1, 4, 9]) == sorted({max(width, -(-s // width) * width)
                                                     for s in (1, 4, 9)})
         assert bcast.summing(dt) == bcast
+    # a tune of chars measures the calls of 1 and 2 B its file answers for; of doubles,
+    # from one double; bcast from 4 B, as before
+    assert sizes_for(allreduce.summing("char"), 4)[:3] == [1, 2, 4]
+    assert sizes_for(allreduce, 4)[0] == 8 and sizes_for(bcast.summing("char"), 4)[0] == 4
     plan = KernelPlan("allreduce", [], [], datatype="char").render()
     assert "\ndatatype char\n" in plan
 

@@ -93,8 +93,12 @@ def useful_at(cfg: Config, size: int, catalog: Catalog) -> bool:
 def sizes_for(coll: Collective, np: int, sizes: list[int] | None = None) -> list[int]:
     if not coll.has_sizes:
         return [0]
-    chosen = DEFAULT_SIZES if sizes is None else sizes
     g = coll.granularity
+    # a reduction of chars makes calls of 1 and 2 B, which the file's first rule would
+    # otherwise answer for unmeasured: its default sizes start at one element
+    first = min(g, DEFAULT_SIZES[0]) if coll.reduction else DEFAULT_SIZES[0]
+    chosen = [1 << k for k in range(DEFAULT_SIZES[-1].bit_length()) if 1 << k >= first] \
+        if sizes is None else sizes
     rounded = sorted({max(g, -(-s // g) * g) for s in chosen})
     per_rank_blocks = np if coll.np_blocks else 1
     return [s for s in rounded if s * per_rank_blocks <= MAX_BUFFER_BYTES]
