@@ -19,6 +19,7 @@ from colltune.core.catalog import MAXREQ, SEG
 from colltune.core.space import configurations, sizes_for
 from colltune.kernel.launch import KernelPlan
 from colltune.options import MeasureSettings
+from colltune.reporting.report_tables import Entry
 from colltune.rules import ompi_classic as rules
 from colltune.slots import Placement, place
 from colltune.store import Store
@@ -137,6 +138,11 @@ def test_a_tune_summing_chars_is_kept_apart_and_says_so(ompi41: OpenMPI, tmp_pat
     (check,) = json.loads((tmp_path / "v.json").read_text())["collectives"]
     assert [k["size"] for k in check["kernel"]] == [4], check
     assert check["applied"] == "applied", check["applied_detail"]
+    # tune show and the report name the context apart (a title, a file name each)
+    r = tune_cli("show", "--db", str(db))
+    assert r.returncode == 0 and r.stdout.count(", summing char") == 1, r.stdout
+    entries = [Entry(ctx, read_catalog(ompi41), [], [], "", "") for ctx in Store(db).contexts()]
+    assert len({e.slug for e in entries}) == len({e.title for e in entries}) == 2
     for args, said in ((["bcast", "--datatype", "char"], "bcast sums nothing"),
                        (["allreduce", "--datatype", "long"], "unknown --datatype 'long'")):
         r = tune_cli(*args, "--np", "4", "--mpi", str(ompi41.prefix), "--dry-run")

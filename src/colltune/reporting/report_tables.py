@@ -18,6 +18,20 @@ if TYPE_CHECKING:
     from colltune.store import Context, Measurement, ModelFit
 
 
+# what an installation key gains after it for points taken otherwise than by default
+# (tuner/measure.point_key, Collective.datatype_key): said in a title, kept apart in a
+# file name (two such contexts are otherwise the same collective on the same installation)
+_MEASURED_AS = re.compile(r"~(arrival|online|datatype)=([A-Za-z0-9_-]+)")
+
+
+def measured_as(key: str) -> list[str]:
+    """How a stored context's points were taken, from its installation key's suffixes."""
+    said = {"arrival": lambda v: "an arrival pattern replayed",
+            "online": lambda v: "in the application's own calls (tune online)",
+            "datatype": lambda v: f"summing {v}"}
+    return [said[name](value) for name, value in _MEASURED_AS.findall(key)]
+
+
 @dataclass
 class Entry:
     """One (MPI, host, layout, collective) of the store with its decisions."""
@@ -37,15 +51,17 @@ class Entry:
         # two installations of one version (a site build, a wheel) must not share files
         where = hashlib.sha1(self.ctx.mpi_path.encode()).hexdigest()[:6]
         # a file name: the store's text (host, version) may hold '/' or '..'
+        how = "".join(f"-{n}-{v}" for n, v in _MEASURED_AS.findall(self.ctx.mpi_key))
         return re.sub(r"[^A-Za-z0-9_.-]|^\.+", "_",
                       f"{self.ctx.collective}-np{self.ctx.np}-{family}{v}-{where}-"
-                      f"{self.ctx.host}")
+                      f"{self.ctx.host}{how}")
 
     @property
     def title(self) -> str:
         c = self.ctx
+        how = "".join(f", {h}" for h in measured_as(c.mpi_key))
         return (f"{c.collective}, {c.np} ranks ({c.nodes} node(s)), {c.mpi_name} "
-                f"{c.mpi_version} at {c.mpi_path}")
+                f"{c.mpi_version} at {c.mpi_path}{how}")
 
 
 def summary_table(entries: list[Entry]) -> str:
