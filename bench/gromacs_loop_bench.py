@@ -119,6 +119,18 @@ def verify_app(run: Run, cmd: list[str], a: argparse.Namespace, name: str, rules
     print("\n".join(verify_rows(name, v)), flush=True)
 
 
+def online_and_verify(run: Run, cmd: list[str], a: argparse.Namespace, name: str,
+                      work: Path) -> None:
+    """--online-runs runs of `tune online` on the application's command, then `tune verify
+    --app` of the file they wrote (if any)."""
+    for i in range(a.online_runs):
+        t_o = run("online", "-o", "o.conf", "--mpi", "/usr", "--db", "db.sqlite", "--", *cmd)
+        print(f"tune online run {i + 1}: {t_o:.0f} s", flush=True)
+    if a.online_runs and (work / "o.conf").exists():
+        print((work / "o.conf").read_text())
+        verify_app(run, cmd, a, name, work / "o.conf")
+
+
 def verify_rows(name: str, v: dict) -> list[str]:  # type: ignore[type-arg]
     """A verify --app result (its JSON) as markdown rows, one per measure."""
     rows = ["| layout | measure | default (median) | rules (median) | rules/default | "
@@ -170,13 +182,7 @@ def main() -> None:
                       flush=True)
             if not a.no_app:
                 app_and_verify(run, cmd, where, a, lay.name, work)
-            for i in range(a.online_runs):
-                t_o = run("online", "-o", "o.conf", "--mpi", "/usr", "--db", "db.sqlite",
-                          "--", *cmd)
-                print(f"tune online run {i + 1}: {t_o:.0f} s", flush=True)
-            if a.online_runs and (work / "o.conf").exists():
-                print((work / "o.conf").read_text())
-                verify_app(run, cmd, a, lay.name, work / "o.conf")
+            online_and_verify(run, cmd, a, lay.name, work)
     finally:
         c.down()
 

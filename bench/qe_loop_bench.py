@@ -25,10 +25,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from gromacs_loop_bench import (  # noqa: E402
     Run,
+    online_and_verify,
     oracle,
     oracle_rows,
     tune_runner,
-    verify_app,
     verify_rows,
 )
 
@@ -115,13 +115,7 @@ def main() -> None:
                       flush=True)
             if not a.no_app:
                 app_and_verify(run, cmd, where, a, name, work, prof)
-            for i in range(a.online_runs):
-                t_o = run("online", "-o", "o.conf", "--mpi", "/usr", "--db", "db.sqlite",
-                          "--", *cmd)
-                print(f"tune online run {i + 1}: {t_o:.0f} s", flush=True)
-            if a.online_runs and (work / "o.conf").exists():
-                print((work / "o.conf").read_text())
-                verify_app(run, cmd, a, name, work / "o.conf")
+            online_and_verify(run, cmd, a, name, work)
     finally:
         c.down()
 
