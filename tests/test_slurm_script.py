@@ -89,6 +89,8 @@ def test_the_time_limit_counts_the_chosen_familys_plan(tmp_path: Path) -> None:
     # counts them (512 and 1408 between 256, 768 and 2048)
     assert seconds("--np", "256,768,2048", "--between", "measure") > seconds(
         "--np", "256,768,2048")
+    # a reduction summing chars measures 1 and 2 B besides doubles' sizes: a longer job
+    assert seconds("--datatype", "char") > seconds()
     r = tune_cli("reduce", "--np", "64", "--backend", "mpich", "--slurm-script",
                  str(tmp_path / "m.sh"))
     assert r.returncode != 0 and "only from the installation" in r.stderr

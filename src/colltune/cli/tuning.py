@@ -278,7 +278,7 @@ def _without_option(args: list[str], name: str) -> list[str]:
 def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | None,  # noqa: PLR0913 (the tune's options the script's size depends on)
                         params: list[str], nodes: int | None, ppn: int | None, point_time: float,
                         path: Path, backend: str, target: tuple[bool, bool],
-                        between: str = "rule") -> None:
+                        between: str = "rule", datatype: str = "double") -> None:
     from colltune.core.plan import Plan
     from colltune.outputs.slurm_script import render
     from colltune.tuner.between import halfways
@@ -299,7 +299,8 @@ def _write_slurm_script(name: str, np: str, sizes: str | None, segsizes: str | N
                                 f"run tune {name} --mpi PREFIX inside your own batch job")
         # the plan the job will run, counted here for its time limit
         plan = Plan(cat, cat.grid(parse_params(params), segs), size_list)
-        points = plan.count([get_collective(n) for n in names], nps)
+        # a reduction summing chars measures its 1 and 2 B too: count what the job sums
+        points = plan.count([get_collective(n).summing(datatype) for n in names], nps)
         args = _without_option(sys.argv[1:], "--slurm-script")
         limit = time_limit(points, point_time, len(names) * len(nps), nodes or 1)
         text = render(args, max(nps), nodes, ppn, limit, name=f"colltune-{name}")
@@ -421,7 +422,7 @@ def _make_tune_command(name: str) -> None:
             _write_slurm_script(name, np or "4", sizes, segsizes, params, nodes, ppn, point_time,
                                 slurm_script, _script_family(backend, out_format, mpi,
                                                              platform),
-                                (tune_han, tune_ucc), between)
+                                (tune_han, tune_ucc), between, datatype)
             return
         nps = _nps(np, layouts, nodes, ppn)
         family = _family(backend, out_format, mpi, platform, quiet)
