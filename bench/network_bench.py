@@ -13,6 +13,11 @@ of the oracle's gain the file captured, the sizes where the file is significantl
 OSU 7.4 sums MPI_CHAR in its reductions unless told otherwise (-T); `--datatype char` has
 the tune sum one-byte integers too, so that both time the same call.
 
+OSU runs with -f: besides its mean over ranks (the column it prints by default) the run
+keeps the slowest rank's time, what the tune's default objective (completion) minimises;
+`--stat max` judges by it (also with --rejudge). `--tune-args` passes options on to the
+tune (e.g. "--objective mean --timing isolated": OSU's own measurement).
+
 Ranks are not bound (`--bind-to none`, for the tune too): every namespace node sees the
 machine's two cores as its own, and Open MPI would bind each node's first rank to core 0.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -64,12 +70,15 @@ class Layout:
 
 @dataclass
 class Judged:
-    """OSU's average latency (seconds) per arm, per size, one value per round."""
+    """OSU's latency (seconds) per arm, per size, one value per round: its mean over ranks
+    (`times`) and its slowest rank's (`slowest`)."""
     times: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    slowest: dict[str, dict[int, list[float]]] = field(default_factory=dict)
 
-    def add(self, arm: str, rows: dict[int, float]) -> None:
-        for size, t in rows.items():
-            self.times.setdefault(arm, {}).setdefault(size, []).append(t)
+    def add(self, arm: str, rows: dict[int, tuple[float, float]]) -> None:
+        for size, (avg, top) in rows.items():
+            self.times.setdefault(arm, {}).setdefault(size, []).append(avg)
+            self.slowest.setdefault(arm, {}).setdefault(size, []).append(top)
 
 
 def launcher(c: Cluster, lay: Layout) -> list[str]:
@@ -78,8 +87,8 @@ def launcher(c: Cluster, lay: Layout) -> list[str]:
             c.agent]
 
 
-def tune(c: Cluster, coll: str, lay: Layout, work: Path, datatype: str = "double"
-         ) -> tuple[Path, float, str]:
+def tune(c: Cluster, coll: str, lay: Layout, work: Path, datatype: str = "double",
+         extra: tuple[str, ...] = ()) -> tuple[Path, float, str]:
     """`tune COLL` in the layout, on node 1 (a reduction summing `datatype`): its file,
     its wall time, its allocation line."""
     out = work / f"{coll}.{lay.name}.conf"
@@ -90,7 +99,8 @@ def tune(c: Cluster, coll: str, lay: Layout, work: Path, datatype: str = "double
                        "--launcher-args", f"--mca plm_rsh_agent {c.agent} --bind-to none",
                        "--mpi", "/usr", "--db", str(work / "db.sqlite"), "--out", str(out),
                        "--summary-json", str(work / "summary.json"),
-                       *(["--datatype", datatype] if get_collective(coll).reduction else [])],
+                       *(["--datatype", datatype] if get_collective(coll).reduction else []),
+                       *extra],
              env=env, cwd=work, timeout=7200)
     took = time.monotonic() - t
     if r.returncode != 0:
@@ -136,18 +146,20 @@ def arms(coll: str, path: Path) -> dict[str, dict[str, str]]:
 
 
 def osu(c: Cluster, exe: Path, lay: Layout, env: dict[str, str], args: argparse.Namespace
-        ) -> dict[int, float]:
-    """OSU's average latency per size: up to --small-max with --small-iters iterations (a
-    call takes tens of microseconds there), above it with --iters."""
+        ) -> dict[int, tuple[float, float]]:
+    """OSU's mean and slowest rank's latency per size: up to --small-max with
+    --small-iters iterations (a call takes tens of microseconds there), above it with
+    --iters."""
     got = {}
     for lo, hi, iters in ((1, args.small_max, args.small_iters),
                           (2 * args.small_max, args.max_size, args.iters)):
-        r = c.on("node1", [*launcher(c, lay), str(exe), "-m", f"{lo}:{hi}", "-i", str(iters),
-                           "-x", str(args.warmup)], env=c.env(**env), timeout=1800)
+        r = c.on("node1", [*launcher(c, lay), str(exe), "-f", "-m", f"{lo}:{hi}", "-i",
+                           str(iters), "-x", str(args.warmup)], env=c.env(**env),
+                 timeout=1800)
         if r.returncode != 0:
             raise SystemExit(f"{exe.name} failed: {r.stderr[-2000:]}")
-        got.update({row.size: row.avg_us * 1e-6 for row in parse_osu(r.stdout, exe.name).rows
-                    if lo <= row.size <= hi})
+        got.update({row.size: (row.avg_us * 1e-6, (row.max_us or row.avg_us) * 1e-6)
+                    for row in parse_osu(r.stdout, exe.name).rows if lo <= row.size <= hi})
     return got
 
 
@@ -245,11 +257,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--datatype", default="double",
                     help="what the tune's reductions sum (OSU 7.4 sums chars unless -T)")
+    ap.add_argument("--stat", default="avg", choices=("avg", "max"),
+                    help="judge by OSU's mean over ranks or its slowest rank")
+    ap.add_argument("--tune-args", default="", help="more options for the tune")
     args = ap.parse_args()
+    kept_as = "times" if args.stat == "avg" else "slowest"
     if args.rejudge:
         for name, kept in json.loads(args.rejudge.read_text()).items():
             times = {arm: {int(size): t for size, t in per.items()}
-                     for arm, per in kept["times"].items()}
+                     for arm, per in kept[kept_as].items()}
             coll, lay = name.split()
             show(name, judge(Judged(times), changes(kept["file"], coll, Layout(
                 *map(int, lay.split("x"))).np)))
@@ -266,7 +282,8 @@ def main() -> None:
             exe = work / OSU_PROGRAMS[coll]
             shutil.copy2(next(iter(sorted(args.osu.rglob(OSU_PROGRAMS[coll])))), exe)
             for lay in lays:
-                path, took, said = tune(c, coll, lay, work, args.datatype)
+                path, took, said = tune(c, coll, lay, work, args.datatype,
+                                        tuple(shlex.split(args.tune_args)))
                 print(f"{coll} {lay.name}: tune took {took:.0f} s\n{said}", flush=True)
                 if args.rounds == 0:
                     continue
@@ -279,10 +296,10 @@ def main() -> None:
                     for arm in (order if rnd % 2 == 0 else order[::-1]):
                         j.add(arm, osu(c, exe, lay, env[arm], args))
                 text = path.read_text()
-                v = judge(j, changes(text, coll, lay.np))
+                v = judge(Judged(getattr(j, kept_as)), changes(text, coll, lay.np))
                 v["tune_s"] = took
-                report[f"{coll} {lay.name}"] = {**v, "times": j.times, "file": text,
-                                                "said": said}
+                report[f"{coll} {lay.name}"] = {**v, "times": j.times, "slowest": j.slowest,
+                                                "file": text, "said": said}
                 show(f"{coll} {lay.name}", v)
                 if args.json:
                     args.json.write_text(json.dumps(report, indent=1, default=str))
