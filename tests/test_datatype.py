@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from colltune.apploop.app.groups import plan
+from colltune.apploop.profiling.profile import load
 from colltune.backends.openmpi.install import OpenMPI, read_catalog
 from colltune.backends.openmpi.serving import count_calls
 from colltune.collectives import DATATYPES, get_collective
@@ -147,3 +150,57 @@ def test_a_tune_summing_chars_is_kept_apart_and_says_so(ompi41: OpenMPI, tmp_pat
                        (["allreduce", "--datatype", "long"], "unknown --datatype 'long'")):
         r = tune_cli(*args, "--np", "4", "--mpi", str(ompi41.prefix), "--dry-run")
         assert r.returncode == 2 and said in r.stderr, (r.returncode, r.stderr)
+
+
+@pytest.mark.mpi
+def test_tune_app_sums_what_the_applications_reductions_summed(ompi41: OpenMPI,
+                                                                tmp_path: Path) -> None:
+    """The profiler records what each reduction entry's calls summed (tests/data/sums.c:
+    8 B of unsigned chars a call, then one int); tune app measures each group summing its
+    type (its points under that type's key, the file saying so). A type the kernel does
+    not sum (double complex) and calls of two types at one size are said, and tuned as
+    doubles."""
+    exe = tmp_path / "sums"
+    res = subprocess.run([str(ompi41.mpicc), "-std=c99", "-Wall", "-Wextra", "-Werror", "-o",
+                          str(exe), str(Path(__file__).parent / "data" / "sums.c")],
+                         capture_output=True, text=True, env=ompi41.tool_env(), check=False)
+    assert res.returncode == 0, res.stderr
+
+    def profile(kind: str, count: int) -> Path:
+        out = tmp_path / f"{kind}.json"
+        r = tune_cli("profile", "-o", str(out), "--mpi", str(ompi41.prefix), "--",
+                     str(ompi41.mpirun), "-np", "4", "--oversubscribe", str(exe), kind,
+                     str(count), "60", env=ompi41.tool_env())
+        assert r.returncode == 0, r.stdout + r.stderr
+        summed = {"char": "char", "complex": "other", "mixed": "mixed"}[kind]
+        assert f"allreduce ({summed})" in r.stdout, r.stdout  # its table says it too
+        return out
+
+    chars = profile("char", 8)
+    assert {(e["collective"], e["size"]): e.get("datatype")
+            for e in json.loads(chars.read_text())["entries"]} == {
+        ("allreduce", 8): "char", ("reduce", 4): "int"}
+    for kind, count, said in (("complex", 4, "a type the kernel does not sum"),
+                              ("mixed", 8, "several types at one size")):
+        (g,) = [g for g in plan(load(profile(kind, count)), 0.0)[0]
+                if g.collective == "allreduce"]
+        assert g.datatype == "double" and said in g.summed_note, g.summed_note
+    db, out = tmp_path / "db.sqlite", tmp_path / "r.conf"
+    r = tune_cli("app", str(chars), "--mpi", str(ompi41.prefix), "--oversubscribe",
+                 "--point-time", "0.03", "--min-reps", "5", "--max-reps", "12",
+                 "--confirm-rounds", "0", "--min-share", "0.01", "--db", str(db), "--out",
+                 str(out), "--json", str(tmp_path / "a.json"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    (g,) = [g for g in json.loads((tmp_path / "a.json").read_text())["groups"]
+            if g["collective"] == "allreduce"]
+    assert g["status"] == "measured" and g["datatype"] == "char", g
+    assert "summing char" in r.stdout + r.stderr
+    with sqlite3.connect(db) as c:
+        got = {(k.split("~")[-1], s) for k, s in c.execute(
+            "SELECT DISTINCT mpi_key, size FROM measurements")}
+    # the reduce of one int is measured at 4 B in ints (a double's tune would time 8 B),
+    # whether or not its arrival pattern is replayed (a key of its own before the datatype)
+    assert got == {("datatype=char", 8), ("datatype=int", 4)}, got
+    # the last group's tune writes its section's comments (a merge keeps earlier sections'
+    # rules, not their comments)
+    assert "measured summing int (4 B an element)" in out.read_text()

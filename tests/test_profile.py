@@ -70,6 +70,10 @@ def test_profile_counts_exactly_the_calls_the_program_makes(which: str, tmp_path
         ("gatherv", NP, 32): (1, NP, 32.0),
         ("alltoallv", NP, 32): (2, NP, 32.0),
     }, got  # and nothing the library calls inside (comm split, dup, finalize)
+    # what the reductions summed (a library may decide by the elements); nothing else says
+    assert {e["collective"]: e.get("datatype") for e in doc["entries"]} == {
+        "allreduce": "double", "reduce": "int", "bcast": None, "barrier": None,
+        "allgatherv": None, "gatherv": None, "alltoallv": None}
     assert doc["nonblocking"] == {"iallreduce": 1}
     for e in doc["entries"]:
         assert 0 < e["time_s"]["mean"] <= e["time_s"]["max"] or e["collective"] == "gatherv"
@@ -182,6 +186,11 @@ def test_fortran_callers_are_counted_once(which: str, source: str, tmp_path: Pat
     assert got == {("allreduce", NP, 1024): (3, NP), ("bcast", NP, 16): (5, NP),
                    ("reduce", NP // 2, 4): (7, NP), ("barrier", NP, 0): (4, NP),
                    ("allgatherv", NP, 16): (2, NP)}, got
+    # what each reduction summed, by Fortran's own handles (MPI_DOUBLE_PRECISION is not
+    # C's MPI_DOUBLE), on the entry the calls were counted in
+    summed = {e["collective"]: e.get("datatype") for e in json.loads(out.read_text())["entries"]}
+    assert summed == {"allreduce": "double", "reduce": "int", "bcast": None, "barrier": None,
+                      "allgatherv": None}, summed
 
 
 def test_the_preloaded_library_exports_only_mpi_entries() -> None:

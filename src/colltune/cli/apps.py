@@ -72,6 +72,7 @@ def profile_cmd(
         t.add_column(col)
     for row in prof["entries"]:  # type: ignore[attr-defined]
         name = row["collective"] + ("" if row["tuned_by_colltune"] else " (not tuned)")
+        name += f" ({row['datatype']})" if row.get("datatype") else ""  # what it summed
         t.add_row(name, str(row["comm_size"]), str(row["size"]), str(row["calls"]),
                   str(row["ranks"]), f"{row['time_s']['mean']:.6f}",
                   f"{row['time_s']['max']:.6f}", f"{100 * row['share']:.2f}%")

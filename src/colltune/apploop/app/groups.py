@@ -20,7 +20,7 @@ from pathlib import Path
 from colltune.apploop.profiling.profile import lacks, load
 from colltune.apploop.profiling.replay import Replay
 from colltune.backends import registry
-from colltune.collectives import COLLECTIVES, get_collective
+from colltune.collectives import COLLECTIVES, DATATYPES, get_collective
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch, slurm_allocation
@@ -51,6 +51,10 @@ class Group:
     known_online: int = 0
     # what its tune held of the allocation (core/account.py's summary; None: not tuned)
     allocation: dict[str, object] | None = None
+    # what its reduction's calls summed (the costliest where they differ), as its tune sums
+    # it; `summed_note` says what the tune could not sum as the calls did
+    datatype: str = "double"
+    summed_note: str = ""
 
     @property
     def sizes(self) -> list[int]:
@@ -76,12 +80,36 @@ def plan(profile: dict, min_share: float) -> tuple[list[Group], list[str], float
     groups = []
     for (name, n), es in by.items():
         t = sum(float(e["time_s"]["mean"]) * int(e["ranks"]) for e in es) / int(profile["ranks"])
-        g = Group(name, n, es, t, t / wall if wall > 0 else 0.0)
+        dt, why = summed(name, n, es)
+        g = Group(name, n, es, t, t / wall if wall > 0 else 0.0, datatype=dt, summed_note=why)
         if g.share < min_share:
             g.status = f"below --min-share ({100 * g.share:.3f}% of the run)"
         groups.append(g)
     groups.sort(key=lambda g: (-g.time_s, g.collective, g.comm_size))
     return groups, untuned, wall
+
+
+def summed(name: str, n: int, entries: list[dict]) -> tuple[str, str]:  # type: ignore[type-arg]
+    """What a group's tune sums: the datatype its costliest calls summed (a profile says it
+    per reduction entry; one made before it did, or a collective that sums nothing: double),
+    and what it could not time as the calls were made (another datatype at other sizes, a
+    type the kernel does not sum, calls of several types in one entry)."""
+    cost: dict[str, float] = {}
+    for e in entries:
+        if e.get("datatype"):
+            d = str(e["datatype"])
+            cost[d] = cost.get(d, 0.0) + float(e["time_s"]["mean"]) * int(e["ranks"])
+    if not cost:
+        return "double", ""
+    top = max(cost, key=lambda d: (cost[d], d))
+    chosen = top if top in DATATYPES else "double"
+    if len(cost) == 1 and top == chosen:
+        return chosen, ""
+    what = {"other": "a type the kernel does not sum (complex, derived)",
+            "mixed": "several types at one size"}
+    parts = ", ".join(what.get(d, d) for d in sorted(cost, key=lambda d: -cost[d]))
+    return chosen, (f"{name} at {n} ranks sums {parts}: tuned summing {chosen} (the "
+                    "costliest calls' type, double where the kernel cannot sum it)")
 
 
 Layout = tuple[int, int]  # nodes, ranks per node
@@ -238,7 +266,7 @@ def script_plan(profile_path: Path, template: TuneOptions, min_share: float = 0.
                             "run tune app --mpi PREFIX inside your own batch job")
     points, budget = 0, 0.0
     for g in planned:
-        coll = get_collective(g.collective)
+        coll = get_collective(g.collective).summing(g.datatype)
         n = Plan(cat, cat.grid(template.params, template.segsizes),
                  g.sizes if coll.has_sizes else None).count([coll], [g.comm_size])
         points += n

@@ -116,7 +116,7 @@ def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
     """One `tune` of group `g` (its layout, its sizes, its share of --point-time), with
     the ranks entering as `rows` replays (empty: together), leaving out the `known`
     points, merged into `out`."""
-    coll = get_collective(g.collective)
+    coll = get_collective(g.collective).summing(g.datatype)
     scale = min(1.0, max(LEAST_TIME, g.share / FULL_SHARE))
     launch = template.launch or Launch()
     if g.layout is not None:  # asked exactly: the kernel checks where ranks ran
@@ -125,9 +125,13 @@ def _tune_group(g: Group, template: TuneOptions, rep: Reporter, rows: Rows,
         template, collectives=[g.collective], nps=[g.comm_size], launch=launch,
         sizes=g.sizes if coll.has_sizes else None, beyond="library", summary_json=None,
         out=out, excluded=known, settings=dataclasses.replace(
-            template.settings, point_time=template.settings.point_time * scale, arrival=rows))
+            template.settings, point_time=template.settings.point_time * scale, arrival=rows,
+            datatype=g.datatype if coll.reduction else template.settings.datatype))
     where = f" as {g.layout[0]}x{g.layout[1]}" if g.layout else ""
     how = "replaying its arrival pattern" if rows else "ranks entering together"
+    how += f", summing {g.datatype}" if coll.reduction else ""
+    if g.summed_note:
+        rep.note(f"note: {g.summed_note}")
     rep.note(f"{g.collective} at {g.comm_size} ranks{where}, {how}: {100 * g.share:.2f}% of "
              f"the run, sizes {', '.join(map(str, g.sizes))}; {scale:.0%} of --point-time")
     res = tune(opts, rep)
@@ -233,7 +237,7 @@ def _entries(g: Group, ds: list[Decision], together: list[Decision] | None,
              catalog: Catalog | None) -> list[EntryResult]:
     """A group's entries: what the file runs at each size the application called, its
     measured speed-up and expected saving (and what the file tuned together runs)."""
-    coll = get_collective(g.collective)
+    coll = get_collective(g.collective).summing(g.datatype)
     out = []
     for e in sorted(g.entries, key=lambda e: int(e["size"])):
         d = _decision_at(ds, int(e["size"]), coll.granularity)
@@ -274,7 +278,9 @@ def as_json(res: AppResult) -> dict[str, object]:
                     "profiled_spread_s": g.replay.profiled_spread_s or None,
                     "replayed_spread_s": _mean(g.replayed_spread_s),
                     "known_from_online": g.known_online,
-                    "allocation": g.allocation}
+                    "allocation": g.allocation,
+                    "datatype": g.datatype if get_collective(g.collective).reduction
+                    else None}
                    for g in res.groups],
         "node_seconds": held_in_all(res),
         "entries": [dataclasses.asdict(e) for e in res.entries],

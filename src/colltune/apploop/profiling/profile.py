@@ -198,6 +198,7 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
                  for i in range(max((len(f) for f in firsts), default=0))]
         calls = sum(int(e["calls"]) for e in es)
         mean = sum(times) / len(es)
+        summed = {str(e["datatype"]) for e in es if e.get("datatype")}
         entries.append({
             "collective": name, "comm_size": n, "size": bucket,
             "lookup_size": backend.rule_size(coll, bucket, n) if coll else None,
@@ -213,6 +214,8 @@ def merge(ranks: list[dict], cmd: list[str], mpi: Installation) -> dict[str, obj
             # how far apart the ranks entered the sampled calls (null: none sampled whole)
             "arrival": spreads.get((name, n, bucket)),
         })
+        if summed:  # what a reduction's calls summed (a library may decide by the elements)
+            entries[-1]["datatype"] = summed.pop() if len(summed) == 1 else "mixed"
     entries.sort(key=lambda e: (-e["time_s"]["mean"], e["collective"], e["comm_size"],  # type: ignore[index]
                                 e["size"]))
     nonblocking: dict[str, int] = defaultdict(int)

@@ -97,6 +97,9 @@ SCHEMA: dict[str, Any] = {
                     # where the calls changed level, if they did (tune profile reports it)
                     "warmup": {"type": ["object", "null"]},
                     "arrival": _ARRIVAL,
+                    # what a reduction's calls summed, as the kernel can time it
+                    "datatype": {"enum": ["double", "float", "int", "char", "other",
+                                          "mixed"]},
                 },
             },
         },

@@ -60,6 +60,9 @@ static const char *icoll_names[N_ICOLL] = {
     "ibarrier", "ibcast", "iexscan", "igather", "igatherv", "ireduce", "ireduce_scatter",
     "ireduce_scatter_block", "iscan", "iscatter", "iscatterv"};
 
+/* DT_ names as the profile says them (null for DT_NONE) */
+static const char *dt_names[N_DT] = {NULL, "double", "float", "int", "char", "other", "mixed"};
+
 #define FIRST 48 /* calls timed one by one (MVAPICH2 switches after 16) */
 
 typedef struct {
@@ -67,6 +70,7 @@ typedef struct {
     int coll;
     int comm_size;
     long long bucket;
+    int dtype; /* what its calls summed (DT_) */
     long long calls;
     double bytes;
     double time;
@@ -97,7 +101,48 @@ static long long bucket_of(long long bytes)
     return b;
 }
 
-void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1)
+/* Handles compared, not names: a Fortran caller's MPI_DOUBLE_PRECISION is its own handle
+ * (a library without Fortran defines those as MPI_DATATYPE_NULL, which no call passes).
+ * By kind and size as the kernel sums them: 8-byte reals as double, 4-byte ones as float,
+ * 4-byte integers as int, one-byte integers and bytes as char. */
+int dtype_of(MPI_Datatype t)
+{
+    /* built per call: Open MPI's handles are addresses, MPICH's integers (tens of ns);
+     * the optional Fortran types only where the library defines them (an Open MPI built
+     * without Fortran does not) */
+    const struct {
+        int dt;
+        MPI_Datatype t;
+    } known[] = {
+        {DT_DOUBLE, MPI_DOUBLE},      {DT_DOUBLE, MPI_DOUBLE_PRECISION},
+        {DT_FLOAT, MPI_FLOAT},        {DT_FLOAT, MPI_REAL},
+        {DT_INT, MPI_INT},            {DT_INT, MPI_INTEGER},
+        {DT_INT, MPI_INT32_T},        {DT_CHAR, MPI_CHAR},
+        {DT_CHAR, MPI_SIGNED_CHAR},   {DT_CHAR, MPI_UNSIGNED_CHAR},
+        {DT_CHAR, MPI_BYTE},          {DT_CHAR, MPI_INT8_T},
+        {DT_CHAR, MPI_UINT8_T},       {DT_CHAR, MPI_CHARACTER},
+#ifdef MPI_REAL8
+        {DT_DOUBLE, MPI_REAL8},
+#endif
+#ifdef MPI_REAL4
+        {DT_FLOAT, MPI_REAL4},
+#endif
+#ifdef MPI_INTEGER4
+        {DT_INT, MPI_INTEGER4},
+#endif
+#ifdef MPI_INTEGER1
+        {DT_CHAR, MPI_INTEGER1},
+#endif
+    };
+    if (t == MPI_DATATYPE_NULL)
+        return DT_OTHER;
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (t == known[i].t)
+            return known[i].dt;
+    return DT_OTHER;
+}
+
+void record(int coll, MPI_Comm comm, long long bytes, int dt, double t0, double t1)
 {
     double t = t1 - t0;
     int n = csize(comm);
@@ -112,11 +157,14 @@ void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1)
             e->coll = coll;
             e->comm_size = n;
             e->bucket = b;
+            e->dtype = dt;
         }
         if (e->coll == coll && e->comm_size == n && e->bucket == b) {
             if (e->calls < FIRST)
                 e->first[e->calls] = (float)t;
             e->calls++;
+            if (e->dtype != dt)
+                e->dtype = DT_MIXED;
             e->bytes += (double)bytes;
             e->time += t;
             if (t > e->longest)
@@ -343,7 +391,10 @@ void write_profile(void)
                 e->bytes, e->time, e->longest);
         for (long long c = 0; c < e->calls && c < FIRST; c++)
             fprintf(f, "%s%.6g", c ? ", " : "", (double)e->first[c]);
-        fputs("]}", f);
+        fputc(']', f);
+        if (dt_names[e->dtype])
+            fprintf(f, ", \"datatype\": \"%s\"", dt_names[e->dtype]);
+        fputc('}', f);
         first = 0;
     }
     fputc(']', f);

@@ -23,6 +23,12 @@ enum {
     I_REDUCE_SCATTER_BLOCK, I_SCAN, I_SCATTER, I_SCATTERV, N_ICOLL
 };
 
+/* what a reduction sums, as the kernel can time it (colltune.collectives.DATATYPES): a
+ * library may pick another algorithm for 8 B of chars than for one double. NONE: the
+ * collective sums nothing; OTHER: a type the kernel does not time (complex, derived);
+ * MIXED: calls of one entry summed different types. */
+enum { DT_NONE, DT_DOUBLE, DT_FLOAT, DT_INT, DT_CHAR, DT_OTHER, DT_MIXED, N_DT };
+
 extern long long icalls[N_ICOLL]; /* nonblocking collectives: counted only */
 extern double t_p2p;              /* time in sends, receives and waits */
 extern int in_fortran; /* a Fortran wrapper is timing this call: C wrappers stay silent */
@@ -58,8 +64,9 @@ static inline int crank(MPI_Comm c)
     return r;
 }
 
-/* one call: entered at t0, left at t1 (now()'s clock) */
-void record(int coll, MPI_Comm comm, long long bytes, double t0, double t1);
+/* one call: entered at t0, left at t1 (now()'s clock), summing `dt` (DT_NONE) */
+void record(int coll, MPI_Comm comm, long long bytes, int dt, double t0, double t1);
+int dtype_of(MPI_Datatype t); /* a predefined type's DT_ class, C's and Fortran's names */
 long long sum_counts(const int *counts, int n);
 void on_init(void);        /* after the library's own MPI_Init */
 /* prof_arrival.c: the sampled calls (`slot`: the table entry) and the clock */

@@ -7,15 +7,17 @@
 
 /* ---- blocking collectives: time the call, record the per-rank block ---- */
 
-#define TIMED(coll, comm, bytes, call)                                                    \
+#define TIMED_AS(coll, comm, bytes, dt, call)                                             \
     do {                                                                                  \
         if (in_fortran)                                                                   \
             return call;                                                                  \
         double t0_ = now();                                                               \
         int rc_ = call;                                                                   \
-        record(coll, comm, bytes, t0_, now());                                           \
+        record(coll, comm, bytes, dt, t0_, now());                                       \
         return rc_;                                                                       \
     } while (0)
+/* a collective that sums nothing */
+#define TIMED(coll, comm, bytes, call) TIMED_AS(coll, comm, bytes, DT_NONE, call)
 
 int MPI_Barrier(MPI_Comm comm)
 {
@@ -30,31 +32,33 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm)
 int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root,
                MPI_Comm comm)
 {
-    TIMED(C_REDUCE, comm, (long long)count * tsize(t),
-          PMPI_Reduce(s, r, count, t, op, root, comm));
+    TIMED_AS(C_REDUCE, comm, (long long)count * tsize(t), dtype_of(t),
+             PMPI_Reduce(s, r, count, t, op, root, comm));
 }
 
 int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    TIMED(C_ALLREDUCE, comm, (long long)count * tsize(t),
-          PMPI_Allreduce(s, r, count, t, op, comm));
+    TIMED_AS(C_ALLREDUCE, comm, (long long)count * tsize(t), dtype_of(t),
+             PMPI_Allreduce(s, r, count, t, op, comm));
 }
 
 int MPI_Scan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    TIMED(C_SCAN, comm, (long long)count * tsize(t), PMPI_Scan(s, r, count, t, op, comm));
+    TIMED_AS(C_SCAN, comm, (long long)count * tsize(t), dtype_of(t),
+             PMPI_Scan(s, r, count, t, op, comm));
 }
 
 int MPI_Exscan(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
-    TIMED(C_EXSCAN, comm, (long long)count * tsize(t), PMPI_Exscan(s, r, count, t, op, comm));
+    TIMED_AS(C_EXSCAN, comm, (long long)count * tsize(t), dtype_of(t),
+             PMPI_Exscan(s, r, count, t, op, comm));
 }
 
 int MPI_Reduce_scatter_block(const void *s, void *r, int rcount, MPI_Datatype t, MPI_Op op,
                              MPI_Comm comm)
 {
-    TIMED(C_REDUCE_SCATTER_BLOCK, comm, (long long)rcount * tsize(t),
-          PMPI_Reduce_scatter_block(s, r, rcount, t, op, comm));
+    TIMED_AS(C_REDUCE_SCATTER_BLOCK, comm, (long long)rcount * tsize(t), dtype_of(t),
+             PMPI_Reduce_scatter_block(s, r, rcount, t, op, comm));
 }
 
 int MPI_Reduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype t,
@@ -63,7 +67,8 @@ int MPI_Reduce_scatter(const void *s, void *r, const int rcounts[], MPI_Datatype
     int n = csize(comm);
     /* the mean block: equal counts give the block, as reduce_scatter_block */
     long long bytes = n ? sum_counts(rcounts, n) * tsize(t) / n : 0;
-    TIMED(C_REDUCE_SCATTER, comm, bytes, PMPI_Reduce_scatter(s, r, rcounts, t, op, comm));
+    TIMED_AS(C_REDUCE_SCATTER, comm, bytes, dtype_of(t),
+             PMPI_Reduce_scatter(s, r, rcounts, t, op, comm));
 }
 
 int MPI_Allgather(const void *s, int scount, MPI_Datatype st, void *r, int rcount,

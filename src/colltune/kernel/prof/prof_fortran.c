@@ -16,9 +16,14 @@ static long long ftype(const MPI_Fint *t)
     return tsize(MPI_Type_f2c(*t));
 }
 
+static int fdtype(const MPI_Fint *t)
+{
+    return dtype_of(MPI_Type_f2c(*t));
+}
+
 /* one Fortran entry: the library's own definition of the same name, timed (`comm` and
  * `ierr` are among every entry's parameters) */
-#define FORTRAN_ENTRY(sym, coll, params, args, bytes)                                     \
+#define FORTRAN_ENTRY(sym, coll, params, args, bytes, dt)                                 \
     void sym params                                                                       \
     {                                                                                     \
         static fvoid_t cache;                                                             \
@@ -29,18 +34,22 @@ static long long ftype(const MPI_Fint *t)
             return;                                                                       \
         }                                                                                 \
         long long b = (bytes);                                                            \
+        int d = (dt);                                                                     \
         double t0 = now();                                                                \
         in_fortran++;                                                                     \
         ((void(*) params)next) args;                                                      \
         in_fortran--;                                                                     \
-        record(coll, MPI_Comm_f2c(*comm), b, t0, now());                                 \
+        record(coll, MPI_Comm_f2c(*comm), b, d, t0, now());                               \
     }
 
 /* the two Fortran names of one collective, gfortran's (mpif.h, `use mpi`) and Open MPI's
- * f08: its parameters, the arguments passed on, and the bytes of one rank's block */
+ * f08: its parameters, the arguments passed on, the bytes of one rank's block, and what it
+ * sums (DT_NONE: a collective that sums nothing) */
+#define FORTRAN_SUM(name, coll, params, args, bytes, dt)                                  \
+    FORTRAN_ENTRY(mpi_##name##_, coll, params, args, bytes, dt)                           \
+    FORTRAN_ENTRY(mpi_##name##_f08_, coll, params, args, bytes, dt)
 #define FORTRAN_COLL(name, coll, params, args, bytes)                                     \
-    FORTRAN_ENTRY(mpi_##name##_, coll, params, args, bytes)                               \
-    FORTRAN_ENTRY(mpi_##name##_f08_, coll, params, args, bytes)
+    FORTRAN_SUM(name, coll, params, args, bytes, DT_NONE)
 
 /* the mean of a per-rank count array over the communicator */
 static long long fmean(const MPI_Fint *counts, const MPI_Fint *comm)
@@ -61,36 +70,42 @@ FORTRAN_COLL(bcast, C_BCAST,
               MPI_Fint *ierr),
              (buf, count, type, root, comm, ierr),
              (long long)*count * ftype(type))
-FORTRAN_COLL(reduce, C_REDUCE,
+FORTRAN_SUM(reduce, C_REDUCE,
              (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *root,
               MPI_Fint *comm, MPI_Fint *ierr),
              (s, r, count, type, op, root, comm, ierr),
-             (long long)*count * ftype(type))
-FORTRAN_COLL(allreduce, C_ALLREDUCE,
+             (long long)*count * ftype(type),
+             fdtype(type))
+FORTRAN_SUM(allreduce, C_ALLREDUCE,
              (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
               MPI_Fint *ierr),
              (s, r, count, type, op, comm, ierr),
-             (long long)*count * ftype(type))
-FORTRAN_COLL(scan, C_SCAN,
+             (long long)*count * ftype(type),
+             fdtype(type))
+FORTRAN_SUM(scan, C_SCAN,
              (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
               MPI_Fint *ierr),
              (s, r, count, type, op, comm, ierr),
-             (long long)*count * ftype(type))
-FORTRAN_COLL(exscan, C_EXSCAN,
+             (long long)*count * ftype(type),
+             fdtype(type))
+FORTRAN_SUM(exscan, C_EXSCAN,
              (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
               MPI_Fint *ierr),
              (s, r, count, type, op, comm, ierr),
-             (long long)*count * ftype(type))
-FORTRAN_COLL(reduce_scatter_block, C_REDUCE_SCATTER_BLOCK,
+             (long long)*count * ftype(type),
+             fdtype(type))
+FORTRAN_SUM(reduce_scatter_block, C_REDUCE_SCATTER_BLOCK,
              (void *s, void *r, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
               MPI_Fint *ierr),
              (s, r, count, type, op, comm, ierr),
-             (long long)*count * ftype(type))
-FORTRAN_COLL(reduce_scatter, C_REDUCE_SCATTER,
+             (long long)*count * ftype(type),
+             fdtype(type))
+FORTRAN_SUM(reduce_scatter, C_REDUCE_SCATTER,
              (void *s, void *r, MPI_Fint *counts, MPI_Fint *type, MPI_Fint *op, MPI_Fint *comm,
               MPI_Fint *ierr),
              (s, r, counts, type, op, comm, ierr),
-             fmean(counts, comm) * ftype(type))
+             fmean(counts, comm) * ftype(type),
+             fdtype(type))
 FORTRAN_COLL(allgather, C_ALLGATHER,
              (void *s, MPI_Fint *scount, MPI_Fint *stype, void *r, MPI_Fint *rcount,
               MPI_Fint *rtype, MPI_Fint *comm, MPI_Fint *ierr),
