@@ -285,6 +285,9 @@ def main() -> None:
                 path, took, said = tune(c, coll, lay, work, args.datatype,
                                         tuple(shlex.split(args.tune_args)))
                 print(f"{coll} {lay.name}: tune took {took:.0f} s\n{said}", flush=True)
+                # the tune's own account of every size (its medians, its fresh launch
+                # pairs' verdicts): why it kept the library's choice where OSU disagrees
+                summary = json.loads((work / "summary.json").read_text())
                 if args.rounds == 0:
                     continue
                 env = arms(coll, path)
@@ -299,7 +302,8 @@ def main() -> None:
                 v = judge(Judged(getattr(j, kept_as)), changes(text, coll, lay.np))
                 v["tune_s"] = took
                 report[f"{coll} {lay.name}"] = {**v, "times": j.times, "slowest": j.slowest,
-                                                "file": text, "said": said}
+                                                "file": text, "said": said,
+                                                "summary": summary}
                 show(f"{coll} {lay.name}", v)
                 if args.json:
                     args.json.write_text(json.dumps(report, indent=1, default=str))
