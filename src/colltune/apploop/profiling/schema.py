@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from colltune.collectives import DATATYPES
+
 _NAME = {"type": "string", "pattern": r"^[a-z][a-z_]{0,39}$"}  # an MPI collective's name
 _COUNT = {"type": "integer", "minimum": 0, "maximum": 2**62}
 _POSITIVE = {"type": "integer", "minimum": 1, "maximum": 2**31}
@@ -98,8 +100,7 @@ SCHEMA: dict[str, Any] = {
                     "warmup": {"type": ["object", "null"]},
                     "arrival": _ARRIVAL,
                     # what a reduction's calls summed, as the kernel can time it
-                    "datatype": {"enum": ["double", "float", "int", "char", "other",
-                                          "mixed"]},
+                    "datatype": {"enum": [*DATATYPES, "other", "mixed"]},
                 },
             },
         },

@@ -102,7 +102,7 @@ static long long bucket_of(long long bytes)
 }
 
 /* Handles compared, not names: a Fortran caller's MPI_DOUBLE_PRECISION is its own handle
- * (a library without Fortran defines those as MPI_DATATYPE_NULL, which no call passes).
+ * (MPICH without Fortran defines it as MPI_DATATYPE_NULL, which no call passes).
  * By kind and size as the kernel sums them: 8-byte reals as double, 4-byte ones as float,
  * 4-byte integers as int, one-byte integers and bytes as char. */
 int dtype_of(MPI_Datatype t)
