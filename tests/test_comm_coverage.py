@@ -133,3 +133,29 @@ def test_open_mpi_runs_the_section_between_two_measured_sizes(
     got = under_rules(ompi41, REDUCE, 3, 65536, out)
     assert got == forced(ompi41, REDUCE, 3, 65536, DEFAULT, cat)
     assert got != forced(ompi41, REDUCE, 3, 65536, PIPELINE, cat)
+
+
+def test_a_merge_keeps_each_kept_sections_notes() -> None:
+    """A section kept from the file merged into keeps what colltune said of it there (the
+    reader returns a section's comment lines), with what it serves now; a hand-written
+    file's section, which has none, says that its notes are not known."""
+    mpi = OpenMPI("4.1.4", Path("/usr"), Path("/usr/bin/mpicc"), Path("/usr/bin/mpirun"),
+                  Path("/usr/bin/ompi_info"))
+    at4 = {"reduce": {4: [Decision(65536, lookup_size(REDUCE, 65536, 4), PIPELINE, PIPELINE,
+                                   1.0, 2.0, 0.0, True)]}}
+    first = rules.render(_file(mpi, 8, LINEAR, builtin_catalog()))
+    assert "serves communicators of 8 to any number of ranks: measured at 8" in first
+    merged = rules.render(build_rules(rules.parse(first), 1, at4, mpi, builtin_catalog()))
+    eight = merged[merged.index("# reduce at 8 ranks, "):]
+    assert eight.index("#   65536 B per rank (lookup 65536)") < eight.index("8  # comm")
+    assert ("# serves communicators of 8 to any number of ranks: kept from the file this "
+            "run merged into\n") in eight
+    assert "communicators of fewer than 4 ranks" in merged  # said afresh, not "8"
+    assert "fewer than 8" not in merged and merged.count("# serves") == 3
+    assert rules.render(build_rules(rules.parse(merged), 1, at4, mpi, builtin_catalog())
+                        ).count("# serves") == 3  # merged again: nothing said twice
+    hand = build_rules(rules.parse("1\n11\n1\n8\n1\n0 3 0 1024\n"), 1, at4, mpi,
+                       builtin_catalog())
+    assert ("# reduce at 8 ranks: kept from the file this run merged into (its notes there "
+            "are not carried over)\n# serves communicators of 8 to any number of ranks\n"
+            ) in rules.render(hand)

@@ -201,6 +201,8 @@ def test_tune_app_sums_what_the_applications_reductions_summed(ompi41: OpenMPI,
     # the reduce of one int is measured at 4 B in ints (a double's tune would time 8 B),
     # whether or not its arrival pattern is replayed (a key of its own before the datatype)
     assert got == {("datatype=char", 8), ("datatype=int", 4)}, got
-    # the last group's tune writes its section's comments (a merge keeps earlier sections'
-    # rules, not their comments)
-    assert "measured summing int (4 B an element)" in out.read_text()
+    # each group's section keeps its comments: the second group's tune merges into the
+    # first's file and writes its notes again
+    text = out.read_text()
+    assert "measured summing int (4 B an element)" in text
+    assert "measured summing char (1 B an element)" in text

@@ -43,6 +43,8 @@ def test_round_trip(version: int) -> None:
     r = back.collectives[11][1].rules[1]
     assert (r.msgsize, r.alg, r.segsize) == (2049, 5, 1024)
     assert r.maxreq == (8 if version == 2 else None)
+    # the comments a merge writes again: the file's and each section's
+    assert back.comments == rf.comments and back.notes == {(11, 4): ["note 42"]}
     if version == 2:
         assert text.startswith("rule-file-version-2")
     else:
@@ -130,3 +132,15 @@ def test_verify_warns_of_a_classic_file_tuned_in_another_layout() -> None:
     (said,) = other_layouts(text, other)
     assert "bcast at 4 ranks was tuned on 1 node(s) x 4; this job runs 2 node(s) x 2" in said
     assert other_layouts(text, Placement(8, False, "h", 2, 4)) == []  # another section size
+
+
+def test_a_kept_comment_stays_a_comment() -> None:
+    """A merge writes a section's comment lines again (the file may be another user's): a
+    carriage return or form feed in one never starts a line of numbers Open MPI reads."""
+    text = GOOD.replace("4\n3\n", "# kept\r1 1\x0c2 2\n4\n3\n")
+    rf = rules.parse(text)
+    assert rf.notes == {(11, 4): ["kept\r1 1\x0c2 2"]}
+    again = rules.render(rf)
+    assert "# kept 1 1\x0c2 2\n" in again
+    back = rules.parse(again)
+    assert back.collectives == rf.collectives and back.notes == {(11, 4): ["kept 1 1\x0c2 2"]}

@@ -409,7 +409,9 @@ def test_a_merged_file_says_what_serves_each_section(tmp_path: Path) -> None:
             ) in text
     assert ("# serves communicators of 8 to 15 ranks: measured at 8; 9 to 15 ranks take "
             "its rule (the nearest measured size below them; 16 has its own)") in text
-    assert ("# bcast at 16 ranks: kept from the file this run merged into (its notes "
-            "there are not carried over)\n# serves communicators of 16 to any number of "
-            "ranks\n") in text
+    # the 16-rank section keeps what the first run said of it, and says what it serves now
+    kept = text[text.index("# bcast at 16 ranks, "):]
+    assert ("\n# serves communicators of 16 to any number of ranks: kept from the file this "
+            "run merged into\n") in kept
+    assert "#   65536 B per rank (lookup 65536)" in kept and text.count("# serves") == 3
     assert "measured at 1;" not in text

@@ -214,6 +214,16 @@ class _Tokens:
     lines: array[int] = field(default_factory=lambda: array("q"))
     cols: array[int] = field(default_factory=lambda: array("q"))
     counts: array[int] = field(default_factory=lambda: array("q"))
+    said: dict[int, str] = field(default_factory=dict)  # whole-line comments, by line
+
+    def comments_above(self, line: int) -> list[str]:
+        """The whole-line comments just above `line`, in order, without their '# ': what
+        the writer said of what follows (a merge writes it again)."""
+        found, i = [], line - 1
+        while i in self.said:
+            found.append(self.said[i])
+            i -= 1
+        return found[::-1]
 
     def __len__(self) -> int:
         return len(self.values)
@@ -228,9 +238,11 @@ def _tokens(text: str, path: str) -> tuple[_Tokens, bool]:
     body = text[len(V2_HEADER):] if has_header else text
     flat = _Tokens()
     for i, raw in enumerate(body.split("\n"), start=1):
-        content = raw.split("#", 1)[0]
+        content, hashed, comment = raw.partition("#")
         words = content.split()
         flat.counts.append(len(words))
+        if hashed and not words:
+            flat.said[i] = comment[1:] if comment.startswith(" ") else comment
         for col, word in enumerate(words):
             if word.strip("[]") == V2_HEADER and word != V2_HEADER:
                 raise RulesError(path, i, f"'{word}': the header is '{V2_HEADER}' without "
@@ -286,6 +298,7 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
 
     rf = RulesFile(version=version)
     ncol = take("the number of collectives")
+    rf.comments = flat.comments_above(ncol.line)
     if ncol.value > OMPI_MAX_COLLECTIVES:
         raise RulesError(path, ncol.line, f"{ncol.value} collectives: Open MPI accepts at "
                                           f"most {OMPI_MAX_COLLECTIVES}")
@@ -312,6 +325,9 @@ def parse(text: str, path: str = "<rules>", valid_algs: Callable[[int], set[int]
             if nms.value == 0:
                 raise RulesError(path, nms.line, "a communicator size with no message rules")
             sec = CommRule(cs.value, line=cs.line)
+            notes = flat.comments_above(cs.line)
+            if notes:
+                rf.notes[(cid.value, cs.value)] = notes
             for k in range(nms.value):
                 ms = take("a message size", is_int=False)
                 if ms.col != 0:

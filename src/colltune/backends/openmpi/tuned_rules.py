@@ -304,16 +304,27 @@ def build_rules(base: rules.RulesFile | None, version: int, decisions: Decisions
         for sec, lo, hi in rules.served(rf.collectives[cid]):
             notes = rf.notes.setdefault((cid, sec.comsize), [])
             measured = sec.comsize in per_np  # in this run
-            if not notes and not measured:  # kept from the file merged into: the reader
-                # keeps no notes
+            serves = served_note(sec.comsize if measured else None, lo, hi)
+            if notes and notes[0].startswith(FEWER):  # said afresh: the smallest size
+                notes.clear()  # measured may have changed
+            old = [i for i, n in enumerate(notes) if n.startswith(SERVES)]
+            if old and not measured:  # kept with its notes from the file merged into:
+                # what it serves now (a size measured above or below changes that)
+                notes[old[0]] = serves + ": kept from the file this run merged into"
+                continue
+            if not notes and not measured:  # kept from a file with no notes of colltune's
                 notes.append(
-                    f"communicators of fewer than {hi + 1 if hi else lo} ranks: nothing "
+                    f"{FEWER} {hi + 1 if hi else lo} ranks: nothing "
                     "measured there, so the library's own decision (algorithm 0)"
                     if lo == 1 and all(r.alg == 0 for r in sec.rules) else
                     f"{name} at {sec.comsize} ranks: kept from the file this run merged "
                     "into (its notes there are not carried over)")
-            notes.insert(1, served_note(sec.comsize if measured else None, lo, hi))
+            notes.insert(1, serves)
     return rf
+
+
+# how the notes above begin, to find them again in a file merged into
+SERVES, FEWER = "serves communicators of ", "communicators of fewer than"
 
 
 def between_measured(rf: rules.RulesFile, name: str, nps: list[int]) -> None:
@@ -341,7 +352,7 @@ def served_note(measured: int | None, lo: int, hi: int | None) -> str:
     size it was measured at in this run (None: not), and the sizes it answers for with
     that size's rule."""
     upto = f"{hi}" if hi is not None else "any number of"
-    text = f"serves communicators of {lo} to {upto} ranks"
+    text = f"{SERVES}{lo} to {upto} ranks"
     if measured is None:
         return text
     if hi == measured:
