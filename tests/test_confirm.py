@@ -171,3 +171,21 @@ def test_a_stage_inside_another_counts_once() -> None:
                 time.sleep(0.02)
     assert spent["outer"] + spent["inner"] <= spent["total"]
     assert spent["outer"] > 0 and spent["inner"] > 0
+
+
+def test_the_sizes_sharing_a_choice_are_the_rules_of_the_file() -> None:
+    """Runs of sizes side by side that chose one configuration other than the default;
+    a size the library keeps, or another choice, ends a run; a size judged before (no
+    pairs here) neither ends one nor joins it; fewer than three: no run."""
+    from colltune.tuner.confirm import sharing
+    ring, neighbor = Config.of(4, {}), Config.of(5, {})
+
+    def at(size: int, c: Config) -> Decision:
+        return Decision(size, size, c, c, 1e-4, 1e-3, 1e-6, True)
+
+    ds = [at(s, c) for s, c in ((8, neighbor), (16, neighbor), (32, DEFAULT), (64, neighbor),
+                                (128, ring), (256, ring), (512, ring), (1024, ring),
+                                (2048, neighbor), (4096, neighbor), (8192, neighbor))]
+    judged = {d.size for d in ds} - {256}
+    assert sharing(ds, judged) == [[128, 512, 1024], [2048, 4096, 8192]]
+    assert sharing(ds, judged - {2048}) == [[128, 512, 1024]]

@@ -256,13 +256,18 @@ def as_verdict(r: sequential.SizeResult) -> Verdict:
     """A sequential result as the store keeps a verdict (ratios as speed-ups)."""
     main = r.main
     won = sum(median(t) < median(d) for t, d in zip(r.tuned, r.default))
+
+    def cell(c: sequential.Cell) -> dict[str, object]:
+        return {"verdict": c.verdict, "launch_speedup": 1.0 / c.ratio,
+                "p_faster": c.p_faster, "p_slower": c.p_slower,
+                "ratio_ci": json_ready([c.lo, c.hi]), "mde": json_ready(c.mde)}
+
+    modes = {m: cell(c) for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {}
+    # confirmed with the sizes sharing its choice: what they showed together, per mode
+    modes.update({f"{m} with {r.pooled_sizes} sizes": cell(c) for m, c in r.pooled.items()})
     return Verdict(r.size, median([x for ln in r.default for x in ln]),
                    median([x for ln in r.tuned for x in ln]), main.p_faster, main.p_slower,
-                   won, r.pairs, r.verdict, 1.0 / main.ratio,
-                   {m: {"verdict": c.verdict, "launch_speedup": 1.0 / c.ratio,
-                        "p_faster": c.p_faster, "p_slower": c.p_slower,
-                        "ratio_ci": json_ready([c.lo, c.hi]), "mde": json_ready(c.mde)}
-                    for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {})
+                   won, r.pairs, r.verdict, 1.0 / main.ratio, modes)
 
 
 @stage(PAIRS)  # however it is reached: confirmation, fills, stand-ins
@@ -308,7 +313,28 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
                                        max_pairs=2 * design.max_pairs)
         res = sequential.run(measure, sizes, design, need_faster=True, note=note,
                              own=dict.fromkeys(fills, stand_in), means=means)
+    for run in sharing(ds, res):
+        sequential.rules_judged(res, run, design)
+        carried = [s for s in run if res[s].pooled]
+        if carried:
+            note(f"{len(carried)} size(s) undecided alone confirmed with the sizes beside "
+                 "them that share their choice")
     return {s: as_verdict(r) for s, r in res.items()}
+
+
+def sharing(ds: list[Decision], judged: Collection[int]) -> list[list[int]]:
+    """Runs of sizes side by side (every measured size in order, the kept ones too) that
+    chose one configuration other than the default: one rule of the file each. Only the
+    sizes judged here count, and a run needs three."""
+    runs: list[list[int]] = []
+    current: Config | None = None
+    for d in sorted((d for d in ds if d.size >= 0), key=lambda d: d.size):
+        if d.chosen == DEFAULT or d.chosen != current:  # another rule begins
+            current = None if d.chosen == DEFAULT else d.chosen
+            runs.append([])
+        if current is not None and d.size in judged:  # one judged earlier: no pairs here
+            runs[-1].append(d.size)
+    return [r for r in runs if len(r) >= 3]
 
 
 def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
@@ -328,7 +354,9 @@ def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
         faster = sum(v.verdict == "faster" for v in d.confirmations)
         slower = sum(v.verdict == "slower" for v in d.confirmations)
         if faster * 2 > len(d.confirmations) and slower == 0:
-            d.reason += "; confirmed in fresh launches"
+            d.reason += "; confirmed in fresh launches" + (
+                " with the sizes beside it that share its choice"
+                if any(" with " in m for v in d.confirmations for m in v.modes) else "")
         else:
             ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
             d.reason = f"not confirmed in fresh launches ({ratio}): default kept"

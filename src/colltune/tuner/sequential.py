@@ -145,6 +145,10 @@ class SizeResult:
     # with a WhereStalls: (default's stalled calls, of how many, tuned's, of how many), the
     # timing modes pooled, at the look that turned the size to means, else at its last
     stalled: tuple[int, int, int, int] | None = None
+    logs: dict[str, list[float]] = field(default_factory=dict)  # per cell, per pair: judged
+    # where the size's verdict came from the sizes sharing its choice (pooled): their cells
+    pooled: dict[str, Cell] = field(default_factory=dict)
+    pooled_sizes: int = 0
 
     @property
     def main(self) -> Cell:
@@ -217,6 +221,7 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     # look is summed up again from its first pair
     launches: dict[int, dict[str, dict[str, list[list[float]]]]] = {s: {} for s in sizes}
     cells: dict[int, dict[str, Cell]] = {s: {} for s in sizes}
+    logs_of: dict[int, dict[str, list[float]]] = {s: {} for s in sizes}
     judged: dict[int, int] = dict.fromkeys(sizes, 0)
     open_sizes, done_round, rounds = list(sizes), 0, d.first
 
@@ -255,9 +260,10 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                 if s not in by_mean and (counts[0] or counts[2]):
                     held.add(s)
             summed = fmean if s in by_mean else median
-            logs = {k: [math.log(summed(tl) / summed(dl))
-                        for tl, dl in zip(arms["tuned"], arms["default"], strict=True)]
-                    for k, arms in launches[s].items()}
+            logs = logs_of[s] = {k: [math.log(summed(tl) / summed(dl))
+                                     for tl, dl in zip(arms["tuned"], arms["default"],
+                                                       strict=True)]
+                                 for k, arms in launches[s].items()}
             cells[s] = {k: dataclasses.replace(look(xs, judged[s], mine.get(s, d)),
                                                veto=k in mine.get(s, d).veto)
                         for k, xs in logs.items()}
@@ -284,5 +290,51 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                             judged[s], first["default"],
                             first["tuned"],
                             statistic="mean" if s in by_mean else "median",
-                            stalled=stalled.get(s))
+                            stalled=stalled.get(s), logs=logs_of[s])
     return out
+
+
+def rules_judged(results: dict[int, SizeResult], sizes: list[int], d: Design) -> None:
+    """`pooled` over each stretch of `sizes` (one choice, side by side) that no size ends:
+    a size shown slower, or unable to win (same), is written as the library's own, so the
+    rule stops there."""
+    stretch: list[int] = []
+    for s in [*sizes, None]:
+        if s is not None and s in results and results[s].verdict in ("faster", "inconclusive"):
+            stretch.append(s)
+            continue
+        pooled(results, stretch, d)
+        stretch = []
+
+
+def pooled(results: dict[int, SizeResult], sizes: list[int], d: Design) -> dict[str, Cell]:
+    """Sizes side by side that share one choice (one rule of the file) judged together,
+    where some of them stay inconclusive alone: per timing mode, each launch pair's log
+    ratios averaged over the sizes it measured, tested once at alpha / 2 (the sizes' own
+    looks spent alpha already: a size carried by its neighbours is called faster falsely
+    with probability at most 1.5 alpha). The pairs are independent, so the test is valid
+    however the sizes' noise is shared within a launch; what it shows is the rule's gain
+    in the geometric mean over its sizes. Marks the inconclusive sizes the run carries
+    (every mode faster together; each of their own modes leaning faster) and returns the
+    pooled cells; nothing where a size of the run was shown slower or fewer than three
+    sizes were judged."""
+    run = [results[s] for s in sizes if s in results]
+    if len(run) < 3 or any(r.verdict == "slower" for r in run) or \
+            not any(r.verdict == "inconclusive" for r in run):
+        return {}
+    keys = set.intersection(*(set(r.logs) for r in run))
+    once = dataclasses.replace(d, alpha=d.alpha / 2, family=1)
+    cells: dict[str, Cell] = {}
+    for k in sorted(keys):
+        longest = max(len(r.logs[k]) for r in run)
+        x = [fmean([r.logs[k][i] for r in run if len(r.logs[k]) > i]) for i in range(longest)]
+        cells[k] = dataclasses.replace(look(x, 0, dataclasses.replace(once, max_pairs=len(x))),
+                                       veto=k in d.veto)
+    if not cells or any(c.verdict == "slower" for c in cells.values()) or \
+            not all(c.verdict == "faster" for c in cells.values() if not c.veto):
+        return cells
+    for r in run:
+        own = [c for k, c in r.cells.items() if k not in d.veto]
+        if r.verdict == "inconclusive" and own and all(c.ratio < 1 for c in own):
+            r.verdict, r.pooled, r.pooled_sizes = "faster", cells, len(run)
+    return cells
