@@ -311,10 +311,12 @@ def pooled(results: dict[int, SizeResult], sizes: list[int], d: Design) -> dict[
     """Sizes side by side that share one choice (one rule of the file) judged together,
     where some of them stay inconclusive alone: per timing mode, each launch pair's log
     ratios averaged over the sizes it measured, tested once at alpha / 2 (the sizes' own
-    looks spent alpha already: a size carried by its neighbours is called faster falsely
-    with probability at most 1.5 alpha). The pairs are independent, so the test is valid
-    however the sizes' noise is shared within a launch; what it shows is the rule's gain
-    in the geometric mean over its sizes. Marks the inconclusive sizes the run carries
+    looks spent alpha already: where no size of the run differs, one carried by the others
+    is called faster with probability at most 1.5 alpha). The pairs are independent, so
+    the test is valid however the sizes' noise is shared within a launch; what it shows is
+    the rule's gain in the geometric mean over its sizes, not each size's: a size that
+    gains nothing beside neighbours that do is held back only by its own pairs leaning
+    the other way. Marks the inconclusive sizes the run carries
     (every mode faster together; each of their own modes leaning faster) and returns the
     pooled cells; nothing where a size of the run was shown slower or fewer than three
     sizes were judged."""
