@@ -111,7 +111,8 @@ def _fresh(v: Verdict) -> str:
         return f"{v.launch_speedup:.2f}x"
     parts = []
     for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"):
-        text = f"{_SHORT.get(m, m)} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
+        mode, with_, rule = m.partition(" with ")  # "isolated with 5 sizes": a rule's pairs
+        text = f"{_SHORT.get(mode, mode)}{with_}{rule} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
         ci = x.get("ratio_ci")
         if isinstance(ci, list) and len(ci) == 2 and all(ci):
             text += f" ({1 / ci[1]:.2f}-{1 / ci[0]:.2f})"
