@@ -35,7 +35,7 @@ from colltune.cli.common import (
 from colltune.collectives import COLLECTIVES, get_collective
 from colltune.core import account
 from colltune.core.clock import describe
-from colltune.core.records import Verdict
+from colltune.core.records import POOLED, Verdict
 from colltune.core.space import parse_params, parse_size, parse_sizes
 from colltune.core.stats import STALL
 from colltune.errors import ColltuneError
@@ -111,7 +111,7 @@ def _fresh(v: Verdict) -> str:
         return f"{v.launch_speedup:.2f}x"
     parts = []
     for m, x in sorted(v.modes.items(), key=lambda kv: kv[0] != "isolated"):
-        mode, with_, rule = m.partition(" with ")  # "isolated with 5 sizes": a rule's pairs
+        mode, with_, rule = m.partition(POOLED)  # "isolated with 5 sizes": a rule's pairs
         text = f"{_SHORT.get(mode, mode)}{with_}{rule} {float(x['launch_speedup']):.2f}x"  # type: ignore[arg-type]
         ci = x.get("ratio_ci")
         if isinstance(ci, list) and len(ci) == 2 and all(ci):

@@ -53,12 +53,26 @@ class Verdict:
     verdict: str  # faster | same | slower
     launch_speedup: float  # default / tuned, geometric mean over launch pairs: what is judged
     # per timing mode: {"verdict": ..., "launch_speedup": ..., "p_faster": ..., "p_slower": ...}
+    # and per mode where the sizes sharing the choice were judged together (pooled_mode)
     modes: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def speedup(self) -> float:
         """Ratio of the pooled medians (descriptive; the verdict uses launch_speedup)."""
         return self.default_median / self.tuned_median if self.tuned_median else 0.0
+
+    @property
+    def pooled(self) -> bool:
+        """Whether the sizes sharing its choice were judged with it (tuner/sequential.pooled)."""
+        return any(POOLED in m for m in self.modes)
+
+
+POOLED = " with "  # "isolated with 5 sizes": a mode's verdict over a rule's sizes together
+
+
+def pooled_mode(mode: str, sizes: int) -> str:
+    """The key of a mode's verdict over the `sizes` sizes of one rule judged together."""
+    return f"{mode}{POOLED}{sizes} sizes"
 
 
 @dataclass

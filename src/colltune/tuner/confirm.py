@@ -22,7 +22,7 @@ from colltune.backends.registry import of
 from colltune.collectives import Collective
 from colltune.core.clock import PAIRS, stage
 from colltune.core.config import DEFAULT, Config
-from colltune.core.records import Decision, PointResult, Verdict, json_ready
+from colltune.core.records import Decision, PointResult, Verdict, json_ready, pooled_mode
 from colltune.core.stats import median
 from colltune.core.toolchain import Installation
 from colltune.errors import MPIError
@@ -264,7 +264,7 @@ def as_verdict(r: sequential.SizeResult) -> Verdict:
 
     modes = {m: cell(c) for m, c in r.cells.items()} if list(r.cells) != ["samples"] else {}
     # confirmed with the sizes sharing its choice: what they showed together, per mode
-    modes.update({f"{m} with {r.pooled_sizes} sizes": cell(c) for m, c in r.pooled.items()})
+    modes.update({pooled_mode(m, r.pooled_sizes): cell(c) for m, c in r.pooled.items()})
     return Verdict(r.size, median([x for ln in r.default for x in ln]),
                    median([x for ln in r.tuned for x in ln]), main.p_faster, main.p_slower,
                    won, r.pairs, r.verdict, 1.0 / main.ratio, modes)
@@ -356,7 +356,7 @@ def apply_confirmations(ds: list[Decision], store: Store, ctx: Context) -> None:
         if faster * 2 > len(d.confirmations) and slower == 0:
             d.reason += "; confirmed in fresh launches" + (
                 " with the sizes beside it that share its choice"
-                if any(" with " in m for v in d.confirmations for m in v.modes) else "")
+                if any(v.pooled for v in d.confirmations) else "")
         else:
             ratio = ", ".join(f"{v.launch_speedup:.2f}x" for v in d.confirmations)
             d.reason = f"not confirmed in fresh launches ({ratio}): default kept"
