@@ -307,12 +307,14 @@ def check_app_verdict(r: subprocess.CompletedProcess[str], v: dict[str, object])
     measures: dict[str, dict[str, object]] = v["measures"]  # type: ignore[assignment]
     assert set(measures) == {"wall", "collectives", "command"}
     for m in measures.values():
-        assert m["verdict"] in ("faster", "same", "slower", "inconclusive"), m
+        assert m["verdict"] in ("faster", "same", "not slower", "slower", "inconclusive"), m
         assert len(m["default_s"]) == len(m["tuned_s"]) == v["pairs"]  # type: ignore[arg-type]
         assert m["ratio"] > 0 and m["interval"][0] <= m["ratio"] <= m["interval"][1]  # type: ignore[index, operator]
         assert m["could_see"] is None or m["could_see"] > 1  # type: ignore[operator]
         if m["verdict"] == "inconclusive":
             assert m["reason"], m
+        if m["verdict"] == "not slower":  # its interval below the threshold's slowdown
+            assert m["interval"][1] < 1 + v["threshold"], m  # type: ignore[index, operator]
     wall = measures["wall"]["verdict"]
     assert r.returncode == {"slower": 1, "inconclusive": 5}.get(wall, 0), r.stderr[-3000:]
     assert "could see" in r.stdout and "Traceback" not in r.stderr

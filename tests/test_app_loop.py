@@ -192,7 +192,8 @@ def test_verify_app_calls_nothing_slower_when_load_comes_halfway(ompi41: OpenMPI
     v = json.loads((work / "v.json").read_text())
     assert v["aa"] is True
     check_app_verdict(r, v)
-    assert all(m["verdict"] in ("same", "inconclusive") for m in v["measures"].values()), v
+    assert all(m["verdict"] in ("same", "not slower", "inconclusive")
+               for m in v["measures"].values()), v
     # the burner was seen: some run had more than a core of foreign load
     assert max(v["foreign_cores"]) > 1.0, v["foreign_cores"]
 

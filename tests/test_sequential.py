@@ -70,11 +70,46 @@ def test_same_only_inside_the_threshold_and_a_10pct_slowdown_is_not_called_same(
     c = res[1024].main
     assert 1 / 1.1 < c.lo <= c.ratio <= c.hi < 1.1
     wrong_same = 0
-    for _ in range(200):  # exactly at the threshold: "same" at most beta of the time
+    for _ in range(200):  # exactly at the threshold: "same" (or "not slower", which the
+        # same interval decides) at most beta of the time
         r = sequential.run(_stream(rng, {1024: 1.1}, spread=1.3, p_slow=0.3), [1024],
                            Design(family=1))
-        wrong_same += r[1024].verdict == "same"
+        wrong_same += r[1024].verdict in ("same", "not slower")
     assert wrong_same / 200 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 200), wrong_same
+
+
+def _pairs(logs: dict[str, list[float]]) -> Callable[[list[int], int, int], Batch]:
+    """A measure() whose launch pairs give, mode by mode, these log ratios in turn."""
+
+    def measure(sizes: list[int], first: int, rounds: int) -> Batch:
+        return {s: {m: {"default": [[1e-4]] * rounds,
+                        "tuned": [[1e-4 * math.exp(x)] for x in xs[first:first + rounds]]}
+                    for m, xs in logs.items()} for s in sizes}
+
+    return measure
+
+
+def test_a_gate_calls_a_size_not_slower_where_one_mode_is_not_yet_faster() -> None:
+    """Issue 85: verify of bcast's file on the shaped nodes read 2x faster in isolated
+    calls and back to back, and 1.6x in the loop cell (interval 0.48-0.86) not
+    significantly at the family's level after 16 pairs: "inconclusive", and the gate
+    failed (exit 5) where a file equal to the default would have passed as "same". Its
+    interval excludes the threshold's slowdown, with the same beta as "same": not slower.
+    A choice to confirm still needs faster; an interval that reaches the threshold stays
+    inconclusive."""
+    fast = [math.log(0.5) + 0.01 * (-1) ** i for i in range(16)]
+    leaning = [math.log(0.64) + 0.5 * (-1) ** i for i in range(16)]
+    wide = [math.log(0.64) + 1.5 * (-1) ** i for i in range(16)]
+    d = Design(family=39)  # 13 sizes x 3 modes, as that verify
+    r = sequential.run(_pairs({"isolated": fast, "loop": leaning}), [370728], d)[370728]
+    assert r.verdict == "not slower" and r.pairs == 16, r
+    assert r.cells["isolated"].verdict == "faster"
+    assert r.cells["loop"].verdict == "inconclusive" and r.cells["loop"].hi < 1.1
+    r = sequential.run(_pairs({"isolated": fast, "loop": leaning}), [370728], d,
+                       need_faster=True)[370728]
+    assert r.verdict == "inconclusive", r  # a tuner's choice: not confirmed
+    r = sequential.run(_pairs({"isolated": fast, "loop": wide}), [370728], d)[370728]
+    assert r.verdict == "inconclusive" and r.cells["loop"].hi > 1.1, r
 
 
 def test_budget_runs_out_as_inconclusive_and_looks_double() -> None:

@@ -142,7 +142,7 @@ def test_aa_calibration_calls_no_size_different(ompi41: OpenMPI, tmp_path: Path)
     assert doc["aa"] and [r["size"] for r in c["kernel"]] == [8, 1 << 20]
     assert doc["design"]["alpha"] == 0.002 and "alpha 0.002 spent" in res.stdout
     for r in c["kernel"]:
-        assert r["verdict"] in ("same", "inconclusive"), r
+        assert r["verdict"] in ("same", "not slower", "inconclusive"), r
         assert set(r["modes"]) == {"isolated", "back-to-back", "loop"} and r["rounds"] in (5, 8)
         assert r["mde"] > 1 and r["ratio_ci"][0] <= r["ratio"] <= r["ratio_ci"][1]
     assert (res.returncode == 5) == any(r["verdict"] == "inconclusive" for r in c["kernel"])

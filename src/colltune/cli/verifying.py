@@ -360,7 +360,8 @@ def _print_report(rep: VerifyReport) -> None:
         if c.osu_speedup:
             sp += f", {c.osu_speedup:.3f}x ({c.second})"
         counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
-                           for v in ("faster", "same", "slower", "inconclusive"))
+                           for v in ("faster", "same", "not slower", "slower",
+                                     "inconclusive"))
         out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
                   f"{counts}; {sum(r.verdict == 'default' for r in c.kernel)} left to the "
                   "library (not tested)", highlight=False)
@@ -419,5 +420,7 @@ def _print_design(d: Design, aa: bool) -> None:
               f"run); slower: significant and >= {100 * d.min_gain:.0f}% in any mode; same: "
               f"the interval inside +-{100 * d.threshold:.0f}% in every mode (a size "
               f"{100 * d.threshold:.0f}% slower is called same with probability <= {d.beta});"
-              f" inconclusive: neither within the budget. finds: the smallest slowdown the "
+              f" not slower: faster or same in some modes and in the others an interval "
+              f"below +{100 * d.threshold:.0f}% (the same bound); inconclusive: none of "
+              f"these within the budget. finds: the smallest slowdown the "
               f"last look would find with 80% power", highlight=False)

@@ -10,7 +10,11 @@ bound over looks and cells the stated rates hold whenever the procedure stops:
 - a cell `threshold` or more slower is called "same" with probability <= beta.
 
 "same" means the interval of the ratio lies inside +-threshold; a cell that is neither
-significant nor inside the threshold when the budget runs out is "inconclusive". Exact
+significant nor inside the threshold when the budget runs out is "inconclusive". A gate's
+size (no choice to confirm) whose every cell ends faster, same, or with its interval below
++threshold is "not slower": that interval gives the same beta bound as "same" for the only
+question a gate asks (a file 2x faster in two modes and 1.6x, not yet significantly, in
+the third was "inconclusive" before, and its gate failed where an equal file's passed). Exact
 group-sequential boundaries would be less conservative; the union bound needs no
 independence between looks and no normal approximation beyond the t-test's own.
 """
@@ -26,7 +30,7 @@ from statistics import fmean
 
 from colltune.core.stats import STALL_ALPHA, fisher_more, median, stalls
 
-VERDICTS = ("faster", "same", "slower", "inconclusive")
+VERDICTS = ("faster", "same", "slower", "inconclusive", "not slower")
 VETO_LEAN = 0.10  # a veto cell this much slower, not yet significant, asks for more pairs
 
 
@@ -285,13 +289,30 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
             if c.verdict == "undecided":
                 c.verdict = "inconclusive"
         first = next(iter(launches[s].values()))
-        v = verdict(s)  # a held size whose time ran out is not "same"
-        out[s] = SizeResult(s, "inconclusive" if v == "undecided" else v, cells[s],
+        # a held size whose time ran out is not "same"
+        v = _ended(verdict(s), cells[s].values(), need_faster, mine.get(s, d))
+        out[s] = SizeResult(s, v, cells[s],
                             judged[s], first["default"],
                             first["tuned"],
                             statistic="mean" if s in by_mean else "median",
                             stalled=stalled.get(s), logs=logs_of[s])
     return out
+
+
+def _ended(v: str, cells: Collection[Cell], need_faster: bool, d: Design) -> str:
+    """A size's verdict when its pairs end: still undecided is inconclusive, and a gate's
+    inconclusive size whose every mode's interval excludes the threshold's slowdown is
+    not slower (a tuner's choice must still be faster)."""
+    v = "inconclusive" if v == "undecided" else v
+    return "not slower" if v == "inconclusive" and not need_faster and \
+        not_slower(cells, d) else v
+
+
+def not_slower(cells: Collection[Cell], d: Design) -> bool:
+    """Every cell decided faster or same, or its interval (at its last look's beta level)
+    below a slowdown of d.threshold: a size the threshold or more slower passes this with
+    probability at most beta, as it is called "same"."""
+    return all(c.verdict in ("faster", "same") or c.hi < 1 + d.threshold for c in cells)
 
 
 def rules_judged(results: dict[int, SizeResult], sizes: list[int], d: Design) -> None:

@@ -5,8 +5,9 @@ of its family, through the launcher's own option). One application run is one sa
 runs of identical settings differ by up to 2.5x on this machine, so only pairs count, and
 they are judged as the kernel's verify judges launch pairs (tuner/sequential.py): looks
 after a first batch, more pairs while undecided within a budget, "same" only when the
-interval lies inside the threshold, otherwise "inconclusive" with the smallest slowdown
-the pairs could have seen.
+interval lies inside the threshold, "not slower" when it lies below the threshold's
+slowdown (the same bound for the question a gate asks), otherwise "inconclusive" with the
+smallest slowdown the pairs could have seen.
 
 A shared node (a login node, a partition of shared nodes) changes load under the pairs. A
 run's foreign load is the CPU time the machine spent outside this command while it ran
@@ -271,8 +272,11 @@ def _verdict(m: str, cell: Cell, pairs: _Pairs, loaded: bool) -> MeasureVerdict:
         verdict, reason = "inconclusive", "the machine was loaded"
     elif verdict == "inconclusive":
         wanted = 1 + pairs.req.design.threshold
-        reason = "the machine was loaded" if loaded else \
-            f"it could see a slowdown of {cell.mde:.2f}x or more, not {wanted:.2f}x"
+        if cell.hi < wanted and not loaded:  # faster by its interval, not significantly
+            verdict = "not slower"
+        else:
+            reason = "the machine was loaded" if loaded else \
+                f"it could see a slowdown of {cell.mde:.2f}x or more, not {wanted:.2f}x"
     p = cell.p_slower if cell.ratio >= 1 else cell.p_faster
     return MeasureVerdict(m, default, tuned, cell.ratio, p, verdict, (cell.lo, cell.hi),
                           cell.mde, reason)
