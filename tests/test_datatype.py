@@ -88,6 +88,27 @@ def test_every_reduction_sums_each_datatype_bit_for_bit(ompi41: OpenMPI, tmp_pat
     assert wrong and all(status == "invalid" for _, _, status in wrong), wrong
 
 
+def test_verify_judges_what_the_files_first_rule_answers_for_chars() -> None:
+    """The file of a tune summing chars answers for calls of 1 and 2 B (its default sizes
+    start at one element); verify's sizes start there too, as OSU's do. In doubles they
+    start at one double. (A file judged from 4 B passed where OSU, Holm over the sizes the
+    file changes, read it 1.3x slower at 1 and 2 B.)"""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from colltune.backends.openmpi.applied import rule_at
+    from colltune.verification.verify import default_sizes
+
+    rf = rules.RulesFile()
+    rf.set_section(rules.COLLTYPE["allreduce"], rules.CommRule(4, [rules.MsgRule(0, 3)]))
+    target = SimpleNamespace(rule_at=partial(rule_at, rf))  # what default_sizes reads
+    allreduce = get_collective("allreduce")
+    chars, _ = default_sizes(target, allreduce.summing("char"), 4)  # type: ignore[arg-type]
+    doubles, _ = default_sizes(target, allreduce, 4)  # type: ignore[arg-type]
+    assert chars[:4] == [1, 2, 4, 8] and chars[-1] == 1 << 20, chars
+    assert doubles[0] == 8 and doubles[-1] == 1 << 20, doubles
+
+
 @pytest.mark.mpi
 def test_open_mpi_runs_a_true_ring_for_eight_chars_and_not_for_one_double(
         ompi41: OpenMPI) -> None:

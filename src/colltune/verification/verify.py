@@ -155,9 +155,11 @@ def boundary_sizes(rule_at: Callable[[Collective, int, int], Config | None], col
 
 
 def default_sizes(target: VerifyTarget, coll: Collective, np: int) -> tuple[list[int], set[int]]:
-    """Every power of two from 4 B to 1 MiB, and every rule boundary's two sides."""
+    """Every power of two from 4 B to 1 MiB, from one element for a reduction (1 and 2 B
+    of chars: what the file's first rule answers for, as the tune's default sizes), and
+    every rule boundary's two sides."""
     edges = boundary_sizes(target.rule_at, coll, np)
-    return sizes_for(coll, np, sorted(set(POWERS) | edges)), edges
+    return sizes_for(coll, np, sorted(set(POWERS) | set(sizes_for(coll, np)) | edges)), edges
 
 
 def _size_checks(results: dict[int, SizeResult], label: Callable[[int], str], lookup:
