@@ -5,7 +5,8 @@ default, that file, and every algorithm forced (coll/tuned's own parameters left
 are: the oracle an OSU user builds by hand, the fastest per size). Per collective and
 layout: the oracle's and the file's geometric-mean speed-up over the default, the share
 of the oracle's gain the file captured, the sizes where the file is significantly slower
-(one-sided paired t-test over launch rounds, Holm over sizes), and the tune's time there.
+(one-sided paired t-test over launch rounds, Holm over the sizes where the file changes
+the choice) with the smallest slowdown each test could have seen, and the tune's time.
 
     .venv/bin/python bench/network_bench.py --osu /tmp/osu74 --link 1gbit \\
         --layouts 4x1,2x2 --colls bcast,reduce,allreduce,allgather,alltoall --rounds 4
@@ -113,6 +114,40 @@ def tune(c: Cluster, coll: str, lay: Layout, work: Path, datatype: str = "double
                                                              lay.np)])
 
 
+def verify(c: Cluster, coll: str, lay: Layout, work: Path, path: Path,
+           extra: tuple[str, ...] = ()) -> dict[str, object]:
+    """`tune verify` of the file in the layout it was tuned in (the item's "never
+    significantly slower": the gate a site runs, with its power): its exit status, and
+    per size it tested (where the file changes the choice) the verdict, the ratio and the
+    smallest slowdown it could have seen."""
+    out = work / f"verify.{coll}.{lay.name}.json"
+    r = c.on("node1", [sys.executable, "-m", "colltune.cli", "verify", str(path), "-c", coll,
+                       "--np", str(lay.np), "--hostfile", c.hostfile(lay.ppn), "--ppn",
+                       str(lay.ppn), "--launcher-args",
+                       f"--mca plm_rsh_agent {c.agent} --bind-to none", "--mpi", "/usr",
+                       "--json", str(out), *extra],
+             env=c.env(PYTHONPATH=str(REPO / "src")), cwd=work, timeout=7200)
+    if r.returncode not in (0, 1, 5):  # passed, a regression, undecided: each a verdict
+        raise SystemExit(f"verify {coll} {lay.name} failed: {r.stderr[-3000:]}")
+    (check,) = json.loads(out.read_text())["collectives"]
+    rows = [k for k in check["kernel"] if k["verdict"] != "default"]
+    return {"exit": r.returncode,
+            "verdicts": {v: sum(k["verdict"] == v for k in rows)
+                         for v in sorted({k["verdict"] for k in rows})},
+            # a size shown faster has answered; the others' power is the verdict's
+            "could_see": max((k["mde"] for k in rows if k["verdict"] not in
+                              ("faster", "slower")), default=None),
+            "per_size": {k["size"]: (k["verdict"], k["ratio"], k["mde"]) for k in rows}}
+
+
+def show_verify(name: str, v: dict) -> None:  # type: ignore[type-arg]
+    said = {0: "passes", 1: "fails (a size slower)", 5: "undecided at some size"}[v["exit"]]
+    print(f"{name}: tune verify {said}; {v['verdicts']}; where not shown faster, could "
+          f"see {_x(v['could_see'])} at its weakest size", flush=True)
+    for s, (verdict, ratio, mde) in sorted(v["per_size"].items(), key=lambda x: int(x[0])):
+        print(f"  {s:>8} {verdict} file/default {ratio:.2f}, could see {_x(mde)}", flush=True)
+
+
 def by_means(summary: Path, coll: str, np: int) -> list[str]:
     """The sizes the tune decided by means (the default stalls), and what its fresh
     launch pairs said there, mode by mode."""
@@ -172,6 +207,19 @@ def _p(a: list[float], b: list[float], alternative: str) -> float:
     return float(stats.ttest_1samp(logs, 0.0, alternative=alternative).pvalue)
 
 
+def could_see(a: list[float], b: list[float], level: float) -> float:
+    """The smallest slowdown a / b that the one-sided paired t-test at `level` finds with
+    80% power, given the rounds' own spread of log(a / b): what "not significantly slower"
+    at that size could have seen (the gate's measure, tuner/sequential.look)."""
+    logs = [math.log(x / y) for x, y in zip(a, b, strict=True)]
+    n = len(logs)
+    if n < 2:
+        return math.inf
+    se = statistics.stdev(logs) / math.sqrt(n)
+    return math.exp((float(stats.t.ppf(1 - level, n - 1)) + float(stats.t.ppf(0.8, n - 1)))
+                    * se)
+
+
 def changes(text: str, coll: str, np: int) -> Callable[[int], bool]:
     """Whether the file names a configuration other than the library's own at a size."""
     rf = rules.parse(text, "the file")
@@ -193,7 +241,10 @@ def judge(j: Judged, changed: Callable[[int], bool]) -> dict[str, object]:
     default, mine = j.times["default"], j.times["file"]
     forced = {a: t for a, t in j.times.items() if a not in ("default", "file")}
     sizes = sorted(default)
-    oracle, gains, pvals, best = [], [], [], {}
+    oracle, gains, best = [], [], {}
+
+    def gm(xs: list[float]) -> float:
+        return math.exp(statistics.fmean(map(math.log, xs)))
     for s in sizes:
         d = statistics.median(default[s])
         a = min(forced, key=lambda arm: statistics.median(forced[arm][s]))
@@ -202,12 +253,15 @@ def judge(j: Judged, changed: Callable[[int], bool]) -> dict[str, object]:
         oracle.append(g if real else 1.0)
         best[s] = a if real else "default"
         gains.append(d / statistics.median(mine[s]) if changed(s) else 1.0)
-        pvals.append(_p(mine[s], default[s], "greater") if changed(s) else 1.0)
-    holm = _holm(pvals)
+    # "slower" is asked only where the file changes the choice (elsewhere it runs the
+    # library's own configuration): Holm over those sizes, and each one's power at
+    # Holm's strictest level, alpha / m, an upper bound of what its test could see
+    tested = [s for s in sizes if changed(s)]
+    holm = dict(zip(tested, _holm([_p(mine[s], default[s], "greater") for s in tested]),
+                    strict=True))
+    see = {s: could_see(mine[s], default[s], 0.05 / len(tested)) for s in tested}
     known = [max(o, g) for o, g in zip(oracle, gains, strict=True)]
 
-    def gm(xs: list[float]) -> float:
-        return math.exp(statistics.fmean(map(math.log, xs)))
 
     worst = min(range(len(sizes)), key=lambda i: gains[i])
     return {"sizes": len(sizes), "oracle_gm": gm(oracle), "file_gm": gm(gains),
@@ -215,8 +269,9 @@ def judge(j: Judged, changed: Callable[[int], bool]) -> dict[str, object]:
             "captured": (gm(gains) - 1) / (gm(oracle) - 1) if gm(oracle) > 1 else None,
             "captured_known": (gm(gains) - 1) / (gm(known) - 1) if gm(known) > 1 else None,
             "worst": (sizes[worst], 1 / gains[worst]),
-            "slower": [sizes[i] for i, p in enumerate(holm) if p < 0.05],
-            "changed": [s for s in sizes if changed(s)], "best": best,
+            "slower": [s for s in tested if holm[s] < 0.05],
+            "could_see": max(see.values(), default=None), "could_see_per_size": see,
+            "changed": tested, "best": best,
             "per_size": {s: (g, o) for s, g, o in zip(sizes, gains, oracle, strict=True)}}
 
 
@@ -224,10 +279,16 @@ def show(name: str, v: dict) -> None:  # type: ignore[type-arg]
     print(f"{name}: oracle {v['oracle_gm']:.3f}x, file {v['file_gm']:.3f}x, best known "
           f"{v['known_gm']:.3f}x; captured {v['captured']} of the oracle, "
           f"{v['captured_known']} of the best known; worst {v['worst']}, significantly "
-          f"slower at {v['slower']}", flush=True)
+          f"slower at {v['slower']}; where the file changes the choice, 'not slower' "
+          f"could see {_x(v['could_see'])} at its weakest size", flush=True)
     for s, (g, o) in v["per_size"].items():
-        mark = "" if s in v["changed"] else " (file: the library's own)"
+        see = v["could_see_per_size"].get(s)
+        mark = f" (could see {_x(see)})" if see else " (file: the library's own)"
         print(f"  {s:>8} file {g:.2f}x oracle {o:.2f}x ({v['best'][s]}){mark}", flush=True)
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
 
 
 def _holm(p: list[float]) -> list[float]:
@@ -260,15 +321,23 @@ def main() -> None:
     ap.add_argument("--stat", default="avg", choices=("avg", "max"),
                     help="judge by OSU's mean over ranks or its slowest rank")
     ap.add_argument("--tune-args", default="", help="more options for the tune")
+    ap.add_argument("--verify", action="store_true",
+                    help="also `tune verify` each file in its layout (with --rejudge: "
+                         "the files the --json kept, on the shaped nodes)")
+    ap.add_argument("--verify-args", default="",
+                    help="more options for verify (e.g. the tune's --objective)")
     args = ap.parse_args()
     kept_as = "times" if args.stat == "avg" else "slowest"
     if args.rejudge:
-        for name, kept in json.loads(args.rejudge.read_text()).items():
-            times = {arm: {int(size): t for size, t in per.items()}
-                     for arm, per in kept[kept_as].items()}
+        report = json.loads(args.rejudge.read_text())
+        for name, kept in report.items():
             coll, lay = name.split()
+            times = {arm: {int(size): t for size, t in per.items()}
+                     for arm, per in kept.get(kept_as, kept["times"]).items()}
             show(name, judge(Judged(times), changes(kept["file"], coll, Layout(
                 *map(int, lay.split("x"))).np)))
+        if args.verify:
+            verify_kept(report, args)
         return
     lays = [Layout(*map(int, s.split("x"))) for s in args.layouts.split(",")]
     c = make(max(lay.nodes for lay in lays), slurm=False)
@@ -301,12 +370,40 @@ def main() -> None:
                 text = path.read_text()
                 v = judge(Judged(getattr(j, kept_as)), changes(text, coll, lay.np))
                 v["tune_s"] = took
+                if args.verify:
+                    v["verify"] = verify(c, coll, lay, work, path, _verify_args(coll, args))
+                    show_verify(f"{coll} {lay.name}", v["verify"])
                 report[f"{coll} {lay.name}"] = {**v, "times": j.times, "slowest": j.slowest,
                                                 "file": text, "said": said,
                                                 "summary": summary}
                 show(f"{coll} {lay.name}", v)
                 if args.json:
                     args.json.write_text(json.dumps(report, indent=1, default=str))
+    finally:
+        c.down()
+
+
+def _verify_args(coll: str, args: argparse.Namespace) -> tuple[str, ...]:
+    dt = ("--datatype", args.datatype) if get_collective(coll).reduction else ()
+    return (*dt, *shlex.split(args.verify_args))
+
+
+def verify_kept(report: dict, args: argparse.Namespace) -> None:  # type: ignore[type-arg]
+    """`tune verify` of each file a --json kept, in its layout on the shaped nodes (its
+    verdicts written back into the --json)."""
+    lays = {name: Layout(*map(int, name.split()[1].split("x"))) for name in report}
+    c = make(max(lay.nodes for lay in lays.values()), slurm=False)
+    try:
+        c.shape(LINKS[args.link])
+        work = c.home / "network"
+        work.mkdir(exist_ok=True)
+        for name, kept in report.items():
+            coll, lay = name.split()[0], lays[name]
+            path = work / f"{coll}.{lay.name}.conf"
+            path.write_text(kept["file"])
+            kept["verify"] = verify(c, coll, lay, work, path, _verify_args(coll, args))
+            show_verify(name, kept["verify"])
+            args.rejudge.write_text(json.dumps(report, indent=1, default=str))
     finally:
         c.down()
 
