@@ -19,6 +19,11 @@ keeps the slowest rank's time, what the tune's default objective (completion) mi
 `--stat max` judges by it (also with --rejudge). `--tune-args` passes options on to the
 tune (e.g. "--objective mean --timing isolated": OSU's own measurement).
 
+`--verify` also runs `tune verify` of each file in its layout on the shaped nodes (the
+gate a site runs: the kernel's alternating launches, sequential, its verdict per size with
+the smallest slowdown it could have seen); with `--rejudge` it verifies the files a
+--json kept, writing the verdicts back into it.
+
 Ranks are not bound (`--bind-to none`, for the tune too): every namespace node sees the
 machine's two cores as its own, and Open MPI would bind each node's first rank to core 0.
 """
