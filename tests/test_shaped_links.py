@@ -152,11 +152,13 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
     over = ["--np", "4", "--hostfile", gigabit.hostfile(2), "--ppn", "2", "--launcher-args",
             f"--mca plm_rsh_agent {gigabit.agent} --bind-to none", "--mpi", "/usr",
             "--sizes", "1M"]
-    # a second tune, from a fresh store, where the first saw neither what it judges: the
-    # default's calls stalling (its sweep, a handful of calls a point, may miss the
-    # congestion the link's counters show: one CI run in several) nor a configuration its
-    # medians prefer; the test checks what the tune does with the stalls it sees
-    for attempt in (1, 2):
+    # another tune, from a fresh store, where the one before saw neither what it judges:
+    # the default's calls stalling (its sweep, a handful of calls a point, may miss the
+    # congestion the link's counters show: one CI run in several; in one, at commit
+    # c859c07, two tunes in a row) nor a configuration its medians prefer; the test checks
+    # what the tune does with the stalls it sees. A tune that sees them ends the loop, so
+    # the third costs time only where two saw none
+    for attempt in (1, 2, 3):
         for old in ("db.sqlite", "s.json", "a.conf"):
             (work / old).unlink(missing_ok=True)
         before = gigabit.tcp()
@@ -172,7 +174,7 @@ def test_where_the_default_stalls_tune_and_verify_decide_by_means(gigabit: Clust
                 ["alltoall"]["4"] if d["size"] == 1 << 20]
         if "the default stalls at 1 size(s)" in said or d["chosen"]["algorithm"]:
             break
-        assert attempt == 1, ("two tunes saw no stall and kept the default by medians", d)
+        assert attempt < 3, ("three tunes saw no stall and kept the default by medians", d)
     store = Store(work / "db.sqlite", readonly=True)
     (ms,) = [store.measurements(c) for c in store.contexts()]
     default = next(m for m in ms if m.config.algorithm == 0)
