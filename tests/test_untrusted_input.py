@@ -473,3 +473,22 @@ def test_verify_app_fails_when_the_command_line_overrides_the_rules(ompi41: obje
     assert (f"tuned run: applied (coll_tuned_use_dynamic_rules = 1, "
             f"coll_tuned_dynamic_rules_filename = {rules.resolve()}, read back)") in res.stderr
     assert "default run: applied (coll_tuned_use_dynamic_rules = 0, read back)" in res.stderr
+
+
+def test_a_verify_app_result_holds_only_the_gates_verdicts() -> None:
+    """`tune report --app-verify` reads a file another user may have written: a verdict is
+    one of the gate's (with a space: "not slower", which the name pattern refused, failing
+    the report of a real verify), never markup."""
+    from colltune.apploop.profiling.schema import VERIFY_SCHEMA, problem
+    from colltune.tuner.sequential import VERDICTS
+
+    def doc(verdict: str) -> dict[str, object]:
+        return {"pairs": 2, "rules": "r.conf", "measures": {"wall": {
+            "default_s": [1.0, 1.1], "tuned_s": [0.9, 1.0], "ratio": 0.9, "p_value": 0.2,
+            "verdict": verdict}}}
+
+    assert "not slower" in VERDICTS
+    for v in VERDICTS:
+        assert problem(doc(v), VERIFY_SCHEMA) is None, v
+    for bad in ("<b>faster</b>", "faster\x1b]0;x\x07", "quicker"):
+        assert problem(doc(bad), VERIFY_SCHEMA), bad

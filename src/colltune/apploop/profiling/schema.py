@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from colltune.collectives import DATATYPES
+from colltune.tuner.sequential import VERDICTS
 
 _NAME = {"type": "string", "pattern": r"^[a-z][a-z_]{0,39}$"}  # an MPI collective's name
 _COUNT = {"type": "integer", "minimum": 0, "maximum": 2**62}
@@ -123,7 +124,7 @@ VERIFY_SCHEMA: dict[str, Any] = {
                          "properties": {"default_s": _RUNS, "tuned_s": _RUNS,
                                         "ratio": {"type": "number", "minimum": 0},
                                         "p_value": {"type": ["number", "null"]},
-                                        "verdict": _NAME,
+                                        "verdict": {"enum": list(VERDICTS)},
                                         # the verdict's power, and why it is inconclusive
                                         "could_see": {"type": ["number", "null"],
                                                       "minimum": 0},
