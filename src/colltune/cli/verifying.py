@@ -349,6 +349,8 @@ def _verify_app(cmd: list[str], rules: Path | None, design: Design, o: _AppOptio
 def _print_report(rep: VerifyReport) -> None:
     """Each collective's proof, its tables (kernel, second benchmark, step), and how the
     verdicts were reached."""
+    from colltune.tuner.sequential import VERDICTS
+
     for c in rep.checks:
         mark = {"applied": "applied", "default everywhere": "applied (default everywhere)"}
         out.print(f"{c.collective}, {c.np} ranks: {mark.get(c.applied, c.applied.upper())}: "
@@ -360,8 +362,7 @@ def _print_report(rep: VerifyReport) -> None:
         if c.osu_speedup:
             sp += f", {c.osu_speedup:.3f}x ({c.second})"
         counts = ", ".join(f"{sum(r.verdict == v for r in c.kernel)} {v}"
-                           for v in ("faster", "same", "not slower", "slower",
-                                     "inconclusive"))
+                           for v in VERDICTS)
         out.print(f"{c.collective}: geometric-mean speed-up over the sizes tested {sp}; "
                   f"{counts}; {sum(r.verdict == 'default' for r in c.kernel)} left to the "
                   "library (not tested)", highlight=False)

@@ -30,7 +30,8 @@ from statistics import fmean
 
 from colltune.core.stats import STALL_ALPHA, fisher_more, median, stalls
 
-VERDICTS = ("faster", "same", "slower", "inconclusive", "not slower")
+# in the order a summary lists them
+VERDICTS = ("faster", "same", "not slower", "slower", "inconclusive")
 VETO_LEAN = 0.10  # a veto cell this much slower, not yet significant, asks for more pairs
 
 
