@@ -163,7 +163,9 @@ def test_a_tune_summing_chars_is_kept_apart_and_says_so(ompi41: OpenMPI, tmp_pat
     r = tune_cli("verify", str(linear), "--np", "4", "--mpi", str(ompi41.prefix), "--aa",
                  "--datatype", "char", "--sizes", "4", "--rounds", "2", "--max-rounds", "2",
                  "--point-time", "0.03", "--json", str(tmp_path / "v.json"), "--quiet")
-    assert r.returncode in (0, 5), r.stderr  # an A/A run: same, or undecided in 2 pairs
+    # an A/A run: same, undecided in 2 pairs, or one of its false alarms (at most alpha
+    # of A/A runs; one seen with a build beside the suite): the verdict is not the point
+    assert r.returncode in (0, 1, 5), r.stderr
     (check,) = json.loads((tmp_path / "v.json").read_text())["collectives"]
     assert [k["size"] for k in check["kernel"]] == [4], check
     assert check["applied"] == "applied", check["applied_detail"]
