@@ -216,6 +216,22 @@ def test_a_simulation_too_large_for_memory_is_refused_before_it_starts(tmp_path:
     assert ok.returncode == 0, ok.stderr
 
 
+def test_the_plan_warns_of_simgrids_quadratic_wait_at_scale(tmp_path: Path) -> None:
+    """Issue 84: before 3.34 SimGrid removed each finished detached send from a list of all
+    pending ones, so segmented reductions at hundreds of ranks may not finish in time. The
+    plan says so (and where docs/smpi.md says what to do) at 512 ranks on such a SimGrid,
+    not at 64, and not on a SimGrid that has the fix."""
+    need_smpi()
+    old = smpi.find_smpi(None, FATTREE).version_tuple < (3, 34)
+    for np, said in ((512, old), (64, False)):
+        res = tune_cli("reduce", "--np", str(np), "--backend", "smpi", "--platform",
+                       str(FATTREE), "--sizes", "8", "--db", str(tmp_path / "q.sqlite"),
+                       "--dry-run")
+        assert res.returncode == 0, res.stderr
+        assert ("keeps every pending detached send" in res.stdout + res.stderr) == said, \
+            (np, res.stderr)
+
+
 @pytest.mark.mpi
 def test_one_launch_switches_algorithms_as_launches_force_them(tmp_path: Path) -> None:
     """Issue 84: at scale a tune's cost is its launches. The kernel switches SimGrid's

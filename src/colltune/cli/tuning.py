@@ -195,14 +195,16 @@ def _run_tune(opts: TuneOptions, quiet: bool) -> None:
         _print_outcome(res, opts.out, quiet)
 
 
-def _print_plans(opts: TuneOptions) -> None:
-    """--dry-run: each layout's plan as a table and a sentence, nothing run."""
+def _print_plans(opts: TuneOptions, quiet: bool) -> None:
+    """--dry-run: each layout's plan as a table and a sentence, nothing run; the notes the
+    tune would say on opening (what the installation may not finish, ...) said first."""
+    rep = BarReporter(quiet)
     try:
         lays = opts.layouts or [(0, 0)]
         plans = {f"{n}x{p}": plan_tune(replace(
             opts, nps=[n * p], launch=replace(opts.launch or Launch(), nodes=n, ppn=p),
-            layouts=None, layout=f"{n}x{p}")) for n, p in lays} if opts.layouts \
-            else {"": plan_tune(opts)}
+            layouts=None, layout=f"{n}x{p}"), rep) for n, p in lays} if opts.layouts \
+            else {"": plan_tune(opts, rep)}
         if opts.summary_json is not None:
             doc = plans[""] if "" in plans else {"layouts": plans}
             write_json(opts.summary_json, doc)
@@ -462,7 +464,7 @@ def _make_tune_command(name: str) -> None:
             _fail(e)
             return
         if dry_run:
-            _print_plans(opts)
+            _print_plans(opts, quiet)
             return
         _run_tune(opts, quiet)
 

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context
 
+# SimGrid before 3.34 removed a finished detached send from a list of every pending one
+# (upstream commit 5f8fc2c made it a set): at 1 KiB segments and hundreds of ranks the
+# simulation's wall time grows with the square of the sends in flight (docs/smpi.md)
+QUADRATIC_WAIT_FIXED = (3, 34)
+QUADRATIC_WAIT_NP = 128  # measured: 0.13 s at 128 ranks (unsegmented), 17 s at 160
 
 class SMPIFiles(TunedRulesFiles):
     """Open MPI rules files, compared in simulated launches."""
@@ -91,6 +96,11 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
                                 "the hosts come from --platform; choose ranks per host with "
                                 "--ppn")
         mpi = smpi.find_smpi(opts.mpi, opts.platform)
+        if mpi.version_tuple < QUADRATIC_WAIT_FIXED and max(opts.nps) >= QUADRATIC_WAIT_NP:
+            note(f"note: SimGrid {mpi.version} keeps every pending detached send in one "
+                 "list (fixed upstream in 3.34): segmented reductions at hundreds of ranks "
+                 "may not finish within --timeout and are left to the library; "
+                 "docs/smpi.md says how to simulate without it (--mpi)")
         # one repetition and no warm-up: simulated time does not vary, the first call
         # included (checked: a reduce's first three calls at 128 ranks agree to 1 ns; at
         # 512 ranks a segmented call takes minutes of wall time, so every call saved
