@@ -55,6 +55,27 @@ def sizes_that_fit(coll: str, np: int, memory: float, largest: int = 1 << 20) ->
             and largest_buffer(coll, np, s) <= MAX_BUFFER_BYTES]
 
 
+def same_where_finished(name: str, earlier: list[list[str]], fresh: list[list[str]]
+                        ) -> list[list[str]]:
+    """The rows of `earlier` that `fresh` does not replace, after checking that every point
+    both finished has the same simulated time to the last digit: only then is the other
+    simulation the same oracle (a SimGrid built differently, e.g. without the quadratic
+    wait, and not another model). Exits, writing nothing, where one differs."""
+    again = {(row[1], row[2]): row for row in fresh}
+    differ = [f"{row[1]} at {row[2]} B: {row[4]} s then {again[row[1], row[2]][4]} s"
+              for row in earlier if row[3] == "ok" and (row[1], row[2]) in again
+              and again[row[1], row[2]][3] == "ok" and again[row[1], row[2]][4] != row[4]]
+    if differ:
+        sys.exit(f"{name}: the simulation differs where both finished, not written: "
+                 + "; ".join(differ[:10]))
+    same = sum(1 for row in earlier if row[3] == "ok" and (row[1], row[2]) in again
+               and again[row[1], row[2]][3] == "ok")
+    print(f"{name}: {same} points that finished before came out the same to the last digit",
+          flush=True)
+    redone = {row[2] for row in fresh}
+    return [row for row in earlier if row[2] not in redone]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--np", default="512", help="communicator sizes, comma-separated")
@@ -74,6 +95,14 @@ def main() -> None:
     ap.add_argument("--only-missing", action="store_true",
                     help="record only the dense sizes the CSV already there lacks, and add "
                          "them to it (a grid recorded before the list grew)")
+    ap.add_argument("--redo-unfinished", action="store_true",
+                    help="record again, every algorithm, the sizes where the CSV already "
+                         "there has a point that did not finish (with --mpi: a SimGrid "
+                         "without the quadratic wait); every point that finished before must "
+                         "come out the same to the last digit, or nothing is written")
+    ap.add_argument("--mpi", default=None,
+                    help="the SimGrid to simulate with (its prefix, as tune's --mpi; "
+                         "default: smpirun on PATH)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -84,17 +113,24 @@ def main() -> None:
         sizes = sizes_that_fit(coll, np, memory, args.largest)
         name = f"{plat.stem}-{coll}-np{np}.csv"
         earlier: list[list[str]] = []
-        if args.only_missing and (out / name).exists():
+        if (args.only_missing or args.redo_unfinished) and (out / name).exists():
             with open(out / name, newline="") as f:
                 earlier = list(csv.reader(f))[1:]
+        if args.only_missing:
             sizes = [s for s in sizes if str(s) not in {row[2] for row in earlier}]
+        if args.redo_unfinished:
+            sizes = sorted({int(row[2]) for row in earlier if row[3] != "ok"})
+            if not sizes:
+                print(f"{name}: every point finished", flush=True)
+                continue
         with tempfile.TemporaryDirectory() as t:
             db = Path(args.db) if args.db else Path(t) / "grid.sqlite"
             summary = Path(t) / "summary.json"
             cmd = [*TUNE, coll, "--np", str(np), "--backend", "smpi", "--platform",
                    str(plat), "--sizes", ",".join(map(str, sizes)), "--boundaries",
                    "midpoint", "--timeout", str(args.timeout), "--db", str(db), "--out",
-                   str(Path(t) / "rules.conf"), "--summary-json", str(summary), "--quiet"]
+                   str(Path(t) / "rules.conf"), "--summary-json", str(summary), "--quiet",
+                   *(["--mpi", args.mpi] if args.mpi else [])]
             t0 = time.monotonic()
             r = subprocess.run(cmd, capture_output=True, text=True, check=False)
             wall = time.monotonic() - t0
@@ -110,6 +146,8 @@ def main() -> None:
         fresh = [[key, str(alg), str(size), status, repr(got[0]) if got else ""]
                  for key, alg, size, status, samples in rows
                  for got in [json.loads(samples)]]
+        if args.redo_unfinished:
+            earlier = same_where_finished(name, earlier, fresh)
         with open(out / name, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["config_key", "algorithm", "size", "status", "seconds"])
