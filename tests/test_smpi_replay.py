@@ -36,7 +36,13 @@ def test_the_recordings_are_there_and_whole() -> None:
 
 # Grids where the file misses CAPTURED, with why (docs/benchmarks.md, "The tune at scale,
 # against exhaustive SMPI grids"); the test checks they still miss.
-CAPTURE_MISSES: dict[str, str] = {}
+CAPTURE_MISSES: dict[str, str] = {
+    "flat-64x8-reduce-np512": (
+        "94.9%: at 786432 B (3 x 2^18, a size no tune measures) Rabenseifner's is 10.4x "
+        "faster than the default, which changes its own algorithm between the last two "
+        "sizes the bisection measured (741456 B: Rabenseifner's 10.4x faster; 881744 B: "
+        "the default best); the file leaves that unmeasured range to the library"),
+}
 
 
 @pytest.mark.parametrize("path", grids(), ids=lambda p: p.stem)
