@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 QUADRATIC_WAIT_FIXED = (3, 34)
 QUADRATIC_WAIT_NP = 128  # measured: 0.13 s at 128 ranks (unsegmented), 17 s at 160
 
+
 class SMPIFiles(TunedRulesFiles):
     """Open MPI rules files, compared in simulated launches."""
 
