@@ -68,9 +68,9 @@ SAME, SAME_S = 1e-6, 5e-8
 def same_where_finished(name: str, earlier: list[list[str]], fresh: list[list[str]]
                         ) -> list[list[str]]:
     """The rows of `earlier` that `fresh` does not replace, after checking that every point
-    both finished has the same simulated time (within SAME of it or SAME_S): only then is the other
-    simulation the same oracle (a SimGrid built differently, e.g. without the quadratic
-    wait, and not another model). Exits, writing nothing, where one differs more."""
+    both finished has the same simulated time (within SAME of it, or SAME_S): only then is
+    the other simulation the same oracle (a SimGrid built differently, e.g. without the
+    quadratic wait, and not another model). Exits, writing nothing, where one differs more."""
     again = {(row[1], row[2]): row for row in fresh}
     both = [(row, again[row[1], row[2]]) for row in earlier
             if row[3] == "ok" and (row[1], row[2]) in again and again[row[1], row[2]][3] == "ok"]
@@ -112,7 +112,8 @@ def main() -> None:
                     help="record again, every algorithm, the sizes where the CSV already "
                          "there has a point that did not finish (with --mpi: a SimGrid "
                          "without the quadratic wait); every point that finished before must "
-                         "come out the same to the last digit, or nothing is written")
+                         "come out the same (within a millionth of its time or 50 ns), or "
+                         "nothing is written")
     ap.add_argument("--mpi", default=None,
                     help="the SimGrid to simulate with (its prefix, as tune's --mpi; "
                          "default: smpirun on PATH)")
