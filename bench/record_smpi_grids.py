@@ -108,6 +108,11 @@ def main() -> None:
     ap.add_argument("--only-missing", action="store_true",
                     help="record only the dense sizes the CSV already there lacks, and add "
                          "them to it (a grid recorded before the list grew)")
+    ap.add_argument("--add-sizes", default=None,
+                    help="record every algorithm at these sizes too (bytes, comma-separated) "
+                         "and add them to the CSV already there: sizes a tune asks beyond "
+                         "the dense list (a switch located finer where its stake is large, "
+                         "tuner/boundaries.within)")
     ap.add_argument("--redo-unfinished", action="store_true",
                     help="record again, every algorithm, the sizes where the CSV already "
                          "there has a point that did not finish (with --mpi: a SimGrid "
@@ -127,10 +132,13 @@ def main() -> None:
         sizes = sizes_that_fit(coll, np, memory, args.largest)
         name = f"{plat.stem}-{coll}-np{np}.csv"
         earlier: list[list[str]] = []
-        if (args.only_missing or args.redo_unfinished) and (out / name).exists():
+        if (args.only_missing or args.add_sizes or args.redo_unfinished) and (
+                out / name).exists():
             with open(out / name, newline="") as f:
                 earlier = list(csv.reader(f))[1:]
-        if args.only_missing:
+        if args.only_missing or args.add_sizes:
+            if args.add_sizes:
+                sizes = sorted({int(s) for s in args.add_sizes.split(",")})
             sizes = [s for s in sizes if str(s) not in {row[2] for row in earlier}]
         if args.redo_unfinished:
             sizes = sorted({int(row[2]) for row in earlier if row[3] != "ok"})
