@@ -193,3 +193,32 @@ def test_one_round_asks_what_later_rounds_would_where_a_launch_costs_more() -> N
     held = {(c.key, 1448) for c in (DEFAULT, Config(3), Config(6))}
     todo, _ = next_round(coll, 512, ds, catalog(), held, prices(1.95, 0.001))
     assert todo == set(), todo
+
+
+def test_a_switch_with_a_large_stake_is_located_finer() -> None:
+    """Where one side of a switch runs many times faster than the default, the range left
+    to the library between the two closest measured sizes may lose all of it: it is
+    located finer. Flat reduce at 512 ranks: Rabenseifner's 10.4x faster than SMPI's
+    default at 741456 B, the default best at 881744 B (x1.19 apart, located by FACTOR)."""
+    from colltune.backends.smpi.install import catalog
+    from colltune.core.config import DEFAULT
+    from colltune.tuner.boundaries import next_round, within
+    from colltune.tuner.forecast import Prices
+
+    coll = get_collective("reduce")
+    pr = Prices(0.3, {}, 0.1, {}, "stated here")
+
+    def at(size: int, cfg: Config, speedup: float) -> Decision:
+        return Decision(size, size, cfg, cfg, 1.0, speedup, None, True)
+
+    def asked(lo: Decision, hi: Decision) -> set[int]:
+        todo, _ = next_round(coll, 512, [lo, hi], catalog(), set(), pr)
+        return {s for _, s in todo}
+
+    hi = at(881744, DEFAULT, 1.0)
+    assert within(at(741456, Config(7), 3.9), hi) == FACTOR
+    assert asked(at(741456, Config(7), 3.9), hi) == set()  # located as before
+    assert within(at(741456, Config(7), 10.4), hi) < 881744 / 741456
+    assert asked(at(741456, Config(7), 10.4), hi) == {808560}
+    # the stake of either side counts; the default's own side stakes nothing
+    assert asked(at(741456, DEFAULT, 1.0), at(881744, Config(7), 10.4)) == {808560}

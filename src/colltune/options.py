@@ -166,11 +166,13 @@ class TuneOptions:
     # rule just above it: what was not measured is left to the library's own choice)
     beyond: str = "extend"
     # where neighbouring sizes decide differently: "measure" between them until the switch
-    # is located within 1.25x (tuner.boundaries), or "midpoint" (the geometric midpoint)
+    # is located within 1.25x, finer where a side gains 4x or more over the default
+    # (tuner.boundaries), or "midpoint" (the geometric midpoint)
     boundaries: str = setting(
         "measure", "--boundaries",
         help="measure: where neighbouring sizes decide differently, measure between them "
-             "until the switch is located within 1.25x; midpoint: put the boundary at the "
+             "until the switch is located within 1.25x (finer where a side is 4x or more "
+             "faster than the default); midpoint: put the boundary at the "
              "geometric midpoint unmeasured.")
     # communicator sizes between the measured ones (--np): "rule" (a job there runs what
     # both chose where they agree, the library's own choice where they part: the family's

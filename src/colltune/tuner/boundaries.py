@@ -28,6 +28,10 @@ from colltune.tuner.forecast import Prices
 from colltune.tuner.measure import measure
 
 FACTOR = 1.25  # a switch located within this factor in size is located
+# where a side of a switch runs this many times faster than the default, the range left to
+# the library between the two closest measured sizes may lose all of it: such a switch is
+# located finer, within FACTOR ** (1 / log_STAKE(stake)): x1.14 at 10x, x1.12 at 16x
+STAKE = 4.0
 MAX_ROUNDS = 8  # from a factor of 8 between grid sizes, 4 rounds reach 1.25; noise may add
 
 
@@ -39,11 +43,18 @@ def between(a: int, b: int, granularity: int) -> int | None:
     return m if a < m < b else None
 
 
-def rounds_to_locate(a: int, b: int) -> int:
+def within(a: Decision, b: Decision) -> float:
+    """The factor in size within which the switch between neighbours `a` and `b` is
+    located: FACTOR, finer where a side's choice gains STAKE or more over the default."""
+    stake = max(a.speedup or 1.0, b.speedup or 1.0)
+    return FACTOR ** (1 / max(1.0, math.log(stake, STAKE)))
+
+
+def rounds_to_locate(a: int, b: int, factor: float = FACTOR) -> int:
     """The rounds of bisection in log size that bring a switch between `a` and `b` within
-    FACTOR (at least one)."""
+    `factor` (at least one)."""
     rounds, ratio = 1, math.sqrt(b / a) if a > 0 else 2.0
-    while ratio > FACTOR:
+    while ratio > factor:
         rounds, ratio = rounds + 1, math.sqrt(ratio)
     return rounds
 
@@ -74,9 +85,10 @@ def next_round(coll: Collective, np: int, ds: list[Decision], catalog: Catalog,
     deep: Points = set()  # every size its later rounds could ask
     rounds = 0  # the most rounds one switch would take, one size a round
     for a, b in zip(ds, ds[1:], strict=False):
-        if a.chosen == b.chosen or b.size <= a.size * FACTOR:
+        factor = within(a, b)
+        if a.chosen == b.chosen or b.size <= a.size * factor:
             continue
-        need = rounds_to_locate(a.size, b.size)
+        need = rounds_to_locate(a.size, b.size, factor)
         rounds = max(rounds, need)
         sizes = [m for m in bisection(a.size, b.size, coll.granularity, need)
                  if sizes_for(coll, np, [m]) == [m]]  # not too large a buffer here
