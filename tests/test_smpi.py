@@ -285,6 +285,34 @@ def test_a_simulated_first_call_needs_no_warm_up() -> None:
 
 
 @pytest.mark.mpi
+def test_a_simulation_visits_a_configurations_sizes_smallest_first() -> None:
+    """At 512 simulated ranks alltoall's basic linear ran out of time at its first point
+    of each launch; the sizes were shuffled, so each new launch for the smaller sizes left
+    behind ran out at one of them in turn, 600 s each (54, 19, 16 B...). An exact
+    simulation has no noise to spread: the tuner's plan visits a configuration's sizes
+    smallest first there, and a point that runs out of time leaves only larger sizes,
+    excluded with it. A real MPI's stay shuffled."""
+    from colltune.backends.registry import launch, of
+    from colltune.kernel.build import build_kernel
+    from colltune.kernel.launch import KernelConfig, KernelPlan, Repetitions, run_kernel
+
+    need_smpi()
+    mpi = smpi.find_smpi(None, FLAT)
+    assert of(mpi).traits.exact
+    sizes = [4096, 8, 65536, 64, 512, 16, 1024, 256]
+    order = {}
+    for ordered in (True, False):
+        plan = KernelPlan("bcast", [KernelConfig(0)], [(0, s) for s in sizes],
+                          Repetitions(warmup=0, min_reps=1, max_reps=1), ordered=ordered)
+        cmd, env = launch(mpi, smpi.place(mpi, 4), "bcast", 0, None)
+        out = run_kernel(cmd, build_kernel(mpi), plan, env)
+        assert out.status == "ok", out.message
+        order[ordered] = [r.size for r in out.results]
+    assert order[True] == sorted(sizes)
+    assert sorted(order[False]) == sorted(sizes) and order[False] != sorted(sizes)
+
+
+@pytest.mark.mpi
 def test_simulated_times_repeat_exactly(tmp_path: Path) -> None:
     """Deterministic: two runs (other seeds, so another order) give identical times."""
     need_smpi()

@@ -97,6 +97,11 @@ class KernelPlan:
     dup_always: bool = True  # False: configurations without variables use MPI_COMM_WORLD
     pvars: str = ""  # prefix of the MPI_T counters to report per point (MVAPICH2: mv2_coll_)
     datatype: str = "double"  # what a reduction sums (Collective.datatype)
+    # a configuration's sizes smallest first instead of shuffled: in an exact simulation
+    # there is no noise to spread, and a point that runs out of time then leaves only
+    # larger sizes behind it, excluded with it (tuner/measure._blame), not smaller ones
+    # that a new launch would try one timeout at a time
+    ordered: bool = False
 
     def render(self) -> str:
         r = self.reps
@@ -111,6 +116,7 @@ class KernelPlan:
             f"floor_time {r.floor_time}",
             f"seed {r.seed}",
             f"dup_always {int(self.dup_always)}",
+            f"ordered {int(self.ordered)}",
             f"timing {r.timing}",
             f"window {r.window}",
             f"window_time {r.window_time}",

@@ -351,6 +351,7 @@ def _launch(lab: Lab, job: _Job, group: list[tuple[Slot, int]], sweep: str,
               else [(cid_of[sl], s) for sl, s in group])
     plan = KernelPlan(coll.name, kcfgs, points, settings,
                       dup_always=sweep == "mpit" or not be.traits.on_world,
+                      ordered=be.traits.exact,
                       pvars=be.traits.pvar_prefix, datatype=coll.datatype)
     slot_by_cid = {cid_of[sl]: sl for sl in slots}
     count = 0

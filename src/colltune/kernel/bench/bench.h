@@ -62,6 +62,7 @@ typedef struct {
     double floor_time; /* > 0: past this many seconds min_reps is no floor (0: see top) */
     unsigned long long seed;
     int dup_always; /* 0: configurations without variables run on MPI_COMM_WORLD */
+    int ordered;    /* 1: a configuration's sizes smallest first, not shuffled */
     char pvars[64];  /* count rank 0's performance variables whose name starts so */
     int timing;      /* TIMING_* bits */
     int min_ticks;   /* a timed stretch lasts this many timer steps at least (0: off) */

@@ -75,6 +75,8 @@ static int parse_plan(FILE *f, plan_t *plan)
             sscanf(line + off, "%llu", &plan->seed);
         } else if (!strcmp(key, "dup_always")) {
             sscanf(line + off, "%d", &plan->dup_always);
+        } else if (!strcmp(key, "ordered")) {
+            bad = !int_at_least(line + off, &plan->ordered, 0);
         } else if (!strcmp(key, "pvars")) {
             sscanf(line + off, "%63s", plan->pvars);
         } else if (!strcmp(key, "timing")) {

@@ -38,7 +38,10 @@
  *    within a relative tolerance, a time budget is spent, or max_reps is hit;
  *  - results are checked for correctness; a wrong answer marks the point
  *    invalid;
- *  - configurations and sizes are visited in a seeded random order;
+ *  - configurations and sizes are visited in a seeded random order (with
+ *    `ordered 1`, a configuration's sizes smallest first: an exact simulation
+ *    has no noise to spread, and a point that runs out of time then leaves
+ *    only larger sizes behind it);
  *  - with `cutoff F`, a point stops early once its median's 95% CI lies
  *    wholly above F times the median of the library default (the configuration
  *    marked `baseline`, then measured first) at the same size and communicator,
@@ -296,7 +299,17 @@ int main(int argc, char **argv)
         for (int p = 0; p < plan.npoint; p++)
             if (plan.points[p].cid == cfg->cid)
                 pidx[npts++] = p;
-        shuffle_ints(pidx, npts);
+        if (plan.ordered) { /* insertion sort by size: a few dozen points */
+            for (int i = 1; i < npts; i++)
+                for (int j = i; j > 0 && plan.points[pidx[j]].size <
+                                          plan.points[pidx[j - 1]].size; j--) {
+                    int t = pidx[j];
+                    pidx[j] = pidx[j - 1];
+                    pidx[j - 1] = t;
+                }
+        } else {
+            shuffle_ints(pidx, npts);
+        }
         for (int k = 0; k < npts; k++)
             measure_point(&plan, coll, cfg, plan.points[pidx[k]].size, comm, active);
         free(pidx);
