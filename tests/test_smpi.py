@@ -232,6 +232,22 @@ def test_the_plan_warns_of_simgrids_quadratic_wait_at_scale(tmp_path: Path) -> N
             (np, res.stderr)
 
 
+def test_the_plan_warns_of_alltoalls_flows_at_scale(tmp_path: Path) -> None:
+    """At 512 ranks alltoall's basic linear (and SMPI's default, which runs it from 512 B
+    a rank) did not finish a point: SimGrid's solver with 261,632 flows in flight. The
+    plan says so before the tune spends --timeout on each, at 512 ranks, not at 256, and
+    not for another collective."""
+    need_smpi()
+    for coll, np, said in (("alltoall", 512, True), ("alltoall", 256, False),
+                           ("bcast", 512, False)):
+        res = tune_cli(coll, "--np", str(np), "--backend", "smpi", "--platform",
+                       str(FATTREE), "--sizes", "8", "--db", str(tmp_path / "f.sqlite"),
+                       "--dry-run")
+        assert res.returncode == 0, res.stderr
+        out = res.stdout + res.stderr
+        assert ("261,632 flows in flight" in out) == said, (coll, np, out)
+
+
 @pytest.mark.mpi
 def test_one_launch_switches_algorithms_as_launches_force_them(tmp_path: Path) -> None:
     """Issue 84: at scale a tune's cost is its launches. The kernel switches SimGrid's

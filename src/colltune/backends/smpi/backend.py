@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 # simulation's wall time grows with the square of the sends in flight (docs/smpi.md)
 QUADRATIC_WAIT_FIXED = (3, 34)
 QUADRATIC_WAIT_NP = 128  # measured: 0.13 s at 128 ranks (unsegmented), 17 s at 160
+# alltoall's basic linear puts every pair's message in flight at once: at 512 ranks
+# (261,632 flows) SimGrid 3.32's max-min solver aborted on the fat tree and ran past 600 s
+# a point on the Gigabit platform, with the fix above or without (docs/smpi.md); measured
+# at 512 ranks only
+LINEAR_FLOWS_NP = 512
 
 
 class SMPIFiles(TunedRulesFiles):
@@ -102,6 +107,13 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
                  "list (fixed upstream in 3.34): segmented reductions at hundreds of ranks "
                  "may not finish within --timeout and are left to the library; "
                  "docs/smpi.md says how to simulate without it (--mpi)")
+        if "alltoall" in colls and max(opts.nps) >= LINEAR_FLOWS_NP:
+            n = max(opts.nps)
+            note(f"note: alltoall's basic linear (SMPI's default from 512 B a rank runs it) "
+                 f"puts {n * (n - 1):,} flows in flight at once at {n} ranks: SimGrid's "
+                 "max-min solver may abort or not finish within --timeout there (each "
+                 "costs --timeout once), and what it cannot simulate is left to the "
+                 "library; docs/smpi.md")
         # one repetition and no warm-up: simulated time does not vary, the first call
         # included (checked: a reduce's first three calls at 128 ranks agree to 1 ns; at
         # 512 ranks a segmented call takes minutes of wall time, so every call saved
