@@ -6,10 +6,15 @@ every size, between them included, beside the same tune with --between measure a
 rule of the size below that files had before (item 4). Markdown on standard output.
 
     python bench/smpi_replay_bench.py
+    python bench/smpi_replay_bench.py --unrecorded   # what to record before a replay
+
+With --unrecorded, nothing is replayed: for each grid lacking sizes a tune at its
+communicator size would measure, the command that records them.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -18,10 +23,39 @@ from colltune.core.account import LaunchCost
 
 # what only tests and benchmarks use lives beside the tests (issue 63)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from replay_smpi import grids, judge, ladders, load, replay, tune_from  # noqa: E402
+from replay_smpi import (  # noqa: E402
+    COMMSIZES,
+    DATA,
+    grids,
+    judge,
+    ladders,
+    load,
+    replay,
+    tune_from,
+    unrecorded,
+)
+
+
+def print_unrecorded() -> None:
+    """The record_smpi_grids.py command for every grid that lacks sizes a tune asks."""
+    for path in [*grids(), *sorted(COMMSIZES.glob("*.csv"))]:
+        g = load(path)
+        with tempfile.TemporaryDirectory() as t:
+            sizes = unrecorded(g, Path(t))
+        if sizes:
+            out = "" if path.parent == DATA else f" --out {path.parent}"
+            print(f"python bench/record_smpi_grids.py --np {g.np} --platform "
+                  f"docs/platforms/{g.platform}.xml --colls {g.coll} --add-sizes "
+                  f"{','.join(map(str, sizes))}{out}")
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description="Replay the tune on the recorded SMPI grids.")
+    ap.add_argument("--unrecorded", action="store_true",
+                    help="print the commands that record what the grids lack, replay nothing")
+    if ap.parse_args().unrecorded:
+        print_unrecorded()
+        return
     cost = LaunchCost()
     print("| platform | collective | ranks | sizes judged (of) | oracle's gain (GM) | "
           "file's gain (GM) | captured | worst size vs default | tune node-s | "

@@ -255,6 +255,22 @@ def located(grid: Grid, opts: TuneOptions, plan: list[int], db: Path
     return {(Config.from_key(k).algorithm, size) for k, size in known}, rounds
 
 
+def unrecorded(grid: Grid, tmp: Path) -> list[int]:
+    """The sizes a tune at the grid's communicator size would measure (`located`: the
+    sweep, then its rounds locating switches) that the grid does not hold: what
+    bench/record_smpi_grids.py --add-sizes must record before the replay can run as the
+    tune does. Empty where the grid is not bisected (its replay uses the midpoint)."""
+    if not bisected(grid):
+        return []
+    plan = powers_of_two(grid)
+    opts = TuneOptions([grid.coll], [grid.np], backend="smpi",
+                       platform=PLATFORMS / f"{grid.platform}.xml", db=tmp / "x.sqlite",
+                       sizes=plan, boundaries="measure")
+    _fill(tmp / "recorded.sqlite", [grid], None)
+    points, _ = located(grid, opts, plan, tmp / "recorded.sqlite")
+    return sorted({s for a, s in points if (a, s) not in grid.times})
+
+
 def thirds(grid: Grid) -> set[int]:
     """The 3 x 2^k sizes: judged only, never asked by a tune."""
     return {s for s in grid.sizes if s % 3 == 0 and (s // 3) & (s // 3 - 1) == 0}

@@ -14,7 +14,19 @@ import pytest
 
 from colltune.core.account import LaunchCost
 from conftest import missing
-from replay_smpi import Grid, grids, judge, ladders, load, replay, rules, tune_from
+from replay_smpi import (
+    COMMSIZES,
+    DATA,
+    Grid,
+    grids,
+    judge,
+    ladders,
+    load,
+    replay,
+    rules,
+    tune_from,
+    unrecorded,
+)
 
 # the issue's targets (BETWEEN: at communicator sizes no tune measured)
 CAPTURED, SLOWER, COST, BETWEEN = 0.95, 1.03, 0.10, 0.90
@@ -59,6 +71,28 @@ def test_no_recorded_point_timed_out() -> None:
                     if row["status"] == "timeout"}
         allowed = TIMEOUT_MISSES.get(p.stem, (set(), ""))[0]
         assert late <= allowed and bool(late) == bool(allowed), (p.name, late)
+
+
+@pytest.mark.parametrize("path", [*grids(), *sorted(COMMSIZES.glob("*.csv"))],
+                         ids=lambda p: p.stem)
+def test_every_size_a_tune_asks_is_recorded(path: Path, tmp_path: Path) -> None:
+    """A replay runs as the tune does only where the grid holds every size the tune would
+    measure; the rules that locate switches change what it asks (a large stake located
+    finer asked sizes beyond the dense list). Fails naming the sizes to record
+    (`bench/record_smpi_grids.py --add-sizes`), before a replay would simulate them."""
+    if shutil.which("smpirun") is None:
+        missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
+    assert unrecorded(load(path), tmp_path) == []
+
+
+def test_unrecorded_names_what_a_grid_lacks(tmp_path: Path) -> None:
+    """The check above can fail: flat reduce without 808560 B (the size its large-stake
+    switch asks beyond the dense list) is named as lacking it."""
+    if shutil.which("smpirun") is None:
+        missing("SimGrid SMPI unavailable (apt-get install libsimgrid-dev)")
+    g = load(DATA / "flat-64x8-reduce-np512.csv")
+    g.times = {k: t for k, t in g.times.items() if k[1] != 808560}
+    assert 808560 in unrecorded(g, tmp_path)
 
 
 # Grids where the file misses CAPTURED, with why (docs/benchmarks.md, "The tune at scale,
