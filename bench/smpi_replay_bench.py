@@ -24,8 +24,8 @@ from colltune.core.account import LaunchCost
 # what only tests and benchmarks use lives beside the tests (issue 63)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from replay_smpi import (  # noqa: E402
-    COMMSIZES,
     DATA,
+    commsizes,
     grids,
     judge,
     ladders,
@@ -38,7 +38,7 @@ from replay_smpi import (  # noqa: E402
 
 def print_unrecorded() -> None:
     """The record_smpi_grids.py command for every grid that lacks sizes a tune asks."""
-    for path in [*grids(), *sorted(COMMSIZES.glob("*.csv"))]:
+    for path in [*grids(), *commsizes()]:
         g = load(path)
         with tempfile.TemporaryDirectory() as t:
             sizes = unrecorded(g, Path(t))

@@ -92,12 +92,17 @@ def grids() -> list[Path]:
 COMMSIZES = DATA / "commsizes"
 
 
+def commsizes() -> list[Path]:
+    """The recordings at other communicator sizes (item 4)."""
+    return sorted(COMMSIZES.glob("*.csv"))
+
+
 def ladders() -> dict[tuple[str, str], list[Grid]]:
     """Per (platform, collective): every communicator size recorded for item 4, smallest
     first, with the 512-rank grid of the same platform and collective where there is one
     (the largest anchor)."""
     out: dict[tuple[str, str], list[Grid]] = {}
-    for path in sorted(COMMSIZES.glob("*.csv")):
+    for path in commsizes():
         g = load(path)
         out.setdefault((g.platform, g.coll), []).append(g)
     for (platform, coll), gs in out.items():

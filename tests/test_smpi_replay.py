@@ -15,9 +15,9 @@ import pytest
 from colltune.core.account import LaunchCost
 from conftest import missing
 from replay_smpi import (
-    COMMSIZES,
     DATA,
     Grid,
+    commsizes,
     grids,
     judge,
     ladders,
@@ -73,7 +73,7 @@ def test_no_recorded_point_timed_out() -> None:
         assert late <= allowed and bool(late) == bool(allowed), (p.name, late)
 
 
-@pytest.mark.parametrize("path", [*grids(), *sorted(COMMSIZES.glob("*.csv"))],
+@pytest.mark.parametrize("path", [*grids(), *commsizes()],
                          ids=lambda p: p.stem)
 def test_every_size_a_tune_asks_is_recorded(path: Path, tmp_path: Path) -> None:
     """A replay runs as the tune does only where the grid holds every size the tune would
