@@ -10,7 +10,9 @@ Writes tests/data/smpi/<platform>-<coll>-np<N>.csv (config_key, algorithm, size,
 seconds: the simulated time of one call, "" where the point did not finish) and appends
 a row per recording to tests/data/smpi/README.md: the command, the wall time here, the
 peak memory and the allocation the recording itself held (one launch, its simulated
-time plus a real launch's start-up).
+time plus a real launch's start-up). SimGrid simulates on one core: `--jobs N` deals
+the sizes between N simulations at once (alltoall's basic linear at 512 ranks takes about
+three minutes of wall time a point).
 """
 
 from __future__ import annotations
@@ -89,6 +91,50 @@ def same_where_finished(name: str, earlier: list[list[str]], fresh: list[list[st
     return [row for row in earlier if row[2] not in redone]
 
 
+def simulate(coll: str, np: int, plat: Path, chunks: list[list[int]],
+             args: argparse.Namespace) -> tuple[list[tuple[str, int, int, str, str]], float,
+                                                dict[str, float]]:
+    """Every algorithm at every size of `chunks`, one tune a chunk, all at once (SimGrid
+    runs a simulation on one core: --jobs N records N times faster on N cores); each
+    tune's store is --db's, or a chunk's own beside it (`grid.sqlite` -> `grid.1.sqlite`),
+    so the same command resumes each. Returns the stores' rows, the wall time, and the
+    allocation the tunes held together (launches, node-seconds)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        t = Path(tmp)
+        jobs = []
+        t0 = time.monotonic()
+        for i, sizes in enumerate(chunks):
+            db = (Path(args.db) if args.db else t / "grid.sqlite")
+            db = db if i == 0 else db.with_suffix(f".{i}{db.suffix}")
+            summary = t / f"summary{i}.json"
+            cmd = [*TUNE, coll, "--np", str(np), "--backend", "smpi", "--platform",
+                   str(plat), "--sizes", ",".join(map(str, sizes)), "--boundaries",
+                   "midpoint", "--timeout", str(args.timeout), "--db", str(db), "--out",
+                   str(t / f"rules{i}.conf"), "--summary-json", str(summary), "--quiet",
+                   *(["--mpi", args.mpi] if args.mpi else [])]
+            with open(t / f"stderr{i}", "w") as stderr:  # a file: no pipe fills up
+                jobs.append((db, summary, subprocess.Popen(
+                    cmd, stdout=subprocess.DEVNULL, stderr=stderr)))
+        for i, (_, _, proc) in enumerate(jobs):
+            if proc.wait() != 0:
+                for _, _, other in jobs:
+                    other.kill()
+                sys.exit(f"{coll}: {(t / f'stderr{i}').read_text()}")
+        wall = time.monotonic() - t0
+        rows: list[tuple[str, int, int, str, str]] = []
+        held = {"launches": 0.0, "node_seconds": 0.0}
+        for db, summary, _ in jobs:
+            allocation = json.loads(summary.read_text())["allocation"]
+            for k in held:
+                held[k] += allocation[k]
+            with sqlite3.connect(db) as c:
+                rows += c.execute(
+                    "SELECT config_key, algorithm, size, status, samples FROM measurements "
+                    "WHERE collective=? AND np=? ORDER BY size, algorithm",
+                    (coll, np)).fetchall()
+    return rows, wall, held
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--np", default="512", help="communicator sizes, comma-separated")
@@ -97,7 +143,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--memory-gib", type=float, default=None,
                     help="what one simulation may hold (default: 0.9 of MemAvailable, "
-                         "what tune itself allows)")
+                         "what tune itself allows, shared by --jobs)")
     ap.add_argument("--largest", type=int, default=1 << 20,
                     help="the largest size recorded, in bytes (default 1 MiB; smaller where "
                          "SimGrid cannot simulate the larger ones, said in the README)")
@@ -119,6 +165,9 @@ def main() -> None:
                          "without the quadratic wait); every point that finished before must "
                          "come out the same (within a millionth of its time or 50 ns), or "
                          "nothing is written")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="simulations at once, the sizes dealt between them (SimGrid "
+                         "simulates on one core; each may hold --memory-gib)")
     ap.add_argument("--mpi", default=None,
                     help="the SimGrid to simulate with (its prefix, as tune's --mpi; "
                          "default: smpirun on PATH)")
@@ -128,7 +177,7 @@ def main() -> None:
     plat = Path(args.platform)
     for coll, np in [(c, int(n)) for c in args.colls.split(",") for n in args.np.split(",")]:
         memory = (args.memory_gib * (1 << 30) if args.memory_gib
-                  else 0.9 * (memory_available() or 8 << 30))
+                  else 0.9 * (memory_available() or 8 << 30) / args.jobs)
         sizes = sizes_that_fit(coll, np, memory, args.largest)
         name = f"{plat.stem}-{coll}-np{np}.csv"
         earlier: list[list[str]] = []
@@ -145,26 +194,9 @@ def main() -> None:
             if not sizes:
                 print(f"{name}: every point finished", flush=True)
                 continue
-        with tempfile.TemporaryDirectory() as t:
-            db = Path(args.db) if args.db else Path(t) / "grid.sqlite"
-            summary = Path(t) / "summary.json"
-            cmd = [*TUNE, coll, "--np", str(np), "--backend", "smpi", "--platform",
-                   str(plat), "--sizes", ",".join(map(str, sizes)), "--boundaries",
-                   "midpoint", "--timeout", str(args.timeout), "--db", str(db), "--out",
-                   str(Path(t) / "rules.conf"), "--summary-json", str(summary), "--quiet",
-                   *(["--mpi", args.mpi] if args.mpi else [])]
-            t0 = time.monotonic()
-            r = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            wall = time.monotonic() - t0
-            if r.returncode != 0:
-                sys.exit(f"{coll}: {r.stderr}")
-            peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1 << 20)
-            held = json.loads(summary.read_text())["allocation"]
-            with sqlite3.connect(db) as c:
-                rows = c.execute(
-                    "SELECT config_key, algorithm, size, status, samples FROM measurements "
-                    "WHERE collective=? AND np=? ORDER BY size, algorithm",
-                    (coll, np)).fetchall()
+        chunks = [sizes[i::args.jobs] for i in range(args.jobs) if sizes[i::args.jobs]]
+        rows, wall, held = simulate(coll, np, plat, chunks, args)
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1 << 20)
         fresh = [[key, str(alg), str(size), status, repr(got[0]) if got else ""]
                  for key, alg, size, status, samples in rows
                  for got in [json.loads(samples)]]
@@ -177,7 +209,7 @@ def main() -> None:
         unfinished = sum(1 for row in rows if row[3] != "ok")
         line = (f"| {plat.name} | {coll} | {np} | {len(sizes)} ({sizes[0]} B - "
                 f"{sizes[-1]} B) | {len(rows)} | {unfinished} | {wall:.0f} s | "
-                f"{peak:.1f} GB | {held['launches']} | {held['node_seconds']:.1f} |")
+                f"{peak:.1f} GB | {held['launches']:.0f} | {held['node_seconds']:.1f} |")
         print(line, flush=True)
         readme = out / "README.md"
         if not readme.exists():
