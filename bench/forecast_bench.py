@@ -85,6 +85,8 @@ def main() -> None:
                     help="across this many nodes of the test cluster (root; np / nodes "
                          "ranks each)")
     args = ap.parse_args()
+    if args.nodes < 1 or args.np % args.nodes:
+        ap.error("--np must be a whole number of ranks on each of --nodes")
     if args.nodes > 1:
         import testcluster
 
