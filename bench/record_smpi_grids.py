@@ -172,6 +172,8 @@ def main() -> None:
                     help="the SimGrid to simulate with (its prefix, as tune's --mpi; "
                          "default: smpirun on PATH)")
     args = ap.parse_args()
+    if args.jobs < 1:
+        ap.error("--jobs must be 1 or more")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     plat = Path(args.platform)
