@@ -196,6 +196,9 @@ def main() -> None:
             if not sizes:
                 print(f"{name}: every point finished", flush=True)
                 continue
+        if not sizes:
+            print(f"{name}: no size to record", flush=True)
+            continue
         chunks = [sizes[i::args.jobs] for i in range(args.jobs) if sizes[i::args.jobs]]
         rows, wall, held = simulate(coll, np, plat, chunks, args)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1 << 20)
