@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -230,6 +231,34 @@ def test_the_plan_warns_of_simgrids_quadratic_wait_at_scale(tmp_path: Path) -> N
         assert res.returncode == 0, res.stderr
         assert ("keeps every pending detached send" in res.stdout + res.stderr) == said, \
             (np, res.stderr)
+
+
+def test_a_simgrid_with_upstreams_fix_is_told_by_its_own_symbols(tmp_path: Path) -> None:
+    """A SimGrid 3.32 built with upstream's fix of the quadratic wait (docs/smpi.md's
+    recipe) says 3.32 like Debian's; its library exports the tree of the set the fix
+    keeps pending sends in, Debian's does not. The fixed build is made by hand and never
+    committed, so the positive case is a library exporting that symbol, built here; the
+    negative is Debian's own library."""
+    need_smpi()
+    debian = smpi.find_smpi(None, FATTREE)
+    assert smpi.waits_quadratically(debian) == (debian.version_tuple < (3, 34))
+    # the symbol as 3.32 with commit 5f8fc2c exports it (std::set::insert's tree)
+    if shutil.which("gcc") is None:
+        missing("no gcc (Debian: gcc)")
+    symbol = ("_ZNSt8_Rb_treeIN5boost13intrusive_ptrIN7simgrid6kernel8activity12Activity"
+              "ImplEEES6_St9_IdentityIS6_ESt4lessIS6_ESaIS6_EE16_M_insert_uniqueIS6_EESt4"
+              "pairISt17_Rb_tree_iteratorIS6_EbEOT_")
+    for name, exported, waits in (("fixed", symbol, False), ("stock", "simgrid_other", True)):
+        lib = tmp_path / name / "lib" / "libsimgrid.so.3.32"
+        lib.parent.mkdir(parents=True)
+        src = tmp_path / f"{name}.c"
+        src.write_text(f"void {exported}(void) {{}}\n")
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+        fake = smpi.SMPI("3.32", tmp_path / name, debian.mpicc, debian.mpirun, FATTREE)
+        assert smpi.waits_quadratically(fake) is waits, name
+    # no library to read: the version decides
+    assert smpi.waits_quadratically(smpi.SMPI("3.32", tmp_path / "none", debian.mpicc,
+                                              debian.mpirun, FATTREE))
 
 
 def test_the_plan_warns_of_alltoalls_flows_at_scale(tmp_path: Path) -> None:

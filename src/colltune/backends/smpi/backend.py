@@ -28,10 +28,7 @@ if TYPE_CHECKING:
     from colltune.slots import Placement
     from colltune.store import Context
 
-# SimGrid before 3.34 removed a finished detached send from a list of every pending one
-# (upstream commit 5f8fc2c made it a set): at 1 KiB segments and hundreds of ranks the
-# simulation's wall time grows with the square of the sends in flight (docs/smpi.md)
-QUADRATIC_WAIT_FIXED = (3, 34)
+# the ranks from which SimGrid's quadratic wait shows (smpi.waits_quadratically)
 QUADRATIC_WAIT_NP = 128  # measured: 0.13 s at 128 ranks (unsegmented), 17 s at 160
 # alltoall's basic linear puts every pair's message in flight at once: at 512 ranks
 # (261,632 flows) SimGrid 3.32's max-min solver aborted on the fat tree and ran past 600 s
@@ -102,7 +99,7 @@ class SMPIBackend(TunedRulesBackend[smpi.SMPI]):
                                 "the hosts come from --platform; choose ranks per host with "
                                 "--ppn")
         mpi = smpi.find_smpi(opts.mpi, opts.platform)
-        if mpi.version_tuple < QUADRATIC_WAIT_FIXED and max(opts.nps) >= QUADRATIC_WAIT_NP:
+        if max(opts.nps) >= QUADRATIC_WAIT_NP and smpi.waits_quadratically(mpi):
             note(f"note: SimGrid {mpi.version} keeps every pending detached send in one "
                  "list (fixed upstream in 3.34): segmented reductions at hundreds of ranks "
                  "may not finish within --timeout and are left to the library; "

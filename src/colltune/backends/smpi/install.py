@@ -87,6 +87,35 @@ class SMPI:
         return dict(os.environ)
 
 
+# SimGrid before 3.34 removed a finished detached send from a list of every pending one
+# (upstream commit 5f8fc2c made it a set): at 1 KiB segments and hundreds of ranks the
+# simulation's wall time grows with the square of the sends in flight (docs/smpi.md)
+QUADRATIC_WAIT_FIXED = (3, 34)
+# what a library with that commit exports and one without does not: the tree of the set
+# (std::set<intrusive_ptr<ActivityImpl>>) its insert instantiates, a weak symbol (seen:
+# 3.32 built with the commit by docs/smpi.md's recipe has it, Debian's 3.32 has not)
+SET_OF_ACTIVITIES = "_Rb_treeIN5boost13intrusive_ptrIN7simgrid6kernel8activity12ActivityImplE"
+
+
+def waits_quadratically(mpi: SMPI) -> bool:
+    """Whether this SimGrid keeps every pending detached send in one list: older than 3.34
+    and its library without upstream's fix (read from the library's own dynamic symbols
+    with nm). Where that cannot be read (no library found, no nm), the version decides."""
+    if mpi.version_tuple >= QUADRATIC_WAIT_FIXED:
+        return False
+    libs = sorted([*mpi.prefix.glob("lib*/libsimgrid.so*"),
+                   *mpi.prefix.glob("lib*/*/libsimgrid.so*")])
+    nm = shutil.which("nm")
+    if not libs or nm is None:
+        return True
+    try:
+        r = subprocess.run([nm, "-D", "--defined-only", str(libs[0])], capture_output=True,
+                           text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return r.returncode != 0 or SET_OF_ACTIVITIES not in r.stdout
+
+
 def find_smpi(prefix: str | Path | None, platform: str | Path | None) -> SMPI:
     """SimGrid's smpicc and smpirun (--mpi PREFIX, else PATH), bound to `platform`."""
     if platform is None:
