@@ -91,6 +91,19 @@ class _Zygote:
                                                _text(out), _text(err))
 
 
+def rows_per_collective(db: Path) -> dict[str, int]:
+    """How many measurements a store holds of each collective (what a resumed tune must
+    not measure again)."""
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        return dict(con.execute("SELECT collective, COUNT(*) FROM measurements GROUP BY "
+                                "collective").fetchall())
+    finally:
+        con.close()
+
+
 def foreign_database(path: Path, table: str) -> bytes:
     """An SQLite database that is not a colltune store (one table of its own), and its
     bytes, to show a command left it as it was."""

@@ -33,7 +33,7 @@ from colltune.rules import ompi_classic as rules
 from colltune.rules.mpich_csel import Ranges
 from colltune.slots import Placement, place
 from conftest import get_mpich, missing
-from helpers import MELT, check_app_verdict
+from helpers import MELT, check_app_verdict, rows_per_collective
 from qe_app import prepare, pw_x
 from testcluster import REPO, Cluster
 
@@ -189,16 +189,7 @@ def test_a_budgeted_tune_across_nodes_stops_in_time_and_resumes(cluster: Cluster
     left = first["budget"]["left_out"]
     assert left and all("left to the library" in x for x in left), left
     assert "not measured within --time-budget" in r.stderr
-
-    def counts() -> dict[str, int]:
-        con = sqlite3.connect(work / "db.sqlite")
-        try:
-            return dict(con.execute("SELECT collective, COUNT(*) FROM measurements "
-                                    "GROUP BY collective").fetchall())
-        finally:
-            con.close()
-
-    measured = counts()
+    measured = rows_per_collective(work / "db.sqlite")
     chk = cluster.on("node1", _tune("check", "r.conf", "--mpi", "/usr"), env=_env(cluster),
                      cwd=work)
     assert measured and chk.returncode == 0, chk.stdout + chk.stderr
@@ -208,7 +199,7 @@ def test_a_budgeted_tune_across_nodes_stops_in_time_and_resumes(cluster: Cluster
     assert r.returncode == 0, r.stderr[-3000:]
     second = json.loads((work / "second.json").read_text())
     assert second["budget"]["left_out"] == []
-    again = counts()
+    again = rows_per_collective(work / "db.sqlite")
     assert len(again) > len(measured)
     assert all(again[c] == n for c, n in measured.items()), (measured, again)
     forecast = json.loads((work / "plan.json").read_text())

@@ -14,6 +14,8 @@ from pathlib import Path
 from conftest import missing
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from record_smpi_grids import SAME, SAME_S  # noqa: E402  (the recorder's own tolerance)
 
 
 def record(out: Path, jobs: int) -> list[list[str]]:
@@ -35,9 +37,9 @@ def test_jobs_deal_the_sizes_and_make_the_same_grid(tmp_path: Path) -> None:
     assert {r[2] for r in one[1:]} == {"8", "1024", "65536"}
     assert all(r[3] == "ok" for r in one[1:]), one
     # a point's simulated time moves by nanoseconds with what ran before it in its launch
-    # (the recorder's own tolerance, SAME and SAME_S): the same oracle, not the same digits
+    # (the recorder's own tolerance): the same oracle, not the same digits
     for a, b in zip(one[1:], two[1:], strict=True):
-        assert math.isclose(float(a[4]), float(b[4]), rel_tol=1e-6, abs_tol=5e-8), (a, b)
+        assert math.isclose(float(a[4]), float(b[4]), rel_tol=SAME, abs_tol=SAME_S), (a, b)
     # each recording says what it held: one launch, or one a simulation
     rows = [(tmp_path / d / "README.md").read_text().splitlines()[-1] for d in ("one", "two")]
     assert [r.split("|")[9].strip() for r in rows] == ["1", "2"], rows

@@ -13,7 +13,7 @@ import pytest
 from colltune.errors import ColltuneError
 from colltune.tuner.budget import parse_duration
 from conftest import get_mpi
-from helpers import tune_cli
+from helpers import rows_per_collective, tune_cli
 
 
 @pytest.mark.parametrize("text,seconds", [("90", 90), ("90s", 90), ("5m", 300),
@@ -27,15 +27,6 @@ def test_durations_as_a_site_writes_them(text: str, seconds: float) -> None:
 def test_a_duration_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(ColltuneError, match="--time-budget"):
         parse_duration(text)
-
-
-def _rows(db: Path) -> dict[str, int]:
-    con = sqlite3.connect(db)
-    try:
-        return dict(con.execute("SELECT collective, COUNT(*) FROM measurements GROUP BY "
-                                "collective").fetchall())
-    finally:
-        con.close()
 
 
 @pytest.mark.mpi
@@ -71,13 +62,13 @@ def test_tune_all_stops_within_its_budget_and_a_larger_one_resumes(tmp_path: Pat
     left = first["budget"]["left_out"]
     assert left and all("left to the library" in x for x in left), left
     assert "not measured within --time-budget" in r.stderr
-    measured = _rows(db)
+    measured = rows_per_collective(db)
     assert measured and tune_cli("check", str(out), "--mpi", str(mpi.prefix)).returncode == 0
 
     # what is left, measured without launch pairs: their budget was the first run's test
     r = tune_cli(*args, "--confirm-rounds", "0", "--time-budget", "10m")
     assert r.returncode == 0, r.stderr[-2000:]
-    again = _rows(db)
+    again = rows_per_collective(db)
     assert json.loads(summ.read_text())["budget"]["left_out"] == []
     assert len(again) > len(measured)
     # what the first run measured was kept, not measured again
