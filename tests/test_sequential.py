@@ -324,3 +324,45 @@ def test_a_rule_carries_no_size_that_leans_slower_and_none_past_a_slower_one() -
         assert {r.pooled_sizes for r in res.values()} <= {0, 3}
         assert not res[65536].pooled and not res[131072].pooled
     assert sequential.pooled(_rule(rng, 0.8, SIZES[:2]), SIZES[:2], Design(family=1)) == {}
+
+
+def _rare_stalls(seed: int, p_default: float, p_tuned: float) -> Callable[
+        [list[int], int, int], Batch]:
+    """Launch pairs as a loop stretch at 1 MiB on the shaped nodes makes them: a few calls
+    of 50 ms a launch, each losing a 200 ms retransmission timeout with probability
+    `p_default` or `p_tuned`: one stall moves a launch's mean by a third."""
+    rng = random.Random(seed)
+
+    def launch(p: float) -> list[float]:
+        return [0.05 * rng.lognormvariate(0, 0.05) + (0.2 if rng.random() < p else 0.0)
+                for _ in range(4)]
+
+    def measure(sizes: list[int], first: int, rounds: int) -> Batch:
+        return {s: {"loop": {"default": [launch(p_default) for _ in range(rounds)],
+                             "tuned": [launch(p_tuned) for _ in range(rounds)]}}
+                for s in sizes}
+    return measure
+
+
+def test_a_choice_judged_by_means_gets_twice_the_pairs() -> None:
+    """The tune's confirmation of a choice proposed by its mean (the default stalls):
+    its launch means jump with each stall, so such a size gets `means_pairs` (twice the
+    budget) and its error is spent over them from the first look: more of the real gains
+    are shown, the others keep the run's budget, and the default against itself is called
+    faster no more often than alpha allows."""
+    size, other = 1 << 20, 4096
+    plain, longer = Design(family=1, max_pairs=8), Design(family=1, max_pairs=8,
+                                                          means_pairs=16)
+    found = {"plain": 0, "longer": 0}
+    for seed in range(60):
+        for name, d in (("plain", plain), ("longer", longer)):
+            r = sequential.run(_rare_stalls(seed, 0.35, 0.05), [size, other], d,
+                               need_faster=True, means={size})
+            found[name] += r[size].verdict == "faster"
+            assert r[size].pairs <= (16 if name == "longer" else 8)
+            assert r[other].pairs <= 8  # judged by medians: the run's budget
+    assert found["longer"] >= found["plain"] + 6, found
+    false = sum(sequential.run(_rare_stalls(seed, 0.2, 0.2), [size], longer,
+                               need_faster=True, means={size})[size].verdict == "faster"
+                for seed in range(200))
+    assert false <= 20, false  # alpha 0.05: 10 expected at most; 20 is p < 0.002 beyond

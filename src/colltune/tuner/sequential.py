@@ -45,6 +45,12 @@ class Design:
     min_gain: float = 0.03  # significant but smaller than this is not called different
     first: int = 4  # launch pairs before the first look; each later look doubles them
     max_pairs: int = 16  # budget per size
+    # budget per size judged by launch means from its first pair (`means` given to run();
+    # 0: max_pairs): where a call takes 50 ms and a stall 200, one stall more or less moves
+    # a launch's mean by a third, and a loop stretch holds only a handful of calls (alltoall
+    # of 1 MiB on the shaped nodes: pairwise 2x faster in every mode, its loop cell still
+    # undecided after 8 pairs and shown faster after 16)
+    means_pairs: int = 0
     family: int = 0  # cells tested together (Bonferroni); 0: every cell of the run
     # cells that can only refuse (an application's first calls): slower there is slower;
     # otherwise they hold nothing back, as a size's other cells decide it
@@ -211,9 +217,10 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
         own: dict[int, Design] | None = None,
         means: Collection[int] | WhereStalls = ()) -> dict[int, SizeResult]:
     """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
-    undecided until each is decided, the per-size budget `d.max_pairs` is spent, or the
-    monotonic clock passes `deadline`. `measure(sizes, first_round, rounds)` runs launch
-    pairs numbered from `first_round` (the order of the arms alternates with it).
+    undecided until each is decided, the per-size budget `d.max_pairs` is spent
+    (`d.means_pairs` at `means` given as sizes), or the monotonic clock passes `deadline`.
+    `measure(sizes, first_round, rounds)` runs launch pairs numbered from `first_round`
+    (the order of the arms alternates with it).
     `own` gives sizes a design of their own (threshold, budget), judged without
     `need_faster`: a stand-in for the default need not win, only be shown inside its bound,
     so its pairs go on until they show that, or show it slower. A launch is summed up by
@@ -221,6 +228,9 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     stall is paid, tuner/decide.py); with a WhereStalls, where the pairs so far show it."""
     mine = own or {}
     by_mean = set() if isinstance(means, WhereStalls) else set(means)
+    # known before the first look, so the error is spent over the longer budget from the
+    # start (a size a WhereStalls turns to means later keeps the budget it began with)
+    longer = frozenset(by_mean)
     stalled: dict[int, tuple[int, int, int, int]] = {}
     # every launch so far, per size, cell and arm: a size that turns to means at a later
     # look is summed up again from its first pair
@@ -237,7 +247,7 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
 
     def verdict(s: int) -> str:
         v = combine(list(cells[s].values()), need_faster and s not in mine)
-        budget = mine.get(s, d).max_pairs
+        budget = ds[s].max_pairs
         return "undecided" if v == "same" and s in held and judged[s] < budget else v
 
     while open_sizes:
@@ -248,6 +258,7 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
             d = dataclasses.replace(d, family=max(1, per_size * len(sizes)))
             mine = {s: dataclasses.replace(o, family=o.family or d.family)
                     for s, o in mine.items()}
+        ds = {s: _design(s, mine, d, longer) for s in sizes}  # each size's, this look
         for s in open_sizes:
             for key, arms in batch[s].items():
                 got = launches[s].setdefault(key, {"default": [], "tuned": []})
@@ -269,20 +280,19 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                                      for tl, dl in zip(arms["tuned"], arms["default"],
                                                        strict=True)]
                                  for k, arms in launches[s].items()}
-            cells[s] = {k: dataclasses.replace(look(xs, judged[s], mine.get(s, d)),
-                                               veto=k in mine.get(s, d).veto)
+            cells[s] = {k: dataclasses.replace(look(xs, judged[s], ds[s]), veto=k in ds[s].veto)
                         for k, xs in logs.items()}
             judged[s] = len(next(iter(logs.values())))
         still = [s for s in open_sizes if verdict(s) == "undecided"]
         late = deadline is not None and time.monotonic() > deadline
         if still and late:
             note(f"time budget spent: {len(still)} size(s) undecided")
-        open_sizes = [] if late else [s for s in still if judged[s] < mine.get(s, d).max_pairs]
+        open_sizes = [] if late else [s for s in still if judged[s] < ds[s].max_pairs]
         if open_sizes:
             # doubling: few looks, so the last one keeps a large share of alpha and beta
             # every open size has had every pair so far; none passes its own budget
             n = judged[open_sizes[0]]
-            rounds = min(n, min(mine.get(s, d).max_pairs for s in open_sizes) - n)
+            rounds = min(n, min(ds[s].max_pairs for s in open_sizes) - n)
             note(f"{len(open_sizes)} size(s) undecided after {n} launch pairs: {rounds} more")
     out = {}
     for s in sizes:
@@ -291,13 +301,21 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
                 c.verdict = "inconclusive"
         first = next(iter(launches[s].values()))
         # a held size whose time ran out is not "same"
-        v = _ended(verdict(s), cells[s].values(), need_faster, mine.get(s, d))
+        v = _ended(verdict(s), cells[s].values(), need_faster, ds[s])
         out[s] = SizeResult(s, v, cells[s],
                             judged[s], first["default"],
                             first["tuned"],
                             statistic="mean" if s in by_mean else "median",
                             stalled=stalled.get(s), logs=logs_of[s])
     return out
+
+
+def _design(s: int, own: dict[int, Design], d: Design, longer: Collection[int]) -> Design:
+    """Size `s`'s design: its own, else the run's, on the means budget where it is judged
+    by launch means from its first pair."""
+    o = own.get(s, d)
+    return dataclasses.replace(o, max_pairs=max(o.max_pairs, o.means_pairs)) \
+        if s in longer and o.means_pairs else o
 
 
 def _ended(v: str, cells: Collection[Cell], need_faster: bool, d: Design) -> str:
