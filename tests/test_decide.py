@@ -354,6 +354,13 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
     assert chosen.verdict == "tuned?" and "stalled in 22 of 60 calls" in chosen.reason, \
         chosen.reason
     assert chosen.default_median > 2 * chosen.best_median  # the means, as compared
+    assert chosen.default_stalls  # its fresh launch pairs get twice the budget
+    # a default that stalls in most calls (4x1 on the shaped ports, 2026-12-06: its median
+    # 223 ms, pairwise's 80): the medians choose, and the pairs are still one stall from
+    # another level, so they too get the stalls' budget
+    by_median = decided(points((12, 11), (0, 0), 15))
+    assert by_median.chosen == Config(2) and by_median.statistic == "median", by_median
+    assert by_median.default_stalls
     # what those calls could see (tuner/stalls.py says it): the counts the decision used,
     # and the fewest of the default's stalls Fisher's test tells from none
     (kd, nd), (kc, nc), least = stall_power(points((13, 9), (0, 1), 30), Config(2))
@@ -366,9 +373,11 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
         kept = decided(pts)
         assert kept.chosen == DEFAULT and kept.statistic == "median", (default, pairwise,
                                                                        kept)
+        assert kept.default_stalls == (default[0] > pairwise[0]), (default, pairwise)
     # a healthy node: calls of 80 us, a third of the default's waiting out a 4 ms tick
     ticks = {}
     for cfg, late in ((DEFAULT, 10), (Config(2), 0)):
         xs = [8e-5 * rng.lognormvariate(0, 0.1) for _ in range(30 - late)] + [4e-3] * late
         ticks[cfg] = _m(cfg, 64, xs)
     assert not stall_suspects(ticks)
+    assert not decided(ticks).default_stalls

@@ -344,15 +344,15 @@ def _rare_stalls(seed: int, p_default: float, p_tuned: float) -> Callable[
     return measure
 
 
-def test_a_choice_judged_by_means_gets_twice_the_pairs() -> None:
-    """The tune's confirmation of a choice proposed by its mean (the default stalls):
-    its launch means jump with each stall, so such a size gets `means_pairs` (twice the
-    budget) and its error is spent over them from the first look: more of the real gains
-    are shown, the others keep the run's budget, and the default against itself is called
-    faster no more often than alpha allows."""
+def test_a_choice_where_the_default_stalls_gets_twice_the_pairs() -> None:
+    """The tune's confirmation of a choice where the default stalls: its launch means
+    jump with each stall, so such a size gets `stall_pairs` (twice the budget) and its
+    error is spent over them from the first look: more of the real gains are shown, the
+    others keep the run's budget, and the default against itself is called faster no more
+    often than alpha allows."""
     size, other = 1 << 20, 4096
-    plain, longer = Design(family=1, max_pairs=8), Design(family=1, max_pairs=8,
-                                                          means_pairs=16)
+    plain = Design(family=1, max_pairs=8)
+    longer = Design(family=1, max_pairs=8, stall_pairs=16, stalling=(size,))
     found = {"plain": 0, "longer": 0}
     for seed in range(60):
         for name, d in (("plain", plain), ("longer", longer)):

@@ -154,7 +154,7 @@ class TuneOptions:
     confirm_max_rounds: int | None = setting(
         None, "--confirm-max-rounds", help="... and up to this many where they leave a win "
         "undecided (default: twice as many; a stand-in for the default, or a choice "
-        "judged by launch means where the default stalls: twice this).")
+        "where the default stalls: twice this).")
     # an application's calls at a size in one launch: the launch pairs also judge a choice
     # over this many calls from the size's first on, where a slow start can outweigh a
     # faster call (and refuse it); 0: judge warm calls only

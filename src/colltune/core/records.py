@@ -104,6 +104,9 @@ class Decision:
     # stalls significantly more often than the choice (every stall is paid: tuner/decide.py);
     # fresh launch pairs judge it by the same statistic
     statistic: str = "median"
+    # the default stalled here in the sweep and another configuration less often: fresh
+    # launch pairs get twice the budget (their launches are one stall from another level)
+    default_stalls: bool = False
 
     @property
     def speedup(self) -> float | None:

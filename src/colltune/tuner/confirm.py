@@ -278,7 +278,7 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
     """The library's choice against the session's file for `ds`, in fresh alternating
     launch pairs at `sizes`, judged per size by the gate's sequential procedure: a size
     still undecided after `confirm_rounds` pairs gets more, up to `confirm_max_rounds`
-    (twice that where the choice is judged by launch means: the default stalls); one that
+    (twice that where the default stalls: its launches are one stall from another); one that
     runs out of them keeps the default (inconclusive). At `fills` (sizes where the
     file names a stand-in for the default) the pairs go on, up to twice as many, until they
     show it inside the session's `fill_within`, not only until it cannot win. None,
@@ -303,12 +303,14 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
 
         # a choice must win in every timing mode (intersection: no correction over modes)
         # and not lose from cold (a refusal: a false one only keeps the default); one
-        # judged by launch means gets twice the pairs (Design.means_pairs)
+        # made where the default stalls gets twice the pairs (Design.stall_pairs)
         most = max(opts.confirm_rounds, opts.confirm_max_rounds or 2 * opts.confirm_rounds)
+        stalling = {d.size for d in ds if d.default_stalls and d.chosen != DEFAULT}
         design = sequential.Design(alpha=opts.confirm_alpha, min_gain=opts.min_gain,
                                    first=opts.confirm_rounds, family=1,
                                    veto=(START,) if opts.start_calls else (),
-                                   max_pairs=most, means_pairs=2 * most)
+                                   max_pairs=most, stall_pairs=2 * most,
+                                   stalling=tuple(sorted(stalling | means)))
         # a stand-in need not win: its pairs go on until they bound it, on twice the budget
         stand_in = dataclasses.replace(design, threshold=sess.fill_within,
                                        max_pairs=2 * design.max_pairs)

@@ -154,8 +154,8 @@ def stall_power(points: dict[Config, Measurement], c: Config
     return (kd, nd), (kc, nc), least
 
 
-def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: float
-             ) -> Decision | None:
+def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: float,
+             suspects: dict[Config, tuple[float, float]]) -> Decision | None:
     """Where the default stalls (a congested link's retransmission timeouts: calls of
     250 ms among calls of 50, docs/methodology.md) its median hides what an application
     pays, which is every stall: of the configurations that stall significantly less often
@@ -176,7 +176,7 @@ def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: fl
     # proposed by its mean: a candidate that stalls significantly less often than the
     # default (the modes pooled): with the calls tuner/stalls.py adds, a retransmission-
     # bound default is far below it, a passing burst in one point's few calls is not
-    for c, (_, r) in stall_suspects(ok).items():
+    for c, (_, r) in suspects.items():
         (kd, nd), (kc, nc) = counts(c)
         if r <= 1 - min_gain and fisher_more(kd, nd, kc, nc) < STALL_ALPHA:
             ratios[c] = r
@@ -200,9 +200,14 @@ def _decide_size(size: int, lookup: int, points: dict[Config, Measurement], alph
                  min_gain: float, exact: bool) -> Decision:
     d = _by_median(size, lookup, points, alpha, min_gain, exact)
     ok = {c: m for c, m in points.items() if m.status == "ok" and m.samples}
-    if d.chosen != DEFAULT or exact or DEFAULT not in ok or ok[DEFAULT].strata:
+    if exact or DEFAULT not in ok or ok[DEFAULT].strata:
         return d
-    return _by_mean(size, lookup, ok, min_gain) or d
+    suspects = stall_suspects(ok)
+    if d.chosen == DEFAULT:
+        d = _by_mean(size, lookup, ok, min_gain, suspects) or d
+    # whichever statistic chose, the pairs judging the choice here need more launches
+    d.default_stalls = bool(suspects)
+    return d
 
 
 def _by_median(size: int, lookup: int, points: dict[Config, Measurement], alpha: float,

@@ -45,12 +45,14 @@ class Design:
     min_gain: float = 0.03  # significant but smaller than this is not called different
     first: int = 4  # launch pairs before the first look; each later look doubles them
     max_pairs: int = 16  # budget per size
-    # budget per size judged by launch means from its first pair (`means` given to run();
-    # 0: max_pairs): where a call takes 50 ms and a stall 200, one stall more or less moves
-    # a launch's mean by a third, and a loop stretch holds only a handful of calls (alltoall
-    # of 1 MiB on the shaped nodes: pairwise 2x faster in every mode, its loop cell still
-    # undecided after 8 pairs and shown faster after 16)
-    means_pairs: int = 0
+    # budget per size where the default stalls (at `stalling`; 0: max_pairs): where a
+    # call takes 50 ms and a stall 200, one stall more or less moves a launch's mean by a
+    # third and its median from one level to the other, and a loop stretch holds only a
+    # handful of calls (alltoall of 1 MiB on the shaped nodes: pairwise 2x faster in every
+    # mode, its loop cell still undecided after 8 pairs and shown faster after 16)
+    stall_pairs: int = 0
+    # those sizes: known before the first look, so the error is spent over that budget
+    stalling: tuple[int, ...] = ()
     family: int = 0  # cells tested together (Bonferroni); 0: every cell of the run
     # cells that can only refuse (an application's first calls): slower there is slower;
     # otherwise they hold nothing back, as a size's other cells decide it
@@ -218,7 +220,7 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
         means: Collection[int] | WhereStalls = ()) -> dict[int, SizeResult]:
     """Measure `sizes` in `d.first` launch pairs, then double the pairs of the sizes still
     undecided until each is decided, the per-size budget `d.max_pairs` is spent
-    (`d.means_pairs` at `means` given as sizes), or the monotonic clock passes `deadline`.
+    (`d.stall_pairs` at `d.stalling`), or the monotonic clock passes `deadline`.
     `measure(sizes, first_round, rounds)` runs launch pairs numbered from `first_round`
     (the order of the arms alternates with it).
     `own` gives sizes a design of their own (threshold, budget), judged without
@@ -228,9 +230,6 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     stall is paid, tuner/decide.py); with a WhereStalls, where the pairs so far show it."""
     mine = own or {}
     by_mean = set() if isinstance(means, WhereStalls) else set(means)
-    # known before the first look, so the error is spent over the longer budget from the
-    # start (a size a WhereStalls turns to means later keeps the budget it began with)
-    longer = frozenset(by_mean)
     stalled: dict[int, tuple[int, int, int, int]] = {}
     # every launch so far, per size, cell and arm: a size that turns to means at a later
     # look is summed up again from its first pair
@@ -258,7 +257,7 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
             d = dataclasses.replace(d, family=max(1, per_size * len(sizes)))
             mine = {s: dataclasses.replace(o, family=o.family or d.family)
                     for s, o in mine.items()}
-        ds = {s: _design(s, mine, d, longer) for s in sizes}  # each size's, this look
+        ds = {s: _design(s, mine, d) for s in sizes}  # each size's, at this look
         for s in open_sizes:
             for key, arms in batch[s].items():
                 got = launches[s].setdefault(key, {"default": [], "tuned": []})
@@ -310,12 +309,12 @@ def run(measure: Callable[[list[int], int, int], Batch], sizes: list[int], d: De
     return out
 
 
-def _design(s: int, own: dict[int, Design], d: Design, longer: Collection[int]) -> Design:
-    """Size `s`'s design: its own, else the run's, on the means budget where it is judged
-    by launch means from its first pair."""
+def _design(s: int, own: dict[int, Design], d: Design) -> Design:
+    """Size `s`'s design: its own, else the run's, on the stalls' budget where the default
+    stalls (the run's `stalling`)."""
     o = own.get(s, d)
-    return dataclasses.replace(o, max_pairs=max(o.max_pairs, o.means_pairs)) \
-        if s in longer and o.means_pairs else o
+    return dataclasses.replace(o, max_pairs=max(o.max_pairs, o.stall_pairs)) \
+        if s in d.stalling and o.stall_pairs else o
 
 
 def _ended(v: str, cells: Collection[Cell], need_faster: bool, d: Design) -> str:
