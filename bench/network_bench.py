@@ -132,8 +132,9 @@ def verify(c: Cluster, coll: str, lay: Layout, work: Path, path: Path,
                        f"--mca plm_rsh_agent {c.agent} --bind-to none", "--mpi", "/usr",
                        "--json", str(out), *extra],
              env=c.env(PYTHONPATH=str(REPO / "src")), cwd=work, timeout=7200)
-    if r.returncode not in (0, 1, 5):  # passed, a regression, undecided: each a verdict
-        raise SystemExit(f"verify {coll} {lay.name} failed: {r.stderr[-3000:]}")
+    if r.returncode not in (0, 1, 5) or not out.exists():  # 0, 1, 5: each a verdict
+        raise SystemExit(f"verify {coll} {lay.name} failed (exit {r.returncode}):\n"
+                         f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
     (check,) = json.loads(out.read_text())["collectives"]
     rows = [k for k in check["kernel"] if k["verdict"] != "default"]
     return {"exit": r.returncode,
