@@ -324,7 +324,7 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
     means. A stall rate not significantly above the candidate's changes nothing, and the
     scheduler's spikes on a healthy node (a 4 ms time slice in a call of 80 us) are no
     stalls at all."""
-    from colltune.core.stats import STALL_ALPHA, fisher_more
+    from colltune.core.stats import STALL_ALPHA, fisher_more, stalls
     from colltune.tuner.decide import decide_size, stall_power, stall_suspects
 
     rng = random.Random(21)
@@ -381,3 +381,14 @@ def test_a_default_that_stalls_as_a_rule_is_judged_by_its_mean() -> None:
         ticks[cfg] = _m(cfg, 64, xs)
     assert not stall_suspects(ticks)
     assert not decided(ticks).default_stalls
+    # a longer call (72 ms: all-to-all of 1 MiB, 4 nodes x 1 on Gigabit ports) that waits
+    # out one 200 ms timeout takes 3.5 times as long, under STALL: counted by what a
+    # timeout costs; the same calls 1.5 times as long are not
+    long_calls = {}
+    for cfg, base, late in ((DEFAULT, 0.05, 5), (Config(2), 0.072, 0)):
+        xs = [base * rng.lognormvariate(0, 0.05) for _ in range(7 - late)]
+        long_calls[cfg] = _m(cfg, 1 << 20, xs + [0.2 + base * rng.uniform(0.9, 1.1)
+                                                 for _ in range(late)])
+    assert list(stall_suspects(long_calls)) == [Config(2)]
+    assert decided(long_calls).default_stalls
+    assert stalls([0.072 * 1.5] * 7, 0.072) == 0

@@ -37,7 +37,7 @@ from colltune.core import account
 from colltune.core.clock import describe
 from colltune.core.records import POOLED, Verdict
 from colltune.core.space import parse_params, parse_size, parse_sizes
-from colltune.core.stats import STALL
+from colltune.core.stats import STALL_TEXT
 from colltune.errors import ColltuneError
 from colltune.launchers import Launch
 from colltune.options import MeasureSettings, TuneOptions
@@ -83,8 +83,8 @@ def _print_result(res: TuneResult, quiet: bool) -> None:
                       "free-running); a choice must win in every mode; could see: the "
                       "smallest difference those pairs would have shown (80% power)")
             if any(d.statistic == "mean" for d in ds):
-                out.print(f"(means): the default stalls at this size (calls over {STALL:g}x "
-                          "the typical one: retransmission timeouts on a congested link), so "
+                out.print(f"(means): the default stalls at this size (calls {STALL_TEXT}: "
+                          "retransmission timeouts on a congested link), so "
                           "the sweep and the fresh launch pairs compare means, which count "
                           "every stall, not medians (docs/methodology.md)")
             out.print("verdict: tuned = confirmed faster in fresh launches (sequential: more "

@@ -143,6 +143,12 @@ def welch_t_less(a: Sequence[float], b: Sequence[float]) -> float:
 # slice (4 ms a tick) makes a call of 80 us take 4 ms, 50 times its typical, not 20 ms more
 STALL = 4.0
 STALL_FLOOR = 0.02
+# ... or this much more, whatever the call: most of Linux's minimum retransmission timeout
+# (200 ms), for calls too long for STALL times them to see one (all-to-all of 1 MiB on
+# Gigabit ports, 2026-12-06: 72 ms typical, the default's stalled calls 225-250 ms, 3.1-3.5
+# times: none counted, the stage that looks again never ran, and pairwise's 1.4-1.8x by
+# OSU was missed); a healthy node's scheduler does not hold a call 150 ms
+STALL_EXTRA = 0.15
 # one arm stalls more often than another when Fisher's one-sided test says so at this
 # level: 30 calls with a third stalled against none is p 1e-5; a passing burst in a few
 # calls is not (tuner/decide.py, tuner/sequential.py)
@@ -150,8 +156,14 @@ STALL_ALPHA = 0.01
 
 
 def stalls(xs: Sequence[float], typical: float) -> int:
-    """How many of the samples stalled (over STALL times `typical` and STALL_FLOOR more)."""
-    return sum(x > max(STALL * typical, typical + STALL_FLOOR) for x in xs)
+    """How many of the samples stalled (over STALL times `typical` and STALL_FLOOR more,
+    or STALL_EXTRA more)."""
+    bar = min(max(STALL * typical, typical + STALL_FLOOR), typical + STALL_EXTRA)
+    return sum(x > bar for x in xs)
+
+
+# how a stall is said beside a verdict
+STALL_TEXT = f"over {STALL:g}x the typical call or {STALL_EXTRA * 1000:.0f} ms more"
 
 
 def fisher_more(k1: int, n1: int, k2: int, n2: int) -> float:

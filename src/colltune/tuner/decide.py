@@ -10,8 +10,8 @@ from colltune.collectives import Collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import Decision
 from colltune.core.stats import (
-    STALL,
     STALL_ALPHA,
+    STALL_TEXT,
     Comparison,
     bootstrap_median_ci,
     compare,
@@ -191,8 +191,9 @@ def _by_mean(size: int, lookup: int, ok: dict[Config, Measurement], min_gain: fl
         size, lookup, best_cfg, best_cfg, cmp.candidate_median, cmp.baseline_median,
         cmp.p_value, False, ok[best_cfg].n, default.n, statistic="mean",
         reason=f"faster by its mean, {ratios[best_cfg]:.2f} of the default's in its worst "
-               f"timing mode: the default stalled in {kd} of {nd} calls (over {STALL:g}x "
-               f"the size's typical call), this configuration in {kc} of {nc}; proposed "
+               f"timing mode: the default stalled in {kd} of {nd} calls ({STALL_TEXT}, "
+               f"the size's typical call the fastest's median), this configuration in {kc} "
+               f"of {nc}; proposed "
                "for fresh launch pairs, which judge it by each launch's mean")
 
 

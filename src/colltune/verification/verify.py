@@ -20,7 +20,7 @@ from colltune.collectives import Collective, get_collective
 from colltune.core.config import DEFAULT, Config
 from colltune.core.records import json_ready
 from colltune.core.space import sizes_for
-from colltune.core.stats import STALL, median, median_ci
+from colltune.core.stats import STALL_TEXT, median, median_ci
 from colltune.core.toolchain import Installation
 from colltune.errors import ColltuneError
 from colltune.kernel.launch import Repetitions
@@ -188,7 +188,8 @@ def _stall_note(stalled: tuple[int, int, int, int] | None) -> str:
     kd, nd, kt, nt = stalled
     return (f"judged by each launch's mean: by the look that turned to it, the default "
             f"stalled in {kd} of {nd} calls, the file's choice in {kt} of {nt} (a call "
-            f"over {STALL:g}x the faster arm's median; an application pays every stall)")
+            f"{STALL_TEXT}, the faster arm's median the typical; an application pays every "
+            "stall)")
 
 
 def _untested(sizes: list[int], label: Callable[[int], str], lookup: Callable[[int], int],
