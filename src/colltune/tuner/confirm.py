@@ -305,12 +305,13 @@ def fresh_verdicts(coll: Collective, placement: Placement, ds: list[Decision],
         # and not lose from cold (a refusal: a false one only keeps the default); one
         # made where the default stalls gets twice the pairs (Design.stall_pairs)
         most = max(opts.confirm_rounds, opts.confirm_max_rounds or 2 * opts.confirm_rounds)
+        # (a choice proposed by its mean is one: only a stalling default's is)
         stalling = {d.size for d in ds if d.default_stalls and d.chosen != DEFAULT}
         design = sequential.Design(alpha=opts.confirm_alpha, min_gain=opts.min_gain,
                                    first=opts.confirm_rounds, family=1,
                                    veto=(START,) if opts.start_calls else (),
                                    max_pairs=most, stall_pairs=2 * most,
-                                   stalling=tuple(sorted(stalling | means)))
+                                   stalling=tuple(sorted(stalling)))
         # a stand-in need not win: its pairs go on until they bound it, on twice the budget
         stand_in = dataclasses.replace(design, threshold=sess.fill_within,
                                        max_pairs=2 * design.max_pairs)
